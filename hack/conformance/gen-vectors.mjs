@@ -1,0 +1,221 @@
+#!/usr/bin/env node
+// Generates random signed STX token-transfer test vectors with stacks.js.
+//
+//   node hack/conformance/gen-vectors.mjs [--count N] [--out FILE] [--golden]
+//   node hack/conformance/gen-vectors.mjs [N] [FILE]
+//
+// N defaults to 1000; FILE defaults to standard output ("-").
+// --golden only runs the golden-vector check and exits (0 on match).
+// The golden vector is also checked before every generation run.
+
+import { randomBytes, randomInt } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { c32address } from 'c32check';
+import { randomPrivateKey } from '@stacks/transactions';
+import { makeVector, TESTNET_CHAIN_ID, U64_MAX } from './vector.mjs';
+import { checkGolden } from './check-golden.mjs';
+
+// ---------------------------------------------------------------- arguments
+
+function usage(msg) {
+  if (msg) process.stderr.write(`gen-vectors: ${msg}\n`);
+  process.stderr.write('usage: gen-vectors.mjs [--count N] [--out FILE] [--golden] | [N] [FILE]\n');
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { count: 1000, out: '-', golden: false };
+  const positional = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const eq = a.indexOf('=');
+    const [name, inline] = a.startsWith('--') && eq > 0 ? [a.slice(0, eq), a.slice(eq + 1)] : [a, undefined];
+    const value = () => {
+      if (inline !== undefined) return inline;
+      if (i + 1 >= argv.length) usage(`${name} needs a value`);
+      return argv[++i];
+    };
+    if (name === '--count' || name === '-n') opts.count = value();
+    else if (name === '--out' || name === '-o') opts.out = value();
+    else if (name === '--golden') opts.golden = true;
+    else if (name === '--help' || name === '-h') usage();
+    else if (name.startsWith('-') && name !== '-') usage(`unknown flag ${name}`);
+    else positional.push(a);
+  }
+  if (positional.length > 2) usage('too many arguments');
+  if (positional[0] !== undefined) opts.count = positional[0];
+  if (positional[1] !== undefined) opts.out = positional[1];
+  if (!/^\d+$/.test(String(opts.count))) usage(`bad count ${opts.count}`);
+  opts.count = Number(opts.count);
+  return opts;
+}
+
+// ---------------------------------------------------------------- randomness
+
+const rand = n => randomInt(n); // uniform integer in [0, n)
+const chance = p => rand(1_000_000) < p * 1_000_000;
+const pick = arr => arr[rand(arr.length)];
+const randomU64 = () => randomBytes(8).readBigUInt64BE(0);
+const randomHex = nBytes => randomBytes(nBytes).toString('hex');
+
+// Notable u64 values: 0, max, and 2^k-1 / 2^k / 2^k+1 for every k.
+const POW2_EDGES = [];
+for (let k = 0n; k <= 64n; k++) {
+  for (const v of [(1n << k) - 1n, 1n << k, (1n << k) + 1n]) {
+    if (v <= U64_MAX && !POW2_EDGES.includes(v)) POW2_EDGES.push(v);
+  }
+}
+const U64_SPECIALS = [
+  0n, U64_MAX, 1n, U64_MAX - 1n, 1n << 63n, (1n << 63n) - 1n, (1n << 63n) + 1n,
+  1n << 32n, (1n << 32n) - 1n, 1n << 53n, (1n << 53n) + 1n, 255n, 256n, 65535n, 65536n,
+];
+
+function randomU64Value() {
+  const r = rand(100);
+  if (r < 25) return BigInt(rand(1_000_001)); // small, realistic
+  if (r < 50) return pick(POW2_EDGES);
+  if (r < 60) return pick(U64_SPECIALS);
+  return randomU64(); // full range
+}
+
+// Memo: random UTF-8 text of an exact byte length 0..34, built from
+// characters of width 1 to 4 bytes. NUL is never used (stacks.js strips
+// trailing NULs on decode, so it would not round-trip).
+const CHARS_BY_WIDTH = {
+  1: [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'],
+  2: [...'éèüñßçøåΩπЖжאع¢£§ö'],
+  3: [...'€中文字✓★☃ア한₿‰…'],
+  4: [...'😀🚀🎉💧🌊🦄🔥𝄞'],
+};
+function randomMemo(byteLen) {
+  let s = '';
+  let left = byteLen;
+  while (left > 0) {
+    // Favour ASCII a little, but allow any width that still fits.
+    const widths = [1, 1, 2, 3, 4].filter(w => w <= left);
+    const w = pick(widths);
+    s += pick(CHARS_BY_WIDTH[w]);
+    left -= w;
+  }
+  if (Buffer.byteLength(s, 'utf8') !== byteLen) throw new Error('memo length bug');
+  return s;
+}
+const randomMemoLength = () => (chance(0.15) ? pick([0, 34]) : rand(35));
+
+// Clarity contract name: ^[a-zA-Z][a-zA-Z0-9_-]*$, 1..40 chars.
+const NAME_FIRST = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const NAME_REST = NAME_FIRST + '0123456789_-';
+function randomContractName(len = 1 + rand(40)) {
+  let s = NAME_FIRST[rand(NAME_FIRST.length)];
+  while (s.length < len) s += NAME_REST[rand(NAME_REST.length)];
+  return s;
+}
+
+// Testnet address versions: 26 = single-sig ("ST"), 21 = multi-sig ("SN").
+const randomVersion = () => (chance(0.85) ? 26 : 21);
+
+function randomRecipient({ contract = chance(0.3), hash = randomHex(20), version = randomVersion(), nameLen } = {}) {
+  const addr = c32address(version, hash);
+  return contract ? `${addr}.${randomContractName(nameLen)}` : addr;
+}
+
+// Custom chain ids: any u32 except 1 (mainnet) and 0 (often treated as
+// "unset" by callers); a few fixed ones first.
+const CHAIN_SPECIALS = [0x87654321, 0xffffffff, 0x80000001, 0x7fffffff, 0x00000002];
+function randomChainId() {
+  if (chance(0.8)) return TESTNET_CHAIN_ID;
+  if (chance(0.2)) return pick(CHAIN_SPECIALS);
+  for (;;) {
+    const v = randomBytes(4).readUInt32BE(0);
+    if (v !== 0 && v !== 1) return v;
+  }
+}
+
+function randomSenderKey(compressed = chance(0.5)) {
+  const k = randomPrivateKey(); // 32-byte valid scalar + "01"
+  return compressed ? k : k.slice(0, 64);
+}
+
+// ---------------------------------------------------------------- specs
+
+// The first records pin down edge cases so that even a small --count covers
+// them; everything after is random.
+function edgeSpecs() {
+  const at = (i, arr) => arr[i % arr.length];
+  const specs = [];
+  const n = U64_SPECIALS.length;
+  for (let i = 0; i < n; i++) {
+    specs.push({
+      senderKey: randomSenderKey(i % 2 === 0),
+      recipient: randomRecipient({
+        contract: i % 3 === 2,
+        version: i % 4 === 3 ? 21 : 26,
+        hash: i === 0 ? '00'.repeat(20) : i === 1 ? 'ff'.repeat(20) : randomHex(20),
+        nameLen: at(Math.floor(i / 3), [1, 40, 20, undefined]), // only used when contract
+      }),
+      amount: at(i, U64_SPECIALS),
+      nonce: at(i + (i % 2), U64_SPECIALS), // records 0 and 1: all-zero / all-max
+      fee: at(i + 2 * (i % 2), U64_SPECIALS),
+      memo: randomMemo(at(i, [0, 34, 1, 33, 2, 17])),
+      chainId: i < 2 ? TESTNET_CHAIN_ID : i < 2 + CHAIN_SPECIALS.length ? CHAIN_SPECIALS[i - 2] : randomChainId(),
+    });
+  }
+  // Records 0 and 1: amount, nonce and fee all 0, then all u64 max.
+  specs[0].nonce = specs[0].fee = 0n;
+  specs[1].nonce = specs[1].fee = U64_MAX;
+  // Fixed multi-byte memos that sit exactly on the 34-byte limit.
+  specs[2].memo = 'é'.repeat(17); // 17 x 2 bytes
+  specs[3].memo = '€'.repeat(10) + '😀'; // 10 x 3 + 4 bytes
+  specs[4].memo = '🚀'.repeat(8) + 'ab'; // 8 x 4 + 2 bytes
+  return specs;
+}
+
+function randomSpec() {
+  return {
+    senderKey: randomSenderKey(),
+    recipient: randomRecipient(),
+    amount: randomU64Value(),
+    nonce: randomU64Value(),
+    fee: randomU64Value(),
+    memo: randomMemo(randomMemoLength()),
+    chainId: randomChainId(),
+  };
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+
+  const problems = await checkGolden();
+  if (problems.length > 0) {
+    process.stderr.write(`gen-vectors: golden vector MISMATCH, refusing to generate\n${problems.join('\n')}\n`);
+    process.exit(1);
+  }
+  if (opts.golden) {
+    process.stderr.write('golden vector OK\n');
+    return;
+  }
+
+  const started = process.hrtime.bigint();
+  const edges = edgeSpecs();
+  const records = [];
+  for (let i = 0; i < opts.count; i++) {
+    const spec = i < edges.length ? edges[i] : randomSpec();
+    records.push(await makeVector(spec));
+  }
+
+  // One record per line keeps the file diff- and grep-friendly.
+  const json = records.length === 0 ? '[]\n' : `[\n${records.map(r => JSON.stringify(r)).join(',\n')}\n]\n`;
+  if (opts.out === '-') process.stdout.write(json);
+  else writeFileSync(opts.out, json);
+
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  const where = opts.out === '-' ? 'stdout' : opts.out;
+  process.stderr.write(`wrote ${records.length} vectors to ${where} (${ms.toFixed(0)} ms)\n`);
+}
+
+main().catch(err => {
+  process.stderr.write(`gen-vectors: ${err.stack || err}\n`);
+  process.exit(1);
+});

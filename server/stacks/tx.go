@@ -1,0 +1,339 @@
+package stacks
+
+import (
+	"crypto/sha512"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Wire constants (stacks-codec transaction.rs).
+const (
+	TxVersionMainnet byte = 0x00
+	TxVersionTestnet byte = 0x80
+
+	ChainIDMainnet uint32 = 0x00000001
+	ChainIDTestnet uint32 = 0x80000000
+
+	AuthTypeStandard  byte = 0x04
+	AuthTypeSponsored byte = 0x05
+
+	HashModeP2PKH byte = 0x00 // single-sig, the only mode this package signs
+
+	AnchorModeOnChainOnly  byte = 0x01
+	AnchorModeOffChainOnly byte = 0x02
+	AnchorModeAny          byte = 0x03
+
+	PostConditionModeAllow byte = 0x01
+	PostConditionModeDeny  byte = 0x02
+
+	PayloadTokenTransfer byte = 0x00
+
+	principalStandard byte = 0x05
+	principalContract byte = 0x06
+
+	// MemoLen is the fixed memo size of a token transfer.
+	MemoLen = 34
+	// SignatureLen is a recoverable signature: recovery id, r, s.
+	SignatureLen = 65
+	// maxWireContractName bounds the 1-byte length prefix to Clarity's limit,
+	// so a decoder never trusts a larger length.
+	maxWireContractName = 128
+)
+
+// KeyEncoding is the public-key encoding byte of a single-sig spending condition.
+type KeyEncoding byte
+
+const (
+	KeyEncodingCompressed   KeyEncoding = 0x00
+	KeyEncodingUncompressed KeyEncoding = 0x01
+)
+
+// ErrMalformedTx is wrapped by every decode error.
+var ErrMalformedTx = errors.New("malformed transaction")
+
+// Memo is the fixed 34-byte memo field, zero-padded on the right.
+type Memo [MemoLen]byte
+
+// NewMemo stores s as UTF-8, failing when it exceeds 34 bytes.
+func NewMemo(s string) (Memo, error) {
+	var m Memo
+	if len(s) > MemoLen {
+		return m, fmt.Errorf("memo is %d bytes, at most %d", len(s), MemoLen)
+	}
+	copy(m[:], s)
+	return m, nil
+}
+
+// String returns the memo without its zero padding.
+func (m Memo) String() string {
+	n := len(m)
+	for n > 0 && m[n-1] == 0 {
+		n--
+	}
+	if !utf8.Valid(m[:n]) {
+		return hex.EncodeToString(m[:n])
+	}
+	return string(m[:n])
+}
+
+// SpendingCondition is a standard single-sig P2PKH spending condition.
+type SpendingCondition struct {
+	HashMode    byte
+	Signer      [20]byte // hash160 of the public key
+	Nonce       uint64
+	Fee         uint64
+	KeyEncoding KeyEncoding
+	Signature   [SignatureLen]byte
+}
+
+// TokenTransfer is the STX token-transfer payload.
+type TokenTransfer struct {
+	Recipient Principal
+	Amount    uint64 // µSTX
+	Memo      Memo
+}
+
+// Transaction is a standard-auth, single-sig STX token transfer with no
+// post-conditions: the only kind a faucet sends.
+type Transaction struct {
+	Version           byte
+	ChainID           uint32
+	Auth              SpendingCondition
+	AnchorMode        byte
+	PostConditionMode byte
+	Payload           TokenTransfer
+}
+
+// TxID is SHA-512/256 of the serialised transaction.
+type TxID [32]byte
+
+// String is the lower-case hex form without "0x", as the node reports it.
+func (id TxID) String() string { return hex.EncodeToString(id[:]) }
+
+// Hex0x is the "0x"-prefixed form the Hiro API uses.
+func (id TxID) Hex0x() string { return "0x" + id.String() }
+
+// TransferParams are the caller's choices for a new token transfer.
+type TransferParams struct {
+	Recipient Principal
+	Amount    uint64
+	Nonce     uint64
+	Fee       uint64
+	Memo      Memo
+	ChainID   uint32 // 0 means ChainIDTestnet
+}
+
+// NewTokenTransfer builds and signs a testnet token transfer with the same
+// defaults as stacks.js makeSTXTokenTransfer (anchor mode Any, post-condition
+// mode Deny, no post-conditions).
+func NewTokenTransfer(p TransferParams, key *PrivateKey) (*Transaction, error) {
+	chainID := p.ChainID
+	if chainID == 0 {
+		chainID = ChainIDTestnet
+	}
+	tx := &Transaction{
+		Version:           TxVersionTestnet,
+		ChainID:           chainID,
+		Auth:              SpendingCondition{HashMode: HashModeP2PKH, Nonce: p.Nonce, Fee: p.Fee},
+		AnchorMode:        AnchorModeAny,
+		PostConditionMode: PostConditionModeDeny,
+		Payload:           TokenTransfer{Recipient: p.Recipient, Amount: p.Amount, Memo: p.Memo},
+	}
+	if err := tx.Sign(key); err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+// SenderAddress is the origin's address on the transaction's network.
+func (tx *Transaction) SenderAddress() Address {
+	v := AddressVersionTestnetSingleSig
+	if tx.Version == TxVersionMainnet {
+		v = AddressVersionMainnetSingleSig
+	}
+	return Address{Version: v, Hash160: tx.Auth.Signer}
+}
+
+// EncodedLen is the serialised size in bytes, which the node's minimum fee is based on.
+func (tx *Transaction) EncodedLen() int {
+	n := 1 + 4 + 1 + 1 + 20 + 8 + 8 + 1 + SignatureLen + 1 + 1 + 4 + 1 + 1 + 1 + 20 + 8 + MemoLen
+	if tx.Payload.Recipient.IsContract() {
+		n += 1 + len(tx.Payload.Recipient.ContractName)
+	}
+	return n
+}
+
+// Serialize returns the consensus serialisation.
+func (tx *Transaction) Serialize() []byte {
+	return tx.appendTo(make([]byte, 0, tx.EncodedLen()))
+}
+
+func (tx *Transaction) appendTo(b []byte) []byte {
+	b = append(b, tx.Version)
+	b = binary.BigEndian.AppendUint32(b, tx.ChainID)
+	b = append(b, AuthTypeStandard, tx.Auth.HashMode)
+	b = append(b, tx.Auth.Signer[:]...)
+	b = binary.BigEndian.AppendUint64(b, tx.Auth.Nonce)
+	b = binary.BigEndian.AppendUint64(b, tx.Auth.Fee)
+	b = append(b, byte(tx.Auth.KeyEncoding))
+	b = append(b, tx.Auth.Signature[:]...)
+	b = append(b, tx.AnchorMode, tx.PostConditionMode)
+	b = binary.BigEndian.AppendUint32(b, 0) // post-condition count
+	b = append(b, PayloadTokenTransfer)
+	r := tx.Payload.Recipient
+	if r.IsContract() {
+		b = append(b, principalContract, r.Address.Version)
+		b = append(b, r.Address.Hash160[:]...)
+		b = append(b, byte(len(r.ContractName)))
+		b = append(b, r.ContractName...)
+	} else {
+		b = append(b, principalStandard, r.Address.Version)
+		b = append(b, r.Address.Hash160[:]...)
+	}
+	b = binary.BigEndian.AppendUint64(b, tx.Payload.Amount)
+	return append(b, tx.Payload.Memo[:]...)
+}
+
+// TxID hashes the serialised transaction.
+func (tx *Transaction) TxID() TxID { return sha512.Sum512_256(tx.Serialize()) }
+
+// DecodeTransaction parses a serialised token transfer strictly: unknown type
+// bytes, truncation and trailing bytes are errors. Transactions this package
+// cannot represent (sponsored, multi-sig, post-conditions, other payloads) are
+// reported as unsupported.
+func DecodeTransaction(b []byte) (*Transaction, error) {
+	d := decoder{buf: b}
+	tx := &Transaction{}
+	tx.Version = d.byte("version")
+	if d.err == nil && tx.Version != TxVersionMainnet && tx.Version != TxVersionTestnet {
+		d.fail("unknown transaction version 0x%02x", tx.Version)
+	}
+	tx.ChainID = d.u32("chain id")
+	switch at := d.byte("auth type"); {
+	case d.err != nil:
+	case at == AuthTypeSponsored:
+		d.fail("sponsored transactions are not supported")
+	case at != AuthTypeStandard:
+		d.fail("unknown auth type 0x%02x", at)
+	}
+	tx.Auth.HashMode = d.byte("hash mode")
+	if d.err == nil && tx.Auth.HashMode != HashModeP2PKH {
+		d.fail("hash mode 0x%02x is not supported (only single-sig P2PKH)", tx.Auth.HashMode)
+	}
+	d.copy("signer", tx.Auth.Signer[:])
+	tx.Auth.Nonce = d.u64("nonce")
+	tx.Auth.Fee = d.u64("fee")
+	tx.Auth.KeyEncoding = KeyEncoding(d.byte("key encoding"))
+	if d.err == nil && tx.Auth.KeyEncoding != KeyEncodingCompressed && tx.Auth.KeyEncoding != KeyEncodingUncompressed {
+		d.fail("unknown key encoding 0x%02x", byte(tx.Auth.KeyEncoding))
+	}
+	d.copy("signature", tx.Auth.Signature[:])
+	tx.AnchorMode = d.byte("anchor mode")
+	if d.err == nil && (tx.AnchorMode < AnchorModeOnChainOnly || tx.AnchorMode > AnchorModeAny) {
+		d.fail("unknown anchor mode 0x%02x", tx.AnchorMode)
+	}
+	tx.PostConditionMode = d.byte("post-condition mode")
+	if d.err == nil && tx.PostConditionMode != PostConditionModeAllow && tx.PostConditionMode != PostConditionModeDeny {
+		d.fail("unknown post-condition mode 0x%02x", tx.PostConditionMode)
+	}
+	if n := d.u32("post-condition count"); d.err == nil && n != 0 {
+		d.fail("post-conditions are not supported (%d present)", n)
+	}
+	if pt := d.byte("payload type"); d.err == nil && pt != PayloadTokenTransfer {
+		d.fail("payload type 0x%02x is not supported (only token transfer)", pt)
+	}
+	tx.Payload.Recipient = d.principal()
+	tx.Payload.Amount = d.u64("amount")
+	d.copy("memo", tx.Payload.Memo[:])
+	if d.err == nil && d.off != len(b) {
+		d.fail("%d trailing bytes", len(b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return tx, nil
+}
+
+// decoder reads fields in order, remembering the first error so call sites
+// stay linear; every read after an error is a no-op.
+type decoder struct {
+	buf []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at byte %d: %s", ErrMalformedTx, d.off, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) take(field string, n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if len(d.buf)-d.off < n {
+		d.fail("truncated %s: need %d bytes, have %d", field, n, len(d.buf)-d.off)
+		return nil
+	}
+	s := d.buf[d.off : d.off+n]
+	d.off += n
+	return s
+}
+
+func (d *decoder) byte(field string) byte {
+	if s := d.take(field, 1); s != nil {
+		return s[0]
+	}
+	return 0
+}
+
+func (d *decoder) u32(field string) uint32 {
+	if s := d.take(field, 4); s != nil {
+		return binary.BigEndian.Uint32(s)
+	}
+	return 0
+}
+
+func (d *decoder) u64(field string) uint64 {
+	if s := d.take(field, 8); s != nil {
+		return binary.BigEndian.Uint64(s)
+	}
+	return 0
+}
+
+func (d *decoder) copy(field string, dst []byte) {
+	if s := d.take(field, len(dst)); s != nil {
+		copy(dst, s)
+	}
+}
+
+func (d *decoder) principal() Principal {
+	var p Principal
+	kind := d.byte("recipient type")
+	if d.err == nil && kind != principalStandard && kind != principalContract {
+		d.fail("unknown principal type 0x%02x", kind)
+	}
+	p.Address.Version = d.byte("recipient version")
+	if d.err == nil && p.Address.Version >= 32 {
+		d.fail("address version %d out of range", p.Address.Version)
+	}
+	d.copy("recipient hash", p.Address.Hash160[:])
+	if kind == principalContract {
+		n := int(d.byte("contract name length"))
+		if d.err == nil && n > maxWireContractName {
+			d.fail("contract name length %d exceeds %d", n, maxWireContractName)
+		}
+		name := d.take("contract name", n)
+		if d.err == nil {
+			if err := ValidateContractName(string(name)); err != nil {
+				d.fail("%v", err)
+			}
+			p.ContractName = string(name)
+		}
+	}
+	return p
+}
