@@ -1,0 +1,22 @@
+// Package node is a typed client for the Stacks node (stacks-core) HTTP RPC,
+// covering the endpoints a testnet STX faucet needs: /v2/info, /v2/pox,
+// /v2/accounts/{principal}, POST /v2/transactions and /v2/fees/transfer.
+//
+// The response types carry the node's own snake_case JSON names and marshal
+// back into the node's wire format, so a simulated node in tests can serve
+// them unchanged.
+//
+// Errors are typed so callers can map them to HTTP statuses:
+//
+//   - *RejectionError: the mempool refused a transaction (HTTP 400 JSON);
+//   - *DecodeError: the node could not parse the request (HTTP 400 text/plain);
+//   - *HTTPError: any other non-2xx status;
+//   - *TransportError: connection failures and timeouts;
+//   - *ResponseError: a 2xx response whose body is not what the node sends.
+//
+// IsUnavailable reports whether an error means "the node is not usable right
+// now" (retry later or fail over) as opposed to "this request is wrong".
+//
+// Error messages never contain the userinfo of the base URL and include at
+// most a short, sanitised excerpt of response bodies.
+package node
