@@ -1,0 +1,51 @@
+// Package devnode is a simulated Stacks node (stacks-core) for tests and for
+// `faucet serve --devnet`: the one stand-in for a real node, since none can
+// run here. It serves the RPC subset a faucet uses on the real wire format,
+// and its mempool enforces the real admission rules in the real order, so a
+// client that works against devnode should work against stacks-core.
+//
+// Routes (anything else, including a known path with another method, is 404
+// text/plain "No such file or directory", exactly like stacks-core, which
+// looks handlers up by method and path together):
+//
+//	GET  /v2/info                          node.Info
+//	GET  /v2/pox                           node.PoXInfo (pox-4, regtest cycle lengths)
+//	GET  /v2/accounts/{principal}          node.Account (+ placeholder proofs unless ?proof=0)
+//	POST /v2/transactions                  txid string, or 400 rejection JSON / decode text
+//	GET  /v2/fees/transfer                 bare integer (µSTX per byte)
+//	GET  /v2/transactions/unconfirmed/{id} {"tx":hex,"status":"Mempool"} or 404
+//
+// Admission order (stacks-core MemPoolDB::submit → will_admit_mempool_tx →
+// try_add_tx): already-known txid (200, nothing stored) → tx version vs
+// network → recipient ≠ sender → amount > 0 → recipient address version →
+// signature (incl. high-S) → chain id → fee ≥ tx length → nonce (BadNonce /
+// TooMuchChaining) → funds → same-nonce conflict or replace-by-fee.
+//
+// Deliberate fidelity choices worth knowing:
+//
+//   - NotEnoughFunds compares amount+fee with the confirmed balance net of
+//     the sender's other pending spends. stacks-core checks the confirmed
+//     balance only, admits overspending chains and drops the tx that can no
+//     longer pay at mining; Config.ConfirmedBalanceOnly reproduces that.
+//   - Like the real MemPoolDB, mined txs stay in the mempool table until
+//     garbage collection (256 blocks after they were received): re-posting a
+//     mined tx answers 200 with its txid, and /v2/transactions/unconfirmed
+//     still reports it as "Mempool". MempoolSize and TxStatus count only
+//     txs that are really pending.
+//   - Account proofs are placeholders (hex of a hash), not MARF proofs. As on
+//     the real node, a proof is "" when the key was never written (an
+//     unknown account's balance, or the nonce of an account that never sent).
+//   - Only what stacks.DecodeTransaction understands decodes: single-sig
+//     standard-auth STX transfers without post-conditions. Other valid
+//     transactions (contract calls, sponsored, multisig) are answered like
+//     undecodable ones, 400 "Failed to decode: Failed to deserialize posted
+//     transaction: …".
+//   - ?tip= is accepted and ignored: reads always use the canonical tip.
+//   - Fees leave the supply: there is no miner account to credit them to.
+//   - One Stacks block per burn block and per tenure, so stacks_tip_height,
+//     burn_block_height and tenure_height all advance by one per block.
+//
+// Everything is behind one mutex; the fault knobs (SetLatency, SetErrorRate,
+// SetDropRate, SetDown, SetMainnet, SetSynced, …) may be flipped while
+// requests are being served.
+package devnode

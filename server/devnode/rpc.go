@@ -1,0 +1,261 @@
+package devnode
+
+import (
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Response bodies copied from stacks-core (net/http/mod.rs, httpcore.rs,
+// api/posttransaction.rs, api/getaccount.rs). DecodeError bodies carry the
+// "Failed to decode: " prefix of Error::into_http_error.
+const (
+	decodePrefix       = "Failed to decode: "
+	msgNoSuchPath      = "No such file or directory"
+	msgEmptyBody       = decodePrefix + "Invalid Http request: expected non-zero-length body for PostTransaction"
+	msgBodyTooBig      = decodePrefix + "Invalid Http request: PostTransaction body is too big"
+	msgMissingCT       = decodePrefix + "Missing Content-Type for transaction"
+	msgWrongCT         = decodePrefix + "Wrong Content-Type for transaction; expected application/json or application/octet-stream"
+	msgBadJSONBody     = decodePrefix + "Failed to parse body"
+	msgBadJSONTx       = decodePrefix + "Failed to parse tx"
+	msgBadAttachment   = decodePrefix + "Failed to parse attachment"
+	msgBadPrincipal    = decodePrefix + "Failed to parse `principal` field"
+	msgDeserializeTx   = decodePrefix + "Failed to deserialize posted transaction: "
+	msgInjectedFailure = "devnode: injected server error"
+)
+
+// Route patterns, anchored like the node's regexes. The principal pattern
+// is clarity's PRINCIPAL_DATA_REGEX_STRING.
+var (
+	accountPath     = regexp.MustCompile(`^/v2/accounts/([0123456789ABCDEFGHJKMNPQRSTVWXYZ]{28,41}(\.[a-zA-Z]([a-zA-Z0-9]|[-_]){0,127})?)$`)
+	unconfirmedPath = regexp.MustCompile(`^/v2/transactions/unconfirmed/([0-9a-f]{64})$`)
+)
+
+// Handler returns the RPC handler. It is safe for concurrent use.
+func (n *Node) Handler() http.Handler { return http.HandlerFunc(n.serveHTTP) }
+
+func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	down, latency := n.down, n.latency
+	fail := n.errorRate > 0 && n.rng.Float64() < n.errorRate
+	n.mu.Unlock()
+
+	if down {
+		hangUp(w)
+		return
+	}
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	if fail {
+		writeText(w, http.StatusInternalServerError, msgInjectedFailure)
+		return
+	}
+
+	// stacks-core finds a handler by method and path together, so a known
+	// path with the wrong method is the same 404 as an unknown path.
+	path := r.URL.Path
+	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
+	switch {
+	case get && path == "/v2/info":
+		writeJSON(w, http.StatusOK, n.info())
+	case get && path == "/v2/pox":
+		writeJSON(w, http.StatusOK, n.pox())
+	case get && path == "/v2/fees/transfer":
+		n.mu.Lock()
+		rate := n.feeRate
+		n.mu.Unlock()
+		writeJSON(w, http.StatusOK, rate)
+	case post && path == "/v2/transactions":
+		n.postTransaction(w, r)
+	case get && accountPath.MatchString(path):
+		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1])
+	case get && unconfirmedPath.MatchString(path):
+		n.getUnconfirmed(w, unconfirmedPath.FindStringSubmatch(path)[1])
+	default:
+		writeText(w, http.StatusNotFound, msgNoSuchPath)
+	}
+}
+
+// hangUp closes the connection without writing a response: a dead node.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	// HTTP/2 or a wrapped writer: aborting the handler resets the stream.
+	panic(http.ErrAbortHandler)
+}
+
+func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request) {
+	// The node checks the declared length before the content type.
+	if r.ContentLength == 0 {
+		writeText(w, http.StatusBadRequest, msgEmptyBody)
+		return
+	}
+	if r.ContentLength > MaxPayloadLen {
+		writeText(w, http.StatusBadRequest, msgBodyTooBig)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayloadLen))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeText(w, http.StatusBadRequest, msgBodyTooBig)
+		} else {
+			writeText(w, http.StatusBadRequest, decodePrefix+"Failed to read body")
+		}
+		return
+	}
+	if len(body) == 0 { // chunked request with an empty body
+		writeText(w, http.StatusBadRequest, msgEmptyBody)
+		return
+	}
+
+	var raw []byte
+	ct := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type")))
+	switch {
+	case ct == "":
+		writeText(w, http.StatusBadRequest, msgMissingCT)
+		return
+	case ct == "application/octet-stream": // exact: no parameters allowed
+		raw = body
+	case ct == "application/json" || strings.HasPrefix(ct, "application/json;"):
+		var req struct {
+			Tx         *string `json:"tx"`
+			Attachment *string `json:"attachment"`
+		}
+		if json.Unmarshal(body, &req) != nil || req.Tx == nil {
+			writeText(w, http.StatusBadRequest, msgBadJSONBody)
+			return
+		}
+		// hex_bytes: even-length hex, no 0x prefix.
+		if raw, err = hex.DecodeString(*req.Tx); err != nil {
+			writeText(w, http.StatusBadRequest, msgBadJSONTx)
+			return
+		}
+		if req.Attachment != nil {
+			if _, err := hex.DecodeString(*req.Attachment); err != nil {
+				writeText(w, http.StatusBadRequest, msgBadAttachment)
+				return
+			}
+		}
+	default:
+		writeText(w, http.StatusBadRequest, msgWrongCT)
+		return
+	}
+
+	tx, err := stacks.DecodeTransaction(raw)
+	if err != nil {
+		writeText(w, http.StatusBadRequest, msgDeserializeTx+err.Error())
+		return
+	}
+	n.mu.Lock()
+	txid, rej := n.admit(tx, raw)
+	n.mu.Unlock()
+	if rej != nil {
+		writeJSON(w, http.StatusBadRequest, rej)
+		return
+	}
+	writeJSON(w, http.StatusOK, txid.String())
+}
+
+// accountResponse is AccountEntryResponse with its proofs.
+type accountResponse struct {
+	Balance      string `json:"balance"`
+	Locked       string `json:"locked"`
+	UnlockHeight uint64 `json:"unlock_height"`
+	Nonce        uint64 `json:"nonce"`
+	BalanceProof string `json:"balance_proof"`
+	NonceProof   string `json:"nonce_proof"`
+}
+
+func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal string) {
+	p, err := stacks.ParsePrincipal(principal)
+	if err != nil {
+		writeText(w, http.StatusBadRequest, msgBadPrincipal)
+		return
+	}
+	key := p.String()
+	n.mu.Lock()
+	a := n.peek(key)
+	n.mu.Unlock()
+
+	// get_with_proof: proofs are on unless proof is present and not "1".
+	if q := r.URL.Query(); q.Has("proof") && q.Get("proof") != "1" {
+		writeJSON(w, http.StatusOK, node.Account{Balance: a.balance, Nonce: a.nonce})
+		return
+	}
+	// node.Account cannot carry proofs; FormatU128 is the encoder it uses.
+	resp := accountResponse{Balance: node.FormatU128(a.balance), Locked: node.FormatU128(0), Nonce: a.nonce}
+	bp, np := "", "" // the node sends "" for a key that was never written
+	if a.hasBalance {
+		bp = placeholderProof("balance", key, a.balance)
+	}
+	if a.nonce > 0 { // the nonce key is first written by a mined tx
+		np = placeholderProof("nonce", key, a.nonce)
+	}
+	resp.BalanceProof, resp.NonceProof = bp, np
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// placeholderProof is hex standing in for a MARF proof; it is not one.
+func placeholderProof(kind, key string, v uint64) string {
+	sum := sha512.Sum512_256([]byte(kind + "\x00" + key + "\x00" + node.FormatU128(v)))
+	return "0x" + hex.EncodeToString(sum[:])
+}
+
+func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
+	var txid stacks.TxID
+	_, _ = hex.Decode(txid[:], []byte(txidHex)) // the route regex guarantees 64 hex digits
+	n.mu.Lock()
+	e, ok := n.pool[txid]
+	var raw []byte
+	if ok {
+		raw = e.raw
+	}
+	n.mu.Unlock()
+	if !ok {
+		writeText(w, http.StatusNotFound, "Transaction "+txidHex+" not found in mempool or unconfirmed microblock stream")
+		return
+	}
+	// UnconfirmedTransactionResponse field order: tx, then status.
+	writeJSON(w, http.StatusOK, struct {
+		Tx     string `json:"tx"`
+		Status string `json:"status"`
+	}{hex.EncodeToString(raw), "Mempool"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeText(w, http.StatusInternalServerError, "devnode: encoding response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
+}
