@@ -1,0 +1,548 @@
+// Package faucet is the dispensing engine: a pool of sending keys with their
+// own nonce ledgers, drip amounts, fees, rate limits and repair of stuck nonces.
+// It talks to the Stacks node only through NodeClient.
+package faucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// NodeClient is the node RPC the engine needs; *node.Client implements it.
+type NodeClient interface {
+	Info(ctx context.Context) (*node.Info, error)
+	PoX(ctx context.Context) (*node.PoXInfo, error)
+	Account(ctx context.Context, principal string) (*node.Account, error)
+	Broadcast(ctx context.Context, rawTx []byte) (string, error)
+	TransferFeeRate(ctx context.Context) (uint64, error)
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultAmount          uint64 = 500_000_000 // 500 STX
+	DefaultStackingPadding uint64 = 20          // percent above PoX min_amount_ustx
+	DefaultMemo                   = "faucet"
+	DefaultMaxInFlight            = 25 // the node's mempool chaining limit
+	DefaultFeeMin          uint64 = 180
+	DefaultFeeMax          uint64 = 100_000
+	DefaultFeeFallback     uint64 = 1_000
+	DefaultStuckBlocks     uint64 = 3
+	DefaultMaxAttempts            = 4
+)
+
+// Config configures an engine. Zero values take the defaults above.
+type Config struct {
+	Keys []*stacks.PrivateKey
+	Node NodeClient
+
+	DefaultAmount          uint64 // µSTX per default drip
+	StackingAmount         uint64 // fixed stacking drip; 0 = from PoX
+	StackingPaddingPercent uint64 // added to min_amount_ustx; 0 = DefaultStackingPadding
+	NoStackingPadding      bool   // use min_amount_ustx exactly
+	Memo                   string
+
+	FeeMin, FeeMax, FeeFallback uint64 // fee = node rate × length, clamped to [FeeMin, FeeMax]
+	FeeReserve                  uint64 // µSTX a key keeps back beyond in-flight spends
+
+	ChainID     uint32 // when set, refuse a node reporting another chain id
+	MaxInFlight int    // per key
+	MaxAttempts int    // node submissions per drip
+	StuckBlocks uint64 // blocks without nonce progress before repair
+
+	Limits   LimitsConfig
+	Disabled bool // suspended: every drip answers ReasonDisabled
+
+	PollInterval       time.Duration // tip polling for syncs and repairs; default 1s
+	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
+	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
+
+	Ledger Ledger
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.DefaultAmount == 0 {
+		c.DefaultAmount = DefaultAmount
+	}
+	if c.StackingPaddingPercent == 0 && !c.NoStackingPadding {
+		c.StackingPaddingPercent = DefaultStackingPadding
+	}
+	if c.Memo == "" {
+		c.Memo = DefaultMemo
+	}
+	if c.FeeMin == 0 {
+		c.FeeMin = DefaultFeeMin
+	}
+	if c.FeeMax == 0 {
+		c.FeeMax = max(DefaultFeeMax, c.FeeMin)
+	}
+	if c.FeeFallback == 0 {
+		c.FeeFallback = DefaultFeeFallback
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.StuckBlocks == 0 {
+		c.StuckBlocks = DefaultStuckBlocks
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.ChainCheckInterval <= 0 {
+		c.ChainCheckInterval = 30 * time.Second
+	}
+	if c.CacheTTL <= 0 {
+		c.CacheTTL = 10 * time.Second
+	}
+	if c.Ledger == nil {
+		c.Ledger = NewMemoryLedger()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Faucet dispenses STX. Safe for concurrent use.
+type Faucet struct {
+	cfg     Config
+	memo    stacks.Memo
+	keys    []*keyState
+	limiter *limiter
+	log     *slog.Logger
+
+	chain   cached[chainInfo]
+	pox     cached[uint64] // min_amount_ustx
+	feeRate cached[uint64]
+
+	pickMu sync.Mutex // serialises key choice + nonce allocation across keys
+	rr     int        // round-robin start for ties
+}
+
+// chainInfo is what the engine needs from /v2/info.
+type chainInfo struct {
+	chainID uint32
+	height  uint64
+}
+
+// New validates cfg and builds an engine. Call Run to keep it in sync.
+func New(cfg Config) (*Faucet, error) {
+	cfg.setDefaults()
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("faucet: no keys")
+	}
+	if cfg.Node == nil {
+		return nil, errors.New("faucet: no node client")
+	}
+	if cfg.FeeMin > cfg.FeeMax {
+		return nil, fmt.Errorf("faucet: fee min %d exceeds fee max %d", cfg.FeeMin, cfg.FeeMax)
+	}
+	if cfg.ChainID == stacks.ChainIDMainnet {
+		return nil, errors.New("faucet: chain id 1 is mainnet; the faucet is testnet only")
+	}
+	memo, err := stacks.NewMemo(cfg.Memo)
+	if err != nil {
+		return nil, fmt.Errorf("faucet: %w", err)
+	}
+	f := &Faucet{cfg: cfg, memo: memo, limiter: newLimiter(cfg.Now), log: cfg.Logger}
+	f.chain.ttl, f.pox.ttl, f.feeRate.ttl = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
+	f.chain.now, f.pox.now, f.feeRate.now = cfg.Now, cfg.Now, cfg.Now
+	for _, k := range cfg.Keys {
+		f.keys = append(f.keys, newKeyState(k))
+	}
+	return f, nil
+}
+
+// Addresses lists the faucet's sending addresses.
+func (f *Faucet) Addresses() []string {
+	out := make([]string, len(f.keys))
+	for i, k := range f.keys {
+		out[i] = k.addr.String()
+	}
+	return out
+}
+
+// Request is one drip.
+type Request struct {
+	Recipient stacks.Principal
+	Stacking  bool
+	// ClientIP is used for the per-IP limit; the zero Addr skips it.
+	ClientIP netip.Addr
+}
+
+// Result describes the broadcast transaction.
+type Result struct {
+	TxID     stacks.TxID
+	TxRaw    []byte
+	Amount   uint64
+	Fee      uint64
+	Nonce    uint64
+	Sender   stacks.Address
+	Stacking bool
+}
+
+// Drip sends one transfer to req.Recipient. It answers once the node has
+// accepted the transaction into its mempool, not when it is mined. A request
+// yields at most one accepted transaction.
+func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
+	if f.cfg.Disabled {
+		return nil, failf(ReasonDisabled, nil, "the faucet is suspended")
+	}
+	if req.Recipient.Address.IsMainnet() {
+		return nil, failf(ReasonRejected, nil, "recipient is a mainnet address")
+	}
+	if err := f.checkChain(ctx); err != nil {
+		return nil, err
+	}
+	amount, err := f.amount(ctx, req.Stacking)
+	if err != nil {
+		return nil, err
+	}
+	res, wait, ok := f.limiter.reserve(f.buckets(req))
+	if !ok {
+		return nil, &Error{Reason: ReasonRateLimited, Message: "Too many requests", RetryAfter: wait}
+	}
+	result, err := f.send(ctx, req.Recipient, amount)
+	if err != nil {
+		res.release()
+		return nil, err
+	}
+	result.Stacking = req.Stacking
+	return result, nil
+}
+
+func (f *Faucet) buckets(req Request) []bucketRef {
+	addr := req.Recipient.String()
+	refs := make([]bucketRef, 0, 2)
+	if req.Stacking {
+		refs = append(refs, bucketRef{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
+	} else {
+		refs = append(refs, bucketRef{"address:" + addr, f.cfg.Limits.PerAddress})
+	}
+	if req.ClientIP.IsValid() {
+		refs = append(refs, bucketRef{ipBucketKey(req.ClientIP), f.cfg.Limits.PerIP})
+	}
+	return refs
+}
+
+// send picks a key, allocates a nonce, signs and broadcasts, handling the
+// node's rejections with bounded retries.
+func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
+	chainID := f.chainID()
+	fee := f.fee(ctx, to)
+	excluded := map[*keyState]bool{}
+	var lastErr *Error
+	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
+		k, nonce, ferr := f.pick(ctx, amount, fee, excluded)
+		if ferr != nil {
+			if lastErr != nil {
+				return nil, lastErr // the key-specific failure explains more
+			}
+			return nil, ferr
+		}
+		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: to, Amount: amount, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID,
+		}, k.key)
+		if err != nil {
+			f.release(k, nonce)
+			return nil, failf(ReasonRejected, err, "could not sign the transaction")
+		}
+		raw := tx.Serialize()
+		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now()}
+		err = f.broadcast(ctx, raw)
+		if err == nil {
+			k.mu.Lock()
+			lerr := k.commit(ctx, f.cfg.Ledger, p)
+			k.mu.Unlock()
+			if lerr != nil {
+				f.log.Error("ledger write failed; the tx is in flight but not recorded", "sender", k.addr.String(), "nonce", nonce, "err", lerr)
+			}
+			return &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}, nil
+		}
+		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
+		if lastErr == nil {
+			continue // retry on the same or another key
+		}
+		if lastErr.Reason != ReasonExhausted && lastErr.Reason != ReasonBusy {
+			return nil, lastErr
+		}
+	}
+	if lastErr == nil {
+		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
+	}
+	return nil, lastErr
+}
+
+// handleBroadcastError updates key state after a failed broadcast. It returns
+// nil when the drip should simply be retried, or the error to report (or to
+// keep as the last error while other keys are tried).
+func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
+	var rej *node.RejectionError
+	if !errors.As(err, &rej) {
+		if node.IsUnavailable(err) && !neverSent(err) {
+			// The node may have taken it: keep the bytes so the nonce never
+			// becomes a gap; the repair loop rebroadcasts it.
+			k.mu.Lock()
+			lerr := k.commit(ctx, f.cfg.Ledger, p)
+			k.mu.Unlock()
+			f.log.Warn("broadcast outcome unknown; tracking tx for rebroadcast", "sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "err", err, "ledger_err", lerr)
+		} else {
+			f.release(k, p.Nonce)
+		}
+		if errors.Is(err, context.Canceled) {
+			return failf(ReasonNodeUnavailable, err, "the request was cancelled")
+		}
+		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
+	}
+	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "reason", rej.Reason)
+	switch rej.Reason {
+	case node.ReasonConflictingNonceInMempool:
+		// Another writer holds this nonce: mark it taken and move on.
+		k.mu.Lock()
+		delete(k.allocated, p.Nonce)
+		k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
+		k.mu.Unlock()
+		log.Warn("nonce already used in mempool; advancing")
+		return nil
+	case node.ReasonBadNonce:
+		f.release(k, p.Nonce)
+		if serr := f.syncKey(ctx, k); serr != nil {
+			log.Warn("resync after BadNonce failed", "err", serr)
+		}
+		log.Warn("nonce behind the node; resynced")
+		return nil
+	case node.ReasonTooMuchChaining:
+		f.release(k, p.Nonce)
+		excluded[k] = true
+		log.Warn("mempool chaining limit reached for key")
+		return failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+	case node.ReasonNotEnoughFunds:
+		f.release(k, p.Nonce)
+		k.mu.Lock()
+		k.dry = true
+		k.mu.Unlock()
+		excluded[k] = true
+		log.Warn("node reports key cannot pay; marked dry")
+		return failf(ReasonExhausted, err, "the faucet is out of funds")
+	default:
+		f.release(k, p.Nonce)
+		log.Error("node rejected faucet transaction", "err", err)
+		return failf(ReasonRejected, err, "the Stacks node refused the transaction")
+	}
+}
+
+// release gives back a nonce that no accepted tx occupies.
+func (f *Faucet) release(k *keyState, nonce uint64) {
+	k.mu.Lock()
+	k.unallocate(nonce)
+	k.mu.Unlock()
+}
+
+// neverSent is true when the request provably did not reach the node (the
+// connection was refused), so the nonce can be reused.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// broadcast submits raw, retrying the identical bytes on transient failures:
+// the node answers 200 for a tx already in its mempool, so this is idempotent.
+func (f *Faucet) broadcast(ctx context.Context, raw []byte) error {
+	var err error
+	backoff := 50 * time.Millisecond
+	for try := 0; try < 3; try++ {
+		if _, err = f.cfg.Node.Broadcast(ctx, raw); err == nil || !node.IsUnavailable(err) || neverSent(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return err
+}
+
+// pick chooses the least-loaded key that can afford amount+fee and allocates
+// its next nonce.
+func (f *Faucet) pick(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+	for _, k := range f.keys {
+		k.mu.Lock()
+		synced := k.synced
+		k.mu.Unlock()
+		if !synced && !excluded[k] {
+			if err := f.syncKey(ctx, k); err != nil {
+				f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
+			}
+		}
+	}
+	spend := satAdd(amount, fee)
+	f.pickMu.Lock()
+	defer f.pickMu.Unlock()
+	var best *keyState
+	bestLoad := 0
+	anySynced, anyCapacity := false, false
+	n := len(f.keys)
+	for i := range n {
+		k := f.keys[(f.rr+i)%n]
+		if excluded[k] {
+			continue
+		}
+		k.mu.Lock()
+		ok := k.synced
+		anySynced = anySynced || ok
+		load := k.inFlight()
+		hasCapacity := ok && load < f.cfg.MaxInFlight
+		anyCapacity = anyCapacity || hasCapacity
+		canPay := ok && !k.dry && k.available(f.cfg.FeeReserve) >= spend
+		k.mu.Unlock()
+		if hasCapacity && canPay && (best == nil || load < bestLoad) {
+			best, bestLoad = k, load
+		}
+	}
+	f.rr++
+	switch {
+	case best != nil:
+		best.mu.Lock()
+		nonce := best.allocate(spend)
+		best.mu.Unlock()
+		return best, nonce, nil
+	case !anySynced:
+		return nil, 0, failf(ReasonNodeUnavailable, nil, "the Stacks node is unavailable; try again shortly")
+	case !anyCapacity:
+		return nil, 0, failf(ReasonBusy, nil, "the faucet is busy; try again in a minute")
+	default:
+		return nil, 0, failf(ReasonExhausted, nil, "the faucet is out of funds")
+	}
+}
+
+// syncKey reads the key's account from the node and applies it.
+func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
+	acct, err := f.cfg.Node.Account(ctx, k.addr.String())
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", k.addr, err)
+	}
+	height := f.chain.peek().height
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, err := k.applyAccount(ctx, f.cfg.Ledger, acct.Balance, acct.Nonce, height); err != nil {
+		return err
+	}
+	// A dry key comes back once it can pay a default drip again.
+	if k.dry && k.available(f.cfg.FeeReserve) >= satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax) {
+		k.dry = false
+	}
+	return nil
+}
+
+// amount is the drip size for the tier.
+func (f *Faucet) amount(ctx context.Context, stacking bool) (uint64, error) {
+	if !stacking {
+		return f.cfg.DefaultAmount, nil
+	}
+	if f.cfg.StackingAmount > 0 {
+		return f.cfg.StackingAmount, nil
+	}
+	minAmount, err := f.pox.get(ctx, func(ctx context.Context) (uint64, error) {
+		p, err := f.cfg.Node.PoX(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if p.MinAmountUstx == 0 {
+			return 0, errors.New("node reports min_amount_ustx 0")
+		}
+		return p.MinAmountUstx, nil
+	})
+	if err != nil {
+		return 0, failf(ReasonStackingUnavailable, err, "the stacking amount is unavailable (no PoX information from the node); try again shortly")
+	}
+	amt, ok := padPercent(minAmount, f.cfg.StackingPaddingPercent)
+	if !ok {
+		return 0, failf(ReasonStackingUnavailable, nil, "the stacking amount overflows")
+	}
+	return amt, nil
+}
+
+// padPercent is ceil(v × (100+pct) / 100) without overflow.
+func padPercent(v, pct uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(v, 100+pct)
+	if hi >= 100 {
+		return 0, false
+	}
+	q, r := bits.Div64(hi, lo, 100)
+	if r != 0 {
+		q++
+	}
+	return q, q != 0 || v == 0
+}
+
+// fee is the node's rate × the tx length, clamped to [FeeMin, FeeMax] and
+// never below the length (the node's minimum relay fee).
+func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
+	length := uint64((&stacks.Transaction{Payload: stacks.TokenTransfer{Recipient: to}}).EncodedLen())
+	rate, err := f.feeRate.get(ctx, f.cfg.Node.TransferFeeRate)
+	var fee uint64
+	if err != nil || rate == 0 {
+		fee = f.cfg.FeeFallback
+	} else {
+		hi, lo := bits.Mul64(rate, length)
+		fee = lo
+		if hi != 0 {
+			fee = f.cfg.FeeMax
+		}
+		fee = min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax)
+	}
+	return max(fee, length)
+}
+
+// checkChain confirms, from a cached /v2/info, that the node is a testnet
+// with the expected chain id.
+func (f *Faucet) checkChain(ctx context.Context) error {
+	ci, err := f.chain.get(ctx, f.fetchChain)
+	if err != nil {
+		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
+	}
+	return f.chainAllowed(ci.chainID)
+}
+
+func (f *Faucet) chainAllowed(id uint32) error {
+	if id == stacks.ChainIDMainnet {
+		return failf(ReasonDisabled, nil, "the faucet is not available: the node is on mainnet")
+	}
+	if f.cfg.ChainID != 0 && id != f.cfg.ChainID {
+		return failf(ReasonDisabled, nil, "the faucet is not available: the node reports chain id %d, expected %d", id, f.cfg.ChainID)
+	}
+	return nil
+}
+
+func (f *Faucet) fetchChain(ctx context.Context) (chainInfo, error) {
+	info, err := f.cfg.Node.Info(ctx)
+	if err != nil {
+		return chainInfo{}, err
+	}
+	return chainInfo{chainID: info.NetworkID, height: info.StacksTipHeight}, nil
+}
+
+func (f *Faucet) chainID() uint32 {
+	if id := f.chain.peek().chainID; id != 0 {
+		return id
+	}
+	return stacks.ChainIDTestnet
+}

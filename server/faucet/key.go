@@ -1,0 +1,172 @@
+package faucet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// keyState is one sending key's view of its account: the node's confirmed
+// balance and nonce, plus what we have in flight above that nonce. Only nonce
+// allocation and bookkeeping hold mu; signing and broadcasting do not.
+type keyState struct {
+	key  *stacks.PrivateKey
+	addr stacks.Address
+
+	mu        sync.Mutex
+	synced    bool
+	balance   uint64 // confirmed µSTX as of the last sync
+	confirmed uint64 // the node's next nonce (confirmed txs only)
+	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
+	pending map[uint64]*PendingTx
+	// allocated marks nonces handed to a drip that has not finished broadcasting.
+	allocated map[uint64]uint64 // nonce → reserved spend (amount + fee)
+	// holes are nonces below the highest used one that no tx occupies, because
+	// the drip that took them failed; they are reused first so no gap blocks
+	// the chain.
+	holes []uint64
+	dry   bool
+	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
+	lastAdvance uint64
+}
+
+func newKeyState(k *stacks.PrivateKey) *keyState {
+	return &keyState{
+		key:       k,
+		addr:      k.TestnetAddress(),
+		pending:   map[uint64]*PendingTx{},
+		allocated: map[uint64]uint64{},
+	}
+}
+
+// inFlight counts pending and allocated nonces. Caller holds mu.
+func (k *keyState) inFlight() int { return len(k.pending) + len(k.allocated) }
+
+// committedSpend is what in-flight txs will take from the balance. Caller holds mu.
+func (k *keyState) committedSpend() uint64 {
+	var s uint64
+	for _, p := range k.pending {
+		s = satAdd(s, satAdd(p.Amount, p.Fee))
+	}
+	for _, v := range k.allocated {
+		s = satAdd(s, v)
+	}
+	return s
+}
+
+// available is balance − in-flight spends − reserve. Caller holds mu.
+func (k *keyState) available(reserve uint64) uint64 {
+	return satSub(satSub(k.balance, k.committedSpend()), reserve)
+}
+
+// nextNonce is max(confirmed, highest used + 1). Caller holds mu.
+func (k *keyState) nextNonce() uint64 {
+	n := k.confirmed
+	for nonce := range k.pending {
+		n = max(n, nonce+1)
+	}
+	for nonce := range k.allocated {
+		n = max(n, nonce+1)
+	}
+	return n
+}
+
+// allocate reserves the lowest usable nonce for a spend. Caller holds mu.
+func (k *keyState) allocate(spend uint64) uint64 {
+	var nonce uint64
+	// Holes below confirmed were filled by someone; drop them.
+	k.holes = slices.DeleteFunc(k.holes, func(h uint64) bool { return h < k.confirmed })
+	if len(k.holes) > 0 {
+		slices.Sort(k.holes)
+		nonce, k.holes = k.holes[0], k.holes[1:]
+	} else {
+		nonce = k.nextNonce()
+	}
+	k.allocated[nonce] = spend
+	return nonce
+}
+
+// unallocate gives a nonce back after a drip that did not get a tx accepted.
+// A nonce below the highest in use becomes a hole. Caller holds mu.
+func (k *keyState) unallocate(nonce uint64) {
+	delete(k.allocated, nonce)
+	if nonce < k.confirmed {
+		return
+	}
+	if nonce+1 < k.nextNonce() {
+		k.holes = append(k.holes, nonce)
+	}
+}
+
+// commit records an accepted tx for its allocated nonce. Caller holds mu.
+func (k *keyState) commit(ctx context.Context, ledger Ledger, p *PendingTx) error {
+	delete(k.allocated, p.Nonce)
+	k.pending[p.Nonce] = p
+	if err := ledger.Put(ctx, *p); err != nil {
+		return fmt.Errorf("ledger put nonce %d: %w", p.Nonce, err)
+	}
+	return nil
+}
+
+// applyAccount takes the node's confirmed view and prunes what it confirms.
+// Caller holds mu. It returns true when the confirmed nonce advanced.
+func (k *keyState) applyAccount(ctx context.Context, ledger Ledger, balance, nonce, height uint64) (advanced bool, err error) {
+	advanced = nonce > k.confirmed || !k.synced
+	k.balance, k.confirmed, k.synced = balance, nonce, true
+	if advanced {
+		k.lastAdvance = height
+	}
+	for n := range k.pending {
+		if n < nonce {
+			delete(k.pending, n)
+			if e := ledger.Delete(ctx, k.addr, n); e != nil && err == nil {
+				err = fmt.Errorf("ledger delete nonce %d: %w", n, e)
+			}
+		}
+	}
+	return advanced, err
+}
+
+// KeyStatus is a point-in-time view of one key, for metrics and readiness.
+type KeyStatus struct {
+	Address        string
+	Balance        uint64 // confirmed µSTX
+	Available      uint64 // balance minus in-flight spends and reserve
+	ConfirmedNonce uint64
+	NextNonce      uint64
+	InFlight       int
+	Dry            bool
+	Synced         bool
+}
+
+func (k *keyState) status(reserve uint64) KeyStatus {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return KeyStatus{
+		Address:        k.addr.String(),
+		Balance:        k.balance,
+		Available:      k.available(reserve),
+		ConfirmedNonce: k.confirmed,
+		NextNonce:      k.nextNonce(),
+		InFlight:       k.inFlight(),
+		Dry:            k.dry,
+		Synced:         k.synced,
+	}
+}
+
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
+func satSub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,126 @@
+package faucet
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLimiterSlidingWindow(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(clk.Now)
+	lim := Limit{Requests: 2, Window: time.Minute}
+	refs := []bucketRef{{"address:A", lim}}
+	if _, _, ok := l.reserve(refs); !ok {
+		t.Fatal("first refused")
+	}
+	clk.Advance(20 * time.Second)
+	if _, _, ok := l.reserve(refs); !ok {
+		t.Fatal("second refused")
+	}
+	_, wait, ok := l.reserve(refs)
+	if ok || wait != 40*time.Second {
+		t.Fatalf("third: ok=%v wait=%v, want refused with 40s", ok, wait)
+	}
+	clk.Advance(40 * time.Second)
+	if _, _, ok := l.reserve(refs); !ok {
+		t.Fatal("slot should free exactly one window after the first")
+	}
+}
+
+func TestLimiterAllOrNothingAndRelease(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(clk.Now)
+	ip := bucketRef{"ip:1.2.3.4", Limit{Requests: 1, Window: time.Hour}}
+	a := bucketRef{"address:A", Limit{Requests: 5, Window: time.Hour}}
+	b := bucketRef{"address:B", Limit{Requests: 5, Window: time.Hour}}
+	r, _, ok := l.reserve([]bucketRef{a, ip})
+	if !ok {
+		t.Fatal("first refused")
+	}
+	if _, _, ok := l.reserve([]bucketRef{b, ip}); ok {
+		t.Fatal("IP bucket full, must refuse")
+	}
+	// The refused reservation must not have charged B.
+	if n := len(l.buckets["address:B"]); n != 0 {
+		t.Fatalf("refused reservation charged B %d times", n)
+	}
+	r.release()
+	if _, _, ok := l.reserve([]bucketRef{b, ip}); !ok {
+		t.Fatal("released slot not reusable")
+	}
+}
+
+func TestLimiterExactUnderConcurrency(t *testing.T) {
+	l := newLimiter(time.Now)
+	refs := []bucketRef{{"address:A", Limit{Requests: 7, Window: time.Hour}}}
+	var granted atomic.Int32
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			if _, _, ok := l.reserve(refs); ok {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 7 {
+		t.Fatalf("granted %d, want exactly 7", granted.Load())
+	}
+}
+
+func TestIPBucketKey(t *testing.T) {
+	tests := []struct{ a, b string }{
+		{"2001:db8:1:2:aaaa::1", "2001:db8:1:2:ffff::9"}, // same /64
+		{"::ffff:192.0.2.1", "192.0.2.1"},                // mapped IPv4
+	}
+	for _, tt := range tests {
+		if ipBucketKey(netip.MustParseAddr(tt.a)) != ipBucketKey(netip.MustParseAddr(tt.b)) {
+			t.Errorf("%s and %s should share a bucket", tt.a, tt.b)
+		}
+	}
+	if ipBucketKey(netip.MustParseAddr("2001:db8:1:2::1")) == ipBucketKey(netip.MustParseAddr("2001:db8:1:3::1")) {
+		t.Error("different /64s must not share a bucket")
+	}
+	if ipBucketKey(netip.MustParseAddr("192.0.2.1")) == ipBucketKey(netip.MustParseAddr("192.0.2.2")) {
+		t.Error("IPv4 addresses are not grouped")
+	}
+}
+
+func TestPadPercent(t *testing.T) {
+	tests := []struct {
+		v, pct, want uint64
+		ok           bool
+	}{
+		{100, 20, 120, true},
+		{101, 20, 122, true}, // 121.2 rounds up
+		{125_000_000_000, 20, 150_000_000_000, true},
+		{7, 0, 7, true},
+		{^uint64(0), 20, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := padPercent(tt.v, tt.pct)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("padPercent(%d,%d) = %d,%v want %d,%v", tt.v, tt.pct, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Run keeps the engine in step with the node until ctx ends: it polls the
+// tip, re-syncs every key when a block arrives and repairs stuck nonces.
+func (f *Faucet) Run(ctx context.Context) error {
+	if err := f.loadLedger(ctx); err != nil {
+		return err
+	}
+	t := time.NewTicker(f.cfg.PollInterval)
+	defer t.Stop()
+	var lastHeight uint64
+	first := true
+	for {
+		if h, ok := f.poll(ctx, lastHeight, first); ok {
+			lastHeight, first = h, false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// loadLedger restores in-flight txs a persistent ledger kept across restarts.
+func (f *Faucet) loadLedger(ctx context.Context) error {
+	for _, k := range f.keys {
+		entries, err := f.cfg.Ledger.List(ctx, k.addr)
+		if err != nil {
+			return fmt.Errorf("load ledger for %s: %w", k.addr, err)
+		}
+		k.mu.Lock()
+		for _, e := range entries {
+			k.pending[e.Nonce] = &e
+		}
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// poll reads the tip once; on a new block (or the first time) it syncs keys
+// and runs repairs. It reports the height it saw.
+func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint64, bool) {
+	ci, err := f.fetchChain(ctx)
+	if err != nil {
+		f.chain.fail(err)
+		f.log.Warn("node poll failed", "err", err)
+		return 0, false
+	}
+	f.chain.set(ci)
+	if !first && ci.height == lastHeight {
+		return ci.height, true
+	}
+	if f.chainAllowed(ci.chainID) != nil {
+		return ci.height, true
+	}
+	for _, k := range f.keys {
+		if err := f.syncKey(ctx, k); err != nil {
+			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
+			continue
+		}
+		f.repair(ctx, k, ci.height)
+	}
+	return ci.height, true
+}
+
+// Sync reads the tip and every key's account now (used at start-up and by tests).
+func (f *Faucet) Sync(ctx context.Context) error {
+	if _, ok := f.poll(ctx, 0, true); !ok {
+		return errors.New("faucet sync: node unavailable")
+	}
+	return nil
+}
+
+// repair acts when a key's confirmed nonce has not moved for StuckBlocks while
+// we hold txs above it: first rebroadcast the stored bytes of the missing
+// nonce, then replace it with a higher fee; a nonce with no bytes of ours (a
+// hole, or another writer's tx) is filled with a minimal transfer.
+func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
+	k.mu.Lock()
+	if len(k.pending) == 0 && len(k.holes) == 0 {
+		k.lastAdvance = height
+		k.mu.Unlock()
+		return
+	}
+	if height < k.lastAdvance+f.cfg.StuckBlocks || len(k.allocated) > 0 && len(k.pending) == 0 {
+		k.mu.Unlock()
+		return
+	}
+	nonce := k.confirmed
+	var stuck *PendingTx
+	if p, ok := k.pending[nonce]; ok {
+		cp := *p
+		stuck = &cp
+	}
+	if _, busy := k.allocated[nonce]; busy {
+		k.mu.Unlock()
+		return // a drip is sending this nonce right now
+	}
+	k.lastAdvance = height // give the repair StuckBlocks to work
+	if stuck == nil {
+		// Claim the hole so no drip races the filler for it.
+		k.allocated[nonce] = 0
+	}
+	// A node that lost one tx may have lost the ones after it too.
+	var chain []PendingTx
+	for n := nonce; ; n++ {
+		p, ok := k.pending[n]
+		if !ok {
+			break
+		}
+		if !p.Foreign {
+			chain = append(chain, *p)
+		}
+	}
+	k.mu.Unlock()
+
+	log := f.log.With("sender", k.addr.String(), "nonce", nonce)
+	switch {
+	case stuck != nil && !stuck.Foreign && stuck.Rebroadcasts == 0:
+		// Identical bytes are idempotent: the node answers 200 for txs it has.
+		for i := range chain {
+			p := &chain[i]
+			_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
+			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.String(), "err", err)
+			p.Rebroadcasts++
+			f.updatePending(ctx, k, p)
+		}
+	case stuck != nil && !stuck.Foreign:
+		f.bumpFee(ctx, k, stuck)
+	default:
+		f.fillNonce(ctx, k, nonce, stuck != nil)
+	}
+}
+
+// bumpFee replaces a stuck tx with the same transfer at a strictly higher fee.
+func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
+	log := f.log.With("sender", k.addr.String(), "nonce", stuck.Nonce)
+	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
+	if newFee > f.cfg.FeeMax {
+		newFee = max(f.cfg.FeeMax, stuck.Fee+1)
+	}
+	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+		Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: f.memo, ChainID: f.chainID(),
+	}, k.key)
+	if err != nil {
+		log.Error("re-sign for fee bump failed", "err", err)
+		return
+	}
+	raw := tx.Serialize()
+	if _, err := f.cfg.Node.Broadcast(ctx, raw); err != nil {
+		log.Warn("fee-bump replacement not accepted", "fee", newFee, "err", err)
+		return
+	}
+	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.String(), "txid", tx.TxID().String(), "fee", newFee)
+	stuck.Raw, stuck.TxID, stuck.Fee = raw, tx.TxID(), newFee
+	stuck.Replacements++
+	f.updatePending(ctx, k, stuck)
+}
+
+// updatePending stores a changed entry if it is still in flight.
+func (f *Faucet) updatePending(ctx context.Context, k *keyState, p *PendingTx) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.pending[p.Nonce]; !ok {
+		return // confirmed meanwhile
+	}
+	k.pending[p.Nonce] = p
+	if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+		f.log.Error("ledger write failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+	}
+}
+
+// fillNonce sends a 1 µSTX transfer at nonce so later txs can be mined. The
+// recipient is another faucet key when there is one (nothing leaves the pool),
+// else the boot address. Outbidding another writer's tx needs the top fee.
+func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, foreign bool) {
+	to := stacks.Principal{Address: stacks.Address{Version: stacks.AddressVersionTestnetSingleSig}}
+	for _, other := range f.keys {
+		if other != k {
+			to = stacks.Principal{Address: other.addr}
+			break
+		}
+	}
+	fee := f.fee(ctx, to)
+	if foreign {
+		fee = f.cfg.FeeMax
+	}
+	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 1, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: f.chainID()}, k.key)
+	if err != nil {
+		f.release(k, nonce)
+		return
+	}
+	raw := tx.Serialize()
+	_, err = f.cfg.Node.Broadcast(ctx, raw)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.allocated, nonce)
+	var rej *node.RejectionError
+	if err != nil && !(errors.As(err, &rej) && rej.Reason == node.ReasonConflictingNonceInMempool) {
+		f.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
+		if nonce >= k.confirmed && !foreign {
+			k.holes = append(k.holes, nonce)
+		}
+		return
+	}
+	if err != nil {
+		return // someone's tx at this nonce outbids ours; keep waiting
+	}
+	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", tx.TxID().String())
+	p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 1, Fee: fee, SentAt: f.cfg.Now()}
+	k.pending[nonce] = p
+	if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+		f.log.Error("ledger write failed", "sender", k.addr.String(), "nonce", nonce, "err", err)
+	}
+}
+
+// Keys reports every key's state.
+func (f *Faucet) Keys() []KeyStatus {
+	out := make([]KeyStatus, len(f.keys))
+	for i, k := range f.keys {
+		out[i] = k.status(f.cfg.FeeReserve)
+	}
+	return out
+}
+
+// Ready reports why the faucet cannot serve drips, or nil: the node must be
+// reachable and testnet, and at least one key must afford a default drip.
+func (f *Faucet) Ready(ctx context.Context) error {
+	ci, err := f.chain.get(ctx, f.fetchChain)
+	if err != nil {
+		return fmt.Errorf("node unreachable: %w", err)
+	}
+	if err := f.chainAllowed(ci.chainID); err != nil {
+		return err
+	}
+	need := satAdd(f.cfg.DefaultAmount, f.cfg.FeeMin)
+	for _, s := range f.Keys() {
+		if s.Synced && s.Available >= need {
+			return nil
+		}
+	}
+	return errors.New("no faucet key is funded for a drip")
+}
+
+// Disabled reports whether the faucet is suspended by configuration.
+func (f *Faucet) Disabled() bool { return f.cfg.Disabled }
