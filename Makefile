@@ -29,9 +29,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run
-run: build ## Generate a faucet key and print its address (the server arrives with the next issue).
-	@$(BIN)/faucet keys generate -n 1 | awk '{ print "faucet address: " $$2 }'
-	@echo "next: 'faucet serve --devnet' will serve POST /extended/v1/faucets/stx against the embedded devnode"
+run: build ## Run the faucet on :3999 against an embedded simulated Stacks node (devnet).
+	$(BIN)/faucet serve --devnet --log-format text $(RUN_ARGS)
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -27,6 +27,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"serve", "run the faucet HTTP server (--node-url/--key-file, or --devnet)", runServe},
+		{"devnet", "run the simulated Stacks node alone", runDevnet},
 		{"keys", "manage faucet keys: keys generate [-n N]", runKeys},
 		{"version", "print the version", runVersion},
 	}

@@ -207,6 +207,21 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 	if req.Recipient.Address.IsMainnet() {
 		return nil, failf(ReasonRejected, nil, "recipient is a mainnet address")
 	}
+	// Limits first: a limited client learns that even while the node is down.
+	res, wait, ok := f.limiter.reserve(f.buckets(req))
+	if !ok {
+		return nil, &Error{Reason: ReasonRateLimited, Message: "Too many requests", RetryAfter: wait}
+	}
+	result, err := f.checkedSend(ctx, req)
+	if err != nil {
+		res.release()
+		return nil, err
+	}
+	result.Stacking = req.Stacking
+	return result, nil
+}
+
+func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) {
 	if err := f.checkChain(ctx); err != nil {
 		return nil, err
 	}
@@ -214,17 +229,7 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, wait, ok := f.limiter.reserve(f.buckets(req))
-	if !ok {
-		return nil, &Error{Reason: ReasonRateLimited, Message: "Too many requests", RetryAfter: wait}
-	}
-	result, err := f.send(ctx, req.Recipient, amount)
-	if err != nil {
-		res.release()
-		return nil, err
-	}
-	result.Stacking = req.Stacking
-	return result, nil
+	return f.send(ctx, req.Recipient, amount)
 }
 
 func (f *Faucet) buckets(req Request) []bucketRef {
@@ -295,7 +300,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
 	var rej *node.RejectionError
 	if !errors.As(err, &rej) {
-		if node.IsUnavailable(err) && !neverSent(err) {
+		if outcomeUnknown(err) {
 			// The node may have taken it: keep the bytes so the nonce never
 			// becomes a gap; the repair loop rebroadcasts it.
 			k.mu.Lock()
@@ -352,6 +357,15 @@ func (f *Faucet) release(k *keyState, nonce uint64) {
 	k.mu.Lock()
 	k.unallocate(nonce)
 	k.mu.Unlock()
+}
+
+// outcomeUnknown is true when the node may have accepted the tx although we
+// got no answer: the request was sent (not refused at dial) and then timed
+// out, was cut off or was cancelled. A definite HTTP answer is not unknown.
+func outcomeUnknown(err error) bool {
+	var te *node.TransportError
+	sent := errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return sent && !neverSent(err)
 }
 
 // neverSent is true when the request provably did not reach the node (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/node"
@@ -245,7 +246,13 @@ func (f *Faucet) Ready(ctx context.Context) error {
 		return err
 	}
 	need := satAdd(f.cfg.DefaultAmount, f.cfg.FeeMin)
-	for _, s := range f.Keys() {
+	keys := f.Keys()
+	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Synced }) {
+		// Before the first poll, read the accounts rather than report "unfunded".
+		_ = f.Sync(ctx)
+		keys = f.Keys()
+	}
+	for _, s := range keys {
 		if s.Synced && s.Available >= need {
 			return nil
 		}

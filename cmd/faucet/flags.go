@@ -1,0 +1,103 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// envPrefix: every flag --some-name can also be set as FAUCET_SOME_NAME.
+const envPrefix = "FAUCET_"
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseWithEnv parses args; flags not given on the command line take their
+// environment variable when set. Command-line flags win.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+		}
+	})
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return err
+}
+
+// limitValue is a flag of the form N/duration ("5/5m"); "0" disables.
+type limitValue struct{ l *faucet.Limit }
+
+func (v limitValue) String() string {
+	if v.l == nil || v.l.Requests <= 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d/%s", v.l.Requests, v.l.Window)
+}
+
+func (v limitValue) Set(s string) error {
+	if s == "0" {
+		*v.l = faucet.Limit{}
+		return nil
+	}
+	n, w, ok := strings.Cut(s, "/")
+	if !ok {
+		return fmt.Errorf("limit %q: want N/duration, e.g. 5/5m, or 0 to disable", s)
+	}
+	req, err := strconv.Atoi(n)
+	if err != nil || req <= 0 {
+		return fmt.Errorf("limit %q: request count must be a positive integer", s)
+	}
+	win, err := time.ParseDuration(w)
+	if err != nil || win <= 0 {
+		return fmt.Errorf("limit %q: window must be a positive duration", s)
+	}
+	*v.l = faucet.Limit{Requests: req, Window: win}
+	return nil
+}
+
+// logFlags builds a slog logger from --log-level and --log-format.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log-format", "json", "log format: json or text")
+}
+
+func (l *logFlags) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+}

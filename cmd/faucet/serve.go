@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// serveOptions are the settings of `faucet serve`, each also an env variable.
+type serveOptions struct {
+	listen      string
+	nodeURL     string
+	nodeTimeout time.Duration
+	keyFile     string
+	devnet      bool
+	devnetKeys  int
+	blockTime   time.Duration
+
+	chainID         uint
+	amount          uint64
+	stackingAmount  uint64
+	stackingPadding uint64
+	memo            string
+	feeMin          uint64
+	feeMax          uint64
+	feeFallback     uint64
+	feeReserve      uint64
+	maxInFlight     int
+	stuckBlocks     uint64
+	limits          faucet.LimitsConfig
+	trustedHops     int
+	suspend         bool
+	statusCacheTTL  time.Duration
+	log             logFlags
+}
+
+func (o *serveOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", ":3999", "address the HTTP server listens on")
+	fs.StringVar(&o.nodeURL, "node-url", "", "Stacks node RPC URL, e.g. http://stacks-node:20443")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", 10*time.Second, "timeout of each node RPC call")
+	fs.StringVar(&o.keyFile, "key-file", "", "file with one or more hex private keys (newline or comma separated)")
+	fs.BoolVar(&o.devnet, "devnet", false, "run an embedded simulated node with generated, funded keys")
+	fs.IntVar(&o.devnetKeys, "devnet-keys", 4, "with --devnet: how many faucet keys to generate")
+	fs.DurationVar(&o.blockTime, "block-time", 2*time.Second, "with --devnet: block interval of the embedded node")
+	fs.UintVar(&o.chainID, "chain-id", 0, "refuse a node reporting another chain id (0 = accept any testnet id)")
+	fs.Uint64Var(&o.amount, "amount", faucet.DefaultAmount, "µSTX per default drip")
+	fs.Uint64Var(&o.stackingAmount, "stacking-amount", 0, "fixed µSTX per stacking drip (0 = PoX min_amount_ustx plus padding)")
+	fs.Uint64Var(&o.stackingPadding, "stacking-padding-percent", faucet.DefaultStackingPadding, "percent added to PoX min_amount_ustx for stacking drips")
+	fs.StringVar(&o.memo, "memo", faucet.DefaultMemo, "memo of faucet transfers (at most 34 bytes)")
+	fs.Uint64Var(&o.feeMin, "fee-min", faucet.DefaultFeeMin, "minimum fee in µSTX")
+	fs.Uint64Var(&o.feeMax, "fee-max", faucet.DefaultFeeMax, "maximum fee in µSTX")
+	fs.Uint64Var(&o.feeFallback, "fee-fallback", faucet.DefaultFeeFallback, "fee in µSTX when the node cannot estimate")
+	fs.Uint64Var(&o.feeReserve, "fee-reserve", 0, "µSTX each key keeps back beyond in-flight spends")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", faucet.DefaultMaxInFlight, "unconfirmed transactions per key (the node's chaining limit is 25)")
+	fs.Uint64Var(&o.stuckBlocks, "stuck-blocks", faucet.DefaultStuckBlocks, "blocks without nonce progress before a stuck nonce is repaired")
+	o.limits = faucet.DefaultLimits()
+	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
+	fs.Var(limitValue{&o.limits.StackingPerAddress}, "limit-stacking", "stacking drips per address, N/window (0 disables)")
+	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "drips per client IP (IPv6 by /64), N/window (0 disables)")
+	fs.IntVar(&o.trustedHops, "trusted-proxy-hops", 0, "X-Forwarded-For hops appended by trusted proxies (0 = use the peer address)")
+	fs.BoolVar(&o.suspend, "suspend", false, "answer drips with 403 while still serving status")
+	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", time.Second, "how long node reads for the status endpoint are cached")
+	o.log.register(fs)
+}
+
+func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var o serveOptions
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: faucet serve --node-url URL --key-file FILE [flags]\n       faucet serve --devnet\n\nEvery flag can also be set as FAUCET_<NAME> (e.g. FAUCET_NODE_URL).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	logger, err := o.log.logger()
+	if err != nil {
+		return err
+	}
+	if o.chainID > 0xffffffff {
+		return fmt.Errorf("--chain-id %d does not fit in 32 bits", o.chainID)
+	}
+
+	var keys []*stacks.PrivateKey
+	var devnetURL string
+	switch {
+	case o.devnet:
+		if o.nodeURL != "" || o.keyFile != "" {
+			return errors.New("--devnet runs its own node and keys; drop --node-url and --key-file")
+		}
+		keys, devnetURL, err = startEmbeddedDevnet(ctx, o, logger)
+		if err != nil {
+			return err
+		}
+		o.nodeURL = devnetURL
+	case o.nodeURL == "" || o.keyFile == "":
+		fs.Usage()
+		return errors.New("--node-url and --key-file are required (or use --devnet)")
+	default:
+		keys, err = readKeyFile(o.keyFile)
+		if err != nil {
+			return err
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	metrics := server.NewMetrics(reg)
+	client, err := node.New(o.nodeURL, node.WithTimeout(o.nodeTimeout), node.WithObserver(metrics.ObserveNodeCall),
+		node.WithUserAgent("faucet-operator/"+version))
+	if err != nil {
+		return fmt.Errorf("--node-url: %w", err)
+	}
+	f, err := faucet.New(faucet.Config{
+		Keys: keys, Node: client,
+		DefaultAmount: o.amount, StackingAmount: o.stackingAmount, StackingPaddingPercent: o.stackingPadding,
+		NoStackingPadding: o.stackingPadding == 0, Memo: o.memo,
+		FeeMin: o.feeMin, FeeMax: o.feeMax, FeeFallback: o.feeFallback, FeeReserve: o.feeReserve,
+		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks,
+		Limits: o.limits, Disabled: o.suspend, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", o.listen, err)
+	}
+	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "node", client.URL(), "addresses", f.Addresses())
+	if o.devnet {
+		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
+	}
+
+	go func() {
+		if err := f.Run(ctx); err != nil {
+			logger.Error("faucet engine stopped", "err", err)
+		}
+	}()
+	h := server.New(server.Config{
+		Faucet: f, Node: client, Version: version, Commit: commit,
+		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
+	})
+	return server.Serve(ctx, ln, h, logger)
+}
+
+// readKeyFile loads keys; errors name the file and the key's position only.
+func readKeyFile(path string) ([]*stacks.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--key-file: %w", err)
+	}
+	keys, err := stacks.ParsePrivateKeys(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("--key-file %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// startEmbeddedDevnet runs a simulated node on a loopback port with freshly
+// generated, generously funded keys.
+func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, string, error) {
+	if o.devnetKeys < 1 || o.devnetKeys > 100 {
+		return nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
+	}
+	keys := make([]*stacks.PrivateKey, o.devnetKeys)
+	genesis := map[stacks.Address]uint64{}
+	for i := range keys {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, "", err
+		}
+		keys[i] = k
+		genesis[k.TestnetAddress()] = devnetFunding
+	}
+	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, Logger: logger.With("component", "devnode")})
+	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
+	if err != nil {
+		return nil, "", err
+	}
+	return keys, url, nil
+}
+
+// devnetFunding is what each generated devnet key starts with: 10 billion
+// STX, enough for tens of thousands of stacking drips at the devnode's
+// default PoX minimum.
+const devnetFunding uint64 = 10_000_000_000 * 1_000_000
+
+// serveDevnode starts the node's RPC on addr and its miner; both stop with ctx.
+func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("devnode listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: dn.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("devnode server stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := dn.Run(ctx); err != nil {
+			logger.Error("devnode miner stopped", "err", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
+	host := listen.String()
+	if tcp, ok := listen.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		host = fmt.Sprintf("localhost:%d", tcp.Port)
+	}
+	example, _ := stacks.GeneratePrivateKey()
+	fmt.Fprintf(w, `
+faucet-operator devnet
+  faucet addresses: %s
+  node RPC:         %s
+  faucet API:       http://%s
+
+Try it:
+  curl -sX POST 'http://%s/extended/v1/faucets/stx?address=%s'
+  curl -s 'http://%s/extended/v1/status'
+  curl -s '%s/v2/accounts/%s?proof=0'
+
+`, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), host, nodeURL, example.TestnetAddress())
+}

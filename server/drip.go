@@ -1,0 +1,264 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// maxBodyBytes is how much of a drip request body is read, only to recognise
+// an address sent the old way; the body is never needed otherwise.
+const maxBodyBytes = 4 << 10
+
+// dripSuccess is the incumbent's 200 body. The published OpenAPI schema
+// forbids additional properties, so it has exactly these three fields.
+type dripSuccess struct {
+	Success bool   `json:"success"`
+	TxID    string `json:"txId"`  // 0x + 64 hex
+	TxRaw   string `json:"txRaw"` // hex, no 0x
+}
+
+// handleDrip serves POST /extended/v1/faucets/stx?address=…&stacking=….
+// Every input check happens here, before the engine, so a malformed request
+// never takes a rate-limit slot.
+func (s *server) handleDrip(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	req, bad := s.parseDrip(r)
+	if bad != nil {
+		s.metrics.observeDrip(reasonInvalidRequest, nil)
+		writeError(w, http.StatusBadRequest, *bad)
+		return
+	}
+	if ri := infoFrom(r.Context()); ri != nil {
+		req.ClientIP = ri.clientIP
+	}
+
+	// The drip outlives a client that hangs up: stopping a broadcast midway
+	// leaves the engine unsure whether the node took the transaction.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
+	defer cancel()
+	res, err := s.cfg.Faucet.Drip(ctx, req)
+	if err != nil {
+		s.dripError(w, r, req, err)
+		return
+	}
+	s.metrics.observeDrip("", res)
+	s.log.Info("drip sent",
+		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
+		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
+		"client_ip", addrString(req.ClientIP))
+	writeJSON(w, http.StatusOK, dripSuccess{
+		Success: true,
+		TxID:    res.TxID.Hex0x(),
+		TxRaw:   hex.EncodeToString(res.TxRaw),
+	})
+}
+
+// parseDrip validates the query. It returns the 400 body on failure.
+func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return faucet.Request{}, &errorBody{Error: "invalid query string", Reason: "invalid_query"}
+	}
+	addrs := q["address"]
+	if len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "" {
+		if addr, stacking, ok := addressFromBody(r); ok {
+			// Hiro dropped body parameters so proxies can rate-limit on the
+			// URL; point old clients at the query form.
+			return faucet.Request{}, &errorBody{
+				Error:  "address must be sent as a query parameter, not in the request body",
+				Reason: "address_in_body",
+				Help:   s.helpCommand(r, addr, stacking),
+			}
+		}
+		return faucet.Request{}, &errorBody{Error: "address required", Reason: "address_required"}
+	}
+	if len(addrs) > 1 {
+		// Ambiguous: a proxy may limit on one value while we would pay another.
+		return faucet.Request{}, &errorBody{Error: "address given more than once", Reason: "invalid_address"}
+	}
+	stacking := false
+	switch v := q["stacking"]; {
+	case len(v) == 0:
+	case len(v) > 1:
+		return faucet.Request{}, &errorBody{Error: "stacking given more than once", Reason: "invalid_stacking"}
+	case v[0] == "true":
+		stacking = true
+	case v[0] == "false":
+	default:
+		return faucet.Request{}, &errorBody{Error: "invalid stacking value, use true or false", Reason: "invalid_stacking"}
+	}
+
+	addr := strings.TrimSpace(addrs[0]) // pasted addresses often carry a newline
+	p, err := stacks.ParseTestnetPrincipal(addr)
+	switch {
+	case errors.Is(err, stacks.ErrMainnetAddress):
+		return faucet.Request{}, &errorBody{
+			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet STX, use a testnet address (ST…)",
+			Reason: "mainnet_address",
+		}
+	case err != nil:
+		// The parser's messages are precise and quote at most a bounded
+		// prefix of the input.
+		return faucet.Request{}, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
+	}
+	return faucet.Request{Recipient: p, Stacking: stacking}, nil
+}
+
+// addressFromBody looks for an address in a JSON or form body (any
+// Content-Type; clients label bodies inconsistently). Only the first
+// maxBodyBytes are read.
+func addressFromBody(r *http.Request) (addr string, stacking, ok bool) {
+	if r.Body == nil {
+		return "", false, false
+	}
+	b, _ := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "", false, false
+	}
+	if b[0] == '{' {
+		var v struct {
+			Address  any `json:"address"`
+			Stacking any `json:"stacking"`
+		}
+		if json.Unmarshal(b, &v) != nil {
+			return "", false, false
+		}
+		a, _ := v.Address.(string)
+		switch st := v.Stacking.(type) {
+		case bool:
+			stacking = st
+		case string:
+			stacking = st == "true"
+		}
+		a = strings.TrimSpace(a)
+		return a, stacking, a != ""
+	}
+	vals, _ := url.ParseQuery(string(b)) // partial results are fine
+	a := strings.TrimSpace(vals.Get("address"))
+	return a, vals.Get("stacking") == "true", a != ""
+}
+
+// helpCommand renders the query-string form of a request as a curl command.
+// The host and address come from the client, so they are used only when
+// they contain nothing that could break out of the quoted shell word.
+func (s *server) helpCommand(r *http.Request, addr string, stacking bool) string {
+	host := r.Host
+	if host == "" || !safeToken(host, ".-:[]") {
+		host = "<host>"
+	}
+	scheme := "https"
+	if h := strings.ToLower(host); strings.HasPrefix(h, "localhost") || strings.HasPrefix(h, "127.") || strings.HasPrefix(h, "[::1]") {
+		scheme = "http"
+	}
+	if !safeToken(addr, ".-_") || len(addr) > 160 {
+		addr = "ST…"
+	}
+	u := scheme + "://" + host + "/extended/v1/faucets/stx?address=" + addr
+	if stacking {
+		u += "&stacking=true"
+	}
+	return "curl -X POST '" + u + "'"
+}
+
+// safeToken reports whether s holds only ASCII letters, digits and extra.
+func safeToken(s, extra string) bool {
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func shorten(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Fixed user-facing texts per failure. They are ours, not the engine's, so
+// no internal detail can reach a client through them.
+var dripErrorText = map[faucet.Reason]string{
+	faucet.ReasonExhausted:           "The faucet is temporarily out of funds; try again later",
+	faucet.ReasonBusy:                "The faucet is busy; try again in a minute",
+	faucet.ReasonNodeUnavailable:     "The Stacks node is unavailable; try again shortly",
+	faucet.ReasonRejected:            "The Stacks node refused the faucet transaction",
+	faucet.ReasonStackingUnavailable: "The stacking amount is unavailable (no PoX information from the node); try again shortly",
+}
+
+// dripError maps an engine error to the response and logs its internal cause.
+func (s *server) dripError(w http.ResponseWriter, r *http.Request, req faucet.Request, err error) {
+	var fe *faucet.Error
+	if !errors.As(err, &fe) {
+		s.metrics.observeDrip(reasonInternal, nil)
+		s.log.Error("drip failed", "recipient", req.Recipient.String(), "err", err)
+		writeError(w, http.StatusInternalServerError, errorBody{Error: "Internal error", Reason: reasonInternal})
+		return
+	}
+	reason := string(fe.Reason)
+	level := slog.LevelWarn
+	switch fe.Reason {
+	case faucet.ReasonRateLimited:
+		level = slog.LevelDebug
+	case faucet.ReasonDisabled:
+		level = slog.LevelInfo
+	case faucet.ReasonRejected:
+		level = slog.LevelError
+	}
+	s.log.Log(r.Context(), level, "drip failed",
+		"reason", reason, "message", fe.Message, "err", fe.Err,
+		"recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(req.ClientIP))
+
+	switch fe.Reason {
+	case faucet.ReasonRateLimited:
+		s.metrics.observeDrip(reason, nil)
+		secs := retryAfterSeconds(fe.RetryAfter)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		writeError(w, http.StatusTooManyRequests, errorBody{
+			Error:             "Too many requests",
+			Reason:            reason,
+			RetryAfterSeconds: secs,
+			NextAllowedAt:     time.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339),
+		})
+	case faucet.ReasonDisabled:
+		s.metrics.observeDrip(reason, nil)
+		// The engine's disabled messages name only the cause (suspended,
+		// mainnet node, chain id), so they are shown as detail.
+		writeError(w, http.StatusForbidden, errorBody{Error: "Faucet is not available", Reason: reason, Detail: fe.Message})
+	default:
+		text, known := dripErrorText[fe.Reason]
+		if !known {
+			reason, text = reasonInternal, "Internal error"
+		}
+		s.metrics.observeDrip(reason, nil)
+		writeError(w, http.StatusInternalServerError, errorBody{Error: text, Reason: reason})
+	}
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After
+// has one-second resolution and 0 would invite an immediate retry.
+func retryAfterSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 1
+	}
+	secs := int64(d / time.Second)
+	if d%time.Second != 0 {
+		secs++
+	}
+	return secs
+}

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// testFunding is what each faucet key holds unless a test says otherwise:
+// enough for stacking drips (min_amount_ustx × 1.2 = 150,000 STX).
+const testFunding uint64 = 1_000_000_000_000
+
+// options shape a harness.
+type options struct {
+	keys      int  // faucet keys; default 1
+	unfunded  bool // keys start with no balance
+	limits    faucet.LimitsConfig
+	disabled  bool // suspended faucet
+	hops      int  // TrustedProxyHops
+	statusTTL time.Duration
+	faucetCfg func(*faucet.Config)
+}
+
+// harness is a devnode served over HTTP, the real node client and engine on
+// top, and the handler under test.
+type harness struct {
+	t       *testing.T
+	dn      *devnode.Node
+	nodeSrv *httptest.Server
+	client  *node.Client
+	f       *faucet.Faucet
+	keys    []*stacks.PrivateKey
+	reg     *prometheus.Registry
+	metrics *Metrics
+	status  *countingNode
+	logs    *syncBuffer
+	log     *slog.Logger
+	h       http.Handler
+}
+
+func newHarness(t *testing.T, o options) *harness {
+	t.Helper()
+	if o.keys == 0 {
+		o.keys = 1
+	}
+	genesis := map[stacks.Address]uint64{}
+	var keys []*stacks.PrivateKey
+	for range o.keys {
+		k := newKey(t)
+		keys = append(keys, k)
+		if !o.unfunded {
+			genesis[k.TestnetAddress()] = testFunding
+		}
+	}
+	dn := devnode.New(devnode.Config{Genesis: genesis, Seed: 1})
+	nodeSrv := httptest.NewServer(dn.Handler())
+	t.Cleanup(nodeSrv.Close)
+
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	client, err := node.New(nodeSrv.URL, node.WithObserver(m.ObserveNodeCall), node.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	fcfg := faucet.Config{
+		Keys:     keys,
+		Node:     client,
+		Limits:   o.limits,
+		Disabled: o.disabled,
+		Logger:   logger,
+	}
+	if o.faucetCfg != nil {
+		o.faucetCfg(&fcfg)
+	}
+	f, err := faucet.New(fcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	counting := &countingNode{next: client}
+	h := New(Config{
+		Faucet:           f,
+		Node:             counting,
+		Version:          "v0.1.0",
+		Commit:           "abc1234",
+		TrustedProxyHops: o.hops,
+		StatusCacheTTL:   o.statusTTL,
+		Metrics:          m,
+		Logger:           logger,
+	})
+	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h}
+}
+
+// do serves one request in process. RemoteAddr is a fixed documentation
+// address unless hdr sets "RemoteAddr".
+func (h *harness) do(method, target string, body io.Reader, hdr map[string]string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	r := httptest.NewRequest(method, target, body)
+	r.RemoteAddr = "192.0.2.10:40000"
+	for k, v := range hdr {
+		if k == "RemoteAddr" {
+			r.RemoteAddr = v
+			continue
+		}
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.h.ServeHTTP(w, r)
+	return w
+}
+
+func (h *harness) drip(query string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	return h.do(http.MethodPost, "/extended/v1/faucets/stx?"+query, nil, nil)
+}
+
+// newKey returns a fresh compressed testnet key.
+func newKey(t testing.TB) *stacks.PrivateKey {
+	t.Helper()
+	k, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// newRecipient returns a fresh ST… address string.
+func newRecipient(t testing.TB) string {
+	t.Helper()
+	return newKey(t).TestnetAddress().String()
+}
+
+// decodeMap decodes a JSON object body.
+func decodeMap(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v\n%s", err, b)
+	}
+	return m
+}
+
+func keySet(m map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func assertKeys(t testing.TB, m map[string]any, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if got := keySet(m); !slices.Equal(got, want) {
+		t.Errorf("keys = %v, want exactly %v", got, want)
+	}
+}
+
+// assertError checks a JSON error answer and returns its decoded body.
+func assertError(t testing.TB, w *httptest.ResponseRecorder, status int, errContains string) map[string]any {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type = %q, want JSON", ct)
+	}
+	m := decodeMap(t, w.Body.Bytes())
+	if m["success"] != false {
+		t.Errorf("success = %v, want false", m["success"])
+	}
+	msg, _ := m["error"].(string)
+	if !strings.Contains(msg, errContains) {
+		t.Errorf("error = %q, want it to contain %q", msg, errContains)
+	}
+	return m
+}
+
+// countingNode counts status reads and can delay, fail or alter them.
+type countingNode struct {
+	next      StatusNode
+	infoCalls atomic.Int64
+	poxCalls  atomic.Int64
+
+	mu         sync.Mutex
+	delay      time.Duration
+	poxErr     error
+	mutateInfo func(*node.Info)
+}
+
+func (c *countingNode) settings() (time.Duration, error, func(*node.Info)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.delay, c.poxErr, c.mutateInfo
+}
+
+func (c *countingNode) Info(ctx context.Context) (*node.Info, error) {
+	c.infoCalls.Add(1)
+	delay, _, mutate := c.settings()
+	time.Sleep(delay)
+	info, err := c.next.Info(ctx)
+	if err == nil && mutate != nil {
+		mutate(info)
+	}
+	return info, err
+}
+
+func (c *countingNode) PoX(ctx context.Context) (*node.PoXInfo, error) {
+	c.poxCalls.Add(1)
+	delay, poxErr, _ := c.settings()
+	time.Sleep(delay)
+	if poxErr != nil {
+		return nil, poxErr
+	}
+	return c.next.PoX(ctx)
+}
+
+var errInjected = errors.New("injected pox failure")
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

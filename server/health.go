@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+)
+
+// readyTimeout bounds the node read a readiness probe may trigger; kubelet
+// probes time out after a few seconds anyway.
+const readyTimeout = 3 * time.Second
+
+// handleHealthz is liveness: the process serves HTTP. It checks nothing
+// else, so a down node never gets the pod restarted.
+func handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+type readyBody struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// readiness remembers the last probe result, so a transition is logged once
+// instead of at every probe.
+type readiness struct {
+	mu      sync.Mutex
+	checked bool
+	reason  string // "" when ready
+}
+
+// handleReadyz is readiness: 200 when the engine can serve a drip (node
+// reachable and testnet, a key funded), else 503 with a user-safe reason.
+func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	err := s.cfg.Faucet.Ready(ctx)
+	reason := ""
+	if err != nil {
+		reason = readyReason(err)
+	}
+
+	s.ready.mu.Lock()
+	changed := !s.ready.checked || s.ready.reason != reason
+	s.ready.checked, s.ready.reason = true, reason
+	s.ready.mu.Unlock()
+	if changed {
+		if err != nil {
+			s.log.Warn("faucet not ready", "reason", reason, "err", err)
+		} else {
+			s.log.Info("faucet ready")
+		}
+	}
+
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, readyBody{Ready: true})
+}
+
+// readyReason turns Ready's error into text safe for an unauthenticated
+// probe: node errors (which carry the node's URL) become a fixed phrase.
+func readyReason(err error) string {
+	var fe *faucet.Error
+	if errors.As(err, &fe) {
+		return fe.Message
+	}
+	var (
+		te *node.TransportError
+		he *node.HTTPError
+		re *node.ResponseError
+		de *node.DecodeError
+	)
+	msg := err.Error()
+	if node.IsUnavailable(err) || errors.As(err, &te) || errors.As(err, &he) || errors.As(err, &re) ||
+		errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.HasPrefix(msg, "node unreachable") {
+		return "the Stacks node is unreachable"
+	}
+	// What is left is the engine's own text (today: no funded key). Refuse
+	// anything that looks like it quotes a URL.
+	if strings.Contains(msg, "://") {
+		return "the faucet is not ready"
+	}
+	return msg
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// Metrics holds the faucet's Prometheus metrics. One Metrics may back several
+// handlers built by New (tests do that); every collector is registered once,
+// in NewMetrics, so that never double-registers.
+type Metrics struct {
+	gatherer prometheus.Gatherer
+
+	drips     *prometheus.CounterVec
+	dispensed *prometheus.CounterVec
+	nodeCalls *prometheus.HistogramVec
+	httpReqs  *prometheus.HistogramVec
+	keys      *keyCollector
+}
+
+// Drip outcomes and the reasons of requests refused before reaching the engine.
+// Every label value is a constant, so the series count stays bounded.
+const (
+	outcomeSuccess = "success"
+	outcomeError   = "error"
+
+	reasonInvalidRequest = "invalid_request" // any 400
+	reasonInternal       = "internal"        // an error the engine did not classify
+)
+
+// NewMetrics registers the faucet's metrics, plus the Go runtime and process
+// collectors, with reg. A nil reg gets a fresh private registry. /metrics
+// serves what reg gathers when reg is also a Gatherer (a *prometheus.Registry
+// is), else the default gatherer.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		drips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_drips_total",
+			Help: "Drip requests by outcome; reason is the failure class (empty on success).",
+		}, []string{"outcome", "reason"}),
+		dispensed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_dispensed_ustx_total",
+			Help: "µSTX sent in accepted drip transactions, by tier (fees excluded).",
+		}, []string{"tier"}),
+		nodeCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faucet_node_rpc_duration_seconds",
+			Help:    "Duration of Stacks node RPC calls.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"call", "result"}),
+		httpReqs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "faucet_http_request_duration_seconds",
+			Help: "Duration of HTTP requests by route pattern, method and status code.",
+			// Drips wait for the node's mempool, so the tail reaches tens of seconds.
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "method", "code"}),
+		keys: newKeyCollector(),
+	}
+	// Start the known series at zero so rate() and alerts work before the
+	// first occurrence.
+	m.drips.WithLabelValues(outcomeSuccess, "")
+	for _, r := range []string{
+		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
+		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), string(faucet.ReasonRateLimited),
+		string(faucet.ReasonDisabled), reasonInvalidRequest, reasonInternal,
+	} {
+		m.drips.WithLabelValues(outcomeError, r)
+	}
+	m.dispensed.WithLabelValues("default")
+	m.dispensed.WithLabelValues("stacking")
+
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.nodeCalls, m.httpReqs, m.keys} {
+		reg.MustRegister(c)
+	}
+	// The default registry already has these; that is fine.
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(err)
+			}
+		}
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		m.gatherer = g
+	} else {
+		m.gatherer = prometheus.DefaultGatherer
+	}
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+}
+
+// RegisterFaucet makes the per-key gauges report f's keys. It can be called
+// again (the last faucet wins); nothing is registered twice.
+func (m *Metrics) RegisterFaucet(f *faucet.Faucet) {
+	m.keys.set(f)
+}
+
+// ObserveNodeCall records one node RPC. Its signature matches
+// node.WithObserver, so it can be passed there directly.
+func (m *Metrics) ObserveNodeCall(call string, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.nodeCalls.WithLabelValues(call, result).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeDrip(reason string, res *faucet.Result) {
+	if res == nil {
+		m.drips.WithLabelValues(outcomeError, reason).Inc()
+		return
+	}
+	m.drips.WithLabelValues(outcomeSuccess, "").Inc()
+	tier := "default"
+	if res.Stacking {
+		tier = "stacking"
+	}
+	m.dispensed.WithLabelValues(tier).Add(float64(res.Amount))
+}
+
+func (m *Metrics) observeHTTP(route, method string, code int, d time.Duration) {
+	m.httpReqs.WithLabelValues(route, method, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// keyCollector reads the faucet's key states at scrape time, so the gauges
+// are never stale and no background loop is needed.
+type keyCollector struct {
+	mu sync.RWMutex
+	f  *faucet.Faucet
+
+	balance, available, nonce, inFlight, synced, dry *prometheus.Desc
+}
+
+func newKeyCollector() *keyCollector {
+	addr := []string{"address"}
+	return &keyCollector{
+		balance:   prometheus.NewDesc("faucet_key_balance_ustx", "Confirmed balance of a sending key, in µSTX.", addr, nil),
+		available: prometheus.NewDesc("faucet_key_available_ustx", "Balance of a sending key minus in-flight spends and the fee reserve, in µSTX.", addr, nil),
+		nonce:     prometheus.NewDesc("faucet_key_nonce", "Nonce of a sending key: confirmed (the node's) or next (the one the faucet will use).", []string{"address", "kind"}, nil),
+		inFlight:  prometheus.NewDesc("faucet_key_in_flight", "Transactions of a sending key that are allocated or pending.", addr, nil),
+		synced:    prometheus.NewDesc("faucet_key_synced", "1 when the key's account has been read from the node.", addr, nil),
+		dry:       prometheus.NewDesc("faucet_key_dry", "1 when the node reported the key cannot pay.", addr, nil),
+	}
+}
+
+func (c *keyCollector) set(f *faucet.Faucet) {
+	c.mu.Lock()
+	c.f = f
+	c.mu.Unlock()
+}
+
+func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry} {
+		ch <- d
+	}
+}
+
+func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	f := c.f
+	c.mu.RUnlock()
+	if f == nil {
+		return
+	}
+	for _, k := range f.Keys() {
+		// µSTX fit a float64 exactly up to 2^53, far above the total supply.
+		ch <- prometheus.MustNewConstMetric(c.balance, prometheus.GaugeValue, float64(k.Balance), k.Address)
+		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, float64(k.Available), k.Address)
+		ch <- prometheus.MustNewConstMetric(c.nonce, prometheus.GaugeValue, float64(k.ConfirmedNonce), k.Address, "confirmed")
+		ch <- prometheus.MustNewConstMetric(c.nonce, prometheus.GaugeValue, float64(k.NextNonce), k.Address, "next")
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(k.InFlight), k.Address)
+		ch <- prometheus.MustNewConstMetric(c.synced, prometheus.GaugeValue, b2f(k.Synced), k.Address)
+		ch <- prometheus.MustNewConstMetric(c.dry, prometheus.GaugeValue, b2f(k.Dry), k.Address)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+)
+
+// observe is the outermost layer: it resolves the client IP once, then
+// writes one access-log line and one metric sample per request.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &reqInfo{route: routeUnmatched, clientIP: clientIP(r, s.cfg.TrustedProxyHops)}
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		d := time.Since(start)
+		status := rec.statusCode()
+		method := methodLabel(r.Method)
+		s.metrics.observeHTTP(ri.route, method, status, d)
+
+		level := slog.LevelInfo
+		switch ri.route {
+		case "/healthz", "/readyz", "/metrics":
+			level = slog.LevelDebug // probes and scrapes would drown the log
+		}
+		s.log.LogAttrs(r.Context(), level, "http request",
+			slog.String("method", method),
+			slog.String("route", ri.route),
+			slog.String("path", r.URL.Path), // no query: it is user input of any size
+			slog.Int("status", status),
+			slog.Duration("duration", d),
+			slog.Int64("bytes", rec.bytes),
+			slog.String("client_ip", addrString(ri.clientIP)),
+		)
+	})
+}
+
+// cors allows any page (or the configured origin) to call the API. There are
+// no cookies or credentials, so a wildcard is safe.
+func (s *server) cors(next http.Handler) http.Handler {
+	origin := s.cfg.CORSOrigin
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		if origin != "*" {
+			h.Add("Vary", "Origin")
+		}
+		// Let browser clients read the rate-limit wait and the status ETag.
+		h.Set("Access-Control-Expose-Headers", "Retry-After, ETag")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a handler panic into a logged 500 with a JSON body
+// instead of a dropped connection, and never shows the panic to the client.
+func (s *server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if rec, ok := w.(*recorder); !ok || !rec.wrote {
+				writeError(w, http.StatusInternalServerError, errorBody{Error: "internal error", Reason: reasonInternal})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recorder captures the status and size of a response.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote && code >= 200 {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.WriteHeader(http.StatusOK)
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) statusCode() int {
+	if !r.wrote {
+		return http.StatusOK // nothing written: net/http sends 200
+	}
+	return r.status
+}
+
+// methodLabel maps arbitrary client methods onto a fixed set so a metric
+// label cannot be flooded.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Route labels of requests no route matched.
+const routeUnmatched = "unmatched"
+
+// addRoutes registers every route. Each path gets its method-specific
+// handlers, then a method-less fallback that answers a CORS preflight or a
+// JSON 405 with Allow; the ServeMux's own 404 and 405 answers are plain text,
+// so they are never reached.
+func (s *server) addRoutes(mux *http.ServeMux) {
+	routes := []struct {
+		method, path string
+		h            http.Handler
+	}{
+		// Hiro-compatible API.
+		{http.MethodPost, "/extended/v1/faucets/stx", http.HandlerFunc(s.handleDrip)},
+		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
+		// The incumbent moved status to /extended and redirects the old path;
+		// we serve the same body on all three.
+		{http.MethodGet, "/extended", http.HandlerFunc(s.handleStatus)},
+		{http.MethodGet, "/extended/{$}", http.HandlerFunc(s.handleStatus)},
+		// Operations.
+		{http.MethodGet, "/healthz", http.HandlerFunc(handleHealthz)},
+		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},
+		{http.MethodGet, "/metrics", s.metrics.Handler()},
+	}
+	allowed := map[string][]string{} // path → methods, in registration order
+	var paths []string
+	for _, rt := range routes {
+		s.handle(mux, rt.method+" "+rt.path, rt.path, rt.h)
+		if _, ok := allowed[rt.path]; !ok {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+		if rt.method == http.MethodGet {
+			// ServeMux serves HEAD with GET handlers.
+			allowed[rt.path] = append(allowed[rt.path], http.MethodHead)
+		}
+	}
+	for _, p := range paths {
+		methods := append(slices.Clone(allowed[p]), http.MethodOptions)
+		s.handle(mux, p, p, otherMethod(strings.Join(methods, ", ")))
+	}
+	s.handle(mux, "/", routeUnmatched, http.HandlerFunc(handleNotFound))
+}
+
+// handle registers h under pattern and labels its requests with route for
+// logs and metrics (the pattern, never the raw path, to bound cardinality).
+func (s *server) handle(mux *http.ServeMux, pattern, route string, h http.Handler) {
+	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ri := infoFrom(r.Context()); ri != nil {
+			ri.route = route
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// otherMethod answers any method a path does not serve: 204 to a CORS
+// preflight (OPTIONS), else 405. Both carry Allow.
+func otherMethod(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Allow", allow)
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", allow)
+			// Echo what the browser asks for: with a wildcard origin and no
+			// credentials there is nothing to protect, and a fixed list
+			// breaks clients that add their own headers.
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+				h.Set("Access-Control-Allow-Headers", req)
+			} else {
+				h.Set("Access-Control-Allow-Headers", "Content-Type")
+			}
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		writeError(w, http.StatusMethodNotAllowed, errorBody{
+			Error:  "method not allowed",
+			Reason: "method_not_allowed",
+			Detail: "allowed: " + allow,
+		})
+	}
+}
+
+func handleNotFound(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusNotFound, errorBody{Error: "not found"})
+}
+
+// reqInfo is filled in while a request is served and read by the access log
+// and metrics once it is done.
+type reqInfo struct {
+	route    string
+	clientIP netip.Addr
+}
+
+type reqInfoKey struct{}
+
+func infoFrom(ctx context.Context) *reqInfo {
+	ri, _ := ctx.Value(reqInfoKey{}).(*reqInfo)
+	return ri
+}

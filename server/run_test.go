@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestGracefulShutdown: cancelling Serve's context while a drip is being
+// broadcast lets that drip finish and answer 200, then refuses new
+// connections.
+func TestGracefulShutdown(t *testing.T) {
+	h := newHarness(t, options{})
+	h.dn.SetLatency(100 * time.Millisecond) // each node RPC of the drip is slow
+
+	entered := make(chan struct{})
+	var once sync.Once
+	var finished atomic.Bool
+	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			once.Do(func() { close(entered) })
+		}
+		h.h.ServeHTTP(w, r)
+		if r.Method == http.MethodPost {
+			finished.Store(true)
+		}
+	})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, wrapped, h.log) }()
+
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	to := newRecipient(t)
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.Post("http://"+addr+"/extended/v1/faucets/stx?address="+to, "", nil)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- result{code: resp.StatusCode, body: string(b)}
+	}()
+
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("request never reached the handler")
+	}
+	cancel() // shutdown starts with the drip in flight
+
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if !finished.Load() {
+		t.Error("Serve returned before the in-flight drip finished")
+	}
+	r := <-got
+	if r.err != nil || r.code != http.StatusOK {
+		t.Fatalf("in-flight drip: %d %q %v", r.code, r.body, r.err)
+	}
+	if n := h.dn.MempoolSize(); n != 1 {
+		t.Errorf("mempool = %d, want the drip's tx", n)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Error("listener still accepting after shutdown")
+	}
+}
+
+func TestRun(t *testing.T) {
+	if err := Run(context.Background(), "127.0.0.1:-1", http.NotFoundHandler(), nil); err == nil {
+		t.Error("Run on an invalid address: want an error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, "127.0.0.1:0", http.NotFoundHandler(), nil) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+// TestServeTimeouts pins the production settings' relationships.
+func TestServeTimeouts(t *testing.T) {
+	if WriteTimeout <= DefaultDripTimeout {
+		t.Errorf("WriteTimeout %v must exceed DefaultDripTimeout %v", WriteTimeout, DefaultDripTimeout)
+	}
+	if ShutdownTimeout < 30*time.Second {
+		t.Errorf("ShutdownTimeout %v is short for a drip", ShutdownTimeout)
+	}
+}

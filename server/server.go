@@ -1,0 +1,176 @@
+// Package server is the faucet's HTTP surface: the Hiro-compatible drip and
+// status endpoints, health probes and Prometheus metrics. New builds the
+// handler from its dependencies; Run and Serve run it with production
+// timeouts and a graceful shutdown.
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+)
+
+// StatusNode is the node RPC the status endpoint reads; *node.Client
+// implements it.
+type StatusNode interface {
+	Info(ctx context.Context) (*node.Info, error)
+	PoX(ctx context.Context) (*node.PoXInfo, error)
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultStatusCacheTTL = time.Second
+	DefaultDripTimeout    = 45 * time.Second
+	DefaultCORSOrigin     = "*"
+)
+
+// Config holds the handler's dependencies and settings.
+type Config struct {
+	// Faucet is the dispensing engine. Required.
+	Faucet *faucet.Faucet
+	// Node serves the status endpoint. Required.
+	Node StatusNode
+
+	// Version and Commit appear in the status endpoint's server_version.
+	Version string
+	Commit  string
+
+	// TrustedProxyHops is how many reverse proxies in front of the server
+	// append to X-Forwarded-For; 0 ignores the header and uses the peer
+	// address. See clientIP for the exact rule.
+	TrustedProxyHops int
+
+	// StatusCacheTTL is how long one node read serves the status endpoint.
+	StatusCacheTTL time.Duration
+	// DripTimeout bounds one drip, which runs to completion even if the
+	// client goes away (a half-done broadcast must not lose its nonce or its
+	// rate-limit charge). Keep it below the server's WriteTimeout.
+	DripTimeout time.Duration
+
+	// Metrics receives the server's metrics; nil uses a private registry.
+	Metrics *Metrics
+	Logger  *slog.Logger
+	// CORSOrigin is sent as Access-Control-Allow-Origin on every response.
+	CORSOrigin string
+}
+
+// server carries the dependencies the handlers share.
+type server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	status  *statusCache
+	ready   readiness
+}
+
+// New returns the faucet's HTTP handler. It panics when cfg lacks the faucet
+// or the node, as http.Handle panics on a bad pattern: both are programming
+// errors found at start-up.
+func New(cfg Config) http.Handler {
+	if cfg.Faucet == nil {
+		panic("server: Config.Faucet is nil")
+	}
+	if cfg.Node == nil {
+		panic("server: Config.Node is nil")
+	}
+	if cfg.StatusCacheTTL <= 0 {
+		cfg.StatusCacheTTL = DefaultStatusCacheTTL
+	}
+	if cfg.DripTimeout <= 0 {
+		cfg.DripTimeout = DefaultDripTimeout
+	}
+	if cfg.CORSOrigin == "" {
+		cfg.CORSOrigin = DefaultCORSOrigin
+	}
+	if cfg.TrustedProxyHops < 0 {
+		cfg.TrustedProxyHops = 0
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Commit == "" {
+		cfg.Commit = "unknown"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	cfg.Metrics.RegisterFaucet(cfg.Faucet)
+
+	s := &server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		metrics: cfg.Metrics,
+		status: &statusCache{
+			node:          cfg.Node,
+			ttl:           cfg.StatusCacheTTL,
+			now:           time.Now,
+			serverVersion: "faucet-operator " + cfg.Version + " (" + cfg.Commit + ")",
+			log:           cfg.Logger,
+		},
+	}
+	mux := http.NewServeMux()
+	s.addRoutes(mux)
+	return s.observe(s.cors(s.recoverPanics(mux)))
+}
+
+// errorBody is every non-2xx JSON answer. success and error are the
+// incumbent's fields; the rest are additions clients may ignore.
+type errorBody struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
+	// Reason is a stable machine-readable code.
+	Reason string `json:"reason,omitempty"`
+	// Detail adds user-safe context to a fixed Error text.
+	Detail string `json:"detail,omitempty"`
+	// Help shows the supported form of a request.
+	Help              string `json:"help,omitempty"`
+	RetryAfterSeconds int64  `json:"retry_after_seconds,omitempty"`
+	NextAllowedAt     string `json:"next_allowed_at,omitempty"`
+}
+
+// writeJSON writes v with status. Faucet answers are per-request, so the
+// caller decides about caching headers.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshalJSON(v)
+	if err != nil {
+		// Only our own fixed types are encoded; this is unreachable in practice.
+		status = http.StatusInternalServerError
+		b = []byte(`{"success":false,"error":"internal error"}`)
+	}
+	writeJSONBytes(w, status, b)
+}
+
+// marshalJSON is json.Marshal without HTML escaping: bodies are served as
+// application/json with nosniff, and the help text's "&" should read as "&"
+// in a terminal, not "\u0026".
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, body errorBody) {
+	body.Success = false
+	writeJSON(w, status, body)
+}

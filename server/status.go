@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+)
+
+// Status values.
+const (
+	statusReady           = "ready"
+	statusSyncing         = "syncing"
+	statusNodeUnreachable = "node_unreachable"
+)
+
+// statusFetchTimeout bounds one shared node read for the status endpoint.
+const statusFetchTimeout = 5 * time.Second
+
+// statusBody is @stacks/stacks-blockchain-api-types ServerStatusResponse,
+// whose schema allows no additional properties: no field may be added.
+type statusBody struct {
+	ServerVersion string `json:"server_version"`
+	Status        string `json:"status"`
+	// Burn heights at which PoX-1/2/3 locks were force-released (the first
+	// block of epochs 2.1, 2.2 and 2.5); null when the node does not say.
+	PoxV1UnlockHeight *uint64   `json:"pox_v1_unlock_height"`
+	PoxV2UnlockHeight *uint64   `json:"pox_v2_unlock_height"`
+	PoxV3UnlockHeight *uint64   `json:"pox_v3_unlock_height"`
+	ChainTip          *chainTip `json:"chain_tip,omitempty"`
+}
+
+type chainTip struct {
+	BlockHeight        uint64  `json:"block_height"`
+	BlockHash          string  `json:"block_hash"`
+	IndexBlockHash     string  `json:"index_block_hash"`
+	MicroblockHash     *string `json:"microblock_hash,omitempty"`
+	MicroblockSequence *uint16 `json:"microblock_sequence,omitempty"`
+	BurnBlockHeight    uint64  `json:"burn_block_height"`
+}
+
+// statusSnapshot is a rendered status body and its ETag.
+type statusSnapshot struct {
+	body []byte
+	etag string
+	at   time.Time
+}
+
+// statusCache renders the status from at most one node read per ttl; callers
+// arriving while a read is under way wait for it instead of starting their
+// own, so a burst of requests costs the node one /v2/info and one /v2/pox.
+type statusCache struct {
+	node          StatusNode
+	ttl           time.Duration
+	now           func() time.Time
+	serverVersion string
+	log           *slog.Logger
+
+	mu    sync.Mutex
+	cur   *statusSnapshot
+	group singleflight.Group
+}
+
+func (c *statusCache) fresh() *statusSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil && c.now().Sub(c.cur.at) < c.ttl {
+		return c.cur
+	}
+	return nil
+}
+
+func (c *statusCache) get() *statusSnapshot {
+	if snap := c.fresh(); snap != nil {
+		return snap
+	}
+	v, _, _ := c.group.Do("status", func() (any, error) {
+		// A read that finished between our check and Do already refreshed it.
+		if snap := c.fresh(); snap != nil {
+			return snap, nil
+		}
+		snap := c.fetch()
+		c.mu.Lock()
+		c.cur = snap
+		c.mu.Unlock()
+		return snap, nil
+	})
+	return v.(*statusSnapshot)
+}
+
+// fetch reads the node and renders the body. The read is detached from any
+// one request: its result is shared, so one client hanging up must not fail
+// the others.
+func (c *statusCache) fetch() *statusSnapshot {
+	ctx, cancel := context.WithTimeout(context.Background(), statusFetchTimeout)
+	defer cancel()
+	var (
+		info    *node.Info
+		pox     *node.PoXInfo
+		infoErr error
+		poxErr  error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { info, infoErr = c.node.Info(ctx) })
+	wg.Go(func() { pox, poxErr = c.node.PoX(ctx) })
+	wg.Wait()
+
+	body := statusBody{ServerVersion: c.serverVersion}
+	switch {
+	case infoErr != nil:
+		c.log.Warn("status: node info failed", "err", infoErr)
+		body.Status = statusNodeUnreachable
+	default:
+		body.Status = statusReady
+		if info.IsFullySynced != nil && !*info.IsFullySynced {
+			body.Status = statusSyncing
+		}
+		body.ChainTip = c.chainTip(info)
+		if poxErr != nil {
+			// The tip is still worth showing; only the unlock heights go null.
+			c.log.Warn("status: node pox failed", "err", poxErr)
+		} else {
+			body.PoxV1UnlockHeight = unlockHeight(pox, "Epoch21")
+			body.PoxV2UnlockHeight = unlockHeight(pox, "Epoch22")
+			body.PoxV3UnlockHeight = unlockHeight(pox, "Epoch25")
+		}
+	}
+	b, err := marshalJSON(body)
+	if err != nil {
+		panic(err) // fixed types; cannot fail
+	}
+	// A strong ETag over the whole body: any change (tip, burn height,
+	// status, version) changes it, so a 304 is never stale.
+	sum := sha256.Sum256(b)
+	return &statusSnapshot{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, at: c.now()}
+}
+
+func (c *statusCache) chainTip(info *node.Info) *chainTip {
+	ibh, err := info.IndexBlockHash()
+	if err != nil {
+		// index_block_hash is required in chain_tip; omit the object rather
+		// than send a made-up value.
+		c.log.Warn("status: cannot compute index block hash", "err", err)
+		return nil
+	}
+	tip := &chainTip{
+		BlockHeight:     info.StacksTipHeight,
+		BlockHash:       "0x" + info.StacksTip,
+		IndexBlockHash:  "0x" + ibh,
+		BurnBlockHeight: info.BurnBlockHeight,
+	}
+	if info.UnanchoredTip != nil && *info.UnanchoredTip != "" {
+		h := "0x" + strings.TrimPrefix(*info.UnanchoredTip, "0x")
+		tip.MicroblockHash = &h
+	}
+	if info.UnanchoredSeq != nil {
+		seq := *info.UnanchoredSeq
+		tip.MicroblockSequence = &seq
+	}
+	return tip
+}
+
+// unlockHeight is the first burn block after epochID starts, or nil.
+func unlockHeight(pox *node.PoXInfo, epochID string) *uint64 {
+	start, ok := pox.EpochStart(epochID)
+	if !ok {
+		return nil
+	}
+	h := start + 1
+	return &h
+}
+
+// handleStatus serves the Hiro-compatible status document with an ETag.
+func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	snap := s.status.get()
+	h := w.Header()
+	h.Set("ETag", snap.etag)
+	// Clients may store it but must revalidate; the ETag makes that cheap.
+	h.Set("Cache-Control", "no-cache")
+	if etagMatches(r.Header.Values("If-None-Match"), snap.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, snap.body)
+}
+
+// etagMatches applies If-None-Match: "*" or any listed tag equal to etag
+// under the weak comparison RFC 9110 §13.1.2 prescribes for this header.
+func etagMatches(headers []string, etag string) bool {
+	for _, h := range headers {
+		for t := range strings.SplitSeq(h, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+				return true
+			}
+		}
+	}
+	return false
+}
