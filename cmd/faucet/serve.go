@@ -43,6 +43,7 @@ type serveOptions struct {
 	feeReserve      uint64
 	maxInFlight     int
 	stuckBlocks     uint64
+	busyWait        time.Duration
 	limits          faucet.LimitsConfig
 	trustedHops     int
 	suspend         bool
@@ -68,6 +69,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.feeFallback, "fee-fallback", faucet.DefaultFeeFallback, "fee in µSTX when the node cannot estimate")
 	fs.Uint64Var(&o.feeReserve, "fee-reserve", 0, "µSTX each key keeps back beyond in-flight spends")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", faucet.DefaultMaxInFlight, "unconfirmed transactions per key (the node's chaining limit is 25)")
+	fs.DurationVar(&o.busyWait, "busy-wait", 5*time.Second, "how long a drip waits for a free in-flight slot before answering busy")
 	fs.Uint64Var(&o.stuckBlocks, "stuck-blocks", faucet.DefaultStuckBlocks, "blocks without nonce progress before a stuck nonce is repaired")
 	o.limits = faucet.DefaultLimits()
 	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
@@ -132,7 +134,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		DefaultAmount: o.amount, StackingAmount: o.stackingAmount, StackingPaddingPercent: o.stackingPadding,
 		NoStackingPadding: o.stackingPadding == 0, Memo: o.memo,
 		FeeMin: o.feeMin, FeeMax: o.feeMax, FeeFallback: o.feeFallback, FeeReserve: o.feeReserve,
-		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks,
+		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait,
 		Limits: o.limits, Disabled: o.suspend, Logger: logger,
 	})
 	if err != nil {

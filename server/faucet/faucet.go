@@ -62,6 +62,10 @@ type Config struct {
 	Limits   LimitsConfig
 	Disabled bool // suspended: every drip answers ReasonDisabled
 
+	// BusyWait is how long a drip may wait for a key's in-flight slot to free
+	// up (at the next block) before failing with ReasonBusy; 0 fails at once.
+	BusyWait time.Duration
+
 	PollInterval       time.Duration // tip polling for syncs and repairs; default 1s
 	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
 	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
@@ -133,6 +137,9 @@ type Faucet struct {
 
 	pickMu sync.Mutex // serialises key choice + nonce allocation across keys
 	rr     int        // round-robin start for ties
+	// freed is closed (and replaced) whenever a sync may have freed in-flight
+	// slots, waking drips that wait in BusyWait.
+	freed chan struct{}
 }
 
 // chainInfo is what the engine needs from /v2/info.
@@ -160,7 +167,7 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, limiter: newLimiter(cfg.Now), log: cfg.Logger}
+	f := &Faucet{cfg: cfg, memo: memo, limiter: newLimiter(cfg.Now), log: cfg.Logger, freed: make(chan struct{})}
 	f.chain.ttl, f.pox.ttl, f.feeRate.ttl = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
 	f.chain.now, f.pox.now, f.feeRate.now = cfg.Now, cfg.Now, cfg.Now
 	for _, k := range cfg.Keys {
@@ -395,8 +402,42 @@ func (f *Faucet) broadcast(ctx context.Context, raw []byte) error {
 }
 
 // pick chooses the least-loaded key that can afford amount+fee and allocates
-// its next nonce.
+// its next nonce. When every key is at its in-flight cap it waits up to
+// BusyWait for a block to free a slot.
 func (f *Faucet) pick(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+	var deadline <-chan time.Time
+	for {
+		f.pickMu.Lock()
+		freed := f.freed
+		f.pickMu.Unlock()
+		k, nonce, err := f.pickOnce(ctx, amount, fee, excluded)
+		if err == nil || err.Reason != ReasonBusy || f.cfg.BusyWait <= 0 {
+			return k, nonce, err
+		}
+		if deadline == nil {
+			t := time.NewTimer(f.cfg.BusyWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-freed:
+		case <-deadline:
+			return nil, 0, err
+		case <-ctx.Done():
+			return nil, 0, err
+		}
+	}
+}
+
+// signalFreed wakes drips waiting for in-flight capacity.
+func (f *Faucet) signalFreed() {
+	f.pickMu.Lock()
+	close(f.freed)
+	f.freed = make(chan struct{})
+	f.pickMu.Unlock()
+}
+
+func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 	for _, k := range f.keys {
 		k.mu.Lock()
 		synced := k.synced
@@ -455,15 +496,18 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 	}
 	height := f.chain.peek().height
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, err := k.applyAccount(ctx, f.cfg.Ledger, acct.Balance, acct.Nonce, height); err != nil {
-		return err
-	}
+	before := k.inFlight()
+	advanced, err := k.applyAccount(ctx, f.cfg.Ledger, acct.Balance, acct.Nonce, height)
 	// A dry key comes back once it can pay a default drip again.
 	if k.dry && k.available(f.cfg.FeeReserve) >= satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax) {
 		k.dry = false
 	}
-	return nil
+	freed := advanced && k.inFlight() < before
+	k.mu.Unlock()
+	if freed {
+		f.signalFreed()
+	}
+	return err
 }
 
 // amount is the drip size for the tier.

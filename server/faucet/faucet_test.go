@@ -552,3 +552,24 @@ func TestStuckNonceFeeBump(t *testing.T) {
 		t.Fatalf("nonce %d, fee paid %d, want a replacement above %d", nonce, paidFee, res.Fee)
 	}
 }
+
+func TestBusyWaitUsesTheNextBlock(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{MaxInFlight: 1, BusyWait: 10 * time.Second})
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("second drip did not wait for capacity: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	e.mine() // confirms the first drip and frees the slot
+	if err := <-done; err != nil {
+		t.Fatalf("waiting drip failed: %v", err)
+	}
+}
