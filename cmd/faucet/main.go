@@ -27,6 +27,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"manager", "run the FaucetServer Kubernetes operator", runManager},
 		{"serve", "run the faucet HTTP server (--node-url/--key-file, or --devnet)", runServe},
 		{"devnet", "run the simulated Stacks node alone", runDevnet},
 		{"keys", "manage faucet keys: keys generate [-n N]", runKeys},

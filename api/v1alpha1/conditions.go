@@ -1,0 +1,55 @@
+package v1alpha1
+
+// Condition types of a FaucetServer. They follow kstatus, so `kubectl wait
+// --for=condition=Ready` and kstatus-based tools (Flux, kpt) read them as-is.
+const (
+	// ConditionReady is True when the faucet pod is available behind its
+	// Service. Normal polarity: True is good.
+	ConditionReady = "Ready"
+
+	// ConditionReconciling is True while the faucet is on its way to Ready:
+	// a rollout in progress, a pod not ready yet, a retried error.
+	// Abnormal-true polarity: removed, not set False, once done.
+	ConditionReconciling = "Reconciling"
+
+	// ConditionStalled is True when the faucet cannot make progress until a
+	// user fixes something: a missing key Secret, unusable keys, a rollout
+	// past its deadline. Abnormal-true polarity: removed, not set False.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the conditions above.
+const (
+	// ReasonAvailable (Ready=True): the faucet pod is ready.
+	ReasonAvailable = "Available"
+
+	// ReasonSuspended (Ready=True): the pod is ready and serves status, but
+	// spec.suspend makes it answer drips with 403.
+	ReasonSuspended = "Suspended"
+
+	// ReasonProgressing (Ready=False, Reconciling=True): the Deployment is
+	// rolling out the current spec or keys.
+	ReasonProgressing = "Progressing"
+
+	// ReasonDeploymentUnavailable (Ready=False, Reconciling=True): the
+	// rollout is done but the pod is not ready, typically because /readyz
+	// fails: node unreachable, wrong chain or no funded key.
+	ReasonDeploymentUnavailable = "DeploymentUnavailable"
+
+	// ReasonProgressDeadlineExceeded (Ready=False, Stalled=True): the
+	// Deployment gave up waiting for its rollout.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+
+	// ReasonKeySecretNotFound (Ready=False, Stalled=True): the Secret named
+	// by spec.keySecretRef does not exist. Creating it resumes the faucet.
+	ReasonKeySecretNotFound = "KeySecretNotFound"
+
+	// ReasonInvalidKeys (Ready=False, Stalled=True): the Secret lacks the
+	// data key, or its content is not a list of hex private keys. Messages
+	// name the key's position only, never its content.
+	ReasonInvalidKeys = "InvalidKeys"
+
+	// ReasonReconcileFailed (Ready=False, Reconciling=True): applying the
+	// children failed; the operator retries with backoff.
+	ReasonReconcileFailed = "ReconcileFailed"
+)

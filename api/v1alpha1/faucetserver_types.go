@@ -1,0 +1,335 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultKeySecretKey is the Secret data key read when keySecretRef.key is empty.
+const DefaultKeySecretKey = "keys"
+
+// FaucetServerSpec is the desired state of a faucet.
+//
+// A FaucetServer always runs exactly one pod (a Deployment with one replica
+// and the Recreate strategy): each faucet key must have a single writer, or
+// two pods would hand out the same nonces and one of them would see its
+// transactions rejected.
+type FaucetServerSpec struct {
+	// node is the Stacks node the faucet reads chain state from and
+	// broadcasts transactions to.
+	// +required
+	Node NodeSpec `json:"node"`
+
+	// chainID, when set, makes the faucet refuse a node that reports another
+	// chain id (testnet is 2147483648). 1 is mainnet and is rejected: the
+	// faucet only serves test networks. Unset accepts any testnet node.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:XValidation:rule="self != 1",message="chainID 1 is Stacks mainnet; the faucet only serves test networks"
+	ChainID *int64 `json:"chainID,omitempty"`
+
+	// keySecretRef names a Secret in the FaucetServer's namespace holding the
+	// faucet's hex private keys (one or more, separated by newlines or commas).
+	// The Secret is mounted read-only into the pod as a file; its content never
+	// appears in the Deployment, the status or events. Editing the Secret
+	// restarts the pod with the new keys.
+	// +required
+	KeySecretRef KeySecretReference `json:"keySecretRef"`
+
+	// amounts are the µSTX sent per drip.
+	// +optional
+	// +kubebuilder:default={}
+	Amounts *Amounts `json:"amounts,omitempty"`
+
+	// fee bounds the transaction fee the faucet pays per drip, in µSTX.
+	// +optional
+	// +kubebuilder:default={}
+	Fee *Fee `json:"fee,omitempty"`
+
+	// memo is the memo of faucet transfers: at most 34 bytes of UTF-8.
+	// Defaults to "faucet".
+	// +optional
+	// +kubebuilder:validation:MaxLength=34
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 34",message="memo must be at most 34 bytes of UTF-8"
+	Memo *string `json:"memo,omitempty"`
+
+	// rateLimits caps how often an address or a client IP may drip.
+	// +optional
+	// +kubebuilder:default={}
+	RateLimits *RateLimits `json:"rateLimits,omitempty"`
+
+	// suspend turns drips off: the faucet answers them with 403 while its pod
+	// keeps running and serving the status endpoint. The FaucetServer stays
+	// Ready, with reason Suspended.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// image overrides the container image of the faucet pod. By default the
+	// pod runs the operator's own image, which contains the same binary.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// service configures the Service in front of the faucet pod.
+	// +optional
+	// +kubebuilder:default={}
+	Service *ServiceSpec `json:"service,omitempty"`
+
+	// resources are the compute resources of the faucet container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector constrains the faucet pod to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the faucet pod.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// affinity of the faucet pod.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// podAnnotations are added to the faucet pod, e.g. for a service mesh or
+	// a metrics scraper.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// podLabels are added to the faucet pod. They cannot replace the labels
+	// the operator selects the pod by.
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// priorityClassName of the faucet pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// NodeSpec locates the Stacks node RPC.
+type NodeSpec struct {
+	// url is the http or https URL of the Stacks node RPC, e.g.
+	// http://stacks-node.stacks.svc:20443.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="node.url must be an http:// or https:// URL with a host, e.g. http://stacks-node:20443"
+	URL string `json:"url"`
+
+	// timeout bounds each call to the node, as a duration ("10s").
+	// Defaults to 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="node.timeout must be a positive duration"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// KeySecretReference selects the key file inside a Secret.
+type KeySecretReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the private keys. Defaults to "keys".
+	// +optional
+	// +kubebuilder:default=keys
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="keySecretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
+}
+
+// Amounts are drip sizes in µSTX (1 STX = 1000000 µSTX).
+type Amounts struct {
+	// default is the µSTX sent by a regular drip. Defaults to 500000000 (500 STX).
+	// +optional
+	// +kubebuilder:default=500000000
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="amounts.default must be greater than 0"
+	Default *int64 `json:"default,omitempty"`
+
+	// stackingPaddingPercent is added to the node's PoX minimum
+	// (min_amount_ustx) to size a stacking drip, so the recipient can stack
+	// even if the minimum rises a little. 0 sends the minimum exactly.
+	// Defaults to 20.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	StackingPaddingPercent *int32 `json:"stackingPaddingPercent,omitempty"`
+
+	// stacking, when set, is a fixed µSTX amount for stacking drips instead
+	// of the padded PoX minimum.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="amounts.stacking must be greater than 0"
+	Stacking *int64 `json:"stacking,omitempty"`
+}
+
+// Fee bounds the fee of each faucet transaction. The faucet asks the node for
+// the current fee rate and clamps the result to [min, max].
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="fee.min must not exceed fee.max"
+type Fee struct {
+	// min is the lowest fee in µSTX. Defaults to 180.
+	// +optional
+	// +kubebuilder:default=180
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="fee.min must be greater than 0"
+	Min *int64 `json:"min,omitempty"`
+
+	// max is the highest fee in µSTX. Defaults to 100000.
+	// +optional
+	// +kubebuilder:default=100000
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="fee.max must be greater than 0"
+	Max *int64 `json:"max,omitempty"`
+
+	// fallback is the fee in µSTX when the node cannot estimate one.
+	// Defaults to 1000.
+	// +optional
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="fee.fallback must be greater than 0"
+	Fallback *int64 `json:"fallback,omitempty"`
+}
+
+// RateLimits are independent sliding-window limits; a drip must fit all that
+// apply to it.
+type RateLimits struct {
+	// perAddress limits regular drips per recipient address.
+	// Defaults to 5 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 5, window: "5m"}
+	PerAddress *RateLimit `json:"perAddress,omitempty"`
+
+	// stackingPerAddress limits stacking drips per recipient address, in a
+	// bucket of their own. Defaults to 1 per 48h.
+	// +optional
+	// +kubebuilder:default={requests: 1, window: "48h"}
+	StackingPerAddress *RateLimit `json:"stackingPerAddress,omitempty"`
+
+	// perIP limits all drips per client IP (IPv6 grouped by /64).
+	// Defaults to 30 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 30, window: "5m"}
+	PerIP *RateLimit `json:"perIP,omitempty"`
+
+	// trustedProxyHops is how many X-Forwarded-For entries trusted proxies in
+	// front of the faucet (ingress, load balancer) append. 0 uses the peer
+	// address, which behind a proxy is the proxy's.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	TrustedProxyHops *int32 `json:"trustedProxyHops,omitempty"`
+}
+
+// RateLimit allows a number of drips per sliding window.
+type RateLimit struct {
+	// requests is how many drips the window allows.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self > 0",message="requests must be greater than 0"
+	Requests int32 `json:"requests"`
+
+	// window is the length of the sliding window, as a duration ("5m", "48h").
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="window must be a positive duration"
+	Window metav1.Duration `json:"window"`
+}
+
+// ServiceSpec configures the faucet's Service.
+type ServiceSpec struct {
+	// type of the Service: ClusterIP (default), NodePort or LoadBalancer.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// port the Service exposes the faucet API on. Defaults to 3999, the
+	// Stacks Blockchain API port clients expect.
+	// +optional
+	// +kubebuilder:default=3999
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"`
+
+	// annotations are added to the Service, e.g. for a cloud load balancer.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// FaucetServerStatus is the observed state of a faucet.
+type FaucetServerStatus struct {
+	// conditions are Ready, Reconciling and Stalled, kstatus-compatible:
+	// Reconciling and Stalled are present only while true. See
+	// conditions.go for the reasons.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// faucetAddresses are the testnet (ST…) addresses of the keys in the key
+	// Secret, the accounts to fund. Addresses only, never keys.
+	// +optional
+	// +listType=atomic
+	FaucetAddresses []string `json:"faucetAddresses,omitempty"`
+
+	// url is the in-cluster URL of the faucet's Service,
+	// http://<name>.<namespace>.svc:<port>.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// readyReplicas is the number of ready faucet pods: 0 or 1.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+}
+
+// FaucetServer runs a Stacks testnet STX faucet: a Deployment of exactly one
+// pod serving the faucet HTTP API (one writer per key keeps nonces sound), its
+// ServiceAccount and a Service. Its Ready, Reconciling and Stalled conditions
+// follow kstatus, so `kubectl wait --for=condition=Ready` works.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=fsrv,categories=faucet
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
+type FaucetServer struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec is the desired state of the faucet.
+	// +required
+	Spec FaucetServerSpec `json:"spec"`
+
+	// status is the observed state of the faucet.
+	// +optional
+	Status FaucetServerStatus `json:"status,omitzero"`
+}
+
+// FaucetServerList is a list of FaucetServers.
+// +kubebuilder:object:root=true
+type FaucetServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitzero"`
+	// items are the FaucetServers.
+	Items []FaucetServer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FaucetServer{}, &FaucetServerList{})
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/controllers"
+)
+
+// managerOptions are the settings of `faucet manager`, each also an env
+// variable (FAUCET_SERVER_IMAGE, FAUCET_WATCH_NAMESPACES, ...).
+type managerOptions struct {
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	watchNamespaces         string
+	serverImage             string
+	kubeconfig              string
+	log                     logFlags
+}
+
+func (o *managerOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so only one manager replica reconciles at a time")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "faucet-operator.stxfaucet.dev", "name of the leader election Lease")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; required out of cluster)")
+	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces to watch (default: all)")
+	fs.StringVar(&o.serverImage, "server-image", "", "image of faucet pods whose FaucetServer sets no spec.image: the manager's own image")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
+	o.log.register(fs)
+}
+
+// parseManagerOptions parses flags and env and checks them.
+func parseManagerOptions(args []string) (managerOptions, error) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var o managerOptions
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: faucet manager --server-image IMAGE [flags]\n\nRuns the FaucetServer operator. Every flag can also be set as FAUCET_<NAME> (e.g. FAUCET_SERVER_IMAGE).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseWithEnv(fs, args); err != nil {
+		return o, err
+	}
+	if o.serverImage == "" {
+		return o, errors.New("--server-image (or FAUCET_SERVER_IMAGE) is required: the image faucet pods run by default")
+	}
+	return o, nil
+}
+
+// namespaces splits --watch-namespaces; empty means all namespaces.
+func (o managerOptions) namespaces() []string {
+	var out []string
+	for ns := range strings.SplitSeq(o.watchNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// ctrlOptions are the controller-runtime manager options.
+func (o managerOptions) ctrlOptions(scheme *runtime.Scheme) ctrl.Options {
+	c := cache.Options{ByObject: controllers.CacheByObject()}
+	if nss := o.namespaces(); len(nss) > 0 {
+		c.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range nss {
+			c.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   c,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// The process exits as soon as the manager stops, so handing the
+		// lease over early is safe and speeds up failover.
+		LeaderElectionReleaseOnCancel: true,
+	}
+}
+
+func (o managerOptions) restConfig() (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
+	return ctrlconfig.GetConfig()
+}
+
+func newManagerScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := faucetv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// runManager runs the operator until ctx ends.
+func runManager(ctx context.Context, args []string, _ io.Writer) error {
+	o, err := parseManagerOptions(args)
+	if err != nil {
+		return err
+	}
+	logger, err := o.log.logger()
+	if err != nil {
+		return err
+	}
+	log := logr.FromSlogHandler(logger.Handler())
+	ctrl.SetLogger(log)
+	klog.SetLogger(log) // client-go (leader election, informers) logs through klog
+
+	cfg, err := o.restConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "faucet-operator/" + version
+	scheme, err := newManagerScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, o.ctrlOptions(scheme))
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	r := &controllers.FaucetServerReconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("faucet-operator"),
+		DefaultImage: o.serverImage,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	logger.Info("manager starting", "version", version, "serverImage", o.serverImage,
+		"watchNamespaces", o.namespaces(), "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}

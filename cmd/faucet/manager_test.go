@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestManagerOptions(t *testing.T) {
+	tests := map[string]struct {
+		// args and env are the command line and environment
+		args []string
+		env  map[string]string
+		// check inspects the parsed options
+		check func(t *testing.T, o managerOptions)
+		// wantErr is a substring of the expected error, "" for none
+		wantErr string
+	}{
+		"defaults": {
+			args: []string{"--server-image", "img:1"},
+			check: func(t *testing.T, o managerOptions) {
+				c := o.ctrlOptions(nil)
+				if c.Metrics.BindAddress != ":8080" || c.HealthProbeBindAddress != ":8081" {
+					t.Errorf("addresses %q %q", c.Metrics.BindAddress, c.HealthProbeBindAddress)
+				}
+				if !c.LeaderElection || c.LeaderElectionID == "" || !c.LeaderElectionReleaseOnCancel {
+					t.Errorf("leader election %v id %q", c.LeaderElection, c.LeaderElectionID)
+				}
+				if c.Cache.DefaultNamespaces != nil {
+					t.Errorf("namespaces %v, want all", c.Cache.DefaultNamespaces)
+				}
+				if len(c.Cache.ByObject) != 3 {
+					t.Errorf("child caches %v, want the 3 managed-label filters", c.Cache.ByObject)
+				}
+			},
+		},
+		"flags": {
+			args: []string{
+				"--server-image=img:2", "--metrics-bind-address=0", "--health-probe-bind-address=:9",
+				"--leader-elect=false", "--leader-election-namespace=ops", "--watch-namespaces", " a, b ,,c",
+			},
+			check: func(t *testing.T, o managerOptions) {
+				c := o.ctrlOptions(nil)
+				if c.Metrics.BindAddress != "0" || c.HealthProbeBindAddress != ":9" || c.LeaderElection || c.LeaderElectionNamespace != "ops" {
+					t.Errorf("options %+v", c)
+				}
+				got := slices.Sorted(maps.Keys(c.Cache.DefaultNamespaces))
+				if !slices.Equal(got, []string{"a", "b", "c"}) {
+					t.Errorf("namespaces %v", got)
+				}
+			},
+		},
+		"environment": {
+			env: map[string]string{"FAUCET_SERVER_IMAGE": "img:env", "FAUCET_WATCH_NAMESPACES": "x", "FAUCET_LEADER_ELECT": "false"},
+			check: func(t *testing.T, o managerOptions) {
+				if o.serverImage != "img:env" || !slices.Equal(o.namespaces(), []string{"x"}) || o.leaderElect {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		"flags win over the environment": {
+			args: []string{"--server-image=img:flag"},
+			env:  map[string]string{"FAUCET_SERVER_IMAGE": "img:env"},
+			check: func(t *testing.T, o managerOptions) {
+				if o.serverImage != "img:flag" {
+					t.Errorf("image %q", o.serverImage)
+				}
+			},
+		},
+		"server image is required": {wantErr: "--server-image"},
+		"bad boolean in the environment": {
+			args: []string{"--server-image=i"}, env: map[string]string{"FAUCET_LEADER_ELECT": "maybe"}, wantErr: "FAUCET_LEADER_ELECT",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			clearManagerEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			o, err := parseManagerOptions(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+// clearManagerEnv unsets every FAUCET_ variable of `faucet manager` for the
+// test: an empty value would still count as set.
+func clearManagerEnv(t *testing.T) {
+	t.Helper()
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var o managerOptions
+	o.register(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		t.Setenv(envName(f.Name), "") // restores the old value after the test
+		os.Unsetenv(envName(f.Name))
+	})
+}
+
+func TestManagerCommandRegistered(t *testing.T) {
+	clearManagerEnv(t)
+	err := run(context.Background(), []string{"manager"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--server-image") {
+		t.Fatalf("faucet manager without an image: %v", err)
+	}
+}

@@ -1,0 +1,163 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+)
+
+// keyState is what the key Secret yielded: the addresses and a digest of its
+// data, or the reason it is unusable. It never holds key material.
+type keyState struct {
+	reason    string // "" when the keys are usable, else a Ready reason
+	message   string
+	addresses []string
+	digest    string
+}
+
+func (k keyState) usable() bool { return k.reason == "" }
+
+// observation is everything one reconcile saw; the status is a function of it.
+type observation struct {
+	keys       keyState
+	service    *corev1.Service    // as applied; nil if not reached
+	deployment *appsv1.Deployment // as applied or read; nil if none
+	err        error              // the reconcile error, if any
+}
+
+// computeStatus derives the status from the previous one (for condition
+// transition times) and what was observed. It is pure: no client, the clock
+// passed in.
+func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Time) faucetv1alpha1.FaucetServerStatus {
+	st := *fs.Status.DeepCopy()
+	st.FaucetAddresses = obs.keys.addresses
+	st.URL = serviceURL(obs.service)
+	st.ReadyReplicas = 0
+	if obs.deployment != nil {
+		st.ReadyReplicas = obs.deployment.Status.ReadyReplicas
+	}
+
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: fs.Generation, LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+	ready := func(status metav1.ConditionStatus, reason, msg string) {
+		set(faucetv1alpha1.ConditionReady, status, reason, msg)
+	}
+	// Abnormal-true conditions exist only while true (kstatus).
+	reconciling := func(reason, msg string) {
+		if reason == "" {
+			meta.RemoveStatusCondition(&st.Conditions, faucetv1alpha1.ConditionReconciling)
+			return
+		}
+		set(faucetv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+	}
+	stalled := func(reason, msg string) {
+		if reason == "" {
+			meta.RemoveStatusCondition(&st.Conditions, faucetv1alpha1.ConditionStalled)
+			return
+		}
+		set(faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	}
+
+	switch {
+	case obs.err != nil:
+		// Retried with backoff; the generation is not observed until it succeeds.
+		msg := "reconcile failed, retrying: " + obs.err.Error()
+		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonReconcileFailed, msg)
+		reconciling(faucetv1alpha1.ReasonReconcileFailed, msg)
+		stalled("", "")
+		return st
+
+	case !obs.keys.usable():
+		ready(metav1.ConditionFalse, obs.keys.reason, obs.keys.message)
+		reconciling("", "")
+		stalled(obs.keys.reason, obs.keys.message)
+
+	case obs.deployment == nil:
+		// Unreachable after a successful reconcile; kept total for safety.
+		msg := "waiting for the Deployment to be created"
+		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing, msg)
+		reconciling(faucetv1alpha1.ReasonProgressing, msg)
+		stalled("", "")
+
+	default:
+		d := obs.deployment
+		switch phase, msg := deploymentPhase(d); phase {
+		case phaseAvailable:
+			reason, msg := faucetv1alpha1.ReasonAvailable, fmt.Sprintf("the faucet serves at %s", st.URL)
+			if fs.Spec.Suspend {
+				reason, msg = faucetv1alpha1.ReasonSuspended, fmt.Sprintf("the faucet at %s is suspended: drips answer 403, status is served", st.URL)
+			}
+			ready(metav1.ConditionTrue, reason, msg)
+			reconciling("", "")
+			stalled("", "")
+		case phaseStalled:
+			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
+			reconciling("", "")
+			stalled(faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
+		case phaseRollingOut:
+			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing, msg)
+			reconciling(faucetv1alpha1.ReasonProgressing, msg)
+			stalled("", "")
+		default: // phaseUnavailable: the pod is there but not ready; kubelet keeps probing.
+			// Reconciling, so kstatus (which reads only Reconciling and
+			// Stalled) reports InProgress, as it does for the Deployment.
+			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonDeploymentUnavailable, msg)
+			reconciling(faucetv1alpha1.ReasonDeploymentUnavailable, msg)
+			stalled("", "")
+		}
+	}
+	st.ObservedGeneration = fs.Generation
+	return st
+}
+
+type rolloutPhase int
+
+const (
+	phaseRollingOut rolloutPhase = iota
+	phaseAvailable
+	phaseUnavailable
+	phaseStalled
+)
+
+// deploymentPhase reads a Deployment's status the way `kubectl rollout
+// status` does, for the single replica the faucet runs.
+func deploymentPhase(d *appsv1.Deployment) (rolloutPhase, string) {
+	s := d.Status
+	var progressing appsv1.DeploymentCondition
+	for _, c := range s.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			progressing = c
+		}
+	}
+	if progressing.Status == corev1.ConditionFalse && progressing.Reason == "ProgressDeadlineExceeded" {
+		return phaseStalled, fmt.Sprintf("Deployment %q exceeded its progress deadline: %s", d.Name, progressing.Message)
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	switch {
+	case s.ObservedGeneration < d.Generation:
+		return phaseRollingOut, fmt.Sprintf("waiting for Deployment %q to observe generation %d", d.Name, d.Generation)
+	case s.UpdatedReplicas < want:
+		return phaseRollingOut, fmt.Sprintf("Deployment %q is rolling out: %d of %d pods updated", d.Name, s.UpdatedReplicas, want)
+	case s.Replicas > s.UpdatedReplicas:
+		return phaseRollingOut, fmt.Sprintf("Deployment %q is rolling out: %d old pods terminating", d.Name, s.Replicas-s.UpdatedReplicas)
+	case s.AvailableReplicas < want && progressing.Reason == "NewReplicaSetAvailable":
+		// The rollout had completed; the pod has since become unready.
+		return phaseUnavailable, fmt.Sprintf("Deployment %q has %d of %d pods available; the faucet's /readyz fails while its node is unreachable or no key is funded", d.Name, s.AvailableReplicas, want)
+	case s.AvailableReplicas < want:
+		return phaseRollingOut, fmt.Sprintf("waiting for the faucet pod of Deployment %q to become ready", d.Name)
+	}
+	return phaseAvailable, ""
+}

@@ -1,0 +1,182 @@
+package controllers
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+)
+
+var goodKeys = keyState{addresses: []string{"ST1", "ST2"}, digest: "d"}
+
+// deployment returns the faucet Deployment at generation 2 with status set
+// by mutate, as the Deployment controller would report it.
+func deployment(mutate func(*appsv1.DeploymentStatus)) *appsv1.Deployment {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "faucet", Generation: 2},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(int32(1))},
+	}
+	if mutate != nil {
+		mutate(&d.Status)
+	}
+	return d
+}
+
+func rolledOut(s *appsv1.DeploymentStatus) {
+	s.ObservedGeneration, s.Replicas, s.UpdatedReplicas = 2, 1, 1
+	s.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}
+}
+
+func available(s *appsv1.DeploymentStatus) {
+	rolledOut(s)
+	s.ReadyReplicas, s.AvailableReplicas = 1, 1
+}
+
+func TestComputeStatus(t *testing.T) {
+	svc := serviceFor(fixture())
+	tests := map[string]struct {
+		// spec changes applied to the fixture (generation 3)
+		mutate func(*faucetv1alpha1.FaucetServer)
+		// obs is what the reconcile observed
+		obs observation
+		// ready is the expected Ready status and reason
+		ready       metav1.ConditionStatus
+		readyReason string
+		// reconciling and stalled are the expected reasons, "" when absent
+		reconciling, stalled string
+		// observed is whether observedGeneration must equal the generation
+		observed bool
+		// readyReplicas and addresses are expected in the status
+		readyReplicas int32
+		addresses     []string
+	}{
+		"available": {
+			obs:   observation{keys: goodKeys, service: svc, deployment: deployment(available)},
+			ready: metav1.ConditionTrue, readyReason: faucetv1alpha1.ReasonAvailable,
+			observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
+		"suspended stays ready": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Suspend = true },
+			obs:    observation{keys: goodKeys, service: svc, deployment: deployment(available)},
+			ready:  metav1.ConditionTrue, readyReason: faucetv1alpha1.ReasonSuspended,
+			observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
+		"new Deployment not yet observed": {
+			obs:   observation{keys: goodKeys, service: svc, deployment: deployment(nil)},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonProgressing,
+			reconciling: faucetv1alpha1.ReasonProgressing, observed: true, addresses: goodKeys.addresses,
+		},
+		"pod starting": {
+			obs: observation{keys: goodKeys, service: svc, deployment: deployment(func(s *appsv1.DeploymentStatus) {
+				s.ObservedGeneration, s.Replicas, s.UpdatedReplicas = 2, 1, 1
+			})},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonProgressing,
+			reconciling: faucetv1alpha1.ReasonProgressing, observed: true, addresses: goodKeys.addresses,
+		},
+		"old pod terminating (Recreate)": {
+			obs: observation{keys: goodKeys, service: svc, deployment: deployment(func(s *appsv1.DeploymentStatus) {
+				available(s)
+				s.Replicas, s.UpdatedReplicas = 1, 0
+			})},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonProgressing,
+			reconciling: faucetv1alpha1.ReasonProgressing, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
+		"rolled out, then the pod became unready": {
+			obs:   observation{keys: goodKeys, service: svc, deployment: deployment(rolledOut)},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonDeploymentUnavailable,
+			reconciling: faucetv1alpha1.ReasonDeploymentUnavailable, observed: true, addresses: goodKeys.addresses,
+		},
+		"progress deadline exceeded stalls": {
+			obs: observation{keys: goodKeys, service: svc, deployment: deployment(func(s *appsv1.DeploymentStatus) {
+				s.ObservedGeneration, s.Replicas, s.UpdatedReplicas = 2, 1, 1
+				s.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+			})},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonProgressDeadlineExceeded,
+			stalled: faucetv1alpha1.ReasonProgressDeadlineExceeded, observed: true, addresses: goodKeys.addresses,
+		},
+		"missing Secret stalls, keeping the running pod's count": {
+			obs: observation{
+				keys:       keyState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
+				service:    svc,
+				deployment: deployment(available),
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonKeySecretNotFound,
+			stalled: faucetv1alpha1.ReasonKeySecretNotFound, observed: true, readyReplicas: 1,
+		},
+		"invalid keys stall": {
+			obs:   observation{keys: keyState{reason: faucetv1alpha1.ReasonInvalidKeys, message: "key #2: bad"}, service: svc},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidKeys,
+			stalled: faucetv1alpha1.ReasonInvalidKeys, observed: true,
+		},
+		"reconcile error retries without observing the generation": {
+			obs:   observation{keys: goodKeys, err: errors.New("failed to apply Service: conflict")},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonReconcileFailed,
+			reconciling: faucetv1alpha1.ReasonReconcileFailed, addresses: goodKeys.addresses,
+		},
+	}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := fixture()
+			if tt.mutate != nil {
+				tt.mutate(fs)
+			}
+			fs.Status.ObservedGeneration = 1
+			st := computeStatus(fs, tt.obs, now)
+
+			ready := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionReady)
+			if ready == nil || ready.Status != tt.ready || ready.Reason != tt.readyReason || ready.Message == "" || ready.ObservedGeneration != 3 {
+				t.Errorf("Ready = %+v, want %s/%s", ready, tt.ready, tt.readyReason)
+			}
+			for typ, want := range map[string]string{faucetv1alpha1.ConditionReconciling: tt.reconciling, faucetv1alpha1.ConditionStalled: tt.stalled} {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				switch {
+				case want == "" && c != nil:
+					t.Errorf("%s present (%s), want absent", typ, c.Reason)
+				case want != "" && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != want):
+					t.Errorf("%s = %+v, want True/%s", typ, c, want)
+				}
+			}
+			if got := st.ObservedGeneration == 3; got != tt.observed {
+				t.Errorf("observedGeneration %d", st.ObservedGeneration)
+			}
+			if st.ReadyReplicas != tt.readyReplicas || !slices.Equal(st.FaucetAddresses, tt.addresses) {
+				t.Errorf("readyReplicas %d addresses %v", st.ReadyReplicas, st.FaucetAddresses)
+			}
+			if tt.obs.service != nil && st.URL != "http://faucet.testnet.svc:3999" {
+				t.Errorf("url %q", st.URL)
+			}
+		})
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	fs := fixture()
+	obs := observation{keys: goodKeys, service: serviceFor(fs), deployment: deployment(available)}
+	fs.Status = computeStatus(fs, obs, t0)
+
+	again := computeStatus(fs, obs, t0.Add(time.Hour))
+	if !equalJSON(again, fs.Status) {
+		t.Errorf("an unchanged observation changed the status:\n%+v\n%+v", fs.Status, again)
+	}
+
+	obs.deployment = deployment(rolledOut)
+	before := fs.Status.DeepCopy()
+	later := computeStatus(fs, obs, t0.Add(time.Hour))
+	if !equalJSON(before, &fs.Status) {
+		t.Error("computeStatus modified its input")
+	}
+	ready := meta.FindStatusCondition(later.Conditions, faucetv1alpha1.ConditionReady)
+	if !ready.LastTransitionTime.Time.Equal(t0.Add(time.Hour)) {
+		t.Errorf("transition time %v, want the new one", ready.LastTransitionTime)
+	}
+}
