@@ -29,6 +29,11 @@ CRD_RBAC_GEN    = $(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./api/.
 OBJECT_GEN      = $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 GINKGO_FLAGS   ?=
 
+# End-to-end: the official JavaScript client drives the faucet.
+E2E_CLIENT_DIR := hack/e2e-client
+HELM_BUILD     := hack/tools/helm/build.sh
+IMG            ?= faucet-operator:dev
+
 ##@ General
 
 .PHONY: help
@@ -50,11 +55,11 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: vet verify-fmt test-unit test-conformance test-fuzz-smoke envtest-sample ## Run every check CI runs.
+test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e ## Run every check CI runs.
 
 .PHONY: test-unit
-test-unit: envtest ## Unit and integration tests (race detector on).
-	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -race -count=1 ./...
+test-unit: envtest ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hack/charttest)
 
 .PHONY: test-conformance
 test-conformance: $(CONFORMANCE_DIR)/node_modules/.installed ## Check the signer against fresh stacks.js vectors.
@@ -85,7 +90,7 @@ bench: ## Run the benchmarks.
 ##@ Verification
 
 .PHONY: verify
-verify: verify-fmt vet verify-mod verify-generated ## Fail on unformatted code, vet findings, untidy go.mod or stale generated files.
+verify: verify-fmt vet verify-mod verify-generated verify-chart ## Fail on unformatted code, vet findings, untidy go.mod, stale generated files or chart copies.
 
 .PHONY: verify-fmt
 verify-fmt:
@@ -113,6 +118,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD (config/crd/bases) and the manager ClusterRole (config/rbac/role.yaml).
 	$(CRD_RBAC_GEN) output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/sync-chart.sh
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate the API's DeepCopy methods.
@@ -140,3 +146,37 @@ test-envtest: envtest ## Run only the controller suite (Ginkgo on envtest); GINK
 .PHONY: envtest-sample
 envtest-sample: build envtest ## kubectl-apply config/default and config/samples to an envtest API server with the manager running.
 	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) run ./hack/envtest-sample --faucet $(BIN)/faucet
+
+##@ Helm chart
+
+.PHONY: helm
+helm: ## Build the pinned helm (hack/tools/helm/go.mod) into bin/helm (~4 min cold).
+	@$(HELM_BUILD) >/dev/null
+
+.PHONY: chart-sync
+chart-sync: ## Copy the CRD and RBAC rules from config/ into charts/faucet-operator/files.
+	hack/sync-chart.sh
+
+.PHONY: verify-chart
+verify-chart: ## Fail if the chart's copies of config/ are stale.
+	hack/sync-chart.sh --check
+
+.PHONY: test-chart
+test-chart: envtest helm ## helm lint --strict, schema and render checks, server-side dry-run and a helm lifecycle on envtest.
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" HELM="$$($(HELM_BUILD))" $(GO) test -count=1 -v ./hack/charttest/
+
+##@ End to end
+
+.PHONY: e2e
+e2e: build envtest $(E2E_CLIENT_DIR)/node_modules/.installed ## Hermetic end-to-end: envtest + manager + devnode, the pod run as a local process, drips via @stacks/blockchain-api-client.
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -tags e2e -count=1 -v ./hack/e2e/
+
+$(E2E_CLIENT_DIR)/node_modules/.installed: $(E2E_CLIENT_DIR)/package-lock.json
+	npm ci --prefix $(E2E_CLIENT_DIR) --no-audit --no-fund
+	@touch $@
+
+##@ Image
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker daemon, which this repo's CI does not have): make docker-build IMG=registry/faucet-operator:tag
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .

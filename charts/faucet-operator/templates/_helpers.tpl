@@ -1,0 +1,106 @@
+{{/*
+Name of the chart, or nameOverride.
+*/}}
+{{- define "faucet-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Fully qualified name of the release's objects: fullnameOverride, else the
+release name if it already contains the chart name, else release-chart.
+Truncated to 63 characters (a DNS label).
+*/}}
+{{- define "faucet-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "faucet-operator.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of every object of the release.
+*/}}
+{{- define "faucet-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "faucet-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: faucet-operator
+{{- end }}
+
+{{/*
+Labels the manager Deployment selects its pods by. They never change for a
+release, because a Deployment's selector is immutable.
+*/}}
+{{- define "faucet-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "faucet-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Name of the manager's ServiceAccount.
+*/}}
+{{- define "faucet-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "faucet-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The manager image: repository:tag, or repository@digest when a digest is set.
+The tag defaults to the chart's appVersion.
+*/}}
+{{- define "faucet-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image of faucet pods whose FaucetServer sets no spec.image: serverImage,
+else the manager's own image (it contains the same binary).
+*/}}
+{{- define "faucet-operator.serverImage" -}}
+{{- .Values.serverImage | default (include "faucet-operator.image" .) }}
+{{- end }}
+
+{{/*
+Name of the leader-election Lease.
+*/}}
+{{- define "faucet-operator.leaderElectionID" -}}
+{{- .Values.leaderElection.id | default (printf "%s.faucet.stxfaucet.dev" (include "faucet-operator.fullname" .)) }}
+{{- end }}
+
+{{/*
+The watched namespaces, de-duplicated, in the order given. Empty: all.
+*/}}
+{{- define "faucet-operator.watchNamespaces" -}}
+{{- .Values.watchNamespaces | uniq | join "," }}
+{{- end }}
+
+{{/*
+RBAC rules from a file hack/sync-chart.sh copies from config/rbac:
+  files/rbac-rules.yaml            the manager's, which controller-gen derives
+                                   from the reconciler's markers (role.yaml)
+  files/leader-election-rules.yaml leader election's (leader_election_role.yaml)
+Usage: include "faucet-operator.rules" (list . "files/rbac-rules.yaml")
+*/}}
+{{- define "faucet-operator.rules" -}}
+{{- $root := index . 0 }}
+{{- $file := index . 1 }}
+{{- $rules := $root.Files.Get $file | fromYamlArray }}
+{{- if or (not $rules) (not (kindIs "map" (first $rules))) }}
+{{- fail (printf "%s is missing or not a list of RBAC rules: run hack/sync-chart.sh" $file) }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}

@@ -1,0 +1,168 @@
+package charttest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestLint runs helm lint --strict with every value set.
+func TestLint(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			out, err := lint(t, vs.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "0 chart(s) failed") {
+				t.Fatalf("unexpected lint output:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestBadValuesAreRejected checks that values.schema.json and the templates'
+// own checks refuse bad values. helm template (like install and upgrade)
+// fails on both; helm lint only on schema errors, as it deliberately logs the
+// templates' fail and required calls instead of failing.
+func TestBadValuesAreRejected(t *testing.T) {
+	tests := map[string]struct {
+		// values is a values file, layered over the defaults.
+		values string
+		// wantErr must occur in helm's error output.
+		wantErr string
+		// templateCheck: a template's fail or required catches it, not the
+		// schema, so helm lint passes.
+		templateCheck bool
+	}{
+		"unknown top-level key": {
+			values:  "replicas: 2\n",
+			wantErr: "additional properties 'replicas' not allowed",
+		},
+		"unknown nested key": {
+			values:  "metrics:\n  serviceMonitor:\n    enable: true\n",
+			wantErr: "additional properties 'enable' not allowed",
+		},
+		"wrong type": {
+			values:  "replicaCount: two\n",
+			wantErr: "/replicaCount",
+		},
+		"value outside an enum": {
+			values:  "logLevel: verbose\n",
+			wantErr: "/logLevel",
+		},
+		"invalid namespace name": {
+			values:  "watchNamespaces: [Faucet_Testnet]\n",
+			wantErr: "/watchNamespaces/0",
+		},
+		"faucetServer without a name": {
+			values:  "faucetServers:\n  - spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr: "missing property 'name'",
+		},
+		"faucetServer without node.url": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {}, keySecretRef: {name: keys}}\n",
+			wantErr: "missing property 'url'",
+		},
+		"faucetServer without keySecretRef.name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {key: keys}}\n",
+			wantErr: "missing property 'name'",
+		},
+		"faucetServer with an unknown key beside spec": {
+			values:  "faucetServers:\n  - name: a\n    node: {url: 'http://node:20443'}\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr: "additional properties 'node' not allowed",
+		},
+		"faucetServer outside watchNamespaces": {
+			values:        "watchNamespaces: [faucet-testnet]\nfaucetServers:\n  - name: a\n    namespace: other\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr:       `namespace "other" is not in watchNamespaces`,
+			templateCheck: true,
+		},
+		"faucetServer in the unwatched release namespace": {
+			values:        "watchNamespaces: [faucet-testnet]\nfaucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr:       `namespace "faucet-system" is not in watchNamespaces`,
+			templateCheck: true,
+		},
+		"faucetServer listed twice": {
+			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr:       "faucet-system/a is listed twice",
+			templateCheck: true,
+		},
+		"serviceMonitor without the metrics Service": {
+			values:        "metrics:\n  service:\n    enabled: false\n  serviceMonitor:\n    enabled: true\n",
+			wantErr:       "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled",
+			templateCheck: true,
+		},
+		"existing ServiceAccount without a name": {
+			values:        "serviceAccount:\n  create: false\n",
+			wantErr:       "serviceAccount.name is required",
+			templateCheck: true,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			file := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(file, []byte(tt.values), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			switch out, err := lint(t, "-f", file); {
+			case tt.templateCheck && err != nil:
+				t.Errorf("helm lint failed; it ignores fail and required, so the schema rejected the values: %v", err)
+			case !tt.templateCheck && err == nil:
+				t.Errorf("helm lint accepted the values:\n%s", out)
+			case !tt.templateCheck && !strings.Contains(err.Error(), tt.wantErr):
+				t.Errorf("helm lint error lacks %q:\n%v", tt.wantErr, err)
+			}
+			if _, err := template(t, "-f", file); err == nil {
+				t.Errorf("helm template accepted the values")
+			} else if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("helm template error lacks %q:\n%v", tt.wantErr, err)
+			}
+		})
+	}
+}
+
+// TestValuesAreDocumented checks that values.yaml and values.schema.json
+// describe the same keys: lint already rejects a values.yaml key the schema
+// lacks; this rejects a schema property values.yaml does not show (and so
+// does not document).
+func TestValuesAreDocumented(t *testing.T) {
+	var schema map[string]any
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	values := readYAML(t, "charts/faucet-operator/values.yaml")
+
+	// notInValuesYAML are schema properties deliberately absent from values.yaml.
+	notInValuesYAML := []string{"global"}
+
+	var walk func(path string, schema, values map[string]any)
+	walk = func(path string, schema, values map[string]any) {
+		if schema["additionalProperties"] != false {
+			return // a free-form map (labels, resources, a FaucetServer spec)
+		}
+		props, _ := schema["properties"].(map[string]any)
+		for key, sub := range props {
+			p := strings.TrimPrefix(path+"."+key, ".")
+			v, ok := values[key]
+			if !ok {
+				if !slices.Contains(notInValuesYAML, p) {
+					t.Errorf("values.schema.json has %s, values.yaml does not", p)
+				}
+				continue
+			}
+			subSchema, _ := sub.(map[string]any)
+			if subValues, ok := v.(map[string]any); ok && subSchema["type"] == "object" {
+				walk(p, subSchema, subValues)
+			}
+		}
+	}
+	walk("", schema, values)
+}

@@ -1,0 +1,481 @@
+//go:build e2e
+
+// Package e2e walks the whole product path once, hermetically: a
+// FaucetServer applied to a real API server becomes a Deployment, the test
+// plays kubelet and runs that Deployment's container as a local process, and
+// the official JavaScript client gets real STX from it on a simulated node.
+//
+// Run with `make e2e`; it needs bin/faucet, the envtest binaries and
+// hack/e2e-client's npm packages, which the make target provides.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+const (
+	namespace   = "faucet-e2e"
+	name        = "testnet"
+	funding     = uint64(1_000_000) * 1_000_000 // 1M STX per key
+	firstAmount = int64(500_000_000)            // the default drip
+	newAmount   = int64(123_456_789)
+)
+
+// repo is the repository root (this file lives in hack/e2e).
+var repo = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}()
+
+func TestFaucetServerEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	faucetBin := requireFile(t, filepath.Join(repo, "bin", "faucet"), "run `make build`")
+	requireFile(t, filepath.Join(repo, "hack", "e2e-client", "node_modules", "@stacks", "blockchain-api-client", "package.json"), "run `npm ci --prefix hack/e2e-client`")
+
+	// 1. Control plane.
+	k8s, kubeconfig := startControlPlane(t)
+
+	// 2. A simulated Stacks node with two funded faucet keys, mining every 500 ms.
+	keys := []*stacks.PrivateKey{newKey(t), newKey(t)}
+	genesis := map[stacks.Address]uint64{}
+	for _, k := range keys {
+		genesis[k.TestnetAddress()] = funding
+	}
+	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond})
+	nodeURL := serve(t, ctx, dn.Handler())
+	go func() { _ = dn.Run(ctx) }()
+
+	// 3. The manager, as its own process, against the API server.
+	startProcess(t, ctx, "manager", faucetBin, []string{
+		"manager", "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--server-image=faucet-operator:e2e", "--watch-namespaces=" + namespace,
+	}, nil)
+
+	// 4. The user's objects: a key Secret and a FaucetServer.
+	mustCreate(t, ctx, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	mustCreate(t, ctx, k8s, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "faucet-keys", Namespace: namespace},
+		StringData: map[string]string{"keys": keys[0].Hex() + "\n" + keys[1].Hex() + "\n"},
+	})
+	fsrv := &faucetv1alpha1.FaucetServer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: faucetv1alpha1.FaucetServerSpec{
+			Node:         faucetv1alpha1.NodeSpec{URL: nodeURL},
+			KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys"},
+		},
+	}
+	mustCreate(t, ctx, k8s, fsrv)
+
+	// 5. Play kubelet for the Deployment the operator made.
+	dep := waitDeployment(t, ctx, k8s, "")
+	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin)
+
+	// 6. A user asks for STX through the official client.
+	recipient := newKey(t).TestnetAddress()
+	out := officialClientDrip(t, ctx, faucetURL, recipient, firstAmount)
+	t.Logf("drip via @stacks/blockchain-api-client: txId %s from %s nonce %s", out.TxID, out.Sender, out.Nonce)
+	waitBalance(t, ctx, dn, recipient, uint64(firstAmount))
+
+	// The pod is serving, so mark the Deployment available as the
+	// deployment controller would, and expect Ready on the FaucetServer.
+	markAvailable(t, ctx, k8s, dep)
+	waitReady(t, ctx, k8s, keys)
+
+	// 7. Change the drip amount: the operator rolls the pod template.
+	oldHash := dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
+	patchAmount(t, ctx, k8s, newAmount)
+	dep = waitDeployment(t, ctx, k8s, oldHash)
+	stop()
+	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin)
+	recipient2 := newKey(t).TestnetAddress()
+	officialClientDrip(t, ctx, faucetURL, recipient2, newAmount)
+	waitBalance(t, ctx, dn, recipient2, uint64(newAmount))
+
+	// 8. Delete: the children carry controller owner references, so the
+	// garbage collector (absent in envtest) removes them.
+	var current faucetv1alpha1.FaucetServer
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, &current); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}} {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+			t.Fatalf("%T: %v", obj, err)
+		}
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.UID != current.UID || ref.Kind != "FaucetServer" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+			t.Fatalf("%T %s has no controller reference to the FaucetServer: %+v", obj, obj.GetName(), obj.GetOwnerReferences())
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); !apierrors.IsNotFound(err) {
+		t.Fatalf("FaucetServer still present after delete (a finalizer?): %v", err)
+	}
+}
+
+func newKey(t *testing.T) *stacks.PrivateKey {
+	t.Helper()
+	k, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func requireFile(t *testing.T, path, hint string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing: %s", path, hint)
+	}
+	return path
+}
+
+// startControlPlane starts kube-apiserver and etcd with the CRDs installed
+// and returns an admin client and a kubeconfig file for other processes.
+func startControlPlane(t *testing.T) (client.Client, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make e2e` (it builds the envtest binaries)")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repo, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := faucetv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, path
+}
+
+func serve(t *testing.T, ctx context.Context, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// startProcess runs a command until the test ends (or stop is called),
+// streaming its output into the test log.
+func startProcess(t *testing.T, ctx context.Context, label, bin string, args, env []string) (stop func()) {
+	t.Helper()
+	pctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(pctx, bin, args...)
+	cmd.Env = env
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", label, err)
+	}
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			t.Logf("[%s] %s", label, sc.Text())
+		}
+	}()
+	done := false
+	stop = func() {
+		if done {
+			return
+		}
+		done = true
+		cancel()
+		_ = cmd.Wait()
+		pw.Close()
+		<-logged
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func mustCreate(t *testing.T, ctx context.Context, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// poll calls fn until it returns true or the deadline passes.
+func poll(t *testing.T, ctx context.Context, what string, timeout time.Duration, fn func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ok, err := fn()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
+}
+
+// waitDeployment waits for the FaucetServer's Deployment, optionally for a
+// pod template whose config hash differs from notHash.
+func waitDeployment(t *testing.T, ctx context.Context, c client.Client, notHash string) *appsv1.Deployment {
+	t.Helper()
+	var dep appsv1.Deployment
+	poll(t, ctx, "the Deployment", time.Minute, func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &dep)
+		if err != nil {
+			return false, err
+		}
+		h := dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
+		return h != "" && h != notHash, nil
+	})
+	return &dep
+}
+
+// runPod does the kubelet's part for the Deployment's only container: it
+// materialises the Secret volumes as files, resolves the environment, runs
+// the image's entrypoint (our binary) with the container's args on a free
+// loopback port and waits for /readyz.
+func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment, faucetBin string) (string, func()) {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(pod.Containers))
+	}
+	ctr := pod.Containers[0]
+	if len(ctr.Command) > 0 && ctr.Command[0] != "/faucet" {
+		t.Fatalf("unexpected command %q", ctr.Command)
+	}
+	// Volumes: each Secret volume becomes a directory of files.
+	mounts := map[string]string{} // mountPath → local dir
+	for _, vm := range ctr.VolumeMounts {
+		var vol *corev1.Volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == vm.Name {
+				vol = &pod.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Secret == nil {
+			t.Fatalf("volume %q is not a Secret volume", vm.Name)
+		}
+		var sec corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: vol.Secret.SecretName}, &sec); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		items := vol.Secret.Items
+		if len(items) == 0 {
+			for k := range sec.Data {
+				items = append(items, corev1.KeyToPath{Key: k, Path: k})
+			}
+		}
+		for _, it := range items {
+			if err := os.WriteFile(filepath.Join(dir, it.Path), sec.Data[it.Key], 0o400); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mounts[vm.MountPath] = dir
+	}
+	port := freePort(t)
+	var args []string
+	for _, a := range ctr.Args {
+		if strings.HasPrefix(a, "--listen=") {
+			a = "--listen=127.0.0.1:" + strconv.Itoa(port)
+		}
+		for mp, dir := range mounts {
+			a = strings.Replace(a, "="+mp+"/", "="+dir+"/", 1)
+		}
+		args = append(args, a)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for _, e := range ctr.Env {
+		if e.ValueFrom != nil {
+			t.Fatalf("env %s uses valueFrom, which this kubelet does not resolve", e.Name)
+		}
+		env = append(env, e.Name+"="+e.Value)
+	}
+	stop := startProcess(t, ctx, "faucet", faucetBin, args, env)
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	poll(t, ctx, "/readyz", time.Minute, func() (bool, error) {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz %d %s", resp.StatusCode, body)
+	})
+	return url, stop
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// clientResult is the summary line of hack/e2e-client/e2e.mjs.
+type clientResult struct {
+	OK     bool            `json:"ok"`
+	Error  string          `json:"error"`
+	TxID   string          `json:"txId"`
+	Sender string          `json:"sender"`
+	Nonce  string          `json:"nonce"`
+	Amount string          `json:"amount"`
+	Status json.RawMessage `json:"status"`
+}
+
+// officialClientDrip requests a drip and the status with the official
+// JavaScript client, which validates both bodies against the published
+// schemas and verifies the transaction.
+func officialClientDrip(t *testing.T, ctx context.Context, faucetURL string, to stacks.Address, amount int64) clientResult {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(repo, "hack", "e2e-client", "e2e.mjs"),
+		"--faucet", faucetURL, "--address", to.String(), "--amount", strconv.FormatInt(amount, 10))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var res clientResult
+	if jerr := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); jerr != nil || err != nil || !res.OK {
+		t.Fatalf("official client: %v / %v: %s\nstderr: %s", err, jerr, stdout.String(), stderr.String())
+	}
+	if res.Amount != strconv.FormatInt(amount, 10) {
+		t.Fatalf("client saw amount %s, want %d", res.Amount, amount)
+	}
+	return res
+}
+
+// waitBalance waits until the devnode has mined the drip and the recipient
+// holds exactly want.
+func waitBalance(t *testing.T, ctx context.Context, dn *devnode.Node, to stacks.Address, want uint64) {
+	t.Helper()
+	poll(t, ctx, "the drip to be mined", 30*time.Second, func() (bool, error) {
+		bal, _ := dn.Account(to)
+		if bal > want {
+			return false, fmt.Errorf("balance %d exceeds %d", bal, want)
+		}
+		return bal == want, fmt.Errorf("balance %d", bal)
+	})
+}
+
+// markAvailable writes the status the deployment controller would.
+func markAvailable(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment) {
+	t.Helper()
+	var cur appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKeyFromObject(dep), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: cur.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+		Conditions: []appsv1.DeploymentCondition{{
+			Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+	}
+	if err := c.Status().Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReady waits for Ready=True and checks the reported addresses.
+func waitReady(t *testing.T, ctx context.Context, c client.Client, keys []*stacks.PrivateKey) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	poll(t, ctx, "FaucetServer Ready", time.Minute, func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+			return false, err
+		}
+		for _, cond := range fs.Status.Conditions {
+			if cond.Type == "Ready" {
+				return cond.Status == metav1.ConditionTrue && fs.Status.ObservedGeneration == fs.Generation,
+					fmt.Errorf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		return false, errors.New("no Ready condition")
+	})
+	want := []string{keys[0].TestnetAddress().String(), keys[1].TestnetAddress().String()}
+	if fmt.Sprint(fs.Status.FaucetAddresses) != fmt.Sprint(want) {
+		t.Fatalf("status.faucetAddresses = %v, want %v", fs.Status.FaucetAddresses, want)
+	}
+	t.Logf("FaucetServer Ready; url %s; addresses %v", fs.Status.URL, fs.Status.FaucetAddresses)
+}
+
+func patchAmount(t *testing.T, ctx context.Context, c client.Client, amount int64) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	orig := fs.DeepCopy()
+	if fs.Spec.Amounts == nil {
+		fs.Spec.Amounts = &faucetv1alpha1.Amounts{}
+	}
+	fs.Spec.Amounts.Default = &amount
+	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
