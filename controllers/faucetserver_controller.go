@@ -89,11 +89,11 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	obs.keys = keys
 
-	if err := r.apply(ctx, serviceAccountFor(fs)); err != nil {
+	if err := r.apply(ctx, fs, serviceAccountFor(fs)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply ServiceAccount: %w", err)
 	}
 	svc := serviceFor(fs)
-	if err := r.apply(ctx, svc); err != nil {
+	if err := r.apply(ctx, fs, svc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Service: %w", err)
 	}
 	obs.service = svc
@@ -105,7 +105,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	deploy := deploymentFor(fs, r.DefaultImage, keys.digest)
-	if err := r.apply(ctx, deploy); err != nil {
+	if err := r.apply(ctx, fs, deploy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
 	}
 	obs.deployment = deploy
@@ -153,8 +153,14 @@ func (r *FaucetServerReconciler) readKeys(ctx context.Context, fs *faucetv1alpha
 
 // apply server-side applies a child built by a pure builder, as the
 // operator's field manager, and reads the result (status included) back
-// into obj.
-func (r *FaucetServerReconciler) apply(ctx context.Context, obj client.Object) error {
+// into obj. It refuses to take over an object of the same name that fs does
+// not control, such as a Service "stacks-node" of the node itself or the
+// namespace's "default" ServiceAccount: a forced apply would rewrite it and
+// its new owner reference would get it garbage-collected with fs.
+func (r *FaucetServerReconciler) apply(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obj client.Object) error {
+	if err := r.checkControlled(ctx, fs, obj); err != nil {
+		return err
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return fmt.Errorf("failed to convert %T: %w", obj, err)
@@ -165,6 +171,30 @@ func (r *FaucetServerReconciler) apply(ctx context.Context, obj client.Object) e
 		return err
 	}
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, obj)
+}
+
+// checkControlled fails if an object of obj's kind and name exists and fs
+// is not its controller. Children are found in the cache; only a name the
+// cache does not know (not created yet, or someone else's object, which
+// lacks the managed-by label the cache selects) costs an API call.
+func (r *FaucetServerReconciler) checkControlled(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	if cached, ok := obj.DeepCopyObject().(client.Object); ok && r.Get(ctx, key, cached) == nil && metav1.IsControlledBy(cached, fs) {
+		return nil
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	existing := &metav1.PartialObjectMetadata{}
+	existing.SetGroupVersionKind(gvk)
+	if err := r.APIReader.Get(ctx, key, existing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to read %s %q: %w", gvk.Kind, key.Name, err)
+	}
+	if !metav1.IsControlledBy(existing, fs) {
+		return fmt.Errorf("%s %q already exists and is not controlled by this FaucetServer: rename the FaucetServer or remove the %s", gvk.Kind, key.Name, gvk.Kind)
+	}
+	return nil
 }
 
 // existingDeployment reads the Deployment as it is, for readyReplicas while
@@ -199,7 +229,8 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 	fs.Status = status
 	// The status derives from the previous one (transition times, events):
 	// if another writer got in between, conflict and retry on a fresh read.
-	if err := r.Status().Patch(ctx, fs, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Status().Patch(ctx, fs, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(FieldManager)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to patch status: %w", err))
 	}
 	after := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionReady)
@@ -209,7 +240,7 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 		if after.Status != metav1.ConditionTrue && after.Reason != faucetv1alpha1.ReasonProgressing {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(fs, nil, eventType, after.Reason, "Reconcile", "%s", after.Message)
+		r.Recorder.Eventf(fs, nil, eventType, after.Reason, "Reconcile", "%s", truncate(after.Message, maxEventNote))
 		ctrl.LoggerFrom(ctx).Info("Ready changed", "status", after.Status, "reason", after.Reason, "message", after.Message)
 	}
 	return nil

@@ -3,6 +3,8 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -242,6 +246,35 @@ var _ = Describe("FaucetServer controller", func() {
 		}).Should(Succeed())
 	})
 
+	It("refuses to take over an object of the same name that it does not control", func() {
+		// E.g. a FaucetServer named like the Stacks node's own Service.
+		theirs := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fsName},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": "stacks-node"},
+				Ports:    []corev1.ServicePort{{Name: "rpc", Port: 20443}},
+			},
+		}
+		Expect(k8sClient.Create(suiteCtx, theirs)).To(Succeed())
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, nil)
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonReconcileFailed)
+			g.Expect(c.Message).To(ContainSubstring(`Service "faucet" already exists and is not controlled by this FaucetServer`))
+		}).Should(Succeed())
+		svc := &corev1.Service{}
+		Expect(k8sClient.Get(suiteCtx, key(ns), svc)).To(Succeed())
+		Expect(svc.ResourceVersion).To(Equal(theirs.ResourceVersion), "the foreign Service was modified")
+		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &appsv1.Deployment{}))).To(BeTrue())
+
+		By("retrying once the name is free")
+		Expect(k8sClient.Delete(suiteCtx, theirs)).To(Succeed())
+		d := eventuallyDeployment(ns)
+		Expect(k8sClient.Get(suiteCtx, key(ns), svc)).To(Succeed())
+		expectOwnedBy(svc, getFaucetServer(Default, ns))
+		expectOwnedBy(d, getFaucetServer(Default, ns))
+	})
+
 	It("suspends the faucet and stays Ready with reason Suspended", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Suspend = true })
@@ -349,7 +382,31 @@ var _ = Describe("FaucetServer controller", func() {
 			"node.timeout must be a positive duration"),
 		Entry("memo over 34 bytes of UTF-8", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Memo = ptr.To(strings.Repeat("é", 20)) },
 			"memo must be at most 34 bytes of UTF-8"),
+		// The name is also the Service's, which must be a DNS-1035 label:
+		// accepting these would leave the FaucetServer failing forever.
+		Entry("name with a dot", func(fs *faucetv1alpha1.FaucetServer) { fs.Name = "faucet.testnet" },
+			"metadata.name must be a DNS-1035 label"),
+		Entry("name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) { fs.Name = "1faucet" },
+			"metadata.name must be a DNS-1035 label"),
+		Entry("name over 63 characters", func(fs *faucetv1alpha1.FaucetServer) { fs.Name = "f" + strings.Repeat("a", 63) },
+			"metadata.name must be a DNS-1035 label"),
 	)
+
+	It("accepts the README's every-field example", func() {
+		readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+		Expect(err).NotTo(HaveOccurred())
+		var example string
+		for block := range strings.SplitSeq(string(readme), "```yaml\n") {
+			if body, _, ok := strings.Cut(block, "```"); ok && strings.Contains(body, "kind: FaucetServer") && strings.Contains(body, "priorityClassName") {
+				example = body
+			}
+		}
+		Expect(example).NotTo(BeEmpty(), "no FaucetServer example with every field in README.md")
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal([]byte(example), &u.Object)).To(Succeed())
+		u.SetNamespace(ns)
+		Expect(k8sClient.Create(suiteCtx, u, client.DryRunAll)).To(Succeed())
+	})
 })
 
 func key(ns string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: fsName} }

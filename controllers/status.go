@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,8 +71,20 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 
 	switch {
 	case obs.err != nil:
-		// Retried with backoff; the generation is not observed until it succeeds.
-		msg := "reconcile failed, retrying: " + obs.err.Error()
+		// Retried with backoff; the generation is not observed until it
+		// succeeds. What this attempt did not get to observe keeps its last
+		// value, so a transient error does not blank the URL, the addresses
+		// or the replica count.
+		if obs.keys.usable() && obs.keys.addresses == nil {
+			st.FaucetAddresses = fs.Status.FaucetAddresses
+		}
+		if obs.service == nil {
+			st.URL = fs.Status.URL
+		}
+		if obs.deployment == nil {
+			st.ReadyReplicas = fs.Status.ReadyReplicas
+		}
+		msg := truncate("reconcile failed, retrying: "+obs.err.Error(), maxConditionMessage)
 		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonReconcileFailed, msg)
 		reconciling(faucetv1alpha1.ReasonReconcileFailed, msg)
 		stalled("", "")
@@ -118,6 +131,27 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 	}
 	st.ObservedGeneration = fs.Generation
 	return st
+}
+
+// Limits the API server puts on messages. An error can be long (an invalid
+// child lists every invalid field), and a longer message would get the status
+// patch or the event rejected.
+const (
+	maxConditionMessage = 32768 // metav1.Condition.Message
+	maxEventNote        = 1024  // events.k8s.io/v1 Event.Note
+)
+
+// truncate shortens s to at most n bytes, without splitting a UTF-8 character.
+func truncate(s string, n int) string {
+	const ellipsis = "…"
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 type rolloutPhase int

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -178,5 +179,64 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	ready := meta.FindStatusCondition(later.Conditions, faucetv1alpha1.ConditionReady)
 	if !ready.LastTransitionTime.Time.Equal(t0.Add(time.Hour)) {
 		t.Errorf("transition time %v, want the new one", ready.LastTransitionTime)
+	}
+}
+
+func TestComputeStatusKeepsUnobservedFieldsOnError(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	fs := fixture()
+	fs.Status = computeStatus(fs, observation{keys: goodKeys, service: serviceFor(fs), deployment: deployment(available)}, t0)
+
+	tests := map[string]struct {
+		// obs is the failed reconcile's observation
+		obs observation
+		// addresses is what status.faucetAddresses must hold afterwards
+		addresses []string
+	}{
+		"reading the Secret failed": {
+			obs:       observation{err: errors.New("failed to read key Secret: timeout")},
+			addresses: goodKeys.addresses,
+		},
+		"applying the Service failed": {
+			obs:       observation{keys: goodKeys, err: errors.New("failed to apply Service: timeout")},
+			addresses: goodKeys.addresses,
+		},
+		"applying the Deployment failed after rotating keys": {
+			obs:       observation{keys: keyState{addresses: []string{"ST3"}, digest: "e"}, service: serviceFor(fs), err: errors.New("failed to apply Deployment: timeout")},
+			addresses: []string{"ST3"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			st := computeStatus(fs, tt.obs, t0.Add(time.Minute))
+			if st.URL != fs.Status.URL || st.ReadyReplicas != 1 || !slices.Equal(st.FaucetAddresses, tt.addresses) {
+				t.Errorf("url %q readyReplicas %d addresses %v, want %q 1 %v", st.URL, st.ReadyReplicas, st.FaucetAddresses, fs.Status.URL, tt.addresses)
+			}
+			if ready := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionReady); ready.Reason != faucetv1alpha1.ReasonReconcileFailed {
+				t.Errorf("Ready reason %s", ready.Reason)
+			}
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := map[string]struct {
+		// in is truncated to n bytes
+		in string
+		n  int
+		// want is the result
+		want string
+	}{
+		"short enough":             {in: "abc", n: 3, want: "abc"},
+		"cut with an ellipsis":     {in: "abcdefgh", n: 6, want: "abc…"},
+		"never splits a character": {in: "aéééé", n: 6, want: "aé…"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := truncate(tt.in, tt.n)
+			if got != tt.want || len(got) > tt.n || !utf8.ValidString(got) {
+				t.Errorf("truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+			}
+		})
 	}
 }

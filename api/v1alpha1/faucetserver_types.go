@@ -65,10 +65,9 @@ type FaucetServerSpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
-	// image overrides the container image of the faucet pod. By default the
-	// pod runs the operator's own image, which contains the same binary.
+	// image overrides the container image of the faucet pod. Empty (the
+	// default) runs the operator's own image, which contains the same binary.
 	// +optional
-	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
@@ -296,14 +295,17 @@ type FaucetServerStatus struct {
 // pod serving the faucet HTTP API (one writer per key keeps nonces sound), its
 // ServiceAccount and a Service. Its Ready, Reconciling and Stalled conditions
 // follow kstatus, so `kubectl wait --for=condition=Ready` works.
+//
+// Its name is also the name of its Service, so it must be a DNS-1035 label.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter): it also names the faucet's Service"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=fsrv,categories=faucet
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
-// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 type FaucetServer struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -327,6 +329,7 @@ type FaucetServerList struct {
 	// +optional
 	metav1.ListMeta `json:"metadata,omitzero"`
 	// items are the FaucetServers.
+	// +required
 	Items []FaucetServer `json:"items"`
 }
 

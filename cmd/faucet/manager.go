@@ -46,7 +46,7 @@ func (o *managerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; required out of cluster)")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.serverImage, "server-image", "", "image of faucet pods whose FaucetServer sets no spec.image: the manager's own image")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	o.log.register(fs)
 }
 

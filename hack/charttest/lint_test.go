@@ -63,6 +63,10 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr: "missing property 'name'",
 		},
+		"faucetServer whose name is no Service name": {
+			values:  "faucetServers:\n  - name: faucet.testnet\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr: "/faucetServers/0/name",
+		},
 		"faucetServer without node.url": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {}, keySecretRef: {name: keys}}\n",
 			wantErr: "missing property 'url'",

@@ -337,6 +337,16 @@ func TestRenderMinimal(t *testing.T) {
 	}
 }
 
+// TestRenderLongName checks that a full name of 63 characters, the most
+// fullnameOverride allows, still gives a metrics Service a valid name.
+func TestRenderLongName(t *testing.T) {
+	long := strings.Repeat("f", 63)
+	svc := one(t, render(t, "--set", "fullnameOverride="+long), "Service")
+	if name := svc.GetName(); len(name) > 63 || !strings.HasSuffix(name, "-metrics") {
+		t.Errorf("metrics Service name %q (%d characters), want at most 63 ending in -metrics", name, len(name))
+	}
+}
+
 // TestRenderCRDWithoutKeep checks crds.keep=false.
 func TestRenderCRDWithoutKeep(t *testing.T) {
 	crd := one(t, render(t, "--set", "crds.keep=false"), "CustomResourceDefinition")

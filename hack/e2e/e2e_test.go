@@ -4,6 +4,8 @@
 // FaucetServer applied to a real API server becomes a Deployment, the test
 // plays kubelet and runs that Deployment's container as a local process, and
 // the official JavaScript client gets real STX from it on a simulated node.
+// The manager runs as its own user with only the generated RBAC rules, bound
+// in namespaces as the chart binds them with watchNamespaces.
 //
 // Run with `make e2e`; it needs bin/faucet, the envtest binaries and
 // hack/e2e-client's npm packages, which the make target provides.
@@ -24,17 +26,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
@@ -42,11 +47,14 @@ import (
 )
 
 const (
-	namespace   = "faucet-e2e"
-	name        = "testnet"
-	funding     = uint64(1_000_000) * 1_000_000 // 1M STX per key
-	firstAmount = int64(500_000_000)            // the default drip
-	newAmount   = int64(123_456_789)
+	namespace         = "faucet-e2e"
+	operatorNamespace = "faucet-system" // the manager's leader-election Lease
+	managerUser       = "faucet-operator"
+	serverImage       = "faucet-operator:e2e"
+	name              = "testnet"
+	funding           = uint64(1_000_000) * 1_000_000 // 1M STX per key
+	firstAmount       = int64(500_000_000)            // the default drip
+	newAmount         = int64(123_456_789)
 )
 
 // repo is the repository root (this file lives in hack/e2e).
@@ -62,7 +70,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	requireFile(t, filepath.Join(repo, "hack", "e2e-client", "node_modules", "@stacks", "blockchain-api-client", "package.json"), "run `npm ci --prefix hack/e2e-client`")
 
 	// 1. Control plane.
-	k8s, kubeconfig := startControlPlane(t)
+	k8s, managerKubeconfig := startControlPlane(t)
 
 	// 2. A simulated Stacks node with two funded faucet keys, mining every 500 ms.
 	keys := []*stacks.PrivateKey{newKey(t), newKey(t)}
@@ -74,15 +82,31 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	nodeURL := serve(t, ctx, dn.Handler())
 	go func() { _ = dn.Run(ctx) }()
 
-	// 3. The manager, as its own process, against the API server.
+	// 3. The manager, as its own process and its own user, authorized only
+	// by the generated rules the chart installs with watchNamespaces: a Role
+	// in the watched namespace and the leader-election Role in its own.
+	mustCreate(t, ctx, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	mustCreate(t, ctx, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})
+	grantRole(t, ctx, k8s, namespace, filepath.Join(repo, "config", "rbac", "role.yaml"))
+	grantRole(t, ctx, k8s, operatorNamespace, filepath.Join(repo, "config", "rbac", "leader_election_role.yaml"))
+	var forbidden atomic.Pointer[string]
+	t.Cleanup(func() { // after the manager has stopped: cleanups run last first
+		if line := forbidden.Load(); line != nil {
+			t.Errorf("the manager was refused a request, so config/rbac lacks a permission: %s", *line)
+		}
+	})
 	startProcess(t, ctx, "manager", faucetBin, []string{
-		"manager", "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		"manager", "--kubeconfig=" + managerKubeconfig, "--leader-elect=true",
+		"--leader-election-namespace=" + operatorNamespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--server-image=faucet-operator:e2e", "--watch-namespaces=" + namespace,
-	}, nil)
+		"--server-image=" + serverImage, "--watch-namespaces=" + namespace,
+	}, nil, func(line string) {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			forbidden.CompareAndSwap(nil, &line)
+		}
+	})
 
 	// 4. The user's objects: a key Secret and a FaucetServer.
-	mustCreate(t, ctx, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
 	mustCreate(t, ctx, k8s, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "faucet-keys", Namespace: namespace},
 		StringData: map[string]string{"keys": keys[0].Hex() + "\n" + keys[1].Hex() + "\n"},
@@ -98,6 +122,9 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 
 	// 5. Play kubelet for the Deployment the operator made.
 	dep := waitDeployment(t, ctx, k8s, "")
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != serverImage {
+		t.Fatalf("faucet container image %q, want the manager's --server-image %q", img, serverImage)
+	}
 	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin)
 
 	// 6. A user asks for STX through the official client.
@@ -120,6 +147,8 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	recipient2 := newKey(t).TestnetAddress()
 	officialClientDrip(t, ctx, faucetURL, recipient2, newAmount)
 	waitBalance(t, ctx, dn, recipient2, uint64(newAmount))
+	markAvailable(t, ctx, k8s, dep)
+	waitReady(t, ctx, k8s, keys)
 
 	// 8. Delete: the children carry controller owner references, so the
 	// garbage collector (absent in envtest) removes them.
@@ -162,7 +191,8 @@ func requireFile(t *testing.T, path, hint string) string {
 }
 
 // startControlPlane starts kube-apiserver and etcd with the CRDs installed
-// and returns an admin client and a kubeconfig file for other processes.
+// and returns an admin client and a kubeconfig file of managerUser, who has
+// no permission until grantRole gives it one.
 func startControlPlane(t *testing.T) (client.Client, string) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -177,7 +207,7 @@ func startControlPlane(t *testing.T) (client.Client, string) {
 		t.Fatalf("start control plane: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	user, err := env.AddUser(envtest.User{Name: managerUser}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +233,27 @@ func startControlPlane(t *testing.T) (client.Client, string) {
 	return c, path
 }
 
+// grantRole creates, in namespace, a Role with the rules of the
+// (Cluster)Role in file and binds it to managerUser.
+func grantRole(t *testing.T, ctx context.Context, c client.Client, namespace, file string) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src rbacv1.Role
+	if err := yaml.Unmarshal(raw, &src); err != nil || len(src.Rules) == 0 {
+		t.Fatalf("%s: no rules (%v)", file, err)
+	}
+	roleName := strings.TrimSuffix(filepath.Base(file), ".yaml")
+	mustCreate(t, ctx, c, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: namespace}, Rules: src.Rules})
+	mustCreate(t, ctx, c, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: roleName, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roleName},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: managerUser}},
+	})
+}
+
 func serve(t *testing.T, ctx context.Context, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -216,8 +267,8 @@ func serve(t *testing.T, ctx context.Context, h http.Handler) string {
 }
 
 // startProcess runs a command until the test ends (or stop is called),
-// streaming its output into the test log.
-func startProcess(t *testing.T, ctx context.Context, label, bin string, args, env []string) (stop func()) {
+// streaming its output into the test log and, when set, to onLine.
+func startProcess(t *testing.T, ctx context.Context, label, bin string, args, env []string, onLine func(string)) (stop func()) {
 	t.Helper()
 	pctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(pctx, bin, args...)
@@ -236,6 +287,9 @@ func startProcess(t *testing.T, ctx context.Context, label, bin string, args, en
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
 			t.Logf("[%s] %s", label, sc.Text())
+			if onLine != nil {
+				onLine(sc.Text())
+			}
 		}
 	}()
 	done := false
@@ -354,7 +408,7 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 		}
 		env = append(env, e.Name+"="+e.Value)
 	}
-	stop := startProcess(t, ctx, "faucet", faucetBin, args, env)
+	stop := startProcess(t, ctx, "faucet", faucetBin, args, env, nil)
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	poll(t, ctx, "/readyz", time.Minute, func() (bool, error) {
 		resp, err := http.Get(url + "/readyz")
