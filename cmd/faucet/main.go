@@ -39,12 +39,19 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "faucet:", err)
-		}
-		os.Exit(2)
+	if code := exitCode(err); code != 0 {
+		fmt.Fprintln(os.Stderr, "faucet:", err)
+		os.Exit(code)
 	}
+}
+
+// exitCode is 0 for success and for -h (the flag package has printed the
+// usage, as `faucet -h` does), else 2.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -99,6 +99,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.chainID > 0xffffffff {
 		return fmt.Errorf("--chain-id %d does not fit in 32 bits", o.chainID)
 	}
+	// The engine reads 0 as "use the default"; on the command line it would
+	// silently mean 500 STX, or node calls without any timeout (a hung node
+	// would then stall the engine's poll loop for good).
+	if o.nodeTimeout <= 0 {
+		return fmt.Errorf("--node-timeout must be positive, got %s", o.nodeTimeout)
+	}
+	if o.amount == 0 {
+		return errors.New("--amount must be positive")
+	}
 
 	var keys []*stacks.PrivateKey
 	var devnetURL string

@@ -239,8 +239,11 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	return f.send(ctx, req.Recipient, amount)
 }
 
+// buckets names the limits a request counts against. A contract principal
+// counts as its deployer's address: a fresh contract name must not be a
+// fresh allowance.
 func (f *Faucet) buckets(req Request) []bucketRef {
-	addr := req.Recipient.String()
+	addr := req.Recipient.Address.String()
 	refs := make([]bucketRef, 0, 2)
 	if req.Stacking {
 		refs = append(refs, bucketRef{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
@@ -260,6 +263,13 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	fee := f.fee(ctx, to)
 	excluded := map[*keyState]bool{}
 	var lastErr *Error
+	// A key cannot pay itself (the node refuses transfers to the sender).
+	for _, k := range f.keys {
+		if !to.IsContract() && to.Address == k.addr {
+			excluded[k] = true
+			lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
+		}
+	}
 	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
 		k, nonce, ferr := f.pick(ctx, amount, fee, excluded)
 		if ferr != nil {
@@ -277,7 +287,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 		}
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now()}
-		err = f.broadcast(ctx, raw)
+		maybeSent, err := f.broadcast(ctx, raw)
 		if err == nil {
 			k.mu.Lock()
 			lerr := k.commit(ctx, f.cfg.Ledger, p)
@@ -287,7 +297,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 			}
 			return &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}, nil
 		}
-		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
+		lastErr = f.handleBroadcastError(ctx, k, p, err, maybeSent, excluded)
 		if lastErr == nil {
 			continue // retry on the same or another key
 		}
@@ -301,23 +311,31 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	return nil, lastErr
 }
 
-// handleBroadcastError updates key state after a failed broadcast. It returns
-// nil when the drip should simply be retried, or the error to report (or to
-// keep as the last error while other keys are tried).
-func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
+// handleBroadcastError updates key state after a failed broadcast; maybeSent
+// says whether any attempt may have reached the node. It returns nil when the
+// drip should simply be retried, or the error to report (or to keep as the
+// last error while other keys are tried).
+func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, maybeSent bool, excluded map[*keyState]bool) *Error {
 	var rej *node.RejectionError
 	if !errors.As(err, &rej) {
-		if outcomeUnknown(err) {
+		if maybeSent {
 			// The node may have taken it: keep the bytes so the nonce never
-			// becomes a gap; the repair loop rebroadcasts it.
+			// becomes a gap; the repair loop rebroadcasts it. The ledger
+			// write must not fail because the request's context did.
 			k.mu.Lock()
-			lerr := k.commit(ctx, f.cfg.Ledger, p)
+			lerr := k.commit(context.WithoutCancel(ctx), f.cfg.Ledger, p)
 			k.mu.Unlock()
 			f.log.Warn("broadcast outcome unknown; tracking tx for rebroadcast", "sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "err", err, "ledger_err", lerr)
 		} else {
 			f.release(k, p.Nonce)
 		}
-		if errors.Is(err, context.Canceled) {
+		var de *node.DecodeError
+		switch {
+		case errors.As(err, &de):
+			// A 400 "Failed to decode": the node refuses these very bytes.
+			f.log.Error("node could not decode the faucet transaction", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+			return failf(ReasonRejected, err, "the Stacks node refused the transaction")
+		case errors.Is(err, context.Canceled):
 			return failf(ReasonNodeUnavailable, err, "the request was cancelled")
 		}
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
@@ -328,7 +346,9 @@ func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *Pendi
 		// Another writer holds this nonce: mark it taken and move on.
 		k.mu.Lock()
 		delete(k.allocated, p.Nonce)
-		k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
+		if _, ours := k.pending[p.Nonce]; !ours { // never overwrite a tx we hold bytes for
+			k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
+		}
 		k.mu.Unlock()
 		log.Warn("nonce already used in mempool; advancing")
 		return nil
@@ -352,6 +372,12 @@ func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *Pendi
 		excluded[k] = true
 		log.Warn("node reports key cannot pay; marked dry")
 		return failf(ReasonExhausted, err, "the faucet is out of funds")
+	case node.ReasonServerFailureNoSuchChainTip, node.ReasonServerFailureDatabase, node.ReasonServerFailureOther:
+		// The node blames itself (no chain tip while syncing, its database):
+		// it is unavailable, our transaction is not at fault.
+		f.release(k, p.Nonce)
+		log.Warn("node failed to process the transaction", "err", err)
+		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	default:
 		f.release(k, p.Nonce)
 		log.Error("node rejected faucet transaction", "err", err)
@@ -359,11 +385,13 @@ func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *Pendi
 	}
 }
 
-// release gives back a nonce that no accepted tx occupies.
+// release gives back a nonce that no accepted tx occupies, and wakes drips
+// waiting for the in-flight slot it frees.
 func (f *Faucet) release(k *keyState, nonce uint64) {
 	k.mu.Lock()
 	k.unallocate(nonce)
 	k.mu.Unlock()
+	f.signalFreed()
 }
 
 // outcomeUnknown is true when the node may have accepted the tx although we
@@ -384,21 +412,26 @@ func neverSent(err error) bool {
 
 // broadcast submits raw, retrying the identical bytes on transient failures:
 // the node answers 200 for a tx already in its mempool, so this is idempotent.
-func (f *Faucet) broadcast(ctx context.Context, raw []byte) error {
-	var err error
+// maybeSent reports whether any attempt may have reached the node, so that a
+// definite failure of a later retry does not hide an earlier unknown outcome.
+func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err error) {
 	backoff := 50 * time.Millisecond
 	for try := 0; try < 3; try++ {
-		if _, err = f.cfg.Node.Broadcast(ctx, raw); err == nil || !node.IsUnavailable(err) || neverSent(err) {
-			return err
+		if _, err = f.cfg.Node.Broadcast(ctx, raw); err == nil {
+			return true, nil
+		}
+		maybeSent = maybeSent || outcomeUnknown(err)
+		if !node.IsUnavailable(err) || neverSent(err) {
+			return maybeSent, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return maybeSent, err
 		case <-time.After(backoff):
 		}
 		backoff *= 2
 	}
-	return err
+	return maybeSent, err
 }
 
 // pick chooses the least-loaded key that can afford amount+fee and allocates

@@ -573,3 +573,20 @@ func TestBusyWaitUsesTheNextBlock(t *testing.T) {
 		t.Fatalf("waiting drip failed: %v", err)
 	}
 }
+
+func TestDripToAFaucetKeyUsesAnotherKey(t *testing.T) {
+	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{})
+	self := stacks.Principal{Address: e.keys[0].TestnetAddress()}
+	res, err := e.f.Drip(context.Background(), Request{Recipient: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sender != e.keys[1].TestnetAddress() {
+		t.Fatalf("sent from %s, want the other key", res.Sender)
+	}
+	one := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	_, err = one.f.Drip(context.Background(), Request{Recipient: stacks.Principal{Address: one.keys[0].TestnetAddress()}})
+	if ReasonOf(err) != ReasonRejected || one.dn.MempoolSize() != 0 {
+		t.Fatalf("self-drip with one key: %v", err)
+	}
+}

@@ -22,13 +22,10 @@ type keyState struct {
 	confirmed uint64 // the node's next nonce (confirmed txs only)
 	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
 	pending map[uint64]*PendingTx
-	// allocated marks nonces handed to a drip that has not finished broadcasting.
+	// allocated marks nonces handed to a drip (or the repair loop) that has
+	// not finished broadcasting.
 	allocated map[uint64]uint64 // nonce → reserved spend (amount + fee)
-	// holes are nonces below the highest used one that no tx occupies, because
-	// the drip that took them failed; they are reused first so no gap blocks
-	// the chain.
-	holes []uint64
-	dry   bool
+	dry       bool
 	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
 	lastAdvance uint64
 }
@@ -62,43 +59,45 @@ func (k *keyState) available(reserve uint64) uint64 {
 	return satSub(satSub(k.balance, k.committedSpend()), reserve)
 }
 
-// nextNonce is max(confirmed, highest used + 1). Caller holds mu.
+// nextNonce is the nonce the next drip gets: the lowest one at or above the
+// confirmed nonce that no pending or allocated tx occupies. Without gaps that
+// is max(confirmed, highest in flight + 1); a gap (a hole left by a drip whose
+// broadcast failed) is reused first so it cannot block the chain. Holes are
+// derived from the maps every time, so they can neither go stale nor be
+// handed out twice. Caller holds mu.
 func (k *keyState) nextNonce() uint64 {
-	n := k.confirmed
-	for nonce := range k.pending {
-		n = max(n, nonce+1)
+	used := make([]uint64, 0, len(k.pending)+len(k.allocated))
+	for n := range k.pending {
+		used = append(used, n)
 	}
-	for nonce := range k.allocated {
-		n = max(n, nonce+1)
+	for n := range k.allocated {
+		used = append(used, n)
 	}
-	return n
+	slices.Sort(used)
+	next := k.confirmed
+	for _, n := range used {
+		if n > next {
+			break // next is a hole
+		}
+		if n == next {
+			next++
+		}
+	}
+	return next
 }
 
 // allocate reserves the lowest usable nonce for a spend. Caller holds mu.
 func (k *keyState) allocate(spend uint64) uint64 {
-	var nonce uint64
-	// Holes below confirmed were filled by someone; drop them.
-	k.holes = slices.DeleteFunc(k.holes, func(h uint64) bool { return h < k.confirmed })
-	if len(k.holes) > 0 {
-		slices.Sort(k.holes)
-		nonce, k.holes = k.holes[0], k.holes[1:]
-	} else {
-		nonce = k.nextNonce()
-	}
+	nonce := k.nextNonce()
 	k.allocated[nonce] = spend
 	return nonce
 }
 
-// unallocate gives a nonce back after a drip that did not get a tx accepted.
-// A nonce below the highest in use becomes a hole. Caller holds mu.
+// unallocate gives a nonce back after a drip that did not get a tx accepted;
+// if it lies below another in-flight nonce it is now a hole, which the next
+// allocation (or the repair loop) fills. Caller holds mu.
 func (k *keyState) unallocate(nonce uint64) {
 	delete(k.allocated, nonce)
-	if nonce < k.confirmed {
-		return
-	}
-	if nonce+1 < k.nextNonce() {
-		k.holes = append(k.holes, nonce)
-	}
 }
 
 // commit records an accepted tx for its allocated nonce. Caller holds mu.

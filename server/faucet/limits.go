@@ -32,13 +32,20 @@ func DefaultLimits() LimitsConfig {
 // reserved slots. Reservations across several buckets are all-or-nothing.
 type limiter struct {
 	mu        sync.Mutex
-	buckets   map[string][]time.Time
+	buckets   map[string]*bucket
 	now       func() time.Time
 	lastSweep time.Time
 }
 
+// bucket is one key's reserved slots, oldest first, and the window they
+// count in.
+type bucket struct {
+	times  []time.Time
+	window time.Duration
+}
+
 func newLimiter(now func() time.Time) *limiter {
-	return &limiter{buckets: map[string][]time.Time{}, now: now}
+	return &limiter{buckets: map[string]*bucket{}, now: now}
 }
 
 // bucketRef names one bucket and its limit.
@@ -85,7 +92,12 @@ func (l *limiter) reserve(refs []bucketRef) (*reservation, time.Duration, bool) 
 		if r.limit.Requests <= 0 {
 			continue
 		}
-		l.buckets[r.key] = append(l.buckets[r.key], now)
+		b := l.buckets[r.key]
+		if b == nil {
+			b = &bucket{}
+			l.buckets[r.key] = b
+		}
+		b.times, b.window = append(b.times, now), r.limit.Window
 		res.slots = append(res.slots, bucketSlot{key: r.key, at: now})
 	}
 	return res, 0, true
@@ -100,14 +112,17 @@ func (r *reservation) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range r.slots {
-		times := l.buckets[s.key]
-		for i := len(times) - 1; i >= 0; i-- {
-			if times[i].Equal(s.at) {
-				l.buckets[s.key] = append(times[:i], times[i+1:]...)
+		b := l.buckets[s.key]
+		if b == nil {
+			continue // swept meanwhile
+		}
+		for i := len(b.times) - 1; i >= 0; i-- {
+			if b.times[i].Equal(s.at) {
+				b.times = append(b.times[:i], b.times[i+1:]...)
 				break
 			}
 		}
-		if len(l.buckets[s.key]) == 0 {
+		if len(b.times) == 0 {
 			delete(l.buckets, s.key)
 		}
 	}
@@ -116,34 +131,32 @@ func (r *reservation) release() {
 
 // trim drops expired entries of one bucket and returns the live ones.
 func (l *limiter) trim(key string, now time.Time, window time.Duration) []time.Time {
-	times := l.buckets[key]
+	b := l.buckets[key]
+	if b == nil {
+		return nil
+	}
 	cut := 0
-	for cut < len(times) && !times[cut].Add(window).After(now) {
+	for cut < len(b.times) && !b.times[cut].Add(window).After(now) {
 		cut++
 	}
 	if cut > 0 {
-		times = append(times[:0], times[cut:]...)
-		if len(times) == 0 {
+		b.times = append(b.times[:0], b.times[cut:]...)
+		if len(b.times) == 0 {
 			delete(l.buckets, key)
-		} else {
-			l.buckets[key] = times
 		}
 	}
-	return times
+	return b.times
 }
 
-// maxWindow bounds how long any entry can matter, for sweeping.
-const maxWindow = 7 * 24 * time.Hour
-
-// sweep removes buckets whose newest entry is older than maxWindow, at most
-// once a minute, so memory stays bounded by recent traffic.
+// sweep removes buckets whose newest entry has left its window, at most once
+// a minute, so memory follows the traffic of the last window and no longer.
 func (l *limiter) sweep(now time.Time) {
 	if now.Sub(l.lastSweep) < time.Minute {
 		return
 	}
 	l.lastSweep = now
-	for k, times := range l.buckets {
-		if len(times) == 0 || now.Sub(times[len(times)-1]) > maxWindow {
+	for k, b := range l.buckets {
+		if len(b.times) == 0 || !b.times[len(b.times)-1].Add(b.window).After(now) {
 			delete(l.buckets, k)
 		}
 	}

@@ -1,6 +1,7 @@
 package faucet
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -61,8 +62,8 @@ func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 		t.Fatal("IP bucket full, must refuse")
 	}
 	// The refused reservation must not have charged B.
-	if n := len(l.buckets["address:B"]); n != 0 {
-		t.Fatalf("refused reservation charged B %d times", n)
+	if b := l.buckets["address:B"]; b != nil && len(b.times) != 0 {
+		t.Fatalf("refused reservation charged B %d times", len(b.times))
 	}
 	r.release()
 	if _, _, ok := l.reserve([]bucketRef{b, ip}); !ok {
@@ -122,5 +123,39 @@ func TestPadPercent(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("padPercent(%d,%d) = %d,%v want %d,%v", tt.v, tt.pct, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// A window longer than a week still holds: sweeping must not forget it.
+func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(clk.Now)
+	long := []bucketRef{{"stacking:A", Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
+	if _, _, ok := l.reserve(long); !ok {
+		t.Fatal("first refused")
+	}
+	clk.Advance(8 * 24 * time.Hour)
+	l.reserve([]bucketRef{{"address:B", Limit{Requests: 1, Window: time.Minute}}}) // sweeps
+	if _, _, ok := l.reserve(long); ok {
+		t.Fatal("30-day limit forgotten after 8 days")
+	}
+}
+
+// Memory follows the windows: expired buckets are swept, not kept for a week.
+func TestLimiterSweepsExpiredBuckets(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(clk.Now)
+	for i := range 1000 {
+		if _, _, ok := l.reserve([]bucketRef{{fmt.Sprintf("address:%d", i), Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
+			t.Fatal("refused")
+		}
+	}
+	clk.Advance(10 * time.Minute)
+	l.reserve(nil) // sweeps
+	l.mu.Lock()
+	n := len(l.buckets)
+	l.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d expired buckets kept", n)
 	}
 }

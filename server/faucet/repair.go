@@ -89,12 +89,14 @@ func (f *Faucet) Sync(ctx context.Context) error {
 // hole, or another writer's tx) is filled with a minimal transfer.
 func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	k.mu.Lock()
-	if len(k.pending) == 0 && len(k.holes) == 0 {
+	if len(k.pending) == 0 {
+		// Nothing waits on the confirmed nonce (a hole below an allocated
+		// nonce is taken by the next drip): restart the stuck clock.
 		k.lastAdvance = height
 		k.mu.Unlock()
 		return
 	}
-	if height < k.lastAdvance+f.cfg.StuckBlocks || len(k.allocated) > 0 && len(k.pending) == 0 {
+	if height < k.lastAdvance+f.cfg.StuckBlocks {
 		k.mu.Unlock()
 		return
 	}
@@ -206,13 +208,10 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 	_, err = f.cfg.Node.Broadcast(ctx, raw)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.allocated, nonce)
+	delete(k.allocated, nonce) // unclaimed, the nonce is a hole again
 	var rej *node.RejectionError
 	if err != nil && !(errors.As(err, &rej) && rej.Reason == node.ReasonConflictingNonceInMempool) {
 		f.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
-		if nonce >= k.confirmed && !foreign {
-			k.holes = append(k.holes, nonce)
-		}
 		return
 	}
 	if err != nil {
@@ -253,7 +252,7 @@ func (f *Faucet) Ready(ctx context.Context) error {
 		keys = f.Keys()
 	}
 	for _, s := range keys {
-		if s.Synced && s.Available >= need {
+		if s.Synced && !s.Dry && s.Available >= need {
 			return nil
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // hash160 is defined with RIPEMD-160.
 )
@@ -88,9 +87,7 @@ func ParseAddress(s string) (Address, error) {
 	if err != nil {
 		var ce *CharError
 		if errors.As(err, &ce) {
-			// Report the character as typed, counting from the start of the address.
-			r, _ := utf8.DecodeRuneInString(s[1+ce.Pos:])
-			return Address{}, fmt.Errorf("address %q: %w", truncate(s), &CharError{Char: r, Pos: 1 + ce.Pos})
+			ce.Pos++ // count from the start of the address
 		}
 		return Address{}, fmt.Errorf("address %q: %w", truncate(s), err)
 	}

@@ -2,9 +2,8 @@ package stacks
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"strings"
+	"unicode/utf8"
 )
 
 // c32Alphabet is Crockford's base-32 alphabet as used by Stacks (no I, L, O, U).
@@ -26,22 +25,61 @@ var c32Index = func() [256]int8 {
 // allocations; real addresses are ~41 characters, contract principals add a name.
 const maxC32Input = 256
 
-// c32Normalize applies the c32check package's forgiving normalisation:
-// upper-case, O→0, I and L→1.
-func c32Normalize(s string) string {
-	return strings.Map(func(r rune) rune {
+// c32Normalize reads s the way the c32check package does: upper-cased as by
+// JavaScript's toUpperCase, then O→0 and I, L→1. Besides ASCII letters,
+// toUpperCase turns exactly ten characters into c32 letters (ı→I, ſ→S, ß→SS
+// and the ligatures ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), so those are accepted too. The first
+// character that is not c32 after normalisation is reported as typed, with
+// its character position in s. No mapping lengthens its input, so the result
+// is never longer than s.
+func c32Normalize(s string) (string, error) {
+	out := make([]byte, 0, len(s))
+	pos := 0
+	for i := 0; i < len(s); pos++ {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		var up string
 		switch {
-		case r >= 'a' && r <= 'z':
-			r -= 'a' - 'A'
+		case r < utf8.RuneSelf:
+			c := byte(r)
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			switch c {
+			case 'O':
+				c = '0'
+			case 'I', 'L':
+				c = '1'
+			}
+			if c32Index[c] < 0 {
+				return "", &CharError{Char: r, Pos: pos}
+			}
+			out = append(out, c)
+			continue
+		case r == 'ı':
+			up = "1" // I
+		case r == 'ſ':
+			up = "S"
+		case r == 'ß':
+			up = "SS"
+		case r == 'ﬀ':
+			up = "FF"
+		case r == 'ﬁ':
+			up = "F1" // FI
+		case r == 'ﬂ':
+			up = "F1" // FL
+		case r == 'ﬃ':
+			up = "FF1" // FFI
+		case r == 'ﬄ':
+			up = "FF1" // FFL
+		case r == 'ﬅ', r == 'ﬆ':
+			up = "ST"
+		default:
+			return "", &CharError{Char: r, Pos: pos} // an invalid byte is RuneError
 		}
-		switch r {
-		case 'O':
-			return '0'
-		case 'I', 'L':
-			return '1'
-		}
-		return r
-	}, s)
+		out = append(out, up...)
+	}
+	return string(out), nil
 }
 
 // C32Encode encodes data as c32: the big-endian integer value of data in
@@ -86,14 +124,17 @@ func C32Encode(data []byte) string {
 // the remaining value. It is the inverse of C32Encode.
 func C32Decode(s string) ([]byte, error) {
 	if len(s) > maxC32Input {
-		return nil, fmt.Errorf("%w: %d characters, at most %d", ErrBadLength, len(s), maxC32Input)
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrBadLength, len(s), maxC32Input)
 	}
-	s = c32Normalize(s)
-	for i := 0; i < len(s); i++ {
-		if c32Index[s[i]] < 0 {
-			return nil, &CharError{Char: rune(s[i]), Pos: i}
-		}
+	s, err := c32Normalize(s)
+	if err != nil {
+		return nil, err
 	}
+	return c32DecodeNormalized(s), nil
+}
+
+// c32DecodeNormalized decodes a string of c32 alphabet characters only.
+func c32DecodeNormalized(s string) []byte {
 	zeros := 0
 	for zeros < len(s) && s[zeros] == '0' {
 		zeros++
@@ -122,7 +163,7 @@ func C32Decode(s string) ([]byte, error) {
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
 	}
-	return out, nil
+	return out
 }
 
 // c32Checksum is the first four bytes of SHA-256(SHA-256(version ‖ data)).
@@ -148,24 +189,21 @@ func C32CheckEncode(version byte, data []byte) (string, error) {
 	return string(c32Alphabet[version]) + C32Encode(buf), nil
 }
 
-// C32CheckDecode reverses C32CheckEncode and verifies the checksum.
+// C32CheckDecode reverses C32CheckEncode and verifies the checksum. Like the
+// c32check package it normalises the whole string, version character included.
 func C32CheckDecode(s string) (version byte, data []byte, err error) {
+	if len(s) > maxC32Input {
+		return 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrBadLength, len(s), maxC32Input)
+	}
+	s, err = c32Normalize(s)
+	if err != nil {
+		return 0, nil, err
+	}
 	if len(s) < 2 {
 		return 0, nil, fmt.Errorf("%w: c32check string too short", ErrBadLength)
 	}
-	s = c32Normalize(s)
 	v := c32Index[s[0]]
-	if v < 0 {
-		return 0, nil, &CharError{Char: rune(s[0]), Pos: 0}
-	}
-	raw, err := C32Decode(s[1:])
-	if err != nil {
-		var ce *CharError
-		if errors.As(err, &ce) {
-			ce.Pos++
-		}
-		return 0, nil, err
-	}
+	raw := c32DecodeNormalized(s[1:])
 	if len(raw) < 4 {
 		return 0, nil, fmt.Errorf("%w: %d bytes decoded, need at least a 4-byte checksum", ErrBadLength, len(raw))
 	}

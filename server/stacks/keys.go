@@ -117,16 +117,14 @@ func (k *PrivateKey) LogValue() slog.Value {
 }
 
 // ParsePrivateKeys reads one or more keys separated by newlines, commas or
-// spaces; blank entries and '#' comment lines are ignored. Errors name the
-// entry's position, never its content.
+// spaces; blank entries and '#' comments (to the end of the line) are
+// ignored. Errors name the entry's position, never its content.
 func ParsePrivateKeys(text string) ([]*PrivateKey, error) {
 	var keys []*PrivateKey
 	seen := map[Address]int{}
 	n := 0
 	for line := range strings.SplitSeq(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
+		line, _, _ = strings.Cut(line, "#")
 		for field := range strings.FieldsFuncSeq(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
 			n++
 			k, err := ParsePrivateKey(field)

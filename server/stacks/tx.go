@@ -38,9 +38,6 @@ const (
 	MemoLen = 34
 	// SignatureLen is a recoverable signature: recovery id, r, s.
 	SignatureLen = 65
-	// maxWireContractName bounds the 1-byte length prefix to Clarity's limit,
-	// so a decoder never trusts a larger length.
-	maxWireContractName = 128
 )
 
 // KeyEncoding is the public-key encoding byte of a single-sig spending condition.
@@ -323,9 +320,11 @@ func (d *decoder) principal() Principal {
 	}
 	d.copy("recipient hash", p.Address.Hash160[:])
 	if kind == principalContract {
+		// Like stacks-core's ContractName codec, check the length prefix
+		// before reading the name.
 		n := int(d.byte("contract name length"))
-		if d.err == nil && n > maxWireContractName {
-			d.fail("contract name length %d exceeds %d", n, maxWireContractName)
+		if d.err == nil && (n < minContractNameLen || n > maxContractNameLen) {
+			d.fail("contract name length %d, must be %d to %d", n, minContractNameLen, maxContractNameLen)
 		}
 		name := d.take("contract name", n)
 		if d.err == nil {

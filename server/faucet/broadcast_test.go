@@ -1,0 +1,172 @@
+package faucet
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// scriptedBroadcast plays its script, one step per Broadcast call, then
+// passes calls through to the real client.
+type scriptedBroadcast struct {
+	NodeClient
+	mu     sync.Mutex
+	script []func(ctx context.Context, raw []byte) (string, error)
+}
+
+func (s *scriptedBroadcast) Broadcast(ctx context.Context, raw []byte) (string, error) {
+	s.mu.Lock()
+	var step func(context.Context, []byte) (string, error)
+	if len(s.script) > 0 {
+		step, s.script = s.script[0], s.script[1:]
+	}
+	s.mu.Unlock()
+	if step == nil {
+		return s.NodeClient.Broadcast(ctx, raw)
+	}
+	return step(ctx, raw)
+}
+
+// An attempt that may have reached the node keeps its nonce in flight even
+// when a later retry of the same bytes fails definitely.
+func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
+	sb.script = []func(context.Context, []byte) (string, error){
+		func(ctx context.Context, raw []byte) (string, error) {
+			// The node takes the tx, but the answer is lost.
+			_, _ = sb.NodeClient.Broadcast(ctx, raw)
+			return "", &node.TransportError{Call: node.CallBroadcast, Err: context.DeadlineExceeded}
+		},
+		func(context.Context, []byte) (string, error) {
+			return "", &node.TransportError{Call: node.CallBroadcast, Err: &url.Error{Op: "Post", URL: "http://node/v2/transactions",
+				Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}}
+		},
+	}
+	e.f.cfg.Node = sb
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); ReasonOf(err) != ReasonNodeUnavailable {
+		t.Fatalf("err %v, want node_unavailable", err)
+	}
+	if e.dn.MempoolSize() != 1 {
+		t.Fatalf("mempool %d, want the tx the node took", e.dn.MempoolSize())
+	}
+	if st := e.f.Keys()[0]; st.InFlight != 1 || st.NextNonce != 1 {
+		t.Fatalf("key %+v: the possibly accepted nonce 0 was given back", st)
+	}
+}
+
+// A slot freed by a failed drip wakes a drip waiting in BusyWait at once,
+// not only at the next block.
+func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{MaxInFlight: 1, BusyWait: 10 * time.Second})
+	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
+	started, fail := make(chan struct{}), make(chan struct{})
+	sb.script = []func(context.Context, []byte) (string, error){
+		func(context.Context, []byte) (string, error) {
+			close(started)
+			<-fail
+			return "", &node.HTTPError{Call: node.CallBroadcast, StatusCode: 403}
+		},
+	}
+	e.f.cfg.Node = sb
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+		first <- err
+	}()
+	<-started
+	second := make(chan error, 1)
+	go func() {
+		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second drip start waiting
+	close(fail)
+	if err := <-first; err == nil {
+		t.Fatal("scripted failure succeeded")
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatalf("waiting drip: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("waiting drip not woken by the freed slot")
+	}
+}
+
+// A node blaming itself (ServerFailure*, e.g. no chain tip while it syncs)
+// is unavailable, not a refusal of the faucet's transaction.
+func TestServerFailureRejectionIsUnavailable(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+		func(context.Context, []byte) (string, error) {
+			return "", &node.RejectionError{Reason: node.ReasonServerFailureNoSuchChainTip}
+		},
+	}}
+	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+	if ReasonOf(err) != ReasonNodeUnavailable {
+		t.Fatalf("err %v, want node_unavailable", err)
+	}
+	if st := e.f.Keys()[0]; st.InFlight != 0 {
+		t.Fatalf("nonce kept after a definite refusal: %+v", st)
+	}
+}
+
+// Contract principals count against their deployer's address: otherwise
+// every new contract name would be a fresh per-address allowance.
+func TestContractPrincipalsShareTheAddressBucket(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Limits: LimitsConfig{
+		PerAddress: Limit{Requests: 1, Window: time.Hour},
+	}})
+	to := recipient(t)
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: to}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		c := stacks.Principal{Address: to.Address, ContractName: name}
+		if _, err := e.f.Drip(context.Background(), Request{Recipient: c}); ReasonOf(err) != ReasonRateLimited {
+			t.Fatalf("drip to %s: %v, want rate_limited", c, err)
+		}
+	}
+}
+
+// Readiness agrees with key choice: a key the node called dry does not count.
+func TestDryKeyIsNotReady(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	if err := e.f.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k := e.f.keys[0]
+	k.mu.Lock()
+	k.dry = true
+	k.mu.Unlock()
+	if err := e.f.Ready(context.Background()); err == nil {
+		t.Fatal("ready although the only key is dry")
+	}
+}
+
+// A 400 "Failed to decode" refuses the faucet's bytes: rejected, nonce freed.
+func TestDecodeErrorIsRejected(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+		func(context.Context, []byte) (string, error) {
+			return "", &node.DecodeError{Call: node.CallBroadcast, Message: "Failed to decode: Failed to deserialize posted transaction"}
+		},
+	}}
+	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+	if ReasonOf(err) != ReasonRejected {
+		t.Fatalf("err %v, want rejected", err)
+	}
+	if st := e.f.Keys()[0]; st.InFlight != 0 {
+		t.Fatalf("nonce kept after a definite refusal: %+v", st)
+	}
+}
