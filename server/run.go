@@ -19,8 +19,9 @@ const (
 	IdleTimeout       = 120 * time.Second
 	MaxHeaderBytes    = 32 << 10
 	// ShutdownTimeout is how long in-flight requests (drips mid-broadcast)
-	// get to finish once shutdown starts.
-	ShutdownTimeout = 30 * time.Second
+	// get to finish once shutdown starts: above DefaultDripTimeout and below
+	// Kubernetes' default 30 s termination grace period.
+	ShutdownTimeout = 28 * time.Second
 )
 
 // Run listens on addr and serves h until ctx is cancelled, then shuts down

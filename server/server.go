@@ -26,8 +26,10 @@ type StatusNode interface {
 // Defaults for Config fields left zero.
 const (
 	DefaultStatusCacheTTL = time.Second
-	DefaultDripTimeout    = 45 * time.Second
-	DefaultCORSOrigin     = "*"
+	// DefaultDripTimeout stays below ShutdownTimeout, so a drip in flight at
+	// SIGTERM can finish before the server stops.
+	DefaultDripTimeout = 25 * time.Second
+	DefaultCORSOrigin  = "*"
 )
 
 // Config holds the handler's dependencies and settings.
