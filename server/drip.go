@@ -58,7 +58,7 @@ func (s *server) handleDrip(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("drip sent",
 		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
 		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
-		"client_ip", addrString(req.ClientIP))
+		"client_ip", addrString(req.ClientIP), "in_doubt", res.InDoubt)
 	writeJSON(w, http.StatusOK, dripSuccess{
 		Success: true,
 		TxID:    res.TxID.Hex0x(),
@@ -199,6 +199,7 @@ var dripErrorText = map[faucet.Reason]string{
 	faucet.ReasonNodeUnavailable:     "The Stacks node is unavailable; try again shortly",
 	faucet.ReasonRejected:            "The Stacks node refused the faucet transaction",
 	faucet.ReasonStackingUnavailable: "The stacking amount is unavailable (no PoX information from the node); try again shortly",
+	faucet.ReasonStoreUnavailable:    "The faucet's state store is unavailable; try again shortly",
 }
 
 // dripError maps an engine error to the response and logs its internal cause.
@@ -233,7 +234,7 @@ func (s *server) dripError(w http.ResponseWriter, r *http.Request, req faucet.Re
 			Error:             "Too many requests",
 			Reason:            reason,
 			RetryAfterSeconds: secs,
-			NextAllowedAt:     time.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339),
+			NextAllowedAt:     s.cfg.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339),
 		})
 	case faucet.ReasonDisabled:
 		s.metrics.observeDrip(reason, nil)

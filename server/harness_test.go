@@ -37,6 +37,7 @@ type options struct {
 	disabled  bool // suspended faucet
 	hops      int  // TrustedProxyHops
 	statusTTL time.Duration
+	now       func() time.Time // the server's clock; nil is time.Now
 	faucetCfg func(*faucet.Config)
 }
 
@@ -109,6 +110,7 @@ func newHarness(t *testing.T, o options) *harness {
 		StatusCacheTTL:   o.statusTTL,
 		Metrics:          m,
 		Logger:           logger,
+		Now:              o.now,
 	})
 	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h}
 }

@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{
 		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
 		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), string(faucet.ReasonRateLimited),
-		string(faucet.ReasonDisabled), reasonInvalidRequest, reasonInternal,
+		string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
 	} {
 		m.drips.WithLabelValues(outcomeError, r)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -96,8 +97,16 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, "127.0.0.1:0", http.NotFoundHandler(), nil) }()
-	time.Sleep(20 * time.Millisecond)
+	listening := make(chan string, 1)
+	logger := slog.New(&listenHook{addr: listening})
+	go func() { done <- Run(ctx, "127.0.0.1:0", http.NotFoundHandler(), logger) }()
+	// Serve logs its address once it accepts connections: a real request
+	// proves it is up before the cancel.
+	resp, err := http.Get("http://" + <-listening + "/")
+	if err != nil {
+		t.Fatalf("GET while running: %v", err)
+	}
+	resp.Body.Close()
 	cancel()
 	select {
 	case err := <-done:
@@ -119,4 +128,27 @@ func TestServeTimeouts(t *testing.T) {
 	if ShutdownTimeout <= DefaultDripTimeout || ShutdownTimeout >= 30*time.Second {
 		t.Errorf("want DefaultDripTimeout %v < ShutdownTimeout %v < 30s", DefaultDripTimeout, ShutdownTimeout)
 	}
+}
+
+// listenHook is a slog handler that reports the address of the
+// "http server listening" record.
+type listenHook struct{ addr chan<- string }
+
+func (h *listenHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h *listenHook) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *listenHook) WithGroup(string) slog.Handler            { return h }
+func (h *listenHook) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "http server listening" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "addr" {
+			select {
+			case h.addr <- a.Value.String():
+			default:
+			}
+		}
+		return true
+	})
+	return nil
 }

@@ -60,6 +60,8 @@ type Config struct {
 	Logger  *slog.Logger
 	// CORSOrigin is sent as Access-Control-Allow-Origin on every response.
 	CORSOrigin string
+	// Now is the clock of caches and rate-limit answers; nil is time.Now.
+	Now func() time.Time
 }
 
 // server carries the dependencies the handlers share.
@@ -102,6 +104,9 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -111,13 +116,8 @@ func New(cfg Config) http.Handler {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
-		status: &statusCache{
-			node:          cfg.Node,
-			ttl:           cfg.StatusCacheTTL,
-			now:           time.Now,
-			serverVersion: "faucet-operator " + cfg.Version + " (" + cfg.Commit + ")",
-			log:           cfg.Logger,
-		},
+		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
+			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
 	mux := http.NewServeMux()
 	s.addRoutes(mux)

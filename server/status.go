@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/ttlcache"
 )
 
 // Status values.
@@ -51,57 +50,36 @@ type chainTip struct {
 type statusSnapshot struct {
 	body []byte
 	etag string
-	at   time.Time
 }
 
 // statusCache renders the status from at most one node read per ttl; callers
 // arriving while a read is under way wait for it instead of starting their
 // own, so a burst of requests costs the node one /v2/info and one /v2/pox.
+// The shared read is detached from the request that started it (see
+// ttlcache), so one client hanging up does not fail the others.
 type statusCache struct {
 	node          StatusNode
-	ttl           time.Duration
-	now           func() time.Time
 	serverVersion string
 	log           *slog.Logger
-
-	mu    sync.Mutex
-	cur   *statusSnapshot
-	group singleflight.Group
+	snap          ttlcache.Value[*statusSnapshot]
 }
 
-func (c *statusCache) fresh() *statusSnapshot {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cur != nil && c.now().Sub(c.cur.at) < c.ttl {
-		return c.cur
-	}
-	return nil
+func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, log *slog.Logger) *statusCache {
+	c := &statusCache{node: n, serverVersion: version, log: log}
+	c.snap.TTL, c.snap.Now, c.snap.FetchTimeout = ttl, now, statusFetchTimeout
+	return c
 }
 
-func (c *statusCache) get() *statusSnapshot {
-	if snap := c.fresh(); snap != nil {
-		return snap
-	}
-	v, _, _ := c.group.Do("status", func() (any, error) {
-		// A read that finished between our check and Do already refreshed it.
-		if snap := c.fresh(); snap != nil {
-			return snap, nil
-		}
-		snap := c.fetch()
-		c.mu.Lock()
-		c.cur = snap
-		c.mu.Unlock()
-		return snap, nil
+// get returns the current snapshot; it fails only when ctx ends first.
+func (c *statusCache) get(ctx context.Context) (*statusSnapshot, error) {
+	return c.snap.Get(ctx, func(ctx context.Context) (*statusSnapshot, error) {
+		return c.fetch(ctx), nil
 	})
-	return v.(*statusSnapshot)
 }
 
-// fetch reads the node and renders the body. The read is detached from any
-// one request: its result is shared, so one client hanging up must not fail
-// the others.
-func (c *statusCache) fetch() *statusSnapshot {
-	ctx, cancel := context.WithTimeout(context.Background(), statusFetchTimeout)
-	defer cancel()
+// fetch reads the node and renders the body; a node failure is rendered as
+// status node_unreachable, never returned.
+func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 	var (
 		info    *node.Info
 		pox     *node.PoXInfo
@@ -140,7 +118,7 @@ func (c *statusCache) fetch() *statusSnapshot {
 	// A strong ETag over the whole body: any change (tip, burn height,
 	// status, version) changes it, so a 304 is never stale.
 	sum := sha256.Sum256(b)
-	return &statusSnapshot{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, at: c.now()}
+	return &statusSnapshot{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
 }
 
 func (c *statusCache) chainTip(info *node.Info) *chainTip {
@@ -180,7 +158,10 @@ func unlockHeight(pox *node.PoXInfo, epochID string) *uint64 {
 
 // handleStatus serves the Hiro-compatible status document with an ETag.
 func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	snap := s.status.get()
+	snap, err := s.status.get(r.Context())
+	if err != nil {
+		return // the client went away while the shared read ran
+	}
 	h := w.Header()
 	h.Set("ETag", snap.etag)
 	// Clients may store it but must revalidate; the ETag makes that cheap.

@@ -272,16 +272,37 @@ func TestStatusSharedFetch(t *testing.T) {
 
 // TestStatusCacheTTL: reads are reused within the TTL and refreshed after.
 func TestStatusCacheTTL(t *testing.T) {
-	h := newHarness(t, options{statusTTL: 30 * time.Millisecond})
+	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	h := newHarness(t, options{statusTTL: 30 * time.Millisecond, now: clk.Now})
 	for range 5 {
 		getStatus(t, h, "/extended/v1/status")
 	}
+	clk.Advance(29 * time.Millisecond)
+	getStatus(t, h, "/extended/v1/status")
 	if got := h.status.infoCalls.Load(); got != 1 {
 		t.Errorf("Info calls within the TTL = %d, want 1", got)
 	}
-	time.Sleep(40 * time.Millisecond)
+	clk.Advance(time.Millisecond)
 	getStatus(t, h, "/extended/v1/status")
 	if got := h.status.infoCalls.Load(); got != 2 {
 		t.Errorf("Info calls after the TTL = %d, want 2", got)
 	}
+}
+
+// manualClock is a clock tests move by hand.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stxfaucet/faucet-operator/server"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
@@ -48,6 +49,8 @@ type serveOptions struct {
 	trustedHops     int
 	suspend         bool
 	statusCacheTTL  time.Duration
+	store           string
+	historyRetain   time.Duration
 	log             logFlags
 }
 
@@ -78,6 +81,8 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.trustedHops, "trusted-proxy-hops", 0, "X-Forwarded-For hops appended by trusted proxies (0 = use the peer address)")
 	fs.BoolVar(&o.suspend, "suspend", false, "answer drips with 403 while still serving status")
 	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", time.Second, "how long node reads for the status endpoint are cached")
+	fs.StringVar(&o.store, "store", "", "where the faucet keeps nonces, limits and history: an SQLite file PATH, a postgres:// URI (shared by replicas), or memory (lost at exit); default "+defaultStorePath+", or memory with --devnet")
+	fs.DurationVar(&o.historyRetain, "history-retention", defaultHistoryRetention, "how long the drip history is kept")
 	o.log.register(fs)
 }
 
@@ -158,17 +163,60 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
 	}
 
-	go func() {
-		if err := f.Run(ctx); err != nil {
-			logger.Error("faucet engine stopped", "err", err)
-		}
-	}()
 	h := server.New(server.Config{
 		Faucet: f, Node: client, Version: version, Commit: commit,
 		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
 	})
-	return server.Serve(ctx, ln, h, logger)
+	// The engine outlives the HTTP server's graceful shutdown: drips still
+	// in flight at SIGTERM need their keys (and, on a shared store, their
+	// ownership) until they have answered.
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	return supervise(ctx, logger,
+		task{"faucet engine", func(context.Context) error { return f.Run(engineCtx) }},
+		task{"http server", func(ctx context.Context) error {
+			defer stopEngine()
+			return server.Serve(ctx, ln, h, logger)
+		}},
+	)
 }
+
+// task is one long-running part of a command.
+type task struct {
+	name string
+	run  func(context.Context) error
+}
+
+// supervise runs the tasks until ctx ends and waits for all of them. When
+// one fails, or returns while ctx is still live (a loop that stops on its
+// own is a failure too), the others are stopped and its error is returned,
+// so the process exits non-zero and Kubernetes restarts the pod instead of
+// serving from a dead engine.
+func supervise(ctx context.Context, logger *slog.Logger, tasks ...task) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range tasks {
+		g.Go(func() error {
+			err := t.run(gctx)
+			if err == nil && gctx.Err() == nil {
+				err = errors.New("stopped unexpectedly")
+			}
+			if err != nil && gctx.Err() == nil {
+				logger.Error("stopping: "+t.name+" failed", "err", err)
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// Store defaults: a file in the working directory keeps state across
+// restarts; the throwaway devnet needs none.
+const (
+	defaultStorePath        = "faucet.db"
+	defaultHistoryRetention = 30 * 24 * time.Hour
+	storeMemory             = "memory"
+)
 
 // readKeyFile loads keys; errors name the file and the key's position only.
 func readKeyFile(path string) ([]*stacks.PrivateKey, error) {

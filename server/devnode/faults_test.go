@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ func TestLatency(t *testing.T) {
 	ctx := context.Background()
 	const d = 150 * time.Millisecond
 	h.n.SetLatency(d)
+	delaying := make(chan struct{})
+	var once sync.Once
+	h.n.onDelay = func() { once.Do(func() { close(delaying) }) }
 
 	done := make(chan time.Duration, 1)
 	go func() {
@@ -28,7 +32,7 @@ func TestLatency(t *testing.T) {
 		done <- time.Since(start)
 	}()
 	// The delay must not hold the node's lock.
-	time.Sleep(20 * time.Millisecond)
+	<-delaying
 	start := time.Now()
 	h.n.Tip()
 	if took := time.Since(start); took > d/2 {

@@ -158,6 +158,10 @@ type Node struct {
 	tip       Block
 	genesis   string
 
+	// onDelay, when set (tests only, before any request), is called as a
+	// request starts its injected latency: a synchronisation point.
+	onDelay func()
+
 	// Fault knobs and mutable settings.
 	latency   time.Duration
 	errorRate float64

@@ -54,6 +54,9 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if latency > 0 {
+		if n.onDelay != nil {
+			n.onDelay()
+		}
 		t := time.NewTimer(latency)
 		select {
 		case <-t.C:

@@ -36,9 +36,13 @@ func (s *scriptedBroadcast) Broadcast(ctx context.Context, raw []byte) (string, 
 }
 
 // An attempt that may have reached the node keeps its nonce in flight even
-// when a later retry of the same bytes fails definitely.
+// when a later retry of the same bytes fails definitely; the drip answers
+// with the txid and keeps its rate-limit charge, so a client retry is not
+// paid a second time.
 func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{
+		Limits: LimitsConfig{PerAddress: Limit{Requests: 1, Window: time.Hour}},
+	})
 	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
 	sb.script = []func(context.Context, []byte) (string, error){
 		func(ctx context.Context, raw []byte) (string, error) {
@@ -52,14 +56,48 @@ func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
 		},
 	}
 	e.f.cfg.Node = sb
-	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); ReasonOf(err) != ReasonNodeUnavailable {
-		t.Fatalf("err %v, want node_unavailable", err)
+	to := recipient(t)
+	res, err := e.f.Drip(context.Background(), Request{Recipient: to})
+	if err != nil {
+		t.Fatalf("maybe-sent drip: %v, want its txid", err)
+	}
+	if !res.InDoubt {
+		t.Error("result not marked in doubt")
 	}
 	if e.dn.MempoolSize() != 1 {
 		t.Fatalf("mempool %d, want the tx the node took", e.dn.MempoolSize())
 	}
+	if e.dn.TxStatus(res.TxID).State != devnode.TxPending {
+		t.Fatalf("answered txid %s is not the one in the mempool", res.TxID)
+	}
 	if st := e.f.Keys()[0]; st.InFlight != 1 || st.NextNonce != 1 {
 		t.Fatalf("key %+v: the possibly accepted nonce 0 was given back", st)
+	}
+	// The charge stays: the client's retry is refused, not paid again.
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: to}); ReasonOf(err) != ReasonRateLimited {
+		t.Fatalf("retry after a maybe-sent drip: %v, want rate_limited", err)
+	}
+	if e.dn.MempoolSize() != 1 {
+		t.Fatalf("mempool %d after the retry, want 1", e.dn.MempoolSize())
+	}
+}
+
+// A drip the node surely did not take gives its rate-limit charge back.
+func TestDefiniteFailureReleasesCharge(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{
+		Limits: LimitsConfig{PerAddress: Limit{Requests: 1, Window: time.Hour}},
+	})
+	e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+		func(context.Context, []byte) (string, error) {
+			return "", &node.RejectionError{Reason: node.ReasonServerFailureDatabase}
+		},
+	}}
+	to := recipient(t)
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: to}); ReasonOf(err) != ReasonNodeUnavailable {
+		t.Fatalf("err %v, want node_unavailable", err)
+	}
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: to}); err != nil {
+		t.Fatalf("retry after a definite failure: %v", err)
 	}
 }
 
@@ -77,6 +115,13 @@ func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
 		},
 	}
 	e.f.cfg.Node = sb
+	waiting := make(chan struct{}, 1)
+	e.f.onBusyWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
 	first := make(chan error, 1)
 	go func() {
 		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
@@ -88,7 +133,7 @@ func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
 		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 		second <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the second drip start waiting
+	<-waiting // the second drip waits for a slot
 	close(fail)
 	if err := <-first; err == nil {
 		t.Fatal("scripted failure succeeded")

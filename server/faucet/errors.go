@@ -24,6 +24,9 @@ const (
 	ReasonStackingUnavailable Reason = "stacking_amount_unavailable"
 	// ReasonRateLimited: the address or client has used its allowance.
 	ReasonRateLimited Reason = "rate_limited"
+	// ReasonStoreUnavailable: the state store (SQLite file, Postgres) cannot
+	// be read or written; no transaction was sent.
+	ReasonStoreUnavailable Reason = "store_unavailable"
 	// ReasonDisabled: the faucet is suspended, the node is mainnet, or the node
 	// reports a chain id other than the configured one.
 	ReasonDisabled Reason = "disabled"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/ttlcache"
 )
 
 // NodeClient is the node RPC the engine needs; *node.Client implements it.
@@ -70,7 +71,14 @@ type Config struct {
 	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
 	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
 
-	Ledger Ledger
+	// Ledger, Limiter and History hold the engine's state; nil keeps it in
+	// memory. Owner, when set, decides which keys this process may use
+	// (several replicas on one shared store); nil owns every key.
+	Ledger  Ledger
+	Limiter Limiter
+	History History
+	Owner   KeyOwner
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -115,6 +123,12 @@ func (c *Config) setDefaults() {
 	if c.Ledger == nil {
 		c.Ledger = NewMemoryLedger()
 	}
+	if c.Limiter == nil {
+		c.Limiter = NewMemoryLimiter()
+	}
+	if c.History == nil {
+		c.History = discardHistory{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,21 +139,23 @@ func (c *Config) setDefaults() {
 
 // Faucet dispenses STX. Safe for concurrent use.
 type Faucet struct {
-	cfg     Config
-	memo    stacks.Memo
-	keys    []*keyState
-	limiter *limiter
-	log     *slog.Logger
+	cfg  Config
+	memo stacks.Memo
+	keys []*keyState
+	log  *slog.Logger
 
-	chain   cached[chainInfo]
-	pox     cached[uint64] // min_amount_ustx
-	feeRate cached[uint64]
+	chain   ttlcache.Value[chainInfo]
+	pox     ttlcache.Value[uint64] // min_amount_ustx
+	feeRate ttlcache.Value[uint64]
 
 	pickMu sync.Mutex // serialises key choice + nonce allocation across keys
 	rr     int        // round-robin start for ties
 	// freed is closed (and replaced) whenever a sync may have freed in-flight
 	// slots, waking drips that wait in BusyWait.
 	freed chan struct{}
+	// onBusyWait, when set (tests only), is called each time a drip starts
+	// waiting for a free slot: a synchronisation point.
+	onBusyWait func()
 }
 
 // chainInfo is what the engine needs from /v2/info.
@@ -167,11 +183,15 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, limiter: newLimiter(cfg.Now), log: cfg.Logger, freed: make(chan struct{})}
-	f.chain.ttl, f.pox.ttl, f.feeRate.ttl = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
-	f.chain.now, f.pox.now, f.feeRate.now = cfg.Now, cfg.Now, cfg.Now
+	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, freed: make(chan struct{})}
+	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
+	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
 	for _, k := range cfg.Keys {
-		f.keys = append(f.keys, newKeyState(k))
+		ks := newKeyState(k)
+		// Without an owner this process is the only writer: every key is
+		// ours from the start (its ledger loads on first use).
+		ks.owned = cfg.Owner == nil
+		f.keys = append(f.keys, ks)
 	}
 	return f, nil
 }
@@ -202,6 +222,10 @@ type Result struct {
 	Nonce    uint64
 	Sender   stacks.Address
 	Stacking bool
+	// InDoubt: the node may or may not have taken the transaction (its
+	// answer was lost). The engine keeps its bytes and rebroadcasts them
+	// until the nonce confirms, so the transfer is still delivered.
+	InDoubt bool
 }
 
 // Drip sends one transfer to req.Recipient. It answers once the node has
@@ -215,17 +239,49 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 		return nil, failf(ReasonRejected, nil, "recipient is a mainnet address")
 	}
 	// Limits first: a limited client learns that even while the node is down.
-	res, wait, ok := f.limiter.reserve(f.buckets(req))
+	res, wait, ok, err := f.cfg.Limiter.Reserve(ctx, f.cfg.Now(), f.buckets(req))
+	if err != nil {
+		return nil, storeFailure(err, "reserve rate-limit slots")
+	}
 	if !ok {
 		return nil, &Error{Reason: ReasonRateLimited, Message: "Too many requests", RetryAfter: wait}
 	}
 	result, err := f.checkedSend(ctx, req)
 	if err != nil {
-		res.release()
+		// Every error path of send leaves no transaction of this drip in
+		// flight (a drip that may have been sent succeeds, InDoubt), so the
+		// charge goes back. A failed release keeps it: the safe side.
+		if rerr := f.cfg.Limiter.Release(context.WithoutCancel(ctx), res); rerr != nil {
+			f.log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
+		}
+		f.record(ctx, req, nil, err)
 		return nil, err
 	}
 	result.Stacking = req.Stacking
+	f.record(ctx, req, result, nil)
 	return result, nil
+}
+
+// record writes the drip's outcome to the history; a failed write is logged,
+// never turned into a failed drip (the transfer has happened or not already).
+func (f *Faucet) record(ctx context.Context, req Request, res *Result, err error) {
+	d := DripRecord{At: f.cfg.Now(), Recipient: req.Recipient.String(), Stacking: req.Stacking, ClientBucket: ClientBucket(req.ClientIP)}
+	if res != nil {
+		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome = res.Amount, res.Fee, res.TxID.String(), res.Sender.String(), res.Nonce, OutcomeSent
+	} else {
+		d.Outcome = string(ReasonOf(err))
+		if d.Outcome == "" {
+			d.Outcome = "internal"
+		}
+	}
+	if herr := f.cfg.History.Record(context.WithoutCancel(ctx), d); herr != nil {
+		f.log.Warn("drip history write failed", "txid", d.TxID, "err", herr)
+	}
+}
+
+// storeFailure turns a store error into the drip error users see.
+func storeFailure(err error, what string) *Error {
+	return failf(ReasonStoreUnavailable, fmt.Errorf("%s: %w", what, err), "the faucet's state store is unavailable; try again shortly")
 }
 
 func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) {
@@ -242,22 +298,28 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 // buckets names the limits a request counts against. A contract principal
 // counts as its deployer's address: a fresh contract name must not be a
 // fresh allowance.
-func (f *Faucet) buckets(req Request) []bucketRef {
+func (f *Faucet) buckets(req Request) []Bucket {
 	addr := req.Recipient.Address.String()
-	refs := make([]bucketRef, 0, 2)
+	refs := make([]Bucket, 0, 2)
 	if req.Stacking {
-		refs = append(refs, bucketRef{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
+		refs = append(refs, Bucket{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
 	} else {
-		refs = append(refs, bucketRef{"address:" + addr, f.cfg.Limits.PerAddress})
+		refs = append(refs, Bucket{"address:" + addr, f.cfg.Limits.PerAddress})
 	}
 	if req.ClientIP.IsValid() {
-		refs = append(refs, bucketRef{ipBucketKey(req.ClientIP), f.cfg.Limits.PerIP})
+		refs = append(refs, Bucket{ipBucketKey(req.ClientIP), f.cfg.Limits.PerIP})
 	}
 	return refs
 }
 
-// send picks a key, allocates a nonce, signs and broadcasts, handling the
-// node's rejections with bounded retries.
+// send picks a key, allocates a nonce, signs, records and broadcasts,
+// handling the node's rejections with bounded retries.
+//
+// Crash safety: the signed bytes are in the ledger (state broadcasting)
+// before the first send, so a crash at any point leaves either no trace (the
+// nonce was never used) or bytes that resuming rebroadcasts (the node answers
+// 200 for a tx it holds, so that is idempotent). Nothing is paid twice and no
+// nonce is lost.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
 	fee := f.fee(ctx, to)
@@ -273,7 +335,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
 		k, nonce, ferr := f.pick(ctx, amount, fee, excluded)
 		if ferr != nil {
-			if lastErr != nil {
+			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
 				return nil, lastErr // the key-specific failure explains more
 			}
 			return nil, ferr
@@ -286,18 +348,36 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 			return nil, failf(ReasonRejected, err, "could not sign the transaction")
 		}
 		raw := tx.Serialize()
-		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now()}
+		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
+		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+			f.release(k, nonce)
+			if errors.Is(err, ErrNotOwner) {
+				// Another replica took the key over: never send with it.
+				f.Lost(k.addr)
+				excluded[k] = true
+				lastErr = failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+				continue
+			}
+			return nil, storeFailure(err, "record the transaction")
+		}
+		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
 		maybeSent, err := f.broadcast(ctx, raw)
 		if err == nil {
-			k.mu.Lock()
-			lerr := k.commit(ctx, f.cfg.Ledger, p)
-			k.mu.Unlock()
-			if lerr != nil {
-				f.log.Error("ledger write failed; the tx is in flight but not recorded", "sender", k.addr.String(), "nonce", nonce, "err", lerr)
-			}
-			return &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}, nil
+			p.State = TxPending
+			f.commit(ctx, k, p)
+			return result, nil
 		}
-		lastErr = f.handleBroadcastError(ctx, k, p, err, maybeSent, excluded)
+		if maybeSent {
+			// The node may hold it: answering an error would invite a
+			// retry and a second payment. The bytes stay recorded in state
+			// broadcasting; repair rebroadcasts them until resolved.
+			f.commit(ctx, k, p)
+			f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
+				"sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(), "err", err)
+			result.InDoubt = true
+			return result, nil
+		}
+		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
 		if lastErr == nil {
 			continue // retry on the same or another key
 		}
@@ -311,24 +391,37 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	return nil, lastErr
 }
 
-// handleBroadcastError updates key state after a failed broadcast; maybeSent
-// says whether any attempt may have reached the node. It returns nil when the
-// drip should simply be retried, or the error to report (or to keep as the
-// last error while other keys are tried).
-func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, maybeSent bool, excluded map[*keyState]bool) *Error {
+// commit moves an allocated nonce to pending once its tx is (or may be) at
+// the node. The ledger write comes first: a sync that confirms the nonce
+// meanwhile finds it allocated, not pending, and so cannot delete the row
+// before this write re-adds it.
+func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
+	if p.State == TxPending {
+		if err := f.cfg.Ledger.Put(context.WithoutCancel(ctx), *p); err != nil {
+			// The row stays "broadcasting": resuming rebroadcasts the same
+			// bytes, which the node answers 200. Nothing is lost.
+			f.log.Warn("ledger update after broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+		}
+	}
+	k.mu.Lock()
+	delete(k.allocated, p.Nonce)
+	k.pending[p.Nonce] = p
+	k.mu.Unlock()
+}
+
+// handleBroadcastError updates key state after a broadcast that surely did
+// not place the tx at the node. It returns nil when the drip should simply
+// be retried, or the error to report (or to keep as the last error while
+// other keys are tried).
+func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
+	// Forget the recorded bytes before the nonce can be reused: a later
+	// drip's record for the same nonce must not be deleted by this one.
+	if derr := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, p.Nonce); derr != nil {
+		f.log.Warn("ledger delete after a refused broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", derr)
+	}
 	var rej *node.RejectionError
 	if !errors.As(err, &rej) {
-		if maybeSent {
-			// The node may have taken it: keep the bytes so the nonce never
-			// becomes a gap; the repair loop rebroadcasts it. The ledger
-			// write must not fail because the request's context did.
-			k.mu.Lock()
-			lerr := k.commit(context.WithoutCancel(ctx), f.cfg.Ledger, p)
-			k.mu.Unlock()
-			f.log.Warn("broadcast outcome unknown; tracking tx for rebroadcast", "sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "err", err, "ledger_err", lerr)
-		} else {
-			f.release(k, p.Nonce)
-		}
+		f.release(k, p.Nonce)
 		var de *node.DecodeError
 		switch {
 		case errors.As(err, &de):
@@ -452,6 +545,9 @@ func (f *Faucet) pick(ctx context.Context, amount, fee uint64, excluded map[*key
 			defer t.Stop()
 			deadline = t.C
 		}
+		if f.onBusyWait != nil {
+			f.onBusyWait()
+		}
 		select {
 		case <-freed:
 		case <-deadline:
@@ -472,10 +568,23 @@ func (f *Faucet) signalFreed() {
 
 func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 	for _, k := range f.keys {
+		if excluded[k] {
+			continue
+		}
 		k.mu.Lock()
-		synced := k.synced
+		owned, synced := k.owned, k.synced
 		k.mu.Unlock()
-		if !synced && !excluded[k] {
+		if !owned {
+			continue
+		}
+		if err := f.loadKey(ctx, k); err != nil {
+			if errors.Is(err, ErrNotOwner) {
+				f.Lost(k.addr)
+				continue
+			}
+			return nil, 0, storeFailure(err, "load the key's ledger")
+		}
+		if !synced {
 			if err := f.syncKey(ctx, k); err != nil {
 				f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
 			}
@@ -486,7 +595,7 @@ func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[
 	defer f.pickMu.Unlock()
 	var best *keyState
 	bestLoad := 0
-	anySynced, anyCapacity := false, false
+	anyOwned, anySynced, anyCapacity := false, false, false
 	n := len(f.keys)
 	for i := range n {
 		k := f.keys[(f.rr+i)%n]
@@ -494,7 +603,9 @@ func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[
 			continue
 		}
 		k.mu.Lock()
-		ok := k.synced
+		usable := k.owned && k.loaded
+		anyOwned = anyOwned || usable
+		ok := usable && k.synced
 		anySynced = anySynced || ok
 		load := k.inFlight()
 		hasCapacity := ok && load < f.cfg.MaxInFlight
@@ -512,6 +623,8 @@ func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[
 		nonce := best.allocate(spend)
 		best.mu.Unlock()
 		return best, nonce, nil
+	case !anyOwned:
+		return nil, 0, failf(ReasonBusy, nil, "this faucet replica holds no sending key right now; try again shortly")
 	case !anySynced:
 		return nil, 0, failf(ReasonNodeUnavailable, nil, "the Stacks node is unavailable; try again shortly")
 	case !anyCapacity:
@@ -521,26 +634,47 @@ func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[
 	}
 }
 
-// syncKey reads the key's account from the node and applies it.
+// syncKey reads the key's account from the node and applies it. Reads run
+// concurrently (poll, BadNonce, pick, readiness); one that started before a
+// read already applied is stale and is dropped, so a key never moves back.
 func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
+	k.mu.Lock()
+	k.syncStarted++
+	seq := k.syncStarted
+	k.mu.Unlock()
 	acct, err := f.cfg.Node.Account(ctx, k.addr.String())
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", k.addr, err)
 	}
-	height := f.chain.peek().height
+	height := f.chain.Peek().height
 	k.mu.Lock()
+	if seq < k.syncApplied {
+		k.mu.Unlock()
+		return nil
+	}
+	k.syncApplied = seq
 	before := k.inFlight()
-	advanced, err := k.applyAccount(ctx, f.cfg.Ledger, acct.Balance, acct.Nonce, height)
+	advanced, confirmed := k.applyAccount(acct.Balance, acct.Nonce, height)
 	// A dry key comes back once it can pay a default drip again.
 	if k.dry && k.available(f.cfg.FeeReserve) >= satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax) {
 		k.dry = false
 	}
 	freed := advanced && k.inFlight() < before
+	owned := k.owned
 	k.mu.Unlock()
 	if freed {
 		f.signalFreed()
 	}
-	return err
+	if !owned {
+		return nil // the new owner prunes its ledger; our writes would be fenced
+	}
+	var errs []error
+	for _, n := range confirmed {
+		if e := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, n); e != nil {
+			errs = append(errs, fmt.Errorf("ledger delete %s nonce %d: %w", k.addr, n, e))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // amount is the drip size for the tier.
@@ -551,7 +685,7 @@ func (f *Faucet) amount(ctx context.Context, stacking bool) (uint64, error) {
 	if f.cfg.StackingAmount > 0 {
 		return f.cfg.StackingAmount, nil
 	}
-	minAmount, err := f.pox.get(ctx, func(ctx context.Context) (uint64, error) {
+	minAmount, err := f.pox.Get(ctx, func(ctx context.Context) (uint64, error) {
 		p, err := f.cfg.Node.PoX(ctx)
 		if err != nil {
 			return 0, err
@@ -588,7 +722,7 @@ func padPercent(v, pct uint64) (uint64, bool) {
 // never below the length (the node's minimum relay fee).
 func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
 	length := uint64((&stacks.Transaction{Payload: stacks.TokenTransfer{Recipient: to}}).EncodedLen())
-	rate, err := f.feeRate.get(ctx, f.cfg.Node.TransferFeeRate)
+	rate, err := f.feeRate.Get(ctx, f.cfg.Node.TransferFeeRate)
 	var fee uint64
 	if err != nil || rate == 0 {
 		fee = f.cfg.FeeFallback
@@ -606,7 +740,7 @@ func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
 // checkChain confirms, from a cached /v2/info, that the node is a testnet
 // with the expected chain id.
 func (f *Faucet) checkChain(ctx context.Context) error {
-	ci, err := f.chain.get(ctx, f.fetchChain)
+	ci, err := f.chain.Get(ctx, f.fetchChain)
 	if err != nil {
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	}
@@ -632,7 +766,7 @@ func (f *Faucet) fetchChain(ctx context.Context) (chainInfo, error) {
 }
 
 func (f *Faucet) chainID() uint32 {
-	if id := f.chain.peek().chainID; id != 0 {
+	if id := f.chain.Peek().chainID; id != 0 {
 		return id
 	}
 	return stacks.ChainIDTestnet

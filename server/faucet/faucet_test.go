@@ -497,11 +497,11 @@ func TestFeeClampAndFallback(t *testing.T) {
 		t.Errorf("rate 1000 × 180 clamped = %d, want 5000", fee)
 	}
 	e.dn.SetFeeRate(2)
-	e.f.feeRate = cached[uint64]{ttl: time.Hour, now: time.Now}
+	e.f.feeRate.Invalidate()
 	if fee := e.f.fee(context.Background(), to); fee != 360 {
 		t.Errorf("rate 2 × 180 = %d, want 360", fee)
 	}
-	e.f.feeRate = cached[uint64]{ttl: time.Hour, now: time.Now}
+	e.f.feeRate.Invalidate()
 	e.dn.SetErrorRate(1)
 	if fee := e.f.fee(context.Background(), to); fee != 777 {
 		t.Errorf("fallback fee %d, want 777", fee)

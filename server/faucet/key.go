@@ -1,8 +1,6 @@
 package faucet
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -28,6 +26,17 @@ type keyState struct {
 	dry       bool
 	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
 	lastAdvance uint64
+
+	// owned: this process may send with the key (always, without a
+	// KeyOwner). loaded: pending was read from the ledger since ownership
+	// began; loadMu serialises that load.
+	owned  bool
+	loaded bool
+	loadMu sync.Mutex
+	// syncStarted numbers account reads as they start; syncApplied is the
+	// number of the newest one applied. An older read finishing later is
+	// stale and must not move the key backwards.
+	syncStarted, syncApplied uint64
 }
 
 func newKeyState(k *stacks.PrivateKey) *keyState {
@@ -100,19 +109,11 @@ func (k *keyState) unallocate(nonce uint64) {
 	delete(k.allocated, nonce)
 }
 
-// commit records an accepted tx for its allocated nonce. Caller holds mu.
-func (k *keyState) commit(ctx context.Context, ledger Ledger, p *PendingTx) error {
-	delete(k.allocated, p.Nonce)
-	k.pending[p.Nonce] = p
-	if err := ledger.Put(ctx, *p); err != nil {
-		return fmt.Errorf("ledger put nonce %d: %w", p.Nonce, err)
-	}
-	return nil
-}
-
-// applyAccount takes the node's confirmed view and prunes what it confirms.
-// Caller holds mu. It returns true when the confirmed nonce advanced.
-func (k *keyState) applyAccount(ctx context.Context, ledger Ledger, balance, nonce, height uint64) (advanced bool, err error) {
+// applyAccount takes the node's confirmed view and drops the pending txs it
+// confirms, returning their nonces so the caller can delete them from the
+// ledger outside the lock. It reports whether the confirmed nonce advanced.
+// Caller holds mu.
+func (k *keyState) applyAccount(balance, nonce, height uint64) (advanced bool, confirmed []uint64) {
 	advanced = nonce > k.confirmed || !k.synced
 	k.balance, k.confirmed, k.synced = balance, nonce, true
 	if advanced {
@@ -121,12 +122,10 @@ func (k *keyState) applyAccount(ctx context.Context, ledger Ledger, balance, non
 	for n := range k.pending {
 		if n < nonce {
 			delete(k.pending, n)
-			if e := ledger.Delete(ctx, k.addr, n); e != nil && err == nil {
-				err = fmt.Errorf("ledger delete nonce %d: %w", n, e)
-			}
+			confirmed = append(confirmed, n)
 		}
 	}
-	return advanced, err
+	return advanced, confirmed
 }
 
 // KeyStatus is a point-in-time view of one key, for metrics and readiness.
@@ -139,6 +138,8 @@ type KeyStatus struct {
 	InFlight       int
 	Dry            bool
 	Synced         bool
+	// Owned: this replica sends with the key (always true without a KeyOwner).
+	Owned bool
 }
 
 func (k *keyState) status(reserve uint64) KeyStatus {
@@ -153,6 +154,7 @@ func (k *keyState) status(reserve uint64) KeyStatus {
 		InFlight:       k.inFlight(),
 		Dry:            k.dry,
 		Synced:         k.synced,
+		Owned:          k.owned,
 	}
 }
 

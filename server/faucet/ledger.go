@@ -20,6 +20,7 @@ type PendingTx struct {
 	Amount    uint64
 	Fee       uint64
 	SentAt    time.Time
+	State     TxState
 	// Foreign marks a nonce some other writer occupies (learned from
 	// ConflictingNonceInMempool); we hold no bytes for it.
 	Foreign bool

@@ -1,7 +1,9 @@
 package faucet
 
 import (
+	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -28,135 +30,119 @@ func DefaultLimits() LimitsConfig {
 	}
 }
 
-// limiter is an exact sliding-window log: each bucket keeps the times of its
-// reserved slots. Reservations across several buckets are all-or-nothing.
-type limiter struct {
+// MemoryLimiter is a Limiter in process memory: an exact sliding-window log,
+// each bucket keeping its reserved slots. State is lost at exit; package
+// store keeps it durably and across replicas.
+type MemoryLimiter struct {
 	mu        sync.Mutex
 	buckets   map[string]*bucket
-	now       func() time.Time
 	lastSweep time.Time
+	nextID    int64
 }
 
 // bucket is one key's reserved slots, oldest first, and the window they
 // count in.
 type bucket struct {
-	times  []time.Time
+	slots  []slot
 	window time.Duration
 }
 
-func newLimiter(now func() time.Time) *limiter {
-	return &limiter{buckets: map[string]*bucket{}, now: now}
+type slot struct {
+	id int64
+	at time.Time
 }
 
-// bucketRef names one bucket and its limit.
-type bucketRef struct {
-	key   string
-	limit Limit
+// NewMemoryLimiter returns an empty in-memory limiter.
+func NewMemoryLimiter() *MemoryLimiter {
+	return &MemoryLimiter{buckets: map[string]*bucket{}}
 }
 
-// reservation is a set of reserved slots, released when a drip fails.
-type reservation struct {
-	l     *limiter
-	slots []bucketSlot
-}
-
-type bucketSlot struct {
-	key string
-	at  time.Time
-}
-
-// reserve takes one slot in every bucket or none; when refused it returns how
+// Reserve takes one slot in every bucket or none; when refused it returns how
 // long until the tightest bucket frees a slot.
-func (l *limiter) reserve(refs []bucketRef) (*reservation, time.Duration, bool) {
+func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket) (Reservation, time.Duration, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
 	l.sweep(now)
 	var wait time.Duration
 	for _, r := range refs {
-		if r.limit.Requests <= 0 {
+		if r.Limit.Requests <= 0 {
 			continue
 		}
-		live := l.trim(r.key, now, r.limit.Window)
-		if len(live) >= r.limit.Requests {
+		live := l.trim(r.Key, now, r.Limit.Window)
+		if len(live) >= r.Limit.Requests {
 			// The slot that frees first is the oldest of the last Requests ones.
-			free := live[len(live)-r.limit.Requests].Add(r.limit.Window).Sub(now)
-			wait = max(wait, free)
+			free := live[len(live)-r.Limit.Requests].at.Add(r.Limit.Window).Sub(now)
+			wait = max(wait, free, time.Nanosecond)
 		}
 	}
 	if wait > 0 {
-		return nil, wait, false
+		return Reservation{}, wait, false, nil
 	}
-	res := &reservation{l: l}
+	var res Reservation
 	for _, r := range refs {
-		if r.limit.Requests <= 0 {
+		if r.Limit.Requests <= 0 {
 			continue
 		}
-		b := l.buckets[r.key]
+		b := l.buckets[r.Key]
 		if b == nil {
 			b = &bucket{}
-			l.buckets[r.key] = b
+			l.buckets[r.Key] = b
 		}
-		b.times, b.window = append(b.times, now), r.limit.Window
-		res.slots = append(res.slots, bucketSlot{key: r.key, at: now})
+		l.nextID++
+		b.slots, b.window = append(b.slots, slot{id: l.nextID, at: now}), r.Limit.Window
+		res.IDs = append(res.IDs, l.nextID)
 	}
-	return res, 0, true
+	return res, 0, true, nil
 }
 
-// release gives the slots back (a failed drip is not charged).
-func (r *reservation) release() {
-	if r == nil {
-		return
+// Release gives the slots back (a drip that was surely not sent is not charged).
+func (l *MemoryLimiter) Release(_ context.Context, r Reservation) error {
+	if len(r.IDs) == 0 {
+		return nil
 	}
-	l := r.l
+	ids := make(map[int64]bool, len(r.IDs))
+	for _, id := range r.IDs {
+		ids[id] = true
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range r.slots {
-		b := l.buckets[s.key]
-		if b == nil {
-			continue // swept meanwhile
-		}
-		for i := len(b.times) - 1; i >= 0; i-- {
-			if b.times[i].Equal(s.at) {
-				b.times = append(b.times[:i], b.times[i+1:]...)
-				break
-			}
-		}
-		if len(b.times) == 0 {
-			delete(l.buckets, s.key)
+	for k, b := range l.buckets {
+		b.slots = slices.DeleteFunc(b.slots, func(s slot) bool { return ids[s.id] })
+		if len(b.slots) == 0 {
+			delete(l.buckets, k)
 		}
 	}
-	r.slots = nil
+	return nil
 }
 
 // trim drops expired entries of one bucket and returns the live ones.
-func (l *limiter) trim(key string, now time.Time, window time.Duration) []time.Time {
+func (l *MemoryLimiter) trim(key string, now time.Time, window time.Duration) []slot {
 	b := l.buckets[key]
 	if b == nil {
 		return nil
 	}
 	cut := 0
-	for cut < len(b.times) && !b.times[cut].Add(window).After(now) {
+	for cut < len(b.slots) && !b.slots[cut].at.Add(window).After(now) {
 		cut++
 	}
 	if cut > 0 {
-		b.times = append(b.times[:0], b.times[cut:]...)
-		if len(b.times) == 0 {
+		b.slots = append(b.slots[:0], b.slots[cut:]...)
+		if len(b.slots) == 0 {
 			delete(l.buckets, key)
 		}
 	}
-	return b.times
+	return b.slots
 }
 
 // sweep removes buckets whose newest entry has left its window, at most once
 // a minute, so memory follows the traffic of the last window and no longer.
-func (l *limiter) sweep(now time.Time) {
+func (l *MemoryLimiter) sweep(now time.Time) {
 	if now.Sub(l.lastSweep) < time.Minute {
 		return
 	}
 	l.lastSweep = now
 	for k, b := range l.buckets {
-		if len(b.times) == 0 || !b.times[len(b.times)-1].Add(b.window).After(now) {
+		if len(b.slots) == 0 || !b.slots[len(b.slots)-1].at.Add(b.window).After(now) {
 			delete(l.buckets, k)
 		}
 	}

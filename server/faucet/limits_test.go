@@ -1,6 +1,7 @@
 package faucet
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -28,57 +29,58 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func TestLimiterSlidingWindow(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(clk.Now)
+	l := NewMemoryLimiter()
 	lim := Limit{Requests: 2, Window: time.Minute}
-	refs := []bucketRef{{"address:A", lim}}
-	if _, _, ok := l.reserve(refs); !ok {
+	refs := []Bucket{{"address:A", lim}}
+	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("first refused")
 	}
 	clk.Advance(20 * time.Second)
-	if _, _, ok := l.reserve(refs); !ok {
+	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("second refused")
 	}
-	_, wait, ok := l.reserve(refs)
+	_, wait, ok := reserve(l, clk.Now(), refs)
 	if ok || wait != 40*time.Second {
 		t.Fatalf("third: ok=%v wait=%v, want refused with 40s", ok, wait)
 	}
 	clk.Advance(40 * time.Second)
-	if _, _, ok := l.reserve(refs); !ok {
+	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("slot should free exactly one window after the first")
 	}
 }
 
 func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(clk.Now)
-	ip := bucketRef{"ip:1.2.3.4", Limit{Requests: 1, Window: time.Hour}}
-	a := bucketRef{"address:A", Limit{Requests: 5, Window: time.Hour}}
-	b := bucketRef{"address:B", Limit{Requests: 5, Window: time.Hour}}
-	r, _, ok := l.reserve([]bucketRef{a, ip})
+	l := NewMemoryLimiter()
+	ip := Bucket{"ip:1.2.3.4", Limit{Requests: 1, Window: time.Hour}}
+	a := Bucket{"address:A", Limit{Requests: 5, Window: time.Hour}}
+	b := Bucket{"address:B", Limit{Requests: 5, Window: time.Hour}}
+	r, _, ok := reserve(l, clk.Now(), []Bucket{a, ip})
 	if !ok {
 		t.Fatal("first refused")
 	}
-	if _, _, ok := l.reserve([]bucketRef{b, ip}); ok {
+	if _, _, ok := reserve(l, clk.Now(), []Bucket{b, ip}); ok {
 		t.Fatal("IP bucket full, must refuse")
 	}
 	// The refused reservation must not have charged B.
-	if b := l.buckets["address:B"]; b != nil && len(b.times) != 0 {
-		t.Fatalf("refused reservation charged B %d times", len(b.times))
+	if b := l.buckets["address:B"]; b != nil && len(b.slots) != 0 {
+		t.Fatalf("refused reservation charged B %d times", len(b.slots))
 	}
-	r.release()
-	if _, _, ok := l.reserve([]bucketRef{b, ip}); !ok {
+	_ = l.Release(context.Background(), r)
+	if _, _, ok := reserve(l, clk.Now(), []Bucket{b, ip}); !ok {
 		t.Fatal("released slot not reusable")
 	}
 }
 
 func TestLimiterExactUnderConcurrency(t *testing.T) {
-	l := newLimiter(time.Now)
-	refs := []bucketRef{{"address:A", Limit{Requests: 7, Window: time.Hour}}}
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := NewMemoryLimiter()
+	refs := []Bucket{{"address:A", Limit{Requests: 7, Window: time.Hour}}}
 	var granted atomic.Int32
 	var wg sync.WaitGroup
 	for range 200 {
 		wg.Go(func() {
-			if _, _, ok := l.reserve(refs); ok {
+			if _, _, ok := reserve(l, clk.Now(), refs); ok {
 				granted.Add(1)
 			}
 		})
@@ -129,14 +131,14 @@ func TestPadPercent(t *testing.T) {
 // A window longer than a week still holds: sweeping must not forget it.
 func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(clk.Now)
-	long := []bucketRef{{"stacking:A", Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
-	if _, _, ok := l.reserve(long); !ok {
+	l := NewMemoryLimiter()
+	long := []Bucket{{"stacking:A", Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
+	if _, _, ok := reserve(l, clk.Now(), long); !ok {
 		t.Fatal("first refused")
 	}
 	clk.Advance(8 * 24 * time.Hour)
-	l.reserve([]bucketRef{{"address:B", Limit{Requests: 1, Window: time.Minute}}}) // sweeps
-	if _, _, ok := l.reserve(long); ok {
+	reserve(l, clk.Now(), []Bucket{{"address:B", Limit{Requests: 1, Window: time.Minute}}}) // sweeps
+	if _, _, ok := reserve(l, clk.Now(), long); ok {
 		t.Fatal("30-day limit forgotten after 8 days")
 	}
 }
@@ -144,18 +146,27 @@ func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
 // Memory follows the windows: expired buckets are swept, not kept for a week.
 func TestLimiterSweepsExpiredBuckets(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(clk.Now)
+	l := NewMemoryLimiter()
 	for i := range 1000 {
-		if _, _, ok := l.reserve([]bucketRef{{fmt.Sprintf("address:%d", i), Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
+		if _, _, ok := reserve(l, clk.Now(), []Bucket{{fmt.Sprintf("address:%d", i), Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
 			t.Fatal("refused")
 		}
 	}
 	clk.Advance(10 * time.Minute)
-	l.reserve(nil) // sweeps
+	reserve(l, clk.Now(), nil) // sweeps
 	l.mu.Lock()
 	n := len(l.buckets)
 	l.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d expired buckets kept", n)
 	}
+}
+
+// reserve is Reserve without a context or an error (the memory limiter never fails).
+func reserve(l *MemoryLimiter, now time.Time, refs []Bucket) (Reservation, time.Duration, bool) {
+	r, wait, ok, err := l.Reserve(context.Background(), now, refs)
+	if err != nil {
+		panic(err)
+	}
+	return r, wait, ok
 }

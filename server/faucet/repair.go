@@ -5,17 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
-// Run keeps the engine in step with the node until ctx ends: it polls the
-// tip, re-syncs every key when a block arrives and repairs stuck nonces.
+// Run keeps the engine in step with the node until ctx ends: it resumes
+// in-flight transactions from the ledger, polls the tip, re-syncs every owned
+// key when a block arrives and repairs stuck nonces. With a KeyOwner it also
+// keeps this replica's share of the keys. It returns an error only when the
+// ledger cannot be read for a reason other than the store being down.
 func (f *Faucet) Run(ctx context.Context) error {
-	if err := f.loadLedger(ctx); err != nil {
-		return err
+	if f.cfg.Owner != nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { f.runOwner(ctx) })
+		defer wg.Wait()
+	} else {
+		// Resume now, not at the first drip: in-doubt txs are resolved and
+		// repairs continue even if no one asks for STX.
+		for _, k := range f.keys {
+			if err := f.loadKey(ctx, k); err != nil {
+				if !errors.Is(err, ErrStoreUnavailable) && ctx.Err() == nil {
+					return err
+				}
+				f.log.Warn("resuming from the store failed; will retry", "sender", k.addr.String(), "err", err)
+			}
+		}
 	}
 	t := time.NewTicker(f.cfg.PollInterval)
 	defer t.Stop()
@@ -33,32 +50,16 @@ func (f *Faucet) Run(ctx context.Context) error {
 	}
 }
 
-// loadLedger restores in-flight txs a persistent ledger kept across restarts.
-func (f *Faucet) loadLedger(ctx context.Context) error {
-	for _, k := range f.keys {
-		entries, err := f.cfg.Ledger.List(ctx, k.addr)
-		if err != nil {
-			return fmt.Errorf("load ledger for %s: %w", k.addr, err)
-		}
-		k.mu.Lock()
-		for _, e := range entries {
-			k.pending[e.Nonce] = &e
-		}
-		k.mu.Unlock()
-	}
-	return nil
-}
-
-// poll reads the tip once; on a new block (or the first time) it syncs keys
-// and runs repairs. It reports the height it saw.
+// poll reads the tip once; on a new block (or the first time) it syncs the
+// keys this process owns and runs repairs. It reports the height it saw.
 func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint64, bool) {
 	ci, err := f.fetchChain(ctx)
 	if err != nil {
-		f.chain.fail(err)
+		f.chain.Fail(err)
 		f.log.Warn("node poll failed", "err", err)
 		return 0, false
 	}
-	f.chain.set(ci)
+	f.chain.Set(ci)
 	if !first && ci.height == lastHeight {
 		return ci.height, true
 	}
@@ -66,6 +67,9 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 		return ci.height, true
 	}
 	for _, k := range f.keys {
+		if !f.ownedLoaded(ctx, k) {
+			continue
+		}
 		if err := f.syncKey(ctx, k); err != nil {
 			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
 			continue
@@ -75,7 +79,24 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	return ci.height, true
 }
 
-// Sync reads the tip and every key's account now (used at start-up and by tests).
+// ownedLoaded reports whether the key is ours and its ledger is loaded,
+// loading it if needed.
+func (f *Faucet) ownedLoaded(ctx context.Context, k *keyState) bool {
+	k.mu.Lock()
+	owned := k.owned
+	k.mu.Unlock()
+	if !owned {
+		return false
+	}
+	if err := f.loadKey(ctx, k); err != nil {
+		f.log.Warn("loading the key's ledger failed", "sender", k.addr.String(), "err", err)
+		return false
+	}
+	return true
+}
+
+// Sync reads the tip and every owned key's account now, resuming from the
+// ledger and repairing as the poll loop does (start-up and tests).
 func (f *Faucet) Sync(ctx context.Context) error {
 	if _, ok := f.poll(ctx, 0, true); !ok {
 		return errors.New("faucet sync: node unavailable")
@@ -83,11 +104,38 @@ func (f *Faucet) Sync(ctx context.Context) error {
 	return nil
 }
 
+// syncAccounts reads every owned key's account without any repair: safe for
+// a readiness probe, which must never broadcast.
+func (f *Faucet) syncAccounts(ctx context.Context) {
+	for _, k := range f.keys {
+		if !f.ownedLoaded(ctx, k) {
+			continue
+		}
+		if err := f.syncKey(ctx, k); err != nil {
+			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
+		}
+	}
+}
+
 // repair acts when a key's confirmed nonce has not moved for StuckBlocks while
 // we hold txs above it: first rebroadcast the stored bytes of the missing
 // nonce, then replace it with a higher fee; a nonce with no bytes of ours (a
 // hole, or another writer's tx) is filled with a minimal transfer.
 func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
+	// Entries in doubt (a lost broadcast answer, or left by an earlier
+	// process) are resolved at every block until the node has answered.
+	k.mu.Lock()
+	var doubt []*PendingTx
+	for _, p := range k.pending {
+		if p.State == TxBroadcasting && !p.Foreign {
+			doubt = append(doubt, p)
+		}
+	}
+	k.mu.Unlock()
+	for _, p := range doubt {
+		f.resolve(ctx, k, p)
+	}
+
 	k.mu.Lock()
 	if len(k.pending) == 0 {
 		// Nothing waits on the confirmed nonce (a hole below an allocated
@@ -235,9 +283,10 @@ func (f *Faucet) Keys() []KeyStatus {
 }
 
 // Ready reports why the faucet cannot serve drips, or nil: the node must be
-// reachable and testnet, and at least one key must afford a default drip.
+// reachable and testnet, this replica must own a key, and one of its keys
+// must afford a default drip. It reads accounts but never repairs.
 func (f *Faucet) Ready(ctx context.Context) error {
-	ci, err := f.chain.get(ctx, f.fetchChain)
+	ci, err := f.chain.Get(ctx, f.fetchChain)
 	if err != nil {
 		return fmt.Errorf("node unreachable: %w", err)
 	}
@@ -246,13 +295,16 @@ func (f *Faucet) Ready(ctx context.Context) error {
 	}
 	need := satAdd(f.cfg.DefaultAmount, f.cfg.FeeMin)
 	keys := f.Keys()
-	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Synced }) {
+	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned }) {
+		return errors.New("this replica owns no faucet key")
+	}
+	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned && s.Synced }) {
 		// Before the first poll, read the accounts rather than report "unfunded".
-		_ = f.Sync(ctx)
+		f.syncAccounts(ctx)
 		keys = f.Keys()
 	}
 	for _, s := range keys {
-		if s.Synced && !s.Dry && s.Available >= need {
+		if s.Owned && s.Synced && !s.Dry && s.Available >= need {
 			return nil
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -109,6 +110,19 @@ type TxID [32]byte
 
 // String is the lower-case hex form without "0x", as the node reports it.
 func (id TxID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseTxID reads a txid as 64 hex digits, with or without a 0x prefix.
+func ParseTxID(s string) (TxID, error) {
+	var id TxID
+	h := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	if len(h) != 2*len(id) {
+		return id, fmt.Errorf("txid must be 64 hex digits, got %d characters", len(h))
+	}
+	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
+		return id, fmt.Errorf("txid is not hex: %w", err)
+	}
+	return id, nil
+}
 
 // Hex0x is the "0x"-prefixed form the Hiro API uses.
 func (id TxID) Hex0x() string { return "0x" + id.String() }

@@ -204,3 +204,21 @@ func negateModN(b []byte) {
 	out := s.Bytes()
 	copy(b, out[:])
 }
+
+func TestParseTxID(t *testing.T) {
+	var want TxID
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	for _, s := range []string{want.String(), want.Hex0x(), strings.ToUpper(want.String())} {
+		got, err := ParseTxID(s)
+		if err != nil || got != want {
+			t.Errorf("ParseTxID(%q) = %x, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"", "0x", want.String()[:63], want.String() + "00", "zz" + want.String()[2:]} {
+		if _, err := ParseTxID(bad); err == nil {
+			t.Errorf("ParseTxID(%q): no error", bad)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// discardHistory is the History of an engine configured without one.
+type discardHistory struct{}
+
+func (discardHistory) Record(context.Context, DripRecord) error        { return nil }
+func (discardHistory) Prune(context.Context, time.Time) (int64, error) { return 0, nil }
+
+// loadKey reads the key's in-flight transactions from the ledger once per
+// ownership, so its next nonce accounts for what an earlier process (or
+// replica) left in flight, then resolves the entries in doubt.
+func (f *Faucet) loadKey(ctx context.Context, k *keyState) error {
+	k.loadMu.Lock()
+	defer k.loadMu.Unlock()
+	k.mu.Lock()
+	done := k.loaded || !k.owned
+	k.mu.Unlock()
+	if done {
+		return nil
+	}
+	entries, err := f.cfg.Ledger.List(ctx, k.addr)
+	if err != nil {
+		return fmt.Errorf("load ledger for %s: %w", k.addr, err)
+	}
+	k.mu.Lock()
+	k.pending = make(map[uint64]*PendingTx, len(entries))
+	var doubt []*PendingTx
+	for i := range entries {
+		e := &entries[i]
+		k.pending[e.Nonce] = e
+		if e.State == TxBroadcasting && !e.Foreign {
+			doubt = append(doubt, e)
+		}
+	}
+	k.synced, k.loaded = false, true
+	k.mu.Unlock()
+	if len(entries) > 0 {
+		f.log.Info("resumed in-flight transactions from the store", "sender", k.addr.String(), "entries", len(entries), "in_doubt", len(doubt))
+	}
+	if err := f.syncKey(ctx, k); err != nil {
+		f.log.Warn("key sync after load failed", "sender", k.addr.String(), "err", err)
+	}
+	for _, p := range doubt {
+		f.resolve(ctx, k, p)
+	}
+	return nil
+}
+
+// resolve settles an entry in state broadcasting: it rebroadcasts the stored
+// bytes, which the node answers 200 for whether it already held them or not.
+// stacks-core's posttransaction handler checks mempool.has_tx first and
+// answers 200 with the txid for a known tx; a tx already mined fails the
+// nonce check instead (BadNonce), and the next sync drops the entry.
+func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
+	k.mu.Lock()
+	cur, ok := k.pending[p.Nonce]
+	still := ok && cur == p && k.owned && p.Nonce >= k.confirmed
+	k.mu.Unlock()
+	if !still {
+		return // confirmed, replaced or given up meanwhile
+	}
+	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String())
+	_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
+	var rej *node.RejectionError
+	switch {
+	case err == nil:
+		cp := *p
+		cp.State = TxPending
+		cp.Rebroadcasts++
+		f.updatePending(ctx, k, &cp)
+		log.Info("in-doubt transaction is at the node")
+	case errors.As(err, &rej) && rej.Reason == node.ReasonBadNonce:
+		// The nonce is taken on chain: mined (ours) or replaced. The next
+		// sync confirms and drops it.
+		if serr := f.syncKey(ctx, k); serr != nil {
+			log.Warn("resync after BadNonce failed", "err", serr)
+		}
+	case errors.As(err, &rej) && rej.Reason == node.ReasonConflictingNonceInMempool:
+		// Another tx holds the nonce in the mempool (a fee-bumped
+		// replacement whose record was lost, or another writer): it will
+		// confirm the nonce; repair outbids it if it sticks.
+		k.mu.Lock()
+		if k.pending[p.Nonce] == p {
+			k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
+		}
+		k.mu.Unlock()
+		f.forget(ctx, k, p.Nonce)
+		log.Warn("in-doubt transaction's nonce is held by another tx")
+	case errors.As(err, &rej):
+		// Refused for good: the nonce is a hole the next drip fills.
+		k.mu.Lock()
+		if k.pending[p.Nonce] == p {
+			delete(k.pending, p.Nonce)
+		}
+		k.mu.Unlock()
+		f.forget(ctx, k, p.Nonce)
+		f.signalFreed()
+		log.Warn("in-doubt transaction refused by the node; its nonce will be reused", "reason", rej.Reason)
+	default:
+		log.Warn("in-doubt transaction not resolved yet; will retry", "err", err)
+	}
+}
+
+// forget deletes a ledger row, logging a failure (the row is then resolved
+// again at the next load, which is safe).
+func (f *Faucet) forget(ctx context.Context, k *keyState, nonce uint64) {
+	if err := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, nonce); err != nil {
+		f.log.Warn("ledger delete failed", "sender", k.addr.String(), "nonce", nonce, "err", err)
+	}
+}
+
+func (f *Faucet) keyByAddr(addr stacks.Address) *keyState {
+	for _, k := range f.keys {
+		if k.addr == addr {
+			return k
+		}
+	}
+	return nil
+}
+
+// Acquired implements OwnershipHandler: load the key's ledger and start
+// using it.
+func (f *Faucet) Acquired(ctx context.Context, addr stacks.Address) {
+	k := f.keyByAddr(addr)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.owned, k.loaded = true, false
+	k.mu.Unlock()
+	f.log.Info("key acquired", "sender", addr.String())
+	if err := f.loadKey(ctx, k); err != nil {
+		// pick loads it lazily once the store answers again.
+		f.log.Warn("loading an acquired key failed", "sender", addr.String(), "err", err)
+	}
+	f.signalFreed()
+}
+
+// Releasing implements OwnershipHandler: stop handing the key to drips and
+// wait until no drip or repair holds one of its nonces.
+func (f *Faucet) Releasing(ctx context.Context, addr stacks.Address) {
+	k := f.keyByAddr(addr)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.owned = false
+	k.mu.Unlock()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		k.mu.Lock()
+		busy := len(k.allocated) > 0
+		k.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	f.disown(k)
+	f.log.Info("key released", "sender", addr.String())
+}
+
+// Lost implements OwnershipHandler: stop using the key at once. A drip
+// still under way is fenced by the store.
+func (f *Faucet) Lost(addr stacks.Address) {
+	k := f.keyByAddr(addr)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	was := k.owned
+	k.owned = false
+	k.mu.Unlock()
+	f.disown(k)
+	if was {
+		f.log.Warn("key ownership lost", "sender", addr.String())
+	}
+}
+
+// disown drops what this process knew of the key's in-flight txs: the next
+// owner reads them from the store.
+func (f *Faucet) disown(k *keyState) {
+	k.mu.Lock()
+	if !k.owned {
+		k.loaded = false
+	}
+	k.mu.Unlock()
+}
+
+// runOwner keeps the KeyOwner running until ctx ends, restarting it after a
+// pause when it fails (a store outage ends its session; every key was Lost).
+func (f *Faucet) runOwner(ctx context.Context) {
+	addrs := make([]stacks.Address, len(f.keys))
+	for i, k := range f.keys {
+		addrs[i] = k.addr
+	}
+	for {
+		err := f.cfg.Owner.Run(ctx, addrs, f)
+		for _, k := range f.keys {
+			f.Lost(k.addr)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f.log.Warn("key ownership session ended; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package ttlcache
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestWaiterOutlivesStarter: the caller that starts a fetch gives up (its
+// short deadline), yet a caller waiting on the same fetch gets the value, and
+// the fetch itself was never cancelled.
+func TestWaiterOutlivesStarter(t *testing.T) {
+	v := &Value[int]{TTL: time.Minute}
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	var fetchErr atomic.Value
+	fetch := func(ctx context.Context) (int, error) {
+		calls.Add(1)
+		close(started)
+		<-release
+		if err := ctx.Err(); err != nil {
+			fetchErr.Store(err)
+		}
+		return 42, nil
+	}
+	shortCtx, cancelShort := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := v.Get(shortCtx, fetch)
+		first <- err
+	}()
+	<-started
+	second := make(chan int, 1)
+	go func() {
+		got, err := v.Get(context.Background(), fetch)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		second <- got
+	}()
+	cancelShort()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("starter: err = %v, want context.Canceled", err)
+	}
+	close(release)
+	if got := <-second; got != 42 {
+		t.Fatalf("waiter got %d, want 42", got)
+	}
+	if e := fetchErr.Load(); e != nil {
+		t.Fatalf("shared fetch saw its context end: %v", e)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("fetches = %d, want 1", n)
+	}
+	// The value is cached now.
+	if got, err := v.Get(context.Background(), fetch); err != nil || got != 42 || calls.Load() != 1 {
+		t.Fatalf("cached read = %d, %v (fetches %d)", got, err, calls.Load())
+	}
+}
+
+// TestTTL: a value is reused within its TTL and refetched after, on an
+// injected clock.
+func TestTTL(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	v := &Value[int]{TTL: 30 * time.Millisecond, Now: clk.Now}
+	var calls atomic.Int32
+	fetch := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
+	for range 5 {
+		if got, _ := v.Get(context.Background(), fetch); got != 1 {
+			t.Fatalf("within TTL: got %d, want 1", got)
+		}
+	}
+	clk.Advance(29 * time.Millisecond)
+	if !v.Fresh() {
+		t.Fatal("not fresh 1 ms before the TTL ends")
+	}
+	clk.Advance(time.Millisecond)
+	if v.Fresh() {
+		t.Fatal("still fresh at the TTL")
+	}
+	if got, _ := v.Get(context.Background(), fetch); got != 2 {
+		t.Fatalf("after TTL: got %d, want 2", got)
+	}
+}
+
+// TestErrorsNotCached: a failed fetch is returned to its callers but the next
+// Get tries again; the last good value stays peekable.
+func TestErrorsNotCached(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	v := &Value[string]{TTL: time.Second, Now: clk.Now}
+	v.Set("old")
+	clk.Advance(2 * time.Second)
+	boom := errors.New("boom")
+	if _, err := v.Get(context.Background(), func(context.Context) (string, error) { return "", boom }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if !errors.Is(v.LastErr(), boom) || v.Peek() != "old" {
+		t.Fatalf("after failure: lastErr %v, peek %q", v.LastErr(), v.Peek())
+	}
+	got, err := v.Get(context.Background(), func(context.Context) (string, error) { return "new", nil })
+	if err != nil || got != "new" || v.LastErr() != nil {
+		t.Fatalf("retry: %q, %v, lastErr %v", got, err, v.LastErr())
+	}
+}
+
+// TestFetchTimeout: the detached fetch still has a deadline of its own.
+func TestFetchTimeout(t *testing.T) {
+	v := &Value[int]{TTL: time.Second, FetchTimeout: time.Millisecond}
+	_, err := v.Get(context.Background(), func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+}
