@@ -1,0 +1,144 @@
+package faucet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// restart builds a second engine over the same node, keys and state, as a
+// restarted process with a durable store would be.
+func (e *env) restart(t *testing.T) *Faucet {
+	t.Helper()
+	cfg := e.f.cfg
+	f, err := New(Config{
+		Keys: cfg.Keys, Node: cfg.Node, Limits: cfg.Limits,
+		Ledger: cfg.Ledger, Limiter: cfg.Limiter, History: cfg.History,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.f = f
+	return f
+}
+
+// Unconfirmed drips survive a restart: the new engine's nonces continue
+// after the stored in-flight ones (no ConflictingNonceInMempool, no busy),
+// and the address limit still holds.
+func TestRestartResumesNoncesAndLimits(t *testing.T) {
+	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{
+		Ledger: NewMemoryLedger(), Limiter: NewMemoryLimiter(),
+		Limits: LimitsConfig{PerAddress: Limit{Requests: 5, Window: 5 * time.Minute}},
+	})
+	ctx := context.Background()
+	a := recipient(t)
+	paid := map[stacks.Principal]uint64{}
+	var fees uint64
+	drip := func(to stacks.Principal) error {
+		res, err := e.f.Drip(ctx, Request{Recipient: to})
+		if err == nil {
+			paid[to] += res.Amount
+			fees += res.Fee
+		}
+		return err
+	}
+	for i := range 20 {
+		to := recipient(t)
+		if i < 5 {
+			to = a
+		}
+		if err := drip(to); err != nil {
+			t.Fatalf("drip %d before restart: %v", i, err)
+		}
+	}
+	e.restart(t)
+	for i := range 20 {
+		if err := drip(recipient(t)); err != nil {
+			t.Fatalf("drip %d after restart: %v", i, err)
+		}
+	}
+	if err := drip(a); ReasonOf(err) != ReasonRateLimited {
+		t.Fatalf("6th drip to A after restart: %v, want rate_limited", err)
+	}
+	if n := e.dn.MempoolSize(); n != 40 {
+		t.Fatalf("mempool %d, want 40", n)
+	}
+	for e.dn.MempoolSize() > 0 {
+		e.mine()
+	}
+	var total uint64
+	for to, want := range paid {
+		if got, _ := e.dn.Account(to.Address); got != want {
+			t.Errorf("%s balance %d, want %d", to, got, want)
+		}
+		total += want
+	}
+	var left uint64
+	for _, k := range e.keys {
+		b, _ := e.dn.Account(k.TestnetAddress())
+		left += b
+	}
+	if left != 2*100_000_000_000-total-fees {
+		t.Errorf("faucet keys hold %d, want %d", left, 2*100_000_000_000-total-fees)
+	}
+}
+
+// A crash between recording a tx and sending it, or between sending it and
+// marking it, leaves a "broadcasting" entry. Resuming rebroadcasts the same
+// bytes: a tx the node never saw is delivered, one it already holds is not
+// paid twice, and the next drip takes the following nonce.
+func TestResumeResolvesEntriesInDoubt(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Ledger: NewMemoryLedger()})
+	ctx := context.Background()
+	key := e.keys[0]
+	sender := key.TestnetAddress()
+	unsent, sent := recipient(t), recipient(t)
+	record := func(nonce uint64, to stacks.Principal, submit bool) {
+		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 7_000_000, Nonce: nonce, Fee: 300, Memo: e.f.memo, ChainID: stacks.ChainIDTestnet}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := tx.Serialize()
+		if err := e.f.cfg.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 7_000_000, Fee: 300, State: TxBroadcasting}); err != nil {
+			t.Fatal(err)
+		}
+		if submit {
+			if _, err := e.dn.Submit(raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	record(0, unsent, false) // crashed before the send
+	record(1, sent, true)    // crashed before the mark
+	f := e.restart(t)
+	if n := e.dn.MempoolSize(); n != 2 {
+		t.Fatalf("mempool %d after resume, want both txs", n)
+	}
+	entries, _ := f.cfg.Ledger.List(ctx, sender)
+	for _, p := range entries {
+		if p.State != TxPending {
+			t.Errorf("nonce %d still %s after resolution", p.Nonce, p.State)
+		}
+	}
+	res, err := f.Drip(ctx, Request{Recipient: recipient(t)})
+	if err != nil || res.Nonce != 2 {
+		t.Fatalf("next drip %+v, %v; want nonce 2", res, err)
+	}
+	for e.dn.MempoolSize() > 0 {
+		e.mine()
+	}
+	for _, to := range []stacks.Principal{unsent, sent} {
+		if b, _ := e.dn.Account(to.Address); b != 7_000_000 {
+			t.Errorf("%s got %d, want exactly one payment of 7000000", to, b)
+		}
+	}
+	if entries, _ := f.cfg.Ledger.List(ctx, sender); len(entries) != 0 {
+		t.Errorf("ledger keeps %d confirmed entries", len(entries))
+	}
+}
