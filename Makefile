@@ -58,7 +58,7 @@ vet: ## Run go vet.
 test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e ## Run every check CI runs.
 
 .PHONY: test-unit
-test-unit: envtest ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
+test-unit: envtest postgres ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
 	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hack/charttest)
 
 .PHONY: test-conformance
@@ -84,8 +84,12 @@ fuzz: ## Run each fuzz target for FUZZ_TIME (default 60s).
 	@$(MAKE) --no-print-directory test-fuzz-smoke FUZZ_SMOKE_TIME=$(FUZZ_TIME)
 
 .PHONY: bench
-bench: ## Run the benchmarks.
+bench: postgres ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: postgres
+postgres: ## Install Postgres for the store tests if missing (apt-get, as root); quiet when present.
+	@hack/install-postgres.sh
 
 ##@ Verification
 

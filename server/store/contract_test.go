@@ -1,0 +1,451 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
+
+// subject is one implementation of the state interfaces under contract.
+type subject struct {
+	ledger  faucet.Ledger
+	limiter faucet.Limiter
+	history faucet.History // nil: not implemented (memory)
+	byTxID  func(ctx context.Context, txid string) (faucet.DripRecord, bool, error)
+}
+
+// opener makes a fresh, empty subject for one test.
+type opener func(t *testing.T) subject
+
+// The same contract, whatever keeps the state.
+func TestContractMemory(t *testing.T) {
+	runContract(t, func(*testing.T) subject {
+		return subject{ledger: faucet.NewMemoryLedger(), limiter: faucet.NewMemoryLimiter()}
+	})
+}
+
+func TestContractSQLite(t *testing.T) {
+	runContract(t, func(t *testing.T) subject { return storeSubject(openSQLite(t)) })
+}
+
+func TestContractPostgres(t *testing.T) {
+	runContract(t, func(t *testing.T) subject { return storeSubject(openPostgres(t)) })
+}
+
+func storeSubject(s interface {
+	faucet.Ledger
+	faucet.Limiter
+	faucet.History
+	DripByTxID(context.Context, string) (faucet.DripRecord, bool, error)
+}) subject {
+	return subject{ledger: s, limiter: s, history: s, byTxID: s.DripByTxID}
+}
+
+func runContract(t *testing.T, open opener) {
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, subject)
+	}{
+		{"LedgerRoundTrip", testLedgerRoundTrip},
+		{"LedgerUpsertDelete", testLedgerUpsertDelete},
+		{"LimiterConcurrentExact", testLimiterConcurrentExact},
+		{"LimiterAllOrNothing", testLimiterAllOrNothing},
+		{"LimiterRelease", testLimiterRelease},
+		{"LimiterWait", testLimiterWait},
+		{"LimiterDisabledBuckets", testLimiterDisabledBuckets},
+		{"History", testHistory},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, open(t))
+		})
+	}
+}
+
+func testAddr(i byte) stacks.Address {
+	return stacks.Address{Version: stacks.AddressVersionTestnetSingleSig, Hash160: [20]byte{i, 0xfa, 0x0c, 0xe7, 19: i}}
+}
+
+func testTxID(i byte) stacks.TxID {
+	var id stacks.TxID
+	for j := range id {
+		id[j] = i ^ byte(j*7)
+	}
+	return id
+}
+
+// sameTx compares ledger entries field by field: times by instant, raw
+// bytes exactly (nil and empty alike).
+func sameTx(t *testing.T, got, want faucet.PendingTx) {
+	t.Helper()
+	g, w := got, want
+	if !bytes.Equal(g.Raw, w.Raw) {
+		t.Errorf("nonce %d: raw %x, want %x", w.Nonce, g.Raw, w.Raw)
+	}
+	if !g.SentAt.Equal(w.SentAt) {
+		t.Errorf("nonce %d: sent at %v, want %v", w.Nonce, g.SentAt, w.SentAt)
+	}
+	g.Raw, w.Raw, g.SentAt, w.SentAt = nil, nil, time.Time{}, time.Time{}
+	if !equalTx(g, w) {
+		t.Errorf("entry\n got %+v\nwant %+v", g, w)
+	}
+}
+
+func equalTx(a, b faucet.PendingTx) bool {
+	return a.Sender == b.Sender && a.Nonce == b.Nonce && a.TxID == b.TxID && a.Recipient == b.Recipient &&
+		a.Amount == b.Amount && a.Fee == b.Fee && a.State == b.State && a.Foreign == b.Foreign &&
+		a.Rebroadcasts == b.Rebroadcasts && a.Replacements == b.Replacements
+}
+
+func testLedgerRoundTrip(t *testing.T, s subject) {
+	ctx := t.Context()
+	a, b := testAddr(1), testAddr(2)
+	contract := stacks.Principal{Address: testAddr(9), ContractName: "faucet-sink_v2"}
+	raw := make([]byte, 300)
+	for i := range raw {
+		raw[i] = byte(255 - i)
+	}
+	want := []faucet.PendingTx{
+		{Sender: a, Nonce: 2, TxID: testTxID(2), Raw: []byte{0, 1, 0, 255}, Recipient: stacks.Principal{Address: testAddr(7)},
+			Amount: math.MaxUint64, Fee: 180, SentAt: time.Unix(1_700_000_000, 123_456_789), State: faucet.TxPending, Rebroadcasts: 3},
+		// A foreign nonce: no bytes, no recipient, no time.
+		{Sender: a, Nonce: 3, State: faucet.TxPending, Foreign: true},
+		{Sender: a, Nonce: 5, TxID: testTxID(5), Raw: raw, Recipient: contract, Amount: 1 << 63, Fee: math.MaxInt64,
+			SentAt: time.Date(2031, 2, 3, 4, 5, 6, 7, time.FixedZone("x", 3600)), State: faucet.TxBroadcasting, Replacements: 2},
+		// Beyond int64: still after 5.
+		{Sender: a, Nonce: 1<<63 + 1, TxID: testTxID(8), Raw: []byte{8}, Recipient: contract, Amount: 1, Fee: 1,
+			SentAt: time.Unix(1, 0), State: faucet.TxPending},
+	}
+	// Put out of order, plus another sender's entry.
+	for _, i := range []int{2, 0, 3, 1} {
+		if err := s.ledger.Put(ctx, want[i]); err != nil {
+			t.Fatalf("put nonce %d: %v", want[i].Nonce, err)
+		}
+	}
+	if err := s.ledger.Put(ctx, faucet.PendingTx{Sender: b, Nonce: 4, TxID: testTxID(4), State: faucet.TxPending}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ledger.List(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("list: %d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		sameTx(t, got[i], want[i])
+	}
+	if got, err := s.ledger.List(ctx, b); err != nil || len(got) != 1 || got[0].Nonce != 4 {
+		t.Fatalf("other sender: %+v, %v", got, err)
+	}
+	if got, err := s.ledger.List(ctx, testAddr(3)); err != nil || len(got) != 0 {
+		t.Fatalf("unknown sender: %+v, %v", got, err)
+	}
+}
+
+func testLedgerUpsertDelete(t *testing.T, s subject) {
+	ctx := t.Context()
+	a := testAddr(1)
+	tx := faucet.PendingTx{Sender: a, Nonce: 7, TxID: testTxID(7), Raw: []byte{1, 2, 3},
+		Recipient: stacks.Principal{Address: testAddr(5)}, Amount: 500, Fee: 10, SentAt: time.Unix(100, 0), State: faucet.TxBroadcasting}
+	if err := s.ledger.Put(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	// Put replaces every field of the same (sender, nonce).
+	tx2 := tx
+	tx2.TxID, tx2.Raw, tx2.Fee, tx2.State, tx2.Rebroadcasts, tx2.Replacements = testTxID(70), []byte{9}, 20, faucet.TxPending, 1, 1
+	tx2.SentAt = time.Unix(200, 0)
+	if err := s.ledger.Put(ctx, tx2); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ledger.List(ctx, a)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("after upsert: %+v, %v", got, err)
+	}
+	sameTx(t, got[0], tx2)
+
+	other := tx
+	other.Nonce = 8
+	if err := s.ledger.Put(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ledger.Delete(ctx, a, 7); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting what is not there is no error.
+	if err := s.ledger.Delete(ctx, a, 7); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := s.ledger.Delete(ctx, testAddr(4), 1); err != nil {
+		t.Fatalf("delete unknown: %v", err)
+	}
+	got, err = s.ledger.List(ctx, a)
+	if err != nil || len(got) != 1 || got[0].Nonce != 8 {
+		t.Fatalf("after delete: %+v, %v", got, err)
+	}
+
+	// DeleteBelow drops what a block confirmed, one sender only.
+	for n := uint64(9); n <= 12; n++ {
+		tx := other
+		tx.Nonce = n
+		if err := s.ledger.Put(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := other
+	b.Sender = testAddr(2)
+	if err := s.ledger.Put(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ledger.DeleteBelow(ctx, a, 11); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.ledger.List(ctx, a)
+	if err != nil || len(got) != 2 || got[0].Nonce != 11 || got[1].Nonce != 12 {
+		t.Fatalf("after DeleteBelow(11): %+v, %v", got, err)
+	}
+	if got, _ := s.ledger.List(ctx, b.Sender); len(got) != 1 {
+		t.Fatalf("DeleteBelow touched another sender: %+v", got)
+	}
+}
+
+var errorf = fmt.Errorf
+
+var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func bucket(key string, n int, w time.Duration) faucet.Bucket {
+	return faucet.Bucket{Key: key, Limit: faucet.Limit{Requests: n, Window: w}}
+}
+
+func reserve(t *testing.T, l faucet.Limiter, now time.Time, bs ...faucet.Bucket) (faucet.Reservation, time.Duration, bool) {
+	t.Helper()
+	r, wait, ok, err := l.Reserve(t.Context(), now, bs)
+	if err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	return r, wait, ok
+}
+
+// concurrentReserve runs n Reserve calls at once, spread over limiters,
+// and returns how many succeeded.
+func concurrentReserve(t *testing.T, limiters []faucet.Limiter, n int, now time.Time, bs ...faucet.Bucket) int {
+	t.Helper()
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			r, wait, got, err := limiters[i%len(limiters)].Reserve(t.Context(), now, bs)
+			switch {
+			case err != nil:
+				errs <- err
+			case got && len(r.IDs) == len(bs):
+				ok.Add(1)
+			case got:
+				errs <- errorf("reservation with %d ids for %d buckets", len(r.IDs), len(bs))
+			case wait <= 0:
+				errs <- errorf("refused with wait %v", wait)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return int(ok.Load())
+}
+
+func testLimiterConcurrentExact(t *testing.T, s subject) {
+	if got := concurrentReserve(t, []faucet.Limiter{s.limiter}, 40, t0, bucket("addr:X", 5, time.Minute)); got != 5 {
+		t.Fatalf("%d of 40 concurrent reservations succeeded, want exactly 5", got)
+	}
+}
+
+func testLimiterAllOrNothing(t *testing.T, s subject) {
+	a, b := bucket("a", 2, time.Minute), bucket("b", 1, time.Minute)
+	if _, _, ok := reserve(t, s.limiter, t0, a, b); !ok {
+		t.Fatal("first reservation refused")
+	}
+	// b is full: nothing is taken from a either.
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(time.Second), a, b); ok || wait != 59*time.Second {
+		t.Fatalf("reservation with b full: ok=%v wait=%v, want refused, 59s", ok, wait)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0.Add(2*time.Second), a); !ok {
+		t.Fatal("a's second slot was taken by a refused reservation")
+	}
+	if _, _, ok := reserve(t, s.limiter, t0.Add(3*time.Second), a); ok {
+		t.Fatal("a allowed a third slot")
+	}
+	// Many buckets, concurrently: exactly the tightest limit gets through.
+	bs := []faucet.Bucket{bucket("c1", 3, time.Minute), bucket("c2", 4, time.Minute), bucket("c3", 9, time.Minute)}
+	if got := concurrentReserve(t, []faucet.Limiter{s.limiter}, 20, t0, bs...); got != 3 {
+		t.Fatalf("%d concurrent multi-bucket reservations succeeded, want 3", got)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0, bucket("c2", 4, time.Minute)); !ok {
+		t.Fatal("c2 lost a slot to a refused multi-bucket reservation")
+	}
+}
+
+func testLimiterRelease(t *testing.T, s subject) {
+	ctx := t.Context()
+	a, b := bucket("a", 1, time.Hour), bucket("b", 1, time.Hour)
+	r1, _, ok := reserve(t, s.limiter, t0, a, b)
+	if !ok || len(r1.IDs) != 2 {
+		t.Fatalf("reserve: %+v %v", r1, ok)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0, a); ok {
+		t.Fatal("full bucket reserved")
+	}
+	if err := s.limiter.Release(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	r2, _, ok := reserve(t, s.limiter, t0, a, b)
+	if !ok {
+		t.Fatal("released slots not freed")
+	}
+	// Releasing the old reservation again frees nothing of the new one.
+	if err := s.limiter.Release(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0, b); ok {
+		t.Fatal("a second release of an old reservation freed a new slot")
+	}
+	if err := s.limiter.Release(ctx, faucet.Reservation{}); err != nil {
+		t.Fatalf("empty release: %v", err)
+	}
+	if err := s.limiter.Release(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0, a, b); !ok {
+		t.Fatal("second release not freed")
+	}
+}
+
+func testLimiterWait(t *testing.T, s subject) {
+	w := time.Minute
+	for _, d := range []time.Duration{0, 10 * time.Second, 20 * time.Second} {
+		if _, _, ok := reserve(t, s.limiter, t0.Add(d), bucket("k", 3, w)); !ok {
+			t.Fatalf("slot at +%v refused", d)
+		}
+	}
+	// Full: the slot that frees first is t0's, at t0+60s.
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(30*time.Second), bucket("k", 3, w)); ok || wait != 30*time.Second {
+		t.Fatalf("at +30s: ok=%v wait=%v, want refused, 30s", ok, wait)
+	}
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(w-time.Nanosecond), bucket("k", 3, w)); ok || wait != time.Nanosecond {
+		t.Fatalf("1ns before: ok=%v wait=%v, want refused, 1ns", ok, wait)
+	}
+	// At t0+60s t0's slot has left the window.
+	if _, _, ok := reserve(t, s.limiter, t0.Add(w), bucket("k", 3, w)); !ok {
+		t.Fatal("at +60s refused")
+	}
+	// Live now: +10s, +20s, +60s; the oldest of the last 3 is +10s.
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(61*time.Second), bucket("k", 3, w)); ok || wait != 9*time.Second {
+		t.Fatalf("at +61s: ok=%v wait=%v, want refused, 9s", ok, wait)
+	}
+	// A lower limit on the same log: the oldest of the last 1 is +60s.
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(61*time.Second), bucket("k", 1, w)); ok || wait != 59*time.Second {
+		t.Fatalf("limit 1 at +61s: ok=%v wait=%v, want refused, 59s", ok, wait)
+	}
+	// Several full buckets: the longest wait.
+	if _, _, ok := reserve(t, s.limiter, t0, bucket("z", 1, time.Hour)); !ok {
+		t.Fatal("z refused")
+	}
+	if _, wait, ok := reserve(t, s.limiter, t0.Add(61*time.Second), bucket("k", 3, w), bucket("z", 1, time.Hour), bucket("free", 9, w)); ok || wait != time.Hour-61*time.Second {
+		t.Fatalf("two full buckets: ok=%v wait=%v, want refused, %v", ok, wait, time.Hour-61*time.Second)
+	}
+}
+
+func testLimiterDisabledBuckets(t *testing.T, s subject) {
+	off := faucet.Bucket{Key: "off", Limit: faucet.Limit{Requests: 0, Window: time.Minute}}
+	for i := range 3 {
+		r, _, ok := reserve(t, s.limiter, t0, off, bucket("on", 5, time.Minute))
+		if !ok || len(r.IDs) != 1 {
+			t.Fatalf("round %d: %+v %v, want one id", i, r, ok)
+		}
+	}
+	if r, _, ok := reserve(t, s.limiter, t0, off); !ok || len(r.IDs) != 0 {
+		t.Fatalf("only disabled buckets: %+v %v", r, ok)
+	}
+	if r, _, ok := reserve(t, s.limiter, t0); !ok || len(r.IDs) != 0 {
+		t.Fatalf("no buckets: %+v %v", r, ok)
+	}
+}
+
+func testHistory(t *testing.T, s subject) {
+	if s.history == nil {
+		t.Skip("no durable history in this implementation")
+	}
+	ctx := t.Context()
+	recs := []faucet.DripRecord{
+		{At: t0, Recipient: testAddr(1).String(), Amount: 500_000_000, Fee: 180, TxID: testTxID(1).String(),
+			Sender: testAddr(9).String(), Nonce: 41, Outcome: faucet.OutcomeSent, ClientBucket: "203.0.113.7"},
+		{At: t0.Add(time.Hour), Recipient: testAddr(2).String() + ".some-contract", Stacking: true, Amount: 1<<63 + 9,
+			Fee: math.MaxUint64, TxID: testTxID(2).String(), Sender: testAddr(9).String(), Nonce: 1<<63 + 2,
+			Outcome: faucet.OutcomeSent, ClientBucket: "2001:db8:1:2::/64"},
+		{At: t0.Add(2 * time.Hour), Recipient: testAddr(3).String(), Outcome: "rate_limited"},
+	}
+	for _, r := range recs {
+		if err := s.history.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range recs[:2] {
+		for _, q := range []string{want.TxID, "0x" + want.TxID} {
+			got, ok, err := s.byTxID(ctx, q)
+			if err != nil || !ok {
+				t.Fatalf("by txid %s: %v %v", q, ok, err)
+			}
+			if !got.At.Equal(want.At) {
+				t.Errorf("record %d: at %v, want %v", i, got.At, want.At)
+			}
+			got.At = want.At
+			if got != want {
+				t.Errorf("record %d:\n got %+v\nwant %+v", i, got, want)
+			}
+		}
+	}
+	for _, q := range []string{"", testTxID(3).String()} {
+		if _, ok, err := s.byTxID(ctx, q); ok || err != nil {
+			t.Fatalf("by txid %q: %v %v, want none", q, ok, err)
+		}
+	}
+	// The newest record of a txid wins (a retried status).
+	again := recs[0]
+	again.At, again.Outcome = t0.Add(3*time.Hour), "node_rejected"
+	if err := s.history.Record(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.byTxID(ctx, again.TxID); got.Outcome != "node_rejected" {
+		t.Fatalf("by txid returned %+v, want the newest", got)
+	}
+
+	if n, err := s.history.Prune(ctx, t0.Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want 1", n, err)
+	}
+	if got, ok, _ := s.byTxID(ctx, recs[0].TxID); !ok || got.Outcome != "node_rejected" {
+		t.Fatalf("after prune: %+v %v", got, ok)
+	}
+	if _, ok, _ := s.byTxID(ctx, recs[1].TxID); !ok {
+		t.Fatal("prune removed a record at the cut-off")
+	}
+	if n, err := s.history.Prune(ctx, t0.Add(24*time.Hour)); err != nil || n != 3 {
+		t.Fatalf("prune all: %d, %v; want 3", n, err)
+	}
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one versioned schema change, as one dialect runs it.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// dialect holds the few things the two databases spell differently.
+type dialect struct {
+	name string
+	// autoID is an auto-increment primary key whose ids are never reused.
+	autoID string
+	// rowID is an auto-increment primary key whose ids may be reused once
+	// deleted (cheaper on SQLite: no sqlite_sequence write).
+	rowID string
+	blob  string
+	// withoutRowID ends a CREATE TABLE whose primary key is the only index
+	// needed (SQLite then keeps one b-tree instead of two).
+	withoutRowID string
+}
+
+var (
+	sqliteDialect = dialect{name: KindSQLite, autoID: "INTEGER PRIMARY KEY AUTOINCREMENT", rowID: "INTEGER PRIMARY KEY",
+		blob: "BLOB", withoutRowID: "WITHOUT ROWID"}
+	pgDialect = dialect{name: KindPostgres, autoID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+		rowID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob: "BYTEA"}
+)
+
+// createMigrationsTable records applied versions; it exists before any
+// migration so that a newer schema can be recognised and refused.
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at BIGINT  NOT NULL
+)`
+
+// migrations returns every migration in version order, rendered for d.
+func migrations(d dialect) ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	seen := map[int]string{}
+	for _, n := range names {
+		base := path.Base(n)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", base)
+		}
+		if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
+		}
+		seen[v] = base
+		b, err := migrationFiles.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		sql := strings.NewReplacer("{{autoid}}", d.autoID, "{{rowid}}", d.rowID, "{{blob}}", d.blob,
+			"{{without_rowid}}", d.withoutRowID).Replace(string(b))
+		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: sql})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// SchemaVersion is the newest schema version this binary knows.
+func SchemaVersion() int {
+	ms, err := migrations(sqliteDialect)
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// pendingMigrations returns the migrations a database at version current
+// still needs, or an error when current is newer than this binary knows.
+func pendingMigrations(d dialect, current int) ([]migration, error) {
+	ms, err := migrations(d)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].version
+	}
+	if current > latest {
+		return nil, fmt.Errorf("database schema version %d is newer than this faucet knows (%d): run a newer faucet or restore a matching backup", current, latest)
+	}
+	var out []migration
+	for _, m := range ms {
+		if m.version > current {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,509 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Postgres is a Store in a Postgres database, shareable by several faucet
+// replicas: the limiter serialises each bucket with a transaction-scoped
+// advisory lock, and Run (faucet.KeyOwner) gives each key to one replica at
+// a time, fencing ledger writes with a per-key epoch.
+//
+// The URI must reach Postgres itself or a session-mode pooler: key
+// ownership relies on session advisory locks.
+type Postgres struct {
+	uri     string // redacted
+	log     *slog.Logger
+	opts    Options
+	pool    *pgxpool.Pool
+	lockCfg *pgx.ConnConfig // for the ownership connection
+	secrets []string        // password forms to scrub from errors
+
+	own       ownership
+	closeOnce sync.Once
+}
+
+// Statements only Postgres runs: the fenced ledger writes (their casts
+// type the parameters, which INSERT … SELECT does not infer), the limiter
+// and the migration lock.
+const (
+	sqlPutFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $13 FOR SHARE)
+INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements)
+SELECT $1::text, $2::bigint, $3::text, $4::bytea, $5::text, $6::bigint, $7::bigint, $8::bigint, $9::text, $10::boolean, $11::integer, $12::integer FROM owner
+ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
+  amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
+  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements`
+	sqlDeleteBelowFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $3 FOR SHARE),
+gone AS (DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2 AND EXISTS (SELECT 1 FROM owner))
+SELECT EXISTS (SELECT 1 FROM owner)`
+	sqlDeleteFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $3 FOR SHARE),
+gone AS (DELETE FROM pending_txs WHERE sender = $1 AND nonce = $2 AND EXISTS (SELECT 1 FROM owner))
+SELECT EXISTS (SELECT 1 FROM owner)`
+	// sqlLockBuckets takes the buckets' transaction locks in the order of
+	// the (sorted) array: a function scan of unnest yields its elements in
+	// order. (Were that ever not so, Postgres would detect the deadlock and
+	// fail one reservation; it could not over-count.)
+	sqlLockBuckets = `SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM unnest($1::text[]) AS k`
+	// sqlReserve returns, per bucket in order, the at of the oldest of its
+	// last Requests live slots (NULL unless full: $3 = Requests-1), and the
+	// ids of the slots it inserted: one per bucket if none is full, else
+	// none.
+	sqlReserve = `WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $5::bigint[]) WITH ORDINALITY AS b(k, cutoff, off, expires, i)
+), nth AS (
+    SELECT b.i, s.at FROM b LEFT JOIN LATERAL (
+        SELECT at FROM limit_slots WHERE bucket = b.k AND at > b.cutoff ORDER BY at DESC, id DESC LIMIT 1 OFFSET b.off
+    ) s ON true
+), ins AS (
+    INSERT INTO limit_slots (bucket, at, expires_at)
+    SELECT b.k, $4::bigint, b.expires FROM b WHERE NOT EXISTS (SELECT 1 FROM nth WHERE nth.at IS NOT NULL)
+    RETURNING id
+)
+SELECT (SELECT array_agg(at ORDER BY i) FROM nth), COALESCE((SELECT array_agg(id) FROM ins), '{}')`
+	sqlReleasePG = `DELETE FROM limit_slots WHERE id = ANY($1)`
+	// sqlMigrationLock serialises Open's migration across replicas.
+	sqlMigrationLock = `SELECT pg_advisory_xact_lock(hashtextextended('faucet-operator/store schema migration', 0))`
+)
+
+// OpenPostgres connects to the database uri names (postgres://…), creating
+// and migrating the schema if needed.
+func OpenPostgres(ctx context.Context, uri string, opts Options) (_ *Postgres, err error) {
+	opts = opts.withDefaults()
+	p := &Postgres{uri: Redact(uri), log: opts.Logger, opts: opts, secrets: passwordOf(uri)}
+	fail := func(err error) error { return fmt.Errorf("open store: postgres %s: %w", p.uri, scrub(err, p.secrets)) }
+	cfg, err := pgxpool.ParseConfig(uri)
+	if err != nil {
+		// The parse error keeps the raw URI in a field: do not chain it.
+		return nil, fail(errors.New(scrub(err, p.secrets).Error()))
+	}
+	if !strings.Contains(uri, "pool_max_conns") {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > opts.ConnectTimeout {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "faucet"
+	}
+	// Every statement is a small, prepared index lookup or write: re-planning
+	// it for each call's values (Postgres' default for the first runs, and
+	// for good when it prices generic plans high, as with unnest) costs more
+	// than running it.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	p.lockCfg = cfg.ConnConfig.Copy()
+	p.lockCfg.RuntimeParams["application_name"] = cfg.ConnConfig.RuntimeParams["application_name"] + " key-ownership"
+	// A replica that vanishes without closing its socket keeps its key
+	// locks until the server notices: have it probe the peer (server-side
+	// keepalive), so the keys move on within about half a minute.
+	p.lockCfg.RuntimeParams["tcp_keepalives_idle"] = "10"
+	p.lockCfg.RuntimeParams["tcp_keepalives_interval"] = "5"
+	p.lockCfg.RuntimeParams["tcp_keepalives_count"] = "3"
+
+	p.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fail(pgErr("connect", err))
+	}
+	defer func() {
+		if err != nil {
+			p.pool.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	if err := p.pool.Ping(ctx); err != nil {
+		return nil, fail(pgErr("connect", err))
+	}
+	if err := p.migrate(ctx); err != nil {
+		return nil, fail(err)
+	}
+	p.log.Info("store opened", "driver", KindPostgres, "uri", p.uri, "max_conns", cfg.MaxConns)
+	return p, nil
+}
+
+// migrate brings the schema to this binary's version in one transaction,
+// holding an advisory lock so that replicas starting together take turns.
+func (p *Postgres) migrate(ctx context.Context) error {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return pgErr("migrate", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, sqlMigrationLock); err != nil {
+		return pgErr("migrate: lock", err)
+	}
+	if _, err := tx.Exec(ctx, createMigrationsTable); err != nil {
+		return pgErr("migrate", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return pgErr("migrate: read schema version", err)
+	}
+	pending, err := pendingMigrations(pgDialect, current)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return pgErr("migration "+m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, time.Now().UnixNano()); err != nil {
+			return pgErr("migration "+m.name, err)
+		}
+		current = m.version
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return pgErr("migrate: commit", err)
+	}
+	if len(pending) > 0 {
+		p.log.Info("store schema migrated", "driver", KindPostgres, "version", current)
+	}
+	return nil
+}
+
+// Kind returns "postgres".
+func (p *Postgres) Kind() string { return KindPostgres }
+
+// URI is the database URI with the password redacted.
+func (p *Postgres) URI() string { return p.uri }
+
+// Ping checks that the database answers.
+func (p *Postgres) Ping(ctx context.Context) error {
+	if err := p.pool.Ping(ctx); err != nil {
+		return p.err("ping", err)
+	}
+	return nil
+}
+
+// Close stops key ownership (if Run is under way, its locks go with its
+// connection) and closes the pool.
+func (p *Postgres) Close() error {
+	p.closeOnce.Do(func() {
+		p.own.stop()
+		p.pool.Close()
+	})
+	return nil
+}
+
+// err wraps a driver error with op, classified and with any password
+// scrubbed.
+func (p *Postgres) err(op string, err error) error {
+	return scrub(pgErr(op, err), p.secrets)
+}
+
+// Put stores or replaces the entry for (sender, nonce). While Run is under
+// way it succeeds only if this replica still owns the sender, and fails
+// with faucet.ErrNotOwner otherwise.
+func (p *Postgres) Put(ctx context.Context, tx faucet.PendingTx) error {
+	op := fmt.Sprintf("ledger put %s nonce %d", tx.Sender, tx.Nonce)
+	epoch, fenced, owned := p.own.epochOf(tx.Sender.String())
+	if !fenced {
+		if _, err := p.pool.Exec(ctx, sqlPut, putArgs(tx)...); err != nil {
+			return p.err(op, err)
+		}
+		return nil
+	}
+	if !owned {
+		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
+	}
+	tag, err := p.pool.Exec(ctx, sqlPutFenced, append(putArgs(tx), epoch)...)
+	if err != nil {
+		return p.err(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
+	}
+	return nil
+}
+
+// Delete removes the entry for (sender, nonce) if present, fenced as Put.
+func (p *Postgres) Delete(ctx context.Context, sender stacks.Address, nonce uint64) error {
+	op := fmt.Sprintf("ledger delete %s nonce %d", sender, nonce)
+	epoch, fenced, owned := p.own.epochOf(sender.String())
+	if !fenced {
+		if _, err := p.pool.Exec(ctx, sqlDelete, sender.String(), i64(nonce)); err != nil {
+			return p.err(op, err)
+		}
+		return nil
+	}
+	if !owned {
+		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
+	}
+	var ok bool
+	if err := p.pool.QueryRow(ctx, sqlDeleteFenced, sender.String(), i64(nonce), epoch).Scan(&ok); err != nil {
+		return p.err(op, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
+	}
+	return nil
+}
+
+// DeleteBelow removes the sender's entries with a nonce below nonce, fenced
+// as Put.
+func (p *Postgres) DeleteBelow(ctx context.Context, sender stacks.Address, nonce uint64) error {
+	op := fmt.Sprintf("ledger delete %s below nonce %d", sender, nonce)
+	epoch, fenced, owned := p.own.epochOf(sender.String())
+	if !fenced {
+		if _, err := p.pool.Exec(ctx, sqlDeleteBelow, sender.String(), i64(nonce)); err != nil {
+			return p.err(op, err)
+		}
+		return nil
+	}
+	if !owned {
+		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
+	}
+	var ok bool
+	if err := p.pool.QueryRow(ctx, sqlDeleteBelowFenced, sender.String(), i64(nonce), epoch).Scan(&ok); err != nil {
+		return p.err(op, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
+	}
+	return nil
+}
+
+// List returns the sender's entries in ascending nonce order.
+func (p *Postgres) List(ctx context.Context, sender stacks.Address) ([]faucet.PendingTx, error) {
+	op := "ledger list " + sender.String()
+	rows, err := p.pool.Query(ctx, sqlList, sender.String())
+	if err != nil {
+		return nil, p.err(op, err)
+	}
+	defer rows.Close()
+	var out []faucet.PendingTx
+	for rows.Next() {
+		var r ledgerRow
+		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
+			&r.foreign, &r.rebroadcasts, &r.replacements); err != nil {
+			return nil, p.err(op, err)
+		}
+		tx, err := r.pending(sender)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, tx)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, p.err(op, err)
+	}
+	sortByNonce(out)
+	return out, nil
+}
+
+// Reserve takes one slot in every bucket with Requests > 0, or none, in one
+// transaction that first takes each bucket's advisory lock (in key order,
+// so that concurrent reservations cannot deadlock). The whole transaction
+// is one batch, one round trip: BEGIN; the locks; one statement that finds
+// each bucket's oldest of its last Requests live slots and inserts the new
+// slots only if none is full; COMMIT. The counting statement starts after
+// the locks are held, so its snapshot sees every slot committed before.
+func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []faucet.Bucket) (faucet.Reservation, time.Duration, bool, error) {
+	active := activeBuckets(buckets)
+	if len(active) == 0 {
+		return faucet.Reservation{}, 0, true, nil
+	}
+	locks := make([]string, len(active))
+	keys := make([]string, len(active))
+	cutoffs := make([]int64, len(active))
+	offsets := make([]int32, len(active))
+	expires := make([]int64, len(active))
+	at := now.UnixNano()
+	for i, b := range active {
+		locks[i], keys[i] = b.Key, b.Key
+		cutoffs[i] = at - b.Limit.Window.Nanoseconds()
+		offsets[i] = int32(min(b.Limit.Requests-1, math.MaxInt32))
+		expires[i] = at + b.Limit.Window.Nanoseconds()
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return faucet.Reservation{}, 0, false, p.err("limiter reserve", err)
+	}
+	// A connection left inside the transaction (an error) is destroyed by
+	// the pool on release rather than reused.
+	defer conn.Release()
+	fail := func(err error) (faucet.Reservation, time.Duration, bool, error) {
+		rollback(ctx, conn)
+		return faucet.Reservation{}, 0, false, p.err("limiter reserve", err)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue(sqlLockBuckets, locks)
+	batch.Queue(sqlReserve, keys, cutoffs, offsets, at, expires)
+	batch.Queue("COMMIT")
+	br := conn.SendBatch(ctx, batch)
+	var oldest []*int64
+	var ids []int64
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&oldest, &ids)
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if len(oldest) != len(active) {
+		return fail(fmt.Errorf("%d counts for %d buckets", len(oldest), len(active)))
+	}
+	var wait time.Duration
+	for i, b := range active {
+		if oldest[i] != nil {
+			wait = max(wait, waitFor(*oldest[i], b.Limit.Window, now))
+		}
+	}
+	switch {
+	case wait > 0 && len(ids) == 0:
+		return faucet.Reservation{}, wait, false, nil
+	case wait == 0 && len(ids) == len(active):
+		return faucet.Reservation{IDs: ids}, 0, true, nil
+	}
+	// Unreachable while the statement is right: counts and insert agree.
+	return faucet.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
+}
+
+// rollback ends conn's transaction, if any; a connection that cannot is
+// closed, so the pool drops it.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	c := conn.Conn()
+	if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = c.Close(ctx)
+	}
+}
+
+// Release deletes the reservation's slots; ids already gone are ignored.
+func (p *Postgres) Release(ctx context.Context, r faucet.Reservation) error {
+	if len(r.IDs) == 0 {
+		return nil
+	}
+	if _, err := p.pool.Exec(ctx, sqlReleasePG, r.IDs); err != nil {
+		return p.err("limiter release", err)
+	}
+	return nil
+}
+
+// PruneSlots deletes slots whose window ended at or before now.
+func (p *Postgres) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
+	return p.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+}
+
+// Record appends a drip to the history.
+func (p *Postgres) Record(ctx context.Context, d faucet.DripRecord) error {
+	if _, err := p.pool.Exec(ctx, sqlRecord, recordArgs(d)...); err != nil {
+		return p.err("history record", err)
+	}
+	return nil
+}
+
+// Prune deletes drips recorded before before and reports how many.
+func (p *Postgres) Prune(ctx context.Context, before time.Time) (int64, error) {
+	return p.pruneLoop(ctx, "prune history", sqlPruneDrips, nanos(before))
+}
+
+func (p *Postgres) pruneLoop(ctx context.Context, op, q string, arg int64) (int64, error) {
+	var total int64
+	for {
+		tag, err := p.pool.Exec(ctx, q, arg)
+		if err != nil {
+			return total, p.err(op, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// DripByTxID returns the newest drip with that txid.
+func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord, bool, error) {
+	id := normTxID(txid)
+	if id == "" {
+		return faucet.DripRecord{}, false, nil
+	}
+	var r dripRow
+	err := p.pool.QueryRow(ctx, sqlByTxID, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return faucet.DripRecord{}, false, nil
+	}
+	if err != nil {
+		return faucet.DripRecord{}, false, p.err("history by txid", err)
+	}
+	return r.record(), true, nil
+}
+
+// RunPruner deletes old history and expired slots until ctx ends.
+func (p *Postgres) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
+	runPruner(ctx, p.log, p, retention, interval, now)
+}
+
+// pgErr wraps err with op, marking errors caused by the server being
+// unreachable, shutting down or out of resources as
+// faucet.ErrStoreUnavailable.
+func pgErr(op string, err error) error {
+	if pgUnavailable(err) {
+		return unavailable(op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func pgUnavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "53"),       // insufficient resources (disk full, too many connections)
+			strings.HasPrefix(pe.Code, "57P"),      // admin or crash shutdown, cannot connect now
+			pe.Code == "58000", pe.Code == "58030", // system or I/O error
+			pe.Code == "25006": // read-only transaction (a standby after failover)
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,512 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// SQLite is a Store in one SQLite file (pure Go, no cgo), for a single
+// faucet process. Writes go through one connection (SQLite has one writer
+// anyway) in WAL mode with synchronous=NORMAL, committed in groups (see
+// sqlite_writer.go); reads use a small pool of their own so they never
+// queue behind writes. Every write transaction is BEGIN IMMEDIATE, so
+// another process on the same file is serialised by SQLite's lock (waiting
+// up to Options.BusyTimeout).
+type SQLite struct {
+	path   string
+	log    *slog.Logger
+	writer *sql.DB
+	reader *sql.DB
+
+	put, del, record, nth, slot *sql.Stmt // on writer
+	list, byTxID                *sql.Stmt // on reader
+
+	ops        chan *writeOp // to the writer goroutine
+	closing    chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// SQLite statements; $n parameters are numbered as in Postgres (SQLite
+// reads $1 as parameter 1).
+const (
+	sqlPut = `INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
+  amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
+  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements`
+	sqlDelete      = `DELETE FROM pending_txs WHERE sender = $1 AND nonce = $2`
+	sqlDeleteBelow = `DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2`
+	sqlList        = `SELECT nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements
+FROM pending_txs WHERE sender = $1 ORDER BY nonce`
+	// sqlNthNewest finds the oldest of a bucket's last Requests live slots
+	// ($3 = Requests-1): a row means the bucket is full.
+	sqlNthNewest  = `SELECT at FROM limit_slots WHERE bucket = $1 AND at > $2 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $3`
+	sqlInsertSlot = `INSERT INTO limit_slots (bucket, at, expires_at) VALUES ($1, $2, $3)`
+	sqlRecord     = `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	sqlByTxID = `SELECT at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket
+FROM drips WHERE txid = $1 ORDER BY at DESC, id DESC LIMIT 1`
+	// The pruner deletes in batches of pruneBatch (the same text on both
+	// drivers).
+	sqlPruneDrips = `DELETE FROM drips WHERE id IN (SELECT id FROM drips WHERE at < $1 LIMIT 5000)`
+	sqlPruneSlots = `DELETE FROM limit_slots WHERE id IN (SELECT id FROM limit_slots WHERE expires_at <= $1 LIMIT 5000)`
+)
+
+// OpenSQLite opens (creating and migrating if needed) the SQLite database
+// at path. The directory must exist and be writable.
+func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err error) {
+	opts = opts.withDefaults()
+	fail := func(err error) error { return fmt.Errorf("open store: sqlite %s: %w", path, err) }
+	if path == "" {
+		return nil, fail(errors.New("empty path"))
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fail(errors.New("the path must not contain '?' or '#'"))
+	}
+	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	s := &SQLite{path: path, log: opts.Logger, ops: make(chan *writeOp), closing: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.writer, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fail(err)
+	}
+	// One writer: SQLite allows no more, and a Go-side queue is cheaper
+	// than busy-waiting on the file lock.
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	s.writer.SetConnMaxLifetime(0)
+	s.writer.SetConnMaxIdleTime(0)
+
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout+opts.BusyTimeout)
+	defer cancel()
+	if err := s.writer.PingContext(ctx); err != nil {
+		return nil, fail(sqliteErr("connect", err))
+	}
+	if err := s.migrate(ctx); err != nil {
+		return nil, fail(err)
+	}
+	s.reader, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=query_only(1)")
+	if err != nil {
+		return nil, fail(err)
+	}
+	s.reader.SetMaxOpenConns(8)
+	s.reader.SetMaxIdleConns(8)
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{s.writer, &s.put, sqlPut}, {s.writer, &s.del, sqlDelete}, {s.writer, &s.record, sqlRecord},
+		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot},
+		{s.reader, &s.list, sqlList}, {s.reader, &s.byTxID, sqlByTxID},
+	} {
+		if *p.dst, err = p.db.PrepareContext(ctx, p.text); err != nil {
+			return nil, fail(sqliteErr("prepare", err))
+		}
+	}
+	s.writerDone = make(chan struct{})
+	go s.writeLoop()
+	s.log.Info("store opened", "driver", KindSQLite, "path", path)
+	return s, nil
+}
+
+// migrate brings the schema to this binary's version in one transaction.
+func (s *SQLite) migrate(ctx context.Context) error {
+	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: _txlock
+	if err != nil {
+		return sqliteErr("migrate", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
+		return sqliteErr("migrate", err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return sqliteErr("migrate: read schema version", err)
+	}
+	pending, err := pendingMigrations(sqliteDialect, current)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return sqliteErr("migration "+m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, time.Now().UnixNano()); err != nil {
+			return sqliteErr("migration "+m.name, err)
+		}
+		current = m.version
+	}
+	// Always write something, so a read-only file fails here and not at
+	// the first drip; user_version mirrors the schema for sqlite3 users.
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(current)); err != nil {
+		return sqliteErr("migrate", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return sqliteErr("migrate: commit", err)
+	}
+	if len(pending) > 0 {
+		s.log.Info("store schema migrated", "driver", KindSQLite, "version", current)
+	}
+	return nil
+}
+
+// Kind returns "sqlite".
+func (s *SQLite) Kind() string { return KindSQLite }
+
+// Path is the database file.
+func (s *SQLite) Path() string { return s.path }
+
+// Ping checks that the file can be read.
+func (s *SQLite) Ping(ctx context.Context) error {
+	var one int
+	if err := s.reader.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return sqliteErr("ping", err)
+	}
+	return nil
+}
+
+// Close waits for the writes under way, then closes the database; the WAL
+// is checkpointed by the last close. Later calls fail with
+// faucet.ErrStoreUnavailable.
+func (s *SQLite) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *SQLite) close() error {
+	close(s.closing)
+	if s.writerDone != nil {
+		<-s.writerDone
+	}
+	var errs []error
+	for _, st := range []*sql.Stmt{s.put, s.del, s.record, s.nth, s.slot, s.list, s.byTxID} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Put stores or replaces the entry for (sender, nonce).
+func (s *SQLite) Put(ctx context.Context, tx faucet.PendingTx) error {
+	args := putArgs(tx)
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Stmt(s.put).Exec(args...)
+		return err
+	}); err != nil {
+		return sqliteErr(fmt.Sprintf("ledger put %s nonce %d", tx.Sender, tx.Nonce), err)
+	}
+	return nil
+}
+
+// putArgs are the 12 column values of a ledger row.
+func putArgs(tx faucet.PendingTx) []any {
+	recipient := ""
+	if tx.Recipient != (stacks.Principal{}) {
+		recipient = tx.Recipient.String()
+	}
+	return []any{tx.Sender.String(), i64(tx.Nonce), tx.TxID.String(), tx.Raw, recipient,
+		i64(tx.Amount), i64(tx.Fee), nanos(tx.SentAt), string(tx.State), tx.Foreign, tx.Rebroadcasts, tx.Replacements}
+}
+
+// Delete removes the entry for (sender, nonce) if present.
+func (s *SQLite) Delete(ctx context.Context, sender stacks.Address, nonce uint64) error {
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Stmt(s.del).Exec(sender.String(), i64(nonce))
+		return err
+	}); err != nil {
+		return sqliteErr(fmt.Sprintf("ledger delete %s nonce %d", sender, nonce), err)
+	}
+	return nil
+}
+
+// DeleteBelow removes the sender's entries with a nonce below nonce.
+func (s *SQLite) DeleteBelow(ctx context.Context, sender stacks.Address, nonce uint64) error {
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Exec(sqlDeleteBelow, sender.String(), i64(nonce))
+		return err
+	}); err != nil {
+		return sqliteErr(fmt.Sprintf("ledger delete %s below nonce %d", sender, nonce), err)
+	}
+	return nil
+}
+
+// List returns the sender's entries in ascending nonce order.
+func (s *SQLite) List(ctx context.Context, sender stacks.Address) ([]faucet.PendingTx, error) {
+	op := "ledger list " + sender.String()
+	rows, err := s.list.QueryContext(ctx, sender.String())
+	if err != nil {
+		return nil, sqliteErr(op, err)
+	}
+	defer rows.Close()
+	var out []faucet.PendingTx
+	for rows.Next() {
+		var r ledgerRow
+		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
+			&r.foreign, &r.rebroadcasts, &r.replacements); err != nil {
+			return nil, sqliteErr(op, err)
+		}
+		tx, err := r.pending(sender)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, tx)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqliteErr(op, err)
+	}
+	sortByNonce(out)
+	return out, nil
+}
+
+// ledgerRow is a pending_txs row as both drivers scan it.
+type ledgerRow struct {
+	nonce, amount, fee, sentAt int64
+	txid, recipient, state     string
+	raw                        []byte
+	foreign                    bool
+	rebroadcasts, replacements int
+}
+
+func (r *ledgerRow) pending(sender stacks.Address) (faucet.PendingTx, error) {
+	tx := faucet.PendingTx{
+		Sender: sender, Nonce: u64(r.nonce), Raw: r.raw, Amount: u64(r.amount), Fee: u64(r.fee),
+		SentAt: fromNanos(r.sentAt), State: faucet.TxState(r.state), Foreign: r.foreign,
+		Rebroadcasts: r.rebroadcasts, Replacements: r.replacements,
+	}
+	var err error
+	if tx.TxID, err = stacks.ParseTxID(r.txid); err != nil {
+		return tx, fmt.Errorf("nonce %d: stored txid: %w", tx.Nonce, err)
+	}
+	if r.recipient != "" {
+		if tx.Recipient, err = stacks.ParsePrincipal(r.recipient); err != nil {
+			return tx, fmt.Errorf("nonce %d: stored recipient: %w", tx.Nonce, err)
+		}
+	}
+	return tx, nil
+}
+
+// sortByNonce orders by the uint64 nonce (SQL orders the signed bits).
+func sortByNonce(txs []faucet.PendingTx) {
+	slices.SortFunc(txs, func(a, b faucet.PendingTx) int {
+		switch {
+		case a.Nonce < b.Nonce:
+			return -1
+		case a.Nonce > b.Nonce:
+			return 1
+		}
+		return 0
+	})
+}
+
+// Reserve takes one slot in every bucket with Requests > 0, or none, in one
+// BEGIN IMMEDIATE transaction (shared with other writes, which run before
+// or after it, never between its statements).
+func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []faucet.Bucket) (faucet.Reservation, time.Duration, bool, error) {
+	active := activeBuckets(buckets)
+	if len(active) == 0 {
+		return faucet.Reservation{}, 0, true, nil
+	}
+	at := now.UnixNano()
+	var res faucet.Reservation
+	var wait time.Duration
+	err := s.write(ctx, func(t *sql.Tx) error {
+		res, wait = faucet.Reservation{}, 0
+		nth, slot := t.Stmt(s.nth), t.Stmt(s.slot)
+		for _, b := range active {
+			var oldest int64
+			err := nth.QueryRow(b.Key, at-b.Limit.Window.Nanoseconds(), b.Limit.Requests-1).Scan(&oldest)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("bucket %s: %w", b.Key, err)
+			default:
+				wait = max(wait, waitFor(oldest, b.Limit.Window, now))
+			}
+		}
+		if wait > 0 {
+			return nil
+		}
+		res.IDs = make([]int64, 0, len(active))
+		for _, b := range active {
+			r, err := slot.Exec(b.Key, at, at+b.Limit.Window.Nanoseconds())
+			if err != nil {
+				return fmt.Errorf("bucket %s: %w", b.Key, err)
+			}
+			id, err := r.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("bucket %s: %w", b.Key, err)
+			}
+			res.IDs = append(res.IDs, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return faucet.Reservation{}, 0, false, sqliteErr("limiter reserve", err)
+	}
+	if wait > 0 {
+		return faucet.Reservation{}, wait, false, nil
+	}
+	return res, 0, true, nil
+}
+
+// Release deletes the reservation's slots; ids already gone are ignored.
+func (s *SQLite) Release(ctx context.Context, r faucet.Reservation) error {
+	if len(r.IDs) == 0 {
+		return nil
+	}
+	q, args := deleteSlotsSQL(r.IDs)
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Exec(q, args...)
+		return err
+	}); err != nil {
+		return sqliteErr("limiter release", err)
+	}
+	return nil
+}
+
+func deleteSlotsSQL(ids []int64) (string, []any) {
+	var b strings.Builder
+	b.WriteString("DELETE FROM limit_slots WHERE id IN (")
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+		args[i] = id
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+// PruneSlots deletes slots whose window ended at or before now.
+func (s *SQLite) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
+	return s.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+}
+
+// Record appends a drip to the history.
+func (s *SQLite) Record(ctx context.Context, d faucet.DripRecord) error {
+	args := recordArgs(d)
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Stmt(s.record).Exec(args...)
+		return err
+	}); err != nil {
+		return sqliteErr("history record", err)
+	}
+	return nil
+}
+
+func recordArgs(d faucet.DripRecord) []any {
+	return []any{nanos(d.At), d.Recipient, d.Stacking, i64(d.Amount), i64(d.Fee), normTxID(d.TxID), d.Sender,
+		i64(d.Nonce), d.Outcome, d.ClientBucket}
+}
+
+// Prune deletes drips recorded before before and reports how many.
+func (s *SQLite) Prune(ctx context.Context, before time.Time) (int64, error) {
+	return s.pruneLoop(ctx, "prune history", sqlPruneDrips, nanos(before))
+}
+
+// pruneLoop runs a batched DELETE until a batch comes back short, so that
+// no single statement holds the write lock for long.
+func (s *SQLite) pruneLoop(ctx context.Context, op, q string, arg int64) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.write(ctx, func(t *sql.Tx) error {
+			r, err := t.Exec(q, arg)
+			if err == nil {
+				n, err = r.RowsAffected()
+			}
+			return err
+		})
+		if err != nil {
+			return total, sqliteErr(op, err)
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// DripByTxID returns the newest drip with that txid.
+func (s *SQLite) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord, bool, error) {
+	id := normTxID(txid)
+	if id == "" {
+		return faucet.DripRecord{}, false, nil
+	}
+	var r dripRow
+	err := s.byTxID.QueryRowContext(ctx, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket)
+	if errors.Is(err, sql.ErrNoRows) {
+		return faucet.DripRecord{}, false, nil
+	}
+	if err != nil {
+		return faucet.DripRecord{}, false, sqliteErr("history by txid", err)
+	}
+	return r.record(), true, nil
+}
+
+// dripRow is a drips row as both drivers scan it.
+type dripRow struct {
+	d                      faucet.DripRecord
+	at, amount, fee, nonce int64
+}
+
+func (r *dripRow) record() faucet.DripRecord {
+	d := r.d
+	d.At, d.Amount, d.Fee, d.Nonce = fromNanos(r.at), u64(r.amount), u64(r.fee), u64(r.nonce)
+	return d
+}
+
+// RunPruner deletes old history and expired slots until ctx ends.
+func (s *SQLite) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
+	runPruner(ctx, s.log, s, retention, interval, now)
+}
+
+// sqliteErr wraps err with op, marking lock timeouts, I/O failures and a
+// closed database as faucet.ErrStoreUnavailable.
+func sqliteErr(op string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+			sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_PROTOCOL:
+			return unavailable(op, err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "sql: database is closed") || strings.Contains(err.Error(), "sql: statement is closed") {
+		return unavailable(op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,292 @@
+// Package store keeps the faucet engine's durable state — the ledger of
+// in-flight transactions, the rate-limit slots and the drip history — in
+// SQLite (one process) or Postgres (one or several replicas), and, on
+// Postgres, spreads the faucet keys over the replicas (faucet.KeyOwner).
+//
+// Both drivers share one schema and one set of versioned migrations
+// (migrations/*.sql), applied by Open.
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// Store is the engine's state in a database. Open returns a *SQLite or a
+// *Postgres; only *Postgres also implements faucet.KeyOwner.
+type Store interface {
+	faucet.Ledger
+	faucet.Limiter
+	faucet.History
+	// DripByTxID returns the newest drip record with that txid (with or
+	// without 0x); ok is false when there is none.
+	DripByTxID(ctx context.Context, txid string) (d faucet.DripRecord, ok bool, err error)
+	// RunPruner deletes history older than retention and expired limit slots
+	// every interval (and once at start) until ctx ends. Failures are logged
+	// and retried at the next interval.
+	RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time)
+	// PruneSlots deletes limit slots whose window ended at or before now.
+	PruneSlots(ctx context.Context, now time.Time) (int64, error)
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Kind is "sqlite" or "postgres".
+	Kind() string
+	Close() error
+}
+
+// Kinds Store.Kind reports.
+const (
+	KindSQLite   = "sqlite"
+	KindPostgres = "postgres"
+)
+
+// Options tune a Store; the zero value is ready to use.
+type Options struct {
+	// Logger receives the store's own messages (pruning, key ownership);
+	// nil discards them.
+	Logger *slog.Logger
+	// ConnectTimeout bounds Open's first connection (default 10 s).
+	ConnectTimeout time.Duration
+	// BusyTimeout is how long an SQLite write waits for another process's
+	// lock before failing with ErrStoreUnavailable (default 5 s).
+	BusyTimeout time.Duration
+	// MaxConns caps the Postgres pool (default 32, or pool_max_conns in
+	// the URI).
+	MaxConns int32
+	// OwnershipInterval is how often a Postgres replica rebalances the keys
+	// (default 1 s).
+	OwnershipInterval time.Duration
+	// ReplicaName names this process in key_owners.owner (default: host
+	// name and a random number).
+	ReplicaName string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 32
+	}
+	if o.OwnershipInterval <= 0 {
+		o.OwnershipInterval = time.Second
+	}
+	return o
+}
+
+// IsPostgres reports whether dsn names a Postgres database (a postgres://
+// or postgresql:// URI) rather than an SQLite file.
+func IsPostgres(dsn string) bool {
+	l := strings.ToLower(dsn)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// Open opens (creating and migrating if needed) the store dsn names: a
+// postgres:// or postgresql:// URI, or else an SQLite file path. It fails
+// when the database cannot be reached or written, or when its schema is
+// newer than this binary knows; an unreachable database's error wraps
+// faucet.ErrStoreUnavailable. Errors never contain a password.
+func Open(ctx context.Context, dsn string, opts Options) (Store, error) {
+	if IsPostgres(dsn) {
+		return OpenPostgres(ctx, dsn, opts)
+	}
+	return OpenSQLite(ctx, dsn, opts)
+}
+
+var (
+	// kvPassword matches password=… in a key/value connection string or a
+	// URI query, quoted or not.
+	kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+	// uriUserinfo matches the user:password@ of a URI that url.Parse
+	// rejects.
+	uriUserinfo = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+)
+
+// redacted replaces a password wherever Redact finds one.
+const redacted = "xxxxx"
+
+// Redact returns dsn with any password replaced by "xxxxx", for errors and
+// logs. An SQLite path comes back unchanged.
+func Redact(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return kvPassword.ReplaceAllString(dsn, "${1}"+redacted)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		s := uriUserinfo.ReplaceAllString(dsn, "${1}"+redacted+"@")
+		return kvPassword.ReplaceAllString(s, "${1}"+redacted)
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", redacted)
+		u.RawQuery = q.Encode()
+	}
+	// String escapes the placeholder's nothing; keep the rest as given.
+	return u.String()
+}
+
+// passwordOf returns the forms a DSN's password may take in an error text
+// (as written, and decoded), so scrub can blank them.
+func passwordOf(dsn string) []string {
+	var out []string
+	add := func(s string) {
+		if s != "" && s != redacted {
+			out = append(out, s)
+		}
+	}
+	if u, err := url.Parse(dsn); err == nil {
+		if p, ok := u.User.Password(); ok {
+			add(p)
+			add(url.PathEscape(p))
+			add(url.QueryEscape(p))
+		}
+		add(u.Query().Get("password"))
+	}
+	if m := uriUserinfo.FindStringSubmatch(dsn); m != nil {
+		// The raw text between "user:" and "@".
+		i := strings.Index(dsn, m[0])
+		add(strings.TrimSuffix(dsn[i+len(m[1]):i+len(m[0])], "@"))
+	}
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		add(strings.Trim(m[2], "'"))
+	}
+	return out
+}
+
+// scrubbed is an error whose text has a password blanked; the chain below
+// stays reachable for errors.Is.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// scrub returns err with every secret removed from its text.
+func scrub(err error, secrets []string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	dirty := false
+	for _, s := range secrets {
+		if strings.Contains(msg, s) {
+			msg, dirty = strings.ReplaceAll(msg, s, redacted), true
+		}
+	}
+	if !dirty {
+		return err
+	}
+	return &scrubbed{msg: msg, err: err}
+}
+
+// unavailable wraps err as a store outage, keeping err in the chain.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, faucet.ErrStoreUnavailable, err)
+}
+
+// Conversions shared by both drivers: the schema keeps uint64 values as the
+// same 64 bits in a signed integer (exact for all of them; values ≥ 2^63
+// read as negative in SQL) and times as Unix nanoseconds, 0 for the zero
+// time (so the Unix epoch itself reads back as the zero time).
+
+func u64(v int64) uint64 { return uint64(v) }
+func i64(v uint64) int64 { return int64(v) }
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// normTxID is the form drips.txid holds: lower-case hex without 0x.
+func normTxID(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && (s[:2] == "0x" || s[:2] == "0X") {
+		s = s[2:]
+	}
+	return strings.ToLower(s)
+}
+
+// pruneBatch bounds one DELETE of the pruner so that a large backlog does
+// not hold the write lock (SQLite) or a long transaction (Postgres).
+const pruneBatch = 5000
+
+// runPruner is RunPruner for both drivers.
+func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interval time.Duration, now func() time.Time) {
+	if interval <= 0 {
+		interval = 10 * time.Minute
+	}
+	if now == nil {
+		now = time.Now
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		at := now()
+		if retention > 0 {
+			if n, err := s.Prune(ctx, at.Add(-retention)); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("pruning drip history failed; will retry", "err", err)
+			} else if n > 0 {
+				log.Info("pruned drip history", "deleted", n, "older_than", retention)
+			}
+		}
+		if n, err := s.PruneSlots(ctx, at); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("pruning expired limit slots failed; will retry", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned expired limit slots", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// activeBuckets returns the buckets that limit anything.
+func activeBuckets(buckets []faucet.Bucket) []faucet.Bucket {
+	out := make([]faucet.Bucket, 0, len(buckets))
+	for _, b := range buckets {
+		if b.Limit.Requests > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// waitFor is how long until a full bucket frees a slot, given the at of the
+// oldest of its last Requests live slots (the same as faucet.MemoryLimiter).
+func waitFor(nthNewestAt int64, window time.Duration, now time.Time) time.Duration {
+	return max(time.Duration(nthNewestAt+window.Nanoseconds()-now.UnixNano()), time.Nanosecond)
+}

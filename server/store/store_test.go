@@ -1,0 +1,519 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/store"
+	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
+)
+
+var (
+	_ store.Store     = (*store.SQLite)(nil)
+	_ store.Store     = (*store.Postgres)(nil)
+	_ faucet.KeyOwner = (*store.Postgres)(nil)
+)
+
+// testLogger collects the store's log and prints it if the test fails;
+// it never writes to t after the test ends.
+func testLogger(t testing.TB) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("store log:\n%s", buf.String())
+			mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func openSQLitePath(t testing.TB, path string, opts store.Options) *store.SQLite {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	s, err := store.OpenSQLite(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openSQLite(t testing.TB) *store.SQLite {
+	return openSQLitePath(t, filepath.Join(t.TempDir(), "faucet.db"), store.Options{})
+}
+
+func openPostgresURI(t testing.TB, uri string, opts store.Options) *store.Postgres {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	s, err := store.OpenPostgres(context.Background(), uri, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openPostgres(t testing.TB) *store.Postgres {
+	return openPostgresURI(t, pgtest.Shared(t).CreateDB(t), store.Options{})
+}
+
+// eventually polls cond every 10ms until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test ended waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func TestOpenDispatch(t *testing.T) {
+	s, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Kind() != store.KindSQLite {
+		t.Fatalf("kind %q", s.Kind())
+	}
+	if _, ok := any(s).(faucet.KeyOwner); ok {
+		t.Fatal("an SQLite store claims key ownership: it serves one process only")
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{pgtest.Shared(t).CreateDB(t), strings.Replace(pgtest.Shared(t).CreateDB(t), "postgres://", "postgresql://", 1)} {
+		p, err := store.Open(t.Context(), uri, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Kind() != store.KindPostgres {
+			t.Fatalf("kind %q", p.Kind())
+		}
+		if _, ok := any(p).(faucet.KeyOwner); !ok {
+			t.Fatal("a Postgres store does not implement faucet.KeyOwner")
+		}
+		if err := p.Ping(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+	}
+}
+
+func TestSQLiteOpenErrors(t *testing.T) {
+	_, err := store.OpenSQLite(t.Context(), "/nonexistent/dir/x.db", store.Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), "open store: sqlite /nonexistent/dir/x.db: ") {
+		t.Fatalf("missing directory: %v", err)
+	}
+	if !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("missing directory is not ErrStoreUnavailable: %v", err)
+	}
+	if _, err := store.OpenSQLite(t.Context(), t.TempDir(), store.Options{}); err == nil {
+		t.Fatal("opened a directory as a database")
+	}
+	if _, err := store.OpenSQLite(t.Context(), "a?b.db", store.Options{}); err == nil {
+		t.Fatal("accepted a path with '?'")
+	}
+}
+
+// rawDB is direct access to a store's database, for what the API does not
+// do: reading and forging the schema version, forging epochs.
+type rawDB interface {
+	exec(t *testing.T, q string, args ...any)
+	count(t *testing.T, q string) int
+}
+
+type rawSQLite struct{ db *sql.DB }
+
+func (r rawSQLite) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	if _, err := r.db.ExecContext(t.Context(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func (r rawSQLite) count(t *testing.T, q string) int {
+	t.Helper()
+	var n int
+	if err := r.db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func openRawSQLite(t *testing.T, path string) rawSQLite {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return rawSQLite{db}
+}
+
+type rawPG struct{ c *pgx.Conn }
+
+func (r rawPG) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	if _, err := r.c.Exec(t.Context(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func (r rawPG) count(t *testing.T, q string) int {
+	t.Helper()
+	var n int
+	if err := r.c.QueryRow(t.Context(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func openRawPG(t *testing.T, uri string) rawPG {
+	c, err := pgx.Connect(t.Context(), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return rawPG{c}
+}
+
+// Migrations: a fresh database gets every version, reopening changes
+// nothing and keeps the data, and a newer schema is refused.
+func TestMigrations(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) (reopen func() (store.Store, error), raw rawDB)
+	}{
+		{"sqlite", func(t *testing.T) (func() (store.Store, error), rawDB) {
+			path := filepath.Join(t.TempDir(), "m.db")
+			return func() (store.Store, error) { return store.OpenSQLite(t.Context(), path, store.Options{}) },
+				openRawSQLite(t, path)
+		}},
+		{"postgres", func(t *testing.T) (func() (store.Store, error), rawDB) {
+			uri := pgtest.Shared(t).CreateDB(t)
+			return func() (store.Store, error) { return store.OpenPostgres(t.Context(), uri, store.Options{}) },
+				openRawPG(t, uri)
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			reopen, raw := d.open(t)
+			s, err := reopen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := store.SchemaVersion()
+			if want < 1 {
+				t.Fatalf("schema version %d", want)
+			}
+			if v := raw.count(t, "SELECT MAX(version) FROM schema_migrations"); v != want {
+				t.Fatalf("schema version %d, want %d", v, want)
+			}
+			tx := faucet.PendingTx{Sender: testAddr(1), Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}
+			if err := s.Put(t.Context(), tx); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+
+			s, err = reopen()
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			if n := raw.count(t, "SELECT COUNT(*) FROM schema_migrations"); n != want {
+				t.Fatalf("%d migration rows after reopening, want %d", n, want)
+			}
+			if got, err := s.List(t.Context(), tx.Sender); err != nil || len(got) != 1 {
+				t.Fatalf("data after reopening: %+v, %v", got, err)
+			}
+			s.Close()
+
+			raw.exec(t, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'from_the_future', 0)", want+1)
+			_, err = reopen()
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d is newer than this faucet knows (%d)", want+1, want)) {
+				t.Fatalf("opening a newer schema: %v", err)
+			}
+		})
+	}
+}
+
+// Two SQLite stores on one file — as two processes would be — still
+// reserve exactly.
+func TestSQLiteTwoProcessesExact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	a := openSQLitePath(t, path, store.Options{})
+	b := openSQLitePath(t, path, store.Options{})
+	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 30, t0, bucket("ip:203.0.113.9", 5, time.Minute)); got != 5 {
+		t.Fatalf("%d reservations across two stores, want 5", got)
+	}
+}
+
+// A write lock held past the busy timeout is an outage, not a bug; the
+// store works again once the lock is gone.
+func TestSQLiteBusyIsUnavailable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	s := openSQLitePath(t, path, store.Options{BusyTimeout: 50 * time.Millisecond})
+	raw := openRawSQLite(t, path)
+	conn, err := raw.db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	tx := faucet.PendingTx{Sender: testAddr(1), Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}
+	if err := s.Put(t.Context(), tx); !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("put while locked: %v, want ErrStoreUnavailable", err)
+	}
+	if _, _, _, err := s.Reserve(t.Context(), t0, []faucet.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("reserve while locked: %v, want ErrStoreUnavailable", err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(t.Context(), tx); err != nil {
+		t.Fatalf("put after the lock is gone: %v", err)
+	}
+}
+
+// Group commit: a write that fails alone fails alone — the writes that
+// shared its transaction are committed.
+func TestSQLiteFailingWriteFailsAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "batch.db")
+	s := openSQLitePath(t, path, store.Options{})
+	raw := openRawSQLite(t, path)
+	raw.exec(t, `CREATE TRIGGER refuse_boom BEFORE INSERT ON drips WHEN NEW.outcome = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END`)
+	const n = 40
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			outcome := faucet.OutcomeSent
+			if i%10 == 3 {
+				outcome = "boom"
+			}
+			errs[i] = s.Record(t.Context(), faucet.DripRecord{At: t0, TxID: testTxID(byte(i)).String(), Outcome: outcome})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i%10 == 3 && (err == nil || !strings.Contains(err.Error(), "boom refused")):
+			t.Errorf("write %d: %v, want refused by the trigger", i, err)
+		case i%10 == 3 && errors.Is(err, faucet.ErrStoreUnavailable):
+			t.Errorf("write %d: a refused write reported as an outage: %v", i, err)
+		case i%10 != 3 && err != nil:
+			t.Errorf("write %d failed with its batch: %v", i, err)
+		}
+	}
+	if got := raw.count(t, "SELECT COUNT(*) FROM drips"); got != n-n/10 {
+		t.Fatalf("%d records stored, want %d", got, n-n/10)
+	}
+}
+
+// A write whose context ends either happens (nil error) or does not
+// happen (an error): never an error for a write that landed.
+func TestSQLiteCancelledWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cancel.db")
+	s := openSQLitePath(t, path, store.Options{})
+	raw := openRawSQLite(t, path)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 50 {
+		err := s.Put(ctx, faucet.PendingTx{Sender: testAddr(1), Nonce: uint64(i), TxID: testTxID(1), State: faucet.TxPending})
+		stored := raw.count(t, fmt.Sprintf("SELECT COUNT(*) FROM pending_txs WHERE nonce = %d", i)) == 1
+		if (err == nil) != stored {
+			t.Fatalf("put %d: err %v, stored %v", i, err, stored)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(t.Context(), faucet.PendingTx{Sender: testAddr(1), Nonce: 99, TxID: testTxID(1)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("put after close: %v, want ErrStoreUnavailable", err)
+	}
+	if _, _, _, err := s.Reserve(t.Context(), t0, []faucet.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("reserve after close: %v, want ErrStoreUnavailable", err)
+	}
+}
+
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// An unreachable Postgres fails Open at once, as an outage, and no error
+// shows the password.
+func TestPostgresOpenErrors(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	uri := "postgres://faucet:" + secret + "@127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/faucet?sslmode=disable"
+	_, err := store.OpenPostgres(t.Context(), uri, store.Options{ConnectTimeout: 5 * time.Second})
+	if err == nil || !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("unreachable: %v, want ErrStoreUnavailable", err)
+	}
+	if !strings.HasPrefix(err.Error(), "open store: postgres postgres://faucet:xxxxx@127.0.0.1:") || strings.Contains(err.Error(), secret) {
+		t.Fatalf("unreachable: %q", err)
+	}
+
+	// A wrong password: refused by the server, not an outage.
+	srv := pgtest.Shared(t)
+	bad := strings.Replace(srv.URI("postgres"), pgtest.Password, secret, 1)
+	_, err = store.Open(t.Context(), bad, store.Options{})
+	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), pgtest.Password) {
+		t.Fatalf("wrong password: %q", err)
+	}
+	if errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("wrong password reported as an outage: %v", err)
+	}
+
+	// A malformed URI.
+	_, err = store.Open(t.Context(), "postgres://faucet:"+secret+"@127.0.0.1:99999999/x?connect_timeout=zz", store.Options{})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("malformed: %q", err)
+	}
+}
+
+// Replicas starting together migrate one at a time.
+func TestPostgresConcurrentOpen(t *testing.T) {
+	uri := pgtest.Shared(t).CreateDB(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Go(func() {
+			s, err := store.OpenPostgres(t.Context(), uri, store.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := openRawPG(t, uri).count(t, "SELECT COUNT(*) FROM schema_migrations"); n != store.SchemaVersion() {
+		t.Fatalf("%d migration rows, want %d", n, store.SchemaVersion())
+	}
+}
+
+// Two replicas on one database reserve exactly, together.
+func TestPostgresReplicasExact(t *testing.T) {
+	uri := pgtest.Shared(t).CreateDB(t)
+	a := openPostgresURI(t, uri, store.Options{})
+	b := openPostgresURI(t, uri, store.Options{})
+	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 40, t0, bucket("addr:ST1", 5, time.Minute)); got != 5 {
+		t.Fatalf("%d reservations across two replicas, want 5", got)
+	}
+	bs := []faucet.Bucket{bucket("ip:198.51.100.1", 7, time.Minute), bucket("addr:ST2", 3, time.Minute)}
+	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 30, t0, bs...); got != 3 {
+		t.Fatalf("%d two-bucket reservations across two replicas, want 3", got)
+	}
+}
+
+// PruneSlots drops slots whose window ended; RunPruner prunes history and
+// slots in the background and stops with its context.
+func TestPruning(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) (store.Store, rawDB)
+	}{
+		{"sqlite", func(t *testing.T) (store.Store, rawDB) {
+			path := filepath.Join(t.TempDir(), "p.db")
+			return openSQLitePath(t, path, store.Options{}), openRawSQLite(t, path)
+		}},
+		{"postgres", func(t *testing.T) (store.Store, rawDB) {
+			uri := pgtest.Shared(t).CreateDB(t)
+			return openPostgresURI(t, uri, store.Options{}), openRawPG(t, uri)
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			s, raw := d.open(t)
+			ctx := t.Context()
+			for range 3 {
+				reserve(t, s, t0, bucket("short", 5, time.Minute))
+			}
+			reserve(t, s, t0, bucket("long", 5, time.Hour))
+			reserve(t, s, t0.Add(47*time.Hour), bucket("recent", 5, time.Hour))
+			if n, err := s.PruneSlots(ctx, t0.Add(time.Minute-1)); err != nil || n != 0 {
+				t.Fatalf("prune before expiry: %d, %v", n, err)
+			}
+			if n, err := s.PruneSlots(ctx, t0.Add(time.Minute)); err != nil || n != 3 {
+				t.Fatalf("prune at expiry: %d, %v; want 3", n, err)
+			}
+
+			old := faucet.DripRecord{At: t0, TxID: testTxID(1).String(), Outcome: faucet.OutcomeSent}
+			recent := faucet.DripRecord{At: t0.Add(47 * time.Hour), TxID: testTxID(2).String(), Outcome: faucet.OutcomeSent}
+			for _, r := range []faucet.DripRecord{old, recent} {
+				if err := s.Record(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.RunPruner(pctx, 24*time.Hour, 10*time.Millisecond, func() time.Time { return t0.Add(47*time.Hour + 30*time.Minute) })
+			}()
+			eventually(t, 10*time.Second, "the pruner deletes the old record and the expired slot", func() bool {
+				return raw.count(t, "SELECT COUNT(*) FROM drips") == 1 && raw.count(t, "SELECT COUNT(*) FROM limit_slots") == 1
+			})
+			if _, ok, err := s.DripByTxID(ctx, recent.TxID); !ok || err != nil {
+				t.Fatalf("the recent record was pruned: %v", err)
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("RunPruner did not return after its context ended")
+			}
+		})
+	}
+}
