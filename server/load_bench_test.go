@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +22,11 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/store"
+	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
 
 // BenchmarkDripLoad drives POST /extended/v1/faucets/stx over HTTP against a
 // devnode with injected RPC latency, at several concurrencies, and reports
@@ -39,6 +46,40 @@ func BenchmarkDripLoad(b *testing.B) {
 
 const benchKeys = 4
 
+// BenchmarkDripLoadStore is the drip load at 20 ms node latency with the
+// engine's state in memory, in an SQLite file and in Postgres, so the cost of
+// durability shows as drips/s next to memory. Every drip goes to a fresh
+// recipient under the default per-address limit, so each one reserves a real
+// rate-limit slot, records its tx twice and writes a history row.
+func BenchmarkDripLoadStore(b *testing.B) {
+	for _, conc := range []int{16, 64} {
+		for _, kind := range []string{"memory", "sqlite", "postgres"} {
+			b.Run(fmt.Sprintf("latency=20ms/store=%s/conc=%d", kind, conc), func(b *testing.B) {
+				runDripLoad(b, 20*time.Millisecond, "store:"+kind, conc)
+			})
+		}
+	}
+}
+
+// benchState returns the engine state for a store benchmark.
+func benchState(b *testing.B, kind string) (faucet.Ledger, faucet.Limiter, faucet.History) {
+	var st store.Store
+	var err error
+	switch kind {
+	case "memory":
+		return faucet.NewMemoryLedger(), faucet.NewMemoryLimiter(), nil
+	case "sqlite":
+		st, err = store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+	case "postgres":
+		st, err = store.Open(context.Background(), pgtest.Shared(b).CreateDB(b), store.Options{})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st, st, st
+}
+
 func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	keys := make([]*stacks.PrivateKey, benchKeys)
 	genesis := map[stacks.Address]uint64{}
@@ -57,8 +98,23 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	defer cancel()
 
 	var h http.Handler
-	switch mode {
-	case "engine":
+	unique := strings.HasPrefix(mode, "store:")
+	switch {
+	case unique:
+		ledger, limiter, history := benchState(b, strings.TrimPrefix(mode, "store:"))
+		limits := faucet.DefaultLimits()
+		limits.PerIP = faucet.Limit{} // every bench client is 127.0.0.1
+		f, err := faucet.New(faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond,
+			Limits: limits, Ledger: ledger, Limiter: limiter, History: history})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = f.Run(ctx) }()
+		h = New(Config{Faucet: f, Node: client, Metrics: NewMetrics(prometheus.NewRegistry())})
+	case mode == "engine":
 		f, err := faucet.New(faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
@@ -68,7 +124,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		}
 		go func() { _ = f.Run(ctx) }()
 		h = New(Config{Faucet: f, Node: client, Metrics: NewMetrics(prometheus.NewRegistry())})
-	case "serialised":
+	case mode == "serialised":
 		h = &serialisedFaucet{node: client, keys: keys, next: map[stacks.Address]uint64{}}
 	}
 	// Latency applies from here on, to the measured load only.
@@ -88,7 +144,11 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
-	recipients := make([]string, 16)
+	n := 16
+	if unique {
+		n = b.N
+	}
+	recipients := make([]string, n)
 	for i := range recipients {
 		recipients[i] = newRecipient(b)
 	}

@@ -147,7 +147,7 @@ type keyCollector struct {
 	mu sync.RWMutex
 	f  *faucet.Faucet
 
-	balance, available, nonce, inFlight, synced, dry *prometheus.Desc
+	balance, available, nonce, inFlight, synced, dry, owned *prometheus.Desc
 }
 
 func newKeyCollector() *keyCollector {
@@ -159,6 +159,7 @@ func newKeyCollector() *keyCollector {
 		inFlight:  prometheus.NewDesc("faucet_key_in_flight", "Transactions of a sending key that are allocated or pending.", addr, nil),
 		synced:    prometheus.NewDesc("faucet_key_synced", "1 when the key's account has been read from the node.", addr, nil),
 		dry:       prometheus.NewDesc("faucet_key_dry", "1 when the node reported the key cannot pay.", addr, nil),
+		owned:     prometheus.NewDesc("faucet_key_owned", "1 when this replica sends with the key (always 1 without a shared store).", addr, nil),
 	}
 }
 
@@ -169,7 +170,7 @@ func (c *keyCollector) set(f *faucet.Faucet) {
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry} {
+	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned} {
 		ch <- d
 	}
 }
@@ -190,6 +191,7 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(k.InFlight), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.synced, prometheus.GaugeValue, b2f(k.Synced), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.dry, prometheus.GaugeValue, b2f(k.Dry), k.Address)
+		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, b2f(k.Owned), k.Address)
 	}
 }
 

@@ -136,6 +136,16 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
+	state, err := openState(ctx, o, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := state.close(); cerr != nil {
+			logger.Warn("closing the store failed", "err", cerr)
+		}
+	}()
+
 	reg := prometheus.NewRegistry()
 	metrics := server.NewMetrics(reg)
 	client, err := node.New(o.nodeURL, node.WithTimeout(o.nodeTimeout), node.WithObserver(metrics.ObserveNodeCall),
@@ -150,6 +160,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		FeeMin: o.feeMin, FeeMax: o.feeMax, FeeFallback: o.feeFallback, FeeReserve: o.feeReserve,
 		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait,
 		Limits: o.limits, Disabled: o.suspend, Logger: logger,
+		Ledger: state.ledger, Limiter: state.limiter, History: state.history, Owner: state.owner,
 	})
 	if err != nil {
 		return err
@@ -158,7 +169,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}
-	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "node", client.URL(), "addresses", f.Addresses())
+	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "node", client.URL(), "store", state.kind, "addresses", f.Addresses())
 	if o.devnet {
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
 	}
@@ -178,6 +189,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			defer stopEngine()
 			return server.Serve(ctx, ln, h, logger)
 		}},
+		task{"store maintenance", state.background},
 	)
 }
 

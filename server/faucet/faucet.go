@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/node"
@@ -152,7 +153,8 @@ type Faucet struct {
 	rr     int        // round-robin start for ties
 	// freed is closed (and replaced) whenever a sync may have freed in-flight
 	// slots, waking drips that wait in BusyWait.
-	freed chan struct{}
+	freed   chan struct{}
+	history historyWriter
 	// onBusyWait, when set (tests only), is called each time a drip starts
 	// waiting for a free slot: a synchronisation point.
 	onBusyWait func()
@@ -184,6 +186,7 @@ func New(cfg Config) (*Faucet, error) {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
 	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, freed: make(chan struct{})}
+	f.history.queue = make(chan DripRecord, 4096)
 	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
 	for _, k := range cfg.Keys {
@@ -274,8 +277,48 @@ func (f *Faucet) record(ctx context.Context, req Request, res *Result, err error
 			d.Outcome = "internal"
 		}
 	}
-	if herr := f.cfg.History.Record(context.WithoutCancel(ctx), d); herr != nil {
+	// While Run is under way a worker writes the history off the request
+	// path; otherwise (or when its queue is full) the write happens here.
+	if f.history.running.Load() {
+		select {
+		case f.history.queue <- d:
+			return
+		default:
+		}
+	}
+	f.writeHistory(context.WithoutCancel(ctx), d)
+}
+
+func (f *Faucet) writeHistory(ctx context.Context, d DripRecord) {
+	if herr := f.cfg.History.Record(ctx, d); herr != nil {
 		f.log.Warn("drip history write failed", "txid", d.TxID, "err", herr)
+	}
+}
+
+// historyWriter is the queue between drips and the history store.
+type historyWriter struct {
+	queue   chan DripRecord
+	running atomic.Bool
+}
+
+// runHistory writes queued records until ctx ends, then flushes the queue.
+func (f *Faucet) runHistory(ctx context.Context) {
+	f.history.running.Store(true)
+	for {
+		select {
+		case d := <-f.history.queue:
+			f.writeHistory(context.WithoutCancel(ctx), d)
+		case <-ctx.Done():
+			f.history.running.Store(false)
+			for {
+				select {
+				case d := <-f.history.queue:
+					f.writeHistory(context.WithoutCancel(ctx), d)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 
@@ -668,13 +711,13 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 	if !owned {
 		return nil // the new owner prunes its ledger; our writes would be fenced
 	}
-	var errs []error
-	for _, n := range confirmed {
-		if e := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, n); e != nil {
-			errs = append(errs, fmt.Errorf("ledger delete %s nonce %d: %w", k.addr, n, e))
-		}
+	if len(confirmed) == 0 {
+		return nil
 	}
-	return errors.Join(errs...)
+	if e := f.cfg.Ledger.DeleteBelow(context.WithoutCancel(ctx), k.addr, acct.Nonce); e != nil {
+		return fmt.Errorf("ledger delete %s below nonce %d: %w", k.addr, acct.Nonce, e)
+	}
+	return nil
 }
 
 // amount is the drip size for the tier.

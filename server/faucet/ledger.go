@@ -35,6 +35,9 @@ type PendingTx struct {
 type Ledger interface {
 	Put(ctx context.Context, tx PendingTx) error
 	Delete(ctx context.Context, sender stacks.Address, nonce uint64) error
+	// DeleteBelow removes every entry of sender with a nonce below nonce:
+	// one write for all the txs a block confirmed.
+	DeleteBelow(ctx context.Context, sender stacks.Address, nonce uint64) error
 	// List returns the sender's entries in ascending nonce order.
 	List(ctx context.Context, sender stacks.Address) ([]PendingTx, error)
 }
@@ -69,6 +72,18 @@ func (m *MemoryLedger) Delete(_ context.Context, sender stacks.Address, nonce ui
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pending[sender], nonce)
+	return nil
+}
+
+// DeleteBelow removes the sender's entries with a nonce below nonce.
+func (m *MemoryLedger) DeleteBelow(_ context.Context, sender stacks.Address, nonce uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n := range m.pending[sender] {
+		if n < nonce {
+			delete(m.pending[sender], n)
+		}
+	}
 	return nil
 }
 

@@ -18,6 +18,9 @@ import (
 // keeps this replica's share of the keys. It returns an error only when the
 // ledger cannot be read for a reason other than the store being down.
 func (f *Faucet) Run(ctx context.Context) error {
+	var hist sync.WaitGroup
+	hist.Go(func() { f.runHistory(ctx) })
+	defer hist.Wait() // flushed before Run returns, so before the store closes
 	if f.cfg.Owner != nil {
 		var wg sync.WaitGroup
 		wg.Go(func() { f.runOwner(ctx) })

@@ -2,6 +2,7 @@ package faucet
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +141,57 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 	}
 	if entries, _ := f.cfg.Ledger.List(ctx, sender); len(entries) != 0 {
 		t.Errorf("ledger keeps %d confirmed entries", len(entries))
+	}
+}
+
+// recordingHistory keeps records in memory.
+type recordingHistory struct {
+	mu   sync.Mutex
+	recs []DripRecord
+}
+
+func (h *recordingHistory) Record(_ context.Context, d DripRecord) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, d)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *recordingHistory) Prune(context.Context, time.Time) (int64, error) { return 0, nil }
+
+// Every answered drip lands in the history, also those queued while Run
+// writes it in the background: Run flushes the queue before it returns.
+func TestHistoryRecordsEveryDrip(t *testing.T) {
+	hist := &recordingHistory{}
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{History: hist,
+		Limits: LimitsConfig{PerAddress: Limit{Requests: 1, Window: time.Hour}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.f.Run(ctx) }()
+	to := recipient(t)
+	res, err := e.f.Drip(context.Background(), Request{Recipient: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dn.SetDown(true)
+	_, err = e.f.Drip(context.Background(), Request{Recipient: recipient(t), Stacking: true})
+	if err == nil {
+		t.Fatal("stacking drip with the node down succeeded")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	hist.mu.Lock()
+	defer hist.mu.Unlock()
+	if len(hist.recs) != 2 {
+		t.Fatalf("history has %d records, want 2: %+v", len(hist.recs), hist.recs)
+	}
+	got := hist.recs[0]
+	if got.Outcome != OutcomeSent || got.TxID != res.TxID.String() || got.Recipient != to.String() || got.Amount != res.Amount || got.Nonce != res.Nonce {
+		t.Errorf("sent record %+v", got)
+	}
+	if hist.recs[1].Outcome == OutcomeSent || hist.recs[1].Outcome == "" {
+		t.Errorf("failed drip recorded as %q", hist.recs[1].Outcome)
 	}
 }

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/store"
+)
+
+// engineState is where the engine keeps its nonces, limits and history, and
+// what runs beside it (pruning) until the command stops.
+type engineState struct {
+	kind    string
+	ledger  faucet.Ledger
+	limiter faucet.Limiter
+	history faucet.History
+	owner   faucet.KeyOwner // nil: this process owns every key
+	// background runs until ctx ends (history and slot pruning).
+	background func(ctx context.Context) error
+	close      func() error
+}
+
+// pruneInterval is how often expired limit slots and old history go.
+const pruneInterval = 10 * time.Minute
+
+// openState opens what --store names: memory, an SQLite file, or Postgres.
+// An unreachable or unwritable store fails here, at start, with a message
+// naming it (a Postgres password never appears).
+func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engineState, error) {
+	dsn := o.store
+	if dsn == "" {
+		dsn = defaultStorePath
+		if o.devnet {
+			dsn = storeMemory
+		}
+	}
+	if o.historyRetain <= 0 {
+		return nil, fmt.Errorf("--history-retention must be positive, got %s", o.historyRetain)
+	}
+	if dsn == storeMemory {
+		return &engineState{
+			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: faucet.NewMemoryLimiter(),
+			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
+			close:      func() error { return nil },
+		}, nil
+	}
+	st, err := store.Open(ctx, dsn, store.Options{Logger: logger.With("component", "store")})
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	es := &engineState{
+		kind: st.Kind(), ledger: st, limiter: st, history: st,
+		background: func(ctx context.Context) error {
+			st.RunPruner(ctx, o.historyRetain, pruneInterval, time.Now)
+			return nil
+		},
+		close: st.Close,
+	}
+	if owner, ok := any(st).(faucet.KeyOwner); ok && st.Kind() == "postgres" {
+		es.owner = owner
+	}
+	return es, nil
+}
