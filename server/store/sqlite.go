@@ -86,7 +86,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 			s.Close()
 		}
 	}()
-	s.writer, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	s.writer, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate")
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -105,7 +105,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 	if err := s.migrate(ctx); err != nil {
 		return nil, fail(err)
 	}
-	s.reader, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=query_only(1)")
+	s.reader, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=query_only(1)&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fail(err)
 	}
