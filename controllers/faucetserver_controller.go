@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,18 +33,22 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
-// keySecretIndex indexes FaucetServers by the name of their key Secret, so a
-// Secret event maps to the FaucetServers that read it.
-const keySecretIndex = ".spec.keySecretRef.name"
+// secretIndex indexes FaucetServers by the names of the Secrets they read
+// (the key Secret and a Postgres URI Secret), so a Secret event maps to the
+// FaucetServers that read it.
+const secretIndex = ".spec.secretNames"
 
 // FaucetServerReconciler turns a FaucetServer into a ServiceAccount, a
-// Deployment running `faucet serve` and a Service.
+// Deployment running `faucet serve`, a Service and, for the embedded store,
+// a PersistentVolumeClaim.
 type FaucetServerReconciler struct {
-	// Client reads FaucetServers and Deployments from the cache and applies
+	// Client reads FaucetServers and children from the cache and applies
 	// the children.
 	client.Client
-	// APIReader reads straight from the API server: the key Secret, so no
-	// informer cache holds key material, and the FaucetServer itself, whose
+	// APIReader reads straight from the API server: the key and store
+	// Secrets, so no informer cache holds key material or passwords (the
+	// manager's client does not cache Secrets either, see
+	// ClientCacheOptions), and the FaucetServer itself, whose
 	// new status derives from the current one. A cached copy lags behind our
 	// own last status patch whenever a child event requeues it right away.
 	APIReader client.Reader
@@ -61,13 +66,14 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups=faucet.stxfaucet.dev,resources=faucetservers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile reads the key Secret, applies the ServiceAccount, Service and
-// Deployment, and patches the status once, on the way out. Children are
-// deleted by garbage collection through their owner references, so there is
-// no finalizer.
+// Reconcile reads the key and store Secrets, applies the ServiceAccount,
+// Service, the store's PersistentVolumeClaim and the Deployment, and patches
+// the status once, on the way out. Children are deleted by garbage
+// collection through their owner references, so there is no finalizer.
 func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	fs := &faucetv1alpha1.FaucetServer{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, fs); err != nil {
@@ -88,23 +94,68 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	obs.keys = keys
+	store, err := r.readStore(ctx, fs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.store = store
 
-	if err := r.apply(ctx, fs, serviceAccountFor(fs)); err != nil {
+	sa, svc := serviceAccountFor(fs), serviceFor(fs)
+	var pvc *corev1.PersistentVolumeClaim
+	if StoreKind(fs) == faucetv1alpha1.StoreEmbedded {
+		existing, err := r.existingVolumeClaim(ctx, fs)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		pvc = persistentVolumeClaimFor(fs, existing)
+	}
+
+	// Check every name before writing anything, so a conflict leaves no
+	// half-applied set of children behind.
+	deployName := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: fs.Name},
+	}
+	children := []client.Object{sa, svc, deployName}
+	if pvc != nil {
+		children = append(children, pvc)
+	}
+	for _, child := range children {
+		conflict, err := r.checkControlled(ctx, fs, child)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if conflict != "" {
+			// Stalled, not retried: backing off against someone else's
+			// object would never end. A change to the FaucetServer, or the
+			// deletion of a leftover child of an earlier FaucetServer of
+			// this name (its owner reference names ours), retries.
+			obs.conflict = conflict
+			obs.deployment, err = r.existingDeployment(ctx, fs)
+			return ctrl.Result{}, err
+		}
+	}
+
+	if err := r.apply(ctx, fs, sa); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply ServiceAccount: %w", err)
 	}
-	svc := serviceFor(fs)
 	if err := r.apply(ctx, fs, svc); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Service: %w", err)
 	}
 	obs.service = svc
 
-	if !keys.usable() {
+	if !keys.usable() || !store.usable() {
 		// Stalled until the Secret changes, which the Secret watch reports.
-		// Leave a running pod alone: it keeps the keys it started with.
+		// Leave running pods alone: they keep what they started with.
 		obs.deployment, err = r.existingDeployment(ctx, fs)
 		return ctrl.Result{}, err
 	}
-	deploy := deploymentFor(fs, r.DefaultImage, keys.digest)
+	if pvc != nil {
+		if err := r.apply(ctx, fs, pvc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to apply PersistentVolumeClaim: %w", err)
+		}
+	}
+	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{keys: keys.digest, store: store.digest})
 	if err := r.apply(ctx, fs, deploy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
 	}
@@ -151,16 +202,66 @@ func (r *FaucetServerReconciler) readKeys(ctx context.Context, fs *faucetv1alpha
 	return keyState{addresses: addrs, digest: hex.EncodeToString(sum[:])}, nil
 }
 
+// readStore checks the Secret holding a Postgres store's URI. Like the key
+// Secret, a missing Secret or an unusable value is a state reported in the
+// status, not an error; the messages name the Secret and the data key, never
+// the value, which holds a password. The embedded store needs no Secret.
+func (r *FaucetServerReconciler) readStore(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (storeState, error) {
+	ref := storeURIRef(fs)
+	if ref == nil {
+		return storeState{}, nil
+	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return storeState{
+				reason:  faucetv1alpha1.ReasonStoreSecretNotFound,
+				message: fmt.Sprintf("store Secret %q not found in namespace %q", ref.Name, fs.Namespace),
+			}, nil
+		}
+		return storeState{}, fmt.Errorf("failed to read store Secret %q: %w", ref.Name, err)
+	}
+	invalid := func(why string) (storeState, error) {
+		return storeState{
+			reason:  faucetv1alpha1.ReasonInvalidStoreSecret,
+			message: fmt.Sprintf("store Secret %q, data key %q: %s", ref.Name, ref.Key, why),
+		}, nil
+	}
+	data, ok := secret.Data[ref.Key]
+	switch uri := string(data); {
+	case !ok:
+		return storeState{
+			reason:  faucetv1alpha1.ReasonInvalidStoreSecret,
+			message: fmt.Sprintf("store Secret %q has no data key %q", ref.Name, ref.Key),
+		}, nil
+	case strings.TrimSpace(uri) != uri:
+		// A newline from `kubectl create secret --from-file` would end up
+		// in the URI the faucet connects with.
+		return invalid("the URI starts or ends with whitespace, e.g. a trailing newline")
+	case !isPostgresURI(uri):
+		// Anything else would be taken for an SQLite path, on the pod's
+		// read-only root filesystem.
+		return invalid("not a postgres:// or postgresql:// URI")
+	}
+	sum := sha256.Sum256(data)
+	return storeState{digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// isPostgresURI is how `faucet serve --store` tells a Postgres URI from an
+// SQLite path (server/store.IsPostgres).
+func isPostgresURI(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
 // apply server-side applies a child built by a pure builder, as the
 // operator's field manager, and reads the result (status included) back
-// into obj. It refuses to take over an object of the same name that fs does
-// not control, such as a Service "stacks-node" of the node itself or the
-// namespace's "default" ServiceAccount: a forced apply would rewrite it and
-// its new owner reference would get it garbage-collected with fs.
+// into obj. The caller has made sure with checkControlled that it does not
+// take over an object of the same name that fs does not control, such as a
+// Service "stacks-node" of the node itself or the namespace's "default"
+// ServiceAccount: a forced apply would rewrite it and its new owner
+// reference would get it garbage-collected with fs.
 func (r *FaucetServerReconciler) apply(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obj client.Object) error {
-	if err := r.checkControlled(ctx, fs, obj); err != nil {
-		return err
-	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return fmt.Errorf("failed to convert %T: %w", obj, err)
@@ -173,28 +274,48 @@ func (r *FaucetServerReconciler) apply(ctx context.Context, fs *faucetv1alpha1.F
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, obj)
 }
 
-// checkControlled fails if an object of obj's kind and name exists and fs
-// is not its controller. Children are found in the cache; only a name the
-// cache does not know (not created yet, or someone else's object, which
-// lacks the managed-by label the cache selects) costs an API call.
-func (r *FaucetServerReconciler) checkControlled(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obj client.Object) error {
+// checkControlled returns a readable message if an object of obj's kind and
+// name exists and fs is not its controller, "" if the name is free or
+// ours. Children are found in the cache; only a name the cache does not know
+// (not created yet, or someone else's object, which lacks the managed-by
+// label the cache selects) costs an API call.
+func (r *FaucetServerReconciler) checkControlled(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obj client.Object) (string, error) {
 	key := client.ObjectKeyFromObject(obj)
 	if cached, ok := obj.DeepCopyObject().(client.Object); ok && r.Get(ctx, key, cached) == nil && metav1.IsControlledBy(cached, fs) {
-		return nil
+		return "", nil
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	existing := &metav1.PartialObjectMetadata{}
 	existing.SetGroupVersionKind(gvk)
 	if err := r.APIReader.Get(ctx, key, existing); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("failed to read %s %q: %w", gvk.Kind, key.Name, err)
+		return "", fmt.Errorf("failed to read %s %q: %w", gvk.Kind, key.Name, err)
 	}
-	if !metav1.IsControlledBy(existing, fs) {
-		return fmt.Errorf("%s %q already exists and is not controlled by this FaucetServer: rename the FaucetServer or remove the %s", gvk.Kind, key.Name, gvk.Kind)
+	if metav1.IsControlledBy(existing, fs) {
+		return "", nil
 	}
-	return nil
+	return fmt.Sprintf("%s %q already exists and is not controlled by this FaucetServer, so it is left alone: "+
+		"delete the %s or rename the FaucetServer; a change to the FaucetServer (an edit, or an annotation) retries",
+		gvk.Kind, key.Name, gvk.Kind), nil
+}
+
+// existingVolumeClaim reads the embedded store's claim from the cache, for
+// the fields that cannot change once it exists; nil when there is none or
+// it is not ours (checkControlled then reports it).
+func (r *FaucetServerReconciler) existingVolumeClaim(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: VolumeClaimName(fs)}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to read PersistentVolumeClaim: %w", err)
+	}
+	if !metav1.IsControlledBy(pvc, fs) {
+		return nil, nil
+	}
+	return pvc, nil
 }
 
 // existingDeployment reads the Deployment as it is, for readyReplicas while
@@ -246,30 +367,42 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 	return nil
 }
 
-// SetupWithManager registers the controller and the key-Secret index.
+// SetupWithManager registers the controller and the Secret index.
 // Secrets are watched as metadata only: their data is read on demand.
 func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &faucetv1alpha1.FaucetServer{}, keySecretIndex,
-		func(o client.Object) []string {
-			return []string{o.(*faucetv1alpha1.FaucetServer).Spec.KeySecretRef.Name}
-		}); err != nil {
-		return fmt.Errorf("failed to index FaucetServers by key Secret: %w", err)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &faucetv1alpha1.FaucetServer{}, secretIndex,
+		func(o client.Object) []string { return secretNames(o.(*faucetv1alpha1.FaucetServer)) }); err != nil {
+		return fmt.Errorf("failed to index FaucetServers by Secret: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&faucetv1alpha1.FaucetServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Status writes do not trigger a reconcile; spec edits do, and so do
+		// annotations: `kubectl annotate` is the way to retry a FaucetServer
+		// stalled on a name conflict.
+		For(&faucetv1alpha1.FaucetServer{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsForSecret)).
 		Named("faucetserver").
 		Complete(r)
 }
 
-// requestsForSecret maps a Secret to the FaucetServers whose keys it holds.
+// secretNames are the Secrets fs reads: its keys and a Postgres URI.
+func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
+	names := []string{fs.Spec.KeySecretRef.Name}
+	if ref := storeURIRef(fs); ref != nil && ref.Name != fs.Spec.KeySecretRef.Name {
+		names = append(names, ref.Name)
+	}
+	return names
+}
+
+// requestsForSecret maps a Secret to the FaucetServers that read it.
 func (r *FaucetServerReconciler) requestsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
 	var list faucetv1alpha1.FaucetServerList
 	if err := r.List(ctx, &list, client.InNamespace(secret.GetNamespace()),
-		client.MatchingFields{keySecretIndex: secret.GetName()}); err != nil {
+		client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to list FaucetServers for Secret", "secret", secret.GetName())
 		return nil
 	}
@@ -281,13 +414,29 @@ func (r *FaucetServerReconciler) requestsForSecret(ctx context.Context, secret c
 }
 
 // CacheByObject limits the manager's caches of child kinds to objects the
-// operator manages, so it does not hold every Deployment, Service and
-// ServiceAccount of the cluster in memory.
+// operator manages, so it does not hold every Deployment, Service,
+// ServiceAccount and PersistentVolumeClaim of the cluster in memory.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: FieldManager})}
 	return map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:     managed,
-		&corev1.Service{}:        managed,
-		&corev1.ServiceAccount{}: managed,
+		&appsv1.Deployment{}:            managed,
+		&corev1.Service{}:               managed,
+		&corev1.ServiceAccount{}:        managed,
+		&corev1.PersistentVolumeClaim{}: managed,
 	}
+}
+
+// UncachedObjects are the kinds the manager's client reads straight from the
+// API server: Secrets, so that no cached read (a Get through the manager's
+// client, here or in code added later) can start an informer holding every
+// Secret of the cluster, data included. The Secret watch stays
+// metadata-only and does not depend on this.
+func UncachedObjects() []client.Object {
+	return []client.Object{&corev1.Secret{}}
+}
+
+// ClientCacheOptions are the manager client's cache options: everything is
+// read from the cache except UncachedObjects.
+func ClientCacheOptions() *client.CacheOptions {
+	return &client.CacheOptions{DisableFor: UncachedObjects()}
 }

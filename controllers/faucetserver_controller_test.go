@@ -15,6 +15,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -59,6 +60,23 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(d.Spec.Template.Annotations).To(HaveKey(ConfigHashAnnotation))
 		expectOwnedBy(d, fs)
 
+		By("keeping the state in the embedded store, on a volume the FaucetServer owns")
+		Expect(c.Args).To(ContainElement("--store=/var/lib/faucet/faucet.db"))
+		Expect(c.Env).To(BeEmpty())
+		Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(And(
+			HaveField("Name", "data"), HaveField("PersistentVolumeClaim.ClaimName", "faucet-data"))))
+		Expect(c.VolumeMounts).To(ContainElement(And(
+			HaveField("Name", "data"), HaveField("MountPath", "/var/lib/faucet"), HaveField("ReadOnly", BeFalse()))))
+		pvc := &corev1.PersistentVolumeClaim{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, pvc)).To(Succeed())
+		Expect(pvc.Spec.AccessModes).To(ConsistOf(corev1.ReadWriteOnce))
+		Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("1Gi"))
+		expectOwnedBy(pvc, fs)
+		stored := getFaucetServer(Default, ns).Spec.Store
+		Expect(stored).NotTo(BeNil(), "the CRD defaults an omitted store to the embedded one")
+		Expect(stored.Embedded).NotTo(BeNil())
+		Expect(stored.Embedded.Size.String()).To(Equal("1Gi"))
+
 		By("applying the ServiceAccount and the Service")
 		sa := &corev1.ServiceAccount{}
 		Expect(k8sClient.Get(suiteCtx, key(ns), sa)).To(Succeed())
@@ -80,6 +98,7 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(got.Status.URL).To(Equal(fmt.Sprintf("http://faucet.%s.svc:3999", ns)))
 			g.Expect(got.Status.FaucetAddresses).To(Equal(addresses(keys)))
 			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+			g.Expect(got.Status.Store).To(Equal(faucetv1alpha1.StoreEmbedded))
 			g.Expect(got.Finalizers).To(BeEmpty())
 		}).Should(Succeed())
 		expectEvent(ns, corev1.EventTypeNormal, faucetv1alpha1.ReasonProgressing)
@@ -246,7 +265,7 @@ var _ = Describe("FaucetServer controller", func() {
 		}).Should(Succeed())
 	})
 
-	It("refuses to take over an object of the same name that it does not control", func() {
+	It("stalls on an object of the same name that it does not control, without retrying", func() {
 		// E.g. a FaucetServer named like the Stacks node's own Service.
 		theirs := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fsName},
@@ -259,20 +278,258 @@ var _ = Describe("FaucetServer controller", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, nil)
 		Eventually(func(g Gomega) {
-			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonReconcileFailed)
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonNameConflict)
 			g.Expect(c.Message).To(ContainSubstring(`Service "faucet" already exists and is not controlled by this FaucetServer`))
+			expectCondition(g, got, faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonNameConflict)
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionReconciling)).To(BeNil())
+			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonNameConflict)
 		svc := &corev1.Service{}
 		Expect(k8sClient.Get(suiteCtx, key(ns), svc)).To(Succeed())
 		Expect(svc.ResourceVersion).To(Equal(theirs.ResourceVersion), "the foreign Service was modified")
-		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &appsv1.Deployment{}))).To(BeTrue())
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}} {
+			Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), obj))).To(BeTrue(), "%T applied despite the conflict", obj)
+		}
 
-		By("retrying once the name is free")
+		By("not retrying with backoff: freeing the name alone changes nothing")
 		Expect(k8sClient.Delete(suiteCtx, theirs)).To(Succeed())
+		Consistently(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &appsv1.Deployment{}))
+		}, 3*time.Second).Should(BeTrue(), "the stalled FaucetServer was retried on its own")
+
+		By("retrying on a change to the FaucetServer: an annotation")
+		fs := getFaucetServer(Default, ns)
+		fs.Annotations = map[string]string{"faucet.stxfaucet.dev/retry": "1"}
+		Expect(k8sClient.Update(suiteCtx, fs)).To(Succeed())
 		d := eventuallyDeployment(ns)
 		Expect(k8sClient.Get(suiteCtx, key(ns), svc)).To(Succeed())
 		expectOwnedBy(svc, getFaucetServer(Default, ns))
 		expectOwnedBy(d, getFaucetServer(Default, ns))
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing)
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+		}).Should(Succeed())
+	})
+
+	It("resumes by itself when a leftover child of an earlier FaucetServer of the same name goes away", func() {
+		// What the garbage collector has not removed yet after a delete
+		// and re-create: our labels, a controller reference to the old UID.
+		leftover := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: "faucet-data",
+				Labels: map[string]string{labelName: appName, labelInstance: fsName, labelManagedBy: FieldManager},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: faucetv1alpha1.GroupVersion.String(), Kind: "FaucetServer", Name: fsName,
+					UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true),
+				}},
+			},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		Expect(k8sClient.Create(suiteCtx, leftover)).To(Succeed())
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, nil)
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonNameConflict)
+			g.Expect(c.Message).To(ContainSubstring(`PersistentVolumeClaim "faucet-data" already exists`))
+		}).Should(Succeed())
+
+		By("the old claim being deleted: its watch event retries, no one touches the FaucetServer")
+		// envtest has no garbage collector and no controller to lift the
+		// claim protection finalizer its admission adds: play both.
+		Expect(k8sClient.Delete(suiteCtx, leftover)).To(Succeed())
+		Eventually(func() error {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(leftover), pvc); err != nil {
+				return err
+			}
+			pvc.Finalizers = nil
+			return k8sClient.Update(suiteCtx, pvc)
+		}).Should(Succeed())
+		eventuallyDeployment(ns)
+		Eventually(func(g Gomega) {
+			pvc := &corev1.PersistentVolumeClaim{}
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, pvc)).To(Succeed())
+			g.Expect(metav1.GetControllerOf(pvc)).To(HaveField("UID", getFaucetServer(g, ns).UID))
+			g.Expect(meta.FindStatusCondition(getFaucetServer(g, ns).Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+		}).Should(Succeed())
+	})
+
+	It("runs several replicas on a Postgres store, the URI only ever in its Secret", func() {
+		const password = "s3cr3t-pa55w0rd"
+		uri := "postgresql://app:" + password + "@faucet-db-rw:5432/app"
+		createKeySecret(ns, newKeys(3))
+		createSecret(ns, "faucet-db-app", map[string]string{"uri": uri, "password": password})
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Replicas = ptr.To(int32(3))
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+				URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app"},
+			}}
+		})
+
+		By("rolling out 3 replicas without a gap, FAUCET_STORE from the Secret, no volume")
+		d := eventuallyDeployment(ns)
+		Expect(*d.Spec.Replicas).To(Equal(int32(3)))
+		Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+		Expect(d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(BeZero())
+		Expect(d.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()).To(Equal(1))
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Env).To(ConsistOf(And(
+			HaveField("Name", "FAUCET_STORE"),
+			HaveField("Value", BeEmpty()),
+			HaveField("ValueFrom.SecretKeyRef.Name", "faucet-db-app"),
+			HaveField("ValueFrom.SecretKeyRef.Key", "uri"), // the CRD's default: CloudNativePG's key
+		)))
+		Expect(c.Args).NotTo(ContainElement(HavePrefix("--store")))
+		Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1))
+		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, &corev1.PersistentVolumeClaim{}))).
+			To(BeTrue(), "a claim for a Postgres store")
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			g.Expect(got.Status.Store).To(Equal(faucetv1alpha1.StorePostgres))
+			expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing)
+		}).Should(Succeed())
+
+		By("rolling the pods when the URI changes, e.g. a rotated password")
+		before := d.Spec.Template.Annotations[ConfigHashAnnotation]
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-db-app"}, secret)).To(Succeed())
+		secret.Data["uri"] = []byte(strings.Replace(uri, password, password+"-2", 1))
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).NotTo(Equal(before))
+		}).Should(Succeed())
+
+		By("and not when only the Secret's other data changes")
+		after := d.Spec.Template.Annotations[ConfigHashAnnotation]
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-db-app"}, secret)).To(Succeed())
+		secret.Data["username"] = []byte("app")
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).To(Equal(after))
+		}, 2*time.Second).Should(Succeed())
+
+		By("all replicas available: Ready")
+		setDeploymentReplicas(ns, 3, 3)
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionTrue, faucetv1alpha1.ReasonAvailable)
+			g.Expect(got.Status.ReadyReplicas).To(Equal(int32(3)))
+		}).Should(Succeed())
+
+		By("never putting the URI or the password in the Deployment, the status or events")
+		expectNoSecretText(ns, password)
+	})
+
+	It("switches a faucet between the embedded store and Postgres, both ways", func() {
+		createKeySecret(ns, newKeys(2))
+		createSecret(ns, "faucet-db-app", map[string]string{"uri": "postgresql://app:pw@db:5432/app"})
+		createFaucetServer(ns, nil)
+		Expect(eventuallyDeployment(ns).Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType))
+
+		update := func(mutate func(*faucetv1alpha1.FaucetServer)) {
+			GinkgoHelper()
+			Eventually(func() error {
+				fs := getFaucetServer(Default, ns)
+				mutate(fs)
+				return k8sClient.Update(suiteCtx, fs)
+			}).Should(Succeed())
+		}
+		By("to Postgres with two replicas: RollingUpdate, no volume, the claim left in place")
+		update(func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Replicas = ptr.To(int32(2))
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+				URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app"},
+			}}
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(*d.Spec.Replicas).To(Equal(int32(2)))
+			g.Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+			g.Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Env).To(HaveLen(1))
+			g.Expect(getFaucetServer(g, ns).Status.Store).To(Equal(faucetv1alpha1.StorePostgres))
+		}).Should(Succeed())
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, &corev1.PersistentVolumeClaim{})).
+			To(Succeed(), "the embedded store's data is kept until the FaucetServer goes")
+
+		By("back to the embedded store: Recreate again, without the rolling-update settings")
+		update(func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Replicas = ptr.To(int32(1))
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{}}
+		})
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(*d.Spec.Replicas).To(Equal(int32(1)))
+			g.Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType))
+			g.Expect(d.Spec.Strategy.RollingUpdate).To(BeNil())
+			g.Expect(d.Spec.Template.Spec.Containers[0].Env).To(BeEmpty())
+			g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--store=/var/lib/faucet/faucet.db"))
+			got := getFaucetServer(g, ns)
+			g.Expect(got.Status.Store).To(Equal(faucetv1alpha1.StoreEmbedded))
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionReconciling)).
+				To(HaveField("Reason", faucetv1alpha1.ReasonProgressing), "no apply error")
+		}).Should(Succeed())
+	})
+
+	It("reports a missing store Secret, then an unusable URI, naming neither its value", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+				URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "dsn"},
+			}}
+		})
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonStoreSecretNotFound)
+			g.Expect(c.Message).To(ContainSubstring(`store Secret "faucet-db-app" not found`))
+			expectCondition(g, got, faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonStoreSecretNotFound)
+		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonStoreSecretNotFound)
+		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &appsv1.Deployment{}))).To(BeTrue(), "a Deployment whose pods could not start")
+
+		By("a Secret without the data key")
+		createSecret(ns, "faucet-db-app", map[string]string{"uri": "postgresql://app:hidden-1@db:5432/app"})
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidStoreSecret)
+			g.Expect(c.Message).To(ContainSubstring(`has no data key "dsn"`))
+		}).Should(Succeed())
+
+		By("a value that is no Postgres URI, which the faucet would take for an SQLite path")
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-db-app"}, secret)).To(Succeed())
+		secret.Data["dsn"] = []byte("host=db user=app password=hidden-2")
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidStoreSecret)
+			g.Expect(c.Message).To(ContainSubstring("not a postgres:// or postgresql:// URI"))
+		}).Should(Succeed())
+
+		By("a URI with a trailing newline")
+		secret.Data["dsn"] = []byte("postgres://app:hidden-3@db:5432/app\n")
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidStoreSecret)
+			g.Expect(c.Message).To(ContainSubstring("trailing newline"))
+		}).Should(Succeed())
+		expectNoSecretText(ns, "hidden-")
+
+		By("a good URI: the faucet starts")
+		secret.Data["dsn"] = []byte("postgres://app:hidden-4@db:5432/app")
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		eventuallyDeployment(ns)
+		Eventually(func(g Gomega) {
+			g.Expect(meta.FindStatusCondition(getFaucetServer(g, ns).Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+		}).Should(Succeed())
 	})
 
 	It("suspends the faucet and stays Ready with reason Suspended", func() {
@@ -390,7 +647,63 @@ var _ = Describe("FaucetServer controller", func() {
 			"metadata.name must be a DNS-1035 label"),
 		Entry("name over 63 characters", func(fs *faucetv1alpha1.FaucetServer) { fs.Name = "f" + strings.Repeat("a", 63) },
 			"metadata.name must be a DNS-1035 label"),
+		// The embedded store's volume is ReadWriteOnce with one writer.
+		Entry("two replicas on the default (embedded) store", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(2)) },
+			"spec.replicas must be 1 with the embedded store"),
+		Entry("two replicas on an explicit embedded store", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Replicas = ptr.To(int32(2))
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{}}
+		}, "spec.replicas must be 1 with the embedded store"),
+		Entry("both an embedded and a Postgres store", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{
+				Embedded: &faucetv1alpha1.EmbeddedStore{},
+				Postgres: &faucetv1alpha1.PostgresStore{URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "db"}},
+			}
+		}, "spec.store: set either embedded or postgres, not both"),
+		Entry("an empty store", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Store = &faucetv1alpha1.StoreSpec{} },
+			"spec.store: set embedded or postgres"),
+		Entry("zero replicas", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(0)) },
+			"spec.replicas"),
+		Entry("a zero-sized volume", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{Size: ptr.To(resource.MustParse("0"))}}
+		}, "store.embedded.size must be positive"),
 	)
+
+	It("accepts several replicas on a Postgres store", func() {
+		fs := newFaucetServer(ns)
+		fs.Spec.Replicas = ptr.To(int32(3))
+		fs.Spec.Store = &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+			URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app"},
+		}}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.Store.Postgres.URISecretRef.Key).To(Equal("uri"), "the key defaults to CloudNativePG's")
+	})
+
+	It("refuses to shrink the volume or change its StorageClass", func() {
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{
+				Size: ptr.To(resource.MustParse("2Gi")), StorageClassName: ptr.To("fast"),
+			}}
+		})
+		update := func(mutate func(*faucetv1alpha1.EmbeddedStore)) error {
+			for {
+				fs := getFaucetServer(Default, ns)
+				mutate(fs.Spec.Store.Embedded)
+				// The operator's status patches race with this update.
+				if err := k8sClient.Update(suiteCtx, fs, client.DryRunAll); !apierrors.IsConflict(err) {
+					return err
+				}
+			}
+		}
+		err := update(func(e *faucetv1alpha1.EmbeddedStore) { e.Size = ptr.To(resource.MustParse("2000Mi")) })
+		Expect(err).To(MatchError(ContainSubstring("store.embedded.size cannot shrink")))
+		err = update(func(e *faucetv1alpha1.EmbeddedStore) { e.StorageClassName = ptr.To("slow") })
+		Expect(err).To(MatchError(ContainSubstring("store.embedded.storageClassName cannot change")))
+		err = update(func(e *faucetv1alpha1.EmbeddedStore) { e.StorageClassName = nil })
+		Expect(err).To(MatchError(ContainSubstring("store.embedded.storageClassName cannot change")))
+		Expect(update(func(e *faucetv1alpha1.EmbeddedStore) { e.Size = ptr.To(resource.MustParse("3Gi")) })).To(Succeed(), "growing")
+		Expect(update(func(e *faucetv1alpha1.EmbeddedStore) { e.Size = ptr.To(resource.MustParse("2048Mi")) })).To(Succeed(), "the same size, written otherwise")
+	})
 
 	It("accepts the README's every-field example", func() {
 		readme, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -450,6 +763,36 @@ func createKeySecretData(ns, dataKey, data string) {
 	Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
 }
 
+func createSecret(ns, name string, data map[string]string) {
+	GinkgoHelper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
+}
+
+// expectNoSecretText fails if text appears in the FaucetServer, its events
+// or any child.
+func expectNoSecretText(ns, text string) {
+	GinkgoHelper()
+	var dumps []any
+	dumps = append(dumps, getFaucetServer(Default, ns))
+	var events eventsv1.EventList
+	Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
+	dumps = append(dumps, events.Items)
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}} {
+		if err := k8sClient.Get(suiteCtx, key(ns), obj); err == nil {
+			dumps = append(dumps, obj)
+		}
+	}
+	for _, d := range dumps {
+		raw, err := json.Marshal(d)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).NotTo(ContainSubstring(text), "secret text in %T", d)
+	}
+}
+
 func newFaucetServer(ns string) *faucetv1alpha1.FaucetServer {
 	return &faucetv1alpha1.FaucetServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fsName},
@@ -487,20 +830,31 @@ func eventuallyDeployment(ns string) *appsv1.Deployment {
 // generation: one updated pod, available or not.
 func setDeploymentStatus(ns string, available bool) {
 	GinkgoHelper()
+	n := int32(0)
+	if available {
+		n = 1
+	}
+	setDeploymentReplicas(ns, 1, n)
+}
+
+// setDeploymentReplicas plays the Deployment controller for the current
+// generation: replicas updated pods, available of them available.
+func setDeploymentReplicas(ns string, replicas, available int32) {
+	GinkgoHelper()
 	Eventually(func() error {
 		d := &appsv1.Deployment{}
 		if err := k8sClient.Get(suiteCtx, key(ns), d); err != nil {
 			return err
 		}
-		var n int32
 		availableCond := corev1.ConditionFalse
-		if available {
-			n, availableCond = 1, corev1.ConditionTrue
+		if available == replicas {
+			availableCond = corev1.ConditionTrue
 		}
 		now := metav1.Now()
 		d.Status = appsv1.DeploymentStatus{
 			ObservedGeneration: d.Generation,
-			Replicas:           1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n, UnavailableReplicas: 1 - n,
+			Replicas:           replicas, UpdatedReplicas: replicas, ReadyReplicas: available, AvailableReplicas: available,
+			UnavailableReplicas: replicas - available,
 			Conditions: []appsv1.DeploymentCondition{
 				{Type: appsv1.DeploymentAvailable, Status: availableCond, Reason: "MinimumReplicas", LastUpdateTime: now, LastTransitionTime: now},
 				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},

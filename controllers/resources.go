@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -34,7 +35,8 @@ const (
 	appName        = "faucet-server"
 
 	// ConfigHashAnnotation on the pod template changes with the server
-	// settings and the key Secret's data, so either rolls the pod.
+	// settings and the data of the key and store Secrets, so any of them
+	// rolls the pods.
 	ConfigHashAnnotation = "faucet.stxfaucet.dev/config-hash"
 
 	containerName = "faucet"
@@ -45,6 +47,15 @@ const (
 	DefaultServicePort = 3999
 	keysVolume         = "keys"
 	keysMountPath      = "/etc/faucet/keys"
+
+	// The embedded store: an SQLite file on the FaucetServer's volume.
+	dataVolume    = "data"
+	dataMountPath = "/var/lib/faucet"
+	storeFile     = "faucet.db"
+	// StoreEnv carries a Postgres URI into the container from its Secret:
+	// `faucet serve` reads every flag from FAUCET_<NAME>, and an env var
+	// keeps the password out of the Deployment spec and the process list.
+	StoreEnv = "FAUCET_STORE"
 	// nonRootID is distroless's "nonroot" user; any non-zero id works.
 	nonRootID int64 = 65532
 )
@@ -110,11 +121,55 @@ func serviceFor(fs *faucetv1alpha1.FaucetServer) *corev1.Service {
 	}
 }
 
-// deploymentFor runs `faucet serve` in exactly one pod: replicas 1 and the
-// Recreate strategy, because two pods signing with the same key would race
-// for its nonces. keysDigest is a digest of the key Secret's data, never the
-// data itself; it only feeds the config hash.
-func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *appsv1.Deployment {
+// secretDigests are digests of the Secrets the pods read, never their data:
+// they only feed the config hash, so a changed Secret rolls the pods.
+type secretDigests struct {
+	keys  string // the key Secret's data key
+	store string // the Postgres URI; "" for the embedded store
+}
+
+// StoreKind is the kind of store fs runs with: StorePostgres when
+// spec.store.postgres is set, else StoreEmbedded (the CRD defaults an
+// omitted spec.store to the embedded one).
+func StoreKind(fs *faucetv1alpha1.FaucetServer) string {
+	if fs.Spec.Store != nil && fs.Spec.Store.Postgres != nil {
+		return faucetv1alpha1.StorePostgres
+	}
+	return faucetv1alpha1.StoreEmbedded
+}
+
+// VolumeClaimName names the embedded store's PersistentVolumeClaim.
+func VolumeClaimName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-data" }
+
+// storeURIRef is the Secret key selector of the Postgres URI; nil for the
+// embedded store.
+func storeURIRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
+	if StoreKind(fs) != faucetv1alpha1.StorePostgres {
+		return nil
+	}
+	ref := fs.Spec.Store.Postgres.URISecretRef
+	key := ref.Key
+	if key == "" {
+		key = faucetv1alpha1.DefaultStoreURIKey
+	}
+	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+}
+
+// DeploymentFor is the faucet Deployment the operator applies for fs, with
+// image as the default image. It leaves the Secrets out of the config hash
+// (the reconciler adds their digests); everything else is as applied, so
+// tests outside this package can check the container's args and env.
+func DeploymentFor(fs *faucetv1alpha1.FaucetServer, image string) *appsv1.Deployment {
+	return deploymentFor(fs, image, secretDigests{})
+}
+
+// deploymentFor runs `faucet serve`. With the embedded store it runs exactly
+// one pod, replaced with the Recreate strategy: the volume is ReadWriteOnce
+// and two pods signing with the same key would race for its nonces. With a
+// Postgres store it runs spec.replicas pods, which split the keys through
+// the database, and rolls them one extra pod at a time with none taken away
+// first, so a rollout leaves no gap.
+func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secretDigests) *appsv1.Deployment {
 	if fs.Spec.Image != "" {
 		image = fs.Spec.Image
 	}
@@ -130,7 +185,7 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *a
 	if podAnnotations == nil {
 		podAnnotations = map[string]string{}
 	}
-	podAnnotations[ConfigHashAnnotation] = configHash(image, args, keysDigest)
+	podAnnotations[ConfigHashAnnotation] = configHash(image, args, digests)
 
 	var resources corev1.ResourceRequirements
 	if fs.Spec.Resources != nil {
@@ -153,12 +208,44 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *a
 		}
 	}
 
+	mounts := []corev1.VolumeMount{{Name: keysVolume, MountPath: keysMountPath, ReadOnly: true}}
+	volumes := []corev1.Volume{{
+		Name: keysVolume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  fs.Spec.KeySecretRef.Name,
+			Items:       []corev1.KeyToPath{{Key: keyName, Path: keyName}},
+			DefaultMode: ptr.To(int32(0o440)),
+		}},
+	}}
+	var env []corev1.EnvVar
+	replicas := int32(1)
+	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	if ref := storeURIRef(fs); ref != nil {
+		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
+		replicas = ptr.Deref(fs.Spec.Replicas, 1)
+		strategy = appsv1.DeploymentStrategy{
+			Type: appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				MaxSurge:       ptr.To(intstr.FromInt32(1)),
+			},
+		}
+	} else {
+		mounts = append(mounts, corev1.VolumeMount{Name: dataVolume, MountPath: dataMountPath})
+		volumes = append(volumes, corev1.Volume{
+			Name: dataVolume,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+				ClaimName: VolumeClaimName(fs),
+			}},
+		})
+	}
+
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: objectMeta(fs),
 		Spec: appsv1.DeploymentSpec{
-			Replicas:             ptr.To(int32(1)),
-			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Replicas:             ptr.To(replicas),
+			Strategy:             strategy,
 			RevisionHistoryLimit: ptr.To(int32(3)),
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(fs)},
 			Template: corev1.PodTemplateSpec{
@@ -168,18 +255,26 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *a
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(nonRootID),
-						RunAsGroup:     ptr.To(nonRootID),
-						FSGroup:        ptr.To(nonRootID), // lets the non-root user read the 0440 key file
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To(nonRootID),
+						RunAsGroup:   ptr.To(nonRootID),
+						// Lets the non-root user read the 0440 key file and
+						// write the store's volume.
+						FSGroup: ptr.To(nonRootID),
+						// Only chown a volume that is not ours yet: a large
+						// store would otherwise slow down every start.
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{{
 						Name:  containerName,
 						Image: image,
 						Args:  args,
+						Env:   env,
 						Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: ServerPort, Protocol: corev1.ProtocolTCP}},
-						// /readyz checks the node and funding with its own 3s bound.
+						// /readyz checks the node, funding and (with
+						// Postgres) that this replica owns a key, with its
+						// own 3s bound.
 						LivenessProbe:  probe("/healthz", 2),
 						ReadinessProbe: probe("/readyz", 5),
 						Resources:      resources,
@@ -190,16 +285,9 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *a
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: keysVolume, MountPath: keysMountPath, ReadOnly: true}},
+						VolumeMounts: mounts,
 					}},
-					Volumes: []corev1.Volume{{
-						Name: keysVolume,
-						VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName:  fs.Spec.KeySecretRef.Name,
-							Items:       []corev1.KeyToPath{{Key: keyName, Path: keyName}},
-							DefaultMode: ptr.To(int32(0o440)),
-						}},
-					}},
+					Volumes:           volumes,
 					NodeSelector:      maps.Clone(fs.Spec.NodeSelector),
 					Tolerations:       tolerations,
 					Affinity:          affinity,
@@ -208,6 +296,49 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image, keysDigest string) *a
 			},
 		},
 	}
+}
+
+// persistentVolumeClaimFor is the embedded store's volume. existing is the
+// claim as it is now, nil before it is created. A claim's StorageClass and
+// access modes are fixed at creation and its size can only grow, and only
+// once it is bound, so the claim keeps its class and never asks for less
+// than it has: applying anything else would be refused over and over.
+func persistentVolumeClaimFor(fs *faucetv1alpha1.FaucetServer, existing *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	size := resource.MustParse(faucetv1alpha1.DefaultEmbeddedStoreSize)
+	var class *string
+	if s := fs.Spec.Store; s != nil && s.Embedded != nil {
+		if s.Embedded.Size != nil {
+			size = s.Embedded.Size.DeepCopy()
+		}
+		class = copyPtr(s.Embedded.StorageClassName)
+	}
+	if existing != nil {
+		class = copyPtr(existing.Spec.StorageClassName)
+		if current, ok := existing.Spec.Resources.Requests[corev1.ResourceStorage]; ok &&
+			(existing.Status.Phase != corev1.ClaimBound || size.Cmp(current) < 0) {
+			size = current.DeepCopy()
+		}
+	}
+	meta := objectMeta(fs)
+	meta.Name = VolumeClaimName(fs)
+	return &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: class,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: size},
+			},
+		},
+	}
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	return ptr.To(*p)
 }
 
 // keyFileName is the Secret data key that holds the private keys.
@@ -219,7 +350,9 @@ func keyFileName(fs *faucetv1alpha1.FaucetServer) string {
 }
 
 // serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
-// pass no flag, so the server's own defaults apply.
+// pass no flag, so the server's own defaults apply. A Postgres URI is never
+// a flag: it comes from the Secret through FAUCET_STORE (a flag would also
+// override that variable).
 func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	s := fs.Spec
 	args := []string{
@@ -270,14 +403,17 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	if s.Suspend {
 		args = append(args, "--suspend")
 	}
+	if StoreKind(fs) == faucetv1alpha1.StoreEmbedded {
+		flag("store", path.Join(dataMountPath, storeFile))
+	}
 	return args
 }
 
 // configHash digests what the server runs with. The pod template carries
-// everything else already; the keys reach it only through this digest.
-func configHash(image string, args []string, keysDigest string) string {
+// everything else already; the Secrets reach it only through their digests.
+func configHash(image string, args []string, digests secretDigests) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s", image, strings.Join(args, "\x00"), keysDigest)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", image, strings.Join(args, "\x00"), digests.keys, digests.store)
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
@@ -35,27 +36,48 @@ func fixture(opts ...func(*faucetv1alpha1.FaucetServer)) *faucetv1alpha1.FaucetS
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
+// postgres sets a Postgres store whose URI is in Secret faucet-db-app.
+func postgres(replicas int32) func(*faucetv1alpha1.FaucetServer) {
+	return func(fs *faucetv1alpha1.FaucetServer) {
+		fs.Spec.Replicas = ptr.To(replicas)
+		fs.Spec.Store = &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+			URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "uri"},
+		}}
+	}
+}
+
 func TestServerArgs(t *testing.T) {
 	base := []string{
 		"serve", "--listen=:3999", "--log-format=json",
 		"--node-url=http://stacks-node:20443", "--key-file=/etc/faucet/keys/keys",
 	}
+	const embeddedStore = "--store=/var/lib/faucet/faucet.db"
 	tests := map[string]struct {
 		// spec changes applied to the fixture
 		mutate func(*faucetv1alpha1.FaucetServer)
 		// want is the full argument list
 		want []string
 	}{
-		"minimal spec passes only the required flags, so server defaults apply": {
+		"minimal spec passes only the required flags and the embedded store, so server defaults apply": {
 			mutate: func(*faucetv1alpha1.FaucetServer) {},
-			want:   base,
+			want:   append(slices.Clone(base), embeddedStore),
 		},
 		"a custom Secret data key names the mounted file": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.KeySecretRef.Key = "faucet.txt" },
 			want: []string{
 				"serve", "--listen=:3999", "--log-format=json",
-				"--node-url=http://stacks-node:20443", "--key-file=/etc/faucet/keys/faucet.txt",
+				"--node-url=http://stacks-node:20443", "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore,
 			},
+		},
+		"an explicit embedded store is the same file on the volume": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{Size: ptr.To(resource.MustParse("5Gi"))}}
+			},
+			want: append(slices.Clone(base), embeddedStore),
+		},
+		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
+			mutate: postgres(2),
+			want:   base,
 		},
 		"every setting maps to its flag": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -78,13 +100,13 @@ func TestServerArgs(t *testing.T) {
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
 				"--memo=hello faucet",
 				"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/1m30s",
-				"--trusted-proxy-hops=2", "--suspend"),
+				"--trusted-proxy-hops=2", "--suspend", embeddedStore),
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Amounts, fs.Spec.Fee, fs.Spec.RateLimits = &faucetv1alpha1.Amounts{}, &faucetv1alpha1.Fee{}, &faucetv1alpha1.RateLimits{}
 			},
-			want: base,
+			want: append(slices.Clone(base), embeddedStore),
 		},
 	}
 	for name, tt := range tests {
@@ -98,7 +120,8 @@ func TestServerArgs(t *testing.T) {
 }
 
 func TestDeploymentFor(t *testing.T) {
-	const image, digest = "ghcr.io/stxfaucet/faucet:v1", "digest-1"
+	const image = "ghcr.io/stxfaucet/faucet:v1"
+	digests := secretDigests{keys: "digest-1", store: "digest-2"}
 	tests := map[string]struct {
 		// mutate changes the fixture's spec
 		mutate func(*faucetv1alpha1.FaucetServer)
@@ -144,7 +167,7 @@ func TestDeploymentFor(t *testing.T) {
 				if len(c.Env) != 0 || len(c.EnvFrom) != 0 {
 					t.Errorf("container has env %v / envFrom %v", c.Env, c.EnvFrom)
 				}
-				if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != "/etc/faucet/keys" {
+				if !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != "/etc/faucet/keys" || pod.Volumes[0].Name != c.VolumeMounts[0].Name {
 					t.Errorf("volume mounts %+v", c.VolumeMounts)
 				}
 				v := pod.Volumes[0].Secret
@@ -153,6 +176,77 @@ func TestDeploymentFor(t *testing.T) {
 				}
 				if !slices.Contains(c.Args, "--key-file=/etc/faucet/keys/keys") {
 					t.Errorf("args %q lack --key-file", c.Args)
+				}
+			},
+		},
+		"embedded store: one pod, Recreate, the claim mounted writable and --store on it": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Replicas = ptr.To(int32(3)) // the CRD refuses this; the builder still runs one pod
+			},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				c := pod.Containers[0]
+				if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate != nil {
+					t.Errorf("replicas %d strategy %+v, want 1 Recreate: the volume is ReadWriteOnce", *d.Spec.Replicas, d.Spec.Strategy)
+				}
+				if len(c.VolumeMounts) != 2 || c.VolumeMounts[1].Name != "data" || c.VolumeMounts[1].MountPath != "/var/lib/faucet" || c.VolumeMounts[1].ReadOnly {
+					t.Errorf("volume mounts %+v, want the data volume writable at /var/lib/faucet", c.VolumeMounts)
+				}
+				if len(pod.Volumes) != 2 || pod.Volumes[1].PersistentVolumeClaim == nil || pod.Volumes[1].PersistentVolumeClaim.ClaimName != "faucet-data" {
+					t.Errorf("volumes %+v, want the claim faucet-data", pod.Volumes)
+				}
+				if !slices.Contains(c.Args, "--store=/var/lib/faucet/faucet.db") {
+					t.Errorf("args %q lack the store on the volume", c.Args)
+				}
+				if len(c.Env) != 0 {
+					t.Errorf("env %+v", c.Env)
+				}
+				psc := pod.SecurityContext
+				if psc.FSGroup == nil || *psc.FSGroup != 65532 || *psc.RunAsUser != 65532 {
+					t.Errorf("pod securityContext %+v: the non-root user must own the volume", psc)
+				}
+			},
+		},
+		"postgres store: FAUCET_STORE from the Secret, spec.replicas, gap-free RollingUpdate, no volume": {
+			mutate: postgres(3),
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				c := pod.Containers[0]
+				if *d.Spec.Replicas != 3 {
+					t.Errorf("replicas %d, want 3", *d.Spec.Replicas)
+				}
+				st := d.Spec.Strategy
+				if st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+					*st.RollingUpdate.MaxUnavailable != intstr.FromInt32(0) || *st.RollingUpdate.MaxSurge != intstr.FromInt32(1) {
+					t.Errorf("strategy %+v, want RollingUpdate with maxUnavailable 0, maxSurge 1", st)
+				}
+				want := []corev1.EnvVar{{Name: "FAUCET_STORE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "faucet-db-app"}, Key: "uri",
+				}}}}
+				if !equalJSON(c.Env, want) {
+					t.Errorf("env %+v, want FAUCET_STORE from secretKeyRef faucet-db-app/uri", c.Env)
+				}
+				if len(pod.Volumes) != 1 || len(c.VolumeMounts) != 1 {
+					t.Errorf("volumes %+v mounts %+v, want only the keys", pod.Volumes, c.VolumeMounts)
+				}
+				for _, a := range c.Args {
+					if strings.HasPrefix(a, "--store") {
+						t.Errorf("arg %q would override FAUCET_STORE", a)
+					}
+				}
+				if c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+					t.Errorf("readiness probe %s: a replica that owns no key must drop out of the Service", c.ReadinessProbe.HTTPGet.Path)
+				}
+			},
+		},
+		"postgres store: the key defaults to uri, as in CloudNativePG's app Secret": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				postgres(1)(fs)
+				fs.Spec.Store.Postgres.URISecretRef.Key = ""
+			},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				if ref := d.Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef; ref.Key != "uri" {
+					t.Errorf("secretKeyRef %+v", ref)
 				}
 			},
 		},
@@ -222,7 +316,7 @@ func TestDeploymentFor(t *testing.T) {
 				tt.mutate(fs)
 			}
 			before := fs.DeepCopy()
-			d := deploymentFor(fs, image, digest)
+			d := deploymentFor(fs, image, digests)
 			tt.check(t, d)
 			if !equalJSON(before, fs) {
 				t.Error("deploymentFor modified its input")
@@ -233,7 +327,7 @@ func TestDeploymentFor(t *testing.T) {
 
 func TestConfigHashRollsThePod(t *testing.T) {
 	hash := func(fs *faucetv1alpha1.FaucetServer, digest string) string {
-		return deploymentFor(fs, "img", digest).Spec.Template.Annotations[ConfigHashAnnotation]
+		return deploymentFor(fs, "img", secretDigests{keys: digest}).Spec.Template.Annotations[ConfigHashAnnotation]
 	}
 	base := hash(fixture(), "keys-v1")
 	if base == "" || base != hash(fixture(), "keys-v1") {
@@ -250,6 +344,90 @@ func TestConfigHashRollsThePod(t *testing.T) {
 	}
 	if strings.Contains(base, "keys-v1") {
 		t.Error("the hash carries its input")
+	}
+	pg := fixture(postgres(2))
+	uriHash := func(digest string) string {
+		return deploymentFor(pg, "img", secretDigests{keys: "keys-v1", store: digest}).Spec.Template.Annotations[ConfigHashAnnotation]
+	}
+	if uriHash("uri-v1") == uriHash("uri-v2") {
+		t.Error("changing the Postgres URI did not change the hash")
+	}
+}
+
+func TestPersistentVolumeClaimFor(t *testing.T) {
+	gi := func(s string) resource.Quantity { return resource.MustParse(s) }
+	existing := func(class *string, size string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: class,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: gi(size)}},
+			},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: phase},
+		}
+	}
+	embedded := func(size string, class *string) func(*faucetv1alpha1.FaucetServer) {
+		return func(fs *faucetv1alpha1.FaucetServer) {
+			e := &faucetv1alpha1.EmbeddedStore{StorageClassName: class}
+			if size != "" {
+				e.Size = ptr.To(gi(size))
+			}
+			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: e}
+		}
+	}
+	tests := map[string]struct {
+		// mutate changes the fixture's spec
+		mutate func(*faucetv1alpha1.FaucetServer)
+		// existing is the claim as it is in the cluster, nil before creation
+		existing *corev1.PersistentVolumeClaim
+		// wantSize and wantClass are the claim's expected request and class
+		wantSize  string
+		wantClass *string
+	}{
+		"no store at all: the default size": {wantSize: "1Gi"},
+		"size and class from the spec": {
+			mutate: embedded("5Gi", ptr.To("fast")), wantSize: "5Gi", wantClass: ptr.To("fast"),
+		},
+		"a bound claim grows": {
+			mutate: embedded("5Gi", nil), existing: existing(nil, "1Gi", corev1.ClaimBound), wantSize: "5Gi",
+		},
+		"a claim never shrinks": {
+			mutate: embedded("1Gi", nil), existing: existing(nil, "5Gi", corev1.ClaimBound), wantSize: "5Gi",
+		},
+		"a pending claim keeps its size until it is bound: Kubernetes refuses to resize it": {
+			mutate: embedded("5Gi", nil), existing: existing(nil, "1Gi", corev1.ClaimPending), wantSize: "1Gi",
+		},
+		"the class the claim was created with stays, e.g. the default one admission filled in": {
+			mutate: embedded("1Gi", nil), existing: existing(ptr.To("standard"), "1Gi", corev1.ClaimBound),
+			wantSize: "1Gi", wantClass: ptr.To("standard"),
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := fixture()
+			if tt.mutate != nil {
+				tt.mutate(fs)
+			}
+			pvc := persistentVolumeClaimFor(fs, tt.existing)
+			if pvc.Name != "faucet-data" || pvc.Namespace != "testnet" || pvc.APIVersion != "v1" || pvc.Kind != "PersistentVolumeClaim" {
+				t.Errorf("claim %s/%s %v", pvc.Namespace, pvc.Name, pvc.TypeMeta)
+			}
+			checkOwner(t, pvc.OwnerReferences)
+			if pvc.Labels[labelManagedBy] != FieldManager {
+				t.Errorf("labels %v lack %s, so the manager's cache would not see it", pvc.Labels, labelManagedBy)
+			}
+			if !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+				t.Errorf("access modes %v", pvc.Spec.AccessModes)
+			}
+			if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(gi(tt.wantSize)) != 0 {
+				t.Errorf("size %s, want %s", got.String(), tt.wantSize)
+			}
+			if !equalJSON(pvc.Spec.StorageClassName, tt.wantClass) {
+				t.Errorf("storageClassName %v, want %v", ptr.Deref(pvc.Spec.StorageClassName, "<nil>"), ptr.Deref(tt.wantClass, "<nil>"))
+			}
+			if d := deploymentFor(fs, "img", secretDigests{}); d.Spec.Template.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != pvc.Name {
+				t.Errorf("the Deployment mounts another claim than %s", pvc.Name)
+			}
+		})
 	}
 }
 

@@ -24,9 +24,22 @@ type keyState struct {
 
 func (k keyState) usable() bool { return k.reason == "" }
 
+// storeState is what a Postgres store's URI Secret yielded: a digest of the
+// URI, or the reason it is unusable. It never holds the URI. The zero value
+// (the embedded store) is usable.
+type storeState struct {
+	reason  string // "" when usable, else a Ready reason
+	message string
+	digest  string
+}
+
+func (s storeState) usable() bool { return s.reason == "" }
+
 // observation is everything one reconcile saw; the status is a function of it.
 type observation struct {
 	keys       keyState
+	store      storeState
+	conflict   string             // why a child's name is taken; "" if none is
 	service    *corev1.Service    // as applied; nil if not reached
 	deployment *appsv1.Deployment // as applied or read; nil if none
 	err        error              // the reconcile error, if any
@@ -39,6 +52,7 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 	st := *fs.Status.DeepCopy()
 	st.FaucetAddresses = obs.keys.addresses
 	st.URL = serviceURL(obs.service)
+	st.Store = StoreKind(fs)
 	st.ReadyReplicas = 0
 	if obs.deployment != nil {
 		st.ReadyReplicas = obs.deployment.Status.ReadyReplicas
@@ -90,10 +104,21 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		stalled("", "")
 		return st
 
+	case obs.conflict != "":
+		msg := truncate(obs.conflict, maxConditionMessage)
+		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonNameConflict, msg)
+		reconciling("", "")
+		stalled(faucetv1alpha1.ReasonNameConflict, msg)
+
 	case !obs.keys.usable():
 		ready(metav1.ConditionFalse, obs.keys.reason, obs.keys.message)
 		reconciling("", "")
 		stalled(obs.keys.reason, obs.keys.message)
+
+	case !obs.store.usable():
+		ready(metav1.ConditionFalse, obs.store.reason, obs.store.message)
+		reconciling("", "")
+		stalled(obs.store.reason, obs.store.message)
 
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.
@@ -164,7 +189,7 @@ const (
 )
 
 // deploymentPhase reads a Deployment's status the way `kubectl rollout
-// status` does, for the single replica the faucet runs.
+// status` does: available once every replica is updated and available.
 func deploymentPhase(d *appsv1.Deployment) (rolloutPhase, string) {
 	s := d.Status
 	var progressing appsv1.DeploymentCondition
@@ -189,9 +214,9 @@ func deploymentPhase(d *appsv1.Deployment) (rolloutPhase, string) {
 		return phaseRollingOut, fmt.Sprintf("Deployment %q is rolling out: %d old pods terminating", d.Name, s.Replicas-s.UpdatedReplicas)
 	case s.AvailableReplicas < want && progressing.Reason == "NewReplicaSetAvailable":
 		// The rollout had completed; the pod has since become unready.
-		return phaseUnavailable, fmt.Sprintf("Deployment %q has %d of %d pods available; the faucet's /readyz fails while its node is unreachable or no key is funded", d.Name, s.AvailableReplicas, want)
+		return phaseUnavailable, fmt.Sprintf("Deployment %q has %d of %d pods available; the faucet's /readyz fails while its node is unreachable, no key is funded, or (with several replicas) the pod owns no key", d.Name, s.AvailableReplicas, want)
 	case s.AvailableReplicas < want:
-		return phaseRollingOut, fmt.Sprintf("waiting for the faucet pod of Deployment %q to become ready", d.Name)
+		return phaseRollingOut, fmt.Sprintf("waiting for the faucet pods of Deployment %q to become ready: %d of %d available", d.Name, s.AvailableReplicas, want)
 	}
 	return phaseAvailable, ""
 }

@@ -117,6 +117,47 @@ func TestComputeStatus(t *testing.T) {
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidKeys,
 			stalled: faucetv1alpha1.ReasonInvalidKeys, observed: true,
 		},
+		"a child's name taken by someone else's object stalls, with no retry": {
+			obs:   observation{keys: goodKeys, conflict: `Service "faucet" already exists and is not controlled by this FaucetServer`},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonNameConflict,
+			stalled: faucetv1alpha1.ReasonNameConflict, observed: true, addresses: goodKeys.addresses,
+		},
+		"a name conflict outranks unusable keys: both need the user, the conflict first": {
+			obs: observation{
+				keys:     keyState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
+				conflict: `Deployment "faucet" already exists and is not controlled by this FaucetServer`,
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonNameConflict,
+			stalled: faucetv1alpha1.ReasonNameConflict, observed: true,
+		},
+		"missing store Secret stalls, keeping the running pods' count": {
+			mutate: postgres(2),
+			obs: observation{
+				keys: goodKeys, store: storeState{reason: faucetv1alpha1.ReasonStoreSecretNotFound, message: "not found"},
+				service: svc, deployment: deployment(available),
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonStoreSecretNotFound,
+			stalled: faucetv1alpha1.ReasonStoreSecretNotFound, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
+		"invalid store Secret stalls": {
+			mutate: postgres(2),
+			obs: observation{
+				keys: goodKeys, store: storeState{reason: faucetv1alpha1.ReasonInvalidStoreSecret, message: "not a postgres:// URI"}, service: svc,
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidStoreSecret,
+			stalled: faucetv1alpha1.ReasonInvalidStoreSecret, observed: true, addresses: goodKeys.addresses,
+		},
+		"several replicas: one of two available is not Ready yet": {
+			mutate: postgres(2),
+			obs: observation{keys: goodKeys, service: svc, deployment: func() *appsv1.Deployment {
+				d := deployment(available)
+				d.Spec.Replicas = ptr.To(int32(2))
+				d.Status.Replicas, d.Status.UpdatedReplicas = 2, 2
+				return d
+			}()},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonDeploymentUnavailable,
+			reconciling: faucetv1alpha1.ReasonDeploymentUnavailable, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
 		"reconcile error retries without observing the generation": {
 			obs:   observation{keys: goodKeys, err: errors.New("failed to apply Service: conflict")},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonReconcileFailed,
@@ -155,7 +196,27 @@ func TestComputeStatus(t *testing.T) {
 			if tt.obs.service != nil && st.URL != "http://faucet.testnet.svc:3999" {
 				t.Errorf("url %q", st.URL)
 			}
+			if tt.obs.service == nil && tt.obs.err == nil && st.URL != "" {
+				t.Errorf("url %q without an applied Service", st.URL)
+			}
+			if want := StoreKind(fs); st.Store != want {
+				t.Errorf("store %q, want %q", st.Store, want)
+			}
 		})
+	}
+}
+
+func TestStoreKind(t *testing.T) {
+	if got := StoreKind(fixture()); got != faucetv1alpha1.StoreEmbedded {
+		t.Errorf("no store: %q, want embedded", got)
+	}
+	if got := StoreKind(fixture(func(fs *faucetv1alpha1.FaucetServer) {
+		fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{}}
+	})); got != faucetv1alpha1.StoreEmbedded {
+		t.Errorf("embedded: %q", got)
+	}
+	if got := StoreKind(fixture(postgres(2))); got != faucetv1alpha1.StorePostgres {
+		t.Errorf("postgres: %q", got)
 	}
 }
 

@@ -13,8 +13,9 @@ const (
 	ConditionReconciling = "Reconciling"
 
 	// ConditionStalled is True when the faucet cannot make progress until a
-	// user fixes something: a missing key Secret, unusable keys, a rollout
-	// past its deadline. Abnormal-true polarity: removed, not set False.
+	// user fixes something: a missing key or store Secret, unusable keys, a
+	// child name taken by someone else's object, a rollout past its
+	// deadline. Abnormal-true polarity: removed, not set False.
 	ConditionStalled = "Stalled"
 )
 
@@ -48,6 +49,25 @@ const (
 	// data key, or its content is not a list of hex private keys. Messages
 	// name the key's position only, never its content.
 	ReasonInvalidKeys = "InvalidKeys"
+
+	// ReasonStoreSecretNotFound (Ready=False, Stalled=True): the Secret
+	// named by spec.store.postgres.uriSecretRef does not exist. Creating it
+	// resumes the faucet.
+	ReasonStoreSecretNotFound = "StoreSecretNotFound"
+
+	// ReasonInvalidStoreSecret (Ready=False, Stalled=True): the store
+	// Secret lacks the data key, or its value is not a postgres:// or
+	// postgresql:// URI. Messages never quote the value: it holds a
+	// password.
+	ReasonInvalidStoreSecret = "InvalidStoreSecret"
+
+	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,
+	// Service, ServiceAccount or PersistentVolumeClaim with the name of one
+	// of the FaucetServer's children exists and is not controlled by it. The
+	// operator leaves it alone and does not retry by itself: a change to the
+	// FaucetServer (an edit or an annotation) retries, and so does the
+	// deletion of a leftover child of an earlier FaucetServer of that name.
+	ReasonNameConflict = "NameConflict"
 
 	// ReasonReconcileFailed (Ready=False, Reconciling=True): applying the
 	// children failed; the operator retries with backoff.

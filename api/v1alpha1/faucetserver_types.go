@@ -2,18 +2,39 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DefaultKeySecretKey is the Secret data key read when keySecretRef.key is empty.
-const DefaultKeySecretKey = "keys"
+const (
+	// DefaultKeySecretKey is the Secret data key read when keySecretRef.key
+	// is empty.
+	DefaultKeySecretKey = "keys"
+
+	// DefaultStoreURIKey is the Secret data key read when
+	// store.postgres.uriSecretRef.key is empty: the key CloudNativePG's
+	// <cluster>-app Secret holds the connection URI under.
+	DefaultStoreURIKey = "uri"
+
+	// DefaultEmbeddedStoreSize is the size of the embedded store's volume
+	// when store.embedded.size is unset.
+	DefaultEmbeddedStoreSize = "1Gi"
+)
+
+// Store kinds, as status.store reports them.
+const (
+	StoreEmbedded = "embedded"
+	StorePostgres = "postgres"
+)
 
 // FaucetServerSpec is the desired state of a faucet.
 //
-// A FaucetServer always runs exactly one pod (a Deployment with one replica
-// and the Recreate strategy): each faucet key must have a single writer, or
-// two pods would hand out the same nonces and one of them would see its
-// transactions rejected.
+// Each faucet key must have a single writer, or two pods would hand out the
+// same nonces. With the embedded store (the default) the faucet therefore
+// runs exactly one pod, replaced with the Recreate strategy; with a Postgres
+// store several replicas share the keys, each key owned by one replica at a
+// time, and roll without a gap.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
 type FaucetServerSpec struct {
 	// node is the Stacks node the faucet reads chain state from and
 	// broadcasts transactions to.
@@ -50,6 +71,7 @@ type FaucetServerSpec struct {
 	// memo is the memo of faucet transfers: at most 34 bytes of UTF-8.
 	// Defaults to "faucet".
 	// +optional
+	// +kubebuilder:default=faucet
 	// +kubebuilder:validation:MaxLength=34
 	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 34",message="memo must be at most 34 bytes of UTF-8"
 	Memo *string `json:"memo,omitempty"`
@@ -58,6 +80,24 @@ type FaucetServerSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	RateLimits *RateLimits `json:"rateLimits,omitempty"`
+
+	// replicas is the number of faucet pods. It must be 1 with the embedded
+	// store; with store.postgres the replicas split the keys between them
+	// (a replica that owns no key is not ready), so give the faucet at least
+	// as many keys as replicas. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// store is where the faucet keeps its nonces, rate-limit slots and drip
+	// history, so a restart or a rollout loses nothing. Defaults to the
+	// embedded store: an SQLite file on a PersistentVolumeClaim of the
+	// FaucetServer.
+	// +optional
+	// +kubebuilder:default={embedded: {}}
+	Store *StoreSpec `json:"store,omitempty"`
 
 	// suspend turns drips off: the faucet answers them with 403 while its pod
 	// keeps running and serving the status endpoint. The FaucetServer stays
@@ -122,6 +162,7 @@ type NodeSpec struct {
 	// timeout bounds each call to the node, as a duration ("10s").
 	// Defaults to 10s.
 	// +optional
+	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="node.timeout must be a positive duration"
@@ -261,6 +302,70 @@ type ServiceSpec struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
+// StoreSpec selects the faucet's store: embedded or postgres, not both.
+// +kubebuilder:validation:XValidation:rule="!(has(self.embedded) && has(self.postgres))",message="spec.store: set either embedded or postgres, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.embedded) || has(self.postgres)",message="spec.store: set embedded or postgres"
+type StoreSpec struct {
+	// embedded keeps the state in an SQLite file on a ReadWriteOnce
+	// PersistentVolumeClaim named <name>-data, owned by the FaucetServer
+	// (deleted with it). One pod only: spec.replicas must be 1.
+	// +optional
+	Embedded *EmbeddedStore `json:"embedded,omitempty"`
+
+	// postgres keeps the state in a PostgreSQL database, which several
+	// replicas can share. The connection URI comes from a Secret and reaches
+	// the pod as an environment variable, never through the Deployment spec.
+	// +optional
+	Postgres *PostgresStore `json:"postgres,omitempty"`
+}
+
+// EmbeddedStore sizes the volume of the embedded SQLite store.
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="store.embedded.storageClassName cannot change: a volume's StorageClass is fixed when it is created"
+type EmbeddedStore struct {
+	// size of the volume. It may grow (if the StorageClass allows volume
+	// expansion) but never shrink: Kubernetes cannot shrink a volume.
+	// Defaults to 1Gi.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="store.embedded.size must be positive"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="store.embedded.size cannot shrink: Kubernetes cannot make a volume smaller"
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of the volume. Unset uses the cluster's default
+	// StorageClass. Fixed once the volume exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// PostgresStore points the faucet at a PostgreSQL database.
+type PostgresStore struct {
+	// uriSecretRef selects the Secret data key holding the connection URI,
+	// postgres://user:password@host:5432/db (or postgresql://). The key
+	// defaults to "uri", which is what CloudNativePG's <cluster>-app Secret
+	// holds. Editing the Secret rolls the pods.
+	// +required
+	URISecretRef SecretKeyReference `json:"uriSecretRef"`
+}
+
+// SecretKeyReference selects a data key of a Secret in the FaucetServer's
+// namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key. Defaults to "uri".
+	// +optional
+	// +kubebuilder:default=uri
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
 // FaucetServerStatus is the observed state of a faucet.
 type FaucetServerStatus struct {
 	// conditions are Ready, Reconciling and Stalled, kstatus-compatible:
@@ -286,14 +391,21 @@ type FaucetServerStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
-	// readyReplicas is the number of ready faucet pods: 0 or 1.
+	// readyReplicas is the number of ready faucet pods. With a Postgres
+	// store a replica that owns no key is not ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// store is the kind of store the faucet runs with: embedded or postgres.
+	// +optional
+	Store string `json:"store,omitempty"`
 }
 
-// FaucetServer runs a Stacks testnet STX faucet: a Deployment of exactly one
-// pod serving the faucet HTTP API (one writer per key keeps nonces sound), its
-// ServiceAccount and a Service. Its Ready, Reconciling and Stalled conditions
+// FaucetServer runs a Stacks testnet STX faucet: a Deployment serving the
+// faucet HTTP API (one pod on an embedded store's volume, or several sharing
+// a Postgres store; either way one writer per key keeps nonces sound), its
+// ServiceAccount, a Service and, for the embedded store, a
+// PersistentVolumeClaim. Its Ready, Reconciling and Stalled conditions
 // follow kstatus, so `kubectl wait --for=condition=Ready` works.
 //
 // Its name is also the name of its Service, so it must be a DNS-1035 label.
@@ -306,6 +418,8 @@ type FaucetServerStatus struct {
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
+// +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1
+// +kubebuilder:printcolumn:name="Store",type="string",JSONPath=`.status.store`,priority=1
 type FaucetServer struct {
 	metav1.TypeMeta `json:",inline"`
 

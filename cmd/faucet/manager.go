@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -89,8 +90,12 @@ func (o managerOptions) ctrlOptions(scheme *runtime.Scheme) ctrl.Options {
 		}
 	}
 	return ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   c,
+		Scheme: scheme,
+		Cache:  c,
+		// Secrets are read from the API server, never from a cache: a
+		// cached read would start an informer holding every Secret in
+		// reach, keys and passwords included.
+		Client:                  client.Options{Cache: controllers.ClientCacheOptions()},
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestManagerOptions(t *testing.T) {
@@ -34,8 +37,8 @@ func TestManagerOptions(t *testing.T) {
 				if c.Cache.DefaultNamespaces != nil {
 					t.Errorf("namespaces %v, want all", c.Cache.DefaultNamespaces)
 				}
-				if len(c.Cache.ByObject) != 3 {
-					t.Errorf("child caches %v, want the 3 managed-label filters", c.Cache.ByObject)
+				if len(c.Cache.ByObject) != 4 {
+					t.Errorf("child caches %v, want the 4 managed-label filters", c.Cache.ByObject)
 				}
 			},
 		},
@@ -109,6 +112,39 @@ func clearManagerEnv(t *testing.T) {
 		t.Setenv(envName(f.Name), "") // restores the old value after the test
 		os.Unsetenv(envName(f.Name))
 	})
+}
+
+// TestManagerNeverCachesSecrets checks that the manager's client reads
+// Secrets from the API server: a cached read would start an informer that
+// holds every Secret in reach, keys and passwords included.
+func TestManagerNeverCachesSecrets(t *testing.T) {
+	for name, args := range map[string][]string{
+		"all namespaces": {"--server-image=i"},
+		"watched ones":   {"--server-image=i", "--watch-namespaces=a,b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clearManagerEnv(t)
+			o, err := parseManagerOptions(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := o.ctrlOptions(nil)
+			if c.Client.Cache == nil {
+				t.Fatal("no client cache options: Secrets would be read through the cache")
+			}
+			if !slices.ContainsFunc(c.Client.Cache.DisableFor, func(obj client.Object) bool {
+				_, ok := obj.(*corev1.Secret)
+				return ok
+			}) {
+				t.Errorf("DisableFor %T lacks Secrets", c.Client.Cache.DisableFor)
+			}
+			for obj := range c.Cache.ByObject {
+				if _, ok := obj.(*corev1.Secret); ok {
+					t.Errorf("a cache configuration for Secrets: %+v", c.Cache.ByObject[obj])
+				}
+			}
+		})
+	}
 }
 
 func TestManagerCommandRegistered(t *testing.T) {

@@ -12,8 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/controllers"
 )
 
 const fieldOwner = client.FieldOwner("charttest")
@@ -68,6 +73,38 @@ func TestApplyDryRun(t *testing.T) {
 		})
 	}
 
+	// The chart does not render the faucet pods, the operator does; they
+	// run in the FaucetServer's namespace, which may enforce the restricted
+	// level too, whichever store they use.
+	t.Run("the operator's faucet Deployments are restricted", func(t *testing.T) {
+		if err := c.createNamespace(ctx, "charttest-faucets"); err != nil {
+			t.Fatal(err)
+		}
+		for name, store := range map[string]*faucetv1alpha1.StoreSpec{
+			"embedded": nil,
+			"postgres": {Postgres: &faucetv1alpha1.PostgresStore{URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "uri"}}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				fs := &faucetv1alpha1.FaucetServer{
+					ObjectMeta: metav1.ObjectMeta{Name: "faucet-" + name, Namespace: "charttest-faucets", UID: "00000000-0000-0000-0000-000000000001"},
+					Spec: faucetv1alpha1.FaucetServerSpec{
+						Node:         faucetv1alpha1.NodeSpec{URL: "http://stacks-node:20443"},
+						KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys"},
+						Replicas:     ptr.To(int32(2)),
+						Store:        store,
+					},
+				}
+				raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(controllers.DeploymentFor(fs, "ghcr.io/stxfaucet/faucet-operator:test"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.dryRunApply(ctx, &unstructured.Unstructured{Object: raw}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+
 	// The checks above are only worth something if the dry run rejects bad
 	// objects; these make sure it does.
 	t.Run("the dry run rejects invalid objects", func(t *testing.T) {
@@ -93,8 +130,21 @@ spec: {node: {url: "ftp://node:20443"}, keySecretRef: {name: keys}}`,
 				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1
 kind: FaucetServer
 metadata: {name: unknown-field, namespace: charttest-negative}
+spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replica: 2}`,
+				wantErr: "replica",
+			},
+			"FaucetServer with two replicas on the embedded store": {
+				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1
+kind: FaucetServer
+metadata: {name: two-writers, namespace: charttest-negative}
 spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replicas: 2}`,
-				wantErr: "replicas",
+				wantErr: "spec.replicas must be 1 with the embedded store",
+			},
+			"FaucetServer with two replicas on a Postgres store": {
+				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1
+kind: FaucetServer
+metadata: {name: shared, namespace: charttest-negative}
+spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replicas: 2, store: {postgres: {uriSecretRef: {name: db-app}}}}`,
 			},
 			"Deployment with an unknown field": {
 				yaml: `apiVersion: apps/v1

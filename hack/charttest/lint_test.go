@@ -75,6 +75,18 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {key: keys}}\n",
 			wantErr: "missing property 'name'",
 		},
+		"faucetServer with both an embedded and a Postgres store": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, store: {embedded: {}, postgres: {uriSecretRef: {name: db}}}}\n",
+			wantErr: "/faucetServers/0/spec/store",
+		},
+		"faucetServer with a Postgres store but no Secret name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, store: {postgres: {uriSecretRef: {key: uri}}}}\n",
+			wantErr: "/faucetServers/0/spec/store/postgres/uriSecretRef",
+		},
+		"faucetServer with zero replicas": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, replicas: 0}\n",
+			wantErr: "/faucetServers/0/spec/replicas",
+		},
 		"faucetServer with an unknown key beside spec": {
 			values:  "faucetServers:\n  - name: a\n    node: {url: 'http://node:20443'}\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr: "additional properties 'node' not allowed",

@@ -279,6 +279,17 @@ func TestRenderFull(t *testing.T) {
 		if testnet.GetLabels()["network"] != "testnet" || testnet.GetLabels()["app.kubernetes.io/instance"] != releaseName {
 			t.Errorf("testnet labels %v", testnet.GetLabels())
 		}
+		// The store passes through as given: the URI stays in its Secret.
+		if got := nested(t, testnet, "spec", "store", "postgres", "uriSecretRef", "name"); got != "faucet-db-app" {
+			t.Errorf("testnet store %v", nested(t, testnet, "spec", "store"))
+		}
+		if got := nested(t, testnet, "spec", "replicas"); got != float64(2) && got != int64(2) {
+			t.Errorf("testnet replicas %v (%T), want 2", got, got)
+		}
+		devnet := fss[slices.IndexFunc(fss, func(u *unstructured.Unstructured) bool { return u.GetName() == "devnet" })]
+		if got := nested(t, devnet, "spec", "store", "embedded", "size"); got != "2Gi" {
+			t.Errorf("devnet store size %v", got)
+		}
 	})
 
 	t.Run("ServiceMonitor scrapes the metrics Service", func(t *testing.T) {

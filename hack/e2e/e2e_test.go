@@ -120,12 +120,15 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	}
 	mustCreate(t, ctx, k8s, fsrv)
 
-	// 5. Play kubelet for the Deployment the operator made.
+	// 5. Play kubelet for the Deployment the operator made. Its
+	// PersistentVolumeClaim (the embedded store) becomes a local directory
+	// that outlives the process, as a volume outlives its pod.
 	dep := waitDeployment(t, ctx, k8s, "")
 	if img := dep.Spec.Template.Spec.Containers[0].Image; img != serverImage {
 		t.Fatalf("faucet container image %q, want the manager's --server-image %q", img, serverImage)
 	}
-	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin)
+	volumes := map[string]string{} // claim name → local directory
+	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin, volumes)
 
 	// 6. A user asks for STX through the official client.
 	recipient := newKey(t).TestnetAddress()
@@ -138,12 +141,25 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	markAvailable(t, ctx, k8s, dep)
 	waitReady(t, ctx, k8s, keys)
 
-	// 7. Change the drip amount: the operator rolls the pod template.
+	// The first pod wrote its state where the volume is.
+	storeDir := volumes[name+"-data"]
+	if _, err := os.Stat(filepath.Join(storeDir, "faucet.db")); err != nil {
+		t.Fatalf("no SQLite store on the volume: %v", err)
+	}
+
+	// 7. Change the drip amount: the operator rolls the pod template. The
+	// new pod gets the same volume back (Recreate: the old one stops first).
 	oldHash := dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
 	patchAmount(t, ctx, k8s, newAmount)
 	dep = waitDeployment(t, ctx, k8s, oldHash)
+	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Fatalf("strategy %s: a ReadWriteOnce volume needs Recreate", dep.Spec.Strategy.Type)
+	}
 	stop()
-	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin)
+	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes)
+	if volumes[name+"-data"] != storeDir {
+		t.Fatal("the new pod got another volume")
+	}
 	recipient2 := newKey(t).TestnetAddress()
 	officialClientDrip(t, ctx, faucetURL, recipient2, newAmount)
 	waitBalance(t, ctx, dn, recipient2, uint64(newAmount))
@@ -159,8 +175,11 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	if err := k8s.Delete(ctx, &current); err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ServiceAccount{}} {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+	for obj, objName := range map[client.Object]string{
+		&appsv1.Deployment{}: name, &corev1.Service{}: name, &corev1.ServiceAccount{}: name,
+		&corev1.PersistentVolumeClaim{}: name + "-data",
+	} {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: objName}, obj); err != nil {
 			t.Fatalf("%T: %v", obj, err)
 		}
 		ref := metav1.GetControllerOf(obj)
@@ -347,10 +366,12 @@ func waitDeployment(t *testing.T, ctx context.Context, c client.Client, notHash 
 }
 
 // runPod does the kubelet's part for the Deployment's only container: it
-// materialises the Secret volumes as files, resolves the environment, runs
-// the image's entrypoint (our binary) with the container's args on a free
+// materialises the Secret volumes as files and each PersistentVolumeClaim as
+// a directory (kept in volumes by claim name, so a later pod finds the same
+// data), resolves the environment, Secret references included, runs the
+// image's entrypoint (our binary) with the container's args on a free
 // loopback port and waits for /readyz.
-func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment, faucetBin string) (string, func()) {
+func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment, faucetBin string, volumes map[string]string) (string, func()) {
 	t.Helper()
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
@@ -360,7 +381,6 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 	if len(ctr.Command) > 0 && ctr.Command[0] != "/faucet" {
 		t.Fatalf("unexpected command %q", ctr.Command)
 	}
-	// Volumes: each Secret volume becomes a directory of files.
 	mounts := map[string]string{} // mountPath → local dir
 	for _, vm := range ctr.VolumeMounts {
 		var vol *corev1.Volume
@@ -369,26 +389,48 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 				vol = &pod.Volumes[i]
 			}
 		}
-		if vol == nil || vol.Secret == nil {
-			t.Fatalf("volume %q is not a Secret volume", vm.Name)
-		}
-		var sec corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: vol.Secret.SecretName}, &sec); err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		items := vol.Secret.Items
-		if len(items) == 0 {
-			for k := range sec.Data {
-				items = append(items, corev1.KeyToPath{Key: k, Path: k})
-			}
-		}
-		for _, it := range items {
-			if err := os.WriteFile(filepath.Join(dir, it.Path), sec.Data[it.Key], 0o400); err != nil {
+		switch {
+		case vol == nil:
+			t.Fatalf("volume mount %q has no volume", vm.Name)
+		case vol.Secret != nil:
+			var sec corev1.Secret
+			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: vol.Secret.SecretName}, &sec); err != nil {
 				t.Fatal(err)
 			}
+			dir := t.TempDir()
+			items := vol.Secret.Items
+			if len(items) == 0 {
+				for k := range sec.Data {
+					items = append(items, corev1.KeyToPath{Key: k, Path: k})
+				}
+			}
+			for _, it := range items {
+				if err := os.WriteFile(filepath.Join(dir, it.Path), sec.Data[it.Key], 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mounts[vm.MountPath] = dir
+		case vol.PersistentVolumeClaim != nil:
+			// The kubelet would wait for the claim; it must exist and be
+			// the FaucetServer's.
+			claim := vol.PersistentVolumeClaim.ClaimName
+			var pvc corev1.PersistentVolumeClaim
+			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: claim}, &pvc); err != nil {
+				t.Fatalf("claim %s: %v", claim, err)
+			}
+			if ref := metav1.GetControllerOf(&pvc); ref == nil || ref.Kind != "FaucetServer" {
+				t.Fatalf("claim %s is not controlled by a FaucetServer: %+v", claim, pvc.OwnerReferences)
+			}
+			if vm.ReadOnly {
+				t.Fatalf("claim %s is mounted read-only: the store cannot write", claim)
+			}
+			if volumes[claim] == "" {
+				volumes[claim] = t.TempDir()
+			}
+			mounts[vm.MountPath] = volumes[claim]
+		default:
+			t.Fatalf("volume %q is neither a Secret nor a PersistentVolumeClaim", vm.Name)
 		}
-		mounts[vm.MountPath] = dir
 	}
 	port := freePort(t)
 	var args []string
@@ -403,10 +445,23 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 	}
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for _, e := range ctr.Env {
+		value := e.Value
 		if e.ValueFrom != nil {
-			t.Fatalf("env %s uses valueFrom, which this kubelet does not resolve", e.Name)
+			ref := e.ValueFrom.SecretKeyRef
+			if ref == nil {
+				t.Fatalf("env %s: only Secret references are resolved here", e.Name)
+			}
+			var sec corev1.Secret
+			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: ref.Name}, &sec); err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			v, ok := sec.Data[ref.Key]
+			if !ok {
+				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+			value = string(v)
 		}
-		env = append(env, e.Name+"="+e.Value)
+		env = append(env, e.Name+"="+value)
 	}
 	stop := startProcess(t, ctx, "faucet", faucetBin, args, env, nil)
 	url := "http://127.0.0.1:" + strconv.Itoa(port)

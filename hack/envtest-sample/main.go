@@ -3,8 +3,11 @@
 // $KUBEBUILDER_ASSETS), installs the operator with `kubectl apply -k
 // config/default`, runs `faucet manager` with the token of the operator's
 // ServiceAccount (so config/rbac is what authorizes it), applies
-// config/samples with `kubectl apply -f`, and waits for the Deployment, the
-// Service and the FaucetServer's conditions and addresses.
+// config/samples with `kubectl apply -f`, and waits for the Deployments, the
+// Services, the embedded store's PersistentVolumeClaim and the FaucetServers'
+// conditions and addresses. The CloudNativePG sample (config/samples/
+// cloudnativepg, whose Cluster kind envtest lacks) is only validated: its
+// FaucetServer goes through a server-side dry run.
 //
 // envtest has no kubelet and no controller-manager, so no pod ever runs: the
 // program plays the Deployment controller by writing the Deployment's status,
@@ -41,7 +44,8 @@ const (
 	operatorNS = "faucet-operator-system"
 	operatorSA = "faucet-operator-controller-manager"
 	sampleNS   = "faucet-sample"
-	sampleName = "faucet"
+	sampleName = "faucet"    // config/samples/faucet_v1alpha1_faucetserver.yaml: embedded store
+	pgName     = "faucet-pg" // config/samples/faucet_v1alpha1_faucetserver_postgres.yaml
 	image      = "ghcr.io/stxfaucet/faucet-operator:sample"
 )
 
@@ -151,35 +155,47 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		return err
 	}
 
-	step("waiting for the Deployment, the Service and the first status")
-	if _, err := k.run(ctx, "wait", "-n", sampleNS, "--for=create", "deployment/"+sampleName, "service/"+sampleName, "serviceaccount/"+sampleName, "--timeout=60s"); err != nil {
-		return fail(err)
+	step("waiting for the Deployments, the Services, the volume and the first status")
+	// One object per wait: kubectl fails at once on names missing from a list.
+	for _, obj := range []string{"deployment/" + sampleName, "service/" + sampleName, "serviceaccount/" + sampleName,
+		"persistentvolumeclaim/" + sampleName + "-data", "deployment/" + pgName, "service/" + pgName} {
+		if _, err := k.run(ctx, "wait", "-n", sampleNS, "--for=create", obj, "--timeout=60s"); err != nil {
+			return fail(err)
+		}
 	}
-	if _, err := k.run(ctx, "wait", "-n", sampleNS, "fsrv/"+sampleName, "--for=condition=Reconciling=True", "--timeout=60s"); err != nil {
-		return fail(err)
+	for _, name := range []string{sampleName, pgName} {
+		if _, err := k.run(ctx, "wait", "-n", sampleNS, "fsrv/"+name, "--for=condition=Reconciling=True", "--timeout=60s"); err != nil {
+			return fail(err)
+		}
 	}
-	if _, err := k.run(ctx, "get", "-n", sampleNS, "fsrv,deployment,service,serviceaccount", "-o", "wide"); err != nil {
+	if _, err := k.run(ctx, "get", "-n", sampleNS, "fsrv,deployment,service,serviceaccount,persistentvolumeclaim", "-o", "wide"); err != nil {
 		return err
 	}
 
-	step("playing the Deployment controller: one pod, available")
-	gen, err := k.run(ctx, "get", "-n", sampleNS, "deployment/"+sampleName, "-o", "jsonpath={.metadata.generation}")
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC().Format(time.RFC3339)
-	status := fmt.Sprintf(`{"status":{"observedGeneration":%s,"replicas":1,"updatedReplicas":1,"readyReplicas":1,"availableReplicas":1,`+
-		`"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":%q,"lastTransitionTime":%q},`+
-		`{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable","lastUpdateTime":%q,"lastTransitionTime":%q}]}}`,
-		strings.TrimSpace(gen), now, now, now, now)
-	if _, err := k.run(ctx, "patch", "-n", sampleNS, "deployment/"+sampleName, "--subresource=status", "--type=merge", "-p", status); err != nil {
-		return err
-	}
-	if _, err := k.run(ctx, "wait", "-n", sampleNS, "fsrv/"+sampleName, "--for=condition=Ready", "--timeout=60s"); err != nil {
+	step("checking the stores: a volume for the embedded one, the URI only in its Secret for Postgres")
+	if err := checkStores(ctx, k); err != nil {
 		return fail(err)
 	}
 
-	step("the FaucetServer as users see it")
+	step("playing the Deployment controller: every pod available")
+	for _, d := range []struct {
+		name     string
+		replicas int
+	}{{sampleName, 1}, {pgName, 2}} {
+		if err := markAvailable(ctx, k, d.name, d.replicas); err != nil {
+			return err
+		}
+		if _, err := k.run(ctx, "wait", "-n", sampleNS, "fsrv/"+d.name, "--for=condition=Ready", "--timeout=60s"); err != nil {
+			return fail(err)
+		}
+	}
+
+	step("validating the CloudNativePG sample's FaucetServer (envtest has no CloudNativePG)")
+	if _, err := k.run(ctx, "apply", "--dry-run=server", "-n", sampleNS, "-f", "config/samples/cloudnativepg/faucetserver.yaml"); err != nil {
+		return err
+	}
+
+	step("the FaucetServers as users see them")
 	if _, err := k.run(ctx, "get", "-n", sampleNS, "fsrv", "-o", "wide"); err != nil {
 		return err
 	}
@@ -207,6 +223,68 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		fmt.Printf("\nkeeping everything up; try:\n  %s --kubeconfig %s get fsrv -A -o wide\nCtrl-C to stop.\n", k.bin, adminPath)
 		<-interrupted.Done()
 	}
+	return nil
+}
+
+// markAvailable writes the status the Deployment controller would once the
+// Deployment's replicas are all updated and available.
+func markAvailable(ctx context.Context, k kubectl, name string, replicas int) error {
+	gen, err := k.run(ctx, "get", "-n", sampleNS, "deployment/"+name, "-o", "jsonpath={.metadata.generation}")
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	status := fmt.Sprintf(`{"status":{"observedGeneration":%s,"replicas":%d,"updatedReplicas":%d,"readyReplicas":%d,"availableReplicas":%d,`+
+		`"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":%q,"lastTransitionTime":%q},`+
+		`{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable","lastUpdateTime":%q,"lastTransitionTime":%q}]}}`,
+		strings.TrimSpace(gen), replicas, replicas, replicas, replicas, now, now, now, now)
+	_, err = k.run(ctx, "patch", "-n", sampleNS, "deployment/"+name, "--subresource=status", "--type=merge", "-p", status)
+	return err
+}
+
+// checkStores checks what the two samples' stores made of the Deployments.
+func checkStores(ctx context.Context, k kubectl) error {
+	get := func(obj, jsonpath string) (string, error) {
+		out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "jsonpath="+jsonpath)
+		return strings.TrimSpace(out), err
+	}
+	checks := []struct{ obj, jsonpath, want string }{
+		{"fsrv/" + sampleName, "{.status.store}", "embedded"},
+		{"fsrv/" + pgName, "{.status.store}", "postgres"},
+		{"persistentvolumeclaim/" + sampleName + "-data", "{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}", "FaucetServer/" + sampleName},
+		{"persistentvolumeclaim/" + sampleName + "-data", "{.spec.accessModes[0]} {.spec.resources.requests.storage}", "ReadWriteOnce 1Gi"},
+		{"deployment/" + sampleName, "{.spec.replicas} {.spec.strategy.type}", "1 Recreate"},
+		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='data')].persistentVolumeClaim.claimName}", sampleName + "-data"},
+		{"deployment/" + pgName, "{.spec.replicas} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxUnavailable}", "2 RollingUpdate 0"},
+		{"deployment/" + pgName, "{.spec.template.spec.containers[0].env[?(@.name=='FAUCET_STORE')].valueFrom.secretKeyRef}", `{"key":"uri","name":"faucet-pg-db"}`},
+	}
+	for _, c := range checks {
+		got, err := get(c.obj, c.jsonpath)
+		if err != nil {
+			return err
+		}
+		if got != c.want {
+			return fmt.Errorf("%s %s = %q, want %q", c.obj, c.jsonpath, got, c.want)
+		}
+		fmt.Printf("%s %s: %s\n", c.obj, c.jsonpath, got)
+	}
+	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "persistentvolumeclaim/"+pgName+"-data"); err == nil {
+		return errors.New("a PersistentVolumeClaim for the Postgres sample")
+	}
+	uri, err := k.runQuiet(ctx, "get", "-n", sampleNS, "secret/faucet-pg-db", "-o", `go-template={{index .data "uri" | base64decode}}`)
+	if err != nil {
+		return err
+	}
+	for _, obj := range []string{"deployment/" + pgName, "fsrv/" + pgName, "replicasets", "events.events.k8s.io"} {
+		out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "json")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, uri) || strings.Contains(out, "change-me") {
+			return fmt.Errorf("the Postgres URI or its password appears in %s", obj)
+		}
+	}
+	fmt.Println("the Postgres URI appears in no Deployment, status or event")
 	return nil
 }
 

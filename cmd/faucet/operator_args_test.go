@@ -1,0 +1,412 @@
+package main
+
+// The operator and `faucet serve` live in one binary but meet only through
+// command-line flags and environment variables. These tests hold the two
+// ends together: the CRD's defaults are the server's defaults, and what the
+// operator writes into the Deployment is what the server parses.
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/controllers"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+)
+
+// crdDefaults reads the generated CRD and returns the default of every field
+// under spec that has one, by dotted path ("fee.min"), as JSON.
+func crdDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "faucet.stxfaucet.dev_faucetservers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+		t.Fatalf("the CRD: %v", err)
+	}
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("%d versions in the CRD; this test reads one", len(crd.Spec.Versions))
+	}
+	spec, ok := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	if !ok {
+		t.Fatal("no spec in the CRD schema")
+	}
+	out := map[string]string{}
+	var walk func(prefix string, s apiextensionsv1.JSONSchemaProps)
+	walk = func(prefix string, s apiextensionsv1.JSONSchemaProps) {
+		for name, p := range s.Properties {
+			p2 := prefix + name
+			if p.Default != nil {
+				out[p2] = string(p.Default.Raw)
+			}
+			walk(p2+".", p)
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			walk(prefix+"[].", *s.Items.Schema)
+		}
+	}
+	walk("", spec)
+	return out
+}
+
+// serveDefaults parses an empty `faucet serve` command line, with no
+// FAUCET_ variable set.
+func serveDefaults(t *testing.T) serveOptions {
+	t.Helper()
+	clearServeEnv(t)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var o serveOptions
+	o.register(fs)
+	if err := parseWithEnv(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// clearServeEnv unsets every FAUCET_ variable of `faucet serve` for the
+// test: an empty value would still count as set.
+func clearServeEnv(t *testing.T) {
+	t.Helper()
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var o serveOptions
+	o.register(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		t.Setenv(envName(f.Name), "") // restores the old value after the test
+		os.Unsetenv(envName(f.Name))
+	})
+}
+
+// TestCRDDefaultsAreTheServerDefaults: a FaucetServer that leaves a field
+// out gets the CRD's default, which the operator passes as a flag; a faucet
+// run by hand gets the flag's default, which is the engine's. All three
+// must agree, or the same faucet behaves differently under the operator.
+func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
+	defaults := crdDefaults(t)
+	o := serveDefaults(t)
+
+	num := func(raw string) uint64 {
+		t.Helper()
+		n, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil {
+			t.Fatalf("default %s is not a number: %v", raw, err)
+		}
+		return n
+	}
+	str := func(raw string) string {
+		t.Helper()
+		var s string
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			t.Fatalf("default %s is not a string: %v", raw, err)
+		}
+		return s
+	}
+	dur := func(raw string) time.Duration {
+		t.Helper()
+		d, err := time.ParseDuration(str(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	limit := func(raw string) faucet.Limit {
+		t.Helper()
+		var l faucetv1alpha1.RateLimit
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("default %s is not a rate limit: %v", raw, err)
+		}
+		return faucet.Limit{Requests: int(l.Requests), Window: l.Window.Duration}
+	}
+	same := func(what string, crd, engine, flagDefault any) {
+		t.Helper()
+		if crd != engine || engine != flagDefault {
+			t.Errorf("%s: CRD default %v, engine default %v, serve flag default %v", what, crd, engine, flagDefault)
+		}
+	}
+	_, listenPort, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every CRD default, with its counterparts. A new default must be added
+	// here, so nobody adds one without checking it against the server.
+	checks := map[string]func(raw string){
+		"amounts.default": func(raw string) { same("amounts.default", num(raw), faucet.DefaultAmount, o.amount) },
+		"amounts.stackingPaddingPercent": func(raw string) {
+			same("amounts.stackingPaddingPercent", num(raw), faucet.DefaultStackingPadding, o.stackingPadding)
+		},
+		"fee.min":      func(raw string) { same("fee.min", num(raw), faucet.DefaultFeeMin, o.feeMin) },
+		"fee.max":      func(raw string) { same("fee.max", num(raw), faucet.DefaultFeeMax, o.feeMax) },
+		"fee.fallback": func(raw string) { same("fee.fallback", num(raw), faucet.DefaultFeeFallback, o.feeFallback) },
+		"memo":         func(raw string) { same("memo", str(raw), faucet.DefaultMemo, o.memo) },
+		"node.timeout": func(raw string) { same("node.timeout", dur(raw), node.DefaultTimeout, o.nodeTimeout) },
+		"rateLimits.perAddress": func(raw string) {
+			same("rateLimits.perAddress", limit(raw), faucet.DefaultLimits().PerAddress, o.limits.PerAddress)
+		},
+		"rateLimits.stackingPerAddress": func(raw string) {
+			same("rateLimits.stackingPerAddress", limit(raw), faucet.DefaultLimits().StackingPerAddress, o.limits.StackingPerAddress)
+		},
+		"rateLimits.perIP": func(raw string) {
+			same("rateLimits.perIP", limit(raw), faucet.DefaultLimits().PerIP, o.limits.PerIP)
+		},
+		// The Service port defaults to the port the server listens on, so
+		// clients find the faucet where the Stacks Blockchain API would be.
+		"service.port": func(raw string) {
+			same("service.port", num(raw), uint64(controllers.DefaultServicePort), num(listenPort))
+			same("container port", uint64(controllers.ServerPort), uint64(controllers.DefaultServicePort), num(listenPort))
+		},
+		// Operator-only defaults: no server flag, but a Go constant the
+		// operator falls back to when the field is empty.
+		"service.type": func(raw string) { same("service.type", str(raw), string(corev1.ServiceTypeClusterIP), str(raw)) },
+		"keySecretRef.key": func(raw string) {
+			same("keySecretRef.key", str(raw), faucetv1alpha1.DefaultKeySecretKey, str(raw))
+		},
+		"store.postgres.uriSecretRef.key": func(raw string) {
+			same("store.postgres.uriSecretRef.key", str(raw), faucetv1alpha1.DefaultStoreURIKey, str(raw))
+		},
+		"store.embedded.size": func(raw string) {
+			q := resource.MustParse(str(raw))
+			want := resource.MustParse(faucetv1alpha1.DefaultEmbeddedStoreSize)
+			same("store.embedded.size", q.Cmp(want) == 0, true, true)
+		},
+		"replicas": func(raw string) { same("replicas", num(raw), uint64(1), uint64(1)) },
+		// An omitted store is the embedded one, which is what the
+		// operator runs when spec.store is nil.
+		"store": func(raw string) {
+			same("store", raw, `{"embedded":{}}`, raw)
+			same("store kind without spec.store", controllers.StoreKind(&faucetv1alpha1.FaucetServer{}), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
+		},
+		// Groups default to {}, so their fields' defaults apply.
+		"amounts":    func(raw string) { same("amounts", raw, "{}", raw) },
+		"fee":        func(raw string) { same("fee", raw, "{}", raw) },
+		"rateLimits": func(raw string) { same("rateLimits", raw, "{}", raw) },
+		"service":    func(raw string) { same("service", raw, "{}", raw) },
+	}
+	for _, p := range slices.Sorted(maps.Keys(defaults)) {
+		check, ok := checks[p]
+		if !ok {
+			t.Errorf("spec.%s has a CRD default (%s) this test does not check against the server", p, defaults[p])
+			continue
+		}
+		check(defaults[p])
+	}
+	for _, p := range slices.Sorted(maps.Keys(checks)) {
+		if _, ok := defaults[p]; !ok {
+			t.Errorf("spec.%s has no default in the CRD any more: update this test (and the operator's fallback)", p)
+		}
+	}
+}
+
+// TestOperatorArgsReachServe runs the container args and env the operator
+// writes into the faucet Deployment through the real `faucet serve` flag
+// parsing, as the container would: every setting must arrive.
+func TestOperatorArgsReachServe(t *testing.T) {
+	const uri = "postgresql://app:pa55@faucet-db-rw:5432/app?sslmode=require"
+	secrets := map[[2]string]string{{"faucet-db-app", "uri"}: uri}
+
+	minimal := func() *faucetv1alpha1.FaucetServer {
+		return &faucetv1alpha1.FaucetServer{
+			ObjectMeta: metav1.ObjectMeta{Name: "faucet", Namespace: "testnet", UID: "uid-1"},
+			Spec: faucetv1alpha1.FaucetServerSpec{
+				Node:         faucetv1alpha1.NodeSpec{URL: "http://stacks-node:20443"},
+				KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys"},
+			},
+		}
+	}
+	// full sets every optional field, each away from its default.
+	full := func(store faucetv1alpha1.StoreSpec, replicas int32) *faucetv1alpha1.FaucetServer {
+		fs := minimal()
+		fs.Spec = faucetv1alpha1.FaucetServerSpec{
+			Node:         faucetv1alpha1.NodeSpec{URL: "https://node.example.com:20443", Timeout: &metav1.Duration{Duration: 15 * time.Second}},
+			ChainID:      ptr.To(int64(2147483648)),
+			KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys", Key: "faucet.txt"},
+			Amounts: &faucetv1alpha1.Amounts{
+				Default: ptr.To(int64(1_000_000)), StackingPaddingPercent: ptr.To(int32(7)), Stacking: ptr.To(int64(90_000_000_000)),
+			},
+			Fee:  &faucetv1alpha1.Fee{Min: ptr.To(int64(200)), Max: ptr.To(int64(5000)), Fallback: ptr.To(int64(300))},
+			Memo: ptr.To("hello faucet"),
+			RateLimits: &faucetv1alpha1.RateLimits{
+				PerAddress:         &faucetv1alpha1.RateLimit{Requests: 3, Window: metav1.Duration{Duration: 10 * time.Minute}},
+				StackingPerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: metav1.Duration{Duration: 24 * time.Hour}},
+				PerIP:              &faucetv1alpha1.RateLimit{Requests: 20, Window: metav1.Duration{Duration: 90 * time.Second}},
+				TrustedProxyHops:   ptr.To(int32(2)),
+			},
+			Replicas:          ptr.To(replicas),
+			Store:             &store,
+			Suspend:           true,
+			Image:             "registry.example.com/faucet:v2",
+			Service:           &faucetv1alpha1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Port: ptr.To(int32(80))},
+			PodAnnotations:    map[string]string{"a": "b"},
+			PriorityClassName: "low",
+		}
+		return fs
+	}
+	postgres := faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{
+		URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "uri"},
+	}}
+	embedded := faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{
+		Size: ptr.To(resource.MustParse("5Gi")), StorageClassName: ptr.To("fast"),
+	}}
+	defaults := serveDefaults(t)
+
+	tests := map[string]struct {
+		// fs is the FaucetServer the operator reconciles
+		fs *faucetv1alpha1.FaucetServer
+		// want is the parsed `faucet serve` configuration
+		want func(o *serveOptions)
+	}{
+		"minimal: the server's defaults, the embedded store on its volume": {
+			fs: minimal(),
+			want: func(o *serveOptions) {
+				o.nodeURL = "http://stacks-node:20443"
+				o.keyFile = "/etc/faucet/keys/keys"
+				o.store = "/var/lib/faucet/faucet.db"
+			},
+		},
+		"every optional field, Postgres store": {
+			fs:   full(postgres, 3),
+			want: fullOptions(uri),
+		},
+		"every optional field, embedded store": {
+			fs:   full(embedded, 1),
+			want: fullOptions("/var/lib/faucet/faucet.db"),
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			clearServeEnv(t)
+			d := controllers.DeploymentFor(tt.fs, "img")
+			pod := d.Spec.Template.Spec
+			c := pod.Containers[0]
+			if len(c.Command) != 0 || len(c.Args) == 0 || c.Args[0] != "serve" {
+				t.Fatalf("command %q args %q: want the image's entrypoint with `serve`", c.Command, c.Args)
+			}
+			// The kubelet's part: resolve the environment.
+			for _, e := range c.Env {
+				value := e.Value
+				if e.ValueFrom != nil {
+					ref := e.ValueFrom.SecretKeyRef
+					if ref == nil {
+						t.Fatalf("env %s: only Secret references are resolved here", e.Name)
+					}
+					v, ok := secrets[[2]string{ref.Name, ref.Key}]
+					if !ok {
+						t.Fatalf("env %s: no Secret %s key %s", e.Name, ref.Name, ref.Key)
+					}
+					value = v
+				}
+				t.Setenv(e.Name, value)
+			}
+			fset := flag.NewFlagSet("serve", flag.ContinueOnError)
+			var got serveOptions
+			got.register(fset)
+			if err := parseWithEnv(fset, c.Args[1:]); err != nil {
+				t.Fatalf("faucet serve %q: %v", c.Args[1:], err)
+			}
+			want := defaults
+			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
+			want.log.format = "json"
+			tt.want(&want)
+			compareOptions(t, got, want)
+
+			// The files the flags name are where the volumes put them.
+			checkOnVolume(t, pod, got.keyFile, true)
+			if !strings.Contains(got.store, "://") {
+				checkOnVolume(t, pod, got.store, false)
+			}
+			// The URI, password included, is never in the Deployment.
+			raw, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(raw), "pa55") || strings.Contains(string(raw), "faucet-db-rw") {
+				t.Errorf("the Deployment carries the Postgres URI: %s", raw)
+			}
+		})
+	}
+}
+
+// fullOptions is what `faucet serve` must see for the every-field
+// FaucetServer of TestOperatorArgsReachServe, with store.
+func fullOptions(store string) func(o *serveOptions) {
+	return func(o *serveOptions) {
+		o.nodeURL = "https://node.example.com:20443"
+		o.nodeTimeout = 15 * time.Second
+		o.chainID = 2147483648
+		o.keyFile = "/etc/faucet/keys/faucet.txt"
+		o.amount = 1_000_000
+		o.stackingPadding = 7
+		o.stackingAmount = 90_000_000_000
+		o.feeMin, o.feeMax, o.feeFallback = 200, 5000, 300
+		o.memo = "hello faucet"
+		o.limits = faucet.LimitsConfig{
+			PerAddress:         faucet.Limit{Requests: 3, Window: 10 * time.Minute},
+			StackingPerAddress: faucet.Limit{Requests: 2, Window: 24 * time.Hour},
+			PerIP:              faucet.Limit{Requests: 20, Window: 90 * time.Second},
+		}
+		o.trustedHops = 2
+		o.suspend = true
+		o.store = store
+	}
+}
+
+// compareOptions compares every field of serveOptions; a field added to it
+// is compared without touching this test.
+func compareOptions(t *testing.T, got, want serveOptions) {
+	t.Helper()
+	g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want)
+	if g != w {
+		t.Errorf("faucet serve parsed\n %s\nwant\n %s", g, w)
+	}
+}
+
+// checkOnVolume fails unless file lies on a volume mount of the container,
+// read-only or writable as wanted, and, for a Secret volume, is one of the
+// files it projects.
+func checkOnVolume(t *testing.T, pod corev1.PodSpec, file string, readOnly bool) {
+	t.Helper()
+	for _, m := range pod.Containers[0].VolumeMounts {
+		rel, ok := strings.CutPrefix(file, m.MountPath+"/")
+		if !ok {
+			continue
+		}
+		if m.ReadOnly != readOnly {
+			t.Errorf("%s is on mount %s with readOnly %v", file, m.MountPath, m.ReadOnly)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.Secret != nil && !slices.ContainsFunc(v.Secret.Items, func(k corev1.KeyToPath) bool { return k.Path == rel }) {
+				t.Errorf("Secret volume %s does not project %s", v.Name, rel)
+			}
+			if !readOnly && v.PersistentVolumeClaim == nil {
+				t.Errorf("%s is writable but not on a PersistentVolumeClaim: it would not survive a restart", file)
+			}
+			return
+		}
+		t.Errorf("mount %s has no volume", m.Name)
+		return
+	}
+	t.Errorf("%s is on no volume mount (mounts %+v): the read-only root filesystem", path.Dir(file), pod.Containers[0].VolumeMounts)
+}
