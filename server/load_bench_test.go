@@ -100,22 +100,14 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	var h http.Handler
 	unique := strings.HasPrefix(mode, "store:")
 	switch {
-	case unique:
-		ledger, limiter, history := benchState(b, strings.TrimPrefix(mode, "store:"))
-		limits := faucet.DefaultLimits()
-		limits.PerIP = faucet.Limit{} // every bench client is 127.0.0.1
-		f, err := faucet.New(faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond,
-			Limits: limits, Ledger: ledger, Limiter: limiter, History: history})
-		if err != nil {
-			b.Fatal(err)
+	case mode == "engine" || unique:
+		cfg := faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond}
+		if unique {
+			cfg.Ledger, cfg.Limiter, cfg.History = benchState(b, strings.TrimPrefix(mode, "store:"))
+			cfg.Limits = faucet.DefaultLimits()
+			cfg.Limits.PerIP = faucet.Limit{} // every bench client is 127.0.0.1
 		}
-		if err := f.Sync(ctx); err != nil {
-			b.Fatal(err)
-		}
-		go func() { _ = f.Run(ctx) }()
-		h = New(Config{Faucet: f, Node: client, Metrics: NewMetrics(prometheus.NewRegistry())})
-	case mode == "engine":
-		f, err := faucet.New(faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond})
+		f, err := faucet.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
