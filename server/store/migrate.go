@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations/*.sql
@@ -87,6 +89,42 @@ func SchemaVersion() int {
 		return 0
 	}
 	return ms[len(ms)-1].version
+}
+
+// migrationTx is the part of a driver's transaction that applyMigrations
+// needs; each driver adapts its own.
+type migrationTx interface {
+	exec(ctx context.Context, sql string, args ...any) error
+	queryInt(ctx context.Context, sql string) (int, error)
+}
+
+// applyMigrations creates the version table if needed and applies what the
+// database at its recorded version still lacks, inside the caller's
+// transaction. wrap classifies the driver's errors. It returns the version
+// reached and whether anything was applied.
+func applyMigrations(ctx context.Context, tx migrationTx, d dialect, wrap func(op string, err error) error) (version int, applied bool, err error) {
+	if err := tx.exec(ctx, createMigrationsTable); err != nil {
+		return 0, false, wrap("migrate", err)
+	}
+	current, err := tx.queryInt(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`)
+	if err != nil {
+		return 0, false, wrap("migrate: read schema version", err)
+	}
+	pending, err := pendingMigrations(d, current)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, m := range pending {
+		if err := tx.exec(ctx, m.sql); err != nil {
+			return 0, false, wrap("migration "+m.name, err)
+		}
+		if err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, time.Now().UnixNano()); err != nil {
+			return 0, false, wrap("migration "+m.name, err)
+		}
+		current = m.version
+	}
+	return current, len(pending) > 0, nil
 }
 
 // pendingMigrations returns the migrations a database at version current

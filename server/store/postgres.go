@@ -155,34 +155,30 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, sqlMigrationLock); err != nil {
 		return pgErr("migrate: lock", err)
 	}
-	if _, err := tx.Exec(ctx, createMigrationsTable); err != nil {
-		return pgErr("migrate", err)
-	}
-	var current int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return pgErr("migrate: read schema version", err)
-	}
-	pending, err := pendingMigrations(pgDialect, current)
+	current, applied, err := applyMigrations(ctx, pgMigrationTx{tx}, pgDialect, pgErr)
 	if err != nil {
 		return err
-	}
-	for _, m := range pending {
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return pgErr("migration "+m.name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return pgErr("migration "+m.name, err)
-		}
-		current = m.version
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return pgErr("migrate: commit", err)
 	}
-	if len(pending) > 0 {
+	if applied {
 		p.log.Info("store schema migrated", "driver", KindPostgres, "version", current)
 	}
 	return nil
+}
+
+// pgMigrationTx adapts a pgx transaction to applyMigrations.
+type pgMigrationTx struct{ tx pgx.Tx }
+
+func (t pgMigrationTx) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := t.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+func (t pgMigrationTx) queryInt(ctx context.Context, sql string) (n int, err error) {
+	err = t.tx.QueryRow(ctx, sql).Scan(&n)
+	return n, err
 }
 
 // Kind returns "postgres".

@@ -137,26 +137,9 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		return sqliteErr("migrate", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
-		return sqliteErr("migrate", err)
-	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return sqliteErr("migrate: read schema version", err)
-	}
-	pending, err := pendingMigrations(sqliteDialect, current)
+	current, applied, err := applyMigrations(ctx, sqlMigrationTx{tx}, sqliteDialect, sqliteErr)
 	if err != nil {
 		return err
-	}
-	for _, m := range pending {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return sqliteErr("migration "+m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return sqliteErr("migration "+m.name, err)
-		}
-		current = m.version
 	}
 	// Always write something, so a read-only file fails here and not at
 	// the first drip; user_version mirrors the schema for sqlite3 users.
@@ -166,10 +149,23 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return sqliteErr("migrate: commit", err)
 	}
-	if len(pending) > 0 {
+	if applied {
 		s.log.Info("store schema migrated", "driver", KindSQLite, "version", current)
 	}
 	return nil
+}
+
+// sqlMigrationTx adapts a database/sql transaction to applyMigrations.
+type sqlMigrationTx struct{ tx *sql.Tx }
+
+func (t sqlMigrationTx) exec(ctx context.Context, query string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, query, args...)
+	return err
+}
+
+func (t sqlMigrationTx) queryInt(ctx context.Context, query string) (n int, err error) {
+	err = t.tx.QueryRowContext(ctx, query).Scan(&n)
+	return n, err
 }
 
 // Kind returns "sqlite".
