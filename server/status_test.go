@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
@@ -272,7 +273,7 @@ func TestStatusSharedFetch(t *testing.T) {
 
 // TestStatusCacheTTL: reads are reused within the TTL and refreshed after.
 func TestStatusCacheTTL(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	h := newHarness(t, options{statusTTL: 30 * time.Millisecond, now: clk.Now})
 	for range 5 {
 		getStatus(t, h, "/extended/v1/status")
@@ -287,22 +288,4 @@ func TestStatusCacheTTL(t *testing.T) {
 	if got := h.status.infoCalls.Load(); got != 2 {
 		t.Errorf("Info calls after the TTL = %d, want 2", got)
 	}
-}
-
-// manualClock is a clock tests move by hand.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }

@@ -8,27 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestLimiterSlidingWindow(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	lim := Limit{Requests: 2, Window: time.Minute}
 	refs := []Bucket{{"address:A", lim}}
@@ -50,7 +35,7 @@ func TestLimiterSlidingWindow(t *testing.T) {
 }
 
 func TestLimiterAllOrNothingAndRelease(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	ip := Bucket{"ip:1.2.3.4", Limit{Requests: 1, Window: time.Hour}}
 	a := Bucket{"address:A", Limit{Requests: 5, Window: time.Hour}}
@@ -73,7 +58,7 @@ func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 }
 
 func TestLimiterExactUnderConcurrency(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	refs := []Bucket{{"address:A", Limit{Requests: 7, Window: time.Hour}}}
 	var granted atomic.Int32
@@ -130,7 +115,7 @@ func TestPadPercent(t *testing.T) {
 
 // A window longer than a week still holds: sweeping must not forget it.
 func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	long := []Bucket{{"stacking:A", Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
 	if _, _, ok := reserve(l, clk.Now(), long); !ok {
@@ -145,7 +130,7 @@ func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
 
 // Memory follows the windows: expired buckets are swept, not kept for a week.
 func TestLimiterSweepsExpiredBuckets(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	for i := range 1000 {
 		if _, _, ok := reserve(l, clk.Now(), []Bucket{{fmt.Sprintf("address:%d", i), Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {

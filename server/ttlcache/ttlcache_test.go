@@ -3,23 +3,12 @@ package ttlcache
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // TestWaiterOutlivesStarter: the caller that starts a fetch gives up (its
 // short deadline), yet a caller waiting on the same fetch gets the value, and
@@ -76,7 +65,7 @@ func TestWaiterOutlivesStarter(t *testing.T) {
 // TestTTL: a value is reused within its TTL and refetched after, on an
 // injected clock.
 func TestTTL(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	v := &Value[int]{TTL: 30 * time.Millisecond, Now: clk.Now}
 	var calls atomic.Int32
 	fetch := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
@@ -101,7 +90,7 @@ func TestTTL(t *testing.T) {
 // TestErrorsNotCached: a failed fetch is returned to its callers but the next
 // Get tries again; the last good value stays peekable.
 func TestErrorsNotCached(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clocktest.New()
 	v := &Value[string]{TTL: time.Second, Now: clk.Now}
 	v.Set("old")
 	clk.Advance(2 * time.Second)
