@@ -14,8 +14,9 @@ import (
 )
 
 // The engine's per-drip store work is one Reserve, two ledger Puts and one
-// Record. These benchmarks run each, and the whole drip, from 16
-// goroutines (the engine's concurrency) against both drivers.
+// Record (and, for a drip with a proof of work, one SpendChallenge). These
+// benchmarks run each, and the whole drip, from 16 goroutines (the
+// engine's concurrency) against both drivers.
 
 const benchConcurrency = 16
 
@@ -107,6 +108,21 @@ func BenchmarkStoreDrip(b *testing.B) {
 				return err
 			}
 			return s.Record(ctx, benchRecord(seq))
+		})
+	})
+}
+
+// BenchmarkSpendChallenge spends a new challenge id (random-looking, as
+// HMAC-derived ids are) per operation.
+func BenchmarkSpendChallenge(b *testing.B) {
+	benchStores(b, func(b *testing.B, s store.Store) {
+		expires := time.Now().Add(time.Hour)
+		parallel(b, func(seq uint64) error {
+			fresh, err := s.SpendChallenge(b.Context(), fmt.Sprintf("%016x%016x", seq*0x9e3779b97f4a7c15, seq), expires)
+			if err == nil && !fresh {
+				err = fmt.Errorf("challenge %d not fresh", seq)
+			}
+			return err
 		})
 	})
 }

@@ -3,16 +3,21 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
 
@@ -38,10 +43,28 @@ func TestContractMemory(t *testing.T) {
 
 func TestContractSQLite(t *testing.T) {
 	runContract(t, func(t *testing.T) subject { return storeSubject(openSQLite(t)) })
+	// Two stores on one file, as two processes would have.
+	runChallengeContract(t, func(t *testing.T, n int, now func() time.Time) []challengeStore {
+		path := filepath.Join(t.TempDir(), "faucet.db")
+		out := make([]challengeStore, n)
+		for i := range out {
+			out[i] = openSQLitePath(t, path, store.Options{Now: now})
+		}
+		return out
+	})
 }
 
 func TestContractPostgres(t *testing.T) {
 	runContract(t, func(t *testing.T) subject { return storeSubject(openPostgres(t)) })
+	// Two replicas on one database.
+	runChallengeContract(t, func(t *testing.T, n int, now func() time.Time) []challengeStore {
+		uri := pgtest.Shared(t).CreateDB(t)
+		out := make([]challengeStore, n)
+		for i := range out {
+			out[i] = openPostgresURI(t, uri, store.Options{Now: now})
+		}
+		return out
+	})
 }
 
 func storeSubject(s interface {
@@ -447,5 +470,226 @@ func testHistory(t *testing.T, s subject) {
 	}
 	if n, err := s.history.Prune(ctx, t0.Add(24*time.Hour)); err != nil || n != 3 {
 		t.Fatalf("prune all: %d, %v; want 3", n, err)
+	}
+}
+
+// The spent-challenge contract (replay protection of proofs of work), for
+// the two drivers only: the memory variant lives with the guard.
+
+// challengeStore is a store's side of the challenge contract.
+type challengeStore interface {
+	SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error)
+	PruneChallenges(ctx context.Context, now time.Time) (int64, error)
+	Close() error
+}
+
+// challengeOpener opens n handles ("replicas") on one fresh database, all
+// judging expiry by now.
+type challengeOpener func(t *testing.T, n int, now func() time.Time) []challengeStore
+
+func runChallengeContract(t *testing.T, open challengeOpener) {
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, []challengeStore, *clocktest.Manual)
+	}{
+		{"ChallengeSpendOnce", testChallengeSpendOnce},
+		{"ChallengeConcurrent", testChallengeConcurrent},
+		{"ChallengeExpiry", testChallengeExpiry},
+		{"ChallengePrune", testChallengePrune},
+		{"ChallengeErrors", testChallengeErrors},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clocktest.New()
+			c.run(t, open(t, 2, clk.Now), clk)
+		})
+	}
+}
+
+// spend spends id on s and fails the test on an error.
+func spend(t *testing.T, s challengeStore, id string, expires time.Time) bool {
+	t.Helper()
+	fresh, err := s.SpendChallenge(t.Context(), id, expires)
+	if err != nil {
+		t.Fatalf("spend %q: %v", id, err)
+	}
+	return fresh
+}
+
+func testChallengeSpendOnce(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+	exp := clk.Now().Add(5 * time.Minute)
+	if !spend(t, ss[0], "c1", exp) {
+		t.Fatal("first spend not fresh")
+	}
+	if spend(t, ss[0], "c1", exp) {
+		t.Fatal("second spend fresh")
+	}
+	if spend(t, ss[1], "c1", exp) {
+		t.Fatal("spend on another replica fresh")
+	}
+	// A later expiry is no way around it.
+	if spend(t, ss[1], "c1", exp.Add(time.Hour)) {
+		t.Fatal("spend with another expiry fresh")
+	}
+	// Ids are compared exactly.
+	for _, id := range []string{"c2", "C1", "c1 ", strings.Repeat("x", 300) + "\u00e9"} {
+		if !spend(t, ss[1], id, exp) {
+			t.Fatalf("first spend of %q not fresh", id)
+		}
+		if spend(t, ss[0], id, exp) {
+			t.Fatalf("second spend of %q fresh", id)
+		}
+	}
+}
+
+// concurrentSpend spends id n times at once, spread over ss, and returns
+// how many spends were fresh.
+func concurrentSpend(t *testing.T, ss []challengeStore, n int, id string, expires time.Time) int {
+	t.Helper()
+	var fresh atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			ok, err := ss[i%len(ss)].SpendChallenge(t.Context(), id, expires)
+			if err != nil {
+				errs <- err
+			} else if ok {
+				fresh.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return int(fresh.Load())
+}
+
+func testChallengeConcurrent(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+	exp := clk.Now().Add(time.Minute)
+	if got := concurrentSpend(t, ss[:1], 32, "one-store", exp); got != 1 {
+		t.Fatalf("%d of 32 concurrent spends on one store fresh, want exactly 1", got)
+	}
+	if got := concurrentSpend(t, ss, 32, "two-stores", exp); got != 1 {
+		t.Fatalf("%d of 32 concurrent spends across two stores fresh, want exactly 1", got)
+	}
+	// Many ids at once: each is fresh exactly once.
+	const ids = 8
+	var fresh atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 4 * ids {
+		wg.Go(func() {
+			ok, err := ss[i%2].SpendChallenge(t.Context(), fmt.Sprintf("many-%d", i%ids), exp)
+			if err != nil {
+				t.Error(err)
+			} else if ok {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := fresh.Load(); got != ids {
+		t.Fatalf("%d fresh spends of %d ids spent 4 times each, want %d", got, ids, ids)
+	}
+	// Re-spending an expired id races the same way.
+	clk.Advance(time.Minute)
+	if got := concurrentSpend(t, ss, 32, "two-stores", clk.Now().Add(time.Minute)); got != 1 {
+		t.Fatalf("%d of 32 concurrent spends of an expired id fresh, want exactly 1", got)
+	}
+}
+
+func testChallengeExpiry(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+	exp := clk.Now().Add(time.Minute)
+	if !spend(t, ss[0], "e", exp) {
+		t.Fatal("first spend not fresh")
+	}
+	clk.Advance(time.Minute - time.Nanosecond)
+	if spend(t, ss[1], "e", clk.Now().Add(time.Minute)) {
+		t.Fatal("spent 1ns before its expiry: fresh")
+	}
+	// That refused spend did not move the expiry: at exp it has expired,
+	// and may be spent again (with a new expiry) although not yet pruned.
+	clk.Advance(time.Nanosecond)
+	exp2 := clk.Now().Add(time.Minute)
+	if !spend(t, ss[1], "e", exp2) {
+		t.Fatal("spend at its expiry: not fresh")
+	}
+	if spend(t, ss[0], "e", exp2) {
+		t.Fatal("second spend after re-spending: fresh")
+	}
+	clk.Advance(time.Minute - time.Nanosecond)
+	if spend(t, ss[0], "e", exp2) {
+		t.Fatal("the re-spend's expiry was not kept")
+	}
+	// An id spent already expired protects nothing: every spend is fresh.
+	for i := range 2 {
+		if !spend(t, ss[i], "late", clk.Now()) {
+			t.Fatalf("spend %d of an already expired challenge not fresh", i)
+		}
+	}
+}
+
+func testChallengePrune(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+	ctx := t.Context()
+	at := clk.Now()
+	for i, d := range []time.Duration{1, 2, 3} {
+		if !spend(t, ss[i%2], fmt.Sprintf("p%d", d), at.Add(d*time.Minute)) {
+			t.Fatalf("p%d not fresh", d)
+		}
+	}
+	if n, err := ss[0].PruneChallenges(ctx, at.Add(time.Minute-time.Nanosecond)); err != nil || n != 0 {
+		t.Fatalf("prune before any expiry: %d, %v; want 0", n, err)
+	}
+	if n, err := ss[1].PruneChallenges(ctx, at.Add(2*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("prune at p2's expiry: %d, %v; want 2", n, err)
+	}
+	if n, err := ss[0].PruneChallenges(ctx, at.Add(2*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("prune again: %d, %v; want 0", n, err)
+	}
+	// The clock has not moved: p3 is still spent, the pruned ones are
+	// forgotten.
+	if spend(t, ss[0], "p3", at.Add(3*time.Minute)) {
+		t.Fatal("p3 was pruned before its expiry")
+	}
+	for _, id := range []string{"p1", "p2"} {
+		if !spend(t, ss[1], id, at.Add(time.Hour)) {
+			t.Fatalf("%s not fresh after pruning", id)
+		}
+	}
+	if n, err := ss[0].PruneChallenges(ctx, at.Add(59*time.Minute)); err != nil || n != 1 {
+		t.Fatalf("prune p3: %d, %v; want 1", n, err)
+	}
+}
+
+func testChallengeErrors(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+	ctx := t.Context()
+	if _, err := ss[0].SpendChallenge(ctx, "", clk.Now().Add(time.Minute)); err == nil || errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("empty id: %v, want a plain error", err)
+	}
+	if _, err := ss[0].SpendChallenge(ctx, "z", time.Time{}); err == nil || errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("zero expiry: %v, want a plain error", err)
+	}
+	// Refused arguments spend nothing.
+	if !spend(t, ss[0], "z", clk.Now().Add(time.Minute)) {
+		t.Fatal("z was spent by a refused call")
+	}
+	if err := ss[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ss[1].SpendChallenge(ctx, "after-close", clk.Now().Add(time.Minute))
+	if !errors.Is(err, faucet.ErrStoreUnavailable) || strings.Contains(err.Error(), pgtest.Password) {
+		t.Fatalf("spend after close: %v, want ErrStoreUnavailable without the password", err)
+	}
+	if _, err := ss[1].PruneChallenges(ctx, clk.Now()); !errors.Is(err, faucet.ErrStoreUnavailable) {
+		t.Fatalf("prune after close: %v, want ErrStoreUnavailable", err)
+	}
+	// The other store is unaffected.
+	if spend(t, ss[0], "z", clk.Now().Add(time.Minute)) {
+		t.Fatal("z fresh twice")
 	}
 }

@@ -422,6 +422,28 @@ func (p *Postgres) PruneSlots(ctx context.Context, now time.Time) (int64, error)
 	return p.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
 }
 
+// SpendChallenge marks a proof-of-work challenge id used until expires;
+// fresh is false when it was already spent and has not expired by
+// Options.Now. One INSERT … ON CONFLICT: of replicas spending one id at
+// once, exactly one sees it fresh.
+func (p *Postgres) SpendChallenge(ctx context.Context, id string, expires time.Time) (bool, error) {
+	args, err := spendArgs(id, expires, p.opts.Now())
+	if err != nil {
+		return false, err
+	}
+	tag, err := p.pool.Exec(ctx, sqlSpendChallenge, args...)
+	if err != nil {
+		return false, p.err("spend challenge", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// PruneChallenges deletes spent challenges whose expiry is at or before
+// now.
+func (p *Postgres) PruneChallenges(ctx context.Context, now time.Time) (int64, error) {
+	return p.pruneLoop(ctx, "prune spent challenges", sqlPruneChallenges, now.UnixNano())
+}
+
 // Record appends a drip to the history.
 func (p *Postgres) Record(ctx context.Context, d faucet.DripRecord) error {
 	if _, err := p.pool.Exec(ctx, sqlRecord, recordArgs(d)...); err != nil {
@@ -467,7 +489,8 @@ func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripReco
 	return r.record(), true, nil
 }
 
-// RunPruner deletes old history and expired slots until ctx ends.
+// RunPruner deletes old history, expired slots and expired spent
+// challenges until ctx ends.
 func (p *Postgres) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
 	runPruner(ctx, p.log, p, retention, interval, now)
 }

@@ -74,7 +74,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 }
 
 func TestPruneBatchInSQL(t *testing.T) {
-	for _, q := range []string{sqlPruneDrips, sqlPruneSlots} {
+	for _, q := range []string{sqlPruneDrips, sqlPruneSlots, sqlPruneChallenges} {
 		if !strings.Contains(q, "LIMIT "+strconv.Itoa(pruneBatch)+")") {
 			t.Errorf("prune statement does not use pruneBatch %d: %s", pruneBatch, q)
 		}

@@ -32,8 +32,9 @@ type SQLite struct {
 	writer *sql.DB
 	reader *sql.DB
 
-	put, del, record, nth, slot *sql.Stmt // on writer
-	list, byTxID                *sql.Stmt // on reader
+	put, del, record, nth, slot, spend *sql.Stmt // on writer
+	list, byTxID                       *sql.Stmt // on reader
+	now                                func() time.Time
 
 	ops        chan *writeOp // to the writer goroutine
 	closing    chan struct{}
@@ -66,6 +67,9 @@ FROM drips WHERE txid = $1 ORDER BY at DESC, id DESC LIMIT 1`
 	// drivers).
 	sqlPruneDrips = `DELETE FROM drips WHERE id IN (SELECT id FROM drips WHERE at < $1 LIMIT 5000)`
 	sqlPruneSlots = `DELETE FROM limit_slots WHERE id IN (SELECT id FROM limit_slots WHERE expires_at <= $1 LIMIT 5000)`
+	// spent_challenges_expires_at holds id too, so the inner SELECT reads
+	// only that index.
+	sqlPruneChallenges = `DELETE FROM spent_challenges WHERE id IN (SELECT id FROM spent_challenges WHERE expires_at <= $1 LIMIT 5000)`
 )
 
 // OpenSQLite opens (creating and migrating if needed) the SQLite database
@@ -80,7 +84,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 		return nil, fail(errors.New("the path must not contain '?' or '#'"))
 	}
 	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
-	s := &SQLite{path: path, log: opts.Logger, ops: make(chan *writeOp), closing: make(chan struct{})}
+	s := &SQLite{path: path, log: opts.Logger, now: opts.Now, ops: make(chan *writeOp), closing: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -117,7 +121,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 		text string
 	}{
 		{s.writer, &s.put, sqlPut}, {s.writer, &s.del, sqlDelete}, {s.writer, &s.record, sqlRecord},
-		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot},
+		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot}, {s.writer, &s.spend, sqlSpendChallenge},
 		{s.reader, &s.list, sqlList}, {s.reader, &s.byTxID, sqlByTxID},
 	} {
 		if *p.dst, err = p.db.PrepareContext(ctx, p.text); err != nil {
@@ -197,7 +201,7 @@ func (s *SQLite) close() error {
 		<-s.writerDone
 	}
 	var errs []error
-	for _, st := range []*sql.Stmt{s.put, s.del, s.record, s.nth, s.slot, s.list, s.byTxID} {
+	for _, st := range []*sql.Stmt{s.put, s.del, s.record, s.nth, s.slot, s.spend, s.list, s.byTxID} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -409,6 +413,36 @@ func (s *SQLite) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
 	return s.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
 }
 
+// SpendChallenge marks a proof-of-work challenge id used until expires;
+// fresh is false when it was already spent and has not expired by
+// Options.Now. It is one statement in a write transaction (group-committed
+// with other writes), so two stores on one file cannot both see it fresh.
+func (s *SQLite) SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error) {
+	args, err := spendArgs(id, expires, s.now())
+	if err != nil {
+		return false, err
+	}
+	if err := s.write(ctx, func(t *sql.Tx) error {
+		fresh = false // a batch that fails runs again
+		r, err := t.Stmt(s.spend).Exec(args...)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		fresh = n == 1
+		return err
+	}); err != nil {
+		return false, sqliteErr("spend challenge", err)
+	}
+	return fresh, nil
+}
+
+// PruneChallenges deletes spent challenges whose expiry is at or before
+// now.
+func (s *SQLite) PruneChallenges(ctx context.Context, now time.Time) (int64, error) {
+	return s.pruneLoop(ctx, "prune spent challenges", sqlPruneChallenges, now.UnixNano())
+}
+
 // Record appends a drip to the history.
 func (s *SQLite) Record(ctx context.Context, d faucet.DripRecord) error {
 	args := recordArgs(d)
@@ -484,7 +518,8 @@ func (r *dripRow) record() faucet.DripRecord {
 	return d
 }
 
-// RunPruner deletes old history and expired slots until ctx ends.
+// RunPruner deletes old history, expired slots and expired spent
+// challenges until ctx ends.
 func (s *SQLite) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
 	runPruner(ctx, s.log, s, retention, interval, now)
 }

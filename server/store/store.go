@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -28,12 +29,21 @@ type Store interface {
 	// DripByTxID returns the newest drip record with that txid (with or
 	// without 0x); ok is false when there is none.
 	DripByTxID(ctx context.Context, txid string) (d faucet.DripRecord, ok bool, err error)
-	// RunPruner deletes history older than retention and expired limit slots
-	// every interval (and once at start) until ctx ends. Failures are logged
-	// and retried at the next interval.
+	// RunPruner deletes history older than retention, expired limit slots
+	// and expired spent challenges every interval (and once at start) until
+	// ctx ends. Failures are logged and retried at the next interval.
 	RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time)
 	// PruneSlots deletes limit slots whose window ended at or before now.
 	PruneSlots(ctx context.Context, now time.Time) (int64, error)
+	// SpendChallenge marks a proof-of-work challenge id used until expires;
+	// fresh is false when it was already spent (and not yet pruned).
+	// Atomic across processes sharing the store. A spent id whose expiry is
+	// at or before Options.Now is treated as pruned: spending it again is
+	// fresh and sets the new expiry. id must not be empty nor expires zero.
+	SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error)
+	// PruneChallenges deletes spent challenges whose expiry is at or before
+	// now.
+	PruneChallenges(ctx context.Context, now time.Time) (int64, error)
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// Kind is "sqlite" or "postgres".
@@ -66,6 +76,11 @@ type Options struct {
 	// ReplicaName names this process in key_owners.owner (default: host
 	// name and a random number).
 	ReplicaName string
+	// Now is the clock SpendChallenge judges a stored challenge's expiry
+	// by (default time.Now). Give it the clock that checks the challenges
+	// themselves, so that a challenge still valid by that clock is never
+	// re-spendable.
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -83,6 +98,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OwnershipInterval <= 0 {
 		o.OwnershipInterval = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -232,6 +250,25 @@ func normTxID(s string) string {
 	return strings.ToLower(s)
 }
 
+// sqlSpendChallenge inserts a spent challenge, or takes over the row of an
+// expired one ($3 = now): one row affected means fresh. One statement, so
+// atomic on both drivers: on Postgres concurrent spends of one id wait for
+// the first and then see its row; on SQLite writes are serialised anyway.
+const sqlSpendChallenge = `INSERT INTO spent_challenges (id, expires_at) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE spent_challenges.expires_at <= $3`
+
+// spendArgs checks SpendChallenge's arguments and returns the statement's.
+func spendArgs(id string, expires, now time.Time) ([]any, error) {
+	switch {
+	case id == "":
+		return nil, errors.New("spend challenge: empty id")
+	case expires.IsZero():
+		// Stored as 0, it would be expired at once: no replay protection.
+		return nil, fmt.Errorf("spend challenge %s: zero expiry", id)
+	}
+	return []any{id, expires.UnixNano(), now.UnixNano()}, nil
+}
+
 // pruneBatch bounds one DELETE of the pruner so that a large backlog does
 // not hold the write lock (SQLite) or a long transaction (Postgres).
 const pruneBatch = 5000
@@ -265,6 +302,14 @@ func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interv
 			log.Warn("pruning expired limit slots failed; will retry", "err", err)
 		} else if n > 0 {
 			log.Debug("pruned expired limit slots", "deleted", n)
+		}
+		if n, err := s.PruneChallenges(ctx, at); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("pruning expired proof-of-work challenges failed; will retry", "err", err)
+		} else if n > 0 {
+			log.Debug("pruned expired proof-of-work challenges", "deleted", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -273,6 +273,86 @@ func TestMigrations(t *testing.T) {
 	}
 }
 
+// A database an older faucet left at schema version 1 (built here from the
+// 0001 migration itself) gets 0002 when opened, and keeps its data.
+func TestMigrationSpentChallengesOnVersion1(t *testing.T) {
+	for _, d := range []struct {
+		kind  string
+		index string // counts the expiry index
+		open  func(t *testing.T) (reopen func() (store.Store, error), raw rawDB)
+	}{
+		{store.KindSQLite, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'spent_challenges_expires_at'`,
+			func(t *testing.T) (func() (store.Store, error), rawDB) {
+				path := filepath.Join(t.TempDir(), "v1.db")
+				return func() (store.Store, error) { return store.OpenSQLite(t.Context(), path, store.Options{}) },
+					openRawSQLite(t, path)
+			}},
+		{store.KindPostgres, `SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'spent_challenges_expires_at'`,
+			func(t *testing.T) (func() (store.Store, error), rawDB) {
+				uri := pgtest.Shared(t).CreateDB(t)
+				return func() (store.Store, error) { return store.OpenPostgres(t.Context(), uri, store.Options{}) },
+					openRawPG(t, uri)
+			}},
+	} {
+		t.Run(d.kind, func(t *testing.T) {
+			t.Parallel()
+			if store.SchemaVersion() < 2 {
+				t.Fatalf("schema version %d, want at least 2", store.SchemaVersion())
+			}
+			reopen, raw := d.open(t)
+			name, v1, err := store.MigrationSQL(d.kind, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw.exec(t, store.CreateMigrationsTable)
+			raw.exec(t, v1)
+			raw.exec(t, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, $1, 0)`, name)
+			raw.exec(t, `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket)
+VALUES (1, 'ST1', false, 5, 1, 'ab01', 'ST2', 7, 'sent', '')`)
+
+			s, err := reopen()
+			if err != nil {
+				t.Fatalf("open a version 1 database: %v", err)
+			}
+			want := store.SchemaVersion()
+			if v, n := raw.count(t, "SELECT MAX(version) FROM schema_migrations"), raw.count(t, "SELECT COUNT(*) FROM schema_migrations"); v != want || n != want {
+				t.Fatalf("after opening: version %d in %d rows, want %d in %d", v, n, want, want)
+			}
+			if d.kind == store.KindSQLite {
+				if v := raw.count(t, "PRAGMA user_version"); v != want {
+					t.Fatalf("user_version %d, want %d", v, want)
+				}
+			}
+			if n := raw.count(t, d.index); n != 1 {
+				t.Fatalf("%d expiry indexes on spent_challenges, want 1", n)
+			}
+			if got, ok, err := s.DripByTxID(t.Context(), "0xAB01"); err != nil || !ok || got.Nonce != 7 {
+				t.Fatalf("version 1 data after migrating: %+v %v %v", got, ok, err)
+			}
+			exp := time.Now().Add(time.Hour)
+			for i, want := range []bool{true, false} {
+				if fresh, err := s.SpendChallenge(t.Context(), "after-upgrade", exp); err != nil || fresh != want {
+					t.Fatalf("spend %d: fresh=%v %v, want %v", i, fresh, err, want)
+				}
+			}
+			s.Close()
+
+			// Opening again applies nothing more and keeps the spend.
+			s, err = reopen()
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer s.Close()
+			if n := raw.count(t, "SELECT COUNT(*) FROM schema_migrations"); n != want {
+				t.Fatalf("%d migration rows after reopening, want %d", n, want)
+			}
+			if fresh, err := s.SpendChallenge(t.Context(), "after-upgrade", exp); err != nil || fresh {
+				t.Fatalf("spend after reopening: fresh=%v %v, want spent", fresh, err)
+			}
+		})
+	}
+}
+
 // Two SQLite stores on one file — as two processes would be — still
 // reserve exactly.
 func TestSQLiteTwoProcessesExact(t *testing.T) {
@@ -457,8 +537,9 @@ func TestPostgresReplicasExact(t *testing.T) {
 	}
 }
 
-// PruneSlots drops slots whose window ended; RunPruner prunes history and
-// slots in the background and stops with its context.
+// PruneSlots drops slots whose window ended, PruneChallenges expired spent
+// challenges (in batches); RunPruner prunes history, slots and challenges
+// in the background and stops with its context.
 func TestPruning(t *testing.T) {
 	for _, d := range []struct {
 		name string
@@ -489,6 +570,23 @@ func TestPruning(t *testing.T) {
 				t.Fatalf("prune at expiry: %d, %v; want 3", n, err)
 			}
 
+			// More expired challenges than two batches, and one live.
+			expired := func(n int, prefix string) {
+				raw.exec(t, fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+INSERT INTO spent_challenges (id, expires_at) SELECT '%s' || i, %d FROM n`, n, prefix, t0.UnixNano()))
+			}
+			expired(2*5000+1, "old-")
+			if fresh, err := s.SpendChallenge(ctx, "live", t0.Add(48*time.Hour)); err != nil || !fresh {
+				t.Fatalf("spend: %v %v", fresh, err)
+			}
+			if n, err := s.PruneChallenges(ctx, t0.Add(-time.Nanosecond)); err != nil || n != 0 {
+				t.Fatalf("prune challenges before expiry: %d, %v", n, err)
+			}
+			if n, err := s.PruneChallenges(ctx, t0); err != nil || n != 2*5000+1 {
+				t.Fatalf("prune challenges at expiry: %d, %v; want %d", n, err, 2*5000+1)
+			}
+			expired(3, "older-")
+
 			old := faucet.DripRecord{At: t0, TxID: testTxID(1).String(), Outcome: faucet.OutcomeSent}
 			recent := faucet.DripRecord{At: t0.Add(47 * time.Hour), TxID: testTxID(2).String(), Outcome: faucet.OutcomeSent}
 			for _, r := range []faucet.DripRecord{old, recent} {
@@ -502,9 +600,13 @@ func TestPruning(t *testing.T) {
 				defer close(done)
 				s.RunPruner(pctx, 24*time.Hour, 10*time.Millisecond, func() time.Time { return t0.Add(47*time.Hour + 30*time.Minute) })
 			}()
-			eventually(t, 10*time.Second, "the pruner deletes the old record and the expired slot", func() bool {
-				return raw.count(t, "SELECT COUNT(*) FROM drips") == 1 && raw.count(t, "SELECT COUNT(*) FROM limit_slots") == 1
+			eventually(t, 10*time.Second, "the pruner deletes the old record, the expired slot and the expired challenges", func() bool {
+				return raw.count(t, "SELECT COUNT(*) FROM drips") == 1 && raw.count(t, "SELECT COUNT(*) FROM limit_slots") == 1 &&
+					raw.count(t, "SELECT COUNT(*) FROM spent_challenges") == 1
 			})
+			if fresh, err := s.SpendChallenge(ctx, "live", t0.Add(48*time.Hour)); err != nil || fresh {
+				t.Fatalf("the live challenge was pruned: %v %v", fresh, err)
+			}
 			if _, ok, err := s.DripByTxID(ctx, recent.TxID); !ok || err != nil {
 				t.Fatalf("the recent record was pruned: %v", err)
 			}
