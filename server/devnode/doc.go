@@ -14,6 +14,7 @@
 //	POST /v2/transactions                  txid string, or 400 rejection JSON / decode text
 //	GET  /v2/fees/transfer                 bare integer (µSTX per byte)
 //	GET  /v2/transactions/unconfirmed/{id} {"tx":hex,"status":"Mempool"} or 404
+//	GET  /v3/transaction/{id}              node.MinedTx for a mined tx, else 404; 501 with Config.NoTxIndex
 //
 // Admission order (stacks-core MemPoolDB::submit → will_admit_mempool_tx →
 // try_add_tx): already-known txid (200, nothing stored) → tx version vs
@@ -40,6 +41,11 @@
 //     transactions (contract calls, sponsored, multisig) are answered like
 //     undecodable ones, 400 "Failed to decode: Failed to deserialize posted
 //     transaction: …".
+//   - /v3/transaction always reports result "(ok true)": Mine drops a
+//     transfer that cannot pay amount+fee, whereas stacks-core mines one that
+//     can still pay its fee with result "(err u1)" (stx_transfer's
+//     NOT_ENOUGH_BALANCE). Mined txs stay in that index forever, as in the
+//     node's txindex table, while the mempool table is garbage-collected.
 //   - ?tip= is accepted and ignored: reads always use the canonical tip.
 //   - Fees leave the supply: there is no miner account to credit them to.
 //   - One Stacks block per burn block and per tenure, so stacks_tip_height,

@@ -41,6 +41,7 @@ func (n *Node) Mine() Block {
 
 	height := n.tip.Height + 1
 	var included []stacks.TxID
+	var raws [][]byte
 	var ready readyHeap
 	for sender := range n.pending {
 		if e := n.nextReady(sender); e != nil {
@@ -69,14 +70,19 @@ func (n *Node) Mine() Block {
 		n.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
 		n.removePending(e)
 		e.mined = true
-		n.confirmed[e.txid] = height
 		included = append(included, e.txid)
+		raws = append(raws, e.raw)
 		if next := n.nextReady(e.sender); next != nil {
 			heap.Push(&ready, next)
 		}
 	}
 
 	n.tip = n.makeBlock(n.tip.Hash, height, included)
+	// The block id depends on the included txids, so index them afterwards.
+	n.blockIDs = append(n.blockIDs, n.tip.IndexBlockHash)
+	for i, id := range included {
+		n.confirmed[id] = minedTx{height: height, raw: raws[i]}
+	}
 	n.gc()
 	n.log.Info("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)
 	b := n.tip

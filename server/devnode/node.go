@@ -72,6 +72,9 @@ type Config struct {
 	// spends, so an overspending chain is refused at the door instead of
 	// being dropped at mining (which would leave a nonce gap).
 	ConfirmedBalanceOnly bool
+	// NoTxIndex makes GET /v3/transaction/{txid} answer 501, like a node
+	// running without txindex (the stacks-node default).
+	NoTxIndex bool
 	// Seed seeds the fault-injection randomness; 0 picks a random seed.
 	Seed uint64
 	// Logger receives mining and drop events; nil discards them.
@@ -131,6 +134,12 @@ type account struct {
 	hasBalance bool
 }
 
+// minedTx is what the node's txindex keeps for a mined tx.
+type minedTx struct {
+	height uint64
+	raw    []byte
+}
+
 // poolEntry is one row of the mempool table.
 type poolEntry struct {
 	tx       *stacks.Transaction
@@ -153,7 +162,8 @@ type Node struct {
 	pool      map[stacks.TxID]*poolEntry       // every mempool row, mined or not
 	pending   map[string]map[uint64]*poolEntry // sender → nonce → unmined row
 	nPending  int
-	confirmed map[stacks.TxID]uint64 // txid → block height, kept forever
+	confirmed map[stacks.TxID]minedTx // kept forever, like the txindex table
+	blockIDs  []string                // index block hash by height
 	seq       uint64
 	tip       Block
 	genesis   string
@@ -199,7 +209,7 @@ func New(cfg Config) *Node {
 		accounts:  make(map[string]*account),
 		pool:      make(map[stacks.TxID]*poolEntry),
 		pending:   make(map[string]map[uint64]*poolEntry),
-		confirmed: make(map[stacks.TxID]uint64),
+		confirmed: make(map[stacks.TxID]minedTx),
 		mainnet:   cfg.Mainnet,
 		synced:    true,
 		minAmount: cfg.MinAmountUstx,
@@ -217,6 +227,7 @@ func New(cfg Config) *Node {
 	n.genesis = hex.EncodeToString(g[:])
 	n.tip = n.makeBlock(n.genesis, 0, nil)
 	n.tip.ParentHash = hex.EncodeToString(make([]byte, 32))
+	n.blockIDs = []string{n.tip.IndexBlockHash}
 	return n
 }
 
@@ -337,8 +348,8 @@ func (n *Node) MempoolSize() int {
 func (n *Node) TxStatus(txid stacks.TxID) TxStatus {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if h, ok := n.confirmed[txid]; ok {
-		return TxStatus{State: TxConfirmed, Height: h}
+	if m, ok := n.confirmed[txid]; ok {
+		return TxStatus{State: TxConfirmed, Height: m.height}
 	}
 	if e, ok := n.pool[txid]; ok && !e.mined {
 		return TxStatus{State: TxPending}

@@ -16,8 +16,9 @@ import (
 )
 
 // Response bodies copied from stacks-core (net/http/mod.rs, httpcore.rs,
-// api/posttransaction.rs, api/getaccount.rs). DecodeError bodies carry the
-// "Failed to decode: " prefix of Error::into_http_error.
+// api/posttransaction.rs, api/getaccount.rs, api/gettransaction*.rs).
+// DecodeError bodies carry the "Failed to decode: " prefix of
+// Error::into_http_error.
 const (
 	decodePrefix       = "Failed to decode: "
 	msgNoSuchPath      = "No such file or directory"
@@ -30,6 +31,12 @@ const (
 	msgBadAttachment   = decodePrefix + "Failed to parse attachment"
 	msgBadPrincipal    = decodePrefix + "Failed to parse `principal` field"
 	msgDeserializeTx   = decodePrefix + "Failed to deserialize posted transaction: "
+	msgTxBody          = decodePrefix + "Invalid Http request: expected 0-length body for GetTransaction"
+	msgUnconfirmedBody = decodePrefix + "Invalid Http request: expected 0-length body for GetTransactionUnconfirmed"
+	msgTxIndexOff      = "Transaction indexing is not enabled"
+	// resultTransferOK is the receipt result of a successful STX transfer:
+	// stx_transfer returns Value::okay_true(), stored with to_string().
+	resultTransferOK   = "(ok true)"
 	msgInjectedFailure = "devnode: injected server error"
 )
 
@@ -38,6 +45,7 @@ const (
 var (
 	accountPath     = regexp.MustCompile(`^/v2/accounts/([0123456789ABCDEFGHJKMNPQRSTVWXYZ]{28,41}(\.[a-zA-Z]([a-zA-Z0-9]|[-_]){0,127})?)$`)
 	unconfirmedPath = regexp.MustCompile(`^/v2/transactions/unconfirmed/([0-9a-f]{64})$`)
+	transactionPath = regexp.MustCompile(`^/v3/transaction/([0-9a-f]{64})$`)
 )
 
 // Handler returns the RPC handler. It is safe for concurrent use.
@@ -89,7 +97,17 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case get && accountPath.MatchString(path):
 		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1])
 	case get && unconfirmedPath.MatchString(path):
+		if r.ContentLength > 0 {
+			writeText(w, http.StatusBadRequest, msgUnconfirmedBody)
+			return
+		}
 		n.getUnconfirmed(w, unconfirmedPath.FindStringSubmatch(path)[1])
+	case get && transactionPath.MatchString(path):
+		if r.ContentLength > 0 { // request parsing comes before the txindex check
+			writeText(w, http.StatusBadRequest, msgTxBody)
+			return
+		}
+		n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1])
 	default:
 		writeText(w, http.StatusNotFound, msgNoSuchPath)
 	}
@@ -244,6 +262,40 @@ func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
 		Tx     string `json:"tx"`
 		Status string `json:"status"`
 	}{hex.EncodeToString(raw), "Mempool"})
+}
+
+// getTransaction answers like gettransaction.rs from the devnode's txindex.
+// There is one chain and no forks, so every mined tx is an ancestor of the
+// tip: block_height is always set and is_canonical true. Mine only includes
+// transfers that can pay, so every result is a successful transfer's.
+func (n *Node) getTransaction(w http.ResponseWriter, txidHex string) {
+	if n.cfg.NoTxIndex {
+		writeText(w, http.StatusNotImplemented, msgTxIndexOff)
+		return
+	}
+	var txid stacks.TxID
+	_, _ = hex.Decode(txid[:], []byte(txidHex)) // the route regex guarantees 64 hex digits
+	n.mu.Lock()
+	m, ok := n.confirmed[txid]
+	var blockID string
+	if ok {
+		blockID = n.blockIDs[m.height]
+	}
+	n.mu.Unlock()
+	if !ok {
+		// Mempool-only txs are not in the txindex table either. The node
+		// formats the Txid with Debug (plain hex) and ends with a newline.
+		writeText(w, http.StatusNotFound, "No such transaction "+txidHex+"\n")
+		return
+	}
+	height, canonical := m.height, true
+	writeJSON(w, http.StatusOK, node.MinedTx{
+		IndexBlockHash: blockID,
+		Tx:             hex.EncodeToString(m.raw),
+		Result:         resultTransferOK,
+		BlockHeight:    &height,
+		IsCanonical:    &canonical,
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

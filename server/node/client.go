@@ -21,6 +21,8 @@ const (
 	CallAccount     = "account"
 	CallBroadcast   = "broadcast"
 	CallFeeTransfer = "fee_transfer"
+	CallTransaction = "transaction"
+	CallMempoolTx   = "mempool_tx"
 )
 
 const (

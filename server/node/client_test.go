@@ -754,6 +754,8 @@ func TestConnectionRefusedDoesNotLeakUserinfo(t *testing.T) {
 		CallAccount:     func() error { _, err := c.Account(context.Background(), testPrincipal); return err },
 		CallBroadcast:   func() error { _, err := c.Broadcast(context.Background(), []byte{1}); return err },
 		CallFeeTransfer: func() error { _, err := c.TransferFeeRate(context.Background()); return err },
+		CallTransaction: func() error { _, err := c.Transaction(context.Background(), successTxID); return err },
+		CallMempoolTx:   func() error { _, err := c.MempoolTx(context.Background(), successTxID); return err },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
@@ -938,6 +940,9 @@ func TestIsUnavailable(t *testing.T) {
 		{"transport canceled", &TransportError{Err: context.Canceled}, false},
 		{"bare deadline", wrap(context.DeadlineExceeded), true},
 		{"response", &ResponseError{Err: errors.New("bad json")}, true},
+		{"tx not found", sentinel(ErrTxNotFound, &HTTPError{StatusCode: 404}), false},
+		{"txindex disabled", wrap(sentinel(ErrTxIndexDisabled, &HTTPError{StatusCode: 501})), false},
+		{"other 501", &HTTPError{StatusCode: 501}, true},
 	}
 	for _, tc := range tests {
 		if got := IsUnavailable(tc.err); got != tc.want {

@@ -1,6 +1,7 @@
 // Package node is a typed client for the Stacks node (stacks-core) HTTP RPC,
 // covering the endpoints a testnet STX faucet needs: /v2/info, /v2/pox,
-// /v2/accounts/{principal}, POST /v2/transactions and /v2/fees/transfer.
+// /v2/accounts/{principal}, POST /v2/transactions, /v2/fees/transfer,
+// /v2/transactions/unconfirmed/{txid} and /v3/transaction/{txid}.
 //
 // The response types carry the node's own snake_case JSON names and marshal
 // back into the node's wire format, so a simulated node in tests can serve
@@ -13,6 +14,10 @@
 //   - *HTTPError: any other non-2xx status;
 //   - *TransportError: connection failures and timeouts;
 //   - *ResponseError: a 2xx response whose body is not what the node sends.
+//
+// Transaction also wraps ErrTxNotFound (the node's 404 for a txid it has not
+// indexed as mined) or ErrTxIndexDisabled (501: the node runs without txindex)
+// around the *HTTPError, for errors.Is.
 //
 // IsUnavailable reports whether an error means "the node is not usable right
 // now" (retry later or fail over) as opposed to "this request is wrong".

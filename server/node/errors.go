@@ -234,10 +234,11 @@ func (e *ResponseError) Unwrap() error { return e.Err }
 
 // IsUnavailable reports whether err means the node cannot serve us right now:
 // transport failures and timeouts, 5xx and 429 statuses, and unintelligible
-// 2xx bodies. It is false for rejections, decode errors, other 4xx, and for
+// 2xx bodies. It is false for rejections, decode errors, other 4xx, for
+// ErrTxIndexDisabled (a lasting node setting, not an outage), and for
 // cancellation by the caller (that is not the node's fault).
 func IsUnavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrTxIndexDisabled) {
 		return false
 	}
 	var he *HTTPError
