@@ -128,7 +128,7 @@ func (c *Config) setDefaults() {
 		c.Limiter = NewMemoryLimiter()
 	}
 	if c.History == nil {
-		c.History = discardHistory{}
+		c.History = NewMemoryHistory(DefaultMemoryHistorySize)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -158,6 +158,7 @@ type Faucet struct {
 	// onBusyWait, when set (tests only), is called each time a drip starts
 	// waiting for a free slot: a synchronisation point.
 	onBusyWait func()
+	lastFeeHolder
 }
 
 // chainInfo is what the engine needs from /v2/info.
@@ -214,6 +215,20 @@ type Request struct {
 	Stacking  bool
 	// ClientIP is used for the per-IP limit; the zero Addr skips it.
 	ClientIP netip.Addr
+	// SkipIPLimit exempts the request from the per-IP limit (an API token
+	// or an allow-listed network); ClientIP is still recorded.
+	SkipIPLimit bool
+	// Token, when set, is the API token the request carries: its quota is
+	// charged and its per-address limit replaces the default one.
+	Token *TokenQuota
+}
+
+// TokenQuota is an API token's allowance; it replaces the per-address limit
+// for the token's drips.
+type TokenQuota struct {
+	Name       string
+	Quota      Limit // all drips made with the token
+	PerAddress Limit // drips per recipient address with the token
 }
 
 // Result describes the broadcast transaction.
@@ -343,13 +358,22 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 // fresh allowance.
 func (f *Faucet) buckets(req Request) []Bucket {
 	addr := req.Recipient.Address.String()
-	refs := make([]Bucket, 0, 2)
-	if req.Stacking {
+	refs := make([]Bucket, 0, 3)
+	switch {
+	case req.Stacking:
+		// Stacking drips are large: a token never widens their limit.
 		refs = append(refs, Bucket{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
-	} else {
+	case req.Token != nil:
+		// The token's own per-address bucket, so its users cannot eat the
+		// anonymous allowance of an address and vice versa.
+		refs = append(refs, Bucket{"token:" + req.Token.Name + ":address:" + addr, req.Token.PerAddress})
+	default:
 		refs = append(refs, Bucket{"address:" + addr, f.cfg.Limits.PerAddress})
 	}
-	if req.ClientIP.IsValid() {
+	if req.Token != nil {
+		refs = append(refs, Bucket{"token:" + req.Token.Name, req.Token.Quota})
+	}
+	if req.ClientIP.IsValid() && !req.SkipIPLimit {
 		refs = append(refs, Bucket{ipBucketKey(req.ClientIP), f.cfg.Limits.PerIP})
 	}
 	return refs
@@ -777,7 +801,9 @@ func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
 		}
 		fee = min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax)
 	}
-	return max(fee, length)
+	fee = max(fee, length)
+	f.lastFee.Store(fee)
+	return fee
 }
 
 // checkChain confirms, from a cached /v2/info, that the node is a testnet

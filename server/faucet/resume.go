@@ -10,12 +10,6 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
-// discardHistory is the History of an engine configured without one.
-type discardHistory struct{}
-
-func (discardHistory) Record(context.Context, DripRecord) error        { return nil }
-func (discardHistory) Prune(context.Context, time.Time) (int64, error) { return 0, nil }
-
 // loadKey reads the key's in-flight transactions from the ledger once per
 // ownership, so its next nonce accounts for what an earlier process (or
 // replica) left in flight, then resolves the entries in doubt.

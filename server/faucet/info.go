@@ -1,0 +1,124 @@
+package faucet
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"slices"
+	"sync/atomic"
+)
+
+// DeriveSecret returns a 32-byte secret for purpose (e.g. signing
+// proof-of-work challenges) derived one-way from the faucet's private keys.
+// Every replica holds the same keys, so they agree on it without another
+// Secret to distribute; the keys cannot be recovered from it.
+func (f *Faucet) DeriveSecret(purpose string) []byte {
+	hexKeys := make([]string, len(f.keys))
+	for i, k := range f.keys {
+		hexKeys[i] = k.key.Hex()
+	}
+	slices.Sort(hexKeys) // the order of keys in the file does not matter
+	ikm := sha256.New()
+	for _, h := range hexKeys {
+		ikm.Write([]byte(h))
+		ikm.Write([]byte{0})
+	}
+	mac := hmac.New(sha256.New, ikm.Sum(nil))
+	mac.Write([]byte("faucet-operator derived secret v1\x00" + purpose))
+	return mac.Sum(nil)
+}
+
+// Limits returns the configured rate limits.
+func (f *Faucet) Limits() LimitsConfig { return f.cfg.Limits }
+
+// DefaultAmount is the µSTX of a default drip.
+func (f *Faucet) DefaultAmount() uint64 { return f.cfg.DefaultAmount }
+
+// StackingAmount is the µSTX of a stacking drip now (from the node's PoX
+// minimum unless fixed); it fails when the node cannot say.
+func (f *Faucet) StackingAmount(ctx context.Context) (uint64, error) {
+	return f.amount(ctx, true)
+}
+
+// Funding summarises what the faucet can still pay, from the keys' last
+// synced balances. Keys this replica does not own or has not synced yet are
+// not counted.
+type Funding struct {
+	// Available is µSTX the counted keys can spend beyond what is in flight.
+	Available uint64
+	// DripsLeft is how many default drips (amount plus a typical fee) that pays.
+	DripsLeft uint64
+	// Keys counted; 0 means nothing is known yet.
+	Keys int
+}
+
+// Funding reports the faucet's funding; see Funding.
+func (f *Faucet) Funding() Funding {
+	spend := satAdd(f.cfg.DefaultAmount, f.typicalFee())
+	var out Funding
+	for _, s := range f.Keys() {
+		if !s.Owned || !s.Synced {
+			continue
+		}
+		out.Keys++
+		out.Available = satAdd(out.Available, s.Available)
+		if !s.Dry && spend > 0 {
+			out.DripsLeft = satAdd(out.DripsLeft, s.Available/spend)
+		}
+	}
+	return out
+}
+
+// typicalFee is the fee of the last drip, or the fallback before any.
+func (f *Faucet) typicalFee() uint64 {
+	if v := f.lastFee.Load(); v != 0 {
+		return v
+	}
+	return f.cfg.FeeFallback
+}
+
+// PendingByTxID finds an in-flight transaction of this process by txid
+// (after a fee bump the entry carries the new txid). It scans at most
+// MaxInFlight entries per key.
+func (f *Faucet) PendingByTxID(txid string) (PendingTx, bool) {
+	want := normTxID(txid)
+	for _, k := range f.keys {
+		k.mu.Lock()
+		for _, p := range k.pending {
+			if !p.Foreign && p.TxID.String() == want {
+				out := *p
+				k.mu.Unlock()
+				return out, true
+			}
+		}
+		k.mu.Unlock()
+	}
+	return PendingTx{}, false
+}
+
+// PendingAt returns the in-flight transaction of sender at nonce, if any: a
+// drip whose transaction was replaced (fee bump) is still tracked there.
+func (f *Faucet) PendingAt(sender string, nonce uint64) (PendingTx, bool) {
+	for _, k := range f.keys {
+		if k.addr.String() != sender {
+			continue
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if p, ok := k.pending[nonce]; ok && !p.Foreign {
+			return *p, true
+		}
+		return PendingTx{}, false
+	}
+	return PendingTx{}, false
+}
+
+// lastFeeHolder is embedded so fee() can remember the last fee cheaply.
+type lastFeeHolder struct{ lastFee atomic.Uint64 }
+
+// ChainID is the chain id the node last reported; ok is false before the
+// first successful read.
+func (f *Faucet) ChainID() (id uint32, ok bool) {
+	id = f.chain.Peek().chainID
+	return id, id != 0
+}
