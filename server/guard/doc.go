@@ -1,0 +1,47 @@
+// Package guard holds the faucet's abuse controls as one chain of checks,
+// run on every drip request before the engine spends anything:
+//
+//  1. IP deny list: a client inside a Deny prefix is refused (403), API
+//     tokens included.
+//  2. API token: "Authorization: Bearer <token>". A known token replaces the
+//     per-address and per-IP limits with its own quota and skips the proof of
+//     work; an unknown or malformed one is refused (401), never treated as
+//     anonymous.
+//  3. IP allow list: a client inside an Allow prefix skips the per-IP limit
+//     and the proof of work.
+//  4. Proof of work, for the remaining (anonymous) requests while a
+//     difficulty is in force: the client fetches a signed challenge, finds a
+//     decimal counter such that SHA-256(challenge ":" counter) starts with
+//     the challenge's number of zero bits, and sends both back in the
+//     X-Faucet-Challenge and X-Faucet-Solution headers. Each challenge serves
+//     one drip. The difficulty rises with the rate of anonymous drips.
+//  5. Balance cap: a recipient that already holds the cap is refused (403).
+//
+// A used challenge is recorded only once every check passed, so a request
+// refused for another reason does not burn the client's work.
+//
+// # Tokens file
+//
+// One token per line; blank lines and lines starting with '#' are ignored,
+// and a field starting with '#' after the required ones starts a trailing
+// comment. Fields are separated by whitespace:
+//
+//	NAME TOKEN QUOTA [PER_ADDRESS]
+//
+// NAME is 1 to 64 of [a-zA-Z0-9._-], unique in the file; it shows in logs.
+// TOKEN is either the token itself (16 to 1024 printable ASCII characters)
+// or "sha256:" followed by the 64 hex digits of its SHA-256, so that the file
+// need not hold the token. QUOTA bounds all drips made with the token and
+// PER_ADDRESS the drips per recipient (default: QUOTA), both as
+// "N/duration" with a Go duration, e.g. "100/1h" or "1000/24h". Two entries
+// with the same name or the same token are an error. Example:
+//
+//	# name        token                                                                    quota    per address
+//	ci-pipeline   sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08  500/1h   20/1h
+//	workshop      e3b0c44298fc1c149afbf4c8                                                  100/24h
+//
+// The file is re-read periodically (Config.TokensReload); when its content
+// changed and parses, the new set replaces the old one at once. A file that
+// does not parse is reported (by file and line, never with a token) and the
+// old set stays in force.
+package guard

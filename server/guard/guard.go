@@ -1,0 +1,433 @@
+package guard
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Check names (metric label values, stable).
+const (
+	CheckDenyList    = "ip_deny"
+	CheckAPIToken    = "api_token"
+	CheckProofOfWork = "proof_of_work"
+	CheckBalanceCap  = "balance_cap"
+)
+
+// CheckNames lists the checks in chain order (for pre-initialising metrics).
+var CheckNames = []string{CheckDenyList, CheckAPIToken, CheckProofOfWork, CheckBalanceCap}
+
+// Grant.Bypassed values.
+const (
+	bypassToken   = "api_token"
+	bypassIPAllow = "ip_allow"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	defaultTokensReload  = 10 * time.Second
+	defaultChallengeTTL  = 5 * time.Minute
+	defaultRaiseStep     = 2
+	defaultMaxDifficulty = 24
+	defaultBalanceTTL    = 30 * time.Second
+	maxDifficulty        = 32
+	minSecretLen         = 16
+)
+
+// Request is what the checks see of one drip request.
+type Request struct {
+	ClientIP      netip.Addr // zero when unknown
+	Recipient     stacks.Principal
+	Stacking      bool
+	Authorization string // the raw Authorization header ("" when absent)
+	Challenge     string // X-Faucet-Challenge header
+	Solution      string // X-Faucet-Solution header
+}
+
+// Grant is what passing the chain gives the engine.
+type Grant struct {
+	Token       *faucet.TokenQuota // non-nil when a valid API token was presented
+	SkipIPLimit bool               // an API token or an allow-listed client IP
+	Bypassed    string             // "", "api_token" or "ip_allow": why checks were skipped (for logs)
+}
+
+// Rejection is a refused request; Chain.Check returns it (as error) for a
+// policy refusal.
+type Rejection struct {
+	Check   string // one of the Check* names
+	Status  int    // HTTP status to answer with
+	Reason  string // stable machine code, e.g. "challenge_expired"
+	Message string // one human sentence safe to show
+}
+
+func (r *Rejection) Error() string {
+	return fmt.Sprintf("guard: %s refused the request (%d %s): %s", r.Check, r.Status, r.Reason, r.Message)
+}
+
+// Config configures a Chain. Zero durations take their defaults.
+type Config struct {
+	// Allow bypasses the proof of work and the per-IP limit; Deny refuses
+	// everyone, API tokens included.
+	Allow, Deny []netip.Prefix
+	// TokensFile is the API tokens file ("" = no tokens); see the package doc.
+	TokensFile string
+	// TokensReload is how often TokensFile is re-read (default 10s): a
+	// Kubernetes Secret volume is updated in place.
+	TokensReload time.Duration
+	PoW          PoWConfig
+	// BalanceCap (µSTX, 0 = off) refuses a recipient already holding at
+	// least this much (balance plus locked, confirmed state).
+	BalanceCap uint64
+	// BalanceTTL is how long a recipient's balance is cached (default 30s).
+	BalanceTTL time.Duration
+	// Accounts reads balances; required when BalanceCap > 0.
+	Accounts AccountReader
+	// Spent remembers used challenges; nil = NewMemorySpent(). Replicas
+	// must share one for replays to be caught across them.
+	Spent SpentChallenges
+	// OnReject is called once per rejection with the check name; may be nil.
+	OnReject func(check string)
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// PoWConfig configures the proof of work.
+type PoWConfig struct {
+	// Difficulty is the base number of leading zero bits required of
+	// anonymous drips; 0 = off unless the adaptive raise kicks in.
+	Difficulty int
+	// Secret is the HMAC-SHA256 key for challenges, at least 16 bytes when
+	// a proof of work can be required. Replicas must share it.
+	Secret []byte
+	// TTL is a challenge's lifetime (default 5m).
+	TTL time.Duration
+	// RaiseAbove: when more than Requests anonymous drips passed within
+	// Window, newly issued challenges get a higher difficulty. Zero = off.
+	RaiseAbove faucet.Limit
+	// RaiseStep is the bits added per doubling of the rate above the
+	// threshold (default 2).
+	RaiseStep int
+	// MaxDifficulty caps the raise (default 24, or Difficulty if higher).
+	MaxDifficulty int
+}
+
+// AccountReader reads an account's confirmed state; *node.Client
+// implements it.
+type AccountReader interface {
+	Account(ctx context.Context, principal string) (*node.Account, error)
+}
+
+// SpentChallenges remembers used challenges.
+type SpentChallenges interface {
+	// SpendChallenge marks id used until expires (it can be forgotten
+	// after that); fresh is false when it was already spent. Must be atomic
+	// across processes for a shared store.
+	SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error)
+}
+
+// Chain runs the checks. It is safe for concurrent use.
+type Chain struct {
+	allow, deny []netip.Prefix
+	pow         PoWConfig
+	secret      []byte
+	balanceCap  uint64
+	accounts    AccountReader
+	spent       SpentChallenges
+	onReject    func(string)
+	log         *slog.Logger
+	now         func() time.Time
+
+	tokensFile   string
+	tokensReload time.Duration
+	tokens       atomic.Pointer[tokenSet]
+	reloadMu     sync.Mutex
+	tokensSum    [32]byte // content hash of the last file read, to reload only on change
+	lastLoadErr  string   // last reload error, to log each distinct one once
+
+	rate     *rateWindow // nil when the adaptive raise is off
+	balances *balanceCache
+}
+
+// New validates cfg, loads the tokens file and returns a Chain.
+func New(cfg Config) (*Chain, error) {
+	c := &Chain{
+		balanceCap:   cfg.BalanceCap,
+		accounts:     cfg.Accounts,
+		spent:        cfg.Spent,
+		onReject:     cfg.OnReject,
+		log:          cfg.Logger,
+		now:          cfg.Now,
+		tokensFile:   cfg.TokensFile,
+		tokensReload: cfg.TokensReload,
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	var err error
+	if c.allow, err = normalisePrefixes(cfg.Allow); err != nil {
+		return nil, fmt.Errorf("guard: allow list: %w", err)
+	}
+	if c.deny, err = normalisePrefixes(cfg.Deny); err != nil {
+		return nil, fmt.Errorf("guard: deny list: %w", err)
+	}
+	if c.tokensReload < 0 {
+		return nil, fmt.Errorf("guard: tokens reload interval %v is negative", c.tokensReload)
+	}
+	if c.tokensReload == 0 {
+		c.tokensReload = defaultTokensReload
+	}
+	if err := c.setupPoW(cfg.PoW); err != nil {
+		return nil, err
+	}
+	if cfg.BalanceTTL < 0 {
+		return nil, fmt.Errorf("guard: balance TTL %v is negative", cfg.BalanceTTL)
+	}
+	if cfg.BalanceCap > 0 {
+		if cfg.Accounts == nil {
+			return nil, errors.New("guard: a balance cap needs an account reader")
+		}
+		ttl := cfg.BalanceTTL
+		if ttl == 0 {
+			ttl = defaultBalanceTTL
+		}
+		c.balances = newBalanceCache(ttl, maxBalanceEntries)
+	}
+	if c.spent == nil {
+		c.spent = newMemorySpent(c.now)
+	}
+	c.tokens.Store(&tokenSet{})
+	if c.tokensFile != "" {
+		set, sum, err := loadTokensFile(c.tokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("guard: %w", err)
+		}
+		c.tokens.Store(set)
+		c.tokensSum = sum
+	}
+	return c, nil
+}
+
+// setupPoW validates the proof-of-work settings and applies defaults.
+func (c *Chain) setupPoW(p PoWConfig) error {
+	if p.Difficulty < 0 || p.Difficulty > maxDifficulty {
+		return fmt.Errorf("guard: proof-of-work difficulty %d is outside 0..%d", p.Difficulty, maxDifficulty)
+	}
+	if p.TTL < 0 {
+		return fmt.Errorf("guard: challenge TTL %v is negative", p.TTL)
+	}
+	if p.TTL == 0 {
+		p.TTL = defaultChallengeTTL
+	}
+	if p.TTL < time.Second {
+		return fmt.Errorf("guard: challenge TTL %v is under one second", p.TTL)
+	}
+	raise := p.RaiseAbove.Requests > 0
+	if raise && p.RaiseAbove.Window <= 0 {
+		return fmt.Errorf("guard: proof-of-work raise window %v must be positive", p.RaiseAbove.Window)
+	}
+	if p.RaiseStep < 0 {
+		return fmt.Errorf("guard: proof-of-work raise step %d is negative", p.RaiseStep)
+	}
+	if p.RaiseStep == 0 {
+		p.RaiseStep = defaultRaiseStep
+	}
+	if p.MaxDifficulty == 0 {
+		p.MaxDifficulty = max(defaultMaxDifficulty, p.Difficulty)
+	}
+	if p.MaxDifficulty < p.Difficulty || p.MaxDifficulty > maxDifficulty {
+		return fmt.Errorf("guard: proof-of-work maximum difficulty %d is outside %d..%d", p.MaxDifficulty, p.Difficulty, maxDifficulty)
+	}
+	// The secret is copied so a caller reusing its slice cannot change it.
+	c.secret = append([]byte(nil), p.Secret...)
+	if p.Difficulty > 0 || raise {
+		if len(c.secret) < minSecretLen {
+			return fmt.Errorf("guard: proof-of-work secret is %d bytes, want at least %d", len(c.secret), minSecretLen)
+		}
+	} else if len(c.secret) == 0 {
+		// Challenges are still issued (at difficulty 0) but never required:
+		// a process-local key keeps them well-formed.
+		c.secret = make([]byte, 32)
+		rand.Read(c.secret)
+	}
+	p.Secret = nil
+	c.pow = p
+	if raise {
+		c.rate = newRateWindow(p.RaiseAbove.Window)
+	}
+	return nil
+}
+
+// normalisePrefixes masks prefixes and turns IPv4-mapped IPv6 prefixes into
+// IPv4 ones, since client addresses are unmapped before matching.
+func normalisePrefixes(in []netip.Prefix) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(in))
+	for i, p := range in {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("entry %d is not a valid prefix", i+1)
+		}
+		if a := p.Addr(); a.Is4In6() {
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("prefix %s: an IPv4-mapped prefix needs at least 96 bits", p)
+			}
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func inPrefixes(ip netip.Addr, list []netip.Prefix) bool {
+	for _, p := range list {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check runs the chain. It returns a Grant, a *Rejection, or another error
+// (a store failure, wrapped; the caller answers 500/503).
+func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
+	ip := r.ClientIP.Unmap()
+	if ip.IsValid() && inPrefixes(ip, c.deny) {
+		return c.reject(CheckDenyList, http.StatusForbidden, "ip_denied",
+			"Requests from this client address are not accepted by this faucet.")
+	}
+
+	var g Grant
+	if strings.TrimSpace(r.Authorization) != "" {
+		q, ok := c.lookupAuthorization(r.Authorization)
+		if !ok {
+			return c.reject(CheckAPIToken, http.StatusUnauthorized, "token_invalid",
+				"The API token is not valid: send \"Authorization: Bearer <token>\" with a token issued for this faucet, or no Authorization header.")
+		}
+		g = Grant{Token: q, SkipIPLimit: true, Bypassed: bypassToken}
+	} else if ip.IsValid() && inPrefixes(ip, c.allow) {
+		g = Grant{SkipIPLimit: true, Bypassed: bypassIPAllow}
+	}
+	anonymous := g.Bypassed == ""
+
+	var solved *verifiedChallenge
+	if anonymous && c.Required() {
+		v, rej := c.verifyPoW(r.Challenge, r.Solution)
+		if rej != nil {
+			return c.rejectWith(rej)
+		}
+		solved = &v
+	}
+
+	if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
+		return c.rejectWith(rej)
+	}
+
+	// Spent last: a request refused above keeps its challenge usable.
+	if solved != nil {
+		fresh, err := c.spent.SpendChallenge(ctx, solved.id, solved.expires)
+		if err != nil {
+			return Grant{}, fmt.Errorf("guard: record spent challenge: %w", err)
+		}
+		if !fresh {
+			return c.reject(CheckProofOfWork, http.StatusForbidden, "challenge_replayed",
+				"This challenge was already used: fetch a new one from POST /faucet/v1/challenge for each drip.")
+		}
+	}
+	if anonymous && c.rate != nil {
+		c.rate.add(c.now())
+	}
+	return g, nil
+}
+
+func (c *Chain) reject(check string, status int, reason, msg string) (Grant, error) {
+	return c.rejectWith(&Rejection{Check: check, Status: status, Reason: reason, Message: msg})
+}
+
+func (c *Chain) rejectWith(r *Rejection) (Grant, error) {
+	if c.onReject != nil {
+		c.onReject(r.Check)
+	}
+	return Grant{}, r
+}
+
+// Difficulty is the difficulty a challenge issued now gets (base or raised).
+func (c *Chain) Difficulty() int {
+	base := c.pow.Difficulty
+	if c.rate == nil {
+		return base
+	}
+	return raisedDifficulty(base, c.rate.count(c.now()), c.pow.RaiseAbove.Requests, c.pow.RaiseStep, c.pow.MaxDifficulty)
+}
+
+// Required reports whether anonymous drips must carry a solution now.
+func (c *Chain) Required() bool { return c.Difficulty() > 0 }
+
+// TokenCount reports how many API tokens are loaded.
+func (c *Chain) TokenCount() int { return len(c.tokens.Load().entries) }
+
+// Run re-reads the tokens file until ctx ends; a bad reload keeps the old
+// tokens and logs the error. Without a tokens file it just waits for ctx.
+func (c *Chain) Run(ctx context.Context) {
+	if c.tokensFile == "" {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(c.tokensReload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.reloadTokens()
+		}
+	}
+}
+
+// reloadTokens re-reads the tokens file and swaps the set in when its
+// content changed and parses. Errors are logged once per distinct error.
+func (c *Chain) reloadTokens() {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	data, err := readTokensFile(c.tokensFile)
+	if err != nil {
+		c.logReloadError(err)
+		return
+	}
+	sum := contentSum(data)
+	if sum == c.tokensSum {
+		c.lastLoadErr = ""
+		return
+	}
+	// Remembered even when the content is bad, so it is reported once
+	// rather than at every tick.
+	c.tokensSum = sum
+	set, err := parseTokens(c.tokensFile, data)
+	if err != nil {
+		c.logReloadError(err)
+		return
+	}
+	c.lastLoadErr = ""
+	old := c.tokens.Swap(set)
+	c.log.Info("guard: API tokens reloaded", "file", c.tokensFile, "tokens", len(set.entries), "previous", len(old.entries))
+}
+
+func (c *Chain) logReloadError(err error) {
+	if msg := err.Error(); msg != c.lastLoadErr {
+		c.lastLoadErr = msg
+		c.log.Error("guard: tokens file reload failed; keeping the tokens in force", "err", err, "tokens", c.TokenCount())
+	}
+}
