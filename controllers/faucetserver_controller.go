@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,8 +35,8 @@ import (
 )
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
-// (the key Secret and a Postgres URI Secret), so a Secret event maps to the
-// FaucetServers that read it.
+// (the key Secret, a Postgres URI Secret and an API tokens Secret), so a
+// Secret event maps to the FaucetServers that read it.
 const secretIndex = ".spec.secretNames"
 
 // FaucetServerReconciler turns a FaucetServer into a ServiceAccount, a
@@ -45,9 +46,9 @@ type FaucetServerReconciler struct {
 	// Client reads FaucetServers and children from the cache and applies
 	// the children.
 	client.Client
-	// APIReader reads straight from the API server: the key and store
-	// Secrets, so no informer cache holds key material or passwords (the
-	// manager's client does not cache Secrets either, see
+	// APIReader reads straight from the API server: the key, store and API
+	// tokens Secrets, so no informer cache holds key material, passwords or
+	// tokens (the manager's client does not cache Secrets either, see
 	// ClientCacheOptions), and the FaucetServer itself, whose
 	// new status derives from the current one. A cached copy lags behind our
 	// own last status patch whenever a child event requeues it right away.
@@ -70,10 +71,11 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile reads the key and store Secrets, applies the ServiceAccount,
-// Service, the store's PersistentVolumeClaim and the Deployment, and patches
-// the status once, on the way out. Children are deleted by garbage
-// collection through their owner references, so there is no finalizer.
+// Reconcile reads the key, store and API tokens Secrets, applies the
+// ServiceAccount, Service, the store's PersistentVolumeClaim and the
+// Deployment, and patches the status once, on the way out. Children are
+// deleted by garbage collection through their owner references, so there is
+// no finalizer.
 func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	fs := &faucetv1alpha1.FaucetServer{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, fs); err != nil {
@@ -99,6 +101,11 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	obs.store = store
+	tokens, err := r.readAPITokens(ctx, fs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.tokens = tokens
 
 	sa, svc := serviceAccountFor(fs), serviceFor(fs)
 	var pvc *corev1.PersistentVolumeClaim
@@ -144,9 +151,10 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	obs.service = svc
 
-	if !keys.usable() || !store.usable() {
+	if !keys.usable() || !store.usable() || !tokens.usable() {
 		// Stalled until the Secret changes, which the Secret watch reports.
-		// Leave running pods alone: they keep what they started with.
+		// Leave running pods alone: they keep what they started with, and
+		// a new pod could not mount a missing Secret anyway.
 		obs.deployment, err = r.existingDeployment(ctx, fs)
 		return ctrl.Result{}, err
 	}
@@ -245,6 +253,36 @@ func (r *FaucetServerReconciler) readStore(ctx context.Context, fs *faucetv1alph
 	}
 	sum := sha256.Sum256(data)
 	return storeState{digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// readAPITokens checks that the API tokens Secret and its data key exist:
+// the pod mounts that key as a file and could not start without it. Like
+// the key Secret, a missing Secret or data key is a state reported in the
+// status, not an error. The tokens file itself is the faucet's to parse (it
+// re-reads it on change), and its data feeds no digest: editing the Secret
+// must not roll the pods. Messages never quote the data.
+func (r *FaucetServerReconciler) readAPITokens(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (tokensState, error) {
+	ref := apiTokensRef(fs)
+	if ref == nil {
+		return tokensState{}, nil
+	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return tokensState{
+				reason:  faucetv1alpha1.ReasonAPITokensSecretNotFound,
+				message: fmt.Sprintf("API tokens Secret %q not found in namespace %q", ref.Name, fs.Namespace),
+			}, nil
+		}
+		return tokensState{}, fmt.Errorf("failed to read API tokens Secret %q: %w", ref.Name, err)
+	}
+	if _, ok := secret.Data[ref.Key]; !ok {
+		return tokensState{
+			reason:  faucetv1alpha1.ReasonInvalidAPITokensSecret,
+			message: fmt.Sprintf("API tokens Secret %q has no data key %q", ref.Name, ref.Key),
+		}, nil
+	}
+	return tokensState{}, nil
 }
 
 // isPostgresURI is how `faucet serve --store` tells a Postgres URI from an
@@ -389,11 +427,14 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
-// secretNames are the Secrets fs reads: its keys and a Postgres URI.
+// secretNames are the Secrets fs reads: its keys, a Postgres URI and API
+// tokens.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
 	names := []string{fs.Spec.KeySecretRef.Name}
-	if ref := storeURIRef(fs); ref != nil && ref.Name != fs.Spec.KeySecretRef.Name {
-		names = append(names, ref.Name)
+	for _, ref := range []*corev1.SecretKeySelector{storeURIRef(fs), apiTokensRef(fs)} {
+		if ref != nil && !slices.Contains(names, ref.Name) {
+			names = append(names, ref.Name)
+		}
 	}
 	return names
 }

@@ -55,6 +55,9 @@ var _ = Describe("FaucetServer controller", func() {
 			"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/5m0s",
 		))
 		Expect(c.Args).NotTo(ContainElement("--suspend"))
+		for _, prefix := range []string{"--pow-", "--api-tokens-file", "--ip-", "--balance-cap", "--explorer-tx-url", "--low-drips"} {
+			Expect(c.Args).NotTo(ContainElement(HavePrefix(prefix)), "no spec.abuse or spec.page, no flag: the server's defaults apply")
+		}
 		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
 		Expect(d.Spec.Template.Spec.Volumes[0].Secret.SecretName).To(Equal("faucet-keys"))
 		Expect(d.Spec.Template.Annotations).To(HaveKey(ConfigHashAnnotation))
@@ -601,6 +604,107 @@ var _ = Describe("FaucetServer controller", func() {
 		}
 	})
 
+	It("runs the abuse checks and the page settings; editing the API tokens does not roll the pod", func() {
+		createKeySecret(ns, newKeys(1))
+		const tokens = "ci-pipeline sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 500/1h 20/1h\n"
+		createSecret(ns, "faucet-api-tokens", map[string]string{"tokens": tokens})
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{
+				ProofOfWork: &faucetv1alpha1.ProofOfWork{
+					Difficulty: ptr.To(int32(18)),
+					RaiseAbove: &faucetv1alpha1.RateLimit{Requests: 120, Window: metav1.Duration{Duration: time.Minute}},
+				},
+				APITokens:      &faucetv1alpha1.APITokens{SecretRef: faucetv1alpha1.APITokensSecretReference{Name: "faucet-api-tokens"}},
+				IPAllow:        []string{"10.0.0.0/8", "2001:db8::/32", "203.0.113.7"},
+				IPDeny:         []string{"198.51.100.0/24", "2001:db8:bad::1"},
+				BalanceCapUSTX: ptr.To(int64(5_000_000_000)),
+			}
+			fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(250))}
+		})
+
+		By("passing every setting as a flag, with the defaults the CRD filled in")
+		d := eventuallyDeployment(ns)
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Args).To(ContainElements(
+			"--pow-difficulty=18", "--pow-raise-above=120/1m0s", "--pow-max-difficulty=24", "--pow-ttl=5m0s",
+			"--api-tokens-file=/etc/faucet/api-tokens/tokens",
+			"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7", "--ip-deny=198.51.100.0/24,2001:db8:bad::1",
+			"--balance-cap=5000000000",
+			"--explorer-tx-url=https://explorer.hiro.so/txid/{txid}?chain=testnet", "--low-drips=250",
+		))
+		stored := getFaucetServer(Default, ns).Spec
+		Expect(stored.Abuse.APITokens.SecretRef.Key).To(Equal("tokens"), "the key defaults to tokens")
+		Expect(c.VolumeMounts).To(ContainElement(And(
+			HaveField("Name", "api-tokens"), HaveField("MountPath", "/etc/faucet/api-tokens"),
+			HaveField("ReadOnly", BeTrue()), HaveField("SubPath", BeEmpty()))))
+		Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(And(
+			HaveField("Name", "api-tokens"),
+			HaveField("Secret.SecretName", "faucet-api-tokens"),
+			HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "tokens", Path: "tokens"})),
+		)))
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing)
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+		}).Should(Succeed())
+
+		By("editing the tokens: the kubelet updates the file in place, so the pod template stays")
+		before := d.Spec.Template.Annotations[ConfigHashAnnotation]
+		generation := d.Generation
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-api-tokens"}, secret)).To(Succeed())
+		secret.Data["tokens"] = []byte(tokens + "workshop e3b0c44298fc1c149afbf4c8996fb924 100/24h\n")
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).To(Equal(before))
+			g.Expect(d.Generation).To(Equal(generation))
+		}, 2*time.Second).Should(Succeed())
+
+		By("never putting a token in the Deployment, the status or events")
+		expectNoSecretText(ns, "e3b0c44298fc1c14")
+		expectNoSecretText(ns, "9f86d081884c7d65")
+	})
+
+	It("reports a missing API tokens Secret, then one without the data key, and recovers", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{APITokens: &faucetv1alpha1.APITokens{
+				SecretRef: faucetv1alpha1.APITokensSecretReference{Name: "faucet-api-tokens", Key: "ci.txt"},
+			}}
+		})
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonAPITokensSecretNotFound)
+			g.Expect(c.Message).To(ContainSubstring(`API tokens Secret "faucet-api-tokens" not found`))
+			expectCondition(g, got, faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonAPITokensSecretNotFound)
+		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonAPITokensSecretNotFound)
+		err := k8sClient.Get(suiteCtx, key(ns), &appsv1.Deployment{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Deployment whose pod could not mount its tokens, got %v", err)
+
+		By("creating the Secret under another data key: the Secret watch reports it")
+		createSecret(ns, "faucet-api-tokens", map[string]string{"tokens": "ci sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 10/1h\n"})
+		Eventually(func(g Gomega) {
+			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonInvalidAPITokensSecret)
+			g.Expect(c.Message).To(ContainSubstring(`API tokens Secret "faucet-api-tokens" has no data key "ci.txt"`))
+			g.Expect(c.Message).NotTo(ContainSubstring("9f86d081"))
+		}).Should(Succeed())
+
+		By("adding the data key")
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-api-tokens"}, secret)).To(Succeed())
+		secret.Data["ci.txt"] = secret.Data["tokens"]
+		Expect(k8sClient.Update(suiteCtx, secret)).To(Succeed())
+		d := eventuallyDeployment(ns)
+		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--api-tokens-file=/etc/faucet/api-tokens/ci.txt"))
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			expectCondition(g, got, faucetv1alpha1.ConditionReady, metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing)
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+		}).Should(Succeed())
+	})
+
 	DescribeTable("refuses invalid FaucetServers with readable messages",
 		func(mutate func(*faucetv1alpha1.FaucetServer), message string) {
 			fs := newFaucetServer(ns)
@@ -667,7 +771,86 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("a zero-sized volume", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{Size: ptr.To(resource.MustParse("0"))}}
 		}, "store.embedded.size must be positive"),
+		// spec.abuse and spec.page.
+		Entry("a CIDR with a prefix longer than the address", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{IPAllow: []string{"10.0.0.0/8", "10.0.0.0/33"}}
+		}, `spec.abuse.ipAllow[1]: Invalid value: "10.0.0.0/33": abuse.ipAllow entries must be IP addresses or CIDRs`),
+		Entry("a host name in ipDeny", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{IPDeny: []string{"bots.example.com"}}
+		}, "abuse.ipDeny entries must be IP addresses or CIDRs"),
+		Entry("two addresses in one ipDeny entry", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{IPDeny: []string{"192.0.2.1,192.0.2.2"}}
+		}, "abuse.ipDeny entries must be IP addresses or CIDRs"),
+		Entry("more than 100 ipAllow entries", func(fs *faucetv1alpha1.FaucetServer) {
+			ips := make([]string, 101)
+			for i := range ips {
+				ips[i] = fmt.Sprintf("192.0.2.%d", i)
+			}
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{IPAllow: ips}
+		}, "spec.abuse.ipAllow: Too many"),
+		Entry("maxDifficulty below difficulty", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{
+				Difficulty: ptr.To(int32(20)), MaxDifficulty: ptr.To(int32(16)),
+			}}
+		}, "abuse.proofOfWork.maxDifficulty (default 24) must not be below difficulty"),
+		Entry("a difficulty above the default maxDifficulty", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{Difficulty: ptr.To(int32(28))}}
+		}, "abuse.proofOfWork.maxDifficulty (default 24) must not be below difficulty"),
+		Entry("a difficulty over 32 bits", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{
+				Difficulty: ptr.To(int32(33)), MaxDifficulty: ptr.To(int32(32)),
+			}}
+		}, "spec.abuse.proofOfWork.difficulty"),
+		Entry("a challenge TTL under a second", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{TTL: &metav1.Duration{Duration: 500 * time.Millisecond}}}
+		}, "abuse.proofOfWork.ttl must be at least 1s"),
+		Entry("a zero raiseAbove count", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{
+				RaiseAbove: &faucetv1alpha1.RateLimit{Requests: 0, Window: metav1.Duration{Duration: time.Minute}},
+			}}
+		}, "requests must be greater than 0"),
+		Entry("a negative balance cap", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{BalanceCapUSTX: ptr.To(int64(-1))}
+		}, "spec.abuse.balanceCapUSTX"),
+		Entry("an API tokens Secret without a name", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{APITokens: &faucetv1alpha1.APITokens{}}
+		}, "spec.abuse.apiTokens.secretRef.name"),
+		Entry("an API tokens key that is no file name", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{APITokens: &faucetv1alpha1.APITokens{
+				SecretRef: faucetv1alpha1.APITokensSecretReference{Name: "tokens", Key: ".."},
+			}}
+		}, "abuse.apiTokens.secretRef.key must be a file name"),
+		Entry("an explorer template without {txid}", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Page = &faucetv1alpha1.PageSpec{ExplorerTxURL: ptr.To("https://explorer.hiro.so/txid/?chain=testnet")}
+		}, "page.explorerTxURL must contain {txid}"),
+		Entry("an explorer template that is no http(s) URL", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Page = &faucetv1alpha1.PageSpec{ExplorerTxURL: ptr.To("javascript:alert('{txid}')")}
+		}, "page.explorerTxURL must start with https:// or http://"),
+		Entry("lowDrips of zero", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(0))}
+		}, "spec.page.lowDrips"),
 	)
+
+	It("accepts IPv4 and IPv6 addresses and CIDRs, and defaults the abuse and page settings", func() {
+		fs := newFaucetServer(ns)
+		fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{
+			ProofOfWork: &faucetv1alpha1.ProofOfWork{},
+			APITokens:   &faucetv1alpha1.APITokens{SecretRef: faucetv1alpha1.APITokensSecretReference{Name: "tokens"}},
+			IPAllow:     []string{"203.0.113.7", "10.0.0.0/8", "10.1.2.3/8", "2001:db8::1", "2001:db8::/32", "::/0"},
+			IPDeny:      []string{"0.0.0.0/0"},
+		}
+		fs.Spec.Page = &faucetv1alpha1.PageSpec{}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		pow := fs.Spec.Abuse.ProofOfWork
+		Expect(pow.Difficulty).To(HaveValue(BeZero()))
+		Expect(pow.MaxDifficulty).To(HaveValue(Equal(int32(24))))
+		Expect(pow.TTL).To(HaveValue(HaveField("Duration", 5*time.Minute)))
+		Expect(pow.RaiseAbove).To(BeNil())
+		Expect(fs.Spec.Abuse.APITokens.SecretRef.Key).To(Equal("tokens"))
+		Expect(fs.Spec.Abuse.BalanceCapUSTX).To(BeNil())
+		Expect(fs.Spec.Page.ExplorerTxURL).To(HaveValue(Equal("https://explorer.hiro.so/txid/{txid}?chain=testnet")))
+		Expect(fs.Spec.Page.LowDrips).To(HaveValue(Equal(int32(100))))
+	})
 
 	It("accepts several replicas on a Postgres store", func() {
 		fs := newFaucetServer(ns)

@@ -36,7 +36,8 @@ const (
 
 	// ConfigHashAnnotation on the pod template changes with the server
 	// settings and the data of the key and store Secrets, so any of them
-	// rolls the pods.
+	// rolls the pods. The API tokens Secret is not part of it: the kubelet
+	// updates its volume in place and the faucet re-reads the file.
 	ConfigHashAnnotation = "faucet.stxfaucet.dev/config-hash"
 
 	containerName = "faucet"
@@ -47,6 +48,9 @@ const (
 	DefaultServicePort = 3999
 	keysVolume         = "keys"
 	keysMountPath      = "/etc/faucet/keys"
+	// The API tokens file, from its own Secret (spec.abuse.apiTokens).
+	apiTokensVolume    = "api-tokens"
+	apiTokensMountPath = "/etc/faucet/api-tokens"
 
 	// The embedded store: an SQLite file on the FaucetServer's volume.
 	dataVolume    = "data"
@@ -155,6 +159,20 @@ func storeURIRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
 	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
 }
 
+// apiTokensRef is the Secret key selector of the API tokens file; nil when
+// spec.abuse.apiTokens is unset.
+func apiTokensRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
+	if fs.Spec.Abuse == nil || fs.Spec.Abuse.APITokens == nil {
+		return nil
+	}
+	ref := fs.Spec.Abuse.APITokens.SecretRef
+	key := ref.Key
+	if key == "" {
+		key = faucetv1alpha1.DefaultAPITokensSecretKey
+	}
+	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+}
+
 // DeploymentFor is the faucet Deployment the operator applies for fs, with
 // image as the default image. It leaves the Secrets out of the config hash
 // (the reconciler adds their digests); everything else is as applied, so
@@ -217,6 +235,19 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 			DefaultMode: ptr.To(int32(0o440)),
 		}},
 	}}
+	if ref := apiTokensRef(fs); ref != nil {
+		// Mounted as a directory, never with subPath, so the kubelet
+		// updates the file in place when the Secret changes.
+		mounts = append(mounts, corev1.VolumeMount{Name: apiTokensVolume, MountPath: apiTokensMountPath, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{
+			Name: apiTokensVolume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  ref.Name,
+				Items:       []corev1.KeyToPath{{Key: ref.Key, Path: ref.Key}},
+				DefaultMode: ptr.To(int32(0o440)),
+			}},
+		})
+	}
 	var env []corev1.EnvVar
 	replicas := int32(1)
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
@@ -258,8 +289,8 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 						RunAsNonRoot: ptr.To(true),
 						RunAsUser:    ptr.To(nonRootID),
 						RunAsGroup:   ptr.To(nonRootID),
-						// Lets the non-root user read the 0440 key file and
-						// write the store's volume.
+						// Lets the non-root user read the 0440 key and
+						// tokens files and write the store's volume.
 						FSGroup: ptr.To(nonRootID),
 						// Only chown a volume that is not ours yet: a large
 						// store would otherwise slow down every start.
@@ -350,7 +381,11 @@ func keyFileName(fs *faucetv1alpha1.FaucetServer) string {
 }
 
 // serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
-// pass no flag, so the server's own defaults apply. A Postgres URI is never
+// pass no flag, so the server's own defaults apply. spec.abuse and spec.page
+// have no CRD default of their own (their fields' defaults apply once a
+// group is set), so a FaucetServer without them passes none of their flags:
+// upgrading the operator neither rolls its pods nor hands an older
+// spec.image flags it does not know. A Postgres URI is never
 // a flag: it comes from the Secret through FAUCET_STORE (a flag would also
 // override that variable).
 func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
@@ -368,15 +403,23 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 			flag(name, strconv.FormatInt(*v, 10))
 		}
 	}
+	i32 := func(name string, v *int32) {
+		if v != nil {
+			flag(name, strconv.Itoa(int(*v)))
+		}
+	}
+	limit := func(name string, l *faucetv1alpha1.RateLimit) {
+		if l != nil {
+			flag(name, fmt.Sprintf("%d/%s", l.Requests, l.Window.Duration))
+		}
+	}
 	if s.Node.Timeout != nil {
 		flag("node-timeout", s.Node.Timeout.Duration.String())
 	}
 	i64("chain-id", s.ChainID)
 	if a := s.Amounts; a != nil {
 		i64("amount", a.Default)
-		if a.StackingPaddingPercent != nil {
-			flag("stacking-padding-percent", strconv.Itoa(int(*a.StackingPaddingPercent)))
-		}
+		i32("stacking-padding-percent", a.StackingPaddingPercent)
 		i64("stacking-amount", a.Stacking)
 	}
 	if f := s.Fee; f != nil {
@@ -388,17 +431,36 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		flag("memo", *s.Memo)
 	}
 	if rl := s.RateLimits; rl != nil {
-		limit := func(name string, l *faucetv1alpha1.RateLimit) {
-			if l != nil {
-				flag(name, fmt.Sprintf("%d/%s", l.Requests, l.Window.Duration))
-			}
-		}
 		limit("limit-address", rl.PerAddress)
 		limit("limit-stacking", rl.StackingPerAddress)
 		limit("limit-ip", rl.PerIP)
-		if rl.TrustedProxyHops != nil {
-			flag("trusted-proxy-hops", strconv.Itoa(int(*rl.TrustedProxyHops)))
+		i32("trusted-proxy-hops", rl.TrustedProxyHops)
+	}
+	if a := s.Abuse; a != nil {
+		if p := a.ProofOfWork; p != nil {
+			i32("pow-difficulty", p.Difficulty)
+			limit("pow-raise-above", p.RaiseAbove)
+			i32("pow-max-difficulty", p.MaxDifficulty)
+			if p.TTL != nil {
+				flag("pow-ttl", p.TTL.Duration.String())
+			}
 		}
+		if ref := apiTokensRef(fs); ref != nil {
+			flag("api-tokens-file", path.Join(apiTokensMountPath, ref.Key))
+		}
+		if len(a.IPAllow) > 0 {
+			flag("ip-allow", strings.Join(a.IPAllow, ","))
+		}
+		if len(a.IPDeny) > 0 {
+			flag("ip-deny", strings.Join(a.IPDeny, ","))
+		}
+		i64("balance-cap", a.BalanceCapUSTX)
+	}
+	if p := s.Page; p != nil {
+		if p.ExplorerTxURL != nil {
+			flag("explorer-tx-url", *p.ExplorerTxURL)
+		}
+		i32("low-drips", p.LowDrips)
 	}
 	if s.Suspend {
 		args = append(args, "--suspend")

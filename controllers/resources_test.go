@@ -46,6 +46,38 @@ func postgres(replicas int32) func(*faucetv1alpha1.FaucetServer) {
 	}
 }
 
+// apiTokens sets spec.abuse.apiTokens to data key key ("" for the default)
+// of Secret name.
+func apiTokens(name, key string) func(*faucetv1alpha1.FaucetServer) {
+	return func(fs *faucetv1alpha1.FaucetServer) {
+		if fs.Spec.Abuse == nil {
+			fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{}
+		}
+		fs.Spec.Abuse.APITokens = &faucetv1alpha1.APITokens{SecretRef: faucetv1alpha1.APITokensSecretReference{Name: name, Key: key}}
+	}
+}
+
+// abuseAndPage sets every field of spec.abuse and spec.page, each away from
+// its default.
+func abuseAndPage(fs *faucetv1alpha1.FaucetServer) {
+	fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{
+		ProofOfWork: &faucetv1alpha1.ProofOfWork{
+			Difficulty:    ptr.To(int32(18)),
+			RaiseAbove:    &faucetv1alpha1.RateLimit{Requests: 120, Window: duration(time.Minute)},
+			MaxDifficulty: ptr.To(int32(26)),
+			TTL:           ptr.To(duration(2 * time.Minute)),
+		},
+		IPAllow:        []string{"10.0.0.0/8", "2001:db8::/32", "203.0.113.7"},
+		IPDeny:         []string{"198.51.100.0/24"},
+		BalanceCapUSTX: ptr.To(int64(5_000_000_000)),
+	}
+	apiTokens("faucet-api-tokens", "tokens.txt")(fs)
+	fs.Spec.Page = &faucetv1alpha1.PageSpec{
+		ExplorerTxURL: ptr.To("https://explorer.example.com/tx/{txid}?network=testnet"),
+		LowDrips:      ptr.To(int32(250)),
+	}
+}
+
 func TestServerArgs(t *testing.T) {
 	base := []string{
 		"serve", "--listen=:3999", "--log-format=json",
@@ -105,8 +137,32 @@ func TestServerArgs(t *testing.T) {
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Amounts, fs.Spec.Fee, fs.Spec.RateLimits = &faucetv1alpha1.Amounts{}, &faucetv1alpha1.Fee{}, &faucetv1alpha1.RateLimits{}
+				fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{}}
+				fs.Spec.Page = &faucetv1alpha1.PageSpec{}
 			},
 			want: append(slices.Clone(base), embeddedStore),
+		},
+		"every abuse and page setting maps to its flag; the tokens file is on its own volume": {
+			mutate: abuseAndPage,
+			want: append(slices.Clone(base),
+				"--pow-difficulty=18", "--pow-raise-above=120/1m0s", "--pow-max-difficulty=26", "--pow-ttl=2m0s",
+				"--api-tokens-file=/etc/faucet/api-tokens/tokens.txt",
+				"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7", "--ip-deny=198.51.100.0/24",
+				"--balance-cap=5000000000",
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250",
+				embeddedStore),
+		},
+		"the API tokens key defaults to tokens": {
+			mutate: apiTokens("faucet-api-tokens", ""),
+			want:   append(slices.Clone(base), "--api-tokens-file=/etc/faucet/api-tokens/tokens", embeddedStore),
+		},
+		"a proof of work with the CRD's defaults filled in": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{
+					Difficulty: ptr.To(int32(0)), MaxDifficulty: ptr.To(int32(24)), TTL: ptr.To(duration(5 * time.Minute)),
+				}}
+			},
+			want: append(slices.Clone(base), "--pow-difficulty=0", "--pow-max-difficulty=24", "--pow-ttl=5m0s", embeddedStore),
 		},
 	}
 	for name, tt := range tests {
@@ -176,6 +232,53 @@ func TestDeploymentFor(t *testing.T) {
 				}
 				if !slices.Contains(c.Args, "--key-file=/etc/faucet/keys/keys") {
 					t.Errorf("args %q lack --key-file", c.Args)
+				}
+			},
+		},
+		"no API tokens: no tokens volume": {
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				for _, v := range pod.Volumes {
+					if v.Name == "api-tokens" {
+						t.Errorf("volume %+v without spec.abuse.apiTokens", v)
+					}
+				}
+				for _, a := range pod.Containers[0].Args {
+					if strings.HasPrefix(a, "--api-tokens-file") {
+						t.Errorf("arg %q without spec.abuse.apiTokens", a)
+					}
+				}
+			},
+		},
+		"API tokens come from a read-only Secret volume of their own, only the selected key, never env": {
+			mutate: abuseAndPage,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				c := pod.Containers[0]
+				if len(c.Env) != 0 || len(c.EnvFrom) != 0 {
+					t.Errorf("container has env %v / envFrom %v", c.Env, c.EnvFrom)
+				}
+				i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "api-tokens" })
+				if i < 0 || !c.VolumeMounts[i].ReadOnly || c.VolumeMounts[i].MountPath != "/etc/faucet/api-tokens" || c.VolumeMounts[i].SubPath != "" {
+					t.Fatalf("volume mounts %+v, want api-tokens read-only at /etc/faucet/api-tokens without subPath (the kubelet updates it in place)", c.VolumeMounts)
+				}
+				j := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "api-tokens" })
+				if j < 0 {
+					t.Fatalf("volumes %+v lack api-tokens", pod.Volumes)
+				}
+				want := &corev1.SecretVolumeSource{
+					SecretName:  "faucet-api-tokens",
+					Items:       []corev1.KeyToPath{{Key: "tokens.txt", Path: "tokens.txt"}},
+					DefaultMode: ptr.To(int32(0o440)),
+				}
+				if !equalJSON(pod.Volumes[j].Secret, want) {
+					t.Errorf("tokens volume %+v, want %+v", pod.Volumes[j].Secret, want)
+				}
+				if !slices.Contains(c.Args, "--api-tokens-file=/etc/faucet/api-tokens/tokens.txt") {
+					t.Errorf("args %q lack --api-tokens-file", c.Args)
+				}
+				if pod.Volumes[0].Name != "keys" || pod.Volumes[0].Secret.SecretName != "faucet-keys" {
+					t.Errorf("the key volume moved: %+v", pod.Volumes)
 				}
 			},
 		},
@@ -344,6 +447,13 @@ func TestConfigHashRollsThePod(t *testing.T) {
 	}
 	if strings.Contains(base, "keys-v1") {
 		t.Error("the hash carries its input")
+	}
+	// The API tokens Secret has no digest: the faucet re-reads the file,
+	// so editing the Secret must not roll the pods (secretDigests has no
+	// place for it). Choosing another Secret changes the pod template's
+	// volume, which rolls them.
+	if hash(fixture(apiTokens("tokens-a", "")), "keys-v1") == base {
+		t.Error("adding API tokens did not change the hash")
 	}
 	pg := fixture(postgres(2))
 	uriHash := func(digest string) string {

@@ -35,10 +35,21 @@ type storeState struct {
 
 func (s storeState) usable() bool { return s.reason == "" }
 
+// tokensState is whether the API tokens Secret can be mounted: the reason
+// it cannot, or the zero value (also when no tokens are configured). It
+// holds no digest: the pods re-read the tokens, they do not roll for them.
+type tokensState struct {
+	reason  string // "" when usable, else a Ready reason
+	message string
+}
+
+func (t tokensState) usable() bool { return t.reason == "" }
+
 // observation is everything one reconcile saw; the status is a function of it.
 type observation struct {
 	keys       keyState
 	store      storeState
+	tokens     tokensState
 	conflict   string             // why a child's name is taken; "" if none is
 	service    *corev1.Service    // as applied; nil if not reached
 	deployment *appsv1.Deployment // as applied or read; nil if none
@@ -119,6 +130,11 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		ready(metav1.ConditionFalse, obs.store.reason, obs.store.message)
 		reconciling("", "")
 		stalled(obs.store.reason, obs.store.message)
+
+	case !obs.tokens.usable():
+		ready(metav1.ConditionFalse, obs.tokens.reason, obs.tokens.message)
+		reconciling("", "")
+		stalled(obs.tokens.reason, obs.tokens.message)
 
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.

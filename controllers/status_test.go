@@ -147,6 +147,23 @@ func TestComputeStatus(t *testing.T) {
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidStoreSecret,
 			stalled: faucetv1alpha1.ReasonInvalidStoreSecret, observed: true, addresses: goodKeys.addresses,
 		},
+		"missing API tokens Secret stalls, keeping the running pods' count": {
+			mutate: apiTokens("faucet-api-tokens", ""),
+			obs: observation{
+				keys: goodKeys, tokens: tokensState{reason: faucetv1alpha1.ReasonAPITokensSecretNotFound, message: "not found"},
+				service: svc, deployment: deployment(available),
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonAPITokensSecretNotFound,
+			stalled: faucetv1alpha1.ReasonAPITokensSecretNotFound, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
+		"API tokens Secret without the data key stalls": {
+			mutate: apiTokens("faucet-api-tokens", ""),
+			obs: observation{
+				keys: goodKeys, tokens: tokensState{reason: faucetv1alpha1.ReasonInvalidAPITokensSecret, message: "no data key"}, service: svc,
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidAPITokensSecret,
+			stalled: faucetv1alpha1.ReasonInvalidAPITokensSecret, observed: true, addresses: goodKeys.addresses,
+		},
 		"several replicas: one of two available is not Ready yet": {
 			mutate: postgres(2),
 			obs: observation{keys: goodKeys, service: svc, deployment: func() *appsv1.Deployment {

@@ -13,9 +13,9 @@ const (
 	ConditionReconciling = "Reconciling"
 
 	// ConditionStalled is True when the faucet cannot make progress until a
-	// user fixes something: a missing key or store Secret, unusable keys, a
-	// child name taken by someone else's object, a rollout past its
-	// deadline. Abnormal-true polarity: removed, not set False.
+	// user fixes something: a missing key, store or API tokens Secret,
+	// unusable keys, a child name taken by someone else's object, a rollout
+	// past its deadline. Abnormal-true polarity: removed, not set False.
 	ConditionStalled = "Stalled"
 )
 
@@ -60,6 +60,17 @@ const (
 	// postgresql:// URI. Messages never quote the value: it holds a
 	// password.
 	ReasonInvalidStoreSecret = "InvalidStoreSecret"
+
+	// ReasonAPITokensSecretNotFound (Ready=False, Stalled=True): the Secret
+	// named by spec.abuse.apiTokens.secretRef does not exist; the pod could
+	// not mount it. Creating it resumes the faucet.
+	ReasonAPITokensSecretNotFound = "APITokensSecretNotFound"
+
+	// ReasonInvalidAPITokensSecret (Ready=False, Stalled=True): the API
+	// tokens Secret lacks the data key. The operator does not parse the
+	// tokens file: the faucet does, and logs bad lines by number, never
+	// their content.
+	ReasonInvalidAPITokensSecret = "InvalidAPITokensSecret"
 
 	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,
 	// Service, ServiceAccount or PersistentVolumeClaim with the name of one

@@ -19,6 +19,10 @@ const (
 	// DefaultEmbeddedStoreSize is the size of the embedded store's volume
 	// when store.embedded.size is unset.
 	DefaultEmbeddedStoreSize = "1Gi"
+
+	// DefaultAPITokensSecretKey is the Secret data key read when
+	// abuse.apiTokens.secretRef.key is empty.
+	DefaultAPITokensSecretKey = "tokens"
 )
 
 // Store kinds, as status.store reports them.
@@ -80,6 +84,17 @@ type FaucetServerSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	RateLimits *RateLimits `json:"rateLimits,omitempty"`
+
+	// abuse holds the checks that keep scripts from draining a public
+	// faucet: a proof of work for anonymous drips, API tokens, IP allow and
+	// deny lists and a balance cap. Unset, every check is off.
+	// +optional
+	Abuse *AbuseSpec `json:"abuse,omitempty"`
+
+	// page configures the faucet's web page and the discovery document it
+	// reads (/faucet/v1/info). Unset, the faucet's defaults apply.
+	// +optional
+	Page *PageSpec `json:"page,omitempty"`
 
 	// replicas is the number of faucet pods. It must be 1 with the embedded
 	// store; with store.postgres the replicas split the keys between them
@@ -279,6 +294,154 @@ type RateLimit struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="window must be a positive duration"
 	Window metav1.Duration `json:"window"`
+}
+
+// AbuseSpec configures the checks the faucet runs on every drip request
+// before it spends anything, in this order: ipDeny refuses, a valid API
+// token or an ipAllow address skips the proof of work and the per-IP limit,
+// the remaining (anonymous) drips solve the proof of work, and balanceCap
+// refuses rich recipients.
+type AbuseSpec struct {
+	// proofOfWork asks anonymous drips to solve a SHA-256 proof of work,
+	// which the faucet's web page does in the browser. API clients must
+	// solve it too (or use an API token), so only turn it on for a public
+	// faucet whose CI users have tokens.
+	// +optional
+	ProofOfWork *ProofOfWork `json:"proofOfWork,omitempty"`
+
+	// apiTokens gives CI pipelines and teams tokens with quotas of their
+	// own instead of the per-address and per-IP limits, and no proof of
+	// work.
+	// +optional
+	APITokens *APITokens `json:"apiTokens,omitempty"`
+
+	// ipAllow lists client IPs and CIDRs (e.g. 10.0.0.0/8, 2001:db8::/32)
+	// that skip the proof of work and the per-IP limit. The client IP is
+	// the peer address, or the one rateLimits.trustedProxyHops selects from
+	// X-Forwarded-For.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self) || isCIDR(self)",message="abuse.ipAllow entries must be IP addresses or CIDRs, e.g. 203.0.113.7, 10.0.0.0/8 or 2001:db8::/32"
+	IPAllow []string `json:"ipAllow,omitempty"`
+
+	// ipDeny lists client IPs and CIDRs whose drips are refused, API
+	// tokens included.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self) || isCIDR(self)",message="abuse.ipDeny entries must be IP addresses or CIDRs, e.g. 203.0.113.7, 10.0.0.0/8 or 2001:db8::/32"
+	IPDeny []string `json:"ipDeny,omitempty"`
+
+	// balanceCapUSTX refuses drips to an address that already holds at
+	// least this many µSTX (balance plus locked). 0 or unset turns the cap
+	// off.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BalanceCapUSTX *int64 `json:"balanceCapUSTX,omitempty"`
+}
+
+// ProofOfWork is the faucet's self-hosted proof of work: the client fetches
+// a challenge the faucet signs and finds a counter whose SHA-256, with the
+// challenge, starts with a number of zero bits. Each challenge serves one
+// drip.
+// +kubebuilder:validation:XValidation:rule="!has(self.difficulty) || !has(self.maxDifficulty) || self.maxDifficulty >= self.difficulty",message="abuse.proofOfWork.maxDifficulty (default 24) must not be below difficulty"
+type ProofOfWork struct {
+	// difficulty is the number of leading zero bits asked of every
+	// anonymous drip; each bit doubles the work, and 18 costs a browser
+	// about a second. 0 asks for none unless raiseAbove raises it.
+	// Defaults to 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	Difficulty *int32 `json:"difficulty,omitempty"`
+
+	// raiseAbove makes the difficulty adaptive: while more than requests
+	// anonymous drips passed within window, new challenges ask for more,
+	// from max(difficulty, 16) up by 2 bits per doubling of the rate, at
+	// most maxDifficulty. Unset, the difficulty stays fixed.
+	// +optional
+	RaiseAbove *RateLimit `json:"raiseAbove,omitempty"`
+
+	// maxDifficulty caps the raised difficulty, in bits. It must not be
+	// below difficulty. Defaults to 24.
+	// +optional
+	// +kubebuilder:default=24
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	MaxDifficulty *int32 `json:"maxDifficulty,omitempty"`
+
+	// ttl is how long a challenge stays valid, as a duration ("5m"), at
+	// least 1s. Defaults to 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="abuse.proofOfWork.ttl must be at least 1s"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+}
+
+// APITokens points the faucet at its API tokens file.
+type APITokens struct {
+	// secretRef selects the Secret data key holding the tokens file, one
+	// token per line: NAME TOKEN|sha256:HEX QUOTA [PER_ADDRESS], with QUOTA
+	// and PER_ADDRESS as N/duration ("500/1h"); lines starting with # are
+	// comments. Clients send "Authorization: Bearer <token>".
+	//
+	// The Secret is mounted read-only into the pod as a file; its content
+	// never appears in the Deployment, the status or events. Unlike the key
+	// Secret, editing it does not restart the pod: the kubelet updates the
+	// mounted file in place (within a minute or so) and the faucet re-reads
+	// it; a file that does not parse is logged and the previous tokens stay
+	// in force. A missing Secret or data key stalls the FaucetServer until
+	// it exists.
+	// +required
+	SecretRef APITokensSecretReference `json:"secretRef"`
+}
+
+// APITokensSecretReference selects the API tokens file inside a Secret.
+type APITokensSecretReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the tokens file. Defaults to
+	// "tokens".
+	// +optional
+	// +kubebuilder:default=tokens
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="abuse.apiTokens.secretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
+}
+
+// PageSpec configures the faucet's web page and what the discovery
+// document reports.
+type PageSpec struct {
+	// explorerTxURL is the explorer link the page shows for a drip: an
+	// http:// or https:// URL in which {txid} stands for the 0x-prefixed
+	// transaction id. Defaults to the Hiro explorer on testnet,
+	// https://explorer.hiro.so/txid/{txid}?chain=testnet.
+	// +optional
+	// +kubebuilder:default="https://explorer.hiro.so/txid/{txid}?chain=testnet"
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="page.explorerTxURL must start with https:// or http://"
+	// +kubebuilder:validation:XValidation:rule="self.contains('{txid}')",message="page.explorerTxURL must contain {txid}, which the page replaces with the transaction id"
+	ExplorerTxURL *string `json:"explorerTxURL,omitempty"`
+
+	// lowDrips is the number of default drips left on the faucet's keys
+	// below which the page and /faucet/v1/info report the state "low".
+	// Defaults to 100.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	LowDrips *int32 `json:"lowDrips,omitempty"`
 }
 
 // ServiceSpec configures the faucet's Service.

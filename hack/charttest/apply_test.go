@@ -80,9 +80,17 @@ func TestApplyDryRun(t *testing.T) {
 		if err := c.createNamespace(ctx, "charttest-faucets"); err != nil {
 			t.Fatal(err)
 		}
-		for name, store := range map[string]*faucetv1alpha1.StoreSpec{
-			"embedded": nil,
-			"postgres": {Postgres: &faucetv1alpha1.PostgresStore{URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "uri"}}},
+		postgres := &faucetv1alpha1.StoreSpec{Postgres: &faucetv1alpha1.PostgresStore{URISecretRef: faucetv1alpha1.SecretKeyReference{Name: "faucet-db-app", Key: "uri"}}}
+		for name, tt := range map[string]struct {
+			store *faucetv1alpha1.StoreSpec
+			abuse *faucetv1alpha1.AbuseSpec
+		}{
+			"embedded": {},
+			"postgres": {store: postgres},
+			// The API tokens Secret is a second read-only Secret volume.
+			"api-tokens": {store: postgres, abuse: &faucetv1alpha1.AbuseSpec{
+				APITokens: &faucetv1alpha1.APITokens{SecretRef: faucetv1alpha1.APITokensSecretReference{Name: "faucet-api-tokens"}},
+			}},
 		} {
 			t.Run(name, func(t *testing.T) {
 				fs := &faucetv1alpha1.FaucetServer{
@@ -91,7 +99,8 @@ func TestApplyDryRun(t *testing.T) {
 						Node:         faucetv1alpha1.NodeSpec{URL: "http://stacks-node:20443"},
 						KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys"},
 						Replicas:     ptr.To(int32(2)),
-						Store:        store,
+						Store:        tt.store,
+						Abuse:        tt.abuse,
 					},
 				}
 				raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(controllers.DeploymentFor(fs, "ghcr.io/stxfaucet/faucet-operator:test"))
@@ -125,6 +134,13 @@ kind: FaucetServer
 metadata: {name: bad-url, namespace: charttest-negative}
 spec: {node: {url: "ftp://node:20443"}, keySecretRef: {name: keys}}`,
 				wantErr: "node.url must be an http:// or https:// URL",
+			},
+			"FaucetServer whose ipAllow holds no IP (the CRD's CEL IP and CIDR libraries)": {
+				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1
+kind: FaucetServer
+metadata: {name: bad-cidr, namespace: charttest-negative}
+spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, abuse: {ipAllow: ["10.0.0.0/8", "10.0.0.0/33"]}}`,
+				wantErr: "abuse.ipAllow entries must be IP addresses or CIDRs",
 			},
 			"FaucetServer with an unknown field": {
 				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1

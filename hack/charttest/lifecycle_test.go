@@ -131,6 +131,7 @@ func TestHelmLifecycle(t *testing.T) {
 			"watches FaucetServers in: faucet-testnet, faucet-devnet.",
 			"kubectl -n faucet-testnet create secret generic faucet-keys --from-file=keys.txt=faucet-keys",
 			"kubectl -n faucet-testnet create secret generic faucet-db-app --from-literal=uri='postgresql://USER:PASSWORD@HOST:5432/DB'",
+			"kubectl -n faucet-testnet create secret generic faucet-api-tokens --from-file=tokens=api-tokens.txt",
 			"kubectl -n faucet-testnet wait --for=condition=Ready fsrv/testnet --timeout=5m",
 			"kubectl -n faucet-devnet create secret generic devnet-keys --from-file=keys=faucet-keys",
 			"kubectl -n faucet-devnet wait --for=condition=Ready fsrv/devnet --timeout=5m",

@@ -87,6 +87,26 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, replicas: 0}\n",
 			wantErr: "/faucetServers/0/spec/replicas",
 		},
+		"faucetServer with a proof of work over 32 bits": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, abuse: {proofOfWork: {difficulty: 33}}}\n",
+			wantErr: "/faucetServers/0/spec/abuse/proofOfWork/difficulty",
+		},
+		"faucetServer with a host name in ipDeny": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, abuse: {ipDeny: [bots.example.com]}}\n",
+			wantErr: "/faucetServers/0/spec/abuse/ipDeny/0",
+		},
+		"faucetServer with API tokens but no Secret name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, abuse: {apiTokens: {secretRef: {key: tokens}}}}\n",
+			wantErr: "/faucetServers/0/spec/abuse/apiTokens/secretRef",
+		},
+		"faucetServer with a negative balance cap": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, abuse: {balanceCapUSTX: -1}}\n",
+			wantErr: "/faucetServers/0/spec/abuse/balanceCapUSTX",
+		},
+		"faucetServer with an explorer link without {txid}": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, page: {explorerTxURL: 'https://explorer.hiro.so/txid/'}}\n",
+			wantErr: "/faucetServers/0/spec/page/explorerTxURL",
+		},
 		"faucetServer with an unknown key beside spec": {
 			values:  "faucetServers:\n  - name: a\n    node: {url: 'http://node:20443'}\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr: "additional properties 'node' not allowed",

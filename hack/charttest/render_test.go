@@ -286,6 +286,24 @@ func TestRenderFull(t *testing.T) {
 		if got := nested(t, testnet, "spec", "replicas"); got != float64(2) && got != int64(2) {
 			t.Errorf("testnet replicas %v (%T), want 2", got, got)
 		}
+		// The abuse controls and page settings pass through as given.
+		for path, want := range map[string]any{
+			"abuse.proofOfWork.difficulty":        int64(18),
+			"abuse.proofOfWork.raiseAbove.window": "1m",
+			"abuse.apiTokens.secretRef.name":      "faucet-api-tokens",
+			"abuse.ipAllow.1":                     "2001:db8::/32",
+			"abuse.balanceCapUSTX":                int64(100000000000),
+			"page.explorerTxURL":                  "https://explorer.example.com/tx/{txid}?network=testnet",
+			"page.lowDrips":                       int64(250),
+		} {
+			got := dig(nested(t, testnet, "spec"), strings.Split(path, ".")...)
+			if f, ok := got.(float64); ok {
+				got = int64(f)
+			}
+			if got != want {
+				t.Errorf("testnet spec.%s = %v (%T), want %v", path, got, got, want)
+			}
+		}
 		devnet := fss[slices.IndexFunc(fss, func(u *unstructured.Unstructured) bool { return u.GetName() == "devnet" })]
 		if got := nested(t, devnet, "spec", "store", "embedded", "size"); got != "2Gi" {
 			t.Errorf("devnet store size %v", got)

@@ -172,7 +172,7 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		return err
 	}
 
-	step("checking the stores: a volume for the embedded one, the URI only in its Secret for Postgres")
+	step("checking the stores (a volume for the embedded one, the URI only in its Secret for Postgres) and the API tokens volume")
 	if err := checkStores(ctx, k); err != nil {
 		return fail(err)
 	}
@@ -257,6 +257,10 @@ func checkStores(ctx context.Context, k kubectl) error {
 		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='data')].persistentVolumeClaim.claimName}", sampleName + "-data"},
 		{"deployment/" + pgName, "{.spec.replicas} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxUnavailable}", "2 RollingUpdate 0"},
 		{"deployment/" + pgName, "{.spec.template.spec.containers[0].env[?(@.name=='FAUCET_STORE')].valueFrom.secretKeyRef}", `{"key":"uri","name":"faucet-pg-db"}`},
+		// The sample's abuse controls: the API tokens on a volume of their own.
+		{"fsrv/" + sampleName, "{.status.conditions[?(@.type=='Stalled')].reason}", ""},
+		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='api-tokens')].secret.secretName}", "faucet-api-tokens"},
+		{"deployment/" + sampleName, "{.spec.template.spec.containers[0].volumeMounts[?(@.name=='api-tokens')].mountPath}", "/etc/faucet/api-tokens"},
 	}
 	for _, c := range checks {
 		got, err := get(c.obj, c.jsonpath)
@@ -268,6 +272,17 @@ func checkStores(ctx context.Context, k kubectl) error {
 		}
 		fmt.Printf("%s %s: %s\n", c.obj, c.jsonpath, got)
 	}
+	args, err := get("deployment/"+sampleName, "{.spec.template.spec.containers[0].args}")
+	if err != nil {
+		return err
+	}
+	for _, want := range []string{"--pow-difficulty=0", "--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
+		"--ip-allow=10.0.0.0/8", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100"} {
+		if !strings.Contains(args, `"`+want+`"`) {
+			return fmt.Errorf("deployment/%s args %s lack %s", sampleName, args, want)
+		}
+	}
+	fmt.Println("the sample's abuse and page settings reach the faucet's flags")
 	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "persistentvolumeclaim/"+pgName+"-data"); err == nil {
 		return errors.New("a PersistentVolumeClaim for the Postgres sample")
 	}
