@@ -1,0 +1,650 @@
+// The faucet page: live facts from /faucet/v1/info, address validation as
+// the user types, the proof of work in a Web Worker, the drip, and the
+// transaction's progress.
+//
+// Everything the server sends is shown with textContent; no HTML is ever
+// built from server data.
+
+import { validateAddress } from './c32.js';
+import { explorerURL, formatSTX, formatWait, limitSentence } from './format.js';
+
+const INFO_URL = 'faucet/v1/info';
+const DEFAULT_CHALLENGE_URL = 'faucet/v1/challenge';
+const DRIP_URL = 'extended/v1/faucets/stx';
+const DRIPS_URL = 'faucet/v1/drips/';
+
+const INFO_INTERVAL_MS = 10_000;
+const VALIDATE_DEBOUNCE_MS = 150;
+const POLL_FAST_MS = 2_000;
+const POLL_SLOW_MS = 5_000;
+const POLL_FAST_FOR_MS = 60_000;
+const POLL_GIVE_UP_MS = 15 * 60_000;
+const UNKNOWN_GIVE_UP_MS = 3 * 60_000;
+// A solution is not sent when its challenge expires sooner than this.
+const CHALLENGE_MARGIN_MS = 3_000;
+const MAX_MESSAGE_CHARS = 400;
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  form: $('drip-form'),
+  address: $('address'),
+  addressError: $('address-error'),
+  stacking: $('stacking'),
+  stackingAmount: $('stacking-amount'),
+  stackingFact: $('stacking-amount-fact'),
+  submit: $('submit'),
+  state: $('faucet-state'),
+  stateIcon: $('faucet-state').querySelector('.badge-icon'),
+  stateText: $('faucet-state').querySelector('.badge-text'),
+  stateMessage: $('state-message'),
+  tip: $('tip-height'),
+  defaultAmount: $('default-amount'),
+  limits: $('limits'),
+  network: $('network'),
+  version: $('server-version'),
+  pow: $('pow'),
+  powProgress: $('pow-progress'),
+  powText: $('pow-text'),
+  powCancel: $('pow-cancel'),
+  result: $('result'),
+  resultHeading: $('result-heading'),
+  message: $('message'),
+  tx: $('tx'),
+  txid: $('txid'),
+  copy: $('copy'),
+  copyStatus: $('copy-status'),
+  txLink: $('tx-link'),
+  txState: $('tx-state'),
+};
+
+let info = null; // the last /faucet/v1/info answer
+let busy = false; // a drip is being prepared or sent
+let lastValidation = validateAddress('');
+// Rate-limit waits: "address|stacking" → epoch ms when that kind of drip
+// may be asked for again (the server limits default and stacking drips apart).
+const cooldowns = new Map();
+let countdownTimer = null;
+let pollGeneration = 0; // bumps to abandon an older transaction's polling
+let pollTimer = null;
+
+// ---------------------------------------------------------------- helpers
+
+class UserError extends Error {}
+class Cancelled extends Error {}
+class NetworkError extends Error {}
+
+const NETWORK_MESSAGE = 'Could not reach the faucet. Check your connection and try again.';
+
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+function clip(s) {
+  const t = String(s ?? '').replace(/\s+/g, ' ').trim();
+  return t.length > MAX_MESSAGE_CHARS ? t.slice(0, MAX_MESSAGE_CHARS - 1) + '…' : t;
+}
+
+/** apiURL resolves a path against the page, refusing other origins. */
+function apiURL(path) {
+  const u = new URL(path, document.baseURI);
+  if (u.origin !== location.origin) throw new UserError('The faucet sent an unusable endpoint.');
+  return u;
+}
+
+/** request fetches and parses a JSON answer; body is null when it is not JSON. */
+async function request(url, options = {}) {
+  let resp;
+  try {
+    resp = await fetch(url, { cache: 'no-store', credentials: 'omit', ...options, headers: { Accept: 'application/json', ...options.headers } });
+  } catch {
+    throw new NetworkError(NETWORK_MESSAGE);
+  }
+  let body = null;
+  if ((resp.headers.get('Content-Type') || '').includes('json')) {
+    try {
+      body = await resp.json();
+    } catch {
+      body = null;
+    }
+  }
+  return { status: resp.status, headers: resp.headers, body: body && typeof body === 'object' ? body : null };
+}
+
+/** errorText turns a JSON error answer into a sentence; never raw HTML. */
+function errorText(res, fallback) {
+  const b = res.body;
+  if (b && typeof b.error === 'string' && b.error.trim() !== '') {
+    let text = clip(b.error);
+    if (typeof b.detail === 'string' && b.detail.trim() !== '') {
+      text += (/[.!?]$/.test(text) ? ' ' : ': ') + clip(b.detail);
+    }
+    return /[.!?…]$/.test(text) ? text : text + '.';
+  }
+  return `${fallback} (HTTP ${res.status}).`;
+}
+
+// -------------------------------------------------------------- live facts
+
+const STATES = {
+  ready: ['✓', 'Ready'],
+  low: ['!', 'Low on funds'],
+  empty: ['✕', 'Empty'],
+  node_unreachable: ['✕', 'Node unreachable'],
+  suspended: ['⏸', 'Suspended'],
+  unreachable: ['✕', 'Server unreachable'],
+};
+
+function setState(state, message) {
+  const [icon, label] = STATES[state] || ['?', String(state || 'Unknown')];
+  ui.state.dataset.state = state;
+  setText(ui.stateIcon, icon);
+  setText(ui.stateText, label);
+  setText(ui.stateMessage, clip(message));
+}
+
+function renderInfo(data) {
+  const st = typeof data.state === 'string' ? data.state : 'unknown';
+  setState(st, data.state_message || '');
+
+  const h = data.chain_tip && Number.isInteger(data.chain_tip.height) ? data.chain_tip.height : null;
+  setText(ui.tip, h === null ? 'unknown' : h.toLocaleString('en-US'));
+
+  const amounts = data.amounts || {};
+  const def = formatSTX(amounts.default_ustx);
+  setText(ui.defaultAmount, def || 'unknown');
+  const stk = formatSTX(amounts.stacking_ustx);
+  setText(ui.stackingAmount, stk || 'amount unavailable right now');
+  setText(ui.stackingFact, stk || 'unavailable');
+
+  const limits = data.limits || {};
+  const lines = [
+    limitSentence(limits.address, ['drip', 'drips', 'address']),
+    limitSentence(limits.stacking, ['stacking drip', 'stacking drips', 'address']),
+    limitSentence(limits.ip, ['drip', 'drips', 'IP address']),
+  ].filter(Boolean);
+  const cap = formatSTX(data.balance_cap_ustx);
+  if (cap) lines.push(`Only for addresses holding less than ${cap}`);
+  const old = [...ui.limits.children].map((li) => li.textContent);
+  if (old.join('\n') !== lines.join('\n')) {
+    ui.limits.replaceChildren(...lines.map((t) => {
+      const li = document.createElement('li');
+      li.textContent = t + '.';
+      return li;
+    }));
+  }
+
+  if (typeof data.network === 'string' && data.network) setText(ui.network, data.network);
+  if (typeof data.server_version === 'string') setText(ui.version, clip(data.server_version));
+}
+
+let infoTimer = null;
+let infoInFlight = false;
+
+async function loadInfo() {
+  clearTimeout(infoTimer);
+  infoTimer = null;
+  if (infoInFlight) return;
+  infoInFlight = true;
+  try {
+    const res = await request(apiURL(INFO_URL));
+    if (res.status !== 200 || !res.body) throw new Error('bad info answer');
+    info = res.body;
+    renderInfo(info);
+  } catch {
+    setState('unreachable', 'The faucet server is unreachable. Retrying…');
+    setText(ui.tip, 'unknown');
+  } finally {
+    infoInFlight = false;
+    if (document.visibilityState !== 'hidden') {
+      infoTimer = setTimeout(loadInfo, INFO_INTERVAL_MS);
+    }
+  }
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'hidden') {
+    clearTimeout(infoTimer);
+    infoTimer = null;
+  } else if (infoTimer === null) {
+    loadInfo();
+  }
+});
+
+// -------------------------------------------------------------- validation
+
+function cooldownKey(address, stacking) {
+  return `${address}|${stacking ? 'stacking' : 'default'}`;
+}
+
+function cooldownLeft(key) {
+  const until = cooldowns.get(key);
+  if (!until) return 0;
+  const left = until - Date.now();
+  if (left <= 0) {
+    cooldowns.delete(key);
+    return 0;
+  }
+  return left;
+}
+
+function updateButton() {
+  const v = lastValidation;
+  ui.submit.disabled = busy || !v.ok || cooldownLeft(cooldownKey(v.address, ui.stacking.checked)) > 0;
+}
+
+/** showValidation reflects a validation result on the field. */
+function showValidation(v, { showEmpty = false } = {}) {
+  lastValidation = v;
+  const show = !v.ok && (v.code !== 'empty' || showEmpty);
+  ui.address.setAttribute('aria-invalid', show ? 'true' : 'false');
+  setText(ui.addressError, show ? v.message : '');
+  ui.addressError.hidden = !show;
+  updateButton();
+}
+
+function validateNow(opts) {
+  clearTimeout(validateTimer);
+  const v = validateAddress(ui.address.value);
+  showValidation(v, opts);
+  return v;
+}
+
+let validateTimer = null;
+ui.address.addEventListener('input', () => {
+  clearTimeout(validateTimer);
+  // Disable at once while the new value is unchecked; an old verdict must
+  // not let a changed address through.
+  ui.submit.disabled = true;
+  validateTimer = setTimeout(() => validateNow(), VALIDATE_DEBOUNCE_MS);
+});
+ui.address.addEventListener('blur', () => validateNow());
+ui.address.addEventListener('keydown', (ev) => {
+  // Enter submits. A disabled default button would block the browser's own
+  // implicit submission, so the field handles Enter itself.
+  if (ev.key === 'Enter' && !ev.isComposing) {
+    ev.preventDefault();
+    submit();
+  }
+});
+ui.stacking.addEventListener('change', updateButton);
+ui.form.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  submit();
+});
+
+// ----------------------------------------------------------- proof of work
+
+// The challenge is fetched and solved when the user submits, not while they
+// type: a solution is only worth its expiry window, most visitors submit the
+// first valid address they paste, and the work takes about a second at the
+// usual difficulties.
+
+let activeWork = null; // {cancel()} while a proof of work runs
+
+function showPow(pct, text) {
+  ui.pow.hidden = false;
+  ui.powProgress.value = pct;
+  ui.powProgress.setAttribute('aria-valuetext', `${pct}%`);
+  setText(ui.powText, text);
+}
+
+function hidePow() {
+  ui.pow.hidden = true;
+}
+
+ui.powCancel.addEventListener('click', () => {
+  if (activeWork) activeWork.cancel();
+});
+
+/** solvePow runs the worker until it finds a solution; rejects Cancelled. */
+function solvePow(token, difficulty) {
+  const expected = 2 ** difficulty;
+  let lastPct = -1;
+  let lastShown = 0;
+  const progress = (tried) => {
+    const pct = Math.min(99, Math.floor((tried / expected) * 100));
+    const now = Date.now();
+    // Whole percents at most twice a second, so a screen reader is not flooded.
+    if (pct !== lastPct && now - lastShown >= 500) {
+      lastPct = pct;
+      lastShown = now;
+      showPow(pct, `Checking you are not a bot… ${pct}%`);
+    }
+  };
+  showPow(0, 'Checking you are not a bot… 0%');
+  ui.powCancel.hidden = false;
+
+  return new Promise((resolve, reject) => {
+    let worker = null;
+    let stopped = false;
+    const finish = () => {
+      stopped = true;
+      activeWork = null;
+      if (worker) worker.terminate();
+    };
+    activeWork = {
+      cancel() {
+        if (stopped) return;
+        finish();
+        reject(new Cancelled('Cancelled.'));
+      },
+    };
+    try {
+      worker = new Worker(new URL('./pow-worker.js', import.meta.url), { type: 'module' });
+    } catch {
+      worker = null;
+    }
+    if (worker === null) {
+      // No module workers: solve on the page in slices.
+      solveInPage(token, difficulty, progress, () => stopped).then(
+        (solution) => { if (!stopped) { finish(); resolve(solution); } },
+        (err) => { if (!stopped) { finish(); reject(err); } },
+      );
+      return;
+    }
+    worker.onmessage = (ev) => {
+      const m = ev.data || {};
+      if (stopped) return;
+      if (m.type === 'progress') progress(m.tried);
+      else if (m.type === 'solved') {
+        finish();
+        resolve(m.solution);
+      } else if (m.type === 'error') {
+        finish();
+        reject(new UserError(`The anti-bot check failed: ${clip(m.message)}.`));
+      }
+    };
+    worker.onerror = (ev) => {
+      ev.preventDefault();
+      if (stopped) return;
+      finish();
+      reject(new UserError('The anti-bot check could not run in this browser.'));
+    };
+    worker.postMessage({ type: 'solve', token, difficulty });
+  });
+}
+
+async function solveInPage(token, difficulty, progress, isStopped) {
+  const { solve } = await import('./pow-worker.js');
+  const slice = 20_000;
+  for (let from = 0; ; from += slice) {
+    if (isStopped()) throw new Cancelled('Cancelled.');
+    const r = solve(token, difficulty, { from, count: slice });
+    if (r) return r.solution;
+    progress(from + slice);
+    await new Promise((res) => setTimeout(res, 0));
+  }
+}
+
+/** getProof fetches a challenge and solves it; a challenge that expires first is fetched again. */
+async function getProof() {
+  const endpoint = (info && info.challenge && typeof info.challenge.endpoint === 'string' && info.challenge.endpoint) ||
+    DEFAULT_CHALLENGE_URL;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const res = await request(apiURL(endpoint), { method: 'POST' });
+    const c = res.body;
+    if (res.status !== 200 && res.status !== 201) {
+      throw new UserError(errorText(res, 'The faucet could not start the anti-bot check'));
+    }
+    if (!c || typeof c.challenge !== 'string' || !Number.isInteger(c.difficulty)) {
+      throw new UserError('The faucet sent an unusable anti-bot challenge.');
+    }
+    if (c.algorithm && c.algorithm !== 'sha256-leading-zero-bits') {
+      throw new UserError('The faucet asks for an anti-bot check this page does not know; reload the page.');
+    }
+    const solution = await solvePow(c.challenge, c.difficulty);
+    const expires = Date.parse(c.expires_at);
+    if (Number.isFinite(expires) && Date.now() > expires - CHALLENGE_MARGIN_MS) continue;
+    showPow(100, 'Check complete.');
+    ui.powCancel.hidden = true;
+    return { token: c.challenge, solution };
+  }
+  throw new UserError('The anti-bot check took too long and expired. Try again.');
+}
+
+// ------------------------------------------------------------------- drip
+
+// Answers after which a fresh challenge is fetched and the drip retried once:
+// 428 challenge_required, 400 challenge_expired / challenge_invalid, and
+// 403 challenge_replayed (a solution is spent once, even by a failed drip).
+const RETRY_REASONS = new Set(['challenge_required', 'challenge_expired', 'challenge_invalid', 'challenge_replayed']);
+
+function needsNewChallenge(res) {
+  if (res.status === 428) return true;
+  const reason = res.body && res.body.reason;
+  return (res.status === 400 || res.status === 403) && RETRY_REASONS.has(reason);
+}
+
+function sendDrip(address, stacking, proof) {
+  const u = apiURL(DRIP_URL);
+  u.searchParams.set('address', address);
+  u.searchParams.set('stacking', stacking ? 'true' : 'false');
+  const headers = {};
+  if (proof) {
+    headers['X-Faucet-Challenge'] = proof.token;
+    headers['X-Faucet-Solution'] = proof.solution;
+  }
+  return request(u, { method: 'POST', headers });
+}
+
+function retryAfterSeconds(res) {
+  const b = res.body;
+  if (b && Number.isFinite(b.retry_after_seconds) && b.retry_after_seconds > 0) return b.retry_after_seconds;
+  const h = res.headers.get('Retry-After');
+  if (h) {
+    if (/^\d+$/.test(h.trim())) return Number(h.trim());
+    const at = Date.parse(h);
+    if (Number.isFinite(at)) return Math.max(1, (at - Date.now()) / 1000);
+  }
+  return 60;
+}
+
+function showResult(kind, heading, message) {
+  ui.result.hidden = false;
+  ui.result.dataset.kind = kind;
+  setText(ui.resultHeading, heading);
+  ui.message.replaceChildren(document.createTextNode(message));
+}
+
+function focusResult() {
+  ui.resultHeading.focus();
+}
+
+function startCountdown(key, secs) {
+  cooldowns.set(key, Date.now() + secs * 1000);
+  clearInterval(countdownTimer);
+  // The sentence is announced once; the ticking number is not (aria-live off).
+  const wait = document.createElement('span');
+  wait.setAttribute('aria-live', 'off');
+  ui.message.replaceChildren(
+    document.createTextNode('Too many requests for this address. Try again in '),
+    wait,
+    document.createTextNode('.'),
+  );
+  const tick = () => {
+    const left = cooldownLeft(key);
+    if (left <= 0) {
+      clearInterval(countdownTimer);
+      countdownTimer = null;
+      ui.message.replaceChildren(document.createTextNode('You can ask for this address again now.'));
+      updateButton();
+      return;
+    }
+    setText(wait, formatWait(left / 1000));
+  };
+  tick();
+  countdownTimer = setInterval(tick, 1000);
+  updateButton();
+}
+
+function explorerLink(txid) {
+  return explorerURL(info && info.explorer_tx_url, txid);
+}
+
+function showTx(txid, address, stacking) {
+  const amount = formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx));
+  showResult('success', 'STX on the way',
+    `The faucet sent ${amount || 'testnet STX'} to ${address}. It arrives when the transaction is in a block.`);
+  ui.tx.hidden = false;
+  setText(ui.txid, txid);
+  setText(ui.copyStatus, '');
+  const link = explorerLink(txid);
+  ui.txLink.hidden = link === null;
+  if (link) ui.txLink.href = link;
+  else ui.txLink.removeAttribute('href');
+  setTxState('pending', 'Pending — waiting for the next block…');
+}
+
+function setTxState(state, text) {
+  ui.txState.dataset.state = state;
+  setText(ui.txState, text);
+}
+
+async function submit() {
+  if (busy) return;
+  const v = validateNow({ showEmpty: true });
+  if (!v.ok) {
+    ui.address.focus();
+    return;
+  }
+  const address = v.address;
+  const stacking = ui.stacking.checked;
+  if (cooldownLeft(cooldownKey(address, stacking)) > 0) return;
+
+  busy = true;
+  updateButton();
+  stopPolling();
+  clearInterval(countdownTimer);
+  countdownTimer = null;
+  ui.result.hidden = true;
+  ui.tx.hidden = true;
+  try {
+    let proof = info && info.challenge && info.challenge.required === true ? await getProof() : null;
+    let res = await sendDrip(address, stacking, proof);
+    if (needsNewChallenge(res)) {
+      proof = await getProof();
+      res = await sendDrip(address, stacking, proof);
+    }
+    hidePow();
+    if (res.status === 200 && res.body && res.body.success === true && typeof res.body.txId === 'string') {
+      showTx(res.body.txId, address, stacking);
+      startPolling(res.body.txId);
+    } else if (res.status === 429) {
+      showResult('wait', 'Please wait', '');
+      startCountdown(cooldownKey(address, stacking), retryAfterSeconds(res));
+    } else {
+      showResult('error', 'No STX sent', errorText(res, 'The faucet could not send STX'));
+    }
+  } catch (err) {
+    hidePow();
+    if (err instanceof Cancelled) {
+      showResult('info', 'Cancelled', 'Nothing was sent. Submit again when you are ready.');
+    } else if (err instanceof UserError || err instanceof NetworkError) {
+      showResult('error', 'No STX sent', err.message);
+    } else {
+      showResult('error', 'No STX sent', 'Something went wrong in this page. Reload it and try again.');
+    }
+  } finally {
+    busy = false;
+    updateButton();
+  }
+  focusResult();
+}
+
+// --------------------------------------------------------- transaction state
+
+function stopPolling() {
+  pollGeneration++;
+  clearTimeout(pollTimer);
+  pollTimer = null;
+}
+
+function startPolling(txid) {
+  const gen = ++pollGeneration;
+  const started = Date.now();
+  let unknownSince = null;
+  const tick = async () => {
+    if (gen !== pollGeneration) return;
+    let state = null;
+    let d = null;
+    try {
+      const res = await request(apiURL(DRIPS_URL + encodeURIComponent(txid)));
+      if (gen !== pollGeneration) return;
+      if (res.status === 200 && res.body) {
+        d = res.body;
+        state = typeof d.state === 'string' ? d.state : 'unknown';
+      } else if (res.status === 404) {
+        state = 'unknown';
+      }
+    } catch {
+      if (gen !== pollGeneration) return;
+    }
+    const now = Date.now();
+    switch (state) {
+      case 'confirmed': {
+        const h = d && Number.isInteger(d.block_height) ? ` in block ${d.block_height}` : '';
+        setTxState('confirmed', `Confirmed${h}.`);
+        loadInfo(); // the tip moved: show it now rather than in up to 10 s
+        return;
+      }
+      case 'failed':
+        setTxState('failed', `Failed: ${clip((d && d.message) || 'the transaction was not accepted')}`);
+        return;
+      case 'pending':
+        unknownSince = null;
+        // A fee-bumped transfer travels under another txid; the server says which.
+        setTxState('pending', d && d.replaced_by && d.message ? clip(d.message) : 'Pending — waiting for the next block…');
+        break;
+      case 'unknown':
+        if (unknownSince === null) unknownSince = now;
+        if (now - unknownSince > UNKNOWN_GIVE_UP_MS) {
+          setTxState('unknown', 'The node still does not know this transaction; it may have been dropped. Check the explorer later.');
+          return;
+        }
+        setTxState('unknown', 'Not known to the node yet…');
+        break;
+      default:
+        setTxState('pending', 'Could not check the transaction just now; retrying…');
+    }
+    if (now - started > POLL_GIVE_UP_MS) {
+      setTxState('pending', 'Still not confirmed after 15 minutes. Follow it in the explorer.');
+      return;
+    }
+    pollTimer = setTimeout(tick, now - started < POLL_FAST_FOR_MS ? POLL_FAST_MS : POLL_SLOW_MS);
+  };
+  tick();
+}
+
+// ------------------------------------------------------------------- copy
+
+ui.copy.addEventListener('click', async () => {
+  const text = ui.txid.textContent;
+  let ok = false;
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    // Plain http has no async clipboard: select the text and copy it.
+    const range = document.createRange();
+    range.selectNodeContents(ui.txid);
+    const sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    try {
+      ok = document.execCommand('copy');
+    } catch {
+      ok = false;
+    }
+  }
+  ui.copyStatus.textContent = ok ? 'Copied.' : 'Selected: press Ctrl+C (⌘C) to copy.';
+});
+
+// ------------------------------------------------------------------- start
+
+validateNow();
+loadInfo();

@@ -1,0 +1,61 @@
+// Text formatting for the faucet page; an ES module for the page and Node.
+
+/** formatSTX renders a decimal µSTX string as "1,234.5 STX"; null if unusable. */
+export function formatSTX(ustx) {
+  if (typeof ustx === 'number' && Number.isSafeInteger(ustx) && ustx >= 0) ustx = String(ustx);
+  if (typeof ustx !== 'string' || !/^\d{1,30}$/.test(ustx)) return null;
+  const v = BigInt(ustx);
+  const whole = (v / 1_000_000n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  const frac = (v % 1_000_000n).toString().padStart(6, '0').replace(/0+$/, '');
+  return `${whole}${frac ? '.' + frac : ''} STX`;
+}
+
+/** formatWindow renders a window in seconds as "5 minutes", "hour", "2 days". */
+export function formatWindow(secs) {
+  const units = [[86400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+  for (const [size, name] of units) {
+    if (secs % size === 0) {
+      const n = secs / size;
+      return n === 1 ? name : `${n} ${name}s`;
+    }
+  }
+  return `${secs} seconds`;
+}
+
+/** formatWait renders a wait in seconds as "4 min 12 s", "1 h 5 min" or "12 s". */
+export function formatWait(secs) {
+  secs = Math.max(0, Math.ceil(secs));
+  const h = Math.floor(secs / 3600);
+  const m = Math.floor((secs % 3600) / 60);
+  const s = secs % 60;
+  if (h > 0) return m > 0 ? `${h} h ${m} min` : `${h} h`;
+  if (m > 0) return s > 0 ? `${m} min ${s} s` : `${m} min`;
+  return `${s} s`;
+}
+
+/**
+ * limitSentence renders one rate limit of /faucet/v1/info, e.g.
+ * {requests: 5, window_seconds: 300} as "5 drips per address every 5
+ * minutes"; null when the limit is off or malformed. what is
+ * [singular, plural, per].
+ */
+export function limitSentence(limit, [one, many, per]) {
+  if (!limit || !Number.isInteger(limit.requests) || limit.requests <= 0) return null;
+  if (!Number.isInteger(limit.window_seconds) || limit.window_seconds <= 0) return null;
+  const n = limit.requests;
+  return `${n} ${n === 1 ? one : many} per ${per} every ${formatWindow(limit.window_seconds)}`;
+}
+
+/**
+ * explorerURL fills an explorer template's {txid}; null unless the result
+ * is an http(s) URL.
+ */
+export function explorerURL(template, txid) {
+  if (typeof template !== 'string' || !template.includes('{txid}')) return null;
+  try {
+    const u = new URL(template.split('{txid}').join(encodeURIComponent(txid)));
+    return u.protocol === 'https:' || u.protocol === 'http:' ? u.href : null;
+  } catch {
+    return null;
+  }
+}
