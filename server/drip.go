@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -41,30 +42,82 @@ func (s *server) handleDrip(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, *bad)
 		return
 	}
-	if ri := infoFrom(r.Context()); ri != nil {
-		req.ClientIP = ri.clientIP
-	}
-
-	// The drip outlives a client that hangs up: stopping a broadcast midway
-	// leaves the engine unsure whether the node took the transaction.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
-	defer cancel()
-	res, err := s.cfg.Faucet.Drip(ctx, req)
-	if err != nil {
-		s.dripError(w, r, req, err)
+	res, fail := s.dispense(r, req)
+	if fail != nil {
+		fail.writeV1(w, s.cfg.Now())
 		return
 	}
-	s.metrics.observeDrip("", res)
-	s.log.Info("drip sent",
-		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
-		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
-		"client_ip", addrString(req.ClientIP), "in_doubt", res.InDoubt)
 	writeJSON(w, http.StatusOK, dripSuccess{
 		Success: true,
 		TxID:    res.TxID.Hex0x(),
 		TxRaw:   hex.EncodeToString(res.TxRaw),
 	})
 }
+
+// dispense runs the abuse checks, then the engine, for one valid request of
+// either API version, and logs and counts the outcome. On failure it returns
+// what the caller renders in its own shape.
+func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
+	if ri := infoFrom(r.Context()); ri != nil {
+		req.ClientIP = ri.clientIP
+	}
+	// The drip outlives a client that hangs up: stopping a broadcast midway
+	// leaves the engine unsure whether the node took the transaction.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
+	defer cancel()
+
+	bypass := ""
+	// A suspended faucet says so at once rather than ask for a proof of
+	// work it will not honour.
+	if s.cfg.Guard != nil && !s.cfg.Faucet.Disabled() {
+		grant, err := s.cfg.Guard.Check(ctx, guard.Request{
+			ClientIP: req.ClientIP, Recipient: req.Recipient, Stacking: req.Stacking,
+			Authorization: r.Header.Get("Authorization"),
+			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
+		})
+		var rej *guard.Rejection
+		switch {
+		case errors.As(err, &rej):
+			s.metrics.observeRejection(rej.Check)
+			s.log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason,
+				"recipient", req.Recipient.String(), "client_ip", addrString(req.ClientIP))
+			return nil, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
+		case err != nil:
+			s.metrics.observeDrip(string(faucet.ReasonStoreUnavailable), nil)
+			s.log.Warn("abuse checks failed", "err", err, "recipient", req.Recipient.String())
+			return nil, &dripFailure{
+				status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
+				message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,
+			}
+		}
+		req.Token, req.SkipIPLimit, bypass = grant.Token, grant.SkipIPLimit, grant.Bypassed
+	}
+
+	res, err := s.cfg.Faucet.Drip(ctx, req)
+	if err != nil {
+		return nil, s.dripFailure(r, req, err)
+	}
+	s.metrics.observeDrip("", res)
+	attrs := []any{
+		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
+		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
+		"client_ip", addrString(req.ClientIP), "in_doubt", res.InDoubt,
+	}
+	if bypass != "" {
+		attrs = append(attrs, "bypass", bypass)
+	}
+	if req.Token != nil {
+		attrs = append(attrs, "token", req.Token.Name) // the token's name, never the token
+	}
+	s.log.Info("drip sent", attrs...)
+	return res, nil
+}
+
+// Headers carrying a proof-of-work solution (see package guard).
+const (
+	headerChallenge = "X-Faucet-Challenge"
+	headerSolution  = "X-Faucet-Solution"
+)
 
 // parseDrip validates the query. It returns the 400 body on failure.
 func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
@@ -202,14 +255,47 @@ var dripErrorText = map[faucet.Reason]string{
 	faucet.ReasonStoreUnavailable:    "The faucet's state store is unavailable; try again shortly",
 }
 
-// dripError maps an engine error to the response and logs its internal cause.
-func (s *server) dripError(w http.ResponseWriter, r *http.Request, req faucet.Request, err error) {
+// dripFailure is a refused or failed drip, rendered by each API version in
+// its own shape: v1 keeps the incumbent's {success:false, error} plus our
+// reason fields, v3 answers {error} only, with the incumbent's v3 statuses.
+type dripFailure struct {
+	status     int
+	reason     string
+	message    string
+	detail     string
+	retryAfter int64 // seconds; set for 429
+	v3Status   int   // 0 = status
+	v3Message  string
+}
+
+// writeV1 renders the failure for /extended/v1/faucets/stx.
+func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
+	body := errorBody{Error: f.message, Reason: f.reason, Detail: f.detail}
+	if f.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
+		body.RetryAfterSeconds = f.retryAfter
+		body.NextAllowedAt = now.Add(time.Duration(f.retryAfter) * time.Second).UTC().Format(time.RFC3339)
+	}
+	writeError(w, f.status, body)
+}
+
+// Texts of v3 failures: the incumbent's, word for word, so clients that
+// match on them keep working.
+const (
+	v3Unavailable = "Faucet is temporarily unavailable, please try again later"
+	v3OutOfFunds  = "The faucet is temporarily out of funds, please try again later"
+	v3Failed      = "Faucet request failed, please try again later"
+	v3Disabled    = "STX faucet is not available"
+	v3TooMany     = "Too many requests"
+)
+
+// dripFailure maps an engine error to the failure and logs its internal cause.
+func (s *server) dripFailure(r *http.Request, req faucet.Request, err error) *dripFailure {
 	var fe *faucet.Error
 	if !errors.As(err, &fe) {
 		s.metrics.observeDrip(reasonInternal, nil)
 		s.log.Error("drip failed", "recipient", req.Recipient.String(), "err", err)
-		writeError(w, http.StatusInternalServerError, errorBody{Error: "Internal error", Reason: reasonInternal})
-		return
+		return &dripFailure{status: http.StatusInternalServerError, reason: reasonInternal, message: "Internal error", v3Message: v3Failed}
 	}
 	reason := string(fe.Reason)
 	level := slog.LevelWarn
@@ -228,27 +314,32 @@ func (s *server) dripError(w http.ResponseWriter, r *http.Request, req faucet.Re
 	switch fe.Reason {
 	case faucet.ReasonRateLimited:
 		s.metrics.observeDrip(reason, nil)
-		secs := retryAfterSeconds(fe.RetryAfter)
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		writeError(w, http.StatusTooManyRequests, errorBody{
-			Error:             "Too many requests",
-			Reason:            reason,
-			RetryAfterSeconds: secs,
-			NextAllowedAt:     s.cfg.Now().Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339),
-		})
+		return &dripFailure{
+			status: http.StatusTooManyRequests, reason: reason, message: "Too many requests",
+			retryAfter: retryAfterSeconds(fe.RetryAfter), v3Message: v3TooMany,
+		}
 	case faucet.ReasonDisabled:
 		s.metrics.observeDrip(reason, nil)
 		// The engine's disabled messages name only the cause (suspended,
 		// mainnet node, chain id), so they are shown as detail.
-		writeError(w, http.StatusForbidden, errorBody{Error: "Faucet is not available", Reason: reason, Detail: fe.Message})
-	default:
-		text, known := dripErrorText[fe.Reason]
-		if !known {
-			reason, text = reasonInternal, "Internal error"
-		}
-		s.metrics.observeDrip(reason, nil)
-		writeError(w, http.StatusInternalServerError, errorBody{Error: text, Reason: reason})
+		return &dripFailure{status: http.StatusForbidden, reason: reason, message: "Faucet is not available", detail: fe.Message, v3Message: v3Disabled}
 	}
+	text, known := dripErrorText[fe.Reason]
+	if !known {
+		reason, text = reasonInternal, "Internal error"
+	}
+	s.metrics.observeDrip(reason, nil)
+	f := &dripFailure{status: http.StatusInternalServerError, reason: reason, message: text, v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable}
+	switch fe.Reason {
+	case faucet.ReasonExhausted:
+		f.v3Message = v3OutOfFunds
+	case faucet.ReasonRejected:
+		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
+	}
+	if !known {
+		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
+	}
+	return f
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -39,6 +40,11 @@ type options struct {
 	statusTTL time.Duration
 	now       func() time.Time // the server's clock; nil is time.Now
 	faucetCfg func(*faucet.Config)
+	// guard, when set, builds the abuse checks (Accounts defaults to the
+	// node client, the PoW secret to the faucet's derived one).
+	guard    *guard.Config
+	lowDrips int
+	devnode  devnode.Config // Genesis and Seed are filled in
 }
 
 // harness is a devnode served over HTTP, the real node client and engine on
@@ -56,6 +62,7 @@ type harness struct {
 	logs    *syncBuffer
 	log     *slog.Logger
 	h       http.Handler
+	guard   *guard.Chain
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -72,7 +79,9 @@ func newHarness(t *testing.T, o options) *harness {
 			genesis[k.TestnetAddress()] = testFunding
 		}
 	}
-	dn := devnode.New(devnode.Config{Genesis: genesis, Seed: 1})
+	dcfg := o.devnode
+	dcfg.Genesis, dcfg.Seed = genesis, 1
+	dn := devnode.New(dcfg)
 	nodeSrv := httptest.NewServer(dn.Handler())
 	t.Cleanup(nodeSrv.Close)
 
@@ -100,8 +109,28 @@ func newHarness(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 
+	var checks *guard.Chain
+	if o.guard != nil {
+		gcfg := *o.guard
+		if gcfg.Accounts == nil {
+			gcfg.Accounts = client
+		}
+		if gcfg.PoW.Secret == nil {
+			gcfg.PoW.Secret = f.DeriveSecret("proof-of-work challenges")
+		}
+		if gcfg.Logger == nil {
+			gcfg.Logger = logger
+		}
+		checks, err = guard.New(gcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	counting := &countingNode{next: client}
 	h := New(Config{
+		Txs:              client,
+		Guard:            checks,
+		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		Node:             counting,
 		Version:          "v0.1.0",
@@ -112,7 +141,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Logger:           logger,
 		Now:              o.now,
 	})
-	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h}
+	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h, guard: checks}
 }
 
 // do serves one request in process. RemoteAddr is a fixed documentation
@@ -131,6 +160,14 @@ func (h *harness) do(method, target string, body io.Reader, hdr map[string]strin
 	w := httptest.NewRecorder()
 	h.h.ServeHTTP(w, r)
 	return w
+}
+
+// dripV3 posts a JSON body to the v3 endpoint.
+func (h *harness) dripV3(body string, hdr map[string]string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	all := map[string]string{"Content-Type": "application/json"}
+	maps.Copy(all, hdr)
+	return h.do(http.MethodPost, "/extended/v3/faucets/stx", strings.NewReader(body), all)
 }
 
 func (h *harness) drip(query string) *httptest.ResponseRecorder {
@@ -253,4 +290,43 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// readerOrNil turns a nil *strings.Reader into a nil io.Reader (an
+// interface holding a nil pointer is not nil).
+func readerOrNil(r *strings.Reader) io.Reader {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// counterValue reads one sample of a counter (or gauge) from reg; labels
+// must match exactly. A missing series fails the test.
+func counterValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			if !maps.Equal(got, labels) {
+				continue
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no sample %s%v", name, labels)
+	return 0
 }

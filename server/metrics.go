@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // Metrics holds the faucet's Prometheus metrics. One Metrics may back several
@@ -25,6 +26,9 @@ type Metrics struct {
 	nodeCalls *prometheus.HistogramVec
 	httpReqs  *prometheus.HistogramVec
 	keys      *keyCollector
+	// rejections counts drips refused by an abuse check, by check.
+	rejections *prometheus.CounterVec
+	guard      *guardCollector
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -35,6 +39,9 @@ const (
 
 	reasonInvalidRequest = "invalid_request" // any 400
 	reasonInternal       = "internal"        // an error the engine did not classify
+	// reasonRejectedByCheck: an abuse check refused the drip; which one is
+	// in faucet_check_rejections_total.
+	reasonRejectedByCheck = "check_rejected"
 )
 
 // NewMetrics registers the faucet's metrics, plus the Go runtime and process
@@ -66,6 +73,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "method", "code"}),
 		keys: newKeyCollector(),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_check_rejections_total",
+			Help: "Drip requests refused by an abuse check (ip_deny, api_token, proof_of_work, balance_cap).",
+		}, []string{"check"}),
+		guard: &guardCollector{
+			difficulty: prometheus.NewDesc("faucet_pow_difficulty", "Proof-of-work difficulty (leading zero bits) of challenges issued now; 0 when none is required.", nil, nil),
+			tokens:     prometheus.NewDesc("faucet_api_tokens", "API tokens loaded.", nil, nil),
+		},
+	}
+	for _, c := range guard.CheckNames {
+		m.rejections.WithLabelValues(c)
 	}
 	// Start the known series at zero so rate() and alerts work before the
 	// first occurrence.
@@ -74,13 +92,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
 		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), string(faucet.ReasonRateLimited),
 		string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
+		reasonRejectedByCheck,
 	} {
 		m.drips.WithLabelValues(outcomeError, r)
 	}
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
 
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.nodeCalls, m.httpReqs, m.keys} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.
@@ -122,6 +141,18 @@ func (m *Metrics) ObserveNodeCall(call string, d time.Duration, err error) {
 		result = "error"
 	}
 	m.nodeCalls.WithLabelValues(call, result).Observe(d.Seconds())
+}
+
+// RegisterGuard makes the proof-of-work gauges report c (nil clears it).
+func (m *Metrics) RegisterGuard(c *guard.Chain) {
+	m.guard.mu.Lock()
+	m.guard.c = c
+	m.guard.mu.Unlock()
+}
+
+func (m *Metrics) observeRejection(check string) {
+	m.rejections.WithLabelValues(check).Inc()
+	m.drips.WithLabelValues(outcomeError, reasonRejectedByCheck).Inc()
 }
 
 func (m *Metrics) observeDrip(reason string, res *faucet.Result) {
@@ -193,6 +224,33 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.dry, prometheus.GaugeValue, b2f(k.Dry), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, b2f(k.Owned), k.Address)
 	}
+}
+
+// guardCollector reads the abuse checks' state at scrape time.
+type guardCollector struct {
+	mu                 sync.RWMutex
+	c                  *guard.Chain
+	difficulty, tokens *prometheus.Desc
+}
+
+func (g *guardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.difficulty
+	ch <- g.tokens
+}
+
+func (g *guardCollector) Collect(ch chan<- prometheus.Metric) {
+	g.mu.RLock()
+	c := g.c
+	g.mu.RUnlock()
+	var difficulty, tokens float64
+	if c != nil {
+		if c.Required() {
+			difficulty = float64(c.Difficulty())
+		}
+		tokens = float64(c.TokenCount())
+	}
+	ch <- prometheus.MustNewConstMetric(g.difficulty, prometheus.GaugeValue, difficulty)
+	ch <- prometheus.MustNewConstMetric(g.tokens, prometheus.GaugeValue, tokens)
 }
 
 func b2f(b bool) float64 {

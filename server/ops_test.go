@@ -166,13 +166,13 @@ func TestMetricsSharedAcrossHandlers(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	h := newHarness(t, options{})
-	for _, p := range []string{"/", "/nope", "/extended/v1/faucets/btc", "/extended/v1/status/", "/extended/v2/status"} {
+	for _, p := range []string{"/nope", "/extended/v1/faucets/btc", "/extended/v1/status/", "/extended/v2/status", "/assets/nope.js", "/faucet/v1/nope"} {
 		w := h.do(http.MethodGet, p, nil, nil)
 		if w.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", p, w.Code)
 			continue
 		}
-		if got := w.Body.String(); got != `{"success":false,"error":"not found"}` {
+		if got := strings.TrimSpace(w.Body.String()); got != `{"success":false,"error":"not found"}` {
 			t.Errorf("GET %s body = %s", p, got)
 		}
 		if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -282,5 +282,26 @@ func TestPanicRecovery(t *testing.T) {
 	handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "secret") {
 		t.Errorf("panic answer: %d %s", w.Code, w.Body)
+	}
+}
+
+// The page is served at / with its assets, same-origin only by CSP.
+func TestPageServed(t *testing.T) {
+	h := newHarness(t, options{})
+	w := h.do(http.MethodGet, "/", nil, nil)
+	if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	if !strings.Contains(w.Body.String(), "assets/app.js") {
+		t.Error("the page does not load its script")
+	}
+	if w := h.do(http.MethodGet, "/assets/app.js", nil, nil); w.Code != http.StatusOK || !strings.Contains(w.Header().Get("Content-Type"), "javascript") {
+		t.Errorf("GET /assets/app.js: %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+	if w := h.do(http.MethodPost, "/", nil, nil); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /: %d", w.Code)
 	}
 }

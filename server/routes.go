@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
 // Route labels of requests no route matched.
@@ -16,17 +18,25 @@ const routeUnmatched = "unmatched"
 // JSON 405 with Allow; the ServeMux's own 404 and 405 answers are plain text,
 // so they are never reached.
 func (s *server) addRoutes(mux *http.ServeMux) {
+	page := web.Handler()
 	routes := []struct {
 		method, path string
 		h            http.Handler
 	}{
 		// Hiro-compatible API.
 		{http.MethodPost, "/extended/v1/faucets/stx", http.HandlerFunc(s.handleDrip)},
+		{http.MethodPost, "/extended/v3/faucets/stx", http.HandlerFunc(s.handleDripV3)},
 		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
 		// The incumbent moved status to /extended and redirects the old path;
 		// we serve the same body on all three.
 		{http.MethodGet, "/extended", http.HandlerFunc(s.handleStatus)},
 		{http.MethodGet, "/extended/{$}", http.HandlerFunc(s.handleStatus)},
+		// The web page and the endpoints it reads (ours, under /faucet/v1/).
+		{http.MethodGet, "/{$}", page},
+		{http.MethodGet, "/assets/{file}", page},
+		{http.MethodGet, pathInfo, http.HandlerFunc(s.handleInfo)},
+		{http.MethodPost, pathChallenge, http.HandlerFunc(s.handleChallenge)},
+		{http.MethodGet, pathDrip, http.HandlerFunc(s.handleDripStatus)},
 		// Operations.
 		{http.MethodGet, "/healthz", http.HandlerFunc(handleHealthz)},
 		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
@@ -23,6 +24,13 @@ type StatusNode interface {
 	PoX(ctx context.Context) (*node.PoXInfo, error)
 }
 
+// TxNode is the node RPC the drip status endpoint reads; *node.Client
+// implements it.
+type TxNode interface {
+	Transaction(ctx context.Context, txid string) (*node.MinedTx, error)
+	MempoolTx(ctx context.Context, txid string) (bool, error)
+}
+
 // Defaults for Config fields left zero.
 const (
 	DefaultStatusCacheTTL = time.Second
@@ -30,6 +38,10 @@ const (
 	// SIGTERM can finish before the server stops.
 	DefaultDripTimeout = 25 * time.Second
 	DefaultCORSOrigin  = "*"
+	// DefaultExplorerTxURL is the page's explorer link; {txid} is the 0x txid.
+	DefaultExplorerTxURL = "https://explorer.hiro.so/txid/{txid}?chain=testnet"
+	// DefaultLowDrips: below this many default drips left the faucet reports "low".
+	DefaultLowDrips = 100
 )
 
 // Config holds the handler's dependencies and settings.
@@ -38,6 +50,17 @@ type Config struct {
 	Faucet *faucet.Faucet
 	// Node serves the status endpoint. Required.
 	Node StatusNode
+	// Txs answers the drip status endpoint's questions about transactions;
+	// nil answers from the faucet's own records only.
+	Txs TxNode
+	// Guard runs the abuse checks before every drip; nil checks nothing.
+	Guard *guard.Chain
+
+	// ExplorerTxURL is the explorer link the page shows for a drip.
+	ExplorerTxURL string
+	// LowDrips is the number of default drips left below which the faucet
+	// reports its state as "low".
+	LowDrips int
 
 	// Version and Commit appear in the status endpoint's server_version.
 	Version string
@@ -107,10 +130,19 @@ func New(cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ExplorerTxURL == "" {
+		cfg.ExplorerTxURL = DefaultExplorerTxURL
+	}
+	if cfg.LowDrips <= 0 {
+		cfg.LowDrips = DefaultLowDrips
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	cfg.Metrics.RegisterFaucet(cfg.Faucet)
+	if cfg.Guard != nil {
+		cfg.Metrics.RegisterGuard(cfg.Guard)
+	}
 
 	s := &server{
 		cfg:     cfg,

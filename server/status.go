@@ -50,6 +50,11 @@ type chainTip struct {
 type statusSnapshot struct {
 	body []byte
 	etag string
+	// status, tip and chainID are the parsed parts other endpoints reuse;
+	// chainID is 0 when the node did not answer.
+	status  string
+	tip     *chainTip
+	chainID uint32
 }
 
 // statusCache renders the status from at most one node read per ttl; callers
@@ -115,10 +120,14 @@ func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 	if err != nil {
 		panic(err) // fixed types; cannot fail
 	}
+	var chainID uint32
+	if infoErr == nil {
+		chainID = info.NetworkID
+	}
 	// A strong ETag over the whole body: any change (tip, burn height,
 	// status, version) changes it, so a 304 is never stale.
 	sum := sha256.Sum256(b)
-	return &statusSnapshot{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+	return &statusSnapshot{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, status: body.Status, tip: body.ChainTip, chainID: chainID}
 }
 
 func (c *statusCache) chainTip(info *node.Info) *chainTip {

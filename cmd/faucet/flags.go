@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -100,4 +101,43 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+}
+
+// prefixList is a flag of comma-separated IPs and CIDRs; a bare IP is its
+// own /32 or /128. Repeating the flag adds to the list.
+type prefixList []netip.Prefix
+
+func (p *prefixList) String() string {
+	if p == nil {
+		return ""
+	}
+	s := make([]string, len(*p))
+	for i, x := range *p {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *prefixList) Set(v string) error {
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if strings.Contains(item, "/") {
+			pfx, err := netip.ParsePrefix(item)
+			if err != nil {
+				return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or 2001:db8::/32)", item)
+			}
+			*p = append(*p, pfx.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(item)
+		if err != nil {
+			return fmt.Errorf("%q is not an IP address or CIDR", item)
+		}
+		ip = ip.Unmap()
+		*p = append(*p, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	return nil
 }

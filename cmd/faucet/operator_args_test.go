@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,7 +30,9 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
+	"github.com/stxfaucet/faucet-operator/server"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
@@ -147,6 +150,14 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The guard applies its defaults to a zero Config and exports none of
+	// them: read them off a chain built with nothing set.
+	now := time.Unix(1_700_000_000, 0)
+	chain, err := guard.New(guard.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineTTL := chain.Challenge().ExpiresAt.Sub(now)
 
 	// Every CRD default, with its counterparts. A new default must be added
 	// here, so nobody adds one without checking it against the server.
@@ -169,6 +180,25 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"rateLimits.perIP": func(raw string) {
 			same("rateLimits.perIP", limit(raw), faucet.DefaultLimits().PerIP, o.limits.PerIP)
 		},
+		"abuse.proofOfWork.difficulty": func(raw string) {
+			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.abuse.powDifficulty))
+			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(defaultPowDifficulty), uint64(o.abuse.powDifficulty))
+		},
+		// The guard's own default (24, or difficulty if higher) applies
+		// only to a zero value, which the flag never passes.
+		"abuse.proofOfWork.maxDifficulty": func(raw string) {
+			same("abuse.proofOfWork.maxDifficulty", num(raw), uint64(defaultPowMaxDifficulty), uint64(o.abuse.powMaxDifficulty))
+		},
+		"abuse.proofOfWork.ttl": func(raw string) {
+			same("abuse.proofOfWork.ttl", dur(raw), engineTTL, o.abuse.powTTL)
+			same("abuse.proofOfWork.ttl constant", dur(raw), defaultPowTTL, o.abuse.powTTL)
+		},
+		"page.explorerTxURL": func(raw string) {
+			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
+		},
+		"page.lowDrips": func(raw string) {
+			same("page.lowDrips", num(raw), uint64(server.DefaultLowDrips), uint64(o.lowDrips))
+		},
 		// The Service port defaults to the port the server listens on, so
 		// clients find the faucet where the Stacks Blockchain API would be.
 		"service.port": func(raw string) {
@@ -183,6 +213,9 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		},
 		"store.postgres.uriSecretRef.key": func(raw string) {
 			same("store.postgres.uriSecretRef.key", str(raw), faucetv1alpha1.DefaultStoreURIKey, str(raw))
+		},
+		"abuse.apiTokens.secretRef.key": func(raw string) {
+			same("abuse.apiTokens.secretRef.key", str(raw), faucetv1alpha1.DefaultAPITokensSecretKey, str(raw))
 		},
 		"store.embedded.size": func(raw string) {
 			q := resource.MustParse(str(raw))
@@ -258,6 +291,24 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			Service:           &faucetv1alpha1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Port: ptr.To(int32(80))},
 			PodAnnotations:    map[string]string{"a": "b"},
 			PriorityClassName: "low",
+			Abuse: &faucetv1alpha1.AbuseSpec{
+				ProofOfWork: &faucetv1alpha1.ProofOfWork{
+					Difficulty:    ptr.To(int32(18)),
+					RaiseAbove:    &faucetv1alpha1.RateLimit{Requests: 120, Window: metav1.Duration{Duration: time.Minute}},
+					MaxDifficulty: ptr.To(int32(26)),
+					TTL:           &metav1.Duration{Duration: 2 * time.Minute},
+				},
+				APITokens: &faucetv1alpha1.APITokens{SecretRef: faucetv1alpha1.APITokensSecretReference{
+					Name: "faucet-api-tokens", Key: "tokens.txt",
+				}},
+				IPAllow:        []string{"10.0.0.0/8", "2001:db8::/32", "203.0.113.7"},
+				IPDeny:         []string{"198.51.100.0/24", "2001:db8:bad::1"},
+				BalanceCapUSTX: ptr.To(int64(5_000_000_000)),
+			},
+			Page: &faucetv1alpha1.PageSpec{
+				ExplorerTxURL: ptr.To("https://explorer.example.com/tx/{txid}?network=testnet"),
+				LowDrips:      ptr.To(int32(250)),
+			},
 		}
 		return fs
 	}
@@ -323,6 +374,10 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			if err := parseWithEnv(fset, c.Args[1:]); err != nil {
 				t.Fatalf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			// What the CRD accepts, serve's own checks accept too.
+			if err := got.validatePage(); err != nil {
+				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
+			}
 			want := defaults
 			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
 			want.log.format = "json"
@@ -331,6 +386,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 
 			// The files the flags name are where the volumes put them.
 			checkOnVolume(t, pod, got.keyFile, true)
+			if got.abuse.tokensFile != "" {
+				checkOnVolume(t, pod, got.abuse.tokensFile, true)
+			}
 			if !strings.Contains(got.store, "://") {
 				checkOnVolume(t, pod, got.store, false)
 			}
@@ -367,6 +425,20 @@ func fullOptions(store string) func(o *serveOptions) {
 		o.trustedHops = 2
 		o.suspend = true
 		o.store = store
+		o.abuse = abuseOptions{
+			powDifficulty:    18,
+			powRaiseAbove:    faucet.Limit{Requests: 120, Window: time.Minute},
+			powMaxDifficulty: 26,
+			powTTL:           2 * time.Minute,
+			tokensFile:       "/etc/faucet/api-tokens/tokens.txt",
+			ipAllow: prefixList{
+				netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("203.0.113.7/32"),
+			},
+			ipDeny:     prefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
+			balanceCap: 5_000_000_000,
+		}
+		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
+		o.lowDrips = 250
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -51,7 +52,22 @@ type serveOptions struct {
 	statusCacheTTL  time.Duration
 	store           string
 	historyRetain   time.Duration
+	abuse           abuseOptions
+	explorerTxURL   string
+	lowDrips        int
 	log             logFlags
+}
+
+// abuseOptions are the checks that keep scripts from draining a public
+// faucet (package guard).
+type abuseOptions struct {
+	powDifficulty    int
+	powRaiseAbove    faucet.Limit
+	powMaxDifficulty int
+	powTTL           time.Duration
+	tokensFile       string
+	ipAllow, ipDeny  prefixList
+	balanceCap       uint64
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
@@ -83,6 +99,16 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", time.Second, "how long node reads for the status endpoint are cached")
 	fs.StringVar(&o.store, "store", "", "where the faucet keeps nonces, limits and history: an SQLite file PATH, a postgres:// URI (shared by replicas), or memory (lost at exit); default "+defaultStorePath+", or memory with --devnet")
 	fs.DurationVar(&o.historyRetain, "history-retention", defaultHistoryRetention, "how long the drip history is kept")
+	fs.IntVar(&o.abuse.powDifficulty, "pow-difficulty", defaultPowDifficulty, "proof of work asked of anonymous drips, in leading zero bits of SHA-256 (0 = off; 18 costs a browser about a second); API tokens and --ip-allow skip it")
+	fs.Var(limitValue{&o.abuse.powRaiseAbove}, "pow-raise-above", "raise the proof of work while more than N anonymous drips pass per window, N/window (0 = never)")
+	fs.IntVar(&o.abuse.powMaxDifficulty, "pow-max-difficulty", defaultPowMaxDifficulty, "ceiling of the raised proof of work, in bits")
+	fs.DurationVar(&o.abuse.powTTL, "pow-ttl", defaultPowTTL, "how long a proof-of-work challenge stays valid")
+	fs.StringVar(&o.abuse.tokensFile, "api-tokens-file", "", "file of API tokens for CI and teams, one per line: NAME TOKEN|sha256:HEX QUOTA [PER_ADDRESS]; re-read when it changes")
+	fs.Var(&o.abuse.ipAllow, "ip-allow", "comma-separated IPs/CIDRs that skip the proof of work and the per-IP limit")
+	fs.Var(&o.abuse.ipDeny, "ip-deny", "comma-separated IPs/CIDRs whose drips are refused")
+	fs.Uint64Var(&o.abuse.balanceCap, "balance-cap", 0, "refuse drips to an address already holding at least this many µSTX (0 = off)")
+	fs.StringVar(&o.explorerTxURL, "explorer-tx-url", defaultExplorerTxURL, "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
+	fs.IntVar(&o.lowDrips, "low-drips", defaultLowDrips, "report the faucet as low on funds when fewer default drips than this are left")
 	o.log.register(fs)
 }
 
@@ -112,6 +138,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.amount == 0 {
 		return errors.New("--amount must be positive")
+	}
+	if err := o.validatePage(); err != nil {
+		return err
 	}
 
 	var keys []*stacks.PrivateKey
@@ -165,17 +194,37 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	checks, err := guard.New(guard.Config{
+		Allow: o.abuse.ipAllow, Deny: o.abuse.ipDeny,
+		TokensFile: o.abuse.tokensFile,
+		PoW: guard.PoWConfig{
+			Difficulty: o.abuse.powDifficulty, TTL: o.abuse.powTTL,
+			RaiseAbove: o.abuse.powRaiseAbove, MaxDifficulty: o.abuse.powMaxDifficulty,
+			// Replicas share the keys, so they derive the same secret and
+			// accept each other's challenges.
+			Secret: f.DeriveSecret("proof-of-work challenges"),
+		},
+		BalanceCap: o.abuse.balanceCap, Accounts: client,
+		Spent:  state.spent,
+		Logger: logger.With("component", "guard"),
+	})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}
-	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "node", client.URL(), "store", state.kind, "addresses", f.Addresses())
+	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "page", pageURL(ln.Addr()),
+		"node", client.URL(), "store", state.kind, "addresses", f.Addresses(),
+		"pow_difficulty", checks.Difficulty(), "api_tokens", checks.TokenCount())
 	if o.devnet {
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
 	}
 
 	h := server.New(server.Config{
-		Faucet: f, Node: client, Version: version, Commit: commit,
+		Faucet: f, Node: client, Txs: client, Guard: checks, Version: version, Commit: commit,
+		ExplorerTxURL: o.explorerTxURL, LowDrips: o.lowDrips,
 		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
 	})
 	// The engine outlives the HTTP server's graceful shutdown: drips still
@@ -190,6 +239,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			return server.Serve(ctx, ln, h, logger)
 		}},
 		task{"store maintenance", state.background},
+		task{"api tokens reload", func(ctx context.Context) error { checks.Run(ctx); return nil }},
 	)
 }
 
@@ -221,6 +271,18 @@ func supervise(ctx context.Context, logger *slog.Logger, tasks ...task) error {
 	}
 	return g.Wait()
 }
+
+// Web page and abuse-control defaults. The proof of work is off by default:
+// v1 and v3 API clients written for the incumbent send no solution, and a
+// proof that only the page pays stops no bot (bots call the API). Public
+// faucets turn it on for everyone and give CI an API token (README).
+const (
+	defaultPowDifficulty    = 0
+	defaultPowMaxDifficulty = 24
+	defaultPowTTL           = 5 * time.Minute
+	defaultExplorerTxURL    = "https://explorer.hiro.so/txid/{txid}?chain=testnet"
+	defaultLowDrips         = 100
+)
 
 // Store defaults: a file in the working directory keeps state across
 // restarts; the throwaway devnet needs none.
@@ -298,22 +360,46 @@ func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *sl
 	return "http://" + ln.Addr().String(), nil
 }
 
-func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
+// browseHost is the host:port a person on this machine opens for addr.
+func browseHost(listen net.Addr) string {
 	host := listen.String()
 	if tcp, ok := listen.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		host = fmt.Sprintf("localhost:%d", tcp.Port)
 	}
+	return host
+}
+
+// pageURL is the web page's address for the log.
+func pageURL(listen net.Addr) string { return "http://" + browseHost(listen) + "/" }
+
+func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
+	host := browseHost(listen)
 	example, _ := stacks.GeneratePrivateKey()
 	fmt.Fprintf(w, `
 faucet-operator devnet
+  web page:         http://%s/   <- open this in a browser
   faucet addresses: %s
   node RPC:         %s
   faucet API:       http://%s
 
 Try it:
   curl -sX POST 'http://%s/extended/v1/faucets/stx?address=%s'
+  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/stx'
   curl -s 'http://%s/extended/v1/status'
   curl -s '%s/v2/accounts/%s?proof=0'
 
-`, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), host, nodeURL, example.TestnetAddress())
+`, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
+}
+
+// validatePage checks the web page and abuse-control settings that
+// package guard does not see.
+func (o *serveOptions) validatePage() error {
+	u := o.explorerTxURL
+	if !strings.Contains(u, "{txid}") || !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
+		return fmt.Errorf("--explorer-tx-url %q: want an http(s) URL containing {txid}", u)
+	}
+	if o.lowDrips < 1 {
+		return fmt.Errorf("--low-drips must be at least 1, got %d", o.lowDrips)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/store"
 )
 
@@ -18,6 +19,9 @@ type engineState struct {
 	limiter faucet.Limiter
 	history faucet.History
 	owner   faucet.KeyOwner // nil: this process owns every key
+	// spent remembers used proof-of-work challenges (shared by replicas on
+	// Postgres).
+	spent guard.SpentChallenges
 	// background runs until ctx ends (history and slot pruning).
 	background func(ctx context.Context) error
 	close      func() error
@@ -43,6 +47,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 	if dsn == storeMemory {
 		return &engineState{
 			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: faucet.NewMemoryLimiter(),
+			spent:      guard.NewMemorySpent(),
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
 		}, nil
@@ -52,7 +57,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	es := &engineState{
-		kind: st.Kind(), ledger: st, limiter: st, history: st,
+		kind: st.Kind(), ledger: st, limiter: st, history: st, spent: st,
 		background: func(ctx context.Context) error {
 			st.RunPruner(ctx, o.historyRetain, pruneInterval, time.Now)
 			return nil

@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Our own endpoints live under /faucet/v1/, a prefix the incumbent API
+// (/extended/…, /v2/… proxied to the node, /rosetta/…) does not use.
+const (
+	pathInfo      = "/faucet/v1/info"
+	pathChallenge = "/faucet/v1/challenge"
+	pathDrip      = "/faucet/v1/drips/{txid}"
+)
+
+// Faucet states the discovery endpoint reports.
+const (
+	stateReady           = "ready"
+	stateLow             = "low"
+	stateEmpty           = "empty"
+	stateNodeUnreachable = "node_unreachable"
+	stateSuspended       = "suspended"
+)
+
+// infoBody is the discovery document the web page (and any client) reads
+// to learn amounts, limits, the chain and whether a proof of work is needed.
+// µSTX amounts are decimal strings: JavaScript numbers lose precision above
+// 2^53.
+type infoBody struct {
+	Network        string       `json:"network"`
+	ChainID        *uint32      `json:"chain_id"`
+	State          string       `json:"state"`
+	StateMessage   string       `json:"state_message"`
+	ChainTip       *infoTip     `json:"chain_tip"`
+	Amounts        infoAmounts  `json:"amounts"`
+	Limits         infoLimits   `json:"limits"`
+	Challenge      infoPoW      `json:"challenge"`
+	ExplorerTxURL  string       `json:"explorer_tx_url"`
+	BalanceCapUSTX *string      `json:"balance_cap_ustx"`
+	Funding        *infoFunding `json:"funding"`
+	ServerVersion  string       `json:"server_version"`
+}
+
+type infoTip struct {
+	Height          uint64 `json:"height"`
+	BurnBlockHeight uint64 `json:"burn_block_height"`
+}
+
+type infoAmounts struct {
+	DefaultUSTX  string  `json:"default_ustx"`
+	StackingUSTX *string `json:"stacking_ustx"`
+}
+
+type infoLimit struct {
+	Requests      int   `json:"requests"`
+	WindowSeconds int64 `json:"window_seconds"`
+}
+
+type infoLimits struct {
+	Address  *infoLimit `json:"address"`
+	Stacking *infoLimit `json:"stacking"`
+	IP       *infoLimit `json:"ip"`
+}
+
+type infoPoW struct {
+	Required   bool   `json:"required"`
+	Difficulty int    `json:"difficulty"`
+	Endpoint   string `json:"endpoint"`
+}
+
+type infoFunding struct {
+	DripsLeft string `json:"drips_left"`
+}
+
+// handleInfo serves GET /faucet/v1/info.
+func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	snap, err := s.status.get(r.Context())
+	if err != nil {
+		return // the client went away
+	}
+	f := s.cfg.Faucet
+	body := infoBody{
+		Network:       "testnet",
+		ExplorerTxURL: s.cfg.ExplorerTxURL,
+		ServerVersion: s.status.serverVersion,
+		Amounts:       infoAmounts{DefaultUSTX: strconv.FormatUint(f.DefaultAmount(), 10)},
+		Challenge:     infoPoW{Endpoint: pathChallenge},
+	}
+	if id := snap.chainID; id != 0 {
+		body.ChainID = &id
+	} else if id, ok := f.ChainID(); ok {
+		body.ChainID = &id
+	}
+	if snap.tip != nil {
+		body.ChainTip = &infoTip{Height: snap.tip.BlockHeight, BurnBlockHeight: snap.tip.BurnBlockHeight}
+	}
+	lim := f.Limits()
+	body.Limits = infoLimits{Address: limitInfo(lim.PerAddress), Stacking: limitInfo(lim.StackingPerAddress), IP: limitInfo(lim.PerIP)}
+	if g := s.cfg.Guard; g != nil {
+		body.Challenge.Required = g.Required()
+		if body.Challenge.Required {
+			body.Challenge.Difficulty = g.Difficulty()
+		}
+		if c := g.BalanceCap(); c > 0 {
+			v := strconv.FormatUint(c, 10)
+			body.BalanceCapUSTX = &v
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if snap.status != statusNodeUnreachable {
+		if amt, err := f.StackingAmount(ctx); err == nil {
+			v := strconv.FormatUint(amt, 10)
+			body.Amounts.StackingUSTX = &v
+		}
+	}
+	body.State, body.StateMessage = s.faucetState(ctx, snap)
+	if fund := f.Funding(); fund.Keys > 0 {
+		body.Funding = &infoFunding{DripsLeft: strconv.FormatUint(fund.DripsLeft, 10)}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func limitInfo(l faucet.Limit) *infoLimit {
+	if l.Requests <= 0 {
+		return nil
+	}
+	return &infoLimit{Requests: l.Requests, WindowSeconds: int64(l.Window / time.Second)}
+}
+
+// faucetState summarises whether a drip would work now, for people: the
+// node, the suspension switch and the funds left.
+func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (string, string) {
+	f := s.cfg.Faucet
+	switch {
+	case f.Disabled():
+		return stateSuspended, "The faucet is suspended by its operator."
+	case snap.status == statusNodeUnreachable:
+		return stateNodeUnreachable, "The Stacks node is unreachable; drips will fail until it is back."
+	}
+	fund := f.Funding()
+	if fund.Keys == 0 {
+		// Before the first block poll the balances are unknown: read them.
+		_ = f.Ready(ctx)
+		fund = f.Funding()
+	}
+	switch {
+	case fund.Keys == 0:
+		return stateReady, "The faucet is starting."
+	case fund.DripsLeft == 0:
+		return stateEmpty, "The faucet is out of funds; its operator has been asked to refill it."
+	case fund.DripsLeft < uint64(s.cfg.LowDrips):
+		return stateLow, "The faucet is running low on funds (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
+	}
+	return stateReady, "The faucet is ready."
+}
+
+// challengeBody is a proof-of-work challenge for the client to solve.
+type challengeBody struct {
+	Challenge  string `json:"challenge"`
+	Difficulty int    `json:"difficulty"`
+	Algorithm  string `json:"algorithm"`
+	ExpiresAt  string `json:"expires_at"`
+}
+
+// handleChallenge serves POST /faucet/v1/challenge: a fresh signed
+// challenge at the current difficulty. POST, because every answer differs
+// and must never be cached.
+func (s *server) handleChallenge(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if s.cfg.Guard == nil {
+		writeError(w, http.StatusNotFound, errorBody{Error: "this faucet asks for no proof of work", Reason: "challenge_disabled"})
+		return
+	}
+	c := s.cfg.Guard.Challenge()
+	writeJSON(w, http.StatusOK, challengeBody{
+		Challenge: c.Token, Difficulty: c.Difficulty, Algorithm: c.Algorithm,
+		ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339),
+	})
+}
+
+// Drip states of the drip status endpoint.
+const (
+	dripPending   = "pending"
+	dripConfirmed = "confirmed"
+	dripFailed    = "failed"
+	dripUnknown   = "unknown"
+)
+
+// dripStatusBody answers GET /faucet/v1/drips/{txid}. Fields the faucet
+// does not know are null.
+type dripStatusBody struct {
+	TxID        string  `json:"tx_id"`
+	State       string  `json:"state"`
+	BlockHeight *uint64 `json:"block_height"`
+	Recipient   *string `json:"recipient"`
+	AmountUSTX  *string `json:"amount_ustx"`
+	Stacking    *bool   `json:"stacking"`
+	SentAt      *string `json:"sent_at"`
+	// ReplacedBy is the txid now carrying the same transfer after the
+	// faucet raised its fee.
+	ReplacedBy string `json:"replaced_by,omitempty"`
+	Message    string `json:"message"`
+}
+
+// dripStatusTimeout bounds the node reads of one drip status request.
+const dripStatusTimeout = 5 * time.Second
+
+// handleDripStatus serves GET /faucet/v1/drips/{txid} from the faucet's own
+// records and the node. Only transactions this faucet sent are looked up at
+// the node, so the endpoint is no open proxy to it.
+func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	id, err := stacks.ParseTxID(r.PathValue("txid"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid txid: " + err.Error(), Reason: "invalid_txid"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), dripStatusTimeout)
+	defer cancel()
+	f := s.cfg.Faucet
+	out := dripStatusBody{TxID: id.Hex0x()}
+
+	rec, found, err := f.LookupDrip(ctx, id.String())
+	if err != nil {
+		s.log.Warn("drip status: history lookup failed", "err", err)
+	}
+	inflight, isPending := f.PendingByTxID(id.String())
+	switch {
+	case found:
+		out.Recipient, out.Stacking = &rec.Recipient, &rec.Stacking
+		amt := strconv.FormatUint(rec.Amount, 10)
+		at := rec.At.UTC().Format(time.RFC3339)
+		out.AmountUSTX, out.SentAt = &amt, &at
+	case isPending:
+		rcpt, amt, at := inflight.Recipient.String(), strconv.FormatUint(inflight.Amount, 10), inflight.SentAt.UTC().Format(time.RFC3339)
+		out.Recipient, out.AmountUSTX, out.SentAt = &rcpt, &amt, &at
+	default:
+		out.State, out.Message = dripUnknown, "This faucet has no record of that transaction."
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out.State, out.Message = s.txState(ctx, id, rec, found, isPending, &out)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// txState asks the node where a faucet transaction is.
+func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRecord, found, isPending bool, out *dripStatusBody) (string, string) {
+	pendingMsg := "Pending: waiting for the next block."
+	if s.cfg.Txs == nil {
+		if isPending {
+			return dripPending, pendingMsg
+		}
+		return dripPending, "Sent; this faucet cannot look up confirmations."
+	}
+	mined, err := s.cfg.Txs.Transaction(ctx, id.Hex0x())
+	indexed := !errors.Is(err, node.ErrTxIndexDisabled)
+	switch {
+	case err == nil:
+		out.BlockHeight = mined.BlockHeight
+		if !mined.IsOK() {
+			return dripFailed, "The transaction was mined but failed: " + shorten(mined.Result)
+		}
+		if mined.BlockHeight != nil {
+			return dripConfirmed, "Confirmed in block " + strconv.FormatUint(*mined.BlockHeight, 10) + "."
+		}
+		return dripConfirmed, "Confirmed."
+	case errors.Is(err, node.ErrTxNotFound), errors.Is(err, node.ErrTxIndexDisabled):
+	default:
+		s.log.Warn("drip status: node lookup failed", "err", err)
+		return dripPending, "Sent; the Stacks node is unreachable, so its progress is unknown right now."
+	}
+	past := found && rec.Sender != "" && confirmedPast(s.cfg.Faucet.Keys(), rec.Sender, rec.Nonce)
+	if past && !indexed {
+		// Without a transaction index the node only tells us the sender's
+		// nonce moved past this one: it is in a block. (Checked before the
+		// mempool, which keeps mined transactions for a while.)
+		return dripConfirmed, "Confirmed."
+	}
+	if in, err := s.cfg.Txs.MempoolTx(ctx, id.Hex0x()); err == nil && in {
+		return dripPending, pendingMsg
+	}
+	if isPending {
+		return dripPending, "Pending: the faucet is rebroadcasting it."
+	}
+	if found && rec.Sender != "" {
+		if p, ok := s.cfg.Faucet.PendingAt(rec.Sender, rec.Nonce); ok && p.TxID.String() != id.String() {
+			out.ReplacedBy = p.TxID.Hex0x()
+			return dripPending, "Pending: the faucet raised the fee; the same transfer now travels as " + out.ReplacedBy + "."
+		}
+	}
+	if past {
+		// The nonce moved on but no block holds this txid: a fee-bumped
+		// replacement of the same transfer was mined.
+		return dripConfirmed, "Confirmed (delivered by a replacement transaction with a higher fee)."
+	}
+	return dripPending, pendingMsg
+}
+
+// confirmedPast reports whether the node's confirmed nonce of the faucet
+// key sender (as of the last block sync) is above nonce.
+func confirmedPast(keys []faucet.KeyStatus, sender string, nonce uint64) bool {
+	for _, k := range keys {
+		if k.Address == sender {
+			return k.Synced && k.ConfirmedNonce > nonce
+		}
+	}
+	return false
+}

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+func getInfo(t *testing.T, h *harness) map[string]any {
+	t.Helper()
+	w := h.do(http.MethodGet, "/faucet/v1/info", nil, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("info: status %d: %s", w.Code, w.Body)
+	}
+	return decodeMap(t, w.Body.Bytes())
+}
+
+func TestInfoReady(t *testing.T) {
+	h := newHarness(t, options{limits: faucet.DefaultLimits()})
+	m := getInfo(t, h)
+	assertKeys(t, m, "network", "chain_id", "state", "state_message", "chain_tip", "amounts", "limits",
+		"challenge", "explorer_tx_url", "balance_cap_ustx", "funding", "server_version")
+	if m["network"] != "testnet" || m["state"] != stateReady {
+		t.Errorf("network %v state %v (%v)", m["network"], m["state"], m["state_message"])
+	}
+	if m["chain_id"] != float64(stacks.ChainIDTestnet) {
+		t.Errorf("chain_id = %v", m["chain_id"])
+	}
+	tip := m["chain_tip"].(map[string]any)
+	if tip["height"] != float64(h.dn.Tip().Height) {
+		t.Errorf("tip %v, node at %d", tip, h.dn.Tip().Height)
+	}
+	am := m["amounts"].(map[string]any)
+	if am["default_ustx"] != "500000000" {
+		t.Errorf("default_ustx = %v", am["default_ustx"])
+	}
+	// The devnode's PoX minimum plus 20 %.
+	want := strconv.FormatUint(devnode.DefaultMinAmountUstx*120/100, 10)
+	if am["stacking_ustx"] != want {
+		t.Errorf("stacking_ustx = %v, want %s", am["stacking_ustx"], want)
+	}
+	lim := m["limits"].(map[string]any)
+	if a := lim["address"].(map[string]any); a["requests"] != float64(5) || a["window_seconds"] != float64(300) {
+		t.Errorf("address limit %v", a)
+	}
+	if s := lim["stacking"].(map[string]any); s["requests"] != float64(1) || s["window_seconds"] != float64(172800) {
+		t.Errorf("stacking limit %v", s)
+	}
+	ch := m["challenge"].(map[string]any)
+	if ch["required"] != false || ch["difficulty"] != float64(0) || ch["endpoint"] != "/faucet/v1/challenge" {
+		t.Errorf("challenge %v", ch)
+	}
+	if m["explorer_tx_url"] != DefaultExplorerTxURL || m["balance_cap_ustx"] != nil {
+		t.Errorf("explorer %v cap %v", m["explorer_tx_url"], m["balance_cap_ustx"])
+	}
+	left := m["funding"].(map[string]any)["drips_left"].(string)
+	if n, _ := strconv.ParseUint(left, 10, 64); n < 1000 || n > testFunding/faucet.DefaultAmount {
+		t.Errorf("drips_left = %s", left)
+	}
+	if !strings.Contains(m["server_version"].(string), "v0.1.0") {
+		t.Errorf("server_version %v", m["server_version"])
+	}
+}
+
+func TestInfoStates(t *testing.T) {
+	t.Run("suspended", func(t *testing.T) {
+		h := newHarness(t, options{disabled: true})
+		if s := getInfo(t, h)["state"]; s != stateSuspended {
+			t.Errorf("state %v", s)
+		}
+	})
+	t.Run("node unreachable", func(t *testing.T) {
+		h := newHarness(t, options{})
+		h.dn.SetDown(true)
+		m := getInfo(t, h)
+		if m["state"] != stateNodeUnreachable || m["chain_tip"] != nil {
+			t.Errorf("state %v tip %v", m["state"], m["chain_tip"])
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		h := newHarness(t, options{unfunded: true})
+		if s := getInfo(t, h)["state"]; s != stateEmpty {
+			t.Errorf("state %v", s)
+		}
+	})
+	t.Run("low", func(t *testing.T) {
+		// testFunding pays about 2,000 default drips.
+		h := newHarness(t, options{lowDrips: 5000})
+		m := getInfo(t, h)
+		if m["state"] != stateLow || !strings.Contains(m["state_message"].(string), "drips left") {
+			t.Errorf("state %v: %v", m["state"], m["state_message"])
+		}
+	})
+}
+
+func TestInfoChallengeAndCap(t *testing.T) {
+	h := newHarness(t, options{guard: &guard.Config{PoW: guard.PoWConfig{Difficulty: 12}, BalanceCap: 7_000_000}})
+	m := getInfo(t, h)
+	ch := m["challenge"].(map[string]any)
+	if ch["required"] != true || ch["difficulty"] != float64(12) {
+		t.Errorf("challenge %v", ch)
+	}
+	if m["balance_cap_ustx"] != "7000000" {
+		t.Errorf("balance_cap_ustx %v", m["balance_cap_ustx"])
+	}
+}
+
+func dripStatus(t *testing.T, h *harness, txid string) map[string]any {
+	t.Helper()
+	w := h.do(http.MethodGet, "/faucet/v1/drips/"+txid, nil, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("drip status: %d %s", w.Code, w.Body)
+	}
+	return decodeMap(t, w.Body.Bytes())
+}
+
+// A drip is pending while in the mempool and confirmed, with its block, once
+// mined; the record comes from the faucet's own history.
+func TestDripStatusLifecycle(t *testing.T) {
+	h := newHarness(t, options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.f.Run(ctx) }() // writes the history
+	t.Cleanup(func() { cancel(); <-done })
+
+	to := newRecipient(t)
+	w := h.drip("address=" + to)
+	if w.Code != http.StatusOK {
+		t.Fatalf("drip: %d %s", w.Code, w.Body)
+	}
+	txid := decodeMap(t, w.Body.Bytes())["txId"].(string)
+	m := dripStatus(t, h, txid)
+	if m["state"] != dripPending || m["tx_id"] != txid || m["recipient"] != to || m["amount_ustx"] != "500000000" {
+		t.Fatalf("before mining: %v", m)
+	}
+	blk := h.dn.Mine()
+	m = dripStatus(t, h, strings.TrimPrefix(txid, "0x"))
+	if m["state"] != dripConfirmed || m["block_height"] != float64(blk.Height) {
+		t.Fatalf("after mining block %d: %v", blk.Height, m)
+	}
+	if !strings.Contains(m["message"].(string), strconv.FormatUint(blk.Height, 10)) {
+		t.Errorf("message %q", m["message"])
+	}
+}
+
+// Without a transaction index on the node the faucet still learns a drip
+// was mined: the sender's nonce moved past it.
+func TestDripStatusWithoutTxIndex(t *testing.T) {
+	h := newHarness(t, options{devnode: devnode.Config{NoTxIndex: true}})
+	w := h.drip("address=" + newRecipient(t))
+	txid := decodeMap(t, w.Body.Bytes())["txId"].(string)
+	if m := dripStatus(t, h, txid); m["state"] != dripPending {
+		t.Fatalf("before mining: %v", m)
+	}
+	h.dn.Mine()
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m := dripStatus(t, h, txid); m["state"] != dripConfirmed || m["block_height"] != nil {
+		t.Fatalf("after mining: %v", m)
+	}
+}
+
+func TestDripStatusUnknownAndInvalid(t *testing.T) {
+	h := newHarness(t, options{})
+	m := dripStatus(t, h, "0x"+strings.Repeat("ab", 32))
+	if m["state"] != dripUnknown || m["recipient"] != nil {
+		t.Errorf("unknown txid: %v", m)
+	}
+	for _, bad := range []string{"0x1234", strings.Repeat("zz", 32), "%00"} {
+		w := h.do(http.MethodGet, "/faucet/v1/drips/"+bad, nil, nil)
+		m := assertError(t, w, http.StatusBadRequest, "invalid txid")
+		if m["reason"] != "invalid_txid" {
+			t.Errorf("%q: reason %v", bad, m["reason"])
+		}
+	}
+}
+
+func TestChallengeEndpoint(t *testing.T) {
+	h := newHarness(t, options{guard: &guard.Config{PoW: guard.PoWConfig{Difficulty: 8, TTL: time.Minute}}})
+	w := h.do(http.MethodPost, "/faucet/v1/challenge", nil, nil)
+	if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("status %d cache %q: %s", w.Code, w.Header().Get("Cache-Control"), w.Body)
+	}
+	m := decodeMap(t, w.Body.Bytes())
+	assertKeys(t, m, "challenge", "difficulty", "algorithm", "expires_at")
+	if m["difficulty"] != float64(8) || m["algorithm"] != "sha256-leading-zero-bits" {
+		t.Errorf("challenge %v", m)
+	}
+	exp, err := time.Parse(time.RFC3339, m["expires_at"].(string))
+	if err != nil || time.Until(exp) > time.Minute+time.Second || time.Until(exp) < 50*time.Second {
+		t.Errorf("expires_at %v (%v)", m["expires_at"], err)
+	}
+	if w := h.do(http.MethodGet, "/faucet/v1/challenge", nil, nil); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET challenge: %d", w.Code)
+	}
+	off := newHarness(t, options{})
+	assertError(t, off.do(http.MethodPost, "/faucet/v1/challenge", nil, nil), http.StatusNotFound, "no proof of work")
+}
