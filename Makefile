@@ -34,6 +34,9 @@ E2E_CLIENT_DIR := hack/e2e-client
 HELM_BUILD     := hack/tools/helm/build.sh
 IMG            ?= faucet-operator:dev
 
+# Page tests: Debian's chromium drives the web page through playwright-core.
+PAGETEST_DIR := hack/pagetest
+
 ##@ General
 
 .PHONY: help
@@ -55,7 +58,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e ## Run every check CI runs.
+test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e test-page ## Run every check CI runs.
 
 .PHONY: test-unit
 test-unit: envtest postgres ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
@@ -177,6 +180,18 @@ e2e: build envtest $(E2E_CLIENT_DIR)/node_modules/.installed ## Hermetic end-to-
 
 $(E2E_CLIENT_DIR)/node_modules/.installed: $(E2E_CLIENT_DIR)/package-lock.json
 	npm ci --prefix $(E2E_CLIENT_DIR) --no-audit --no-fund
+	@touch $@
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the page tests if missing (apt-get, as root); quiet when present.
+	@hack/install-chromium.sh
+
+.PHONY: test-page
+test-page: build chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive the web page in chromium against the devnode (screenshots in bin/).
+	node $(PAGETEST_DIR)/run.mjs --faucet $(BIN)/faucet --out $(BIN)
+
+$(PAGETEST_DIR)/node_modules/.installed: $(PAGETEST_DIR)/package-lock.json
+	npm ci --prefix $(PAGETEST_DIR) --no-audit --no-fund
 	@touch $@
 
 ##@ Image

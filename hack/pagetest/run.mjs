@@ -1,0 +1,77 @@
+#!/usr/bin/env node
+// Page tests of the faucet's web page (server/web).
+//
+//   node hack/pagetest/run.mjs --faucet bin/faucet --out bin
+//   node hack/pagetest/run.mjs --validator-only
+//
+// First the page's pure modules run in Node: the address validator against
+// c32check on random vectors, SHA-256 against node:crypto, the proof of work
+// and the formatting. Then a devnet faucet is started from --faucet and
+// Debian's chromium drives the page through playwright-core; screenshots go
+// to --out. The faucet is always stopped; any failure exits non-zero.
+//
+// Environment: CHROMIUM (browser binary, default /usr/bin/chromium),
+// PAGETEST_SEED (reproduce the random validator vectors), PAGETEST_HEADED=1.
+
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+
+// node:test prints TAP when its output is not a terminal (make, CI); the
+// spec reporter reads better in a log, so run once more with it.
+if (!process.execArgv.some((a) => a.startsWith('--test-reporter'))) {
+  const child = spawn(process.execPath, ['--test-reporter=spec', ...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+  });
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+} else {
+  await main();
+}
+
+async function main() {
+  let args;
+  try {
+    ({ values: args } = parseArgs({
+      options: {
+        faucet: { type: 'string', default: path.join(repo, 'bin', 'faucet') },
+        out: { type: 'string', default: path.join(repo, 'bin') },
+        'validator-only': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }));
+  } catch (err) {
+    console.error(`pagetest: ${err.message}`);
+    process.exit(2);
+  }
+  if (args.help) {
+    console.log('usage: node hack/pagetest/run.mjs [--faucet bin/faucet] [--out bin] [--validator-only]');
+    process.exit(0);
+  }
+
+  const { registerValidatorTests } = await import('./validator.mjs');
+  registerValidatorTests();
+  if (!args['validator-only']) {
+    const { preflight, registerBrowserTests } = await import('./browser.mjs');
+    const { test } = await import('node:test');
+    const opts = {
+      faucet: path.resolve(args.faucet),
+      out: path.resolve(args.out),
+      chromium: process.env.CHROMIUM || '/usr/bin/chromium',
+      headed: process.env.PAGETEST_HEADED === '1',
+    };
+    // Missing tools fail once, clearly, instead of failing every scenario.
+    const missing = await preflight(opts).then(() => null, (err) => err);
+    if (missing) {
+      test('browser test prerequisites', () => {
+        throw missing;
+      });
+    } else {
+      registerBrowserTests(opts);
+    }
+  }
+}
