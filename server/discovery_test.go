@@ -205,3 +205,33 @@ func TestChallengeEndpoint(t *testing.T) {
 	off := newHarness(t, options{})
 	assertError(t, off.do(http.MethodPost, "/faucet/v1/challenge", nil, nil), http.StatusNotFound, "no proof of work")
 }
+
+// The funding gauges follow the engine: drips left, the threshold the
+// alerts compare it with, and whether the node answered the last poll.
+func TestFundingMetrics(t *testing.T) {
+	h := newHarness(t, options{lowDrips: 250})
+	if got := counterValue(t, h.reg, "faucet_node_up", map[string]string{}); got != 0 {
+		t.Errorf("faucet_node_up before any poll = %v", got)
+	}
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, h.reg, "faucet_node_up", map[string]string{}); got != 1 {
+		t.Errorf("faucet_node_up = %v", got)
+	}
+	left := counterValue(t, h.reg, "faucet_drips_left", map[string]string{})
+	if want := float64(testFunding / (faucet.DefaultAmount + faucet.DefaultFeeFallback)); left != want {
+		t.Errorf("faucet_drips_left = %v, want %v", left, want)
+	}
+	if got := counterValue(t, h.reg, "faucet_low_drips_threshold", map[string]string{}); got != 250 {
+		t.Errorf("faucet_low_drips_threshold = %v", got)
+	}
+	if got := counterValue(t, h.reg, "faucet_funds_available_ustx", map[string]string{}); got != float64(testFunding) {
+		t.Errorf("faucet_funds_available_ustx = %v", got)
+	}
+	h.dn.SetDown(true)
+	_ = h.f.Sync(context.Background())
+	if got := counterValue(t, h.reg, "faucet_node_up", map[string]string{}); got != 0 {
+		t.Errorf("faucet_node_up with the node down = %v", got)
+	}
+}

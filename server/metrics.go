@@ -130,7 +130,12 @@ func (m *Metrics) Handler() http.Handler {
 // RegisterFaucet makes the per-key gauges report f's keys. It can be called
 // again (the last faucet wins); nothing is registered twice.
 func (m *Metrics) RegisterFaucet(f *faucet.Faucet) {
-	m.keys.set(f)
+	m.keys.set(f, DefaultLowDrips)
+}
+
+// registerFaucet is RegisterFaucet with the server's low-funds threshold.
+func (m *Metrics) registerFaucet(f *faucet.Faucet, lowDrips int) {
+	m.keys.set(f, lowDrips)
 }
 
 // ObserveNodeCall records one node RPC. Its signature matches
@@ -179,6 +184,9 @@ type keyCollector struct {
 	f  *faucet.Faucet
 
 	balance, available, nonce, inFlight, synced, dry, owned *prometheus.Desc
+	// Faucet-wide funding and node health, for alerts.
+	dripsLeft, fundsAvailable, lowDrips, nodeUp *prometheus.Desc
+	low                                         int
 }
 
 func newKeyCollector() *keyCollector {
@@ -191,28 +199,38 @@ func newKeyCollector() *keyCollector {
 		synced:    prometheus.NewDesc("faucet_key_synced", "1 when the key's account has been read from the node.", addr, nil),
 		dry:       prometheus.NewDesc("faucet_key_dry", "1 when the node reported the key cannot pay.", addr, nil),
 		owned:     prometheus.NewDesc("faucet_key_owned", "1 when this replica sends with the key (always 1 without a shared store).", addr, nil),
+		dripsLeft: prometheus.NewDesc("faucet_drips_left", "Default drips the keys this replica sends with can still pay (amount plus a typical fee).", nil, nil),
+		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
+			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
+		lowDrips: prometheus.NewDesc("faucet_low_drips_threshold", "Drips left below which the faucet reports itself low (--low-drips).", nil, nil),
+		nodeUp:   prometheus.NewDesc("faucet_node_up", "1 when the engine's last read of the Stacks node's tip succeeded.", nil, nil),
 	}
 }
 
-func (c *keyCollector) set(f *faucet.Faucet) {
+func (c *keyCollector) set(f *faucet.Faucet, lowDrips int) {
 	c.mu.Lock()
-	c.f = f
+	c.f, c.low = f, lowDrips
 	c.mu.Unlock()
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned} {
+	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp} {
 		ch <- d
 	}
 }
 
 func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
-	f := c.f
+	f, low := c.f, c.low
 	c.mu.RUnlock()
 	if f == nil {
 		return
 	}
+	fund := f.Funding()
+	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft))
+	ch <- prometheus.MustNewConstMetric(c.fundsAvailable, prometheus.GaugeValue, float64(fund.Available))
+	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low))
+	ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, b2f(f.NodeUp()))
 	for _, k := range f.Keys() {
 		// µSTX fit a float64 exactly up to 2^53, far above the total supply.
 		ch <- prometheus.MustNewConstMetric(c.balance, prometheus.GaugeValue, float64(k.Balance), k.Address)

@@ -139,7 +139,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	cfg.Metrics.RegisterFaucet(cfg.Faucet)
+	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.LowDrips)
 	if cfg.Guard != nil {
 		cfg.Metrics.RegisterGuard(cfg.Guard)
 	}

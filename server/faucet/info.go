@@ -122,3 +122,10 @@ func (f *Faucet) ChainID() (id uint32, ok bool) {
 	id = f.chain.Peek().chainID
 	return id, id != 0
 }
+
+// NodeUp reports whether the engine's last read of the node's tip
+// succeeded (false before the first one).
+func (f *Faucet) NodeUp() bool {
+	_, seen := f.ChainID()
+	return seen && f.chain.LastErr() == nil
+}
