@@ -169,6 +169,9 @@ type challengeBody struct {
 	Difficulty int    `json:"difficulty"`
 	Algorithm  string `json:"algorithm"`
 	ExpiresAt  string `json:"expires_at"`
+	// ExpiresInSeconds lets a client with a wrong clock time the challenge
+	// from when it received it.
+	ExpiresInSeconds int64 `json:"expires_in_seconds"`
 }
 
 // handleChallenge serves POST /faucet/v1/challenge: a fresh signed
@@ -183,7 +186,8 @@ func (s *server) handleChallenge(w http.ResponseWriter, _ *http.Request) {
 	c := s.cfg.Guard.Challenge()
 	writeJSON(w, http.StatusOK, challengeBody{
 		Challenge: c.Token, Difficulty: c.Difficulty, Algorithm: c.Algorithm,
-		ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339),
+		ExpiresAt:        c.ExpiresAt.UTC().Format(time.RFC3339),
+		ExpiresInSeconds: max(int64(c.ExpiresAt.Sub(s.cfg.Now())/time.Second), 0),
 	})
 }
 
@@ -264,6 +268,10 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 	mined, err := s.cfg.Txs.Transaction(ctx, id.Hex0x())
 	indexed := !errors.Is(err, node.ErrTxIndexDisabled)
 	switch {
+	case err == nil && mined.IsCanonical != nil && !*mined.IsCanonical:
+		// Mined only in a fork the node abandoned: it may still be mined
+		// on the canonical chain.
+		return dripPending, "Pending: the block that held it is no longer on the main chain."
 	case err == nil:
 		out.BlockHeight = mined.BlockHeight
 		if !mined.IsOK() {
@@ -291,16 +299,32 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 	if isPending {
 		return dripPending, "Pending: the faucet is rebroadcasting it."
 	}
+	replacement, replaced := s.cfg.Faucet.ReplacementOf(id.String())
+	if replaced {
+		out.ReplacedBy = "0x" + replacement
+	}
 	if found && rec.Sender != "" {
-		if p, ok := s.cfg.Faucet.PendingAt(rec.Sender, rec.Nonce); ok && p.TxID.String() != id.String() {
+		// The same transfer (recipient and amount) still in flight at the
+		// nonce under another txid is a fee-bumped replacement; another
+		// transfer there means this one was dropped and the nonce reused.
+		if p, ok := s.cfg.Faucet.PendingAt(rec.Sender, rec.Nonce); ok && p.TxID.String() != id.String() &&
+			p.Recipient.String() == rec.Recipient && p.Amount == rec.Amount {
 			out.ReplacedBy = p.TxID.Hex0x()
 			return dripPending, "Pending: the faucet raised the fee; the same transfer now travels as " + out.ReplacedBy + "."
 		}
 	}
+	if s.cfg.Faucet.Dropped(id.String()) {
+		return dripFailed, "The Stacks node refused this transaction, so it will not be mined. Please request again."
+	}
 	if past {
-		// The nonce moved on but no block holds this txid: a fee-bumped
-		// replacement of the same transfer was mined.
-		return dripConfirmed, "Confirmed (delivered by a replacement transaction with a higher fee)."
+		if replaced {
+			// The nonce moved on but no block holds this txid: the fee-bumped
+			// replacement of the same transfer was mined.
+			return dripConfirmed, "Confirmed (delivered by a replacement transaction with a higher fee)."
+		}
+		// No block holds this txid and its nonce is used; this process did
+		// not see why (another replica or an earlier run handled it).
+		return dripUnknown, "This transaction is not in a block, and its nonce was used by another faucet transaction (possibly a higher-fee replacement of the same transfer). Check your balance before asking again."
 	}
 	return dripPending, pendingMsg
 }

@@ -191,7 +191,10 @@ func TestChallengeEndpoint(t *testing.T) {
 		t.Fatalf("status %d cache %q: %s", w.Code, w.Header().Get("Cache-Control"), w.Body)
 	}
 	m := decodeMap(t, w.Body.Bytes())
-	assertKeys(t, m, "challenge", "difficulty", "algorithm", "expires_at")
+	assertKeys(t, m, "challenge", "difficulty", "algorithm", "expires_at", "expires_in_seconds")
+	if in := m["expires_in_seconds"].(float64); in < 59 || in > 60 {
+		t.Errorf("expires_in_seconds = %v, want 60", in)
+	}
 	if m["difficulty"] != float64(8) || m["algorithm"] != "sha256-leading-zero-bits" {
 		t.Errorf("challenge %v", m)
 	}

@@ -67,10 +67,12 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	defer cancel()
 
 	bypass := ""
+	var grant guard.Grant
+	checked := false
 	// A suspended faucet says so at once rather than ask for a proof of
 	// work it will not honour.
 	if s.cfg.Guard != nil && !s.cfg.Faucet.Disabled() {
-		grant, err := s.cfg.Guard.Check(ctx, guard.Request{
+		g, err := s.cfg.Guard.Check(ctx, guard.Request{
 			ClientIP: req.ClientIP, Recipient: req.Recipient, Stacking: req.Stacking,
 			Authorization: r.Header.Get("Authorization"),
 			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
@@ -90,7 +92,8 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 				message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,
 			}
 		}
-		req.Token, req.SkipIPLimit, bypass = grant.Token, grant.SkipIPLimit, grant.Bypassed
+		grant, checked = g, true
+		req.Token, req.SkipIPLimit, bypass = g.Token, g.SkipIPLimit, g.Bypassed
 	}
 
 	res, err := s.cfg.Faucet.Drip(ctx, req)
@@ -98,6 +101,9 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		return nil, s.dripFailure(r, req, err)
 	}
 	s.metrics.observeDrip("", res)
+	if checked {
+		s.cfg.Guard.Dispensed(grant)
+	}
 	attrs := []any{
 		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
 		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,

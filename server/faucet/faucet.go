@@ -159,6 +159,9 @@ type Faucet struct {
 	// waiting for a free slot: a synchronisation point.
 	onBusyWait func()
 	lastFeeHolder
+	// fates remembers txids that were replaced or dropped, for the drip
+	// status endpoint.
+	fates txFates
 }
 
 // chainInfo is what the engine needs from /v2/info.

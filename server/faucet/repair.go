@@ -217,6 +217,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 		return
 	}
 	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.String(), "txid", tx.TxID().String(), "fee", newFee)
+	f.fates.replaced(stuck.TxID, tx.TxID())
 	stuck.Raw, stuck.TxID, stuck.Fee = raw, tx.TxID(), newFee
 	stuck.Replacements++
 	f.updatePending(ctx, k, stuck)

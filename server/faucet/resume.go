@@ -98,6 +98,7 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		}
 		k.mu.Unlock()
 		f.forget(ctx, k, p.Nonce)
+		f.fates.dropped(p.TxID)
 		f.signalFreed()
 		log.Warn("in-doubt transaction refused by the node; its nonce will be reused", "reason", rej.Reason)
 	default:

@@ -79,18 +79,22 @@ func TestAdaptiveDifficulty(t *testing.T) {
 
 	// Allow-listed drips do not count towards the raise.
 	for range 10 {
-		if _, err := c.Check(ctx, Request{ClientIP: netip.MustParseAddr("10.0.0.1"), Recipient: testPrincipal(1)}); err != nil {
+		g, err := c.Check(ctx, Request{ClientIP: netip.MustParseAddr("10.0.0.1"), Recipient: testPrincipal(1)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		c.Dispensed(g)
 	}
 	if c.Difficulty() != 4 {
 		t.Fatalf("allow-listed drips raised the difficulty to %d", c.Difficulty())
 	}
 	for i := range 4 {
 		tok, sol := solved(t, c)
-		if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol}); err != nil {
+		g, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol})
+		if err != nil {
 			t.Fatalf("drip %d: %v", i, err)
 		}
+		c.Dispensed(g)
 		clock.Advance(time.Second)
 	}
 	// 4 > 3 within a minute: max(4,16) capped at 10.
@@ -100,14 +104,18 @@ func TestAdaptiveDifficulty(t *testing.T) {
 	if ch := c.Challenge(); ch.Difficulty != 10 {
 		t.Fatalf("new challenge at %d, want 10", ch.Difficulty)
 	}
-	// A challenge issued before the raise still passes at its own difficulty.
-	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: early.Token, Solution: earlySol}); err != nil {
-		t.Fatalf("early challenge after the raise: %v", err)
-	}
-	// After the window the difficulty falls back.
+	// A challenge issued before the raise is worth nothing after it: hoarded
+	// easy challenges cannot get round the raise.
+	_, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: early.Token, Solution: earlySol})
+	rejection(t, err, CheckProofOfWork, 400, "challenge_invalid")
+	// After the window the difficulty falls back, and the early challenge
+	// (still unexpired and unspent) is good again.
 	clock.Advance(time.Minute)
 	if d := c.Difficulty(); d != 4 {
 		t.Fatalf("difficulty after the window %d, want 4", d)
+	}
+	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: early.Token, Solution: earlySol}); err != nil {
+		t.Fatalf("early challenge after the fall: %v", err)
 	}
 }
 
@@ -120,9 +128,11 @@ func TestAdaptiveFromZero(t *testing.T) {
 	ctx := context.Background()
 	dripFree := func() {
 		t.Helper()
-		if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1)}); err != nil {
+		g, err := c.Check(ctx, Request{Recipient: testPrincipal(1)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		c.Dispensed(g)
 	}
 	dripFree()
 	dripFree()

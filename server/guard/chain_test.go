@@ -121,38 +121,41 @@ func TestChainOrder(t *testing.T) {
 	}
 }
 
-func TestChainSpendsLast(t *testing.T) {
+// The challenge is spent before the balance read: one solved challenge
+// cannot be replayed to make the node read account after account.
+func TestChainSpendsBeforeBalanceRead(t *testing.T) {
 	rc := &rejectCounter{}
 	spent := &recordingSpent{inner: NewMemorySpent()}
 	c, _ := fullChain(t, spent, rc, nil)
 	ctx := context.Background()
 	tok, sol := solved(t, c)
 
-	// Refused by the balance cap: the challenge is not spent…
+	// Refused by the balance cap: the challenge is spent all the same…
 	_, err := c.Check(ctx, Request{Recipient: testPrincipal(9), Challenge: tok, Solution: sol})
 	rejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
-	if spent.Calls() != 0 {
-		t.Fatal("a request refused by the balance cap spent its challenge")
-	}
-	// …so it still serves a drip to an address below the cap, once.
-	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol}); err != nil {
-		t.Fatal(err)
-	}
 	if spent.Calls() != 1 {
 		t.Fatalf("%d spends, want 1", spent.Calls())
 	}
+	// …so replaying it is refused before any balance read.
 	_, err = c.Check(ctx, Request{Recipient: testPrincipal(2), Challenge: tok, Solution: sol})
 	rejection(t, err, CheckProofOfWork, http.StatusForbidden, "challenge_replayed")
 	if rc.get(CheckProofOfWork) != 1 || rc.get(CheckBalanceCap) != 1 {
 		t.Fatalf("OnReject counts %v", rc.n)
 	}
+	// A fresh one serves a drip to an address below the cap.
+	tok, sol = solved(t, c)
+	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol}); err != nil {
+		t.Fatal(err)
+	}
+	if spent.Calls() != 3 {
+		t.Fatalf("%d spends, want 3", spent.Calls())
+	}
 	// Token and allow-listed drips never spend.
 	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Authorization: "Bearer " + plainToken, Challenge: tok, Solution: sol}); err != nil {
 		t.Fatal(err)
 	}
-	if spent.Calls() != 2 {
-		// the replayed attempt above was the second call
-		t.Fatalf("%d spends, want 2", spent.Calls())
+	if spent.Calls() != 3 {
+		t.Fatalf("a token drip spent a challenge: %d spends", spent.Calls())
 	}
 }
 

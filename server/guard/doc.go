@@ -3,9 +3,11 @@
 //
 //  1. IP deny list: a client inside a Deny prefix is refused (403), API
 //     tokens included.
-//  2. API token: "Authorization: Bearer <token>". A known token replaces the
-//     per-address and per-IP limits with its own quota and skips the proof of
-//     work; an unknown or malformed one is refused (401), never treated as
+//  2. API token: "Authorization: Bearer <token>", when a tokens file is
+//     configured. A known token replaces the per-address and per-IP limits
+//     with its own quota and skips the proof of work; an unknown or malformed
+//     Bearer token is refused (401), never treated as anonymous. Other
+//     schemes (an ingress's basic auth) are not ours: such requests are
 //     anonymous.
 //  3. IP allow list: a client inside an Allow prefix skips the per-IP limit
 //     and the proof of work.
@@ -14,11 +16,13 @@
 //     decimal counter such that SHA-256(challenge ":" counter) starts with
 //     the challenge's number of zero bits, and sends both back in the
 //     X-Faucet-Challenge and X-Faucet-Solution headers. Each challenge serves
-//     one drip. The difficulty rises with the rate of anonymous drips.
+//     one drip, and is recorded as used before the balance cap reads the
+//     node (a replayed solution cannot make it read account after account).
+//     The difficulty rises with the rate of anonymous drips that were paid
+//     (Chain.Dispensed); a challenge below the current difficulty is refused,
+//     so easy challenges hoarded while the faucet was quiet do not get round
+//     a raise.
 //  5. Balance cap: a recipient that already holds the cap is refused (403).
-//
-// A used challenge is recorded only once every check passed, so a request
-// refused for another reason does not burn the client's work.
 //
 // # Tokens file
 //
@@ -42,6 +46,8 @@
 //
 // The file is re-read periodically (Config.TokensReload); when its content
 // changed and parses, the new set replaces the old one at once. A file that
-// does not parse is reported (by file and line, never with a token) and the
-// old set stays in force.
+// is gone or does not parse revokes every token until it is fixed (fail
+// closed: an edit removing a leaked token must not leave it valid because of
+// a typo elsewhere); the error is logged by file and line, never with a
+// token.
 package guard

@@ -310,7 +310,9 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 	}
 
 	var g Grant
-	if strings.TrimSpace(r.Authorization) != "" {
+	// Only a Bearer credential is ours to judge, and only when tokens are
+	// configured: an ingress doing basic auth forwards its own header.
+	if c.tokensFile != "" && isBearer(r.Authorization) {
 		q, ok := c.lookupAuthorization(r.Authorization)
 		if !ok {
 			return c.reject(CheckAPIToken, http.StatusUnauthorized, "token_invalid",
@@ -331,11 +333,8 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 		solved = &v
 	}
 
-	if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
-		return c.rejectWith(rej)
-	}
-
-	// Spent last: a request refused above keeps its challenge usable.
+	// Spent before the balance read, so one solved challenge cannot be
+	// replayed to make the node read account after account.
 	if solved != nil {
 		fresh, err := c.spent.SpendChallenge(ctx, solved.id, solved.expires)
 		if err != nil {
@@ -346,10 +345,25 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 				"This challenge was already used: fetch a new one from POST /faucet/v1/challenge for each drip.")
 		}
 	}
-	if anonymous && c.rate != nil {
-		c.rate.add(c.now())
+	if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
+		return c.rejectWith(rej)
 	}
 	return g, nil
+}
+
+// Dispensed tells the chain that a drip it let through was sent. Only
+// anonymous drips that were really paid drive the adaptive difficulty:
+// drips the engine refused (rate limits) must not make honest users pay.
+func (c *Chain) Dispensed(g Grant) {
+	if g.Bypassed == "" && c.rate != nil {
+		c.rate.add(c.now())
+	}
+}
+
+// isBearer reports whether an Authorization header uses the Bearer scheme.
+func isBearer(h string) bool {
+	scheme, _, _ := strings.Cut(strings.TrimSpace(h), " ")
+	return strings.EqualFold(scheme, "Bearer")
 }
 
 func (c *Chain) reject(check string, status int, reason, msg string) (Grant, error) {
@@ -378,8 +392,10 @@ func (c *Chain) Required() bool { return c.Difficulty() > 0 }
 // TokenCount reports how many API tokens are loaded.
 func (c *Chain) TokenCount() int { return len(c.tokens.Load().entries) }
 
-// Run re-reads the tokens file until ctx ends; a bad reload keeps the old
-// tokens and logs the error. Without a tokens file it just waits for ctx.
+// Run re-reads the tokens file until ctx ends. A file that is gone or no
+// longer parses revokes every token (fail closed: an edit that removes a
+// leaked token must never leave it valid because of a typo elsewhere), and
+// the error is logged. Without a tokens file it just waits for ctx.
 func (c *Chain) Run(ctx context.Context) {
 	if c.tokensFile == "" {
 		<-ctx.Done()
@@ -404,7 +420,8 @@ func (c *Chain) reloadTokens() {
 	defer c.reloadMu.Unlock()
 	data, err := readTokensFile(c.tokensFile)
 	if err != nil {
-		c.logReloadError(err)
+		c.tokensSum = [32]byte{}
+		c.revokeAll(err)
 		return
 	}
 	sum := contentSum(data)
@@ -417,7 +434,7 @@ func (c *Chain) reloadTokens() {
 	c.tokensSum = sum
 	set, err := parseTokens(c.tokensFile, data)
 	if err != nil {
-		c.logReloadError(err)
+		c.revokeAll(err)
 		return
 	}
 	c.lastLoadErr = ""
@@ -425,9 +442,12 @@ func (c *Chain) reloadTokens() {
 	c.log.Info("guard: API tokens reloaded", "file", c.tokensFile, "tokens", len(set.entries), "previous", len(old.entries))
 }
 
-func (c *Chain) logReloadError(err error) {
+// revokeAll empties the token set after a failed reload; the error is
+// logged once per distinct error.
+func (c *Chain) revokeAll(err error) {
+	old := c.tokens.Swap(&tokenSet{})
 	if msg := err.Error(); msg != c.lastLoadErr {
 		c.lastLoadErr = msg
-		c.log.Error("guard: tokens file reload failed; keeping the tokens in force", "err", err, "tokens", c.TokenCount())
+		c.log.Error("guard: tokens file reload failed; every API token is refused until it is fixed", "err", err, "revoked", len(old.entries))
 	}
 }

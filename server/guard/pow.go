@@ -101,7 +101,10 @@ func (c *Chain) verifyPoW(token, solution string) (verifiedChallenge, *Rejection
 		return verifiedChallenge{}, powRejection(http.StatusBadRequest, "challenge_expired",
 			"The challenge has expired: fetch a new one from POST /faucet/v1/challenge and solve it within its lifetime.")
 	}
-	if d < c.pow.Difficulty {
+	// Below the current difficulty (base or raised) is refused, so
+	// challenges hoarded while the faucet was quiet are worthless once it
+	// raises; the page simply fetches a new one.
+	if d < c.Difficulty() {
 		return verifiedChallenge{}, invalidChallenge("The challenge's difficulty is below what this faucet now requires: fetch a new one from POST /faucet/v1/challenge.")
 	}
 	if !validSolution(solution) || !meetsDifficulty(token, solution, d) {

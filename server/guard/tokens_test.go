@@ -99,8 +99,7 @@ func TestTokenInvalid(t *testing.T) {
 		"Bearer " + plainToken + "x",
 		"Bearer",
 		"Bearer ",
-		"Basic " + plainToken,
-		plainToken,
+		"bearer " + plainToken + "x",
 		"Bearer " + plainToken + " extra",
 		"Bearer " + strings.Repeat("a", 5000),
 	}
@@ -114,10 +113,20 @@ func TestTokenInvalid(t *testing.T) {
 	if len(rejected) != len(bad) {
 		t.Fatalf("OnReject called %d times, want %d", len(rejected), len(bad))
 	}
-	// Without any tokens configured a presented token is still refused.
+	// Other schemes are not ours (an ingress's basic auth forwards its
+	// header): the request is anonymous.
+	for _, auth := range []string{"Basic " + plainToken, plainToken} {
+		g, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Authorization: auth})
+		if err != nil || g.Bypassed != "" || g.Token != nil {
+			t.Fatalf("%q: grant %+v, %v; want anonymous", auth[:5], g, err)
+		}
+	}
+	// Without tokens configured a Bearer header is not ours either.
 	c = newChain(t, Config{})
-	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Authorization: "Bearer " + plainToken})
-	rejection(t, err, CheckAPIToken, http.StatusUnauthorized, "token_invalid")
+	g, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Authorization: "Bearer " + plainToken})
+	if err != nil || g.Token != nil {
+		t.Fatalf("no tokens configured: grant %+v, %v; want anonymous", g, err)
+	}
 }
 
 func TestTokensFileErrors(t *testing.T) {
@@ -216,11 +225,12 @@ func TestTokensReload(t *testing.T) {
 	replaceFile(t, dir, "tokens", "one "+plainToken+" 10/1h\ntwo sha256:"+sha256Hex(hashedToken)+" 10/1h\n")
 	waitFor("the second token", func() bool { return c.TokenCount() == 2 && valid(hashedToken) })
 
-	// A broken file keeps the old set, and the log names the line only.
+	// A broken file revokes every token (fail closed), and the log names
+	// the line only.
 	replaceFile(t, dir, "tokens", "one "+plainToken+" 10/1h\nthree "+hashedToken+"-new broken\n")
 	waitFor("the reload error", func() bool { return strings.Contains(logs.String(), "line 2") })
-	if c.TokenCount() != 2 || !valid(plainToken) || !valid(hashedToken) {
-		t.Fatalf("a broken reload changed the set: %d tokens", c.TokenCount())
+	if c.TokenCount() != 0 || valid(plainToken) || valid(hashedToken) {
+		t.Fatalf("a broken reload left %d tokens in force", c.TokenCount())
 	}
 	// Reported once, not at every tick.
 	time.Sleep(30 * time.Millisecond)
@@ -228,13 +238,15 @@ func TestTokensReload(t *testing.T) {
 		t.Errorf("reload error logged %d times, want 1", n)
 	}
 
-	// A deleted file keeps the old set too.
+	// A fixed file brings them back; a deleted one revokes them again.
+	replaceFile(t, dir, "tokens", "one "+plainToken+" 10/1h\ntwo sha256:"+sha256Hex(hashedToken)+" 10/1h\n")
+	waitFor("the fixed file", func() bool { return c.TokenCount() == 2 && valid(plainToken) })
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the missing-file error", func() bool { return strings.Count(logs.String(), "reload failed") == 2 })
-	if c.TokenCount() != 2 {
-		t.Fatal("a missing file changed the set")
+	if c.TokenCount() != 0 {
+		t.Fatal("a missing file left tokens in force")
 	}
 
 	// Removing a token revokes it.

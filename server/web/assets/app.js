@@ -95,7 +95,7 @@ function apiURL(path) {
 async function request(url, options = {}) {
   let resp;
   try {
-    resp = await fetch(url, { cache: 'no-store', credentials: 'omit', ...options, headers: { Accept: 'application/json', ...options.headers } });
+    resp = await fetch(url, { cache: 'no-store', credentials: 'same-origin', ...options, headers: { Accept: 'application/json', ...options.headers } });
   } catch {
     throw new NetworkError(NETWORK_MESSAGE);
   }
@@ -392,9 +392,12 @@ async function getProof() {
     if (c.algorithm && c.algorithm !== 'sha256-leading-zero-bits') {
       throw new UserError('The faucet asks for an anti-bot check this page does not know; reload the page.');
     }
+    // Timed from when it arrived, by the server's expires_in_seconds: the
+    // visitor's clock may be wrong by more than the challenge's lifetime.
+    const received = Date.now();
     const solution = await solvePow(c.challenge, c.difficulty);
-    const expires = Date.parse(c.expires_at);
-    if (Number.isFinite(expires) && Date.now() > expires - CHALLENGE_MARGIN_MS) continue;
+    const lifeMs = Number.isFinite(c.expires_in_seconds) ? c.expires_in_seconds * 1000 : null;
+    if (lifeMs !== null && Date.now() - received > lifeMs - CHALLENGE_MARGIN_MS) continue;
     showPow(100, 'Check complete.');
     ui.powCancel.hidden = true;
     return { token: c.challenge, solution };
