@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/bits"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +35,12 @@ type serveOptions struct {
 	devnet      bool
 	devnetKeys  int
 	blockTime   time.Duration
+
+	// Treasury refill: one key funds the faucet keys.
+	treasuryKeyFile string
+	devnetTreasury  bool
+	refillBelow     uint64
+	refillAmount    uint64
 
 	chainID         uint
 	amount          uint64
@@ -78,6 +86,10 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.devnet, "devnet", false, "run an embedded simulated node with generated, funded keys")
 	fs.IntVar(&o.devnetKeys, "devnet-keys", 4, "with --devnet: how many faucet keys to generate")
 	fs.DurationVar(&o.blockTime, "block-time", 2*time.Second, "with --devnet: block interval of the embedded node")
+	fs.StringVar(&o.treasuryKeyFile, "treasury-key-file", "", "file with one hex private key: the treasury, which tops up the faucet keys (never pays drips) so an operator funds a single address")
+	fs.BoolVar(&o.devnetTreasury, "devnet-treasury", false, "with --devnet: generate a funded treasury key and start the faucet keys with little funding, so refills are visible")
+	fs.Uint64Var(&o.refillBelow, "refill-below", 0, "with a treasury: refill a faucet key whose available µSTX (balance minus in-flight spends) falls below this (0 = 20 default drips' worth, 20 × (--amount + --fee-fallback))")
+	fs.Uint64Var(&o.refillAmount, "refill-amount", 0, "with a treasury: µSTX per refill (0 = 10 × --refill-below); must be at least --refill-below so that one refill lifts a key above the threshold")
 	fs.UintVar(&o.chainID, "chain-id", 0, "refuse a node reporting another chain id (0 = accept any testnet id)")
 	fs.Uint64Var(&o.amount, "amount", faucet.DefaultAmount, "µSTX per default drip")
 	fs.Uint64Var(&o.stackingAmount, "stacking-amount", 0, "fixed µSTX per stacking drip (0 = PoX min_amount_ustx plus padding)")
@@ -142,15 +154,19 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := o.validatePage(); err != nil {
 		return err
 	}
+	if err := o.validateRefill(); err != nil {
+		return err
+	}
 
 	var keys []*stacks.PrivateKey
+	var treasury *stacks.PrivateKey
 	var devnetURL string
 	switch {
 	case o.devnet:
-		if o.nodeURL != "" || o.keyFile != "" {
-			return errors.New("--devnet runs its own node and keys; drop --node-url and --key-file")
+		if o.nodeURL != "" || o.keyFile != "" || o.treasuryKeyFile != "" {
+			return errors.New("--devnet runs its own node and keys; drop --node-url, --key-file and --treasury-key-file (--devnet-treasury generates a treasury)")
 		}
-		keys, devnetURL, err = startEmbeddedDevnet(ctx, o, logger)
+		keys, treasury, devnetURL, err = startEmbeddedDevnet(ctx, o, logger)
 		if err != nil {
 			return err
 		}
@@ -162,6 +178,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		keys, err = readKeyFile(o.keyFile)
 		if err != nil {
 			return err
+		}
+		if o.treasuryKeyFile != "" {
+			if treasury, err = readTreasuryKeyFile(o.treasuryKeyFile); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -190,6 +211,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait,
 		Limits: o.limits, Disabled: o.suspend, Logger: logger,
 		Ledger: state.ledger, Limiter: state.limiter, History: state.history, Owner: state.owner,
+		Treasury: treasury, RefillBelow: o.refillBelow, RefillAmount: o.refillAmount,
 	})
 	if err != nil {
 		return err
@@ -218,8 +240,14 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	logger.Info("faucet starting", "version", version, "listen", ln.Addr().String(), "page", pageURL(ln.Addr()),
 		"node", client.URL(), "store", state.kind, "addresses", f.Addresses(),
 		"pow_difficulty", checks.Difficulty(), "api_tokens", checks.TokenCount())
+	if ts, ok := f.Treasury(); ok {
+		logger.Info("treasury refills faucet keys", "treasury", ts.Address, "refill_below", ts.RefillBelow, "refill_amount", ts.RefillAmount)
+	}
 	if o.devnet {
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
+		if ts, ok := f.Treasury(); ok {
+			fmt.Fprintf(stdout, "  treasury:         %s (refills a faucet key below %d µSTX with %d µSTX)\n\n", ts.Address, ts.RefillBelow, ts.RefillAmount)
+		}
 	}
 
 	h := server.New(server.Config{
@@ -306,27 +334,93 @@ func readKeyFile(path string) ([]*stacks.PrivateKey, error) {
 }
 
 // startEmbeddedDevnet runs a simulated node on a loopback port with freshly
-// generated, generously funded keys.
-func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, string, error) {
+// generated, generously funded keys. With --devnet-treasury it also
+// generates the treasury, which gets the generous funding, while the faucet
+// keys start about ten drips above the refill threshold.
+func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
 	if o.devnetKeys < 1 || o.devnetKeys > 100 {
-		return nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
+		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
+	}
+	keyFunding := uint64(devnetFunding)
+	genesis := map[stacks.Address]uint64{}
+	var treasury *stacks.PrivateKey
+	if o.devnetTreasury {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		treasury = k
+		genesis[k.TestnetAddress()] = devnetFunding
+		keyFunding = satAddMul(o.effectiveRefillBelow(), 10, satAddMul(o.amount, 1, o.feeFallback))
 	}
 	keys := make([]*stacks.PrivateKey, o.devnetKeys)
-	genesis := map[stacks.Address]uint64{}
 	for i := range keys {
 		k, err := stacks.GeneratePrivateKey()
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		keys[i] = k
-		genesis[k.TestnetAddress()] = devnetFunding
+		genesis[k.TestnetAddress()] = keyFunding
 	}
 	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, Logger: logger.With("component", "devnode")})
 	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return keys, url, nil
+	return keys, treasury, url, nil
+}
+
+// readTreasuryKeyFile loads the treasury key: exactly one.
+func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--treasury-key-file: %w", err)
+	}
+	keys, err := stacks.ParsePrivateKeys(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("--treasury-key-file %s: %w", path, err)
+	}
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("--treasury-key-file %s: want exactly one key, found %d", path, len(keys))
+	}
+	return keys[0], nil
+}
+
+// validateRefill checks the treasury flags (the engine checks again that
+// the treasury is not also a faucet key).
+func (o *serveOptions) validateRefill() error {
+	hasTreasury := o.treasuryKeyFile != "" || o.devnetTreasury
+	if o.devnetTreasury && !o.devnet {
+		return errors.New("--devnet-treasury needs --devnet (use --treasury-key-file with a real node)")
+	}
+	if !hasTreasury && (o.refillBelow != 0 || o.refillAmount != 0) {
+		return errors.New("--refill-below and --refill-amount need a treasury: --treasury-key-file (or --devnet-treasury)")
+	}
+	if below := o.effectiveRefillBelow(); o.refillAmount != 0 && o.refillAmount < below {
+		return fmt.Errorf("--refill-amount %d µSTX must be at least --refill-below (%d µSTX), so that one refill lifts a key above the threshold", o.refillAmount, below)
+	}
+	return nil
+}
+
+// effectiveRefillBelow is --refill-below or its default.
+func (o *serveOptions) effectiveRefillBelow() uint64 {
+	if o.refillBelow != 0 {
+		return o.refillBelow
+	}
+	fb := o.feeFallback
+	if fb == 0 {
+		fb = faucet.DefaultFeeFallback // as the engine reads 0
+	}
+	return satAddMul(0, faucet.DefaultRefillBelowDrips, satAddMul(o.amount, 1, fb))
+}
+
+// satAddMul is a + b×c, saturating at the largest uint64.
+func satAddMul(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(b, c)
+	if hi != 0 || lo+a < lo {
+		return math.MaxUint64
+	}
+	return lo + a
 }
 
 // devnetFunding is what each generated devnet key starts with: 10 billion

@@ -80,6 +80,16 @@ type Config struct {
 	History History
 	Owner   KeyOwner
 
+	// Treasury, when set, funds the distributor keys (Keys) and never pays
+	// drips: a distributor whose available balance falls below RefillBelow
+	// µSTX gets RefillAmount µSTX from it (see treasury.go). RefillBelow
+	// defaults to DefaultRefillBelowDrips × (DefaultAmount+FeeFallback),
+	// RefillAmount to DefaultRefillAmountFactor × RefillBelow; RefillAmount
+	// must be at least RefillBelow.
+	Treasury     *stacks.PrivateKey
+	RefillBelow  uint64
+	RefillAmount uint64
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -158,6 +168,11 @@ type Faucet struct {
 	// onBusyWait, when set (tests only), is called each time a drip starts
 	// waiting for a free slot: a synchronisation point.
 	onBusyWait func()
+	// treasury is nil unless Config.Treasury is set (treasury.go).
+	treasury *treasury
+	// onRefillRecorded, when set (tests only), is called once a refill is
+	// in the ledger, before it is broadcast.
+	onRefillRecorded func(PendingTx)
 	lastFeeHolder
 	// fates remembers txids that were replaced or dropped, for the drip
 	// status endpoint.
@@ -199,6 +214,9 @@ func New(cfg Config) (*Faucet, error) {
 		// ours from the start (its ledger loads on first use).
 		ks.owned = cfg.Owner == nil
 		f.keys = append(f.keys, ks)
+	}
+	if err := f.setupTreasury(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -295,8 +313,13 @@ func (f *Faucet) record(ctx context.Context, req Request, res *Result, err error
 			d.Outcome = "internal"
 		}
 	}
-	// While Run is under way a worker writes the history off the request
-	// path; otherwise (or when its queue is full) the write happens here.
+	f.queueHistory(ctx, d)
+}
+
+// queueHistory writes d to the history. While Run is under way a worker
+// writes it off the request path; otherwise (or when its queue is full) the
+// write happens here.
+func (f *Faucet) queueHistory(ctx context.Context, d DripRecord) {
 	if f.history.running.Load() {
 		select {
 		case f.history.queue <- d:

@@ -82,7 +82,7 @@ func (f *Faucet) typicalFee() uint64 {
 // MaxInFlight entries per key.
 func (f *Faucet) PendingByTxID(txid string) (PendingTx, bool) {
 	want := normTxID(txid)
-	for _, k := range f.keys {
+	for _, k := range f.allKeys() { // refills too
 		k.mu.Lock()
 		for _, p := range k.pending {
 			if !p.Foreign && p.TxID.String() == want {
@@ -99,7 +99,7 @@ func (f *Faucet) PendingByTxID(txid string) (PendingTx, bool) {
 // PendingAt returns the in-flight transaction of sender at nonce, if any: a
 // drip whose transaction was replaced (fee bump) is still tracked there.
 func (f *Faucet) PendingAt(sender string, nonce uint64) (PendingTx, bool) {
-	for _, k := range f.keys {
+	for _, k := range f.allKeys() {
 		if k.addr.String() != sender {
 			continue
 		}

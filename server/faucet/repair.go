@@ -28,7 +28,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 	} else {
 		// Resume now, not at the first drip: in-doubt txs are resolved and
 		// repairs continue even if no one asks for STX.
-		for _, k := range f.keys {
+		for _, k := range f.allKeys() {
 			if err := f.loadKey(ctx, k); err != nil {
 				if !errors.Is(err, ErrStoreUnavailable) && ctx.Err() == nil {
 					return err
@@ -69,6 +69,10 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	if f.chainAllowed(ci.chainID) != nil {
 		return ci.height, true
 	}
+	// The treasury first: a distributor's balance read after it is never
+	// older than the treasury's view of its refills (treasury.go).
+	refill := f.syncTreasury(ctx, ci.height)
+	synced := make(map[*keyState]bool, len(f.keys))
 	for _, k := range f.keys {
 		if !f.ownedLoaded(ctx, k) {
 			continue
@@ -77,7 +81,11 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
 			continue
 		}
+		synced[k] = true
 		f.repair(ctx, k, ci.height)
+	}
+	if refill {
+		f.refill(ctx, ci.height, synced)
 	}
 	return ci.height, true
 }
@@ -204,8 +212,12 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	if newFee > f.cfg.FeeMax {
 		newFee = max(f.cfg.FeeMax, stuck.Fee+1)
 	}
+	memo := f.memo
+	if old, err := stacks.DecodeTransaction(stuck.Raw); err == nil {
+		memo = old.Payload.Memo // a refill keeps its own memo
+	}
 	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
-		Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: f.memo, ChainID: f.chainID(),
+		Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: memo, ChainID: f.chainID(),
 	}, k.key)
 	if err != nil {
 		log.Error("re-sign for fee bump failed", "err", err)

@@ -115,7 +115,7 @@ func (f *Faucet) forget(ctx context.Context, k *keyState, nonce uint64) {
 }
 
 func (f *Faucet) keyByAddr(addr stacks.Address) *keyState {
-	for _, k := range f.keys {
+	for _, k := range f.allKeys() {
 		if k.addr == addr {
 			return k
 		}
@@ -200,13 +200,15 @@ func (f *Faucet) disown(k *keyState) {
 // runOwner keeps the KeyOwner running until ctx ends, restarting it after a
 // pause when it fails (a store outage ends its session; every key was Lost).
 func (f *Faucet) runOwner(ctx context.Context) {
-	addrs := make([]stacks.Address, len(f.keys))
-	for i, k := range f.keys {
+	// The treasury is a key of its own: one replica at a time sends refills.
+	keys := f.allKeys()
+	addrs := make([]stacks.Address, len(keys))
+	for i, k := range keys {
 		addrs[i] = k.addr
 	}
 	for {
 		err := f.cfg.Owner.Run(ctx, addrs, f)
-		for _, k := range f.keys {
+		for _, k := range keys {
 			f.Lost(k.addr)
 		}
 		if ctx.Err() != nil {

@@ -1,0 +1,441 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Treasury refill (the cosmjs faucet pattern): one holder key, the treasury,
+// funds the distributor keys, so an operator tops up a single address. The
+// treasury never pays drips.
+//
+// The treasury is a key of its own to the engine: it has a keyState (synced
+// from the node at every block, nonces allocated from it), its transfers are
+// recorded in the Ledger (state broadcasting, then pending) before they are
+// sent, resumed and resolved after a restart, and repaired when stuck, all by
+// the same code as the distributors' drips.
+//
+// Single writer: with a KeyOwner the treasury address is passed to
+// KeyOwner.Run beside the distributor addresses, so it is a separately
+// locked (and, on Postgres, fenced) key. Only the replica holding it sends
+// refills, and it refills every distributor key: the ones it owns from its
+// own state, the others from the node's balance minus their in-flight
+// entries in the shared ledger. (Letting the owner of the first distributor
+// key send refills would not work on Postgres: ledger writes for the
+// treasury address are refused with ErrNotOwner unless the treasury itself
+// is owned, and keys owned by other replicas would never be refilled.)
+//
+// At most one refill per distributor key is in flight: a refill counts from
+// its allocation until the treasury's nonce for it confirms. The treasury is
+// synced before the distributors at each block, so a distributor balance
+// read is never older than the treasury read that saw a refill confirm.
+
+// RefillMemo is the memo of treasury refills.
+const RefillMemo = "faucet refill"
+
+// OutcomeRefill is DripRecord.Outcome for a treasury refill of a
+// distributor key (Sender is the treasury, Recipient the distributor).
+const OutcomeRefill = "refill"
+
+// Defaults for the refill settings when a treasury is configured.
+const (
+	// DefaultRefillBelowDrips: RefillBelow defaults to this many default
+	// drips' worth, DefaultAmount+FeeFallback each.
+	DefaultRefillBelowDrips uint64 = 20
+	// DefaultRefillAmountFactor: RefillAmount defaults to RefillBelow times this.
+	DefaultRefillAmountFactor uint64 = 10
+)
+
+// treasury is the refill state of an engine with a treasury key.
+type treasury struct {
+	k      *keyState
+	memo   stacks.Memo
+	below  uint64 // refill a distributor whose available µSTX falls below this
+	amount uint64 // µSTX per refill
+
+	// passMu: one refill pass at a time (the poll loop and Sync may race).
+	passMu sync.Mutex
+
+	mu sync.Mutex
+	// dry: the treasury cannot pay a refill (the node said NotEnoughFunds
+	// or its synced balance is short). It stays dry until its balance rises
+	// above the lowest balance seen while dry and covers a refill again.
+	dry        bool
+	dryBalance uint64
+	// warnedAt is 1 + the tip height of the last "treasury is dry"
+	// warning (0: none yet): at most one per block.
+	warnedAt uint64
+
+	sent, failed atomic.Uint64
+}
+
+// TreasuryStatus is a point-in-time view of the treasury, for metrics.
+type TreasuryStatus struct {
+	Address        string
+	Balance        uint64 // confirmed µSTX as of the last sync
+	Available      uint64 // balance minus in-flight spends and reserve
+	ConfirmedNonce uint64
+	// InFlight counts all the treasury's unconfirmed transactions;
+	// InFlightRefills those of them that are refills of a distributor.
+	InFlight        int
+	InFlightRefills int
+	// RefillsSent and RefillsFailed count refills since start (monotonic):
+	// sent = accepted by the node or in doubt (tracked until it confirms);
+	// failed = an attempt that left no transaction in flight (including the
+	// one that found the treasury short and marked it dry).
+	RefillsSent   uint64
+	RefillsFailed uint64
+	Dry           bool
+	Synced        bool
+	// Owned: this replica is the treasury's writer (always true without a
+	// KeyOwner).
+	Owned        bool
+	RefillBelow  uint64
+	RefillAmount uint64
+}
+
+// setupTreasury validates the refill settings, fills their defaults and
+// adds the treasury's key state. Called by New after the distributor keys.
+func (f *Faucet) setupTreasury() error {
+	c := &f.cfg
+	if c.Treasury == nil {
+		if c.RefillBelow != 0 || c.RefillAmount != 0 {
+			return errors.New("faucet: refill settings without a treasury key")
+		}
+		return nil
+	}
+	addr := c.Treasury.TestnetAddress()
+	for _, k := range f.keys {
+		if k.addr == addr {
+			return fmt.Errorf("faucet: the treasury key (%s) is also a distributor key", addr)
+		}
+	}
+	if c.RefillBelow == 0 {
+		c.RefillBelow = satMul(DefaultRefillBelowDrips, satAdd(c.DefaultAmount, c.FeeFallback))
+	}
+	if c.RefillAmount == 0 {
+		c.RefillAmount = satMul(DefaultRefillAmountFactor, c.RefillBelow)
+	}
+	if c.RefillAmount < c.RefillBelow {
+		return fmt.Errorf("faucet: refill amount %d µSTX is below the refill threshold %d µSTX; a refill must lift a key above it", c.RefillAmount, c.RefillBelow)
+	}
+	memo, err := stacks.NewMemo(RefillMemo)
+	if err != nil {
+		return fmt.Errorf("faucet: %w", err)
+	}
+	k := newKeyState(c.Treasury)
+	k.owned = c.Owner == nil
+	f.treasury = &treasury{k: k, memo: memo, below: c.RefillBelow, amount: c.RefillAmount}
+	return nil
+}
+
+// allKeys is every key the engine sends with: the distributors, then the
+// treasury if any.
+func (f *Faucet) allKeys() []*keyState {
+	if f.treasury == nil {
+		return f.keys
+	}
+	return append(slices.Clip(f.keys), f.treasury.k)
+}
+
+// Treasury reports the treasury's state; ok is false without a treasury.
+func (f *Faucet) Treasury() (TreasuryStatus, bool) {
+	t := f.treasury
+	if t == nil {
+		return TreasuryStatus{}, false
+	}
+	k := t.k
+	k.mu.Lock()
+	s := TreasuryStatus{
+		Address:         k.addr.String(),
+		Balance:         k.balance,
+		Available:       k.available(f.cfg.FeeReserve),
+		ConfirmedNonce:  k.confirmed,
+		InFlight:        k.inFlight(),
+		InFlightRefills: t.refillsInFlight(f.keys),
+		Synced:          k.synced,
+		Owned:           k.owned,
+		RefillBelow:     t.below,
+		RefillAmount:    t.amount,
+	}
+	k.mu.Unlock()
+	t.mu.Lock()
+	s.Dry = t.dry
+	t.mu.Unlock()
+	s.RefillsSent, s.RefillsFailed = t.sent.Load(), t.failed.Load()
+	return s, true
+}
+
+// refillsInFlight counts the treasury's in-flight refills. Caller holds k.mu.
+func (t *treasury) refillsInFlight(distributors []*keyState) int {
+	n := 0
+	for _, p := range t.k.pending {
+		if !p.Foreign && !p.Recipient.IsContract() && slices.ContainsFunc(distributors, func(d *keyState) bool { return d.addr == p.Recipient.Address }) {
+			n++
+		}
+	}
+	return n
+}
+
+// refillInFlight reports whether a refill to addr is in flight (recorded,
+// accepted or in doubt, and not yet confirmed). Any treasury tx to addr
+// counts (a nonce-gap filler too): the safe side.
+func (t *treasury) refillInFlight(addr stacks.Address) bool {
+	t.k.mu.Lock()
+	defer t.k.mu.Unlock()
+	for _, p := range t.k.pending {
+		if !p.Foreign && !p.Recipient.IsContract() && p.Recipient.Address == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// syncTreasury is the treasury's part of a block: load its ledger if it is
+// ours, read its account, repair it, and see whether a dry treasury has
+// been funded again. It reports whether refills may be sent this block.
+func (f *Faucet) syncTreasury(ctx context.Context, height uint64) bool {
+	t := f.treasury
+	if t == nil || !f.ownedLoaded(ctx, t.k) {
+		return false
+	}
+	k := t.k
+	if err := f.syncKey(ctx, k); err != nil {
+		f.log.Warn("treasury sync failed", "sender", k.addr.String(), "err", err)
+		return false
+	}
+	f.repair(ctx, k, height)
+	k.mu.Lock()
+	bal, avail := k.balance, k.available(f.cfg.FeeReserve)
+	k.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dry {
+		switch {
+		case bal < t.dryBalance:
+			t.dryBalance = bal // its own spends confirmed
+		case bal > t.dryBalance && avail >= satAdd(t.amount, f.cfg.FeeMax):
+			t.dry = false
+			f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "balance", bal, "available", avail)
+		}
+	}
+	return true
+}
+
+// markDry records that the treasury cannot pay a refill.
+func (t *treasury) markDry(balance uint64) (was bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	was = t.dry
+	if !t.dry || balance < t.dryBalance {
+		t.dryBalance = balance
+	}
+	t.dry = true
+	return was
+}
+
+func (t *treasury) isDry() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dry
+}
+
+// warnDry logs that the treasury cannot pay, at most once per block.
+func (f *Faucet) warnDry(height uint64, recipient stacks.Address, msg string, args ...any) {
+	t := f.treasury
+	t.mu.Lock()
+	warn := t.warnedAt != height+1
+	t.warnedAt = height + 1
+	t.mu.Unlock()
+	if !warn {
+		return
+	}
+	k := t.k
+	k.mu.Lock()
+	bal, avail := k.balance, k.available(f.cfg.FeeReserve)
+	k.mu.Unlock()
+	f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
+		"balance", bal, "available", avail, "refill_amount", t.amount}, args...)...)
+}
+
+// refill tops up every distributor key whose available balance fell below
+// RefillBelow and has no refill in flight. synced names the owned keys
+// whose account was read this block (after the treasury's).
+func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState]bool) {
+	t := f.treasury
+	if t == nil {
+		return
+	}
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	for _, d := range f.keys {
+		if ctx.Err() != nil {
+			return
+		}
+		avail, ok := f.distributorAvailable(ctx, d, synced[d])
+		if !ok || avail >= t.below || t.refillInFlight(d.addr) {
+			continue
+		}
+		if t.isDry() {
+			f.warnDry(height, d.addr, "treasury cannot pay a refill; the distributor key is low")
+			continue
+		}
+		f.sendRefill(ctx, d, height)
+	}
+}
+
+// distributorAvailable is what a distributor key can spend: from this
+// replica's state when it owns the key (read this block), else from the
+// node's balance minus the key's in-flight entries in the shared ledger.
+// ok is false when it is unknown.
+func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
+	d.mu.Lock()
+	owned, loaded, isSynced := d.owned, d.loaded, d.synced
+	avail := d.available(f.cfg.FeeReserve)
+	d.mu.Unlock()
+	if owned && loaded {
+		return avail, syncedNow && isSynced
+	}
+	if owned {
+		return 0, false // its ledger is not loaded: in-flight spends unknown
+	}
+	acct, err := f.cfg.Node.Account(ctx, d.addr.String())
+	if err != nil {
+		f.log.Warn("refill: reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
+		return 0, false
+	}
+	entries, err := f.cfg.Ledger.List(ctx, d.addr)
+	if err != nil {
+		f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
+		return 0, false
+	}
+	var spend uint64
+	for _, e := range entries {
+		if e.Nonce >= acct.Nonce && !e.Foreign {
+			spend = satAdd(spend, satAdd(e.Amount, e.Fee))
+		}
+	}
+	return satSub(satSub(acct.Balance, spend), f.cfg.FeeReserve), true
+}
+
+// sendRefill sends one refill from the treasury to d, through the same
+// allocate → record → broadcast → commit path as a drip.
+func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
+	t := f.treasury
+	k := t.k
+	to := stacks.Principal{Address: d.addr}
+	fee := f.fee(ctx, to)
+	spend := satAdd(t.amount, fee)
+	log := f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "amount", t.amount)
+	excluded := map[*keyState]bool{}
+	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
+		k.mu.Lock()
+		if !k.owned || !k.loaded || !k.synced {
+			k.mu.Unlock()
+			return // ownership changed meanwhile: the new writer refills
+		}
+		if k.inFlight() >= f.cfg.MaxInFlight {
+			k.mu.Unlock()
+			log.Warn("treasury at its in-flight cap; refill waits for the next block")
+			return
+		}
+		if k.available(f.cfg.FeeReserve) < spend {
+			bal := k.balance
+			k.mu.Unlock()
+			t.failed.Add(1)
+			if !t.markDry(bal) {
+				f.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
+			}
+			return
+		}
+		nonce := k.allocate(spend)
+		k.mu.Unlock()
+
+		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: to, Amount: t.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: f.chainID(),
+		}, k.key)
+		if err != nil {
+			f.release(k, nonce)
+			t.failed.Add(1)
+			log.Error("signing a refill failed", "err", err)
+			return
+		}
+		raw := tx.Serialize()
+		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: t.amount, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
+		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+			f.release(k, nonce)
+			t.failed.Add(1)
+			if errors.Is(err, ErrNotOwner) {
+				f.Lost(k.addr) // another replica is the treasury's writer now
+			}
+			log.Warn("recording a refill failed; nothing sent", "nonce", nonce, "err", err)
+			return
+		}
+		if f.onRefillRecorded != nil {
+			f.onRefillRecorded(*p)
+		}
+		maybeSent, err := f.broadcast(ctx, raw)
+		if err == nil || maybeSent {
+			if err == nil {
+				p.State = TxPending
+			}
+			f.commit(ctx, k, p)
+			f.refillSent(ctx, d, p, err)
+			return
+		}
+		ferr := f.handleBroadcastError(ctx, k, p, err, excluded)
+		if ferr == nil {
+			continue // nonce conflict or behind the node: retry with the next nonce
+		}
+		t.failed.Add(1)
+		var rej *node.RejectionError
+		if errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds {
+			k.mu.Lock()
+			bal := k.balance
+			k.mu.Unlock()
+			if !t.markDry(bal) {
+				f.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
+			}
+			return
+		}
+		log.Warn("refill not accepted by the node; retried at the next block", "nonce", nonce, "err", err)
+		return
+	}
+	t.failed.Add(1)
+	log.Warn("refill not placed after retries; retried at the next block")
+}
+
+// refillSent counts, logs and records a refill now in flight. sendErr is
+// the broadcast's error when its outcome is unknown.
+func (f *Faucet) refillSent(ctx context.Context, d *keyState, p *PendingTx, sendErr error) {
+	t := f.treasury
+	t.sent.Add(1)
+	args := []any{"sender", p.Sender.String(), "recipient", d.addr.String(), "amount", p.Amount,
+		"fee", p.Fee, "txid", p.TxID.String(), "nonce", p.Nonce}
+	if sendErr != nil {
+		f.log.Warn("treasury refill sent, node answer lost; tracked and rebroadcast until its nonce confirms", append(args, "err", sendErr)...)
+	} else {
+		f.log.Info("treasury refill sent", args...)
+	}
+	f.queueHistory(ctx, DripRecord{
+		At: p.SentAt, Recipient: d.addr.String(), Amount: p.Amount, Fee: p.Fee,
+		TxID: p.TxID.String(), Sender: p.Sender.String(), Nonce: p.Nonce, Outcome: OutcomeRefill,
+	})
+}
+
+// satMul is a×b, saturating.
+func satMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	return lo
+}
