@@ -286,7 +286,12 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 		s.log.Warn("drip status: node lookup failed", "err", err)
 		return dripPending, "Sent; the Stacks node is unreachable, so its progress is unknown right now."
 	}
-	past := found && rec.Sender != "" && confirmedPast(s.cfg.Faucet.Keys(), rec.Sender, rec.Nonce)
+	keys := s.cfg.Faucet.Keys()
+	if ts, ok := s.cfg.Faucet.Treasury(); ok {
+		// Refills are in the history too, sent by the treasury.
+		keys = append(keys, faucet.KeyStatus{Address: ts.Address, Synced: ts.Synced, ConfirmedNonce: ts.ConfirmedNonce})
+	}
+	past := found && rec.Sender != "" && confirmedPast(keys, rec.Sender, rec.Nonce)
 	if past && !indexed {
 		// Without a transaction index the node only tells us the sender's
 		// nonce moved past this one: it is in a block. (Checked before the

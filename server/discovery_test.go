@@ -238,3 +238,21 @@ func TestFundingMetrics(t *testing.T) {
 		t.Errorf("faucet_node_up with the node down = %v", got)
 	}
 }
+
+// The treasury's writer reports its balance and refill counters.
+func TestTreasuryMetrics(t *testing.T) {
+	treasury := newKey(t)
+	h := newHarness(t, options{faucetCfg: func(c *faucet.Config) { c.Treasury = treasury }})
+	h.dn.Fund(treasury.TestnetAddress(), 7_000_000_000_000)
+	h.dn.Mine()
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]string{"address": treasury.TestnetAddress().String()}
+	if got := counterValue(t, h.reg, "faucet_treasury_balance_ustx", addr); got != 7_000_000_000_000 {
+		t.Errorf("faucet_treasury_balance_ustx = %v", got)
+	}
+	if got := counterValue(t, h.reg, "faucet_refills_total", map[string]string{"outcome": "sent"}); got != 0 {
+		t.Errorf("refills sent = %v, want 0 (the key is well funded)", got)
+	}
+}

@@ -187,6 +187,8 @@ type keyCollector struct {
 	// Faucet-wide funding and node health, for alerts.
 	dripsLeft, fundsAvailable, lowDrips, nodeUp *prometheus.Desc
 	low                                         int
+	// The treasury, reported by the replica that writes for it.
+	treasuryBalance, treasuryAvailable, treasuryInFlight, refills *prometheus.Desc
 }
 
 func newKeyCollector() *keyCollector {
@@ -204,6 +206,13 @@ func newKeyCollector() *keyCollector {
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
 		lowDrips: prometheus.NewDesc("faucet_low_drips_threshold", "Drips left below which the faucet reports itself low (--low-drips).", nil, nil),
 		nodeUp:   prometheus.NewDesc("faucet_node_up", "1 when the engine's last read of the Stacks node's tip succeeded.", nil, nil),
+		treasuryBalance: prometheus.NewDesc("faucet_treasury_balance_ustx",
+			"Confirmed balance of the treasury key that refills the sending keys, in µSTX (reported by the replica that owns it).", addr, nil),
+		treasuryAvailable: prometheus.NewDesc("faucet_treasury_available_ustx",
+			"Treasury balance minus its in-flight refills, in µSTX.", addr, nil),
+		treasuryInFlight: prometheus.NewDesc("faucet_treasury_refills_in_flight", "Refills sent by the treasury and not yet confirmed.", addr, nil),
+		refills: prometheus.NewDesc("faucet_refills_total",
+			"Refills of sending keys by the treasury since start, by outcome (sent: accepted or in doubt; failed: nothing left in flight).", []string{"outcome"}, nil),
 	}
 }
 
@@ -214,7 +223,8 @@ func (c *keyCollector) set(f *faucet.Faucet, lowDrips int) {
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp} {
+	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
+		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills} {
 		ch <- d
 	}
 }
@@ -231,6 +241,15 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.fundsAvailable, prometheus.GaugeValue, float64(fund.Available))
 	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low))
 	ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, b2f(f.NodeUp()))
+	// Only the treasury's writer knows its in-flight refills; elsewhere its
+	// numbers would be stale, so other replicas report nothing.
+	if ts, ok := f.Treasury(); ok && ts.Owned {
+		ch <- prometheus.MustNewConstMetric(c.treasuryBalance, prometheus.GaugeValue, float64(ts.Balance), ts.Address)
+		ch <- prometheus.MustNewConstMetric(c.treasuryAvailable, prometheus.GaugeValue, float64(ts.Available), ts.Address)
+		ch <- prometheus.MustNewConstMetric(c.treasuryInFlight, prometheus.GaugeValue, float64(ts.InFlightRefills), ts.Address)
+		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsSent), "sent")
+		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsFailed), "failed")
+	}
 	for _, k := range f.Keys() {
 		// µSTX fit a float64 exactly up to 2^53, far above the total supply.
 		ch <- prometheus.MustNewConstMetric(c.balance, prometheus.GaugeValue, float64(k.Balance), k.Address)
