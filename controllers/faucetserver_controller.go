@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -60,6 +61,10 @@ type FaucetServerReconciler struct {
 	DefaultImage string
 	// Now is the clock for condition transitions; time.Now when nil.
 	Now func() time.Time
+	// Funding reads the balances of the faucets' keys from their nodes,
+	// outside Reconcile, for status.funding and the Funded condition; nil
+	// turns that off. SetupWithManager adds it to the manager.
+	Funding *FundingMonitor
 }
 
 // +kubebuilder:rbac:groups=faucet.stxfaucet.dev,resources=faucetservers,verbs=get;list;watch
@@ -79,9 +84,13 @@ type FaucetServerReconciler struct {
 func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	fs := &faucetv1alpha1.FaucetServer{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, fs); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetFunding(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !fs.DeletionTimestamp.IsZero() {
+		r.forgetFunding(req.NamespacedName)
 		return ctrl.Result{}, nil // being collected; applying now would recreate children
 	}
 
@@ -106,6 +115,11 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	obs.tokens = tokens
+	treasury, err := r.readTreasury(ctx, fs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.treasury = treasury
 
 	sa, svc := serviceAccountFor(fs), serviceFor(fs)
 	var pvc *corev1.PersistentVolumeClaim
@@ -138,6 +152,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			// deletion of a leftover child of an earlier FaucetServer of
 			// this name (its owner reference names ours), retries.
 			obs.conflict = conflict
+			r.forgetFunding(req.NamespacedName) // its reads would retry the reconcile
 			obs.deployment, err = r.existingDeployment(ctx, fs)
 			return ctrl.Result{}, err
 		}
@@ -151,10 +166,12 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	obs.service = svc
 
-	if !keys.usable() || !store.usable() || !tokens.usable() {
+	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() {
 		// Stalled until the Secret changes, which the Secret watch reports.
 		// Leave running pods alone: they keep what they started with, and
-		// a new pod could not mount a missing Secret anyway.
+		// a new pod could not mount a missing Secret anyway. No balance
+		// reads either: each would retry the reconcile.
+		r.forgetFunding(req.NamespacedName)
 		obs.deployment, err = r.existingDeployment(ctx, fs)
 		return ctrl.Result{}, err
 	}
@@ -163,7 +180,8 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, fmt.Errorf("failed to apply PersistentVolumeClaim: %w", err)
 		}
 	}
-	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{keys: keys.digest, store: store.digest})
+	obs.funding = r.trackFunding(fs, keys, treasury)
+	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{keys: keys.digest, store: store.digest, treasury: treasury.digest})
 	if err := r.apply(ctx, fs, deploy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
 	}
@@ -285,6 +303,79 @@ func (r *FaucetServerReconciler) readAPITokens(ctx context.Context, fs *faucetv1
 	return tokensState{}, nil
 }
 
+// readTreasury parses the treasury Secret into the holder's address. Like
+// the key Secret, a missing Secret or a bad key is a state reported in the
+// status, not an error, and messages never quote the data.
+func (r *FaucetServerReconciler) readTreasury(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (treasuryState, error) {
+	ref := treasuryRef(fs)
+	if ref == nil {
+		return treasuryState{}, nil
+	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return treasuryState{
+				reason:  faucetv1alpha1.ReasonTreasurySecretNotFound,
+				message: fmt.Sprintf("treasury Secret %q not found in namespace %q", ref.Name, fs.Namespace),
+			}, nil
+		}
+		return treasuryState{}, fmt.Errorf("failed to read treasury Secret %q: %w", ref.Name, err)
+	}
+	invalid := func(why string) (treasuryState, error) {
+		return treasuryState{
+			reason:  faucetv1alpha1.ReasonInvalidTreasuryKey,
+			message: fmt.Sprintf("treasury Secret %q, data key %q: %s", ref.Name, ref.Key, why),
+		}, nil
+	}
+	data, ok := secret.Data[ref.Key]
+	if !ok {
+		return treasuryState{
+			reason:  faucetv1alpha1.ReasonInvalidTreasuryKey,
+			message: fmt.Sprintf("treasury Secret %q has no data key %q", ref.Name, ref.Key),
+		}, nil
+	}
+	keys, err := stacks.ParsePrivateKeys(string(data))
+	if err != nil {
+		return invalid(err.Error())
+	}
+	if len(keys) != 1 {
+		return invalid(fmt.Sprintf("want exactly one private key, found %d", len(keys)))
+	}
+	sum := sha256.Sum256(data)
+	return treasuryState{address: keys[0].TestnetAddress().String(), digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// trackFunding has the FundingMonitor read the addresses of fs's keys and
+// treasury, and returns its latest result for them, if any. Nothing is
+// read here: a slow node never holds up a reconcile. Each new reading
+// requeues fs, so a FaucetServer stalled on a name conflict or a Secret is
+// not tracked: that would retry it every interval.
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys keyState, treasury treasuryState) *fundingResult {
+	if r.Funding == nil {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(fs)
+	if !keys.usable() || len(keys.addresses) == 0 || !treasury.usable() {
+		r.Funding.Forget(key)
+		return nil
+	}
+	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address}
+	if fs.Spec.Node.Timeout != nil {
+		t.timeout = fs.Spec.Node.Timeout.Duration
+	}
+	r.Funding.Track(key, t)
+	if res, ok := r.Funding.Result(key, t); ok {
+		return &res
+	}
+	return nil
+}
+
+func (r *FaucetServerReconciler) forgetFunding(key types.NamespacedName) {
+	if r.Funding != nil {
+		r.Funding.Forget(key)
+	}
+}
+
 // isPostgresURI is how `faucet serve --store` tells a Postgres URI from an
 // SQLite path (server/store.IsPostgres).
 func isPostgresURI(s string) bool {
@@ -384,6 +475,7 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 		return nil
 	}
 	before := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionReady)
+	fundedBefore := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionFunded)
 	base := fs.DeepCopy()
 	fs.Status = status
 	// The status derives from the previous one (transition times, events):
@@ -402,6 +494,15 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 		r.Recorder.Eventf(fs, nil, eventType, after.Reason, "Reconcile", "%s", truncate(after.Message, maxEventNote))
 		ctrl.LoggerFrom(ctx).Info("Ready changed", "status", after.Status, "reason", after.Reason, "message", after.Message)
 	}
+	funded := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionFunded)
+	if funded != nil && (fundedBefore == nil || fundedBefore.Status != funded.Status || fundedBefore.Reason != funded.Reason) {
+		eventType := corev1.EventTypeNormal
+		if funded.Status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(fs, nil, eventType, funded.Reason, "CheckFunding", "%s", truncate(funded.Message, maxEventNote))
+		ctrl.LoggerFrom(ctx).Info("Funded changed", "status", funded.Status, "reason", funded.Reason, "message", funded.Message)
+	}
 	return nil
 }
 
@@ -412,7 +513,16 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		func(o client.Object) []string { return secretNames(o.(*faucetv1alpha1.FaucetServer)) }); err != nil {
 		return fmt.Errorf("failed to index FaucetServers by Secret: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Funding != nil {
+		if err := mgr.Add(r.Funding); err != nil {
+			return fmt.Errorf("failed to add the funding monitor: %w", err)
+		}
+		// A new balance reading requeues its FaucetServer, whatever the
+		// For predicates say.
+		b = b.WatchesRawSource(source.Channel(r.Funding.Events(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		// Status writes do not trigger a reconcile; spec edits do, and so do
 		// annotations: `kubectl annotate` is the way to retry a FaucetServer
 		// stalled on a name conflict.
@@ -427,11 +537,11 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
-// secretNames are the Secrets fs reads: its keys, a Postgres URI and API
-// tokens.
+// secretNames are the Secrets fs reads: its keys, a Postgres URI, API
+// tokens and a treasury key.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
 	names := []string{fs.Spec.KeySecretRef.Name}
-	for _, ref := range []*corev1.SecretKeySelector{storeURIRef(fs), apiTokensRef(fs)} {
+	for _, ref := range []*corev1.SecretKeySelector{storeURIRef(fs), apiTokensRef(fs), treasuryRef(fs)} {
 		if ref != nil && !slices.Contains(names, ref.Name) {
 			names = append(names, ref.Name)
 		}

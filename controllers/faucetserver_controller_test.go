@@ -236,12 +236,15 @@ var _ = Describe("FaucetServer controller", func() {
 		createFaucetServer(ns, nil)
 		before := eventuallyDeployment(ns)
 
+		// A merge patch, not an update: the operator writes the status
+		// (funding reads included) at any time.
 		fs := getFaucetServer(Default, ns)
+		patch := client.MergeFrom(fs.DeepCopy())
 		fs.Spec.Amounts.Default = ptr.To(int64(1_000_000))
 		fs.Spec.Memo = ptr.To("hackathon")
 		fs.Spec.Service.Port = ptr.To(int32(80))
 		fs.Spec.NodeSelector = map[string]string{"pool": "faucets"}
-		Expect(k8sClient.Update(suiteCtx, fs)).To(Succeed())
+		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			d := &appsv1.Deployment{}
@@ -259,7 +262,7 @@ var _ = Describe("FaucetServer controller", func() {
 		By("someone scaling the Deployment up: one writer per key, so back to 1")
 		d := &appsv1.Deployment{}
 		Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
-		patch := client.MergeFrom(d.DeepCopy())
+		patch = client.MergeFrom(d.DeepCopy())
 		d.Spec.Replicas = ptr.To(int32(3))
 		Expect(k8sClient.Patch(suiteCtx, d, patch)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -304,8 +307,9 @@ var _ = Describe("FaucetServer controller", func() {
 
 		By("retrying on a change to the FaucetServer: an annotation")
 		fs := getFaucetServer(Default, ns)
+		patch := client.MergeFrom(fs.DeepCopy())
 		fs.Annotations = map[string]string{"faucet.stxfaucet.dev/retry": "1"}
-		Expect(k8sClient.Update(suiteCtx, fs)).To(Succeed())
+		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
 		d := eventuallyDeployment(ns)
 		Expect(k8sClient.Get(suiteCtx, key(ns), svc)).To(Succeed())
 		expectOwnedBy(svc, getFaucetServer(Default, ns))
@@ -547,8 +551,9 @@ var _ = Describe("FaucetServer controller", func() {
 
 		By("resuming")
 		fs := getFaucetServer(Default, ns)
+		patch := client.MergeFrom(fs.DeepCopy())
 		fs.Spec.Suspend = false
-		Expect(k8sClient.Update(suiteCtx, fs)).To(Succeed())
+		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
 		Eventually(func(g Gomega) {
 			d := &appsv1.Deployment{}
 			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())

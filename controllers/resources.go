@@ -51,6 +51,9 @@ const (
 	// The API tokens file, from its own Secret (spec.abuse.apiTokens).
 	apiTokensVolume    = "api-tokens"
 	apiTokensMountPath = "/etc/faucet/api-tokens"
+	// The treasury's holder key, from its own Secret (spec.treasury).
+	treasuryVolume    = "treasury"
+	treasuryMountPath = "/etc/faucet/treasury"
 
 	// The embedded store: an SQLite file on the FaucetServer's volume.
 	dataVolume    = "data"
@@ -128,8 +131,9 @@ func serviceFor(fs *faucetv1alpha1.FaucetServer) *corev1.Service {
 // secretDigests are digests of the Secrets the pods read, never their data:
 // they only feed the config hash, so a changed Secret rolls the pods.
 type secretDigests struct {
-	keys  string // the key Secret's data key
-	store string // the Postgres URI; "" for the embedded store
+	keys     string // the key Secret's data key
+	store    string // the Postgres URI; "" for the embedded store
+	treasury string // the treasury key; "" without spec.treasury
 }
 
 // StoreKind is the kind of store fs runs with: StorePostgres when
@@ -169,6 +173,20 @@ func apiTokensRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
 	key := ref.Key
 	if key == "" {
 		key = faucetv1alpha1.DefaultAPITokensSecretKey
+	}
+	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+}
+
+// treasuryRef is the Secret key selector of the treasury's key; nil when
+// spec.treasury is unset.
+func treasuryRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
+	if fs.Spec.Treasury == nil {
+		return nil
+	}
+	ref := fs.Spec.Treasury.KeySecretRef
+	key := ref.Key
+	if key == "" {
+		key = faucetv1alpha1.DefaultKeySecretKey
 	}
 	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
 }
@@ -241,6 +259,17 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 		mounts = append(mounts, corev1.VolumeMount{Name: apiTokensVolume, MountPath: apiTokensMountPath, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{
 			Name: apiTokensVolume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  ref.Name,
+				Items:       []corev1.KeyToPath{{Key: ref.Key, Path: ref.Key}},
+				DefaultMode: ptr.To(int32(0o440)),
+			}},
+		})
+	}
+	if ref := treasuryRef(fs); ref != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: treasuryVolume, MountPath: treasuryMountPath, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{
+			Name: treasuryVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName:  ref.Name,
 				Items:       []corev1.KeyToPath{{Key: ref.Key, Path: ref.Key}},
@@ -462,6 +491,11 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		}
 		i32("low-drips", p.LowDrips)
 	}
+	if ref := treasuryRef(fs); ref != nil {
+		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))
+		i64("refill-below", s.Treasury.RefillBelowUSTX)
+		i64("refill-amount", s.Treasury.RefillAmountUSTX)
+	}
 	if s.Suspend {
 		args = append(args, "--suspend")
 	}
@@ -476,6 +510,11 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 func configHash(image string, args []string, digests secretDigests) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", image, strings.Join(args, "\x00"), digests.keys, digests.store)
+	if digests.treasury != "" {
+		// Only with a treasury, so the hash of every other faucet, and
+		// with it its pods, stays as it was.
+		fmt.Fprintf(h, "\x00treasury\x00%s", digests.treasury)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -606,4 +608,64 @@ func equalJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+func TestTreasury(t *testing.T) {
+	plain := deploymentFor(fixture(), "img", secretDigests{keys: "k"})
+	for _, a := range plain.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--treasury") || strings.HasPrefix(a, "--refill") {
+			t.Errorf("flag %s without spec.treasury", a)
+		}
+	}
+	withTreasury := func(key string, below, amount *int64) *faucetv1alpha1.FaucetServer {
+		return fixture(func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{
+				KeySecretRef:    faucetv1alpha1.TreasuryKeyReference{Name: "holder", Key: key},
+				RefillBelowUSTX: below, RefillAmountUSTX: amount,
+			}
+		})
+	}
+	fs := withTreasury("", ptr.To(int64(1000)), ptr.To(int64(5000)))
+	d := deploymentFor(fs, "img", secretDigests{keys: "k", treasury: "t1"})
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--treasury-key-file=/etc/faucet/treasury/keys", "--refill-below=1000", "--refill-amount=5000"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %v lack %s", c.Args, want)
+		}
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "treasury" && m.MountPath == "/etc/faucet/treasury" && m.ReadOnly && m.SubPath == ""
+	}) {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "treasury" && v.Secret != nil && v.Secret.SecretName == "holder" &&
+			len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "keys" && *v.Secret.DefaultMode == 0o440
+	}) {
+		t.Errorf("volumes %+v", d.Spec.Template.Spec.Volumes)
+	}
+	only := deploymentFor(withTreasury("holder.hex", nil, nil), "img", secretDigests{keys: "k", treasury: "t1"}).Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(only, "--treasury-key-file=/etc/faucet/treasury/holder.hex") || slices.ContainsFunc(only, func(a string) bool { return strings.HasPrefix(a, "--refill") }) {
+		t.Errorf("args %v", only)
+	}
+	hash := func(digest string) string {
+		return deploymentFor(fs, "img", secretDigests{keys: "k", treasury: digest}).Spec.Template.Annotations[ConfigHashAnnotation]
+	}
+	if hash("t1") == hash("t2") {
+		t.Error("rotating the treasury key did not change the hash")
+	}
+	if got := secretNames(fs); !slices.Contains(got, "holder") {
+		t.Errorf("secretNames %v lack the treasury Secret", got)
+	}
+}
+
+// TestConfigHashStableWithoutTreasury pins the hash of a FaucetServer
+// without treasury to the formula of earlier operators, so upgrading does
+// not roll every faucet.
+func TestConfigHashStableWithoutTreasury(t *testing.T) {
+	args := []string{"serve", "--x=1"}
+	h := sha256.Sum256([]byte("img\x00serve\x00--x=1\x00k\x00"))
+	if got, want := configHash("img", args, secretDigests{keys: "k"}), hex.EncodeToString(h[:])[:32]; got != want {
+		t.Errorf("hash %s, want %s", got, want)
+	}
 }

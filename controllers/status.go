@@ -45,11 +45,27 @@ type tokensState struct {
 
 func (t tokensState) usable() bool { return t.reason == "" }
 
+// treasuryState is what the treasury Secret yielded: the holder's address
+// and a digest of the data key, or the reason it is unusable. The zero value
+// (no spec.treasury) is usable.
+type treasuryState struct {
+	reason  string // "" when usable, else a Ready reason
+	message string
+	address string
+	digest  string
+}
+
+func (t treasuryState) usable() bool { return t.reason == "" }
+
 // observation is everything one reconcile saw; the status is a function of it.
 type observation struct {
-	keys       keyState
-	store      storeState
-	tokens     tokensState
+	keys     keyState
+	store    storeState
+	tokens   tokensState
+	treasury treasuryState
+	// funding is the FundingMonitor's latest result for the current keys,
+	// nil when there is none (yet, or without a monitor).
+	funding    *fundingResult
 	conflict   string             // why a child's name is taken; "" if none is
 	service    *corev1.Service    // as applied; nil if not reached
 	deployment *appsv1.Deployment // as applied or read; nil if none
@@ -94,6 +110,8 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		set(faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	}
 
+	setFunding(&st, fs, obs, now)
+
 	switch {
 	case obs.err != nil:
 		// Retried with backoff; the generation is not observed until it
@@ -136,6 +154,11 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		reconciling("", "")
 		stalled(obs.tokens.reason, obs.tokens.message)
 
+	case !obs.treasury.usable():
+		ready(metav1.ConditionFalse, obs.treasury.reason, obs.treasury.message)
+		reconciling("", "")
+		stalled(obs.treasury.reason, obs.treasury.message)
+
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.
 		msg := "waiting for the Deployment to be created"
@@ -172,6 +195,37 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 	}
 	st.ObservedGeneration = fs.Generation
 	return st
+}
+
+// setFunding sets status.funding and the Funded condition. Funded does not
+// feed Ready: a low faucet still serves (see ConditionFunded).
+func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.FaucetServer, obs observation, now time.Time) {
+	drop := func() {
+		st.Funding = nil
+		meta.RemoveStatusCondition(&st.Conditions, faucetv1alpha1.ConditionFunded)
+	}
+	switch {
+	case obs.funding != nil:
+		out := computeFunding(fs, *obs.funding, st.Funding)
+		if out.status != nil && !fundingMatches(out.status, obs.funding.target.addresses, obs.funding.target.treasury) {
+			out.status = nil // a failed first read of new keys: the old figures are of other keys
+		}
+		st.Funding = out.status
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: faucetv1alpha1.ConditionFunded, Status: out.condStatus, Reason: out.condReason, Message: out.condMessage,
+			ObservedGeneration: fs.Generation, LastTransitionTime: metav1.NewTime(now),
+		})
+	case !obs.keys.usable():
+		drop() // no keys, nothing to fund
+	case obs.keys.addresses == nil:
+		// An error came before the keys were read: keep what was there.
+	case st.Funding == nil || !fundingMatches(&faucetv1alpha1.FundingStatus{Keys: st.Funding.Keys}, obs.keys.addresses, ""):
+		// Other keys than the figures describe, and no read of them yet.
+		drop()
+	default:
+		// No read yet (a restarted operator, a monitor not reached): the
+		// last figures of these keys stand until the next read.
+	}
 }
 
 // Limits the API server puts on messages. An error can be long (an invalid

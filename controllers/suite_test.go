@@ -32,9 +32,12 @@ const testImage = "ghcr.io/stxfaucet/faucet-operator:suite"
 
 var (
 	k8sClient client.Client // direct, uncached: what a user's kubectl sees
-	testEnv   *envtest.Environment
-	suiteCtx  context.Context
-	stopSuite context.CancelFunc
+	// fundingMonitor reads balances every 500 ms with two workers, each
+	// node call bounded by 1s, so a slow node can keep both busy.
+	fundingMonitor *FundingMonitor
+	testEnv        *envtest.Environment
+	suiteCtx       context.Context
+	stopSuite      context.CancelFunc
 )
 
 func TestControllers(t *testing.T) {
@@ -76,11 +79,13 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
+	fundingMonitor = &FundingMonitor{Interval: 500 * time.Millisecond, Workers: 2, CallTimeout: time.Second}
 	r := &FaucetServerReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("faucet-operator"),
 		DefaultImage: testImage,
+		Funding:      fundingMonitor,
 	}
 	Expect(r.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	go func() {

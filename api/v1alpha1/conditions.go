@@ -17,6 +17,36 @@ const (
 	// unusable keys, a child name taken by someone else's object, a rollout
 	// past its deadline. Abnormal-true polarity: removed, not set False.
 	ConditionStalled = "Stalled"
+
+	// ConditionFunded reports whether the faucet's keys can pay for drips,
+	// from the balances the operator reads from the node on its own
+	// (status.funding). Normal polarity: True is good. It is absent until
+	// the first read and while the keys are unusable.
+	//
+	// Ready does not depend on Funded: a faucet running low still serves
+	// drips, and an empty one still serves its status and page, so neither
+	// is a failed rollout; kstatus tools (`kubectl wait`, Flux) should not
+	// block on funds. Alert on Funded, or on the events it emits when it
+	// changes (Normal for True, Warning otherwise).
+	ConditionFunded = "Funded"
+)
+
+// Reasons of the Funded condition.
+const (
+	// ReasonFunded (Funded=True): the keys hold at least
+	// spec.funding.lowThreshold default drips.
+	ReasonFunded = "Funded"
+
+	// ReasonLow (Funded=False): fewer drips left than
+	// spec.funding.lowThreshold, but at least one.
+	ReasonLow = "Low"
+
+	// ReasonEmpty (Funded=False): no key can pay one default drip.
+	ReasonEmpty = "Empty"
+
+	// ReasonNodeUnreachable (Funded=Unknown): the operator could not read
+	// the balances from the node; status.funding keeps the last values read.
+	ReasonNodeUnreachable = "NodeUnreachable"
 )
 
 // Reasons of the conditions above.
@@ -71,6 +101,16 @@ const (
 	// tokens file: the faucet does, and logs bad lines by number, never
 	// their content.
 	ReasonInvalidAPITokensSecret = "InvalidAPITokensSecret"
+
+	// ReasonTreasurySecretNotFound (Ready=False, Stalled=True): the Secret
+	// named by spec.treasury.keySecretRef does not exist; the pod could not
+	// mount it. Creating it resumes the faucet.
+	ReasonTreasurySecretNotFound = "TreasurySecretNotFound"
+
+	// ReasonInvalidTreasuryKey (Ready=False, Stalled=True): the treasury
+	// Secret lacks the data key, or it does not hold exactly one hex
+	// private key. Messages never quote the key.
+	ReasonInvalidTreasuryKey = "InvalidTreasuryKey"
 
 	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,
 	// Service, ServiceAccount or PersistentVolumeClaim with the name of one

@@ -23,6 +23,11 @@ const (
 	// DefaultAPITokensSecretKey is the Secret data key read when
 	// abuse.apiTokens.secretRef.key is empty.
 	DefaultAPITokensSecretKey = "tokens"
+
+	// DefaultLowThreshold is spec.funding.lowThreshold when unset: the
+	// number of default drips left below which Funded turns False, reason
+	// Low.
+	DefaultLowThreshold = 100
 )
 
 // Store kinds, as status.store reports them.
@@ -162,6 +167,76 @@ type FaucetServerSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// funding configures how the operator judges the faucet's balance,
+	// which it reads from spec.node on its own (the manager's
+	// --funding-interval) and reports in status.funding and the Funded
+	// condition.
+	// +optional
+	Funding *FundingSpec `json:"funding,omitempty"`
+
+	// treasury names a holder key the faucet refills its keys from when
+	// they run low. The key reaches the pod as a mounted Secret file, never
+	// through the Deployment spec; its address and balance are reported in
+	// status.funding.treasury.
+	// +optional
+	Treasury *TreasurySpec `json:"treasury,omitempty"`
+}
+
+// FundingSpec configures the Funded condition.
+type FundingSpec struct {
+	// lowThreshold is the number of default drips (amounts.default plus
+	// fee.fallback) left on the faucet's keys below which the Funded
+	// condition turns False with reason Low. 0 never reports Low, only
+	// Empty. Defaults to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LowThreshold *int64 `json:"lowThreshold,omitempty"`
+}
+
+// TreasurySpec is a holder account the faucet tops its keys up from: the
+// faucet never pays drips with it, so an operator funds a single address.
+// +kubebuilder:validation:XValidation:rule="!has(self.refillBelowUSTX) || !has(self.refillAmountUSTX) || self.refillAmountUSTX >= self.refillBelowUSTX",message="treasury.refillAmountUSTX must be at least refillBelowUSTX, so that one refill lifts a key above the threshold"
+type TreasurySpec struct {
+	// keySecretRef selects the Secret data key holding the treasury's hex
+	// private key (exactly one), in the FaucetServer's namespace. The
+	// Secret is mounted read-only into the pod as a file; its content never
+	// appears in the Deployment, the status or events. Editing it restarts
+	// the pod.
+	// +required
+	KeySecretRef TreasuryKeyReference `json:"keySecretRef"`
+
+	// refillBelowUSTX: a faucet key whose available µSTX falls below this
+	// is refilled from the treasury. Unset, the faucet's default applies:
+	// 20 default drips' worth.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillBelowUSTX *int64 `json:"refillBelowUSTX,omitempty"`
+
+	// refillAmountUSTX is the µSTX a refill sends; at least
+	// refillBelowUSTX. Unset, the faucet's default applies: 10 ×
+	// refillBelowUSTX.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillAmountUSTX *int64 `json:"refillAmountUSTX,omitempty"`
+}
+
+// TreasuryKeyReference selects the treasury's key file inside a Secret.
+type TreasuryKeyReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the private key. Empty means
+	// "keys".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="treasury.keySecretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
 }
 
 // NodeSpec locates the Stacks node RPC.
@@ -562,6 +637,76 @@ type FaucetServerStatus struct {
 	// store is the kind of store the faucet runs with: embedded or postgres.
 	// +optional
 	Store string `json:"store,omitempty"`
+
+	// funding is what the operator last read from the node about the
+	// faucet's keys (and treasury): balances, drips left and an estimate of
+	// how long they last. The Funded condition summarises it.
+	// +optional
+	Funding *FundingStatus `json:"funding,omitempty"`
+}
+
+// FundingStatus reports the balances of the faucet's keys, as the operator
+// last read them from the node. Addresses only, never keys.
+type FundingStatus struct {
+	// keys are the faucet's keys, in the order of the key Secret.
+	// +optional
+	// +listType=atomic
+	Keys []KeyFunding `json:"keys,omitempty"`
+
+	// totalUSTX is the sum of the keys' spendable balances, in µSTX.
+	// +optional
+	TotalUSTX int64 `json:"totalUSTX"`
+
+	// balanceSTX is totalUSTX in STX with two decimals (rounded down),
+	// e.g. "12345.67": the BALANCE column.
+	// +optional
+	BalanceSTX string `json:"balanceSTX,omitempty"`
+
+	// dripsLeft is how many default drips (amounts.default plus
+	// fee.fallback) the keys can still pay, each key counted on its own
+	// (a drip is paid by one key).
+	// +optional
+	DripsLeft int64 `json:"dripsLeft"`
+
+	// runway estimates how long the keys last at the rate they were spent
+	// at recently (a short in-memory history of the operator). Absent while
+	// unknown or when the balance is not going down.
+	// +optional
+	Runway *metav1.Duration `json:"runway,omitempty"`
+
+	// lastChecked is when the balances were last read successfully.
+	// +optional
+	LastChecked *metav1.Time `json:"lastChecked,omitempty"`
+
+	// treasury is the holder account of spec.treasury.
+	// +optional
+	Treasury *AccountFunding `json:"treasury,omitempty"`
+}
+
+// KeyFunding is the balance of one faucet key.
+type KeyFunding struct {
+	// address is the key's testnet (ST…) address.
+	// +required
+	Address string `json:"address"`
+
+	// balanceUSTX is the confirmed spendable balance, in µSTX.
+	// +optional
+	BalanceUSTX int64 `json:"balanceUSTX"`
+
+	// dripsLeft is how many default drips this key can pay.
+	// +optional
+	DripsLeft int64 `json:"dripsLeft"`
+}
+
+// AccountFunding is the balance of an account.
+type AccountFunding struct {
+	// address is the account's testnet (ST…) address.
+	// +required
+	Address string `json:"address"`
+
+	// balanceUSTX is the confirmed spendable balance, in µSTX.
+	// +optional
+	BalanceUSTX int64 `json:"balanceUSTX"`
 }
 
 // FaucetServer runs a Stacks testnet STX faucet: a Deployment serving the
@@ -579,6 +724,8 @@ type FaucetServerStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
+// +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1

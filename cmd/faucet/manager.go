@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,8 @@ type managerOptions struct {
 	watchNamespaces         string
 	serverImage             string
 	kubeconfig              string
+	fundingInterval         time.Duration
+	fundingWorkers          int
 	log                     logFlags
 }
 
@@ -47,6 +50,8 @@ func (o *managerOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; required out of cluster)")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.serverImage, "server-image", "", "image of faucet pods whose FaucetServer sets no spec.image: the manager's own image")
+	fs.DurationVar(&o.fundingInterval, "funding-interval", controllers.DefaultFundingInterval, "how often the balances of each FaucetServer's keys are read from its node, ±10 % jitter")
+	fs.IntVar(&o.fundingWorkers, "funding-workers", controllers.DefaultFundingWorkers, "how many balance reads may be in flight at once, across all FaucetServers")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	o.log.register(fs)
 }
@@ -65,6 +70,12 @@ func parseManagerOptions(args []string) (managerOptions, error) {
 	}
 	if o.serverImage == "" {
 		return o, errors.New("--server-image (or FAUCET_SERVER_IMAGE) is required: the image faucet pods run by default")
+	}
+	if o.fundingInterval < time.Second {
+		return o, fmt.Errorf("--funding-interval %s: must be at least 1s", o.fundingInterval)
+	}
+	if o.fundingWorkers < 1 {
+		return o, fmt.Errorf("--funding-workers %d: must be at least 1", o.fundingWorkers)
 	}
 	return o, nil
 }
@@ -105,6 +116,11 @@ func (o managerOptions) ctrlOptions(scheme *runtime.Scheme) ctrl.Options {
 		// lease over early is safe and speeds up failover.
 		LeaderElectionReleaseOnCancel: true,
 	}
+}
+
+// fundingMonitor reads the faucets' balances from their nodes.
+func (o managerOptions) fundingMonitor() *controllers.FundingMonitor {
+	return &controllers.FundingMonitor{Interval: o.fundingInterval, Workers: o.fundingWorkers}
 }
 
 func (o managerOptions) restConfig() (*rest.Config, error) {
@@ -157,6 +173,7 @@ func runManager(ctx context.Context, args []string, _ io.Writer) error {
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("faucet-operator"),
 		DefaultImage: o.serverImage,
+		Funding:      o.fundingMonitor(),
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
@@ -168,6 +185,6 @@ func runManager(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	logger.Info("manager starting", "version", version, "serverImage", o.serverImage,
-		"watchNamespaces", o.namespaces(), "leaderElection", o.leaderElect)
+		"watchNamespaces", o.namespaces(), "leaderElection", o.leaderElect, "fundingInterval", o.fundingInterval)
 	return mgr.Start(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,7 +76,28 @@ func TestManagerOptions(t *testing.T) {
 				}
 			},
 		},
-		"server image is required": {wantErr: "--server-image"},
+		"funding defaults": {
+			args: []string{"--server-image=i"},
+			check: func(t *testing.T, o managerOptions) {
+				m := o.fundingMonitor()
+				if m.Interval != time.Minute || m.Workers != 8 {
+					t.Errorf("funding monitor interval %s workers %d, want 1m and 8", m.Interval, m.Workers)
+				}
+			},
+		},
+		"funding flags and environment": {
+			args: []string{"--server-image=i", "--funding-interval=30s"},
+			env:  map[string]string{"FAUCET_FUNDING_WORKERS": "3"},
+			check: func(t *testing.T, o managerOptions) {
+				m := o.fundingMonitor()
+				if m.Interval != 30*time.Second || m.Workers != 3 {
+					t.Errorf("funding monitor interval %s workers %d", m.Interval, m.Workers)
+				}
+			},
+		},
+		"funding interval too short":   {args: []string{"--server-image=i", "--funding-interval=10ms"}, wantErr: "--funding-interval"},
+		"funding workers at least one": {args: []string{"--server-image=i", "--funding-workers=0"}, wantErr: "--funding-workers"},
+		"server image is required":     {wantErr: "--server-image"},
 		"bad boolean in the environment": {
 			args: []string{"--server-image=i"}, env: map[string]string{"FAUCET_LEADER_ELECT": "maybe"}, wantErr: "FAUCET_LEADER_ELECT",
 		},

@@ -28,15 +28,18 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -70,7 +73,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	requireFile(t, filepath.Join(repo, "hack", "e2e-client", "node_modules", "@stacks", "blockchain-api-client", "package.json"), "run `npm ci --prefix hack/e2e-client`")
 
 	// 1. Control plane.
-	k8s, managerKubeconfig := startControlPlane(t)
+	k8s, adminConfig, managerKubeconfig := startControlPlane(t)
 
 	// 2. A simulated Stacks node with two funded faucet keys, mining every 500 ms.
 	keys := []*stacks.PrivateKey{newKey(t), newKey(t)}
@@ -100,6 +103,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 		"--leader-election-namespace=" + operatorNamespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--server-image=" + serverImage, "--watch-namespaces=" + namespace,
+		"--funding-interval=1s", // the default 1m would outlast the test
 	}, nil, func(line string) {
 		if strings.Contains(strings.ToLower(line), "forbidden") {
 			forbidden.CompareAndSwap(nil, &line)
@@ -166,7 +170,13 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	markAvailable(t, ctx, k8s, dep)
 	waitReady(t, ctx, k8s, keys)
 
-	// 8. Delete: the children carry controller owner references, so the
+	// 8. Funding: the operator reads the keys' balances from the node on
+	// its own and shows them in `kubectl get fsrv`. Then move most of the
+	// funds away on the node: below the low threshold (100 drips) Funded
+	// turns False, reason Low, with a Warning event, while Ready stays.
+	checkFunding(t, ctx, k8s, adminConfig, keys, nodeURL, dn)
+
+	// 9. Delete: the children carry controller owner references, so the
 	// garbage collector (absent in envtest) removes them.
 	var current faucetv1alpha1.FaucetServer
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); err != nil {
@@ -210,9 +220,9 @@ func requireFile(t *testing.T, path, hint string) string {
 }
 
 // startControlPlane starts kube-apiserver and etcd with the CRDs installed
-// and returns an admin client and a kubeconfig file of managerUser, who has
-// no permission until grantRole gives it one.
-func startControlPlane(t *testing.T) (client.Client, string) {
+// and returns an admin client, its config and a kubeconfig file of
+// managerUser, who has no permission until grantRole gives it one.
+func startControlPlane(t *testing.T) (client.Client, *rest.Config, string) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make e2e` (it builds the envtest binaries)")
@@ -249,7 +259,7 @@ func startControlPlane(t *testing.T) (client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, path
+	return c, cfg, path
 }
 
 // grantRole creates, in namespace, a Role with the rules of the
@@ -587,4 +597,151 @@ func patchAmount(t *testing.T, ctx context.Context, c client.Client, amount int6
 	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkFunding waits for status.funding to show the keys' balances (also
+// through the printer columns, as `kubectl get fsrv` prints them), drains
+// the keys on the node below the low threshold and waits for Funded=False
+// reason Low and its Warning event.
+func checkFunding(t *testing.T, ctx context.Context, c client.Client, cfg *rest.Config, keys []*stacks.PrivateKey, nodeURL string, dn *devnode.Node) {
+	t.Helper()
+	balances := func() (total, drips uint64) {
+		for _, k := range keys {
+			b, _ := dn.Account(k.TestnetAddress())
+			total += b
+			drips += b / uint64(newAmount+1_000)
+		}
+		return total, drips
+	}
+	// The FaucetServer's drip amount is newAmount since step 7.
+	waitFunding := func(wantStatus metav1.ConditionStatus, wantReason string) *faucetv1alpha1.FaucetServer {
+		var fs faucetv1alpha1.FaucetServer
+		poll(t, ctx, "Funded="+string(wantStatus)+" "+wantReason, time.Minute, func() (bool, error) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+				return false, err
+			}
+			total, drips := balances()
+			f := fs.Status.Funding
+			if f == nil || uint64(f.TotalUSTX) != total || uint64(f.DripsLeft) != drips {
+				return false, fmt.Errorf("status.funding %+v, node total %d drips %d", f, total, drips)
+			}
+			for _, cond := range fs.Status.Conditions {
+				if cond.Type == "Funded" {
+					return cond.Status == wantStatus && cond.Reason == wantReason, fmt.Errorf("Funded=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+				}
+			}
+			return false, errors.New("no Funded condition")
+		})
+		return &fs
+	}
+
+	fs := waitFunding(metav1.ConditionTrue, "Funded")
+	if len(fs.Status.Funding.Keys) != len(keys) || fs.Status.Funding.LastChecked == nil {
+		t.Fatalf("status.funding %+v", fs.Status.Funding)
+	}
+	for i, k := range fs.Status.Funding.Keys {
+		if k.Address != keys[i].TestnetAddress().String() {
+			t.Fatalf("status.funding.keys[%d] = %s, want %s", i, k.Address, keys[i].TestnetAddress())
+		}
+	}
+	table := getTable(t, ctx, cfg)
+	t.Logf("kubectl get fsrv:\n%s", table)
+	if !strings.Contains(table, "BALANCE") || !strings.Contains(table, "DRIPS LEFT") ||
+		!strings.Contains(table, fs.Status.Funding.BalanceSTX) || !strings.Contains(table, strconv.FormatInt(fs.Status.Funding.DripsLeft, 10)) {
+		t.Fatalf("the printer columns lack BALANCE or DRIPS LEFT, or their values %s / %d", fs.Status.Funding.BalanceSTX, fs.Status.Funding.DripsLeft)
+	}
+
+	// Drain: leave 10 drips on each key, 20 in all, below the default
+	// low threshold of 100. The faucet's own drips are mined already, so
+	// the confirmed nonce is the next one.
+	sink := newKey(t).TestnetAddress()
+	for _, k := range keys {
+		bal, nonce := dn.Account(k.TestnetAddress())
+		keep := 10*uint64(newAmount+1_000) + 500
+		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: stacks.Principal{Address: sink}, Amount: bal - keep - 180, Nonce: nonce, Fee: 180,
+		}, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(nodeURL+"/v2/transactions", "application/octet-stream", bytes.NewReader(tx.Serialize()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("drain transfer: %d %s", resp.StatusCode, body)
+		}
+	}
+	poll(t, ctx, "the drain to be mined", 30*time.Second, func() (bool, error) {
+		_, drips := balances()
+		return drips == 20, fmt.Errorf("%d drips left on the node", drips)
+	})
+	fs = waitFunding(metav1.ConditionFalse, "Low")
+	t.Logf("drained: status.funding %s STX, %d drips left", fs.Status.Funding.BalanceSTX, fs.Status.Funding.DripsLeft)
+	t.Logf("kubectl get fsrv:\n%s", getTable(t, ctx, cfg))
+	for _, cond := range fs.Status.Conditions {
+		if cond.Type == "Ready" && cond.Status != metav1.ConditionTrue {
+			t.Fatalf("Ready=%s %s: a low faucet still serves", cond.Status, cond.Reason)
+		}
+	}
+	poll(t, ctx, "a Warning event with reason Low", 30*time.Second, func() (bool, error) {
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "FaucetServer" && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == "Low" {
+				t.Logf("event: %s %s: %s", e.Type, e.Reason, e.Note)
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none Warning/Low", len(list.Items))
+	})
+}
+
+// getTable lists the FaucetServers as `kubectl get fsrv` does: the API
+// server renders the CRD's printer columns into a Table.
+func getTable(t *testing.T, ctx context.Context, cfg *rest.Config) string {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		strings.TrimSuffix(cfg.Host, "/")+"/apis/faucet.stxfaucet.dev/v1alpha1/namespaces/"+namespace+"/faucetservers", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("table: %d %v", resp.StatusCode, err)
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	var cells []string
+	for _, col := range table.ColumnDefinitions {
+		if col.Priority == 0 {
+			cells = append(cells, strings.ToUpper(col.Name))
+		}
+	}
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+	for _, row := range table.Rows {
+		cells = cells[:0]
+		for i, cell := range row.Cells {
+			if table.ColumnDefinitions[i].Priority == 0 {
+				cells = append(cells, fmt.Sprint(cell))
+			}
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	_ = w.Flush()
+	return b.String()
 }

@@ -1,0 +1,214 @@
+package controllers
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// This file holds the pure part of funding: from balances the
+// FundingMonitor read to status.funding and the Funded condition. No client,
+// no clock but the one passed in.
+
+// fundingSample is the faucet keys' total balance at one time.
+type fundingSample struct {
+	at    time.Time
+	total uint64
+}
+
+// fundingResult is what the FundingMonitor last learned about one
+// FaucetServer's accounts. Balances are those of the last successful read;
+// err is set when the latest attempt failed.
+type fundingResult struct {
+	target fundingTarget
+	// ok is true once a read succeeded: balances and checked are valid.
+	ok       bool
+	balances []uint64 // aligned with target.addresses
+	treasury uint64   // balance of target.treasury, when set
+	checked  time.Time
+	samples  []fundingSample // oldest first, successful reads only
+	err      error           // the latest attempt's error; nil if it succeeded
+}
+
+// dripCost is the µSTX one default drip costs a key: the amount plus the
+// fee fallback, the fee the server budgets for.
+func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
+	amount, fee := faucet.DefaultAmount, faucet.DefaultFeeFallback
+	if a := fs.Spec.Amounts; a != nil && a.Default != nil && *a.Default > 0 {
+		amount = uint64(*a.Default)
+	}
+	if f := fs.Spec.Fee; f != nil && f.Fallback != nil && *f.Fallback > 0 {
+		fee = uint64(*f.Fallback)
+	}
+	return amount + fee
+}
+
+// lowThreshold is spec.funding.lowThreshold, or its default.
+func lowThreshold(fs *faucetv1alpha1.FaucetServer) int64 {
+	if f := fs.Spec.Funding; f != nil && f.LowThreshold != nil {
+		return *f.LowThreshold
+	}
+	return faucetv1alpha1.DefaultLowThreshold
+}
+
+// clampInt64 converts a balance for the status, which has int64 fields
+// (kubectl prints them as plain integers). No testnet holds 2^63 µSTX.
+func clampInt64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+// formatSTX renders µSTX as STX with two decimals, rounded down.
+func formatSTX(ustx uint64) string {
+	return fmt.Sprintf("%d.%02d", ustx/1_000_000, ustx%1_000_000/10_000)
+}
+
+// formatSTXExact renders µSTX as STX without trailing zeros, for messages.
+func formatSTXExact(ustx uint64) string {
+	s := fmt.Sprintf("%d.%06d", ustx/1_000_000, ustx%1_000_000)
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+}
+
+// maxRunway caps the runway estimate: beyond it a number means nothing,
+// and time.Duration overflows at about 292 years.
+const maxRunway = 10 * 365 * 24 * time.Hour
+
+// runway estimates how long total lasts at the spending rate the samples
+// show: the sum of the decreases between consecutive samples (refills are
+// not spending, so increases are ignored) over the time they span. false
+// when there are fewer than two samples or nothing was spent.
+func runway(samples []fundingSample, total uint64) (time.Duration, bool) {
+	if len(samples) < 2 {
+		return 0, false
+	}
+	span := samples[len(samples)-1].at.Sub(samples[0].at)
+	if span <= 0 {
+		return 0, false
+	}
+	var spent uint64
+	for i := 1; i < len(samples); i++ {
+		if prev, cur := samples[i-1].total, samples[i].total; cur < prev {
+			spent += prev - cur
+		}
+	}
+	if spent == 0 {
+		return 0, false
+	}
+	perSecond := float64(spent) / span.Seconds()
+	secs := float64(total) / perSecond
+	if secs >= maxRunway.Seconds() {
+		return maxRunway, true
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if d >= time.Hour {
+		// Minutes are as precise as an estimate from samples a minute
+		// apart gets.
+		return d.Round(time.Minute), true
+	}
+	return max(d.Round(time.Second), time.Second), true
+}
+
+// fundingOutcome is status.funding and the Funded condition for one result.
+type fundingOutcome struct {
+	status                  *faucetv1alpha1.FundingStatus
+	condStatus              metav1.ConditionStatus
+	condReason, condMessage string
+}
+
+// computeFunding derives status.funding and the Funded condition from the
+// monitor's latest result. previous is the current status.funding, kept
+// while the node cannot be read and there is no read of these addresses to
+// report instead.
+func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous *faucetv1alpha1.FundingStatus) fundingOutcome {
+	var out fundingOutcome
+	if res.ok {
+		out.status = fundingStatusOf(fs, res)
+	} else {
+		out.status = previous.DeepCopy()
+	}
+	if res.err != nil {
+		out.condStatus = metav1.ConditionUnknown
+		out.condReason = faucetv1alpha1.ReasonNodeUnreachable
+		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
+		return out
+	}
+	st := out.status
+	cost, low := dripCost(fs), lowThreshold(fs)
+	summary := fmt.Sprintf("%s STX on %d key(s): %d drip(s) of %s STX (amount plus fee fallback) left",
+		formatSTXExact(uint64(st.TotalUSTX)), len(st.Keys), st.DripsLeft, formatSTXExact(cost))
+	switch {
+	case st.DripsLeft == 0:
+		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty
+		out.condMessage = summary + ": no key can pay one drip; fund " + strings.Join(res.target.addresses, ", ")
+	case st.DripsLeft < low:
+		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonLow
+		out.condMessage = fmt.Sprintf("%s, below the low threshold of %d", summary, low)
+	default:
+		out.condStatus, out.condReason = metav1.ConditionTrue, faucetv1alpha1.ReasonFunded
+		out.condMessage = summary
+	}
+	if st.Runway != nil {
+		out.condMessage += fmt.Sprintf("; about %s at the recent rate", st.Runway.Duration)
+	}
+	return out
+}
+
+// redactURL drops the userinfo (a basic-auth password) from a node URL for
+// messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User = nil
+	return u.String()
+}
+
+// fundingStatusOf is status.funding for a successful read.
+func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucetv1alpha1.FundingStatus {
+	cost := dripCost(fs)
+	st := &faucetv1alpha1.FundingStatus{LastChecked: ptr.To(metav1.NewTime(res.checked.Truncate(time.Second)))}
+	var total, drips uint64
+	for i, addr := range res.target.addresses {
+		bal := res.balances[i]
+		d := bal / cost
+		st.Keys = append(st.Keys, faucetv1alpha1.KeyFunding{Address: addr, BalanceUSTX: clampInt64(bal), DripsLeft: clampInt64(d)})
+		total += bal
+		drips += d
+	}
+	st.TotalUSTX, st.DripsLeft, st.BalanceSTX = clampInt64(total), clampInt64(drips), formatSTX(total)
+	if d, ok := runway(res.samples, total); ok {
+		st.Runway = &metav1.Duration{Duration: d}
+	}
+	if res.target.treasury != "" {
+		st.Treasury = &faucetv1alpha1.AccountFunding{Address: res.target.treasury, BalanceUSTX: clampInt64(res.treasury)}
+	}
+	return st
+}
+
+// fundingMatches reports whether a status.funding describes exactly these
+// addresses (and treasury), so it may be kept while no fresh read exists.
+func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury string) bool {
+	if st == nil || len(st.Keys) != len(addresses) {
+		return false
+	}
+	for i, k := range st.Keys {
+		if k.Address != addresses[i] {
+			return false
+		}
+	}
+	if st.Treasury == nil {
+		return treasury == ""
+	}
+	return st.Treasury.Address == treasury
+}

@@ -1,0 +1,323 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/node"
+)
+
+// Defaults of the FundingMonitor.
+const (
+	DefaultFundingInterval = time.Minute
+	DefaultFundingWorkers  = 8
+	// DefaultFundingCallTimeout caps each call to a node, whatever
+	// spec.node.timeout says: a check must not hold a worker for long.
+	DefaultFundingCallTimeout = 10 * time.Second
+	// fundingHistory is how many samples of the total balance are kept
+	// per FaucetServer for the runway: about a quarter of an hour at the
+	// default interval.
+	fundingHistory = 16
+)
+
+// fundingTarget is what to read for one FaucetServer: addresses only,
+// derived by Reconcile from the keys it parsed. No key leaves the Secret.
+type fundingTarget struct {
+	nodeURL   string
+	timeout   time.Duration
+	addresses []string
+	treasury  string // "" without spec.treasury
+}
+
+func (t fundingTarget) equal(o fundingTarget) bool {
+	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury && slices.Equal(t.addresses, o.addresses)
+}
+
+// fundingEntry is the monitor's state for one FaucetServer.
+type fundingEntry struct {
+	target   fundingTarget
+	next     time.Time // when the next read is due
+	inFlight bool
+	result   fundingResult // result.target is the target it was read for
+}
+
+// FundingMonitor reads the balances of every FaucetServer's keys from its
+// node, outside Reconcile: a manager Runnable with a bounded pool of
+// workers, each node call bounded by a timeout, so a slow or dead node
+// delays nothing but its own FaucetServer's next read. Results go into a
+// mutex-guarded map; each new result sends a GenericEvent on a channel the
+// controller watches, and Reconcile copies the latest result into the
+// status. Reconcile registers what to read with Track and drops it with
+// Forget when the FaucetServer is gone.
+type FundingMonitor struct {
+	// Interval between two reads of a FaucetServer, ±10 % jitter.
+	// DefaultFundingInterval when zero.
+	Interval time.Duration
+	// Workers bounds the reads in flight. DefaultFundingWorkers when zero.
+	Workers int
+	// CallTimeout caps the timeout of each node call.
+	// DefaultFundingCallTimeout when zero.
+	CallTimeout time.Duration
+	// HTTPClient is shared by all node clients; a pooled client when nil.
+	HTTPClient *http.Client
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	initOnce sync.Once
+	mu       sync.Mutex
+	entries  map[types.NamespacedName]*fundingEntry
+	events   chan event.GenericEvent
+	kick     chan struct{}
+}
+
+func (m *FundingMonitor) init() {
+	m.initOnce.Do(func() {
+		m.entries = map[types.NamespacedName]*fundingEntry{}
+		m.events = make(chan event.GenericEvent, 1024)
+		m.kick = make(chan struct{}, 1)
+		if m.HTTPClient == nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.MaxIdleConnsPerHost = 4
+			t.IdleConnTimeout = 90 * time.Second
+			m.HTTPClient = &http.Client{Transport: t}
+		}
+	})
+}
+
+func (m *FundingMonitor) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func (m *FundingMonitor) interval() time.Duration {
+	if m.Interval > 0 {
+		return m.Interval
+	}
+	return DefaultFundingInterval
+}
+
+// Events is the channel of FaucetServers with a new result, for a
+// source.Channel.
+func (m *FundingMonitor) Events() <-chan event.GenericEvent {
+	m.init()
+	return m.events
+}
+
+// Track makes sure key's accounts are read as described. A new or changed
+// target is read right away; its history starts over.
+func (m *FundingMonitor) Track(key types.NamespacedName, t fundingTarget) {
+	m.init()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.entries[key]; ok && e.target.equal(t) {
+		return
+	}
+	m.entries[key] = &fundingEntry{target: t, next: m.now()}
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Forget drops key's state: its FaucetServer is gone or has no usable keys.
+func (m *FundingMonitor) Forget(key types.NamespacedName) {
+	m.init()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, key)
+}
+
+// Result is the latest result for key, if one exists for target.
+func (m *FundingMonitor) Result(key types.NamespacedName, t fundingTarget) (fundingResult, bool) {
+	m.init()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[key]
+	if !ok || !e.result.target.equal(t) || (!e.result.ok && e.result.err == nil) {
+		return fundingResult{}, false
+	}
+	r := e.result
+	r.samples = slices.Clone(r.samples)
+	r.balances = slices.Clone(r.balances)
+	return r, true
+}
+
+// Tracking reports whether key's accounts are being read.
+func (m *FundingMonitor) Tracking(key types.NamespacedName) bool {
+	m.init()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.entries[key]
+	return ok
+}
+
+// NeedLeaderElection: only the leader reads, as only it reconciles.
+func (m *FundingMonitor) NeedLeaderElection() bool { return true }
+
+// Start runs the scheduler and the workers until ctx ends.
+func (m *FundingMonitor) Start(ctx context.Context) error {
+	m.init()
+	workers := m.Workers
+	if workers <= 0 {
+		workers = DefaultFundingWorkers
+	}
+	work := make(chan types.NamespacedName)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case key := <-work:
+					m.check(ctx, key)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+
+	// The scheduler wakes up often enough for the jitter to matter, and
+	// at once when Track adds a target.
+	tick := min(max(m.interval()/20, 10*time.Millisecond), time.Second)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		for _, key := range m.due() {
+			select {
+			case work <- key: // blocks while every worker is busy: only the scheduler waits
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// due marks the targets whose read is due as in flight and returns them,
+// most overdue first.
+func (m *FundingMonitor) due() []types.NamespacedName {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []types.NamespacedName
+	for key, e := range m.entries {
+		if !e.inFlight && !e.next.After(now) {
+			e.inFlight = true
+			keys = append(keys, key)
+		}
+	}
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
+		return m.entries[a].next.Compare(m.entries[b].next)
+	})
+	return keys
+}
+
+// check reads key's accounts, stores the result and reports it.
+func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
+	m.mu.Lock()
+	e, ok := m.entries[key]
+	if !ok {
+		m.mu.Unlock()
+		return
+	}
+	t := e.target
+	m.mu.Unlock()
+
+	balances, treasury, err := m.read(ctx, t)
+	if ctx.Err() != nil {
+		return
+	}
+	now := m.now()
+
+	m.mu.Lock()
+	cur, ok := m.entries[key]
+	if !ok || cur != e {
+		// Forgotten, or re-tracked with another target meanwhile (a new
+		// entry, read right away): this result is stale.
+		m.mu.Unlock()
+		return
+	}
+	e.inFlight = false
+	iv := m.interval()
+	e.next = now.Add(time.Duration(float64(iv) * (0.9 + 0.2*rand.Float64())))
+	r := &e.result
+	r.target = t
+	r.err = err
+	if err == nil {
+		var total uint64
+		for _, b := range balances {
+			total += b
+		}
+		r.ok, r.balances, r.treasury, r.checked = true, balances, treasury, now
+		r.samples = append(r.samples, fundingSample{at: now, total: total})
+		if n := len(r.samples); n > fundingHistory {
+			r.samples = slices.Delete(r.samples, 0, n-fundingHistory)
+		}
+	}
+	m.mu.Unlock()
+
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("failed to read faucet balances", "faucetserver", key, "node", redactURL(t.nodeURL), "error", err.Error())
+	}
+	fs := &faucetv1alpha1.FaucetServer{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	select {
+	case m.events <- event.GenericEvent{Object: fs}:
+	case <-ctx.Done():
+	}
+}
+
+// read fetches the balances of t's addresses and treasury, one call at a
+// time, each bounded by the call timeout.
+func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) ([]uint64, uint64, error) {
+	timeout := m.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultFundingCallTimeout
+	}
+	if t.timeout > 0 && t.timeout < timeout {
+		timeout = t.timeout
+	}
+	c, err := node.New(t.nodeURL, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
+		node.WithUserAgent("faucet-operator-funding/1"))
+	if err != nil {
+		return nil, 0, err
+	}
+	balance := func(addr string) (uint64, error) {
+		acct, err := c.Account(ctx, addr)
+		if err != nil {
+			return 0, err
+		}
+		return acct.Balance, nil
+	}
+	balances := make([]uint64, len(t.addresses))
+	for i, addr := range t.addresses {
+		if balances[i], err = balance(addr); err != nil {
+			return nil, 0, err
+		}
+	}
+	var treasury uint64
+	if t.treasury != "" {
+		if treasury, err = balance(t.treasury); err != nil {
+			return nil, 0, fmt.Errorf("treasury: %w", err)
+		}
+	}
+	return balances, treasury, nil
+}

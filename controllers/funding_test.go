@@ -1,0 +1,382 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// cost is one default drip: 500 STX plus the 1000 µSTX fee fallback.
+const cost = uint64(500_001_000)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+
+func fundingFS() *faucetv1alpha1.FaucetServer {
+	return &faucetv1alpha1.FaucetServer{Spec: faucetv1alpha1.FaucetServerSpec{
+		Node: faucetv1alpha1.NodeSpec{URL: "http://node:20443"},
+	}}
+}
+
+func TestDripCostAndThreshold(t *testing.T) {
+	fs := fundingFS()
+	if got := dripCost(fs); got != cost {
+		t.Errorf("default drip cost %d, want %d", got, cost)
+	}
+	if got := lowThreshold(fs); got != 100 {
+		t.Errorf("default low threshold %d", got)
+	}
+	fs.Spec.Amounts = &faucetv1alpha1.Amounts{Default: ptr.To(int64(1_000_000))}
+	fs.Spec.Fee = &faucetv1alpha1.Fee{Fallback: ptr.To(int64(500))}
+	fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
+	if got := dripCost(fs); got != 1_000_500 {
+		t.Errorf("drip cost %d", got)
+	}
+	if got := lowThreshold(fs); got != 0 {
+		t.Errorf("low threshold %d", got)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	if got := redactURL("http://user:s3cret@node:20443/rpc"); got != "http://node:20443/rpc" {
+		t.Errorf("redactURL = %q", got)
+	}
+}
+
+func TestFormatSTX(t *testing.T) {
+	for ustx, want := range map[uint64]string{
+		0: "0.00", 9_999: "0.00", 10_000: "0.01", 12_345_678_901: "12345.67", 1_000_000: "1.00",
+	} {
+		if got := formatSTX(ustx); got != want {
+			t.Errorf("formatSTX(%d) = %q, want %q", ustx, got, want)
+		}
+	}
+	for ustx, want := range map[uint64]string{500_001_000: "500.001", 1_000_000: "1", 1: "0.000001"} {
+		if got := formatSTXExact(ustx); got != want {
+			t.Errorf("formatSTXExact(%d) = %q, want %q", ustx, got, want)
+		}
+	}
+}
+
+func TestRunway(t *testing.T) {
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	tests := map[string]struct {
+		samples []fundingSample
+		total   uint64
+		want    time.Duration
+		ok      bool
+	}{
+		"no samples":  {},
+		"one sample":  {samples: []fundingSample{{at(0), 100}}, total: 100},
+		"same time":   {samples: []fundingSample{{at(0), 100}, {at(0), 50}}, total: 50},
+		"not moving":  {samples: []fundingSample{{at(0), 100}, {at(1), 100}, {at(2), 100}}, total: 100},
+		"only rising": {samples: []fundingSample{{at(0), 100}, {at(1), 200}}, total: 200},
+		"steady spend: 60 µSTX an hour, 600 left": {
+			samples: []fundingSample{{at(0), 720}, {at(30), 690}, {at(60), 660}, {at(120), 600}},
+			total:   600, want: 10 * time.Hour, ok: true,
+		},
+		"a refill is not spending": {
+			// 30 spent, +1000 refilled, 30 spent: 60 over an hour.
+			samples: []fundingSample{{at(0), 100}, {at(30), 70}, {at(31), 1070}, {at(60), 1040}},
+			total:   1040, want: 1040 * time.Minute, ok: true,
+		},
+		"short runways keep seconds": {
+			samples: []fundingSample{{at(0), 1000}, {at(1), 900}},
+			total:   900, want: 9 * time.Minute, ok: true,
+		},
+		"capped": {
+			samples: []fundingSample{{at(0), 1 << 62}, {at(60), 1<<62 - 1}},
+			total:   1<<62 - 1, want: maxRunway, ok: true,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := runway(tt.samples, tt.total)
+			if ok != tt.ok || got != tt.want {
+				t.Errorf("runway = %s, %v; want %s, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestComputeFunding(t *testing.T) {
+	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}}
+	result := func(balances ...uint64) fundingResult {
+		return fundingResult{target: target, ok: true, balances: balances, checked: t0}
+	}
+	low := func(n int64) func(*faucetv1alpha1.FaucetServer) {
+		return func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: &n}
+		}
+	}
+	tests := map[string]struct {
+		mutate     func(*faucetv1alpha1.FaucetServer)
+		res        fundingResult
+		previous   *faucetv1alpha1.FundingStatus
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		check      func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string)
+	}{
+		"funded: per-key floors add up": {
+			mutate: low(10),
+			res:    result(7*cost+cost-1, 3*cost),
+			// 7.99… drips count as 7: one key pays a whole drip.
+			wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st.DripsLeft != 10 || st.Keys[0].DripsLeft != 7 || st.Keys[1].DripsLeft != 3 {
+					t.Errorf("drips %d (%+v)", st.DripsLeft, st.Keys)
+				}
+				if st.TotalUSTX != int64(11*cost-1) || st.BalanceSTX != "5500.01" {
+					t.Errorf("total %d %q", st.TotalUSTX, st.BalanceSTX)
+				}
+				if st.Keys[0].Address != "ST1A" || st.Keys[0].BalanceUSTX != int64(8*cost-1) {
+					t.Errorf("key %+v", st.Keys[0])
+				}
+				if !st.LastChecked.Time.Equal(t0.Truncate(time.Second)) {
+					t.Errorf("lastChecked %s, want whole seconds (what the API server stores)", st.LastChecked)
+				}
+				if st.Runway != nil || st.Treasury != nil {
+					t.Errorf("runway %v treasury %v", st.Runway, st.Treasury)
+				}
+				if !strings.Contains(msg, "10 drip(s)") {
+					t.Errorf("message %q", msg)
+				}
+			},
+		},
+		"low: below the default threshold of 100": {
+			res: result(60*cost, 39*cost), wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st.DripsLeft != 99 || !strings.Contains(msg, "low threshold of 100") {
+					t.Errorf("drips %d, message %q", st.DripsLeft, msg)
+				}
+			},
+		},
+		"exactly at the threshold is funded": {
+			res: result(60*cost, 40*cost), wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+		},
+		"empty: no key can pay one drip, though together they could": {
+			res: result(cost-1, cost-1), wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st.DripsLeft != 0 || st.TotalUSTX != int64(2*cost-2) || !strings.Contains(msg, "ST1A, ST1B") {
+					t.Errorf("status %+v, message %q", st, msg)
+				}
+			},
+		},
+		"threshold 0 reports only empty": {
+			mutate: low(0), res: result(cost, 0), wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+		},
+		"a bigger drip amount means fewer drips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Amounts = &faucetv1alpha1.Amounts{Default: ptr.To(int64(10 * 1_000_000))}
+				fs.Spec.Fee = &faucetv1alpha1.Fee{Fallback: ptr.To(int64(1_000_000))}
+			},
+			res: result(1100*1_000_000, 0), wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, _ string) {
+				if st.DripsLeft != 100 {
+					t.Errorf("drips %d", st.DripsLeft)
+				}
+			},
+		},
+		"runway and treasury": {
+			res: func() fundingResult {
+				r := result(200*cost, 0)
+				r.target.treasury = "ST1T"
+				r.treasury = 42
+				r.samples = []fundingSample{{t0.Add(-time.Hour), 210 * cost}, {t0, 200 * cost}}
+				return r
+			}(),
+			wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st.Runway == nil || st.Runway.Duration != 20*time.Hour {
+					t.Errorf("runway %v, want 20h", st.Runway)
+				}
+				if st.Treasury == nil || *st.Treasury != (faucetv1alpha1.AccountFunding{Address: "ST1T", BalanceUSTX: 42}) {
+					t.Errorf("treasury %+v", st.Treasury)
+				}
+				if !strings.Contains(msg, "about 20h0m0s") {
+					t.Errorf("message %q", msg)
+				}
+			},
+		},
+		"node unreachable keeps the last read": {
+			res: func() fundingResult {
+				r := result(200*cost, 0)
+				r.err = errors.New("connection refused")
+				return r
+			}(),
+			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st == nil || st.DripsLeft != 200 || !strings.Contains(msg, "connection refused") || !strings.Contains(msg, "http://node:20443") {
+					t.Errorf("status %+v message %q", st, msg)
+				}
+			},
+		},
+		"node unreachable from the start keeps the previous status": {
+			res:        fundingResult{target: target, err: errors.New("timeout")},
+			previous:   &faucetv1alpha1.FundingStatus{Keys: []faucetv1alpha1.KeyFunding{{Address: "ST1A"}, {Address: "ST1B"}}, DripsLeft: 5},
+			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, _ string) {
+				if st == nil || st.DripsLeft != 5 {
+					t.Errorf("status %+v", st)
+				}
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := fundingFS()
+			if tt.mutate != nil {
+				tt.mutate(fs)
+			}
+			out := computeFunding(fs, tt.res, tt.previous)
+			if out.condStatus != tt.wantStatus || out.condReason != tt.wantReason {
+				t.Fatalf("Funded %s %s (%s), want %s %s", out.condStatus, out.condReason, out.condMessage, tt.wantStatus, tt.wantReason)
+			}
+			if tt.check != nil {
+				tt.check(t, out.status, out.condMessage)
+			}
+		})
+	}
+}
+
+// TestComputeStatusFunding checks how the Funded condition and
+// status.funding enter the status, and that Ready ignores them.
+func TestComputeStatusFunding(t *testing.T) {
+	fs := fundingFS()
+	fs.Generation = 3
+	keys := keyState{addresses: []string{"ST1A"}}
+	res := &fundingResult{target: fundingTarget{addresses: []string{"ST1A"}}, ok: true, balances: []uint64{cost}, checked: t0}
+
+	st := computeStatus(fs, observation{keys: keys, funding: res, deployment: deployment(available)}, t0)
+	c := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionFunded)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != faucetv1alpha1.ReasonLow || c.ObservedGeneration != 3 {
+		t.Fatalf("Funded %+v", c)
+	}
+	if r := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v: a low faucet still serves", r)
+	}
+	if st.Funding == nil || st.Funding.DripsLeft != 1 {
+		t.Fatalf("funding %+v", st.Funding)
+	}
+
+	fs.Status = st
+	t.Run("no fresh read of the same keys keeps the figures", func(t *testing.T) {
+		got := computeStatus(fs, observation{keys: keys, deployment: deployment(available)}, t0.Add(time.Minute))
+		if got.Funding == nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) == nil {
+			t.Errorf("funding dropped: %+v", got.Funding)
+		}
+	})
+	t.Run("other keys drop the figures of the old ones", func(t *testing.T) {
+		got := computeStatus(fs, observation{keys: keyState{addresses: []string{"ST1C"}}, deployment: deployment(available)}, t0)
+		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
+			t.Errorf("funding kept: %+v", got.Funding)
+		}
+	})
+	t.Run("unusable keys drop funding", func(t *testing.T) {
+		got := computeStatus(fs, observation{keys: keyState{reason: faucetv1alpha1.ReasonInvalidKeys}}, t0)
+		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
+			t.Errorf("funding kept: %+v", got.Funding)
+		}
+	})
+	t.Run("an error before the keys were read keeps funding", func(t *testing.T) {
+		got := computeStatus(fs, observation{err: errors.New("boom")}, t0)
+		if got.Funding == nil {
+			t.Error("funding dropped")
+		}
+	})
+	t.Run("a failed first read of new keys shows no old figures", func(t *testing.T) {
+		failed := &fundingResult{target: fundingTarget{addresses: []string{"ST1C"}}, err: errors.New("down")}
+		got := computeStatus(fs, observation{keys: keyState{addresses: []string{"ST1C"}}, funding: failed, deployment: deployment(available)}, t0)
+		c := meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded)
+		if got.Funding != nil || c == nil || c.Status != metav1.ConditionUnknown {
+			t.Errorf("funding %+v, Funded %+v", got.Funding, c)
+		}
+	})
+}
+
+// TestFundingMonitor runs the monitor against a devnode: a tracked
+// FaucetServer is read at once and then every interval ±10 %, each result
+// announced on the event channel; a slow node's reads time out without
+// holding up another's; Forget drops the state.
+func TestFundingMonitor(t *testing.T) {
+	key, _ := stacks.GeneratePrivateKey()
+	addr := key.TestnetAddress()
+	dn := devnode.New(devnode.Config{Genesis: map[stacks.Address]uint64{addr: 3 * cost}})
+	fast := httptest.NewServer(dn.Handler())
+	defer fast.Close()
+	slowNode := devnode.New(devnode.Config{})
+	slowNode.SetLatency(time.Hour)
+	slow := httptest.NewServer(slowNode.Handler())
+	defer func() { slow.CloseClientConnections(); slow.Close() }()
+
+	m := &FundingMonitor{Interval: 200 * time.Millisecond, Workers: 2, CallTimeout: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	slowKeys := []types.NamespacedName{{Namespace: "a", Name: "slow1"}, {Namespace: "a", Name: "slow2"}}
+	for _, k := range slowKeys {
+		m.Track(k, fundingTarget{nodeURL: slow.URL, addresses: []string{addr.String()}})
+	}
+	fastKey := types.NamespacedName{Namespace: "a", Name: "fast"}
+	target := fundingTarget{nodeURL: fast.URL, addresses: []string{addr.String()}}
+	start := time.Now()
+	m.Track(fastKey, target)
+
+	var reads []time.Time
+	deadline := time.After(10 * time.Second)
+	for len(reads) < 4 {
+		select {
+		case ev := <-m.Events():
+			if ev.Object.GetName() == "fast" {
+				reads = append(reads, time.Now())
+			}
+		case <-deadline:
+			t.Fatalf("%d reads of the fast node in 10s", len(reads))
+		}
+	}
+	// Both workers may be waiting on the slow node first: at most one
+	// call timeout before the first read.
+	if d := reads[0].Sub(start); d > time.Second {
+		t.Errorf("first read after %s", d)
+	}
+	for i := 1; i < len(reads); i++ {
+		// Each gap is the interval ±10 %, plus the wait for a worker.
+		if d := reads[i].Sub(reads[i-1]); d < 170*time.Millisecond || d > 900*time.Millisecond {
+			t.Errorf("gap %d: %s", i, d)
+		}
+	}
+	res, ok := m.Result(fastKey, target)
+	if !ok || res.err != nil || res.balances[0] != 3*cost || len(res.samples) < 4 {
+		t.Fatalf("result %+v %v", res, ok)
+	}
+	if _, ok := m.Result(fastKey, fundingTarget{nodeURL: fast.URL}); ok {
+		t.Error("a result for another target")
+	}
+	var slowErr error
+	for slowErr == nil && ctx.Err() == nil {
+		if r, ok := m.Result(slowKeys[0], fundingTarget{nodeURL: slow.URL, addresses: []string{addr.String()}}); ok {
+			slowErr = r.err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(slowErr.Error(), "deadline") {
+		t.Errorf("slow node: %v", slowErr)
+	}
+	m.Forget(fastKey)
+	if m.Tracking(fastKey) || !m.Tracking(slowKeys[0]) {
+		t.Error("Forget")
+	}
+}
