@@ -32,6 +32,7 @@ GINKGO_FLAGS   ?=
 # End-to-end: the official JavaScript client drives the faucet.
 E2E_CLIENT_DIR := hack/e2e-client
 HELM_BUILD     := hack/tools/helm/build.sh
+PROMTOOL_BUILD := hack/tools/promtool/build.sh
 IMG            ?= faucet-operator:dev
 
 # Page tests: Debian's chromium drives the web page through playwright-core.
@@ -160,6 +161,10 @@ envtest-sample: build envtest ## kubectl-apply config/default and config/samples
 helm: ## Build the pinned helm (hack/tools/helm/go.mod) into bin/helm (~4 min cold).
 	@$(HELM_BUILD) >/dev/null
 
+.PHONY: promtool
+promtool: ## Build the pinned promtool (hack/tools/promtool/go.mod) into bin/promtool (~3 min cold).
+	@$(PROMTOOL_BUILD) >/dev/null
+
 .PHONY: chart-sync
 chart-sync: ## Copy the CRD and RBAC rules from config/ into charts/faucet-operator/files.
 	hack/sync-chart.sh
@@ -169,8 +174,8 @@ verify-chart: ## Fail if the chart's copies of config/ are stale.
 	hack/sync-chart.sh --check
 
 .PHONY: test-chart
-test-chart: envtest helm ## helm lint --strict, schema and render checks, server-side dry-run and a helm lifecycle on envtest.
-	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" HELM="$$($(HELM_BUILD))" $(GO) test -count=1 -v ./hack/charttest/
+test-chart: envtest helm promtool ## helm lint --strict, schema and render checks, promtool rule tests, server-side dry-run and a helm lifecycle on envtest.
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" HELM="$$($(HELM_BUILD))" PROMTOOL="$$($(PROMTOOL_BUILD))" $(GO) test -count=1 -v ./hack/charttest/
 
 ##@ End to end
 

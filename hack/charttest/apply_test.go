@@ -162,6 +162,22 @@ kind: FaucetServer
 metadata: {name: shared, namespace: charttest-negative}
 spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replicas: 2, store: {postgres: {uriSecretRef: {name: db-app}}}}`,
 			},
+			// testdata/crds has the Prometheus Operator's real PodMonitor and
+			// PrometheusRule CRDs, so their specs are validated too.
+			"PrometheusRule whose for is no duration": {
+				yaml: `apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata: {name: bad-for, namespace: charttest-negative}
+spec: {groups: [{name: faucet, rules: [{alert: X, expr: up == 0, for: 10 minutes}]}]}`,
+				wantErr: "spec.groups[0].rules[0].for",
+			},
+			"PodMonitor with an unknown endpoint field": {
+				yaml: `apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: bad-endpoint, namespace: charttest-negative}
+spec: {selector: {}, podMetricsEndpoints: [{port: http, relabellings: []}]}`,
+				wantErr: "relabellings",
+			},
 			"Deployment with an unknown field": {
 				yaml: `apiVersion: apps/v1
 kind: Deployment

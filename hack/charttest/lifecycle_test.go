@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,6 +92,14 @@ func TestHelmLifecycle(t *testing.T) {
 		}
 		if !c.exists(t, serviceMonitor(), "monitoring", fullname) {
 			t.Error("no ServiceMonitor")
+		}
+		for _, kind := range []string{"PodMonitor", "PrometheusRule"} {
+			if !c.exists(t, monitoringObject(kind), "monitoring", fullname+"-faucets") {
+				t.Errorf("no %s", kind)
+			}
+		}
+		if !c.exists(t, &corev1.ConfigMap{}, "monitoring", fullname+"-faucets-dashboard") {
+			t.Error("no dashboard ConfigMap")
 		}
 	})
 
@@ -178,8 +187,13 @@ func faucetServer() *unstructured.Unstructured {
 }
 
 func serviceMonitor() *unstructured.Unstructured {
+	return monitoringObject("ServiceMonitor")
+}
+
+// monitoringObject is an empty Prometheus Operator object of a kind.
+func monitoringObject(kind string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("monitoring.coreos.com/v1")
-	u.SetKind("ServiceMonitor")
+	u.SetKind(kind)
 	return u
 }

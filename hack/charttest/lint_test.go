@@ -126,6 +126,31 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr:       "faucet-system/a is listed twice",
 			templateCheck: true,
 		},
+		"alert duration that is no Prometheus duration": {
+			values:  "alerts:\n  rules:\n    faucetLow:\n      for: 10 minutes\n",
+			wantErr: "/alerts/rules/faucetLow/for",
+		},
+		"unknown alert": {
+			values:  "alerts:\n  rules:\n    faucetHigh:\n      enabled: true\n",
+			wantErr: "additional properties 'faucetHigh' not allowed",
+		},
+		"failure ratio above 1": {
+			values:  "alerts:\n  rules:\n    dripFailureRatioHigh:\n      ratio: 10\n",
+			wantErr: "/alerts/rules/dripFailureRatioHigh/ratio",
+		},
+		"FaucetServer label that is no Prometheus label name": {
+			values:  "faucetMetrics:\n  serverLabel: faucet-server\n",
+			wantErr: "/faucetMetrics/serverLabel",
+		},
+		"dashboard label value that is no label value": {
+			values:  "dashboard:\n  labelValue: a b\n",
+			wantErr: "/dashboard/labelValue",
+		},
+		"alerts without any alert": {
+			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    podNotReady: {enabled: false}\n",
+			wantErr:       "every alerts.rules.*.enabled is false",
+			templateCheck: true,
+		},
 		"serviceMonitor without the metrics Service": {
 			values:        "metrics:\n  service:\n    enabled: false\n  serviceMonitor:\n    enabled: true\n",
 			wantErr:       "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled",

@@ -43,6 +43,7 @@ var (
 	repoRoot    string // the root module's directory
 	chartDir    string // charts/faucet-operator
 	helmBin     string // bin/helm or $HELM
+	promtoolBin string // bin/promtool or $PROMTOOL
 	helmHome    string // HELM_{CACHE,CONFIG,DATA}_HOME: never the user's
 	assetsDir   string // the envtest binaries
 	kubeVersion string // of the envtest kube-apiserver, e.g. v1.37.0
@@ -76,6 +77,14 @@ func setup() error {
 	}
 	if fi, err := os.Stat(helmBin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return fmt.Errorf("helm not found at %s: run hack/tools/helm/build.sh (or set HELM to a helm v3 binary)", helmBin)
+	}
+
+	promtoolBin = os.Getenv("PROMTOOL")
+	if promtoolBin == "" {
+		promtoolBin = filepath.Join(repoRoot, "bin", "promtool")
+	}
+	if fi, err := os.Stat(promtoolBin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("promtool not found at %s: run hack/tools/promtool/build.sh (or set PROMTOOL to a promtool v3 binary)", promtoolBin)
 	}
 
 	if assetsDir, err = envtestAssets(); err != nil {
@@ -299,7 +308,8 @@ func (c *cluster) takeWarnings() []string {
 }
 
 // startCluster starts an envtest API server for one test, with the test-only
-// CRDs of testdata/crds (the Prometheus Operator's ServiceMonitor) installed.
+// CRDs of testdata/crds (the Prometheus Operator's ServiceMonitor, PodMonitor
+// and PrometheusRule) installed.
 // The chart's own CRD is not: the chart installs it.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()

@@ -145,8 +145,8 @@ func TestRenderDefault(t *testing.T) {
 		}
 	})
 
-	t.Run("no ServiceMonitor or FaucetServer by default", func(t *testing.T) {
-		for _, kind := range []string{"ServiceMonitor", "FaucetServer"} {
+	t.Run("no ServiceMonitor, PodMonitor, PrometheusRule, dashboard or FaucetServer by default", func(t *testing.T) {
+		for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "FaucetServer"} {
 			if got := find(objs, kind); len(got) != 0 {
 				t.Errorf("%s objects %v by default", kind, names(got))
 			}

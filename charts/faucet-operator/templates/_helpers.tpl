@@ -104,3 +104,40 @@ Usage: include "faucet-operator.rules" (list . "files/rbac-rules.yaml")
 {{- end }}
 {{- toYaml $rules }}
 {{- end }}
+
+{{/*
+Name of the objects about the faucet pods (PodMonitor, PrometheusRule,
+dashboard ConfigMap): <fullname>-faucets, within 63 characters.
+*/}}
+{{- define "faucet-operator.faucetsName" -}}
+{{- printf "%s-faucets" (include "faucet-operator.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The labels and annotations of one alert of templates/prometheusrule.yaml:
+the severity and alerts.ruleLabels; summary, description, the runbook (from
+files/runbooks/<alert>.md, with $labels.faucetserver naming the
+faucetMetrics.serverLabel label), runbook_url when alerts.runbookURL is set
+(with {alertname} replaced), and alerts.ruleAnnotations.
+Usage: include "faucet-operator.alertMeta" (list $ $ruleValues "AlertName" $summary $description)
+*/}}
+{{- define "faucet-operator.alertMeta" -}}
+{{- $root := index . 0 }}
+{{- $rule := index . 1 }}
+{{- $name := index . 2 }}
+{{- $alerts := $root.Values.alerts }}
+{{- $file := printf "files/runbooks/%s.md" $name }}
+{{- $runbook := $root.Files.Get $file | trim }}
+{{- if not $runbook }}
+{{- fail (printf "%s is missing: every alert needs a runbook" $file) }}
+{{- end }}
+{{- $runbook = $runbook | replace "$labels.faucetserver" (printf "$labels.%s" $root.Values.faucetMetrics.serverLabel) }}
+{{- $annotations := dict "summary" (index . 3) "description" (index . 4) "runbook" $runbook }}
+{{- with $alerts.runbookURL }}
+{{- $_ := set $annotations "runbook_url" (replace "{alertname}" $name .) }}
+{{- end -}}
+labels:
+  {{- merge (dict "severity" $rule.severity) ($alerts.ruleLabels | default dict) | toYaml | nindent 2 }}
+annotations:
+  {{- merge $annotations ($alerts.ruleAnnotations | default dict) | toYaml | nindent 2 }}
+{{- end }}
