@@ -156,11 +156,15 @@ func storeURIRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
 		return nil
 	}
 	ref := fs.Spec.Store.Postgres.URISecretRef
-	key := ref.Key
+	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultStoreURIKey)
+}
+
+// secretKey selects key (or def when key is empty) of the Secret name.
+func secretKey(name, key, def string) *corev1.SecretKeySelector {
 	if key == "" {
-		key = faucetv1alpha1.DefaultStoreURIKey
+		key = def
 	}
-	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
 }
 
 // apiTokensRef is the Secret key selector of the API tokens file; nil when
@@ -170,11 +174,7 @@ func apiTokensRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
 		return nil
 	}
 	ref := fs.Spec.Abuse.APITokens.SecretRef
-	key := ref.Key
-	if key == "" {
-		key = faucetv1alpha1.DefaultAPITokensSecretKey
-	}
-	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultAPITokensSecretKey)
 }
 
 // treasuryRef is the Secret key selector of the treasury's key; nil when
@@ -184,11 +184,7 @@ func treasuryRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
 		return nil
 	}
 	ref := fs.Spec.Treasury.KeySecretRef
-	key := ref.Key
-	if key == "" {
-		key = faucetv1alpha1.DefaultKeySecretKey
-	}
-	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: key}
+	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultKeySecretKey)
 }
 
 // DeploymentFor is the faucet Deployment the operator applies for fs, with

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 	"io"
 	"log/slog"
 	"maps"
@@ -274,24 +274,6 @@ func (c *countingNode) PoX(ctx context.Context) (*node.PoXInfo, error) {
 
 var errInjected = errors.New("injected pox failure")
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // readerOrNil turns a nil *strings.Reader into a nil io.Reader (an
 // interface holding a nil pointer is not nil).
 func readerOrNil(r *strings.Reader) io.Reader {
@@ -330,3 +312,6 @@ func counterValue(t testing.TB, reg prometheus.Gatherer, name string, labels map
 	t.Fatalf("no sample %s%v", name, labels)
 	return 0
 }
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer = logtest.Buffer

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"net/netip"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestRateWindow(t *testing.T) {
 }
 
 func TestAdaptiveDifficulty(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	c := newChain(t, Config{
 		Now:   clock.Now,
 		Allow: mustPrefixes(t, "10.0.0.0/8"),
@@ -120,7 +121,7 @@ func TestAdaptiveDifficulty(t *testing.T) {
 }
 
 func TestAdaptiveFromZero(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	c := newChain(t, Config{
 		Now: clock.Now,
 		PoW: PoWConfig{Secret: testSecret, RaiseAbove: limit(2, 10*time.Second), RaiseStep: 3, MaxDifficulty: 32},

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -44,7 +45,7 @@ func TestBalanceCap(t *testing.T) {
 }
 
 func TestBalanceCache(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	accts := &fakeAccounts{balances: map[string]node.Account{testPrincipal(1).String(): {Balance: 10 * stx}}}
 	c := newChain(t, Config{BalanceCap: 500 * stx, Accounts: accts, BalanceTTL: time.Minute, Now: clock.Now})
 	ctx := context.Background()

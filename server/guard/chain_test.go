@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -229,7 +230,7 @@ func TestRunWithoutTokensFile(t *testing.T) {
 }
 
 func TestMemorySpent(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s := newMemorySpent(clock.Now)
 	ctx := context.Background()
 	exp := clock.Now().Add(time.Minute)

@@ -16,28 +16,6 @@ import (
 
 var testSecret = []byte("0123456789abcdef-test-secret")
 
-// fakeClock is a settable clock shared by the chain under test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // fakeAccounts is a test double of the node's account read.
 type fakeAccounts struct {
 	mu       sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"time"
 )
 
-func powChain(t testing.TB, difficulty int, clock *fakeClock) *Chain {
+func powChain(t testing.TB, difficulty int, clock *clocktest.Manual) *Chain {
 	t.Helper()
 	cfg := Config{PoW: PoWConfig{Difficulty: difficulty, Secret: testSecret}}
 	if clock != nil {
@@ -156,7 +157,7 @@ func TestPoWOtherSecret(t *testing.T) {
 }
 
 func TestPoWExpired(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	c := newChain(t, Config{Now: clock.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: time.Minute}})
 	ch := c.Challenge()
 	if !ch.ExpiresAt.Equal(clock.Now().Add(time.Minute)) {
@@ -175,8 +176,9 @@ func TestPoWExpired(t *testing.T) {
 }
 
 func TestPoWIssuedInTheFuture(t *testing.T) {
-	clock := newFakeClock()
-	ahead := &fakeClock{t: clock.Now().Add(time.Hour)}
+	clock := clocktest.New()
+	ahead := clocktest.New()
+	ahead.Advance(time.Hour)
 	issuer := newChain(t, Config{Now: ahead.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: 2 * time.Hour}})
 	c := newChain(t, Config{Now: clock.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret}})
 	tok, sol := solved(t, issuer)

@@ -1,17 +1,16 @@
 package guard
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,24 +31,6 @@ func tokensFileContent() string {
 	return "# test tokens\n\n" +
 		"ci-pipeline " + plainToken + " 100/1h 5/10m # trailing comment\n" +
 		"   workshop\tsha256:" + strings.ToUpper(sha256Hex(hashedToken)) + "  1000/24h\r\n"
-}
-
-// syncBuffer collects log output from concurrent goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestTokens(t *testing.T) {
@@ -304,3 +285,6 @@ func TestParseQuota(t *testing.T) {
 		}
 	}
 }
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer = logtest.Buffer
