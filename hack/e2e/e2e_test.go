@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"text/tabwriter"
@@ -46,6 +48,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -58,6 +61,15 @@ const (
 	funding           = uint64(1_000_000) * 1_000_000 // 1M STX per key
 	firstAmount       = int64(500_000_000)            // the default drip
 	newAmount         = int64(123_456_789)
+
+	// The treasury (step 9): a drained key holds 10 drips, about 1235
+	// STX, below refillBelow; one refill lifts it to about 172 drips, so
+	// the two keys together are well above the low threshold of 100.
+	treasurySecret  = "faucet-treasury"
+	treasuryFunding = uint64(100_000) * 1_000_000 // 100k STX
+	refillBelow     = int64(2_000) * 1_000_000    // 2000 STX
+	refillAmount    = int64(20_000) * 1_000_000   // 20k STX
+	refillMemo      = "faucet refill"
 )
 
 // repo is the repository root (this file lives in hack/e2e).
@@ -132,7 +144,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 		t.Fatalf("faucet container image %q, want the manager's --server-image %q", img, serverImage)
 	}
 	volumes := map[string]string{} // claim name → local directory
-	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin, volumes)
+	faucetURL, stop := runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
 
 	// 6. A user asks for STX through the official client.
 	recipient := newKey(t).TestnetAddress()
@@ -160,7 +172,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 		t.Fatalf("strategy %s: a ReadWriteOnce volume needs Recreate", dep.Spec.Strategy.Type)
 	}
 	stop()
-	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes)
+	faucetURL, stop = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
 	if volumes[name+"-data"] != storeDir {
 		t.Fatal("the new pod got another volume")
 	}
@@ -176,7 +188,39 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	// turns False, reason Low, with a Warning event, while Ready stays.
 	checkFunding(t, ctx, k8s, adminConfig, keys, nodeURL, dn)
 
-	// 9. Delete: the children carry controller owner references, so the
+	// 9. Treasury: a holder key, funded on the node, in a Secret of its
+	// own. spec.treasury rolls the pod (the Secret's digest is in the
+	// config hash); the new pod tops each drained key up from the
+	// treasury at the next block and keeps serving, and Funded turns True
+	// again.
+	lowSince := time.Now()
+	treasury := newKey(t)
+	dn.Fund(treasury.TestnetAddress(), treasuryFunding)
+	mustCreate(t, ctx, k8s, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: treasurySecret, Namespace: namespace},
+		StringData: map[string]string{"keys": treasury.Hex() + "\n"}, // keySecretRef.key defaults to "keys"
+	})
+	oldHash = dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
+	patchTreasury(t, ctx, k8s)
+	dep = waitDeployment(t, ctx, k8s, oldHash)
+	checkTreasuryDeployment(t, dep, treasury)
+	drained := map[stacks.Address]uint64{}
+	for _, k := range keys {
+		drained[k.TestnetAddress()], _ = dn.Account(k.TestnetAddress())
+	}
+	stop()
+	var refillLog refillLines
+	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, refillLog.add)
+	checkRefills(t, ctx, dn, nodeURL, keys, treasury, drained, &refillLog)
+	recipient3 := newKey(t).TestnetAddress()
+	out = officialClientDrip(t, ctx, faucetURL, recipient3, newAmount)
+	t.Logf("drip after the refill via @stacks/blockchain-api-client: txId %s from %s nonce %s", out.TxID, out.Sender, out.Nonce)
+	waitBalance(t, ctx, dn, recipient3, uint64(newAmount))
+	markAvailable(t, ctx, k8s, dep)
+	waitReady(t, ctx, k8s, keys)
+	checkRefunded(t, ctx, k8s, adminConfig, keys, dn, treasury, lowSince)
+
+	// 10. Delete: the children carry controller owner references, so the
 	// garbage collector (absent in envtest) removes them.
 	var current faucetv1alpha1.FaucetServer
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); err != nil {
@@ -380,8 +424,9 @@ func waitDeployment(t *testing.T, ctx context.Context, c client.Client, notHash 
 // a directory (kept in volumes by claim name, so a later pod finds the same
 // data), resolves the environment, Secret references included, runs the
 // image's entrypoint (our binary) with the container's args on a free
-// loopback port and waits for /readyz.
-func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment, faucetBin string, volumes map[string]string) (string, func()) {
+// loopback port and waits for /readyz. onLine, when set, sees each line
+// the faucet logs.
+func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Deployment, faucetBin string, volumes map[string]string, onLine func(string)) (string, func()) {
 	t.Helper()
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
@@ -473,7 +518,7 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 		}
 		env = append(env, e.Name+"="+value)
 	}
-	stop := startProcess(t, ctx, "faucet", faucetBin, args, env, nil)
+	stop := startProcess(t, ctx, "faucet", faucetBin, args, env, onLine)
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	poll(t, ctx, "/readyz", time.Minute, func() (bool, error) {
 		resp, err := http.Get(url + "/readyz")
@@ -599,43 +644,185 @@ func patchAmount(t *testing.T, ctx context.Context, c client.Client, amount int6
 	}
 }
 
+// patchTreasury sets spec.treasury: the treasury Secret, refillBelow and
+// refillAmount.
+func patchTreasury(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	orig := fs.DeepCopy()
+	fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{
+		KeySecretRef:     faucetv1alpha1.TreasuryKeyReference{Name: treasurySecret},
+		RefillBelowUSTX:  ptrTo(refillBelow),
+		RefillAmountUSTX: ptrTo(refillAmount),
+	}
+	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// checkTreasuryDeployment checks that the treasury reaches the pod as a
+// mounted Secret file with the refill flags, and its key nowhere in the
+// Deployment.
+func checkTreasuryDeployment(t *testing.T, dep *appsv1.Deployment, treasury *stacks.PrivateKey) {
+	t.Helper()
+	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{
+		"--treasury-key-file=/etc/faucet/treasury/keys",
+		"--refill-below=" + strconv.FormatInt(refillBelow, 10),
+		"--refill-amount=" + strconv.FormatInt(refillAmount, 10),
+	} {
+		if !strings.Contains(args, want) {
+			t.Fatalf("faucet args %q lack %s", args, want)
+		}
+	}
+	raw, err := json.Marshal(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(bytes.ToLower(raw), []byte(strings.ToLower(treasury.Hex()))) {
+		t.Fatal("the treasury's private key is in the Deployment")
+	}
+}
+
+// refillLines collects the faucet's "treasury refill sent" log lines.
+type refillLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *refillLines) add(line string) {
+	if strings.Contains(line, `"msg":"treasury refill sent"`) {
+		r.mu.Lock()
+		r.lines = append(r.lines, line)
+		r.mu.Unlock()
+	}
+}
+
+// txids maps the recipient of each logged refill to its txid.
+func (r *refillLines) txids() (map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]string{}
+	for _, line := range r.lines {
+		var rec struct{ Recipient, TxID string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			return nil, fmt.Errorf("refill log line %q: %w", line, err)
+		}
+		if _, dup := out[rec.Recipient]; dup {
+			return nil, fmt.Errorf("two refills of %s", rec.Recipient)
+		}
+		out[rec.Recipient] = rec.TxID
+	}
+	return out, nil
+}
+
+// checkRefills waits until the node has mined one refill of refillAmount
+// from the treasury to each drained key, and decodes each refill as the
+// node stores it: the treasury's signature, the key as recipient, the
+// amount and the memo. The treasury paid exactly the refills and their fees.
+func checkRefills(t *testing.T, ctx context.Context, dn *devnode.Node, nodeURL string, keys []*stacks.PrivateKey, treasury *stacks.PrivateKey, drained map[stacks.Address]uint64, log *refillLines) {
+	t.Helper()
+	poll(t, ctx, "the refills to be mined", 30*time.Second, func() (bool, error) {
+		for _, k := range keys {
+			bal, _ := dn.Account(k.TestnetAddress())
+			want := drained[k.TestnetAddress()] + uint64(refillAmount)
+			if bal > want {
+				return false, fmt.Errorf("%s holds %d, more than %d", k.TestnetAddress(), bal, want)
+			}
+			if bal != want {
+				return false, fmt.Errorf("%s holds %d, want %d", k.TestnetAddress(), bal, want)
+			}
+		}
+		return true, nil
+	})
+	var txids map[string]string
+	poll(t, ctx, "the faucet to log each refill", 10*time.Second, func() (bool, error) {
+		var err error
+		txids, err = log.txids()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(txids) == len(keys), fmt.Errorf("%d refills logged", len(txids))
+	})
+	var fees uint64
+	for _, k := range keys {
+		addr := k.TestnetAddress()
+		txid, ok := txids[addr.String()]
+		if !ok {
+			t.Fatalf("no refill of %s logged", addr)
+		}
+		resp, err := http.Get(nodeURL + "/v3/transaction/" + txid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mined node.MinedTx
+		err = json.NewDecoder(resp.Body).Decode(&mined)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || mined.BlockHeight == nil {
+			t.Fatalf("refill %s on the node: %d %v %+v", txid, resp.StatusCode, err, mined)
+		}
+		raw, err := hex.DecodeString(mined.Tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := stacks.DecodeTransaction(raw)
+		if err != nil {
+			t.Fatalf("refill %s: %v", txid, err)
+		}
+		p := tx.Payload
+		if tx.SenderAddress() != treasury.TestnetAddress() || p.Recipient.IsContract() || p.Recipient.Address != addr ||
+			p.Amount != uint64(refillAmount) || p.Memo.String() != refillMemo {
+			t.Fatalf("refill %s: %s → %s %d µSTX memo %q, want %s → %s %d µSTX memo %q", txid,
+				tx.SenderAddress(), p.Recipient, p.Amount, p.Memo, treasury.TestnetAddress(), addr, refillAmount, refillMemo)
+		}
+		fees += tx.Auth.Fee
+		t.Logf("refill mined in block %d: txid %s, %s → %s, %d µSTX, fee %d, memo %q; key balance %d → %d µSTX",
+			*mined.BlockHeight, txid, tx.SenderAddress(), addr, p.Amount, tx.Auth.Fee, p.Memo, drained[addr], drained[addr]+p.Amount)
+	}
+	bal, nonce := dn.Account(treasury.TestnetAddress())
+	if want := treasuryFunding - uint64(len(keys))*uint64(refillAmount) - fees; bal != want || nonce != uint64(len(keys)) {
+		t.Fatalf("treasury holds %d µSTX at nonce %d, want %d at nonce %d: it sent more than the refills", bal, nonce, want, len(keys))
+	}
+}
+
+// checkRefunded waits for Funded=True again after the refills, with a
+// Normal event since the keys were drained, and for the treasury's
+// address and node balance in status.funding.treasury.
+func checkRefunded(t *testing.T, ctx context.Context, c client.Client, cfg *rest.Config, keys []*stacks.PrivateKey, dn *devnode.Node, treasury *stacks.PrivateKey, since time.Time) {
+	t.Helper()
+	fs := waitFunding(t, ctx, c, dn, keys, metav1.ConditionTrue, "Funded")
+	poll(t, ctx, "status.funding.treasury", 30*time.Second, func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, fs); err != nil {
+			return false, err
+		}
+		bal, _ := dn.Account(treasury.TestnetAddress())
+		tr := fs.Status.Funding.Treasury
+		return tr != nil && tr.Address == treasury.TestnetAddress().String() && uint64(tr.BalanceUSTX) == bal,
+			fmt.Errorf("status.funding.treasury %+v, node: %s holds %d", tr, treasury.TestnetAddress(), bal)
+	})
+	tr := fs.Status.Funding.Treasury
+	t.Logf("refilled: status.funding %s STX, %d drips left; treasury %s holds %d µSTX",
+		fs.Status.Funding.BalanceSTX, fs.Status.Funding.DripsLeft, tr.Address, tr.BalanceUSTX)
+	table := getTable(t, ctx, cfg)
+	t.Logf("kubectl get fsrv:\n%s", table)
+	if !strings.Contains(table, fs.Status.Funding.BalanceSTX) || !strings.Contains(table, strconv.FormatInt(fs.Status.Funding.DripsLeft, 10)) {
+		t.Fatalf("the printer columns lack the refilled balance %s or drips left %d", fs.Status.Funding.BalanceSTX, fs.Status.Funding.DripsLeft)
+	}
+	waitEvent(t, ctx, c, corev1.EventTypeNormal, "Funded", since)
+}
+
 // checkFunding waits for status.funding to show the keys' balances (also
 // through the printer columns, as `kubectl get fsrv` prints them), drains
 // the keys on the node below the low threshold and waits for Funded=False
 // reason Low and its Warning event.
 func checkFunding(t *testing.T, ctx context.Context, c client.Client, cfg *rest.Config, keys []*stacks.PrivateKey, nodeURL string, dn *devnode.Node) {
 	t.Helper()
-	balances := func() (total, drips uint64) {
-		for _, k := range keys {
-			b, _ := dn.Account(k.TestnetAddress())
-			total += b
-			drips += b / uint64(newAmount+1_000)
-		}
-		return total, drips
-	}
-	// The FaucetServer's drip amount is newAmount since step 7.
-	waitFunding := func(wantStatus metav1.ConditionStatus, wantReason string) *faucetv1alpha1.FaucetServer {
-		var fs faucetv1alpha1.FaucetServer
-		poll(t, ctx, "Funded="+string(wantStatus)+" "+wantReason, time.Minute, func() (bool, error) {
-			if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
-				return false, err
-			}
-			total, drips := balances()
-			f := fs.Status.Funding
-			if f == nil || uint64(f.TotalUSTX) != total || uint64(f.DripsLeft) != drips {
-				return false, fmt.Errorf("status.funding %+v, node total %d drips %d", f, total, drips)
-			}
-			for _, cond := range fs.Status.Conditions {
-				if cond.Type == "Funded" {
-					return cond.Status == wantStatus && cond.Reason == wantReason, fmt.Errorf("Funded=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-				}
-			}
-			return false, errors.New("no Funded condition")
-		})
-		return &fs
-	}
-
-	fs := waitFunding(metav1.ConditionTrue, "Funded")
+	fs := waitFunding(t, ctx, c, dn, keys, metav1.ConditionTrue, "Funded")
 	if len(fs.Status.Funding.Keys) != len(keys) || fs.Status.Funding.LastChecked == nil {
 		t.Fatalf("status.funding %+v", fs.Status.Funding)
 	}
@@ -675,10 +862,10 @@ func checkFunding(t *testing.T, ctx context.Context, c client.Client, cfg *rest.
 		}
 	}
 	poll(t, ctx, "the drain to be mined", 30*time.Second, func() (bool, error) {
-		_, drips := balances()
+		_, drips := nodeBalances(dn, keys)
 		return drips == 20, fmt.Errorf("%d drips left on the node", drips)
 	})
-	fs = waitFunding(metav1.ConditionFalse, "Low")
+	fs = waitFunding(t, ctx, c, dn, keys, metav1.ConditionFalse, "Low")
 	t.Logf("drained: status.funding %s STX, %d drips left", fs.Status.Funding.BalanceSTX, fs.Status.Funding.DripsLeft)
 	t.Logf("kubectl get fsrv:\n%s", getTable(t, ctx, cfg))
 	for _, cond := range fs.Status.Conditions {
@@ -686,18 +873,65 @@ func checkFunding(t *testing.T, ctx context.Context, c client.Client, cfg *rest.
 			t.Fatalf("Ready=%s %s: a low faucet still serves", cond.Status, cond.Reason)
 		}
 	}
-	poll(t, ctx, "a Warning event with reason Low", 30*time.Second, func() (bool, error) {
+	waitEvent(t, ctx, c, corev1.EventTypeWarning, "Low", time.Time{})
+}
+
+// nodeBalances is what the node says the faucet's keys hold: µSTX in all
+// and default drips left (the FaucetServer's drip amount is newAmount
+// since step 7, plus the default fee.fallback of 1000 µSTX).
+func nodeBalances(dn *devnode.Node, keys []*stacks.PrivateKey) (total, drips uint64) {
+	for _, k := range keys {
+		b, _ := dn.Account(k.TestnetAddress())
+		total += b
+		drips += b / uint64(newAmount+1_000)
+	}
+	return total, drips
+}
+
+// waitFunding waits until status.funding agrees with the node on the
+// keys' balances and Funded is wantStatus with wantReason.
+func waitFunding(t *testing.T, ctx context.Context, c client.Client, dn *devnode.Node, keys []*stacks.PrivateKey, wantStatus metav1.ConditionStatus, wantReason string) *faucetv1alpha1.FaucetServer {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	poll(t, ctx, "Funded="+string(wantStatus)+" "+wantReason, time.Minute, func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+			return false, err
+		}
+		total, drips := nodeBalances(dn, keys)
+		f := fs.Status.Funding
+		if f == nil || uint64(f.TotalUSTX) != total || uint64(f.DripsLeft) != drips {
+			return false, fmt.Errorf("status.funding %+v, node total %d drips %d", f, total, drips)
+		}
+		for _, cond := range fs.Status.Conditions {
+			if cond.Type == "Funded" {
+				return cond.Status == wantStatus && cond.Reason == wantReason, fmt.Errorf("Funded=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		return false, errors.New("no Funded condition")
+	})
+	return &fs
+}
+
+// waitEvent waits for an event on the FaucetServer of the given type and
+// reason, last seen at or after since.
+func waitEvent(t *testing.T, ctx context.Context, c client.Client, eventType, reason string, since time.Time) {
+	t.Helper()
+	poll(t, ctx, "a "+eventType+" event with reason "+reason, 30*time.Second, func() (bool, error) {
 		var list eventsv1.EventList
 		if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Kind == "FaucetServer" && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning && e.Reason == "Low" {
+			seen := e.EventTime.Time
+			if e.Series != nil && e.Series.LastObservedTime.After(seen) {
+				seen = e.Series.LastObservedTime.Time
+			}
+			if e.Regarding.Kind == "FaucetServer" && e.Regarding.Name == name && e.Type == eventType && e.Reason == reason && !seen.Before(since) {
 				t.Logf("event: %s %s: %s", e.Type, e.Reason, e.Note)
 				return true, nil
 			}
 		}
-		return false, fmt.Errorf("%d events, none Warning/Low", len(list.Items))
+		return false, fmt.Errorf("%d events, none %s/%s since %s", len(list.Items), eventType, reason, since.Format(time.RFC3339Nano))
 	})
 }
 
