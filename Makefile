@@ -18,7 +18,7 @@ VECTORS_FILE        := $(BIN)/stacksjs-vectors.json
 # Fuzzing: a short smoke run inside `make test`, longer with `make fuzz`.
 FUZZ_SMOKE_TIME ?= 5s
 FUZZ_TIME       ?= 60s
-FUZZ_TARGETS    := ./server/stacks:FuzzParsePrincipal ./server/stacks:FuzzC32 ./server/stacks:FuzzDecodeTransaction
+FUZZ_TARGETS    := ./server/stacks:FuzzParsePrincipal ./server/stacks:FuzzC32 ./server/stacks:FuzzDecodeTransaction ./server/stacks:FuzzDecodeClarityValue
 
 # Operator code generation: controller-gen is pinned in hack/tools/go.mod.
 # The envtest control plane is built from source by hack/envtest/build.sh,

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// Rebuilds one known transaction with the installed stacks.js and compares it
-// byte for byte with the expected serialization. Exits 1 on any difference.
+// Rebuilds two known transactions (a token transfer and a send-many contract
+// call) with the installed stacks.js and compares them byte for byte with the
+// expected serializations. Exits 1 on any difference.
 //
 //   node hack/conformance/check-golden.mjs
 
 import { fileURLToPath } from 'node:url';
-import { makeVector, TESTNET_CHAIN_ID } from './vector.mjs';
+import { makeContractCallVector, makeVector, SEND_MANY_MEMO_TESTNET, TESTNET_CHAIN_ID } from './vector.mjs';
 
 export const GOLDEN = {
   senderKey: 'cb3df38053d132895220b9ce471f6b676db5b9bf0b4adefb55f2118ece2478df01',
@@ -27,13 +28,47 @@ export const GOLDEN = {
   },
 };
 
-/** Returns a list of mismatch descriptions (empty when the golden vector reproduces). */
+// The same one as goldenCallTxRaw in server/stacks/contractcall_test.go.
+export const GOLDEN_CALL = {
+  senderKey: GOLDEN.senderKey,
+  nonce: 7n,
+  fee: 3000n,
+  chainId: TESTNET_CHAIN_ID,
+  contract: SEND_MANY_MEMO_TESTNET,
+  functionName: 'send-many',
+  recipients: [
+    { to: 'ST2TJRHDHMYBQ417HFB0BDX430TQA5PXRX6495G1V', ustx: 1000000n, memo: '666175636574' },
+    { to: 'ST2TJRHDHMYBQ417HFB0BDX430TQA5PXRX6495G1V.my-contract', ustx: 1n, memo: '' },
+  ],
+  pcPrincipal: 'sender',
+  want: {
+    txRaw:
+      '80800000000400164247d6f2b425ac5771423ae6c80c754f7172b000000000000000070000000000000bb8' +
+      '0001d55802ea247131f4790479074241a96a80bfbf4b8aa378d1ef401aa055250b3f3ecc01fe0a11b41603a30ce47d3c6d2301853a31d94fe8c68dda3f73e96020670' +
+      '3020000000100021a164247d6f2b425ac5771423ae6c80c754f7172b00100000000000f4241' +
+      '021ade1e92f0d8b34475a937485a1b1abf66a0dbf2ff0e73656e642d6d616e792d6d656d6f0973656e642d6d616e79000000010b00000002' +
+      '0c00000003046d656d6f020000000666617563657402746f051ab52c45b1a7977204f17ac0b6f48306aea2dbb8e9047573747801000000000000000000000000000f4240' +
+      '0c00000003046d656d6f020000000002746f061ab52c45b1a7977204f17ac0b6f48306aea2dbb8e90b6d792d636f6e747261637404757374780100000000000000000000000000000001',
+    txId: '0x9e02e3088da376c0d7f1f3966bd5b856e7a430b06e09a3b8dd609625c1cf3bde',
+    senderAddress: 'STB44HYPYAT2BB2QE513NSP81HTMYWBJP02HPGK6',
+  },
+};
+
+/** Returns a list of mismatch descriptions (empty when both golden vectors reproduce). */
 export async function checkGolden() {
-  const { want, ...spec } = GOLDEN;
-  const got = await makeVector(spec);
   const problems = [];
-  for (const k of Object.keys(want)) {
-    if (got[k] !== want[k]) problems.push(`${k}:\n  got  ${got[k]}\n  want ${want[k]}`);
+  const compare = (label, got, want) => {
+    for (const k of Object.keys(want)) {
+      if (got[k] !== want[k]) problems.push(`${label} ${k}:\n  got  ${got[k]}\n  want ${want[k]}`);
+    }
+  };
+  {
+    const { want, ...spec } = GOLDEN;
+    compare('transfer', await makeVector(spec), want);
+  }
+  {
+    const { want, ...spec } = GOLDEN_CALL;
+    compare('send-many', await makeContractCallVector(spec), want);
   }
   return problems;
 }
@@ -44,5 +79,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.stderr.write(`golden vector MISMATCH\n${problems.join('\n')}\n`);
     process.exit(1);
   }
-  process.stderr.write('golden vector OK (txRaw, txId, senderAddress match)\n');
+  process.stderr.write('golden vectors OK (transfer and send-many: txRaw, txId, senderAddress match)\n');
 }

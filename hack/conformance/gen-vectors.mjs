@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// Generates random signed STX token-transfer test vectors with stacks.js.
+// Generates random signed STX token-transfer and send-many contract-call
+// test vectors with stacks.js.
 //
-//   node hack/conformance/gen-vectors.mjs [--count N] [--out FILE] [--golden]
+//   node hack/conformance/gen-vectors.mjs [--count N] [--contract-calls M] [--out FILE] [--golden]
 //   node hack/conformance/gen-vectors.mjs [N] [FILE]
 //
-// N defaults to 1000; FILE defaults to standard output ("-").
+// N (token transfers) defaults to 1000; M (send-many contract calls, written
+// after the transfers) defaults to N/5 rounded up; FILE defaults to standard
+// output ("-").
 // --golden only runs the golden-vector check and exits (0 on match).
 // The golden vector is also checked before every generation run.
 
@@ -12,19 +15,26 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { c32address } from 'c32check';
 import { randomPrivateKey } from '@stacks/transactions';
-import { makeVector, TESTNET_CHAIN_ID, U64_MAX } from './vector.mjs';
+import {
+  makeContractCallVector,
+  makeVector,
+  SEND_MANY_MAX,
+  SEND_MANY_MEMO_TESTNET,
+  TESTNET_CHAIN_ID,
+  U64_MAX,
+} from './vector.mjs';
 import { checkGolden } from './check-golden.mjs';
 
 // ---------------------------------------------------------------- arguments
 
 function usage(msg) {
   if (msg) process.stderr.write(`gen-vectors: ${msg}\n`);
-  process.stderr.write('usage: gen-vectors.mjs [--count N] [--out FILE] [--golden] | [N] [FILE]\n');
+  process.stderr.write('usage: gen-vectors.mjs [--count N] [--contract-calls M] [--out FILE] [--golden] | [N] [FILE]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opts = { count: 1000, out: '-', golden: false };
+  const opts = { count: 1000, contractCalls: undefined, out: '-', golden: false };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -36,6 +46,7 @@ function parseArgs(argv) {
       return argv[++i];
     };
     if (name === '--count' || name === '-n') opts.count = value();
+    else if (name === '--contract-calls' || name === '-c') opts.contractCalls = value();
     else if (name === '--out' || name === '-o') opts.out = value();
     else if (name === '--golden') opts.golden = true;
     else if (name === '--help' || name === '-h') usage();
@@ -47,6 +58,9 @@ function parseArgs(argv) {
   if (positional[1] !== undefined) opts.out = positional[1];
   if (!/^\d+$/.test(String(opts.count))) usage(`bad count ${opts.count}`);
   opts.count = Number(opts.count);
+  if (opts.contractCalls === undefined) opts.contractCalls = Math.ceil(opts.count / 5);
+  if (!/^\d+$/.test(String(opts.contractCalls))) usage(`bad contract-call count ${opts.contractCalls}`);
+  opts.contractCalls = Number(opts.contractCalls);
   return opts;
 }
 
@@ -182,6 +196,71 @@ function randomSpec() {
   };
 }
 
+// ---------------------------------------------------------------- send-many specs
+
+// Amounts: each from the u64 distribution above; when their sum would not
+// fit the u64 post-condition amount, every one is divided by the count.
+// Sometimes the last amount is chosen so that the total is exactly u64 max.
+function randomAmounts(n) {
+  let amounts = Array.from({ length: n }, randomU64Value);
+  if (amounts.reduce((a, b) => a + b, 0n) > U64_MAX) amounts = amounts.map(a => a / BigInt(n));
+  if (chance(0.05)) {
+    const rest = amounts.slice(0, -1).reduce((a, b) => a + b, 0n);
+    amounts[n - 1] = U64_MAX - rest;
+  }
+  return amounts;
+}
+
+const randomMemoHex = () => randomHex(chance(0.2) ? pick([0, 34]) : rand(35));
+
+// Recipient counts: small batches most often, and the 1 and 200 edges.
+function randomRecipientCount() {
+  const r = rand(100);
+  if (r < 10) return 1;
+  if (r < 20) return SEND_MANY_MAX;
+  if (r < 60) return 1 + rand(20);
+  return 1 + rand(SEND_MANY_MAX);
+}
+
+function randomSendManySpec(n = randomRecipientCount()) {
+  const amounts = randomAmounts(n);
+  return {
+    senderKey: randomSenderKey(),
+    nonce: randomU64Value(),
+    fee: randomU64Value(),
+    chainId: TESTNET_CHAIN_ID, // the send-many-memo contract lives on testnet
+    contract: SEND_MANY_MEMO_TESTNET,
+    functionName: 'send-many',
+    recipients: amounts.map(ustx => ({ to: randomRecipient(), ustx, memo: randomMemoHex() })),
+    pcPrincipal: chance(0.8) ? 'sender' : 'origin', // Pc.principal(sender) or Pc.origin()
+  };
+}
+
+function sendManyEdgeSpecs() {
+  const specs = [];
+  // One recipient of u64 max (the largest total), to a standard principal.
+  const one = randomSendManySpec(1);
+  one.recipients[0] = { to: randomRecipient({ contract: false }), ustx: U64_MAX, memo: randomHex(34) };
+  specs.push(one);
+  // 200 recipients: all contract principals with 40-character names, 34-byte memos.
+  const full = randomSendManySpec(SEND_MANY_MAX);
+  full.recipients = full.recipients.map(r => ({ ...r, to: randomRecipient({ contract: true, nameLen: 40 }), memo: randomHex(34) }));
+  full.pcPrincipal = 'sender';
+  specs.push(full);
+  // 200 recipients: standard principals, empty memos, zero amounts, zero nonce and fee.
+  const zeros = randomSendManySpec(SEND_MANY_MAX);
+  zeros.recipients = zeros.recipients.map(r => ({ ...r, to: randomRecipient({ contract: false }), ustx: 0n, memo: '' }));
+  zeros.nonce = zeros.fee = 0n;
+  zeros.pcPrincipal = 'origin';
+  specs.push(zeros);
+  // Mixed principals with 1-character contract names; max nonce and fee.
+  const mixed = randomSendManySpec(7);
+  mixed.recipients = mixed.recipients.map((r, i) => ({ ...r, to: randomRecipient({ contract: i % 2 === 1, nameLen: 1 }) }));
+  mixed.nonce = mixed.fee = U64_MAX;
+  specs.push(mixed);
+  return specs;
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -204,6 +283,11 @@ async function main() {
     const spec = i < edges.length ? edges[i] : randomSpec();
     records.push(await makeVector(spec));
   }
+  const ccEdges = sendManyEdgeSpecs();
+  for (let i = 0; i < opts.contractCalls; i++) {
+    const spec = i < ccEdges.length ? ccEdges[i] : randomSendManySpec();
+    records.push(await makeContractCallVector(spec));
+  }
 
   // One record per line keeps the file diff- and grep-friendly.
   const json = records.length === 0 ? '[]\n' : `[\n${records.map(r => JSON.stringify(r)).join(',\n')}\n]\n`;
@@ -212,7 +296,9 @@ async function main() {
 
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
   const where = opts.out === '-' ? 'stdout' : opts.out;
-  process.stderr.write(`wrote ${records.length} vectors to ${where} (${ms.toFixed(0)} ms)\n`);
+  process.stderr.write(
+    `wrote ${records.length} vectors (${opts.count} token transfers, ${opts.contractCalls} send-many contract calls) to ${where} (${ms.toFixed(0)} ms)\n`
+  );
 }
 
 main().catch(err => {

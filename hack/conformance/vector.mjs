@@ -1,16 +1,25 @@
-// Shared helpers: build one signed STX token-transfer vector with stacks.js
-// and check it for internal consistency. Used by gen-vectors.mjs and
-// check-golden.mjs.
+// Shared helpers: build one signed STX token-transfer or send-many
+// contract-call vector with stacks.js and check it for internal consistency.
+// Used by gen-vectors.mjs and check-golden.mjs.
 
 import { STACKS_TESTNET } from '@stacks/network';
 import {
+  Pc,
+  bufferCV,
   deserializeTransaction,
   getAddressFromPrivateKey,
+  listCV,
+  makeContractCall,
   makeSTXTokenTransfer,
+  principalCV,
+  tupleCV,
+  uintCV,
 } from '@stacks/transactions';
 
 export const TESTNET_CHAIN_ID = 0x80000000;
 export const U64_MAX = (1n << 64n) - 1n;
+export const SEND_MANY_MEMO_TESTNET = 'ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo';
+export const SEND_MANY_MAX = 200;
 
 // A fetch that must never run: fee and nonce are always passed explicitly,
 // so stacks.js has no reason to talk to a node. If it ever tries, we fail
@@ -120,4 +129,103 @@ export function checkVector(r) {
   assert(tx.payload.memo.content === r.memo, 'decoded memo differs');
   assert(tx.payload.recipient.value === r.recipient, 'decoded recipient differs');
   assert(tx.postConditionMode === 2 && tx.postConditions.values.length === 0, 'post conditions');
+}
+
+/**
+ * Build one send-many contract-call vector: makeContractCall with the single
+ * (list 200 {to: principal, ustx: uint, memo: (buff 34)}) argument, post-condition
+ * mode Deny and one STX post-condition "sends exactly the total".
+ * @param {{senderKey: string, nonce: bigint, fee: bigint, chainId: number,
+ *          contract: string, functionName: string,
+ *          recipients: {to: string, ustx: bigint, memo: string}[],
+ *          pcPrincipal: 'sender' | 'origin'}} spec  (memo is hex)
+ */
+export async function makeContractCallVector(spec) {
+  const { senderKey, nonce, fee, chainId, contract, functionName, recipients, pcPrincipal } = spec;
+  const senderAddress = getAddressFromPrivateKey(senderKey, 'testnet');
+  const total = recipients.reduce((sum, r) => sum + r.ustx, 0n);
+  // Keys deliberately not in sorted order: stacks.js sorts them.
+  const arg = listCV(
+    recipients.map(r =>
+      tupleCV({ to: principalCV(r.to), ustx: uintCV(r.ustx), memo: bufferCV(Buffer.from(r.memo, 'hex')) })
+    )
+  );
+  const pc = (pcPrincipal === 'origin' ? Pc.origin() : Pc.principal(senderAddress)).willSendEq(total).ustx();
+  const [contractAddress, contractName] = contract.split('.');
+  const tx = await makeContractCall({
+    contractAddress,
+    contractName,
+    functionName,
+    functionArgs: [arg],
+    senderKey,
+    nonce,
+    fee,
+    network: testnetWithChainId(chainId),
+    postConditionMode: 'deny',
+    postConditions: [pc],
+  });
+  const record = {
+    kind: 'contract-call',
+    senderKey,
+    nonce: nonce.toString(),
+    fee: fee.toString(),
+    chainId,
+    contract,
+    function: functionName,
+    recipients: recipients.map(r => ({ to: r.to, ustx: r.ustx.toString(), memo: r.memo })),
+    pcPrincipal,
+    pcAmount: total.toString(),
+    txRaw: tx.serialize(),
+    txId: '0x' + tx.txid(),
+    senderAddress,
+  };
+  checkContractCallVector(record);
+  return record;
+}
+
+/** Structural checks plus a decode round-trip of a contract-call record. Throws on mismatch. */
+export function checkContractCallVector(r) {
+  assert(r.kind === 'contract-call', 'kind');
+  assert(/^[0-9a-f]{64}(01)?$/.test(r.senderKey), `bad senderKey ${r.senderKey}`);
+  for (const k of ['nonce', 'fee', 'pcAmount']) {
+    assert(/^(0|[1-9][0-9]*)$/.test(r[k]) && BigInt(r[k]) <= U64_MAX, `bad ${k} ${r[k]}`);
+  }
+  assert(Number.isInteger(r.chainId) && r.chainId >= 0 && r.chainId <= 0xffffffff, 'bad chainId');
+  assert(r.pcPrincipal === 'sender' || r.pcPrincipal === 'origin', 'bad pcPrincipal');
+  assert(Array.isArray(r.recipients) && r.recipients.length >= 1 && r.recipients.length <= SEND_MANY_MAX, 'recipients');
+  let total = 0n;
+  for (const x of r.recipients) {
+    assert(typeof x.to === 'string' && /^S[TN]/.test(x.to), `bad recipient ${x.to}`);
+    assert(/^(0|[1-9][0-9]*)$/.test(x.ustx) && BigInt(x.ustx) <= U64_MAX, `bad ustx ${x.ustx}`);
+    assert(/^([0-9a-f]{2}){0,34}$/.test(x.memo), `bad memo ${x.memo}`);
+    total += BigInt(x.ustx);
+  }
+  assert(total === BigInt(r.pcAmount), 'pcAmount is not the total');
+  assert(/^[0-9a-f]+$/.test(r.txRaw) && r.txRaw.length % 2 === 0, 'txRaw not plain hex');
+  assert(/^0x[0-9a-f]{64}$/.test(r.txId), `bad txId ${r.txId}`);
+  assert(r.txRaw.slice(0, 2) === '80', 'tx version byte is not 0x80');
+  assert(r.txRaw.slice(2, 10) === r.chainId.toString(16).padStart(8, '0'), 'chain id not at bytes 1..4');
+
+  const tx = deserializeTransaction(r.txRaw);
+  assert(tx.serialize() === r.txRaw, 'deserialize/serialize round-trip differs');
+  assert(tx.chainId === r.chainId, 'decoded chainId differs');
+  const sc = tx.auth.spendingCondition;
+  assert(sc.nonce === BigInt(r.nonce) && sc.fee === BigInt(r.fee), 'decoded nonce/fee differ');
+  assert(tx.postConditionMode === 2, 'post-condition mode is not Deny');
+  assert(tx.postConditions.values.length === 1, 'want one post-condition');
+  const pc = tx.postConditions.values[0];
+  assert(pc.conditionType === 0 && pc.conditionCode === 1 && pc.amount === total, 'post-condition differs');
+  assert(pc.principal.prefix === (r.pcPrincipal === 'origin' ? 1 : 2), 'post-condition principal type');
+  const p = tx.payload;
+  assert(p.payloadType === 2, 'payload is not a contract call');
+  assert(`${p.contractAddress.version}` !== '' && p.contractName.content === r.contract.split('.')[1], 'contract name');
+  assert(p.functionName.content === r.function, 'function name');
+  assert(p.functionArgs.length === 1 && p.functionArgs[0].value.length === r.recipients.length, 'argument list length');
+  p.functionArgs[0].value.forEach((t, i) => {
+    const x = r.recipients[i];
+    assert(Object.keys(t.value).join(',') === 'memo,to,ustx', `tuple keys ${Object.keys(t.value)}`);
+    assert(t.value.to.value === x.to, `recipient ${i} differs`);
+    assert(t.value.ustx.value === BigInt(x.ustx), `amount ${i} differs`);
+    assert(t.value.memo.value === x.memo, `memo ${i} differs`);
+  });
 }

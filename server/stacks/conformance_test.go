@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
 )
 
-// vector is one record written by hack/conformance (stacks.js).
+// vector is one record written by hack/conformance (stacks.js): a token
+// transfer, or with Kind "contract-call" a send-many contract call.
 type vector struct {
+	Kind          string `json:"kind"` // "" (token transfer) or "contract-call"
 	SenderKey     string `json:"senderKey"`
 	Recipient     string `json:"recipient"`
 	Amount        string `json:"amount"`
@@ -21,6 +24,17 @@ type vector struct {
 	TxRaw         string `json:"txRaw"`
 	TxID          string `json:"txId"`
 	SenderAddress string `json:"senderAddress"`
+
+	// Contract calls only.
+	Contract    string `json:"contract"`
+	Function    string `json:"function"`
+	PcPrincipal string `json:"pcPrincipal"` // "sender" or "origin"
+	PcAmount    string `json:"pcAmount"`
+	Recipients  []struct {
+		To   string `json:"to"`
+		Ustx string `json:"ustx"`
+		Memo string `json:"memo"` // hex
+	} `json:"recipients"`
 }
 
 // defaultVectors is a small stacks.js-generated set kept in the repository so
@@ -44,16 +58,27 @@ func TestConformance(t *testing.T) {
 	if len(vectors) == 0 {
 		t.Fatalf("%s holds no vectors; an empty set proves nothing", path)
 	}
-	mismatches := 0
+	mismatches, calls := 0, 0
 	for i, v := range vectors {
-		if msg := checkVector(v); msg != "" {
+		var msg, what string
+		switch v.Kind {
+		case "":
+			msg, what = checkVector(v), "recipient "+v.Recipient
+		case "contract-call":
+			calls++
+			msg, what = checkContractCallVector(v), fmt.Sprintf("contract call, %d recipients", len(v.Recipients))
+		default:
+			msg, what = "unknown kind "+v.Kind, v.Kind
+		}
+		if msg != "" {
 			mismatches++
 			if mismatches <= 20 {
-				t.Errorf("vector %d (recipient %s): %s", i, v.Recipient, msg)
+				t.Errorf("vector %d (%s): %s", i, what, msg)
 			}
 		}
 	}
-	t.Logf("conformance: %d stacks.js vectors from %s, %d mismatches", len(vectors), path, mismatches)
+	t.Logf("conformance: %d stacks.js vectors (%d token transfers, %d send-many contract calls) from %s, %d mismatches",
+		len(vectors), len(vectors)-calls, calls, path, mismatches)
 	if mismatches > 0 {
 		t.Fatalf("%d of %d vectors differ from stacks.js", mismatches, len(vectors))
 	}
@@ -111,6 +136,88 @@ func checkVector(v vector) string {
 	}
 	if decoded.SenderAddress().String() != v.SenderAddress {
 		return "decoded sender " + decoded.SenderAddress().String()
+	}
+	return ""
+}
+
+// checkContractCallVector rebuilds a send-many call from the record's inputs
+// and compares bytes and txid, then checks the decode round trip.
+func checkContractCallVector(v vector) string {
+	key, err := ParsePrivateKey(v.SenderKey)
+	if err != nil {
+		return "key: " + err.Error()
+	}
+	sender := key.TestnetAddress()
+	if sender.String() != v.SenderAddress {
+		return "sender address " + sender.String() + ", want " + v.SenderAddress
+	}
+	contract, err := ParseContractID(v.Contract)
+	if err != nil {
+		return "contract: " + err.Error()
+	}
+	var nonce, fee, pcAmount uint64
+	for _, f := range []struct {
+		s   string
+		dst *uint64
+	}{{v.Nonce, &nonce}, {v.Fee, &fee}, {v.PcAmount, &pcAmount}} {
+		if *f.dst, err = strconv.ParseUint(f.s, 10, 64); err != nil {
+			return "number: " + err.Error()
+		}
+	}
+	entries := make([]SendManyEntry, len(v.Recipients))
+	for i, r := range v.Recipients {
+		if entries[i].To, err = ParsePrincipal(r.To); err != nil {
+			return fmt.Sprintf("recipient %d: %v", i, err)
+		}
+		if entries[i].Amount, err = strconv.ParseUint(r.Ustx, 10, 64); err != nil {
+			return fmt.Sprintf("recipient %d amount: %v", i, err)
+		}
+		if entries[i].Memo, err = hex.DecodeString(r.Memo); err != nil {
+			return fmt.Sprintf("recipient %d memo: %v", i, err)
+		}
+	}
+	args, err := SendManyArgs(entries)
+	if err != nil {
+		return "send-many args: " + err.Error()
+	}
+	total, err := SendManyTotal(entries)
+	if err != nil || total != pcAmount {
+		return fmt.Sprintf("total %d (%v), want %d", total, err, pcAmount)
+	}
+	pc := PrincipalSendsExactly(Principal{Address: sender}, total)
+	if v.PcPrincipal == "origin" {
+		pc = OriginSendsExactly(total)
+	}
+	tx, err := NewContractCall(ContractCallParams{
+		Contract: contract, Function: v.Function, Args: args, Nonce: nonce, Fee: fee, ChainID: v.ChainID,
+		PostConditionMode: PostConditionModeDeny, PostConditions: []PostCondition{pc},
+	}, key)
+	if err != nil {
+		return "sign: " + err.Error()
+	}
+	raw := tx.Serialize()
+	if len(raw) != tx.EncodedLen() {
+		return fmt.Sprintf("EncodedLen %d, serialised %d bytes", tx.EncodedLen(), len(raw))
+	}
+	if got := hex.EncodeToString(raw); got != v.TxRaw {
+		return "txRaw\n got " + got + "\nwant " + v.TxRaw
+	}
+	if got := tx.TxID().Hex0x(); got != v.TxID {
+		return "txId " + got + ", want " + v.TxID
+	}
+	decoded, err := DecodeTransaction(raw)
+	if err != nil {
+		return "decode: " + err.Error()
+	}
+	if !bytes.Equal(decoded.Serialize(), raw) {
+		return "decode/encode round trip differs"
+	}
+	if decoded.ContractCall == nil || decoded.ContractCall.Contract != contract || decoded.ContractCall.Function != v.Function ||
+		len(decoded.ContractCall.Args) != 1 || len(decoded.PostConditions) != 1 || decoded.PostConditions[0] != pc {
+		return fmt.Sprintf("decoded fields differ: %+v", decoded.ContractCall)
+	}
+	if err := decoded.Verify(); err != nil {
+		return "verify: " + err.Error()
 	}
 	return ""
 }

@@ -55,6 +55,8 @@ func FuzzDecodeTransaction(f *testing.F) {
 	f.Add(tx.Serialize())
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
+	call, _ := hex.DecodeString(goldenCallTxRaw)
+	f.Add(call)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := DecodeTransaction(b)
 		if err != nil {
@@ -67,5 +69,39 @@ func FuzzDecodeTransaction(f *testing.F) {
 			t.Fatalf("EncodedLen %d != %d", tx.EncodedLen(), len(b))
 		}
 		_ = tx.Verify() // must not panic on arbitrary signatures
+	})
+}
+
+// FuzzDecodeClarityValue: no input panics, whatever decodes re-encodes to
+// exactly the input bytes with a matching ClarityLen, and passes validation.
+func FuzzDecodeClarityValue(f *testing.F) {
+	for _, s := range []string{
+		"0100000000000000000000000000000001", "00ffffffffffffffffffffffffffffffff", "03", "04", "09", "0a03",
+		"070d000000026869", "080e00000003e282ac", "0200000004deadbeef",
+		"051ab52c45b1a7977204f17ac0b6f48306aea2dbb8e9",
+		"061ab52c45b1a7977204f17ac0b6f48306aea2dbb8e90b6d792d636f6e7472616374",
+		"0b000000030100000000000000000000000000000001090a04",
+		"0c0000000201610301620100000000000000000000000000000002",
+		"0c00000002016203016104", "0c00000002016103016104", "0c00000000", "0bffffffff", "",
+	} {
+		b, _ := hex.DecodeString(s)
+		f.Add(b)
+	}
+	raw, _ := hex.DecodeString(goldenCallTxRaw)
+	f.Add(raw[198:]) // the send-many list
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := DecodeClarityValue(b)
+		if err != nil {
+			return
+		}
+		if got := SerializeClarityValue(v); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding differs:\n in %x\nout %x", b, got)
+		}
+		if v.ClarityLen() != len(b) {
+			t.Fatalf("ClarityLen %d != %d", v.ClarityLen(), len(b))
+		}
+		if err := ValidateClarityValue(v); err != nil {
+			t.Fatalf("decoded value fails validation: %v", err)
+		}
 	})
 }

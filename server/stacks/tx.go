@@ -94,15 +94,29 @@ type TokenTransfer struct {
 	Memo      Memo
 }
 
-// Transaction is a standard-auth, single-sig STX token transfer with no
-// post-conditions: the only kind a faucet sends.
+// Transaction is a standard-auth, single-sig transaction: an STX token
+// transfer, or a contract call (such as send-many) with STX post-conditions.
 type Transaction struct {
 	Version           byte
 	ChainID           uint32
 	Auth              SpendingCondition
 	AnchorMode        byte
 	PostConditionMode byte
-	Payload           TokenTransfer
+	PostConditions    []PostCondition
+	// Payload is the token-transfer payload; it is unused (and zero after
+	// decoding) when ContractCall is set.
+	Payload TokenTransfer
+	// ContractCall, when non-nil, is the payload instead of Payload.
+	ContractCall *ContractCall
+}
+
+// PayloadType is PayloadContractCall when ContractCall is set, else
+// PayloadTokenTransfer.
+func (tx *Transaction) PayloadType() byte {
+	if tx.ContractCall != nil {
+		return PayloadContractCall
+	}
+	return PayloadTokenTransfer
 }
 
 // TxID is SHA-512/256 of the serialised transaction.
@@ -170,11 +184,14 @@ func (tx *Transaction) SenderAddress() Address {
 
 // EncodedLen is the serialised size in bytes, which the node's minimum fee is based on.
 func (tx *Transaction) EncodedLen() int {
-	n := 1 + 4 + 1 + 1 + 20 + 8 + 8 + 1 + SignatureLen + 1 + 1 + 4 + 1 + 1 + 1 + 20 + 8 + MemoLen
-	if tx.Payload.Recipient.IsContract() {
-		n += 1 + len(tx.Payload.Recipient.ContractName)
+	n := 1 + 4 + 1 + 1 + 20 + 8 + 8 + 1 + SignatureLen + 1 + 1 + 4
+	for _, pc := range tx.PostConditions {
+		n += pc.encodedLen()
 	}
-	return n
+	if tx.ContractCall != nil {
+		return n + tx.ContractCall.encodedLen()
+	}
+	return n + 1 + tx.Payload.Recipient.ClarityLen() + 8 + MemoLen
 }
 
 // Serialize returns the consensus serialisation.
@@ -192,18 +209,15 @@ func (tx *Transaction) appendTo(b []byte) []byte {
 	b = append(b, byte(tx.Auth.KeyEncoding))
 	b = append(b, tx.Auth.Signature[:]...)
 	b = append(b, tx.AnchorMode, tx.PostConditionMode)
-	b = binary.BigEndian.AppendUint32(b, 0) // post-condition count
-	b = append(b, PayloadTokenTransfer)
-	r := tx.Payload.Recipient
-	if r.IsContract() {
-		b = append(b, principalContract, r.Address.Version)
-		b = append(b, r.Address.Hash160[:]...)
-		b = append(b, byte(len(r.ContractName)))
-		b = append(b, r.ContractName...)
-	} else {
-		b = append(b, principalStandard, r.Address.Version)
-		b = append(b, r.Address.Hash160[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(tx.PostConditions)))
+	for _, pc := range tx.PostConditions {
+		b = pc.appendTo(b)
 	}
+	if tx.ContractCall != nil {
+		return tx.ContractCall.appendTo(b)
+	}
+	b = append(b, PayloadTokenTransfer)
+	b = tx.Payload.Recipient.AppendClarity(b)
 	b = binary.BigEndian.AppendUint64(b, tx.Payload.Amount)
 	return append(b, tx.Payload.Memo[:]...)
 }
@@ -211,9 +225,10 @@ func (tx *Transaction) appendTo(b []byte) []byte {
 // TxID hashes the serialised transaction.
 func (tx *Transaction) TxID() TxID { return sha512.Sum512_256(tx.Serialize()) }
 
-// DecodeTransaction parses a serialised token transfer strictly: unknown type
-// bytes, truncation and trailing bytes are errors. Transactions this package
-// cannot represent (sponsored, multi-sig, post-conditions, other payloads) are
+// DecodeTransaction parses a serialised token transfer or contract call
+// strictly: unknown type bytes, truncation, trailing bytes and malformed
+// Clarity arguments are errors. Transactions this package cannot represent
+// (sponsored, multi-sig, non-STX post-conditions, other payloads) are
 // reported as unsupported.
 func DecodeTransaction(b []byte) (*Transaction, error) {
 	d := decoder{buf: b}
@@ -250,15 +265,19 @@ func DecodeTransaction(b []byte) (*Transaction, error) {
 	if d.err == nil && tx.PostConditionMode != PostConditionModeAllow && tx.PostConditionMode != PostConditionModeDeny {
 		d.fail("unknown post-condition mode 0x%02x", tx.PostConditionMode)
 	}
-	if n := d.u32("post-condition count"); d.err == nil && n != 0 {
-		d.fail("post-conditions are not supported (%d present)", n)
+	tx.PostConditions = d.postConditions()
+	switch pt := d.byte("payload type"); {
+	case d.err != nil:
+	case pt == PayloadTokenTransfer:
+		tx.Payload.Recipient = d.principal()
+		tx.Payload.Amount = d.u64("amount")
+		d.copy("memo", tx.Payload.Memo[:])
+	case pt == PayloadContractCall:
+		tx.ContractCall = d.contractCall()
+	default:
+		d.off--
+		d.fail("payload type 0x%02x is not supported (only token transfer and contract call)", pt)
 	}
-	if pt := d.byte("payload type"); d.err == nil && pt != PayloadTokenTransfer {
-		d.fail("payload type 0x%02x is not supported (only token transfer)", pt)
-	}
-	tx.Payload.Recipient = d.principal()
-	tx.Payload.Amount = d.u64("amount")
-	d.copy("memo", tx.Payload.Memo[:])
 	if d.err == nil && d.off != len(b) {
 		d.fail("%d trailing bytes", len(b)-d.off)
 	}
@@ -268,17 +287,84 @@ func DecodeTransaction(b []byte) (*Transaction, error) {
 	return tx, nil
 }
 
+// postConditions reads the length-prefixed list of STX post-conditions.
+func (d *decoder) postConditions() []PostCondition {
+	n := d.u32("post-condition count")
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	// Each post-condition takes at least 11 bytes: never allocate for more.
+	pcs := make([]PostCondition, 0, min(int(n), (len(d.buf)-d.off)/11))
+	for range n {
+		var pc PostCondition
+		if t := d.byte("post-condition type"); d.err == nil && t != PostConditionTypeSTX {
+			d.off--
+			d.fail("post-condition type 0x%02x is not supported (only STX)", t)
+		}
+		switch kind := d.byte("post-condition principal type"); {
+		case d.err != nil:
+		case kind == PostConditionPrincipalOrigin:
+			pc.Origin = true
+		case kind == PostConditionPrincipalStandard:
+			pc.Principal = d.principalBody(principalStandard)
+		case kind == PostConditionPrincipalContract:
+			pc.Principal = d.principalBody(principalContract)
+		default:
+			d.off--
+			d.fail("unknown post-condition principal type 0x%02x", kind)
+		}
+		pc.Code = ConditionCode(d.byte("post-condition code"))
+		if d.err == nil && (pc.Code < ConditionEq || pc.Code > ConditionLtEq) {
+			d.off--
+			d.fail("unknown fungible condition code 0x%02x", byte(pc.Code))
+		}
+		pc.Amount = d.u64("post-condition amount")
+		if d.err != nil {
+			return nil
+		}
+		pcs = append(pcs, pc)
+	}
+	return pcs
+}
+
+// contractCall reads a contract-call payload after its type byte.
+func (d *decoder) contractCall() *ContractCall {
+	cc := &ContractCall{}
+	cc.Contract.Address = d.address("contract address")
+	cc.Contract.Name = d.contractName("contract name")
+	cc.Function = d.clarityName("function name")
+	n := d.u32("argument count")
+	if d.err != nil {
+		return nil
+	}
+	// Each argument takes at least one byte.
+	cc.Args = make([]ClarityValue, 0, min(int(n), len(d.buf)-d.off))
+	for range n {
+		v := d.clarityValue()
+		if d.err != nil {
+			return nil
+		}
+		cc.Args = append(cc.Args, v)
+	}
+	return cc
+}
+
 // decoder reads fields in order, remembering the first error so call sites
 // stay linear; every read after an error is a no-op.
 type decoder struct {
-	buf []byte
-	off int
-	err error
+	buf      []byte
+	off      int
+	err      error
+	sentinel error // wrapped by every error; nil means ErrMalformedTx
 }
 
 func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: at byte %d: %s", ErrMalformedTx, d.off, fmt.Sprintf(format, args...))
+		sentinel := d.sentinel
+		if sentinel == nil {
+			sentinel = ErrMalformedTx
+		}
+		d.err = fmt.Errorf("%w: at byte %d: %s", sentinel, d.off, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -323,30 +409,48 @@ func (d *decoder) copy(field string, dst []byte) {
 }
 
 func (d *decoder) principal() Principal {
-	var p Principal
 	kind := d.byte("recipient type")
 	if d.err == nil && kind != principalStandard && kind != principalContract {
 		d.fail("unknown principal type 0x%02x", kind)
 	}
-	p.Address.Version = d.byte("recipient version")
-	if d.err == nil && p.Address.Version >= 32 {
-		d.fail("address version %d out of range", p.Address.Version)
-	}
-	d.copy("recipient hash", p.Address.Hash160[:])
+	return d.principalBody(kind)
+}
+
+// principalBody reads a principal's address and, for a contract, its name.
+func (d *decoder) principalBody(kind byte) Principal {
+	var p Principal
+	p.Address = d.address("principal")
 	if kind == principalContract {
-		// Like stacks-core's ContractName codec, check the length prefix
-		// before reading the name.
-		n := int(d.byte("contract name length"))
-		if d.err == nil && (n < minContractNameLen || n > maxContractNameLen) {
-			d.fail("contract name length %d, must be %d to %d", n, minContractNameLen, maxContractNameLen)
-		}
-		name := d.take("contract name", n)
-		if d.err == nil {
-			if err := ValidateContractName(string(name)); err != nil {
-				d.fail("%v", err)
-			}
-			p.ContractName = string(name)
-		}
+		p.ContractName = d.contractName("contract name")
 	}
 	return p
+}
+
+// address reads a version byte and a hash160.
+func (d *decoder) address(field string) Address {
+	var a Address
+	a.Version = d.byte(field + " version")
+	if d.err == nil && a.Version >= 32 {
+		d.fail("address version %d out of range", a.Version)
+	}
+	d.copy(field+" hash", a.Hash160[:])
+	return a
+}
+
+// contractName reads a length-prefixed contract name. Like stacks-core's
+// ContractName codec, it checks the length prefix before reading the name.
+func (d *decoder) contractName(field string) string {
+	n := int(d.byte(field + " length"))
+	if d.err == nil && (n < minContractNameLen || n > maxContractNameLen) {
+		d.fail("%s length %d, must be %d to %d", field, n, minContractNameLen, maxContractNameLen)
+	}
+	name := d.take(field, n)
+	if d.err != nil {
+		return ""
+	}
+	if err := ValidateContractName(string(name)); err != nil {
+		d.fail("%v", err)
+		return ""
+	}
+	return string(name)
 }

@@ -101,8 +101,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"key encoding", mut(43, 0x02), "unknown key encoding"},
 		{"anchor", mut(109, 0x00), "unknown anchor mode"},
 		{"pc mode", mut(110, 0x03), "unknown post-condition mode"},
-		{"post-conditions", mut(114, 0x01), "post-conditions are not supported"},
-		{"payload", mut(115, 0x02), "payload type 0x02"},
+		{"post-condition count", mut(114, 0x01), "unknown post-condition principal type 0x05"},
+		{"ft post-condition", func() []byte { c := mut(114, 0x01); c[115] = 0x01; return c }(), "post-condition type 0x01 is not supported"},
+		{"payload", mut(115, 0x01), "payload type 0x01 is not supported"},
+		{"contract call", mut(115, 0x02), "contract name length 233"},
 		{"principal type", mut(116, 0x07), "unknown principal type"},
 		{"address version", mut(117, 0xff), "out of range"},
 	}
