@@ -37,10 +37,14 @@
 //     the real node, a proof is "" when the key was never written (an
 //     unknown account's balance, or the nonce of an account that never sent).
 //   - Only what stacks.DecodeTransaction understands decodes: single-sig
-//     standard-auth STX transfers without post-conditions. Other valid
-//     transactions (contract calls, sponsored, multisig) are answered like
-//     undecodable ones, 400 "Failed to decode: Failed to deserialize posted
-//     transaction: …".
+//     standard-auth STX transfers and contract calls, with STX
+//     post-conditions. Other valid transactions (sponsored, multisig, other
+//     payloads or post-conditions) are answered like undecodable ones, 400
+//     "Failed to decode: Failed to deserialize posted transaction: …".
+//   - No contract is deployed: a contract call passes the same checks as a
+//     transfer (signature, chain id, fee, nonce, the fee against the
+//     balance) and is then refused with NoSuchContract, as the node refuses a
+//     call to a missing contract.
 //   - /v3/transaction always reports result "(ok true)": Mine drops a
 //     transfer that cannot pay amount+fee, whereas stacks-core mines one that
 //     can still pay its fee with result "(err u1)" (stx_transfer's

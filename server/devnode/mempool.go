@@ -98,15 +98,17 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		return reject(node.ReasonBadTransactionVersion, nil)
 	}
 	sender := tx.SenderAddress()
-	rcpt := tx.Payload.Recipient
-	if !rcpt.IsContract() && rcpt.Address == sender {
-		return reject(node.ReasonTransferRecipientCannotEqualSender, map[string]any{"recipient": rcpt.String()})
-	}
-	if tx.Payload.Amount == 0 {
-		return reject(node.ReasonTransferAmountMustBePositive, nil)
-	}
-	if !validAddressVersion(n.mainnet, rcpt.Address.Version) {
-		return reject(node.ReasonBadAddressVersionByte, nil)
+	if tx.ContractCall == nil { // the transfer-only semantic checks
+		rcpt := tx.Payload.Recipient
+		if !rcpt.IsContract() && rcpt.Address == sender {
+			return reject(node.ReasonTransferRecipientCannotEqualSender, map[string]any{"recipient": rcpt.String()})
+		}
+		if tx.Payload.Amount == 0 {
+			return reject(node.ReasonTransferAmountMustBePositive, nil)
+		}
+		if !validAddressVersion(n.mainnet, rcpt.Address.Version) {
+			return reject(node.ReasonBadAddressVersionByte, nil)
+		}
 	}
 
 	// process_transaction_precheck: the signature first (it is checked
@@ -158,6 +160,13 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		return reject(node.ReasonNotEnoughFunds, map[string]any{
 			"expected": formatU128(needHi, needLo), "actual": node.FormatU128(avail),
 		})
+	}
+
+	// Payload checks come after the balance: the devnode deploys no
+	// contract, so every contract call names a missing one, which the node
+	// refuses with NoSuchContract (no reason_data).
+	if tx.ContractCall != nil {
+		return reject(node.ReasonNoSuchContract, nil)
 	}
 
 	// try_add_tx: same origin nonce pending → replace only for a strictly
