@@ -20,7 +20,9 @@
 // try_add_tx): already-known txid (200, nothing stored) → tx version vs
 // network → recipient ≠ sender → amount > 0 → recipient address version →
 // signature (incl. high-S) → chain id → fee ≥ tx length → nonce (BadNonce /
-// TooMuchChaining) → funds → same-nonce conflict or replace-by-fee.
+// TooMuchChaining) → funds (a contract call: the fee only) → contract-call
+// payload (address version, contract, function, arguments) → same-nonce
+// conflict or replace-by-fee.
 //
 // Deliberate fidelity choices worth knowing:
 //
@@ -41,13 +43,31 @@
 //     post-conditions. Other valid transactions (sponsored, multisig, other
 //     payloads or post-conditions) are answered like undecodable ones, 400
 //     "Failed to decode: Failed to deserialize posted transaction: …".
-//   - No contract is deployed: a contract call passes the same checks as a
-//     transfer (signature, chain id, fee, nonce, the fee against the
-//     balance) and is then refused with NoSuchContract, as the node refuses a
-//     call to a missing contract.
-//   - /v3/transaction always reports result "(ok true)": Mine drops a
-//     transfer that cannot pay amount+fee, whereas stacks-core mines one that
-//     can still pay its fee with result "(err u1)" (stx_transfer's
+//   - The only contract that can exist is send-many-memo, deployed at
+//     Config.SendManyContract ("" deploys none). A contract call passes the
+//     same checks as a transfer except that, as in can_include_tx, the
+//     balance must cover only the fee; then the contract address version
+//     (BadAddressVersionByte), the contract (NoSuchContract), the function
+//     (send-many or send-stx-with-memo, else NoSuchPublicFunction) and the
+//     arguments (BadFunctionArgument) are checked. Its message is exact for
+//     IncorrectArgumentCount(expected, got); for a TypeError the expected
+//     type is exact and the actual type's Rust Debug form is approximated
+//     (a list's entry type is its first element's type).
+//   - Mining a contract call pays the fee first (epoch 2.1+ order) and
+//     drops the call only if the fee is unpayable. The transfers then run
+//     in order; the first failing stx-transfer? ((err u1) balance, (err u2)
+//     sender = recipient, (err u3) zero amount) is the result and rolls the
+//     whole batch back. STX post-conditions are then checked against what
+//     the origin sent (Deny mode also aborts on uncovered outflow); a
+//     failure rolls back too but, like stacks-core's condition-aborted
+//     receipt, keeps the would-have-been result, so /v3/transaction may
+//     show "(ok true)" for an aborted call: Node.TxAborted tells. Either
+//     way the fee is charged and the nonce advances. For the stricter
+//     NotEnoughFunds accounting a pending call spends its batch total plus
+//     fee. Costs, events and print output are not modelled.
+//   - /v3/transaction reports a transfer's result as "(ok true)": Mine drops
+//     a transfer that cannot pay amount+fee, whereas stacks-core mines one
+//     that can still pay its fee with result "(err u1)" (stx_transfer's
 //     NOT_ENOUGH_BALANCE). Mined txs stay in that index forever, as in the
 //     node's txindex table, while the mempool table is garbage-collected.
 //   - ?tip= is accepted and ignored: reads always use the canonical tip.

@@ -144,16 +144,23 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		})
 	}
 
-	// Funds: the origin pays amount + fee (computed as u128, it cannot wrap).
+	// Funds (can_include_tx step 6/7): a transfer's origin must cover
+	// amount + fee (computed as u128, it cannot wrap); a contract call's
+	// payer only the fee, since what the call will move is unknown until it
+	// runs.
 	prior := n.pending[principal][nonce]
-	needLo, needHi := bits.Add64(tx.Payload.Amount, fee, 0)
+	amount := tx.Payload.Amount
+	if tx.ContractCall != nil {
+		amount = 0
+	}
+	needLo, needHi := bits.Add64(amount, fee, 0)
 	avail := acct.balance
 	if !n.cfg.ConfirmedBalanceOnly {
 		for _, e := range n.pending[principal] {
 			if e == prior {
 				continue // the tx this one would replace does not count
 			}
-			avail = subSat(avail, spend(e.tx))
+			avail = subSat(avail, e.spend())
 		}
 	}
 	if needHi != 0 || needLo > avail {
@@ -162,11 +169,16 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		})
 	}
 
-	// Payload checks come after the balance: the devnode deploys no
-	// contract, so every contract call names a missing one, which the node
-	// refuses with NoSuchContract (no reason_data).
+	// Payload checks come after the balance: the contract must be deployed
+	// (only Config.SendManyContract can be), the function public, the
+	// arguments well-typed.
+	var call []transfer
 	if tx.ContractCall != nil {
-		return reject(node.ReasonNoSuchContract, nil)
+		var reason string
+		var data map[string]any
+		if call, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
+			return reject(reason, data)
+		}
 	}
 
 	// try_add_tx: same origin nonce pending → replace only for a strictly
@@ -187,7 +199,7 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		delete(n.pool, prior.txid)
 	}
 	n.seq++
-	e := &poolEntry{tx: tx, raw: raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq}
+	e := &poolEntry{tx: tx, raw: raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call}
 	n.pool[txid] = e
 	if n.pending[principal] == nil {
 		n.pending[principal] = make(map[uint64]*poolEntry)
@@ -226,15 +238,6 @@ func signatureMessage(err error) string {
 		return "Failed to verify signature: signature is not in low-S (canonical) form"
 	}
 	return "Failed to verify signature: " + err.Error()
-}
-
-// spend is what a tx takes from its sender's balance, saturating.
-func spend(tx *stacks.Transaction) uint64 {
-	s, carry := bits.Add64(tx.Payload.Amount, tx.Auth.Fee, 0)
-	if carry != 0 {
-		return ^uint64(0)
-	}
-	return s
 }
 
 func subSat(a, b uint64) uint64 {

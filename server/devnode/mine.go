@@ -33,7 +33,8 @@ func (n *Node) Run(ctx context.Context) error {
 // pending txs whose nonce is the account's next nonce, in nonce order, so a
 // nonce gap holds back everything after it. Across senders the highest fee
 // rate goes first (then arrival order), up to Config.MaxBlockTxs. A tx that
-// can no longer pay amount+fee is dropped from the mempool. Afterwards txs
+// can no longer pay amount+fee is dropped from the mempool; a contract call
+// only needs its fee, which it pays even when the call aborts. Afterwards txs
 // received more than MempoolMaxTxAge blocks ago are garbage-collected.
 func (n *Node) Mine() Block {
 	n.mu.Lock()
@@ -42,6 +43,7 @@ func (n *Node) Mine() Block {
 	height := n.tip.Height + 1
 	var included []stacks.TxID
 	var raws [][]byte
+	var outcomes []callOutcome
 	var ready readyHeap
 	for sender := range n.pending {
 		if e := n.nextReady(sender); e != nil {
@@ -55,7 +57,14 @@ func (n *Node) Mine() Block {
 		}
 		e := heap.Pop(&ready).(*poolEntry)
 		from := n.acct(e.sender)
+		// A transfer must cover amount+fee (the devnode drops one that
+		// cannot; see doc.go). A contract call pays its fee first, as
+		// stacks-core does since epoch 2.1, and is invalid (dropped) only
+		// when even the fee is unpayable: its transfers may still fail.
 		cost, carry := bits.Add64(e.tx.Payload.Amount, e.tx.Auth.Fee, 0)
+		if e.tx.ContractCall != nil {
+			cost, carry = e.tx.Auth.Fee, 0
+		}
 		if carry != 0 || from.balance < cost {
 			// The miner cannot include it; the real miner drops such txs.
 			n.log.Warn("devnode: dropping tx that can no longer pay",
@@ -67,7 +76,13 @@ func (n *Node) Mine() Block {
 		}
 		from.balance -= cost
 		from.nonce++
-		n.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
+		out := callOutcome{result: resultTransferOK}
+		if e.tx.ContractCall != nil {
+			out = n.runContractCall(e, from)
+		} else {
+			n.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
+		}
+		outcomes = append(outcomes, out)
 		n.removePending(e)
 		e.mined = true
 		included = append(included, e.txid)
@@ -81,7 +96,7 @@ func (n *Node) Mine() Block {
 	// The block id depends on the included txids, so index them afterwards.
 	n.blockIDs = append(n.blockIDs, n.tip.IndexBlockHash)
 	for i, id := range included {
-		n.confirmed[id] = minedTx{height: height, raw: raws[i]}
+		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: outcomes[i].result, aborted: outcomes[i].aborted}
 	}
 	n.gc()
 	n.log.Info("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -75,6 +76,11 @@ type Config struct {
 	// NoTxIndex makes GET /v3/transaction/{txid} answer 501, like a node
 	// running without txindex (the stacks-node default).
 	NoTxIndex bool
+	// SendManyContract is the id ("ADDR.name") of a deployed send-many-memo
+	// contract, e.g. stacks.SendManyMemoTestnet; "" deploys none and every
+	// contract call is refused with NoSuchContract. New panics on an
+	// unparsable id.
+	SendManyContract string
 	// Seed seeds the fault-injection randomness; 0 picks a random seed.
 	Seed uint64
 	// Logger receives mining and drop events; nil discards them.
@@ -136,8 +142,10 @@ type account struct {
 
 // minedTx is what the node's txindex keeps for a mined tx.
 type minedTx struct {
-	height uint64
-	raw    []byte
+	height  uint64
+	raw     []byte
+	result  string // receipt result, e.g. "(ok true)" or "(err u1)"
+	aborted bool   // a contract call whose effects were rolled back
 }
 
 // poolEntry is one row of the mempool table.
@@ -149,6 +157,23 @@ type poolEntry struct {
 	received uint64 // tip height at admission, for GC
 	seq      uint64 // arrival order, the tie-breaker when mining
 	mined    bool   // mined but kept until GC, like the real mempool table
+	// call holds a contract call's transfers (checked at admission); nil
+	// for a token transfer.
+	call []transfer
+}
+
+// spend is what the entry may take from its sender's balance: amount+fee
+// for a transfer, the batch total plus fee for a contract call; saturating.
+func (e *poolEntry) spend() uint64 {
+	amount := e.tx.Payload.Amount
+	if e.tx.ContractCall != nil {
+		amount = outflow(e.call)
+	}
+	s, carry := bits.Add64(amount, e.tx.Auth.Fee, 0)
+	if carry != 0 {
+		return ^uint64(0)
+	}
+	return s
 }
 
 // Node is a simulated Stacks node. Create it with New.
@@ -181,6 +206,8 @@ type Node struct {
 	synced    bool
 	minAmount uint64
 	feeRate   uint64
+
+	sendMany *stacks.ContractID // the deployed send-many-memo, if any
 }
 
 // New returns a node at its genesis block holding cfg.Genesis balances.
@@ -214,6 +241,13 @@ func New(cfg Config) *Node {
 		synced:    true,
 		minAmount: cfg.MinAmountUstx,
 		feeRate:   cfg.FeeRate,
+	}
+	if cfg.SendManyContract != "" {
+		id, err := stacks.ParseContractID(cfg.SendManyContract)
+		if err != nil {
+			panic("devnode: Config.SendManyContract: " + err.Error())
+		}
+		n.sendMany = &id
 	}
 	for addr, ustx := range cfg.Genesis {
 		n.credit(addr.String(), ustx)
@@ -355,6 +389,25 @@ func (n *Node) TxStatus(txid stacks.TxID) TxStatus {
 		return TxStatus{State: TxPending}
 	}
 	return TxStatus{State: TxUnknown}
+}
+
+// TxResult returns a mined tx's result as GET /v3/transaction reports it
+// ("(ok true)", "(err u1)", …), and false when txid is not mined.
+func (n *Node) TxResult(txid stacks.TxID) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, ok := n.confirmed[txid]
+	return m.result, ok
+}
+
+// TxAborted reports whether a mined contract call was rolled back (it
+// returned an err or failed a post-condition) and only paid its fee. A
+// post-condition abort keeps the would-have-been result, e.g. "(ok true)",
+// so TxResult alone cannot tell.
+func (n *Node) TxAborted(txid stacks.TxID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.confirmed[txid].aborted
 }
 
 // ChainID returns the chain id the node currently enforces (1 in mainnet mode).

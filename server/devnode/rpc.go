@@ -34,8 +34,10 @@ const (
 	msgTxBody          = decodePrefix + "Invalid Http request: expected 0-length body for GetTransaction"
 	msgUnconfirmedBody = decodePrefix + "Invalid Http request: expected 0-length body for GetTransactionUnconfirmed"
 	msgTxIndexOff      = "Transaction indexing is not enabled"
-	// resultTransferOK is the receipt result of a successful STX transfer:
-	// stx_transfer returns Value::okay_true(), stored with to_string().
+	// resultTransferOK is the receipt result of a successful STX transfer
+	// (stx_transfer returns Value::okay_true(), stored with to_string()) and
+	// of a successful send-many (its fold starts from (ok true) and ends
+	// with the last stx-transfer?'s (ok true)).
 	resultTransferOK   = "(ok true)"
 	msgInjectedFailure = "devnode: injected server error"
 )
@@ -267,7 +269,8 @@ func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
 // getTransaction answers like gettransaction.rs from the devnode's txindex.
 // There is one chain and no forks, so every mined tx is an ancestor of the
 // tip: block_height is always set and is_canonical true. Mine only includes
-// transfers that can pay, so every result is a successful transfer's.
+// transfers that can pay, so a transfer's result is always "(ok true)"; a
+// contract call's is what its execution returned.
 func (n *Node) getTransaction(w http.ResponseWriter, txidHex string) {
 	if n.cfg.NoTxIndex {
 		writeText(w, http.StatusNotImplemented, msgTxIndexOff)
@@ -292,7 +295,7 @@ func (n *Node) getTransaction(w http.ResponseWriter, txidHex string) {
 	writeJSON(w, http.StatusOK, node.MinedTx{
 		IndexBlockHash: blockID,
 		Tx:             hex.EncodeToString(m.raw),
-		Result:         resultTransferOK,
+		Result:         m.result,
 		BlockHeight:    &height,
 		IsCanonical:    &canonical,
 	})
