@@ -13,6 +13,7 @@
 //	GET  /v2/accounts/{principal}          node.Account (+ placeholder proofs unless ?proof=0)
 //	POST /v2/transactions                  txid string, or 400 rejection JSON / decode text
 //	GET  /v2/fees/transfer                 bare integer (µSTX per byte)
+//	POST /v2/fees/transaction              node.FeeEstimate, or 400 NoEstimateAvailable JSON / decode text
 //	GET  /v2/transactions/unconfirmed/{id} {"tx":hex,"status":"Mempool"} or 404
 //	GET  /v3/transaction/{id}              node.MinedTx for a mined tx, else 404; 501 with Config.NoTxIndex
 //
@@ -70,12 +71,29 @@
 //     that can still pay its fee with result "(err u1)" (stx_transfer's
 //     NOT_ENOUGH_BALANCE). Mined txs stay in that index forever, as in the
 //     node's txindex table, while the mempool table is garbage-collected.
+//   - POST /v2/fees/transaction approximates the node's cost estimator,
+//     which is not modelled. The payload must decode (token transfer or
+//     contract call, as above; 0x allowed). With L = max(estimated_len,
+//     payload length + 115), where 115 bytes is the header, single-sig
+//     auth and empty post-condition list of a standard tx (the real node
+//     uses max(estimated_len, payload length), so without estimated_len the
+//     devnode answers higher, never below the mempool's fee ≥ tx length
+//     for a tx without post-conditions), the low, middle and high
+//     estimations have fee_rate = 1, 1.5 and 2 × the fee-rate setting
+//     (Config.FeeRate / SetFeeRate) and fee = max(⌈fee_rate × L⌉, L), the
+//     node's floor of estimated_len × 1 µSTX. estimated_cost is all zeros,
+//     estimated_cost_scalar is L and cost_scalar_change_by_byte is the
+//     default metric's 10000/2 MiB. SetNoFeeEstimate(true) makes it answer
+//     400 {"error":"Estimation could not be performed","reason":
+//     "NoEstimateAvailable",…} like a node whose estimator has no data yet.
+//     The content type must be application/json; other decode-error texts
+//     are approximate.
 //   - ?tip= is accepted and ignored: reads always use the canonical tip.
 //   - Fees leave the supply: there is no miner account to credit them to.
 //   - One Stacks block per burn block and per tenure, so stacks_tip_height,
 //     burn_block_height and tenure_height all advance by one per block.
 //
 // Everything is behind one mutex; the fault knobs (SetLatency, SetErrorRate,
-// SetDropRate, SetDown, SetMainnet, SetSynced, …) may be flipped while
+// SetDropRate, SetDown, SetMainnet, SetSynced, SetNoFeeEstimate, …) may be flipped while
 // requests are being served.
 package devnode

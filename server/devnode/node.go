@@ -63,7 +63,8 @@ type Config struct {
 	Genesis map[stacks.Address]uint64
 	// MinAmountUstx is /v2/pox min_amount_ustx; 0 means DefaultMinAmountUstx.
 	MinAmountUstx uint64
-	// FeeRate is the /v2/fees/transfer answer in µSTX per byte; 0 means 1.
+	// FeeRate is the /v2/fees/transfer answer in µSTX per byte, and the low
+	// fee rate of /v2/fees/transaction; 0 means 1.
 	FeeRate uint64
 	// MaxBlockTxs caps transactions per block; 0 is unlimited.
 	MaxBlockTxs int
@@ -206,6 +207,8 @@ type Node struct {
 	synced    bool
 	minAmount uint64
 	feeRate   uint64
+
+	noFeeEstimate bool
 
 	sendMany *stacks.ContractID // the deployed send-many-memo, if any
 }
@@ -469,11 +472,20 @@ func (n *Node) SetMinAmountUstx(v uint64) {
 	n.minAmount = v
 }
 
-// SetFeeRate sets the /v2/fees/transfer answer (µSTX per byte).
+// SetFeeRate sets the /v2/fees/transfer answer (µSTX per byte), which is
+// also the low fee rate of /v2/fees/transaction.
 func (n *Node) SetFeeRate(v uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.feeRate = v
+}
+
+// SetNoFeeEstimate makes POST /v2/fees/transaction answer the node's 400
+// NoEstimateAvailable error (its estimator has no data yet) while on.
+func (n *Node) SetNoFeeEstimate(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.noFeeEstimate = on
 }
 
 func clamp01(p float64) float64 {

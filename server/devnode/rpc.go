@@ -94,6 +94,8 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		rate := n.feeRate
 		n.mu.Unlock()
 		writeJSON(w, http.StatusOK, rate)
+	case post && path == "/v2/fees/transaction":
+		n.postFeeRate(w, r)
 	case post && path == "/v2/transactions":
 		n.postTransaction(w, r)
 	case get && accountPath.MatchString(path):

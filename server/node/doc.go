@@ -1,6 +1,7 @@
 // Package node is a typed client for the Stacks node (stacks-core) HTTP RPC,
 // covering the endpoints a testnet STX faucet needs: /v2/info, /v2/pox,
 // /v2/accounts/{principal}, POST /v2/transactions, /v2/fees/transfer,
+// POST /v2/fees/transaction,
 // /v2/transactions/unconfirmed/{txid} and /v3/transaction/{txid}.
 //
 // The response types carry the node's own snake_case JSON names and marshal
@@ -17,7 +18,8 @@
 //
 // Transaction also wraps ErrTxNotFound (the node's 404 for a txid it has not
 // indexed as mined) or ErrTxIndexDisabled (501: the node runs without txindex)
-// around the *HTTPError, for errors.Is.
+// around the *HTTPError, for errors.Is. TransactionFeeEstimate likewise wraps
+// ErrNoFeeEstimate (400 NoEstimateAvailable) or ErrFeeEstimationDisabled.
 //
 // IsUnavailable reports whether an error means "the node is not usable right
 // now" (retry later or fail over) as opposed to "this request is wrong".

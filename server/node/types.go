@@ -143,7 +143,8 @@ type Epoch struct {
 	NetworkEpoch uint8         `json:"network_epoch"`
 }
 
-// ExecutionCost is a Clarity cost vector (an epoch's block limit).
+// ExecutionCost is a Clarity cost vector (an epoch's block limit, or a
+// fee estimate's estimated_cost), in the node's JSON field order.
 type ExecutionCost struct {
 	WriteLength uint64 `json:"write_length"`
 	WriteCount  uint64 `json:"write_count"`
