@@ -48,6 +48,7 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	keyFile := fs.String("fund-key-file", "", "fund the addresses of the keys in this file at genesis")
 	keyFunding := fs.Uint64("fund-amount", devnetFunding, "µSTX for each address from --fund-key-file")
 	minStacking := fs.Uint64("pox-min-amount", 0, "PoX min_amount_ustx the node reports (0 = devnode default)")
+	sendMany := fs.String("send-many-contract", stacks.SendManyMemoTestnet, "contract id of the send-many-memo contract the node deploys (\"\" = none)")
 	fund := fundList{}
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
 	var lf logFlags
@@ -71,7 +72,13 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(fund) == 0 {
 		return errors.New("nothing to fund: give --fund-key-file or --fund ADDR=µSTX")
 	}
-	dn := devnode.New(devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking, Logger: logger})
+	if *sendMany != "" {
+		if _, err := stacks.ParseContractID(*sendMany); err != nil {
+			return fmt.Errorf("--send-many-contract: %w", err)
+		}
+	}
+	dn := devnode.New(devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking,
+		SendManyContract: *sendMany, Logger: logger})
 	url, err := serveDevnode(ctx, dn, *listen, logger)
 	if err != nil {
 		return err

@@ -362,7 +362,9 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 		keys[i] = k
 		genesis[k.TestnetAddress()] = keyFunding
 	}
-	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, Logger: logger.With("component", "devnode")})
+	// The devnet deploys send-many-memo at its testnet id, as on testnet.
+	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
+		Logger: logger.With("component", "devnode")})
 	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
 	if err != nil {
 		return nil, nil, "", err
