@@ -122,8 +122,9 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 			body.Amounts.StackingUSTX = &v
 		}
 	}
-	body.State, body.StateMessage = s.faucetState(ctx, snap)
-	if fund := f.Funding(); fund.Keys > 0 {
+	var fund faucet.Funding
+	body.State, body.StateMessage, fund = s.faucetState(ctx, snap)
+	if fund.Keys > 0 {
 		body.Funding = &infoFunding{DripsLeft: strconv.FormatUint(fund.DripsLeft, 10)}
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -138,15 +139,15 @@ func limitInfo(l faucet.Limit) *infoLimit {
 
 // faucetState summarises whether a drip would work now, for people: the
 // node, the suspension switch and the funds left.
-func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (string, string) {
+func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, message string, fund faucet.Funding) {
 	f := s.cfg.Faucet
 	switch {
 	case f.Disabled():
-		return stateSuspended, "The faucet is suspended by its operator."
+		return stateSuspended, "The faucet is suspended by its operator.", f.Funding()
 	case snap.status == statusNodeUnreachable:
-		return stateNodeUnreachable, "The Stacks node is unreachable; drips will fail until it is back."
+		return stateNodeUnreachable, "The Stacks node is unreachable; drips will fail until it is back.", f.Funding()
 	}
-	fund := f.Funding()
+	fund = f.Funding()
 	if fund.Keys == 0 {
 		// Before the first block poll the balances are unknown: read them.
 		_ = f.Ready(ctx)
@@ -154,13 +155,13 @@ func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (string,
 	}
 	switch {
 	case fund.Keys == 0:
-		return stateReady, "The faucet is starting."
+		return stateReady, "The faucet is starting.", fund
 	case fund.DripsLeft == 0:
-		return stateEmpty, "The faucet is out of funds; its operator has been asked to refill it."
+		return stateEmpty, "The faucet is out of funds; its operator has been asked to refill it.", fund
 	case fund.DripsLeft < uint64(s.cfg.LowDrips):
-		return stateLow, "The faucet is running low on funds (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
+		return stateLow, "The faucet is running low on funds (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left).", fund
 	}
-	return stateReady, "The faucet is ready."
+	return stateReady, "The faucet is ready.", fund
 }
 
 // challengeBody is a proof-of-work challenge for the client to solve.
@@ -252,17 +253,25 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	out.State, out.Message = s.txState(ctx, id, rec, found, isPending, &out)
+	if isPending {
+		// The engine still holds it above its key's confirmed nonce as of
+		// the last block it saw (it syncs every block): pending, without a
+		// node round trip for each poll of the page.
+		out.State, out.Message = dripPending, "Pending: waiting for the next block."
+		if inflight.State == faucet.TxBroadcasting {
+			out.Message = "Pending: the faucet is making sure the node has it."
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out.State, out.Message = s.txState(ctx, id, rec, found, &out)
 	writeJSON(w, http.StatusOK, out)
 }
 
 // txState asks the node where a faucet transaction is.
-func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRecord, found, isPending bool, out *dripStatusBody) (string, string) {
+func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRecord, found bool, out *dripStatusBody) (string, string) {
 	pendingMsg := "Pending: waiting for the next block."
 	if s.cfg.Txs == nil {
-		if isPending {
-			return dripPending, pendingMsg
-		}
 		return dripPending, "Sent; this faucet cannot look up confirmations."
 	}
 	mined, err := s.cfg.Txs.Transaction(ctx, id.Hex0x())
@@ -300,9 +309,6 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 	}
 	if in, err := s.cfg.Txs.MempoolTx(ctx, id.Hex0x()); err == nil && in {
 		return dripPending, pendingMsg
-	}
-	if isPending {
-		return dripPending, "Pending: the faucet is rebroadcasting it."
 	}
 	replacement, replaced := s.cfg.Faucet.ReplacementOf(id.String())
 	if replaced {

@@ -142,6 +142,10 @@ func TestDripStatusLifecycle(t *testing.T) {
 		t.Fatalf("before mining: %v", m)
 	}
 	blk := h.dn.Mine()
+	// The engine sees the block (its poll loop does this every second).
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	m = dripStatus(t, h, strings.TrimPrefix(txid, "0x"))
 	if m["state"] != dripConfirmed || m["block_height"] != float64(blk.Height) {
 		t.Fatalf("after mining block %d: %v", blk.Height, m)

@@ -127,13 +127,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
 }
 
-// RegisterFaucet makes the per-key gauges report f's keys. It can be called
-// again (the last faucet wins); nothing is registered twice.
-func (m *Metrics) RegisterFaucet(f *faucet.Faucet) {
-	m.keys.set(f, DefaultLowDrips)
-}
-
-// registerFaucet is RegisterFaucet with the server's low-funds threshold.
+// registerFaucet makes the per-key and funding gauges report f, with the
+// server's low-funds threshold. It can be called again (the last faucet
+// wins); nothing is registered twice.
 func (m *Metrics) registerFaucet(f *faucet.Faucet, lowDrips int) {
 	m.keys.set(f, lowDrips)
 }

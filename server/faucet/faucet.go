@@ -173,7 +173,8 @@ type Faucet struct {
 	// onRefillRecorded, when set (tests only), is called once a refill is
 	// in the ledger, before it is broadcast.
 	onRefillRecorded func(PendingTx)
-	lastFeeHolder
+	// lastFee is the fee of the last drip, for the drips-left estimate.
+	lastFee atomic.Uint64
 	// fates remembers txids that were replaced or dropped, for the drip
 	// status endpoint.
 	fates txFates

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"slices"
-	"sync/atomic"
 )
 
 // DeriveSecret returns a 32-byte secret for purpose (e.g. signing
@@ -112,9 +111,6 @@ func (f *Faucet) PendingAt(sender string, nonce uint64) (PendingTx, bool) {
 	}
 	return PendingTx{}, false
 }
-
-// lastFeeHolder is embedded so fee() can remember the last fee cheaply.
-type lastFeeHolder struct{ lastFee atomic.Uint64 }
 
 // ChainID is the chain id the node last reported; ok is false before the
 // first successful read.
