@@ -12,21 +12,10 @@ if [[ -x "$chromium" ]]; then
 	exit 0
 fi
 
-install=(apt-get install -y --no-install-recommends chromium)
-if [[ $(id -u) -ne 0 ]]; then
-	echo "chromium is not installed ($chromium is missing); the page tests need it." >&2
-	echo "Install it as root:  apt-get update -qq && ${install[*]}" >&2
-	exit 1
-fi
-if ! command -v apt-get >/dev/null; then
-	echo "chromium is not installed and apt-get is not available: install a Chromium build by hand and set CHROMIUM to its path." >&2
-	exit 1
-fi
-
-echo "Installing chromium (Debian package chromium)..." >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-"${install[@]}" -qq >/dev/null
+# shellcheck source=hack/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install chromium "the page tests need it ($chromium is missing)" \
+	"install a Chromium build by hand and set CHROMIUM to its path."
 
 if [[ ! -x "$chromium" ]]; then
 	echo "the chromium package installed no $chromium" >&2

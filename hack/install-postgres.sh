@@ -22,24 +22,10 @@ if have_postgres; then
 	exit 0
 fi
 
-install=(apt-get install -y --no-install-recommends postgresql)
-if [[ $(id -u) -ne 0 ]]; then
-	echo "Postgres is not installed (no initdb under /usr/lib/postgresql/*/bin); the store tests need it." >&2
-	echo "Install it as root:  apt-get update && ${install[*]}" >&2
-	exit 1
-fi
-if ! command -v apt-get >/dev/null; then
-	echo "Postgres is not installed and apt-get is not available: install the Postgres server binaries (initdb, postgres) by hand." >&2
-	exit 1
-fi
-
-echo "Installing Postgres (Debian package postgresql)..." >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# The package's post-install creates and starts a cluster where it can;
-# the tests do not use it, and in a container without systemd it is simply
-# not started.
-"${install[@]}" -qq >/dev/null
+# shellcheck source=hack/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install postgresql "the store tests need it (no initdb under /usr/lib/postgresql/*/bin)" \
+	"install the Postgres server binaries (initdb, postgres) by hand."
 
 if ! have_postgres; then
 	echo "the postgresql package installed no initdb under /usr/lib/postgresql/*/bin" >&2
