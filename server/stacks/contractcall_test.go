@@ -289,3 +289,37 @@ func TestDecodeContractCallRejects(t *testing.T) {
 		})
 	}
 }
+
+// PayloadBytes is the tail of the serialisation that starts at the payload
+// type byte: what POST /v2/fees/transaction prices.
+func TestPayloadBytes(t *testing.T) {
+	key, err := GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, _ := GeneratePrivateKey()
+	transfer, err := NewTokenTransfer(TransferParams{Recipient: Principal{Address: to.TestnetAddress(), ContractName: "a-contract"}, Amount: 7, Fee: 180}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := NewSendMany(SendManyParams{Recipients: []SendManyEntry{
+		{To: Principal{Address: to.TestnetAddress()}, Amount: 1, Memo: []byte("m")},
+		{To: Principal{Address: to.TestnetAddress(), ContractName: "c"}, Amount: 2},
+	}, Fee: 1000}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tx       *Transaction
+		typeByte byte
+		overhead int // everything before the payload
+	}{
+		{transfer, PayloadTokenTransfer, 115},
+		{many, PayloadContractCall, 115 + many.PostConditions[0].encodedLen()},
+	} {
+		raw, p := c.tx.Serialize(), c.tx.PayloadBytes()
+		if p[0] != c.typeByte || len(p) != len(raw)-c.overhead || !bytes.Equal(p, raw[c.overhead:]) {
+			t.Errorf("payload type %#x len %d of a %d-byte tx, want type %#x after %d bytes", p[0], len(p), len(raw), c.typeByte, c.overhead)
+		}
+	}
+}

@@ -194,6 +194,19 @@ func (tx *Transaction) EncodedLen() int {
 	return n + 1 + tx.Payload.Recipient.ClarityLen() + 8 + MemoLen
 }
 
+// PayloadBytes is the serialised payload alone, from its type byte to the
+// end: what the node's fee estimator (POST /v2/fees/transaction) prices.
+func (tx *Transaction) PayloadBytes() []byte {
+	raw := tx.Serialize()
+	var n int
+	if tx.ContractCall != nil {
+		n = tx.ContractCall.encodedLen()
+	} else {
+		n = 1 + tx.Payload.Recipient.ClarityLen() + 8 + MemoLen // type, recipient, amount, memo
+	}
+	return raw[len(raw)-n:]
+}
+
 // Serialize returns the consensus serialisation.
 func (tx *Transaction) Serialize() []byte {
 	return tx.appendTo(make([]byte, 0, tx.EncodedLen()))
