@@ -27,6 +27,7 @@ type NodeClient interface {
 	Account(ctx context.Context, principal string) (*node.Account, error)
 	Broadcast(ctx context.Context, rawTx []byte) (string, error)
 	TransferFeeRate(ctx context.Context) (uint64, error)
+	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
 }
 
 // Defaults for Config fields left zero.
@@ -90,6 +91,15 @@ type Config struct {
 	RefillBelow  uint64
 	RefillAmount uint64
 
+	// BatchMax, from 2 to MaxBatch, gathers default drips into send-many
+	// calls of up to that many recipients (batch.go); 0 or 1 is off.
+	// BatchWindow is the longest a drip waits for others (default
+	// DefaultBatchWindow); BatchContract the send-many-memo contract
+	// (zero = stacks.SendManyMemoTestnet).
+	BatchMax      int
+	BatchWindow   time.Duration
+	BatchContract stacks.ContractID
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -130,6 +140,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = 10 * time.Second
+	}
+	if c.BatchWindow <= 0 {
+		c.BatchWindow = DefaultBatchWindow
 	}
 	if c.Ledger == nil {
 		c.Ledger = NewMemoryLedger()
@@ -178,6 +191,8 @@ type Faucet struct {
 	// fates remembers txids that were replaced or dropped, for the drip
 	// status endpoint.
 	fates txFates
+	// batch is nil unless Config.BatchMax ≥ 2 (batch.go).
+	batch *batcher
 }
 
 // chainInfo is what the engine needs from /v2/info.
@@ -218,6 +233,22 @@ func New(cfg Config) (*Faucet, error) {
 	}
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
+	}
+	if cfg.BatchMax < 0 || cfg.BatchMax > MaxBatch {
+		return nil, fmt.Errorf("faucet: batch max %d out of range (2..%d, or 0 or 1 for off)", cfg.BatchMax, MaxBatch)
+	}
+	if cfg.BatchMax >= 2 {
+		if f.cfg.BatchContract == (stacks.ContractID{}) {
+			id, err := stacks.ParseContractID(stacks.SendManyMemoTestnet)
+			if err != nil {
+				return nil, fmt.Errorf("faucet: %w", err)
+			}
+			f.cfg.BatchContract = id
+		}
+		if f.cfg.BatchContract.Address.IsMainnet() {
+			return nil, fmt.Errorf("faucet: batch contract %s is on mainnet; the faucet is testnet only", f.cfg.BatchContract)
+		}
+		f.batch = &batcher{max: cfg.BatchMax, window: cfg.BatchWindow}
 	}
 	return f, nil
 }
@@ -262,6 +293,9 @@ type Result struct {
 	Nonce    uint64
 	Sender   stacks.Address
 	Stacking bool
+	// Batch is the number of drips the transaction pays when it is a
+	// send-many call (Fee is then this drip's share); 0 for a transfer.
+	Batch int
 	// InDoubt: the node may or may not have taken the transaction (its
 	// answer was lost). The engine keeps its bytes and rebroadcasts them
 	// until the nonce confirms, so the transfer is still delivered.
@@ -308,6 +342,7 @@ func (f *Faucet) record(ctx context.Context, req Request, res *Result, err error
 	d := DripRecord{At: f.cfg.Now(), Recipient: req.Recipient.String(), Stacking: req.Stacking, ClientBucket: ClientBucket(req.ClientIP)}
 	if res != nil {
 		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome = res.Amount, res.Fee, res.TxID.String(), res.Sender.String(), res.Nonce, OutcomeSent
+		d.Batch = res.Batch
 	} else {
 		d.Outcome = string(ReasonOf(err))
 		if d.Outcome == "" {
@@ -376,6 +411,9 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	amount, err := f.amount(ctx, req.Stacking)
 	if err != nil {
 		return nil, err
+	}
+	if f.batchable(req, amount) {
+		return f.submitBatched(ctx, req.Recipient)
 	}
 	return f.send(ctx, req.Recipient, amount)
 }
@@ -815,22 +853,33 @@ func padPercent(v, pct uint64) (uint64, bool) {
 // fee is the node's rate × the tx length, clamped to [FeeMin, FeeMax] and
 // never below the length (the node's minimum relay fee).
 func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
-	length := uint64((&stacks.Transaction{Payload: stacks.TokenTransfer{Recipient: to}}).EncodedLen())
-	rate, err := f.feeRate.Get(ctx, f.cfg.Node.TransferFeeRate)
-	var fee uint64
-	if err != nil || rate == 0 {
+	length := transferLen(to)
+	fee, ok := f.rateFee(ctx, length)
+	if !ok {
 		fee = f.cfg.FeeFallback
-	} else {
-		hi, lo := bits.Mul64(rate, length)
-		fee = lo
-		if hi != 0 {
-			fee = f.cfg.FeeMax
-		}
-		fee = min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax)
 	}
 	fee = max(fee, length)
 	f.lastFee.Store(fee)
 	return fee
+}
+
+// transferLen is the length of a signed transfer to to.
+func transferLen(to stacks.Principal) uint64 {
+	return uint64((&stacks.Transaction{Payload: stacks.TokenTransfer{Recipient: to}}).EncodedLen())
+}
+
+// rateFee is the node's transfer fee rate × length, clamped to [FeeMin,
+// FeeMax]; false when the node has no rate.
+func (f *Faucet) rateFee(ctx context.Context, length uint64) (uint64, bool) {
+	rate, err := f.feeRate.Get(ctx, f.cfg.Node.TransferFeeRate)
+	if err != nil || rate == 0 {
+		return 0, false
+	}
+	hi, fee := bits.Mul64(rate, length)
+	if hi != 0 {
+		fee = f.cfg.FeeMax
+	}
+	return min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax), true
 }
 
 // checkChain confirms, from a cached /v2/info, that the node is a testnet

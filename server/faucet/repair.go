@@ -205,20 +205,24 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	}
 }
 
-// bumpFee replaces a stuck tx with the same transfer at a strictly higher fee.
+// bumpFee replaces a stuck tx with the same one at a strictly higher fee.
 func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	log := f.log.With("sender", k.addr.String(), "nonce", stuck.Nonce)
 	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
 	if newFee > f.cfg.FeeMax {
 		newFee = max(f.cfg.FeeMax, stuck.Fee+1)
 	}
-	memo := f.memo
-	if old, err := stacks.DecodeTransaction(stuck.Raw); err == nil {
-		memo = old.Payload.Memo // a refill keeps its own memo
+	tx, err := stacks.DecodeTransaction(stuck.Raw)
+	if err == nil {
+		// The same payload and post-conditions (a refill's memo, a
+		// send-many call's recipients), re-signed at the new fee.
+		tx.Auth.Fee = newFee
+		err = tx.Sign(k.key)
+	} else {
+		tx, err = stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: f.memo, ChainID: f.chainID(),
+		}, k.key)
 	}
-	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
-		Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: memo, ChainID: f.chainID(),
-	}, k.key)
 	if err != nil {
 		log.Error("re-sign for fee bump failed", "err", err)
 		return

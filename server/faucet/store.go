@@ -75,6 +75,10 @@ type DripRecord struct {
 	// ClientBucket is the client's rate-limit group (IPv4 address or IPv6
 	// /64), never more precise than the limit uses; empty when unknown.
 	ClientBucket string
+	// Batch is how many drips the transaction pays when it is a send-many
+	// call shared with other drips (Fee is then this drip's share); 0 for
+	// a plain transfer.
+	Batch int
 }
 
 // OutcomeSent is DripRecord.Outcome for an accepted drip.

@@ -479,7 +479,7 @@ func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripReco
 	}
 	var r dripRow
 	err := p.pool.QueryRow(ctx, sqlByTxID, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket)
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return faucet.DripRecord{}, false, nil
 	}

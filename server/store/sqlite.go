@@ -59,9 +59,9 @@ FROM pending_txs WHERE sender = $1 ORDER BY nonce`
 	// ($3 = Requests-1): a row means the bucket is full.
 	sqlNthNewest  = `SELECT at FROM limit_slots WHERE bucket = $1 AND at > $2 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $3`
 	sqlInsertSlot = `INSERT INTO limit_slots (bucket, at, expires_at) VALUES ($1, $2, $3)`
-	sqlRecord     = `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
-	sqlByTxID = `SELECT at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket
+	sqlRecord     = `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	sqlByTxID = `SELECT at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch
 FROM drips WHERE txid = $1 ORDER BY at DESC, id DESC LIMIT 1`
 	// The pruner deletes in batches of pruneBatch (the same text on both
 	// drivers).
@@ -457,7 +457,7 @@ func (s *SQLite) Record(ctx context.Context, d faucet.DripRecord) error {
 
 func recordArgs(d faucet.DripRecord) []any {
 	return []any{nanos(d.At), d.Recipient, d.Stacking, i64(d.Amount), i64(d.Fee), normTxID(d.TxID), d.Sender,
-		i64(d.Nonce), d.Outcome, d.ClientBucket}
+		i64(d.Nonce), d.Outcome, d.ClientBucket, d.Batch}
 }
 
 // Prune deletes drips recorded before before and reports how many.
@@ -496,7 +496,7 @@ func (s *SQLite) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord
 	}
 	var r dripRow
 	err := s.byTxID.QueryRowContext(ctx, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket)
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return faucet.DripRecord{}, false, nil
 	}

@@ -1,0 +1,432 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Batching: the node admits at most 25 unconfirmed transactions per sender,
+// so one key alone pays about 25 drips per block. Default drips that arrive
+// together are instead gathered for up to BatchWindow (or until BatchMax
+// wait) and paid by one call to a send-many-memo contract, up to 200
+// recipients in one transaction and one nonce.
+const (
+	MaxBatch           = stacks.SendManyMaxRecipients
+	DefaultBatchWindow = 250 * time.Millisecond
+	// contractPause is how long batching stays off after the node says the
+	// send-many contract (or its function) does not exist: meanwhile drips
+	// are plain transfers, and the contract is tried again afterwards.
+	contractPause = time.Minute
+)
+
+// batcher queues default drips for the next send-many call.
+type batcher struct {
+	max    int
+	window time.Duration
+
+	mu    sync.Mutex
+	queue []*batchEntry
+	// gen numbers the open batch: a window timer flushes only the batch it
+	// was started for, not a later one that a full batch's departure began.
+	gen   uint64
+	timer *time.Timer
+	// opened is when the open batch's first drip arrived.
+	opened time.Time
+	// pausedUntil: the contract was missing; drips go single until then.
+	pausedUntil time.Time
+
+	txs, drips, splits, fallbacks atomic.Uint64
+}
+
+// batchEntry is one drip waiting in (or sent with) a batch.
+type batchEntry struct {
+	to stacks.Principal
+	// taken is set under batcher.mu when the entry leaves the queue; a
+	// cancelled request can withdraw only before that.
+	taken bool
+	done  chan batchOutcome // buffered: the sender never blocks
+}
+
+type batchOutcome struct {
+	res *Result
+	err error
+}
+
+// BatchStats counts send-many activity since start.
+type BatchStats struct {
+	Enabled bool
+	Max     int
+	// Txs is the number of send-many transactions sent (accepted or in
+	// doubt); Drips the drips they paid.
+	Txs, Drips uint64
+	// Splits counts batches the node refused that were retried as two
+	// halves; Fallbacks drips sent as plain transfers because the contract
+	// was unusable.
+	Splits, Fallbacks uint64
+}
+
+// BatchStats reports the batcher's counters (zero when batching is off).
+func (f *Faucet) BatchStats() BatchStats {
+	b := f.batch
+	if b == nil {
+		return BatchStats{}
+	}
+	return BatchStats{Enabled: true, Max: b.max, Txs: b.txs.Load(), Drips: b.drips.Load(),
+		Splits: b.splits.Load(), Fallbacks: b.fallbacks.Load()}
+}
+
+// batchable reports whether a drip may join a batch: a default drip to a
+// recipient the contract's stx-transfer? will pay. A faucet key as recipient
+// would abort the whole batch if that key were the sender, so it goes alone
+// (and send picks another key or refuses it).
+func (f *Faucet) batchable(req Request, amount uint64) bool {
+	b := f.batch
+	if b == nil || req.Stacking || amount != f.cfg.DefaultAmount || amount == 0 {
+		return false
+	}
+	if !req.Recipient.IsContract() {
+		for _, k := range f.keys {
+			if req.Recipient.Address == k.addr {
+				return false
+			}
+		}
+	}
+	b.mu.Lock()
+	paused := f.cfg.Now().Before(b.pausedUntil)
+	b.mu.Unlock()
+	return !paused
+}
+
+// submitBatched queues the drip and waits for its batch's outcome. A request
+// cancelled while still queued leaves without trace; once its batch is on
+// the way, the batch answers for it (it may be paid).
+func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
+	b := f.batch
+	e := &batchEntry{to: to, done: make(chan batchOutcome, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, e)
+	var full []*batchEntry
+	switch {
+	case len(b.queue) >= b.max:
+		full = b.takeLocked()
+	case len(b.queue) == 1:
+		b.opened = f.cfg.Now()
+		gen := b.gen
+		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
+	}
+	b.mu.Unlock()
+	if full != nil {
+		go f.sendBatch(context.Background(), full)
+	}
+	select {
+	case out := <-e.done:
+		return out.res, out.err
+	case <-ctx.Done():
+	}
+	if b.withdraw(e) {
+		return nil, failf(ReasonNodeUnavailable, ctx.Err(), "the request was cancelled")
+	}
+	out := <-e.done
+	return out.res, out.err
+}
+
+// takeLocked removes the open batch from the queue. Caller holds b.mu.
+func (b *batcher) takeLocked() []*batchEntry {
+	n := min(len(b.queue), b.max)
+	batch := make([]*batchEntry, n)
+	copy(batch, b.queue)
+	for _, e := range batch {
+		e.taken = true
+	}
+	b.queue = append(b.queue[:0:0], b.queue[n:]...)
+	b.gen++
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	return batch
+}
+
+// flushBatch sends the batch whose window has ended, if it is still open.
+// While no key has a free in-flight slot the batch stays open, window after
+// window (up to BusyWait), and keeps gathering: a nonce is the scarce
+// thing, so it should carry as many drips as possible once one frees up.
+func (f *Faucet) flushBatch(gen uint64) {
+	b := f.batch
+	free := f.freeSlot()
+	b.mu.Lock()
+	if gen != b.gen || len(b.queue) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	if !free && f.cfg.Now().Sub(b.opened) < f.cfg.BusyWait {
+		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
+		b.mu.Unlock()
+		return
+	}
+	batch := b.takeLocked()
+	b.mu.Unlock()
+	f.sendBatch(context.Background(), batch)
+}
+
+// freeSlot reports whether some key could take a transaction now.
+func (f *Faucet) freeSlot() bool {
+	for _, k := range f.keys {
+		k.mu.Lock()
+		ok := k.owned && k.synced && !k.dry && k.inFlight() < f.cfg.MaxInFlight
+		k.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// withdraw removes a queued entry; false when its batch has left already.
+func (b *batcher) withdraw(e *batchEntry) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e.taken {
+		return false
+	}
+	for i, q := range b.queue {
+		if q == e {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			break
+		}
+	}
+	if len(b.queue) == 0 && b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+		b.gen++
+	}
+	return true
+}
+
+// sendBatch pays every entry and answers each exactly once. A batch of one
+// is a plain transfer (smaller, cheaper). A batch the node refuses for a
+// reason that may lie in one recipient is split in two and each half tried
+// again, so one bad recipient cannot sink the others.
+func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
+	if len(entries) == 1 {
+		res, err := f.send(ctx, entries[0].to, f.cfg.DefaultAmount)
+		entries[0].done <- batchOutcome{res, err}
+		return
+	}
+	res, next, err := f.sendMany(ctx, entries)
+	switch next {
+	case batchDone:
+		for i, e := range entries {
+			e.done <- batchOutcome{res: res.share(i, len(entries))}
+		}
+	case batchFail:
+		for _, e := range entries {
+			e.done <- batchOutcome{err: err}
+		}
+	case batchSplit:
+		f.batch.splits.Add(1)
+		f.log.Warn("send-many batch refused; retrying as two halves", "recipients", len(entries), "err", err)
+		// One half after the other: the refused half's nonce is handed
+		// back before the next half allocates, so no hole is left below
+		// an accepted nonce.
+		half := len(entries) / 2
+		f.sendBatch(ctx, entries[:half])
+		f.sendBatch(ctx, entries[half:])
+	case batchSingles:
+		f.batch.fallbacks.Add(uint64(len(entries)))
+		var wg sync.WaitGroup
+		for _, e := range entries {
+			wg.Go(func() {
+				res, err := f.send(ctx, e.to, f.cfg.DefaultAmount)
+				e.done <- batchOutcome{res, err}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// BatchSize is the number of recipients when the tx is a send-many call
+// (read from its bytes), else 0.
+func (p PendingTx) BatchSize() int {
+	tx, err := stacks.DecodeTransaction(p.Raw)
+	if err != nil || tx.ContractCall == nil || len(tx.ContractCall.Args) != 1 {
+		return 0
+	}
+	list, _ := tx.ContractCall.Args[0].(stacks.List)
+	return len(list)
+}
+
+// share is entry i's view of a batch result: the shared transaction, its
+// own amount and its share of the fee (the remainder goes to the first
+// entry, so the shares add up to the fee).
+func (r *Result) share(i, n int) *Result {
+	c := *r
+	c.Batch = n
+	c.Fee = r.Fee / uint64(n)
+	if i == 0 {
+		c.Fee += r.Fee % uint64(n)
+	}
+	return &c
+}
+
+// What sendBatch does after one send-many attempt.
+type batchNext int
+
+const (
+	batchDone    batchNext = iota // sent (or in doubt): answer every entry with the result
+	batchFail                     // answer every entry with the error
+	batchSplit                    // retry as two halves
+	batchSingles                  // the contract is unusable: plain transfers
+)
+
+// sendMany is send for a send-many call paying DefaultAmount to each entry:
+// the same key choice, ledger record, crash safety and key-level retries.
+func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (*Result, batchNext, error) {
+	chainID := f.chainID()
+	amount := f.cfg.DefaultAmount
+	recipients := make([]stacks.SendManyEntry, len(entries))
+	for i, e := range entries {
+		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.memo.String())}
+	}
+	total, err := stacks.SendManyTotal(recipients)
+	if err != nil {
+		return nil, batchSplit, failf(ReasonRejected, err, "the batch total overflows")
+	}
+	fee, err := f.batchFee(ctx, recipients, chainID)
+	if err != nil {
+		// The payload itself is unbuildable: only a recipient can cause that.
+		return nil, batchSplit, failf(ReasonRejected, err, "could not build the transaction")
+	}
+	excluded := map[*keyState]bool{}
+	var lastErr *Error
+	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
+		k, nonce, ferr := f.pick(ctx, total, fee, excluded)
+		if ferr != nil {
+			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
+				ferr = lastErr
+			}
+			if ferr.Reason == ReasonExhausted {
+				return nil, batchSplit, ferr // a smaller batch may still be affordable
+			}
+			return nil, batchFail, ferr
+		}
+		tx, err := stacks.NewSendMany(stacks.SendManyParams{
+			Contract: f.cfg.BatchContract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
+		}, k.key)
+		if err != nil {
+			f.release(k, nonce)
+			return nil, batchSplit, failf(ReasonRejected, err, "could not sign the transaction")
+		}
+		raw := tx.Serialize()
+		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: f.cfg.BatchContract.Principal(),
+			Amount: total, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
+		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+			f.release(k, nonce)
+			if errors.Is(err, ErrNotOwner) {
+				f.Lost(k.addr)
+				excluded[k] = true
+				lastErr = failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+				continue
+			}
+			return nil, batchFail, storeFailure(err, "record the transaction")
+		}
+		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
+		maybeSent, err := f.broadcast(ctx, raw)
+		if err == nil || maybeSent {
+			p.State = TxPending
+			if err != nil {
+				p.State = TxBroadcasting // resolved and rebroadcast by repair
+				result.InDoubt = true
+				f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
+					"sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", err)
+			}
+			f.commit(ctx, k, p)
+			f.lastFee.Store(fee / uint64(len(entries)))
+			f.batch.txs.Add(1)
+			f.batch.drips.Add(uint64(len(entries)))
+			f.log.Debug("send-many batch sent", "sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(),
+				"recipients", len(entries), "fee_ustx", fee)
+			return result, batchDone, nil
+		}
+		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
+		if lastErr == nil {
+			continue // a key-level problem (nonce, chaining): retry
+		}
+		var rej *node.RejectionError
+		if errors.As(err, &rej) {
+			switch rej.Reason {
+			case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
+				f.pauseBatching(err)
+				return nil, batchSingles, lastErr
+			case node.ReasonTooMuchChaining, node.ReasonNotEnoughFunds:
+				continue // as send does: try another key
+			}
+			if lastErr.Reason == ReasonRejected {
+				return nil, batchSplit, lastErr
+			}
+		}
+		if lastErr.Reason != ReasonExhausted && lastErr.Reason != ReasonBusy {
+			return nil, batchFail, lastErr
+		}
+	}
+	if lastErr == nil {
+		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
+	}
+	if lastErr.Reason == ReasonExhausted {
+		return nil, batchSplit, lastErr
+	}
+	return nil, batchFail, lastErr
+}
+
+// pauseBatching turns batching off for contractPause: the configured
+// contract is not deployed on this node.
+func (f *Faucet) pauseBatching(err error) {
+	b := f.batch
+	b.mu.Lock()
+	b.pausedUntil = f.cfg.Now().Add(contractPause)
+	b.mu.Unlock()
+	f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
+		"contract", f.cfg.BatchContract.String(), "retry_in", contractPause.String(), "err", err)
+}
+
+// batchFee prices the send-many call from the node's estimate for this very
+// payload (the middle estimation, as stacks.js uses), clamped to [FeeMin,
+// FeeMax] and never below the length (the node's minimum relay fee). Without
+// an estimate it is the transfer fee rate × the length.
+func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
+	// Sign with a throwaway nonce and fee: only the payload and the length
+	// matter here, and both are the same for the real transaction.
+	probe, err := stacks.NewSendMany(stacks.SendManyParams{
+		Contract: f.cfg.BatchContract, Recipients: recipients, ChainID: chainID,
+	}, f.keys[0].key)
+	if err != nil {
+		return 0, err
+	}
+	length := uint64(probe.EncodedLen())
+	var fee uint64
+	if est, err := f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length); err == nil {
+		fee = est.Middle()
+	} else {
+		if !errors.Is(err, node.ErrNoFeeEstimate) && !errors.Is(err, node.ErrFeeEstimationDisabled) {
+			f.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
+		}
+		var ok bool
+		if fee, ok = f.rateFee(ctx, length); !ok {
+			// FeeFallback prices a plain transfer; a batch is as many
+			// times dearer as it is longer.
+			hi, lo := bits.Mul64(f.cfg.FeeFallback, length)
+			fee = lo / transferLen(stacks.Principal{})
+			if hi != 0 {
+				fee = f.cfg.FeeMax
+			}
+		}
+	}
+	return max(min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax), length), nil
+}

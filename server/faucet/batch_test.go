@@ -1,0 +1,478 @@
+package faucet
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// batchDevnode is a devnode with send-many-memo deployed at its testnet id.
+func batchDevnode() devnode.Config {
+	return devnode.Config{SendManyContract: stacks.SendManyMemoTestnet}
+}
+
+type dripOutcome struct {
+	to  stacks.Principal
+	res *Result
+	err error
+}
+
+// dripAll sends one default drip to each recipient, all at once.
+func dripAll(f *Faucet, to []stacks.Principal) []dripOutcome {
+	out := make([]dripOutcome, len(to))
+	var wg sync.WaitGroup
+	for i, r := range to {
+		wg.Go(func() {
+			res, err := f.Drip(context.Background(), Request{Recipient: r})
+			out[i] = dripOutcome{r, res, err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func recipients(t testing.TB, n int) []stacks.Principal {
+	out := make([]stacks.Principal, n)
+	for i := range out {
+		out[i] = recipient(t)
+	}
+	return out
+}
+
+// byTx groups successful outcomes by txid.
+func byTx(t *testing.T, outs []dripOutcome) map[stacks.TxID][]dripOutcome {
+	t.Helper()
+	m := map[stacks.TxID][]dripOutcome{}
+	for _, o := range outs {
+		if o.err != nil {
+			t.Fatalf("drip to %s: %v", o.to, o.err)
+		}
+		m[o.res.TxID] = append(m[o.res.TxID], o)
+	}
+	return m
+}
+
+// Concurrent default drips share send-many calls: every recipient is paid
+// exactly once, each call carries a post-condition on its exact total, the
+// fee shares add up to the fee, and the key pays amounts plus fees, nothing
+// else.
+func TestBatchPaysEveryRecipientExactly(t *testing.T) {
+	const funding = 1_000_000_000_000
+	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 50, BatchWindow: 100 * time.Millisecond})
+	to := recipients(t, 120)
+	groups := byTx(t, dripAll(e.f, to))
+	if len(groups) > 6 {
+		t.Errorf("120 drips took %d transactions; batching should need about 3", len(groups))
+	}
+	if e.dn.MempoolSize() != len(groups) {
+		t.Fatalf("mempool holds %d txs, want %d", e.dn.MempoolSize(), len(groups))
+	}
+	var fees uint64
+	for txid, g := range groups {
+		res := g[0].res
+		tx, err := stacks.DecodeTransaction(res.TxRaw)
+		if err != nil || tx.TxID() != txid {
+			t.Fatalf("decode %s: %v", txid, err)
+		}
+		if len(g) > 50 {
+			t.Errorf("%d recipients in one batch, max 50", len(g))
+		}
+		if len(g) == 1 && res.Batch == 0 {
+			if tx.ContractCall != nil {
+				t.Errorf("a single drip sent as a contract call")
+			}
+			fees += res.Fee
+			continue
+		}
+		cc := tx.ContractCall
+		if cc == nil || cc.Contract.String() != stacks.SendManyMemoTestnet || cc.Function != stacks.SendManyFunction {
+			t.Fatalf("batch tx is not a send-many call: %+v", cc)
+		}
+		total := DefaultAmount * uint64(len(g))
+		sender := stacks.Principal{Address: e.keys[0].TestnetAddress()}
+		if len(tx.PostConditions) != 1 || tx.PostConditions[0] != stacks.PrincipalSendsExactly(sender, total) ||
+			tx.PostConditionMode != stacks.PostConditionModeDeny {
+			t.Errorf("post-conditions %+v mode %d, want the sender sends exactly %d, deny", tx.PostConditions, tx.PostConditionMode, total)
+		}
+		if p, ok := e.f.PendingByTxID(txid.String()); !ok || p.BatchSize() != len(g) || p.Amount != DefaultAmount*uint64(len(g)) {
+			t.Errorf("in-flight entry of %s: %+v (batch size %d), want %d recipients", txid, ok, p.BatchSize(), len(g))
+		}
+		var shares uint64
+		for _, o := range g {
+			if o.res.Batch != len(g) || o.res.Amount != DefaultAmount || o.res.Nonce != res.Nonce {
+				t.Errorf("result %+v in a batch of %d", o.res, len(g))
+			}
+			shares += o.res.Fee
+		}
+		if shares != tx.Auth.Fee {
+			t.Errorf("fee shares add up to %d, the tx pays %d", shares, tx.Auth.Fee)
+		}
+		if tx.Auth.Fee < uint64(tx.EncodedLen()) {
+			t.Errorf("fee %d below the tx length %d", tx.Auth.Fee, tx.EncodedLen())
+		}
+		fees += tx.Auth.Fee
+	}
+	e.mine()
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d µSTX, want %d", r, bal, DefaultAmount)
+		}
+	}
+	bal, nonce := e.dn.Account(e.keys[0].TestnetAddress())
+	if want := funding - 120*DefaultAmount - fees; bal != want || nonce != uint64(len(groups)) {
+		t.Errorf("faucet key: balance %d nonce %d, want %d and %d", bal, nonce, want, len(groups))
+	}
+	for txid := range groups {
+		if e.dn.TxAborted(txid) {
+			r, _ := e.dn.TxResult(txid)
+			t.Errorf("batch %s aborted: %s", txid, r)
+		}
+	}
+	if st := e.f.BatchStats(); st.Txs == 0 || st.Drips < 100 {
+		t.Errorf("batch stats %+v", st)
+	}
+}
+
+// The batch fee is the node's estimate for the real payload (the middle
+// one), clamped to the configured range.
+func TestBatchFeeFollowsTheNodeEstimate(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour})
+	e.dn.SetFeeRate(3)
+	outs := dripAll(e.f, recipients(t, 10)) // a full batch leaves without waiting for the window
+	groups := byTx(t, outs)
+	if len(groups) != 1 {
+		t.Fatalf("%d txs, want one full batch", len(groups))
+	}
+	tx, err := stacks.DecodeTransaction(outs[0].res.TxRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := e.f.cfg.Node.TransactionFeeEstimate(context.Background(), tx.PayloadBytes(), uint64(tx.EncodedLen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.Auth.Fee != est.Middle() {
+		t.Errorf("fee %d, the node's middle estimate is %d", tx.Auth.Fee, est.Middle())
+	}
+
+	// Clamped: FeeMax wins over the estimate, the length over FeeMax.
+	e2 := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour, FeeMax: 200})
+	outs = dripAll(e2.f, recipients(t, 10))
+	byTx(t, outs)
+	tx, _ = stacks.DecodeTransaction(outs[0].res.TxRaw)
+	if tx.Auth.Fee != uint64(tx.EncodedLen()) {
+		t.Errorf("fee %d with FeeMax 200, want the length %d (the node's minimum)", tx.Auth.Fee, tx.EncodedLen())
+	}
+}
+
+// Stacking drips and drips to a faucet key never join a batch.
+func TestBatchOnlyDefaultDrips(t *testing.T) {
+	e := newEnv(t, 2, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: 20 * time.Millisecond})
+	res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t), Stacking: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Batch != 0 || !res.Stacking {
+		t.Errorf("stacking drip %+v joined a batch", res)
+	}
+	res, err = e.f.Drip(context.Background(), Request{Recipient: stacks.Principal{Address: e.keys[1].TestnetAddress()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Batch != 0 || res.Sender != e.keys[0].TestnetAddress() {
+		t.Errorf("drip to a faucet key: %+v", res)
+	}
+}
+
+// rejectRecipient refuses every send-many call that pays bad, the way a
+// node refuses a call whose argument it cannot accept.
+type rejectRecipient struct {
+	NodeClient
+	bad   stacks.Principal
+	mu    sync.Mutex
+	sizes []int // recipients of each broadcast call
+}
+
+func (r *rejectRecipient) Broadcast(ctx context.Context, raw []byte) (string, error) {
+	tx, err := stacks.DecodeTransaction(raw)
+	if err != nil {
+		return "", err
+	}
+	n := 1
+	pays := tx.Payload.Recipient == r.bad
+	if tx.ContractCall != nil {
+		list := tx.ContractCall.Args[0].(stacks.List)
+		n = len(list)
+		for _, v := range list {
+			if v.(stacks.Tuple)[1].Value == r.bad {
+				pays = true
+			}
+		}
+	}
+	r.mu.Lock()
+	r.sizes = append(r.sizes, n)
+	r.mu.Unlock()
+	if pays {
+		return "", &node.RejectionError{Reason: node.ReasonBadFunctionArgument, TxID: tx.TxID().String(), Message: "transaction rejected"}
+	}
+	return r.NodeClient.Broadcast(ctx, raw)
+}
+
+// A batch the node refuses is retried in halves until the one recipient it
+// refuses is alone: the others are paid, only that drip fails.
+func TestRefusedBatchIsSplit(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 16, BatchWindow: time.Hour})
+	to := recipients(t, 16)
+	rr := &rejectRecipient{NodeClient: e.f.cfg.Node, bad: to[5]}
+	e.f.cfg.Node = rr
+	outs := dripAll(e.f, to)
+	failed := 0
+	for _, o := range outs {
+		if o.err == nil {
+			continue
+		}
+		failed++
+		if o.to != rr.bad || ReasonOf(o.err) != ReasonRejected {
+			t.Errorf("drip to %s failed: %v", o.to, o.err)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d drips failed, want only the refused recipient's", failed)
+	}
+	if len(rr.sizes) > 2*5+1 || slices.Max(rr.sizes) != 16 {
+		t.Errorf("broadcast sizes %v: want 16, then halves", rr.sizes)
+	}
+	e.mine()
+	for _, r := range to {
+		want := uint64(DefaultAmount)
+		if r == rr.bad {
+			want = 0
+		}
+		if bal, _ := e.dn.PrincipalAccount(r); bal != want {
+			t.Errorf("%s has %d, want %d", r, bal, want)
+		}
+	}
+	if st := e.f.BatchStats(); st.Splits == 0 {
+		t.Errorf("no split counted: %+v", st)
+	}
+}
+
+// Without the contract on the node (NoSuchContract), every drip of the batch
+// is still paid, as a plain transfer, and batching pauses.
+func TestMissingContractFallsBackToTransfers(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, devnode.Config{}, Config{BatchMax: 8, BatchWindow: time.Hour})
+	to := recipients(t, 8)
+	groups := byTx(t, dripAll(e.f, to))
+	if len(groups) != 8 {
+		t.Fatalf("%d txs for 8 drips, want 8 transfers", len(groups))
+	}
+	if st := e.f.BatchStats(); st.Fallbacks != 8 || st.Txs != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	// Paused: the next drip goes straight to a transfer.
+	res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+	if err != nil || res.Batch != 0 {
+		t.Fatalf("drip while paused: %+v %v", res, err)
+	}
+	e.mine()
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d", r, bal)
+		}
+	}
+}
+
+// A batch the key cannot afford is split until the parts fit; drips beyond
+// the funds fail as exhausted and nothing is overspent.
+func TestUnaffordableBatchIsSplit(t *testing.T) {
+	const funding = 10*DefaultAmount + 100_000
+	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 16, BatchWindow: time.Hour})
+	outs := dripAll(e.f, recipients(t, 16))
+	paid := 0
+	for _, o := range outs {
+		switch {
+		case o.err == nil:
+			paid++
+		case ReasonOf(o.err) != ReasonExhausted:
+			t.Errorf("drip failed with %v, want exhausted", o.err)
+		}
+	}
+	if paid < 8 || paid > 10 {
+		t.Errorf("%d of 16 drips paid with funds for 10", paid)
+	}
+	e.mine()
+	got := 0
+	for _, o := range outs {
+		bal, _ := e.dn.PrincipalAccount(o.to)
+		if (bal == DefaultAmount) != (o.err == nil) {
+			t.Errorf("%s: balance %d, drip error %v", o.to, bal, o.err)
+		}
+		if bal == DefaultAmount {
+			got++
+		}
+	}
+	if got != paid {
+		t.Errorf("%d paid on chain, %d answered", got, paid)
+	}
+}
+
+// A request cancelled while its batch is still gathering leaves it: it is
+// never paid, and the others are.
+func TestCancelledDripLeavesTheBatch(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 3, BatchWindow: time.Hour})
+	quitter := recipient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.f.Drip(ctx, Request{Recipient: quitter})
+		done <- err
+	}()
+	waitQueued(t, e.f, 1)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("cancelled drip succeeded")
+	}
+	to := recipients(t, 3)
+	byTx(t, dripAll(e.f, to))
+	e.mine()
+	if bal, _ := e.dn.PrincipalAccount(quitter); bal != 0 {
+		t.Errorf("cancelled recipient was paid %d", bal)
+	}
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d", r, bal)
+		}
+	}
+}
+
+func waitQueued(t *testing.T, f *Faucet, n int) {
+	t.Helper()
+	for range 500 {
+		f.batch.mu.Lock()
+		l := len(f.batch.queue)
+		f.batch.mu.Unlock()
+		if l == n {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("queue never reached %d", n)
+}
+
+// A stuck batch is replaced by the same send-many call at a higher fee:
+// every recipient is still paid once.
+func TestStuckBatchFeeBump(t *testing.T) {
+	const stuck = 2
+	const funding = 1_000_000_000_000
+	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 4, BatchWindow: time.Hour, StuckBlocks: stuck})
+	e.dn.SetDropRate(1)
+	to := recipients(t, 4)
+	groups := byTx(t, dripAll(e.f, to))
+	if len(groups) != 1 {
+		t.Fatalf("%d txs", len(groups))
+	}
+	var first stacks.TxID
+	var fee uint64
+	for id, g := range groups {
+		first = id
+		tx, _ := stacks.DecodeTransaction(g[0].res.TxRaw)
+		fee = tx.Auth.Fee
+	}
+	for range stuck {
+		e.mine() // the rebroadcast is dropped as well
+	}
+	e.dn.SetDropRate(0)
+	for range stuck + 1 {
+		e.mine()
+	}
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d after the fee bump", r, bal)
+		}
+	}
+	bal, nonce := e.dn.Account(e.keys[0].TestnetAddress())
+	if paid := funding - 4*DefaultAmount - bal; nonce != 1 || paid <= fee {
+		t.Errorf("nonce %d, fee paid %d, want a replacement above %d", nonce, paid, fee)
+	}
+	if next, ok := e.f.ReplacementOf(first.String()); !ok || next == first.String() {
+		t.Errorf("replacement of %s not recorded", first)
+	}
+}
+
+// The shared txid answers every request of the batch; a batch in doubt
+// (lost answer) is answered as in doubt and delivered.
+func TestBatchInDoubtIsDelivered(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 5, BatchWindow: time.Hour})
+	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
+	sb.script = []func(context.Context, []byte) (string, error){
+		func(ctx context.Context, raw []byte) (string, error) {
+			_, _ = sb.NodeClient.Broadcast(ctx, raw)
+			return "", &node.TransportError{Call: node.CallBroadcast, Err: context.DeadlineExceeded}
+		},
+		func(context.Context, []byte) (string, error) {
+			return "", &node.TransportError{Call: node.CallBroadcast, Err: &url.Error{Op: "Post", URL: "http://node/v2/transactions",
+				Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}}
+		},
+	}
+	e.f.cfg.Node = sb
+	to := recipients(t, 5)
+	outs := dripAll(e.f, to)
+	for _, o := range outs {
+		if o.err != nil || o.res == nil || !o.res.InDoubt {
+			t.Fatalf("outcome %+v, want in doubt", o)
+		}
+	}
+	e.mine()
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d", r, bal)
+		}
+	}
+}
+
+// While every in-flight slot is taken, a batch keeps gathering past its
+// window; when a block frees a slot, the drips that waited leave together.
+func TestBatchGathersWhileNoSlotIsFree(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{
+		BatchMax: 50, BatchWindow: 10 * time.Millisecond, MaxInFlight: 1, BusyWait: time.Minute,
+	})
+	first, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := recipients(t, 10)
+	outs := make(chan dripOutcome, len(to))
+	for _, r := range to {
+		go func() {
+			res, err := e.f.Drip(context.Background(), Request{Recipient: r})
+			outs <- dripOutcome{r, res, err}
+		}()
+		time.Sleep(5 * time.Millisecond) // arrivals spread over several windows
+	}
+	waitQueued(t, e.f, len(to))
+	time.Sleep(50 * time.Millisecond) // five more windows: still gathering
+	waitQueued(t, e.f, len(to))
+	e.mine() // confirms the first drip: its slot is free
+	var got []dripOutcome
+	for range to {
+		got = append(got, <-outs)
+	}
+	groups := byTx(t, got)
+	if len(groups) != 1 {
+		t.Fatalf("%d txs for the 10 drips that waited, want one batch", len(groups))
+	}
+	for id := range groups {
+		if id == first.TxID {
+			t.Fatal("the waiting drips reused the first drip's transaction")
+		}
+	}
+}
