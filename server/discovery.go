@@ -210,6 +210,10 @@ type dripStatusBody struct {
 	AmountUSTX  *string `json:"amount_ustx"`
 	Stacking    *bool   `json:"stacking"`
 	SentAt      *string `json:"sent_at"`
+	// Batch is how many drips the transaction pays when it is a send-many
+	// call; recipient is then null (the txid alone does not say which
+	// recipient asks) and amount_ustx is each recipient's amount.
+	Batch int `json:"batch,omitempty"`
 	// ReplacedBy is the txid now carrying the same transfer after the
 	// faucet raised its fee.
 	ReplacedBy string `json:"replaced_by,omitempty"`
@@ -242,12 +246,20 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case found:
 		out.Recipient, out.Stacking = &rec.Recipient, &rec.Stacking
+		if rec.Batch > 1 {
+			out.Recipient, out.Batch = nil, rec.Batch
+		}
 		amt := strconv.FormatUint(rec.Amount, 10)
 		at := rec.At.UTC().Format(time.RFC3339)
 		out.AmountUSTX, out.SentAt = &amt, &at
 	case isPending:
-		rcpt, amt, at := inflight.Recipient.String(), strconv.FormatUint(inflight.Amount, 10), inflight.SentAt.UTC().Format(time.RFC3339)
-		out.Recipient, out.AmountUSTX, out.SentAt = &rcpt, &amt, &at
+		rcpt, amount, at := inflight.Recipient.String(), inflight.Amount, inflight.SentAt.UTC().Format(time.RFC3339)
+		out.Recipient = &rcpt
+		if n := inflight.BatchSize(); n > 0 {
+			out.Recipient, out.Batch, amount = nil, n, inflight.Amount/uint64(n)
+		}
+		amt := strconv.FormatUint(amount, 10)
+		out.AmountUSTX, out.SentAt = &amt, &at
 	default:
 		out.State, out.Message = dripUnknown, "This faucet has no record of that transaction."
 		writeJSON(w, http.StatusOK, out)

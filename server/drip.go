@@ -109,6 +109,9 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
 		"client_ip", addrString(req.ClientIP), "in_doubt", res.InDoubt,
 	}
+	if res.Batch > 0 {
+		attrs = append(attrs, "batch_size", res.Batch)
+	}
 	if bypass != "" {
 		attrs = append(attrs, "bypass", bypass)
 	}

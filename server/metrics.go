@@ -185,6 +185,8 @@ type keyCollector struct {
 	low                                         int
 	// The treasury, reported by the replica that writes for it.
 	treasuryBalance, treasuryAvailable, treasuryInFlight, refills *prometheus.Desc
+	// Send-many batching, when on.
+	batchTxs, batchedDrips, batchSplits, batchFallbacks *prometheus.Desc
 }
 
 func newKeyCollector() *keyCollector {
@@ -209,6 +211,11 @@ func newKeyCollector() *keyCollector {
 		treasuryInFlight: prometheus.NewDesc("faucet_treasury_refills_in_flight", "Refills sent by the treasury and not yet confirmed.", addr, nil),
 		refills: prometheus.NewDesc("faucet_refills_total",
 			"Refills of sending keys by the treasury since start, by outcome (sent: accepted or in doubt; failed: nothing left in flight).", []string{"outcome"}, nil),
+		batchTxs: prometheus.NewDesc("faucet_batch_txs_total",
+			"Send-many calls sent (accepted or in doubt) since start; with faucet_batched_drips_total, the mean batch size.", nil, nil),
+		batchedDrips:   prometheus.NewDesc("faucet_batched_drips_total", "Drips paid by send-many calls since start.", nil, nil),
+		batchSplits:    prometheus.NewDesc("faucet_batch_splits_total", "Send-many batches the node refused that were retried as two halves.", nil, nil),
+		batchFallbacks: prometheus.NewDesc("faucet_batch_fallbacks_total", "Batched drips sent as plain transfers because the send-many contract was missing.", nil, nil),
 	}
 }
 
@@ -220,7 +227,8 @@ func (c *keyCollector) set(f *faucet.Faucet, lowDrips int) {
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
-		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills} {
+		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills,
+		c.batchTxs, c.batchedDrips, c.batchSplits, c.batchFallbacks} {
 		ch <- d
 	}
 }
@@ -245,6 +253,12 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.treasuryInFlight, prometheus.GaugeValue, float64(ts.InFlightRefills), ts.Address)
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsSent), "sent")
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsFailed), "failed")
+	}
+	if bs := f.BatchStats(); bs.Enabled {
+		ch <- prometheus.MustNewConstMetric(c.batchTxs, prometheus.CounterValue, float64(bs.Txs))
+		ch <- prometheus.MustNewConstMetric(c.batchedDrips, prometheus.CounterValue, float64(bs.Drips))
+		ch <- prometheus.MustNewConstMetric(c.batchSplits, prometheus.CounterValue, float64(bs.Splits))
+		ch <- prometheus.MustNewConstMetric(c.batchFallbacks, prometheus.CounterValue, float64(bs.Fallbacks))
 	}
 	for _, k := range f.Keys() {
 		// µSTX fit a float64 exactly up to 2^53, far above the total supply.
