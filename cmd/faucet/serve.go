@@ -54,6 +54,7 @@ type serveOptions struct {
 	maxInFlight     int
 	stuckBlocks     uint64
 	busyWait        time.Duration
+	batch           batchOptions
 	limits          faucet.LimitsConfig
 	trustedHops     int
 	suspend         bool
@@ -76,6 +77,13 @@ type abuseOptions struct {
 	tokensFile       string
 	ipAllow, ipDeny  prefixList
 	balanceCap       uint64
+}
+
+// batchOptions gather default drips into send-many contract calls.
+type batchOptions struct {
+	max      int
+	window   time.Duration
+	contract string
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
@@ -101,6 +109,9 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.feeReserve, "fee-reserve", 0, "µSTX each key keeps back beyond in-flight spends")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", faucet.DefaultMaxInFlight, "unconfirmed transactions per key (the node's chaining limit is 25)")
 	fs.DurationVar(&o.busyWait, "busy-wait", 5*time.Second, "how long a drip waits for a free in-flight slot before answering busy")
+	fs.IntVar(&o.batch.max, "batch-max", 0, "gather up to N default drips that arrive together into one send-many contract call (2..200; 0 or 1 = off): one key then pays far more than the node's 25 unconfirmed transactions per block")
+	fs.DurationVar(&o.batch.window, "batch-window", faucet.DefaultBatchWindow, "with --batch-max: how long the first drip of a batch waits for others (a full batch leaves at once)")
+	fs.StringVar(&o.batch.contract, "batch-contract", stacks.SendManyMemoTestnet, "with --batch-max: the send-many-memo contract id (ADDR.name) batches call")
 	fs.Uint64Var(&o.stuckBlocks, "stuck-blocks", faucet.DefaultStuckBlocks, "blocks without nonce progress before a stuck nonce is repaired")
 	o.limits = faucet.DefaultLimits()
 	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
@@ -155,6 +166,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if err := o.validateRefill(); err != nil {
+		return err
+	}
+	batchContract, err := o.batch.validate()
+	if err != nil {
 		return err
 	}
 
@@ -212,6 +227,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		Limits: o.limits, Disabled: o.suspend, Logger: logger,
 		Ledger: state.ledger, Limiter: state.limiter, History: state.history, Owner: state.owner,
 		Treasury: treasury, RefillBelow: o.refillBelow, RefillAmount: o.refillAmount,
+		BatchMax: o.batch.max, BatchWindow: o.batch.window, BatchContract: batchContract,
 	})
 	if err != nil {
 		return err
@@ -386,6 +402,24 @@ func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
 		return nil, fmt.Errorf("--treasury-key-file %s: want exactly one key, found %d", path, len(keys))
 	}
 	return keys[0], nil
+}
+
+// validate checks the batching flags and parses the contract id.
+func (b batchOptions) validate() (stacks.ContractID, error) {
+	if b.max < 0 || b.max > faucet.MaxBatch {
+		return stacks.ContractID{}, fmt.Errorf("--batch-max must be 2..%d (0 or 1 = off), got %d", faucet.MaxBatch, b.max)
+	}
+	if b.window <= 0 {
+		return stacks.ContractID{}, fmt.Errorf("--batch-window must be positive, got %s", b.window)
+	}
+	id, err := stacks.ParseContractID(b.contract)
+	if err != nil {
+		return stacks.ContractID{}, fmt.Errorf("--batch-contract: %w", err)
+	}
+	if id.Address.IsMainnet() {
+		return stacks.ContractID{}, fmt.Errorf("--batch-contract %s is a mainnet contract; the faucet is testnet only", b.contract)
+	}
+	return id, nil
 }
 
 // validateRefill checks the treasury flags (the engine checks again that
