@@ -834,7 +834,47 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("lowDrips of zero", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(0))}
 		}, "spec.page.lowDrips"),
+		// spec.batching.
+		Entry("a batch of more than 200 recipients", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(201))}
+		}, "spec.batching.maxRecipients: Invalid value: 201: spec.batching.maxRecipients in body should be less than or equal to 200"),
+		Entry("a negative batch size", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(-1))}
+		}, "spec.batching.maxRecipients"),
+		Entry("a zero batch window", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Window: &metav1.Duration{}}
+		}, "batching.window must be a positive duration"),
+		Entry("a batch contract without a name", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Contract: ptr.To("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B")}
+		}, "batching.contract must be a contract id, ADDRESS.contract-name"),
+		Entry("a batch contract name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Contract: ptr.To("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.1send-many")}
+		}, "batching.contract must be a contract id, ADDRESS.contract-name"),
+		Entry("a mainnet batch contract", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Contract: ptr.To("SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE.send-many-memo")}
+		}, "batching.contract is a mainnet contract (SP…/SM… address); the faucet only serves test networks"),
 	)
+
+	It("defaults the batching settings: off, 250ms, the testnet send-many-memo contract", func() {
+		fs := newFaucetServer(ns)
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.Batching).To(BeNil(), "batching has no default of its own, so upgrading rolls no pod")
+
+		fs = newFaucetServer(ns)
+		fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.Batching.MaxRecipients).To(HaveValue(BeZero()))
+		Expect(fs.Spec.Batching.Window).To(HaveValue(HaveField("Duration", 250*time.Millisecond)))
+		Expect(fs.Spec.Batching.Contract).To(HaveValue(Equal("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo")))
+
+		fs = newFaucetServer(ns)
+		fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
+			MaxRecipients: ptr.To(int32(200)),
+			Window:        &metav1.Duration{Duration: time.Second},
+			Contract:      ptr.To("ST000000000000000000002AMW42H.send_many-2"),
+		}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+	})
 
 	It("accepts IPv4 and IPv6 addresses and CIDRs, and defaults the abuse and page settings", func() {
 		fs := newFaucetServer(ns)

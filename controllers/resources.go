@@ -406,13 +406,13 @@ func keyFileName(fs *faucetv1alpha1.FaucetServer) string {
 }
 
 // serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
-// pass no flag, so the server's own defaults apply. spec.abuse and spec.page
-// have no CRD default of their own (their fields' defaults apply once a
-// group is set), so a FaucetServer without them passes none of their flags:
-// upgrading the operator neither rolls its pods nor hands an older
-// spec.image flags it does not know. A Postgres URI is never
-// a flag: it comes from the Secret through FAUCET_STORE (a flag would also
-// override that variable).
+// pass no flag, so the server's own defaults apply. spec.abuse, spec.page
+// and spec.batching have no CRD default of their own (their fields'
+// defaults apply once a group is set), so a FaucetServer without them
+// passes none of their flags: upgrading the operator neither rolls its pods
+// nor hands an older spec.image flags it does not know. A Postgres URI is
+// never a flag: it comes from the Secret through FAUCET_STORE (a flag would
+// also override that variable).
 func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	s := fs.Spec
 	args := []string{
@@ -454,6 +454,15 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	}
 	if s.Memo != nil {
 		flag("memo", *s.Memo)
+	}
+	if b := s.Batching; b != nil {
+		i32("batch-max", b.MaxRecipients)
+		if b.Window != nil {
+			flag("batch-window", b.Window.Duration.String())
+		}
+		if b.Contract != nil {
+			flag("batch-contract", *b.Contract)
+		}
 	}
 	if rl := s.RateLimits; rl != nil {
 		limit("limit-address", rl.PerAddress)

@@ -141,6 +141,7 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Amounts, fs.Spec.Fee, fs.Spec.RateLimits = &faucetv1alpha1.Amounts{}, &faucetv1alpha1.Fee{}, &faucetv1alpha1.RateLimits{}
 				fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{}}
 				fs.Spec.Page = &faucetv1alpha1.PageSpec{}
+				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{}
 			},
 			want: append(slices.Clone(base), embeddedStore),
 		},
@@ -153,6 +154,36 @@ func TestServerArgs(t *testing.T) {
 				"--balance-cap=5000000000",
 				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250",
 				embeddedStore),
+		},
+		"batching maps to its flags, after the memo": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Memo = ptr.To("hi")
+				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
+					MaxRecipients: ptr.To(int32(200)),
+					Window:        ptr.To(duration(1500 * time.Millisecond)),
+					Contract:      ptr.To("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"),
+				}
+			},
+			want: append(slices.Clone(base), "--memo=hi",
+				"--batch-max=200", "--batch-window=1.5s",
+				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore),
+		},
+		"batching with the CRD's defaults filled in: off, the default window and contract": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
+					MaxRecipients: ptr.To(int32(0)),
+					Window:        ptr.To(duration(250 * time.Millisecond)),
+					Contract:      ptr.To("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo"),
+				}
+			},
+			want: append(slices.Clone(base), "--batch-max=0", "--batch-window=250ms",
+				"--batch-contract=ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo", embeddedStore),
+		},
+		"only the batching fields set pass flags": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(50))}
+			},
+			want: append(slices.Clone(base), "--batch-max=50", embeddedStore),
 		},
 		"the API tokens key defaults to tokens": {
 			mutate: apiTokens("faucet-api-tokens", ""),

@@ -85,6 +85,14 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 34",message="memo must be at most 34 bytes of UTF-8"
 	Memo *string `json:"memo,omitempty"`
 
+	// batching gathers default drips that arrive together into one
+	// send-many contract call. On its own a key pays about 25 drips per
+	// block (the node's limit of unconfirmed transactions per sender); one
+	// send-many call pays up to 200 recipients in a single transaction.
+	// Unset, every drip is a transfer of its own.
+	// +optional
+	Batching *BatchingSpec `json:"batching,omitempty"`
+
 	// rateLimits caps how often an address or a client IP may drip.
 	// +optional
 	// +kubebuilder:default={}
@@ -324,6 +332,40 @@ type Fee struct {
 	// +kubebuilder:default=1000
 	// +kubebuilder:validation:XValidation:rule="self > 0",message="fee.fallback must be greater than 0"
 	Fallback *int64 `json:"fallback,omitempty"`
+}
+
+// BatchingSpec gathers default drips into send-many contract calls. Each
+// key pays one transaction per nonce and the node accepts only about 25
+// unconfirmed transactions per key, so on its own a key pays about 25 drips
+// per block; a send-many call pays up to 200 recipients in one transaction,
+// for one fee. Only default drips are batched, never stacking drips.
+type BatchingSpec struct {
+	// maxRecipients is the most default drips gathered into one send-many
+	// call, 2 to 200. 0 or 1 turns batching off. Defaults to 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=200
+	MaxRecipients *int32 `json:"maxRecipients,omitempty"`
+
+	// window is how long the first drip of a batch waits for others, as a
+	// duration ("250ms"); a full batch leaves at once. Defaults to 250ms.
+	// +optional
+	// +kubebuilder:default="250ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="batching.window must be a positive duration"
+	Window *metav1.Duration `json:"window,omitempty"`
+
+	// contract is the send-many-memo contract batches call, as a testnet
+	// contract id ADDRESS.contract-name. Defaults to the one deployed on
+	// testnet, ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo.
+	// +optional
+	// +kubebuilder:default="ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo"
+	// +kubebuilder:validation:MaxLength=82
+	// +kubebuilder:validation:XValidation:rule="self.matches('^S[MNPT][0-9A-HJKMNP-TV-Z]{24,39}[.][a-zA-Z][-_a-zA-Z0-9]{0,39}$')",message="batching.contract must be a contract id, ADDRESS.contract-name, e.g. ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^S[MP]')",message="batching.contract is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"
+	Contract *string `json:"contract,omitempty"`
 }
 
 // RateLimits are independent sliding-window limits; a drip must fit all that

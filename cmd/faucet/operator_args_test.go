@@ -34,11 +34,11 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
-// crdDefaults reads the generated CRD and returns the default of every field
-// under spec that has one, by dotted path ("fee.min"), as JSON.
-func crdDefaults(t *testing.T) map[string]string {
+// crdSpecSchema reads the generated CRD and returns the schema of spec.
+func crdSpecSchema(t *testing.T) apiextensionsv1.JSONSchemaProps {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "faucet.stxfaucet.dev_faucetservers.yaml"))
 	if err != nil {
@@ -55,6 +55,14 @@ func crdDefaults(t *testing.T) map[string]string {
 	if !ok {
 		t.Fatal("no spec in the CRD schema")
 	}
+	return spec
+}
+
+// crdDefaults returns the default of every field under the CRD's spec that
+// has one, by dotted path ("fee.min"), as JSON.
+func crdDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	spec := crdSpecSchema(t)
 	out := map[string]string{}
 	var walk func(prefix string, s apiextensionsv1.JSONSchemaProps)
 	walk = func(prefix string, s apiextensionsv1.JSONSchemaProps) {
@@ -199,6 +207,16 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"page.lowDrips": func(raw string) {
 			same("page.lowDrips", num(raw), uint64(server.DefaultLowDrips), uint64(o.lowDrips))
 		},
+		// The engine's zero Config has batching off, as 0 does.
+		"batching.maxRecipients": func(raw string) {
+			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.BatchMax), uint64(o.batch.max))
+		},
+		"batching.window": func(raw string) {
+			same("batching.window", dur(raw), faucet.DefaultBatchWindow, o.batch.window)
+		},
+		"batching.contract": func(raw string) {
+			same("batching.contract", str(raw), stacks.SendManyMemoTestnet, o.batch.contract)
+		},
 		// The Service port defaults to the port the server listens on, so
 		// clients find the faucet where the Stacks Blockchain API would be.
 		"service.port": func(raw string) {
@@ -247,6 +265,23 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		if _, ok := defaults[p]; !ok {
 			t.Errorf("spec.%s has no default in the CRD any more: update this test (and the operator's fallback)", p)
 		}
+	}
+}
+
+// TestCRDBatchLimitIsTheEngines: spec.batching.maxRecipients accepts what
+// --batch-max accepts, 0 to faucet.MaxBatch.
+func TestCRDBatchLimitIsTheEngines(t *testing.T) {
+	p := crdSpecSchema(t).Properties["batching"].Properties["maxRecipients"]
+	if p.Minimum == nil || *p.Minimum != 0 || p.Maximum == nil || *p.Maximum != float64(faucet.MaxBatch) {
+		t.Errorf("spec.batching.maxRecipients: minimum %v, maximum %v; want 0 and faucet.MaxBatch (%d)", ptr.Deref(p.Minimum, -1), ptr.Deref(p.Maximum, -1), faucet.MaxBatch)
+	}
+	for _, n := range []int{0, 1, 2, faucet.MaxBatch} {
+		if _, err := (batchOptions{max: n, window: faucet.DefaultBatchWindow, contract: stacks.SendManyMemoTestnet}).validate(); err != nil {
+			t.Errorf("--batch-max=%d, which the CRD accepts: %v", n, err)
+		}
+	}
+	if _, err := (batchOptions{max: faucet.MaxBatch + 1, window: faucet.DefaultBatchWindow, contract: stacks.SendManyMemoTestnet}).validate(); err == nil {
+		t.Errorf("--batch-max=%d accepted; the CRD refuses it", faucet.MaxBatch+1)
 	}
 }
 
@@ -308,6 +343,11 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			Page: &faucetv1alpha1.PageSpec{
 				ExplorerTxURL: ptr.To("https://explorer.example.com/tx/{txid}?network=testnet"),
 				LowDrips:      ptr.To(int32(250)),
+			},
+			Batching: &faucetv1alpha1.BatchingSpec{
+				MaxRecipients: ptr.To(int32(150)),
+				Window:        &metav1.Duration{Duration: 400 * time.Millisecond},
+				Contract:      ptr.To("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"),
 			},
 		}
 		return fs
@@ -378,6 +418,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			if err := got.validatePage(); err != nil {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			if _, err := got.batch.validate(); err != nil {
+				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
+			}
 			want := defaults
 			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
 			want.log.format = "json"
@@ -439,6 +482,7 @@ func fullOptions(store string) func(o *serveOptions) {
 		}
 		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
 		o.lowDrips = 250
+		o.batch = batchOptions{max: 150, window: 400 * time.Millisecond, contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
 	}
 }
 

@@ -107,6 +107,22 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, page: {explorerTxURL: 'https://explorer.hiro.so/txid/'}}\n",
 			wantErr: "/faucetServers/0/spec/page/explorerTxURL",
 		},
+		"faucetServer batching more than 200 recipients": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, batching: {maxRecipients: 201}}\n",
+			wantErr: "/faucetServers/0/spec/batching/maxRecipients",
+		},
+		"faucetServer with a batch window that is no duration": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, batching: {window: 250}}\n",
+			wantErr: "/faucetServers/0/spec/batching/window",
+		},
+		"faucetServer batching through a mainnet contract": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, batching: {contract: SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE.send-many-memo}}\n",
+			wantErr: "/faucetServers/0/spec/batching/contract",
+		},
+		"faucetServer batching through an address, not a contract": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, batching: {contract: ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B}}\n",
+			wantErr: "/faucetServers/0/spec/batching/contract",
+		},
 		"faucetServer with an unknown key beside spec": {
 			values:  "faucetServers:\n  - name: a\n    node: {url: 'http://node:20443'}\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr: "additional properties 'node' not allowed",

@@ -286,7 +286,8 @@ func TestRenderFull(t *testing.T) {
 		if got := nested(t, testnet, "spec", "replicas"); got != float64(2) && got != int64(2) {
 			t.Errorf("testnet replicas %v (%T), want 2", got, got)
 		}
-		// The abuse controls and page settings pass through as given.
+		// The abuse controls, page and batching settings pass through as
+		// given.
 		for path, want := range map[string]any{
 			"abuse.proofOfWork.difficulty":        int64(18),
 			"abuse.proofOfWork.raiseAbove.window": "1m",
@@ -295,6 +296,9 @@ func TestRenderFull(t *testing.T) {
 			"abuse.balanceCapUSTX":                int64(100000000000),
 			"page.explorerTxURL":                  "https://explorer.example.com/tx/{txid}?network=testnet",
 			"page.lowDrips":                       int64(250),
+			"batching.maxRecipients":              int64(200),
+			"batching.window":                     "500ms",
+			"batching.contract":                   "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo",
 		} {
 			got := dig(nested(t, testnet, "spec"), strings.Split(path, ".")...)
 			if f, ok := got.(float64); ok {
