@@ -327,11 +327,12 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 		out.ReplacedBy = "0x" + replacement
 	}
 	if found && rec.Sender != "" {
-		// The same transfer (recipient and amount) still in flight at the
-		// nonce under another txid is a fee-bumped replacement; another
-		// transfer there means this one was dropped and the nonce reused.
+		// The same payment (recipient and amount, alone or in a batch)
+		// still in flight at the nonce under another txid is a fee-bumped
+		// replacement; another one there means this one was dropped and
+		// the nonce reused.
 		if p, ok := s.cfg.Faucet.PendingAt(rec.Sender, rec.Nonce); ok && p.TxID.String() != id.String() &&
-			p.Recipient.String() == rec.Recipient && p.Amount == rec.Amount {
+			p.Pays(rec.Recipient, rec.Amount) {
 			out.ReplacedBy = p.TxID.Hex0x()
 			return dripPending, "Pending: the faucet raised the fee; the same transfer now travels as " + out.ReplacedBy + "."
 		}

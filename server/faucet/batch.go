@@ -48,6 +48,9 @@ type batcher struct {
 // batchEntry is one drip waiting in (or sent with) a batch.
 type batchEntry struct {
 	to stacks.Principal
+	// arrived and deadline (zero: none) bound how long the entry's batch
+	// may wait for a slot and take to send: never past any entry's request.
+	arrived, deadline time.Time
 	// taken is set under batcher.mu when the entry leaves the queue; a
 	// cancelled request can withdraw only before that.
 	taken bool
@@ -109,7 +112,8 @@ func (f *Faucet) batchable(req Request, amount uint64) bool {
 // the way, the batch answers for it (it may be paid).
 func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
 	b := f.batch
-	e := &batchEntry{to: to, done: make(chan batchOutcome, 1)}
+	e := &batchEntry{to: to, arrived: f.cfg.Now(), done: make(chan batchOutcome, 1)}
+	e.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	b.queue = append(b.queue, e)
 	var full []*batchEntry
@@ -123,7 +127,7 @@ func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Resul
 	}
 	b.mu.Unlock()
 	if full != nil {
-		go f.sendBatch(context.Background(), full)
+		go f.dispatchBatch(full)
 	}
 	select {
 	case out := <-e.done:
@@ -131,6 +135,10 @@ func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Resul
 	case <-ctx.Done():
 	}
 	if b.withdraw(e) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Still gathering at the deadline: no slot came free in time.
+			return nil, failf(ReasonBusy, ctx.Err(), "the faucet is busy; try again in a minute")
+		}
 		return nil, failf(ReasonNodeUnavailable, ctx.Err(), "the request was cancelled")
 	}
 	out := <-e.done
@@ -173,7 +181,39 @@ func (f *Faucet) flushBatch(gen uint64) {
 	}
 	batch := b.takeLocked()
 	b.mu.Unlock()
-	f.sendBatch(context.Background(), batch)
+	f.dispatchBatch(batch)
+}
+
+// dispatchBatch sends a batch that has left the queue, under a context that
+// ends at the earliest deadline of its requests: a client must get its
+// answer (cancelling a broadcast midway leaves the batch in doubt, which is
+// answered and repaired as such).
+func (f *Faucet) dispatchBatch(entries []*batchEntry) {
+	var deadline time.Time
+	for _, e := range entries {
+		if !e.deadline.IsZero() && (deadline.IsZero() || e.deadline.Before(deadline)) {
+			deadline = e.deadline
+		}
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	defer cancel()
+	f.sendBatch(ctx, entries)
+}
+
+// slotWait is how much longer a batch may wait for an in-flight slot: what
+// is left of BusyWait since its first drip arrived (time in the queue
+// counts).
+func (f *Faucet) slotWait(entries []*batchEntry) time.Duration {
+	first := entries[0].arrived
+	for _, e := range entries[1:] {
+		if e.arrived.Before(first) {
+			first = e.arrived
+		}
+	}
+	return max(f.cfg.BusyWait-f.cfg.Now().Sub(first), 0)
 }
 
 // freeSlot reports whether some key could take a transaction now.
@@ -220,7 +260,7 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 		entries[0].done <- batchOutcome{res, err}
 		return
 	}
-	res, next, err := f.sendMany(ctx, entries)
+	res, next, splitAt, err := f.sendMany(ctx, entries)
 	switch next {
 	case batchDone:
 		for i, e := range entries {
@@ -232,13 +272,17 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 		}
 	case batchSplit:
 		f.batch.splits.Add(1)
-		f.log.Warn("send-many batch refused; retrying as two halves", "recipients", len(entries), "err", err)
-		// One half after the other: the refused half's nonce is handed
-		// back before the next half allocates, so no hole is left below
-		// an accepted nonce.
-		half := len(entries) / 2
-		f.sendBatch(ctx, entries[:half])
-		f.sendBatch(ctx, entries[half:])
+		f.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
+		// One part after the other: the refused part's nonce is handed
+		// back before the next part allocates, so no hole is left below
+		// an accepted nonce. An unaffordable batch splits at what a key
+		// can pay; a refused one in halves.
+		at := splitAt
+		if at <= 0 || at >= len(entries) {
+			at = len(entries) / 2
+		}
+		f.sendBatch(ctx, entries[:at])
+		f.sendBatch(ctx, entries[at:])
 	case batchSingles:
 		f.batch.fallbacks.Add(uint64(len(entries)))
 		var wg sync.WaitGroup
@@ -261,6 +305,32 @@ func (p PendingTx) BatchSize() int {
 	}
 	list, _ := tx.ContractCall.Args[0].(stacks.List)
 	return len(list)
+}
+
+// Pays reports whether the tx pays amount to recipient: a transfer with
+// that recipient and amount, or a send-many call with that entry among its
+// recipients.
+func (p PendingTx) Pays(recipient string, amount uint64) bool {
+	if p.Recipient.String() == recipient && p.Amount == amount {
+		return true
+	}
+	tx, err := stacks.DecodeTransaction(p.Raw)
+	if err != nil || tx.ContractCall == nil || len(tx.ContractCall.Args) != 1 {
+		return false
+	}
+	list, _ := tx.ContractCall.Args[0].(stacks.List)
+	for _, v := range list {
+		t, ok := v.(stacks.Tuple)
+		if !ok || len(t) != 3 {
+			continue
+		}
+		to, okTo := t[1].Value.(stacks.Principal)
+		ustx, okAmt := t[2].Value.(stacks.UInt)
+		if v, fits := ustx.Uint64(); okTo && okAmt && fits && to.String() == recipient && v == amount {
+			return true
+		}
+	}
+	return false
 }
 
 // share is entry i's view of a batch result: the shared transaction, its
@@ -288,41 +358,42 @@ const (
 
 // sendMany is send for a send-many call paying DefaultAmount to each entry:
 // the same key choice, ledger record, crash safety and key-level retries.
-func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (*Result, batchNext, error) {
+func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
 	chainID := f.chainID()
 	amount := f.cfg.DefaultAmount
 	recipients := make([]stacks.SendManyEntry, len(entries))
 	for i, e := range entries {
-		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.memo.String())}
+		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.cfg.Memo)}
 	}
 	total, err := stacks.SendManyTotal(recipients)
 	if err != nil {
-		return nil, batchSplit, failf(ReasonRejected, err, "the batch total overflows")
+		return nil, batchSplit, 0, failf(ReasonRejected, err, "the batch total overflows")
 	}
 	fee, err := f.batchFee(ctx, recipients, chainID)
 	if err != nil {
 		// The payload itself is unbuildable: only a recipient can cause that.
-		return nil, batchSplit, failf(ReasonRejected, err, "could not build the transaction")
+		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
 	}
 	excluded := map[*keyState]bool{}
 	var lastErr *Error
+	wait := f.slotWait(entries)
 	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
-		k, nonce, ferr := f.pick(ctx, total, fee, excluded)
+		k, nonce, ferr := f.pickWithin(ctx, total, fee, excluded, wait)
 		if ferr != nil {
 			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
 				ferr = lastErr
 			}
-			if ferr.Reason == ReasonExhausted {
-				return nil, batchSplit, ferr // a smaller batch may still be affordable
+			if n := f.affordable(amount, fee); ferr.Reason == ReasonExhausted && n > 0 {
+				return nil, batchSplit, n, ferr // the part a key can pay, then the rest
 			}
-			return nil, batchFail, ferr
+			return nil, batchFail, 0, ferr
 		}
 		tx, err := stacks.NewSendMany(stacks.SendManyParams{
 			Contract: f.cfg.BatchContract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
 		}, k.key)
 		if err != nil {
 			f.release(k, nonce)
-			return nil, batchSplit, failf(ReasonRejected, err, "could not sign the transaction")
+			return nil, batchSplit, 0, failf(ReasonRejected, err, "could not sign the transaction")
 		}
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: f.cfg.BatchContract.Principal(),
@@ -335,7 +406,7 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (*Result, 
 				lastErr = failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
 				continue
 			}
-			return nil, batchFail, storeFailure(err, "record the transaction")
+			return nil, batchFail, 0, storeFailure(err, "record the transaction")
 		}
 		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
 		maybeSent, err := f.broadcast(ctx, raw)
@@ -353,7 +424,7 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (*Result, 
 			f.batch.drips.Add(uint64(len(entries)))
 			f.log.Debug("send-many batch sent", "sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(),
 				"recipients", len(entries), "fee_ustx", fee)
-			return result, batchDone, nil
+			return result, batchDone, 0, nil
 		}
 		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
 		if lastErr == nil {
@@ -364,25 +435,44 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (*Result, 
 			switch rej.Reason {
 			case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
 				f.pauseBatching(err)
-				return nil, batchSingles, lastErr
+				return nil, batchSingles, 0, lastErr
+			case node.ReasonBadFunctionArgument:
+				// The argument is the recipient list: one of them may be
+				// what the node refuses.
+				return nil, batchSplit, 0, lastErr
 			case node.ReasonTooMuchChaining, node.ReasonNotEnoughFunds:
 				continue // as send does: try another key
 			}
-			if lastErr.Reason == ReasonRejected {
-				return nil, batchSplit, lastErr
-			}
+			// Any other refusal is about the whole transaction (its fee,
+			// signature, the node's state): halves would be refused too.
 		}
 		if lastErr.Reason != ReasonExhausted && lastErr.Reason != ReasonBusy {
-			return nil, batchFail, lastErr
+			return nil, batchFail, 0, lastErr
 		}
 	}
 	if lastErr == nil {
 		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
 	}
-	if lastErr.Reason == ReasonExhausted {
-		return nil, batchSplit, lastErr
+	if n := f.affordable(amount, fee); lastErr.Reason == ReasonExhausted && n > 0 {
+		return nil, batchSplit, n, lastErr
 	}
-	return nil, batchFail, lastErr
+	return nil, batchFail, 0, lastErr
+}
+
+// affordable is how many drips of amount the best key could still pay in
+// one transaction costing fee: 0 means no smaller batch helps either.
+func (f *Faucet) affordable(amount, fee uint64) int {
+	best := uint64(0)
+	for _, k := range f.keys {
+		k.mu.Lock()
+		if k.owned && k.synced && !k.dry {
+			if a := k.available(f.cfg.FeeReserve); a > fee {
+				best = max(best, (a-fee)/amount)
+			}
+		}
+		k.mu.Unlock()
+	}
+	return int(min(best, uint64(MaxBatch)))
 }
 
 // pauseBatching turns batching off for contractPause: the configured
@@ -397,9 +487,10 @@ func (f *Faucet) pauseBatching(err error) {
 }
 
 // batchFee prices the send-many call from the node's estimate for this very
-// payload (the middle estimation, as stacks.js uses), clamped to [FeeMin,
-// FeeMax] and never below the length (the node's minimum relay fee). Without
-// an estimate it is the transfer fee rate × the length.
+// payload (the middle estimation, as stacks.js uses), clamped to FeeMin and
+// FeeMax scaled to the length (batchFeeMax) and never below the length (the
+// node's minimum relay fee). Without an estimate it is the transfer fee rate
+// × the length.
 func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
 	// Sign with a throwaway nonce and fee: only the payload and the length
 	// matter here, and both are the same for the real transaction.
@@ -428,5 +519,21 @@ func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry
 			}
 		}
 	}
-	return max(min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax), length), nil
+	return max(min(max(fee, f.cfg.FeeMin), f.batchFeeMax(length)), length), nil
+}
+
+// batchFeeMax scales FeeMax, which is sized for a transfer, to a send-many
+// call of length bytes: the cap per byte (so per drip) stays the same, and
+// a big batch is not priced out when fees rise.
+func (f *Faucet) batchFeeMax(length uint64) uint64 {
+	unit := transferLen(stacks.Principal{})
+	hi, lo := bits.Mul64(f.cfg.FeeMax, length)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	scaled := lo / unit
+	if lo%unit != 0 {
+		scaled++
+	}
+	return max(f.cfg.FeeMax, scaled)
 }

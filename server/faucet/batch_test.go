@@ -105,6 +105,8 @@ func TestBatchPaysEveryRecipientExactly(t *testing.T) {
 		}
 		if p, ok := e.f.PendingByTxID(txid.String()); !ok || p.BatchSize() != len(g) || p.Amount != DefaultAmount*uint64(len(g)) {
 			t.Errorf("in-flight entry of %s: %+v (batch size %d), want %d recipients", txid, ok, p.BatchSize(), len(g))
+		} else if !p.Pays(g[len(g)-1].to.String(), DefaultAmount) || p.Pays(g[0].to.String(), DefaultAmount+1) || p.Pays(recipient(t).String(), DefaultAmount) {
+			t.Errorf("Pays of %s disagrees with its recipients", txid)
 		}
 		var shares uint64
 		for _, o := range g {
@@ -164,13 +166,19 @@ func TestBatchFeeFollowsTheNodeEstimate(t *testing.T) {
 		t.Errorf("fee %d, the node's middle estimate is %d", tx.Auth.Fee, est.Middle())
 	}
 
-	// Clamped: FeeMax wins over the estimate, the length over FeeMax.
-	e2 := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour, FeeMax: 200})
-	outs = dripAll(e2.f, recipients(t, 10))
-	byTx(t, outs)
-	tx, _ = stacks.DecodeTransaction(outs[0].res.TxRaw)
-	if tx.Auth.Fee != uint64(tx.EncodedLen()) {
-		t.Errorf("fee %d with FeeMax 200, want the length %d (the node's minimum)", tx.Auth.Fee, tx.EncodedLen())
+	// Clamped: FeeMax, scaled from a transfer's length to the batch's,
+	// wins over the estimate; the length (the node's minimum) over both.
+	unit := transferLen(stacks.Principal{})
+	for _, feeMax := range []uint64{200, 100} {
+		e2 := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour, FeeMin: 1, FeeMax: feeMax})
+		outs = dripAll(e2.f, recipients(t, 10))
+		byTx(t, outs)
+		tx, _ = stacks.DecodeTransaction(outs[0].res.TxRaw)
+		length := uint64(tx.EncodedLen())
+		scaled := (feeMax*length + unit - 1) / unit
+		if want := max(scaled, length); tx.Auth.Fee != want {
+			t.Errorf("FeeMax %d: fee %d for %d bytes, want %d", feeMax, tx.Auth.Fee, length, want)
+		}
 	}
 }
 
@@ -291,12 +299,32 @@ func TestMissingContractFallsBackToTransfers(t *testing.T) {
 	}
 }
 
-// A batch the key cannot afford is split until the parts fit; drips beyond
-// the funds fail as exhausted and nothing is overspent.
+// countingEstimates counts fee estimates, one per send-many attempt.
+type countingEstimates struct {
+	NodeClient
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingEstimates) TransactionFeeEstimate(ctx context.Context, payload []byte, n uint64) (*node.FeeEstimate, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.NodeClient.TransactionFeeEstimate(ctx, payload, n)
+}
+
+// A batch the key cannot afford is split at what the key can pay; the
+// drips beyond the funds fail as exhausted at once (no split cascade) and
+// nothing is overspent.
 func TestUnaffordableBatchIsSplit(t *testing.T) {
 	const funding = 10*DefaultAmount + 100_000
 	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 16, BatchWindow: time.Hour})
+	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
+	e.f.cfg.Node = ce
 	outs := dripAll(e.f, recipients(t, 16))
+	if ce.n > 3 {
+		t.Errorf("%d send-many attempts for one unaffordable batch, want 3 (16, the 10 it can pay, the 6 left)", ce.n)
+	}
 	paid := 0
 	for _, o := range outs {
 		switch {
@@ -306,7 +334,7 @@ func TestUnaffordableBatchIsSplit(t *testing.T) {
 			t.Errorf("drip failed with %v, want exhausted", o.err)
 		}
 	}
-	if paid < 8 || paid > 10 {
+	if paid != 10 {
 		t.Errorf("%d of 16 drips paid with funds for 10", paid)
 	}
 	e.mine()
@@ -473,6 +501,80 @@ func TestBatchGathersWhileNoSlotIsFree(t *testing.T) {
 	for id := range groups {
 		if id == first.TxID {
 			t.Fatal("the waiting drips reused the first drip's transaction")
+		}
+	}
+}
+
+// refuseContractCalls refuses every send-many call with reason.
+type refuseContractCalls struct {
+	NodeClient
+	reason string
+	mu     sync.Mutex
+	calls  int
+}
+
+func (r *refuseContractCalls) Broadcast(ctx context.Context, raw []byte) (string, error) {
+	tx, err := stacks.DecodeTransaction(raw)
+	if err != nil {
+		return "", err
+	}
+	if tx.ContractCall == nil {
+		return r.NodeClient.Broadcast(ctx, raw)
+	}
+	r.mu.Lock()
+	r.calls++
+	r.mu.Unlock()
+	return "", &node.RejectionError{Reason: r.reason, TxID: tx.TxID().String(), Message: "transaction rejected"}
+}
+
+// A refusal about the whole transaction (here its fee) fails the batch as
+// it would fail a single drip: halves would be refused the same way.
+func TestTxWideRefusalIsNotSplit(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 32, BatchWindow: time.Hour})
+	rc := &refuseContractCalls{NodeClient: e.f.cfg.Node, reason: node.ReasonFeeTooLow}
+	e.f.cfg.Node = rc
+	for _, o := range dripAll(e.f, recipients(t, 32)) {
+		if ReasonOf(o.err) != ReasonRejected {
+			t.Fatalf("drip: %v, want rejected", o.err)
+		}
+	}
+	if rc.calls != 1 {
+		t.Errorf("%d send-many broadcasts, want 1", rc.calls)
+	}
+	if st := e.f.BatchStats(); st.Splits != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if st := e.f.Keys()[0]; st.InFlight != 0 {
+		t.Errorf("refused batch left %d in flight", st.InFlight)
+	}
+}
+
+// A batch answers by its requests' deadline: waiting for a slot (or any
+// node call) ends when the earliest request's context does.
+func TestBatchHonoursRequestDeadlines(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{
+		BatchMax: 2, BatchWindow: 10 * time.Millisecond, MaxInFlight: 1, BusyWait: time.Hour,
+	})
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
+		t.Fatal(err) // takes the only slot; no block frees it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 2)
+	for range 2 { // waits in the queue or, as a full batch, in pick
+		go func() {
+			_, err := e.f.Drip(ctx, Request{Recipient: recipient(t)})
+			done <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-done:
+			if ReasonOf(err) != ReasonBusy {
+				t.Errorf("drip past its deadline: %v, want busy", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a batched drip outlived its request's deadline by 30 s (BusyWait is an hour)")
 		}
 	}
 }

@@ -663,17 +663,22 @@ func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err
 // its next nonce. When every key is at its in-flight cap it waits up to
 // BusyWait for a block to free a slot.
 func (f *Faucet) pick(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+	return f.pickWithin(ctx, amount, fee, excluded, f.cfg.BusyWait)
+}
+
+// pickWithin is pick waiting at most wait for a free slot.
+func (f *Faucet) pickWithin(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool, wait time.Duration) (*keyState, uint64, *Error) {
 	var deadline <-chan time.Time
 	for {
 		f.pickMu.Lock()
 		freed := f.freed
 		f.pickMu.Unlock()
 		k, nonce, err := f.pickOnce(ctx, amount, fee, excluded)
-		if err == nil || err.Reason != ReasonBusy || f.cfg.BusyWait <= 0 {
+		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
 			return k, nonce, err
 		}
 		if deadline == nil {
-			t := time.NewTimer(f.cfg.BusyWait)
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			deadline = t.C
 		}

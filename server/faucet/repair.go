@@ -208,22 +208,25 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 // bumpFee replaces a stuck tx with the same one at a strictly higher fee.
 func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	log := f.log.With("sender", k.addr.String(), "nonce", stuck.Nonce)
-	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
-	if newFee > f.cfg.FeeMax {
-		newFee = max(f.cfg.FeeMax, stuck.Fee+1)
-	}
+	// The same payload and post-conditions (a refill's memo, a send-many
+	// call's recipients), re-signed at the new fee. Never rebuilt from the
+	// row's recipient and amount: for a batch those are the contract and
+	// the total, and a transfer of them would pay the contract.
 	tx, err := stacks.DecodeTransaction(stuck.Raw)
-	if err == nil {
-		// The same payload and post-conditions (a refill's memo, a
-		// send-many call's recipients), re-signed at the new fee.
-		tx.Auth.Fee = newFee
-		err = tx.Sign(k.key)
-	} else {
-		tx, err = stacks.NewTokenTransfer(stacks.TransferParams{
-			Recipient: stuck.Recipient, Amount: stuck.Amount, Nonce: stuck.Nonce, Fee: newFee, Memo: f.memo, ChainID: f.chainID(),
-		}, k.key)
-	}
 	if err != nil {
+		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.String(), "err", err)
+		return
+	}
+	feeMax := f.cfg.FeeMax
+	if tx.ContractCall != nil {
+		feeMax = f.batchFeeMax(uint64(len(stuck.Raw)))
+	}
+	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
+	if newFee > feeMax {
+		newFee = max(feeMax, stuck.Fee+1)
+	}
+	tx.Auth.Fee = newFee
+	if err := tx.Sign(k.key); err != nil {
 		log.Error("re-sign for fee bump failed", "err", err)
 		return
 	}
