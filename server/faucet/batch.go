@@ -398,15 +398,12 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Resu
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: f.cfg.BatchContract.Principal(),
 			Amount: total, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
-			f.release(k, nonce)
-			if errors.Is(err, ErrNotOwner) {
-				f.Lost(k.addr)
-				excluded[k] = true
-				lastErr = failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
+			if retry {
+				lastErr = rerr
 				continue
 			}
-			return nil, batchFail, 0, storeFailure(err, "record the transaction")
+			return nil, batchFail, 0, rerr
 		}
 		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
 		maybeSent, err := f.broadcast(ctx, raw)

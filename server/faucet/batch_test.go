@@ -2,11 +2,8 @@ package faucet
 
 import (
 	"context"
-	"net"
-	"net/url"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -440,18 +437,7 @@ func TestStuckBatchFeeBump(t *testing.T) {
 // (lost answer) is answered as in doubt and delivered.
 func TestBatchInDoubtIsDelivered(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 5, BatchWindow: time.Hour})
-	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
-	sb.script = []func(context.Context, []byte) (string, error){
-		func(ctx context.Context, raw []byte) (string, error) {
-			_, _ = sb.NodeClient.Broadcast(ctx, raw)
-			return "", &node.TransportError{Call: node.CallBroadcast, Err: context.DeadlineExceeded}
-		},
-		func(context.Context, []byte) (string, error) {
-			return "", &node.TransportError{Call: node.CallBroadcast, Err: &url.Error{Op: "Post", URL: "http://node/v2/transactions",
-				Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}}
-		},
-	}
-	e.f.cfg.Node = sb
+	e.f.cfg.Node = lostAnswer(e.f.cfg.Node)
 	to := recipients(t, 5)
 	outs := dripAll(e.f, to)
 	for _, o := range outs {

@@ -35,18 +35,13 @@ func (s *scriptedBroadcast) Broadcast(ctx context.Context, raw []byte) (string, 
 	return step(ctx, raw)
 }
 
-// An attempt that may have reached the node keeps its nonce in flight even
-// when a later retry of the same bytes fails definitely; the drip answers
-// with the txid and keeps its rate-limit charge, so a client retry is not
-// paid a second time.
-func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{
-		Limits: LimitsConfig{PerAddress: Limit{Requests: 1, Window: time.Hour}},
-	})
-	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
+// lostAnswer wraps the node so that the first broadcast reaches it but its
+// answer is lost (a timeout) and the retry of the same bytes is refused at
+// dial: the outcome stays unknown.
+func lostAnswer(n NodeClient) *scriptedBroadcast {
+	sb := &scriptedBroadcast{NodeClient: n}
 	sb.script = []func(context.Context, []byte) (string, error){
 		func(ctx context.Context, raw []byte) (string, error) {
-			// The node takes the tx, but the answer is lost.
 			_, _ = sb.NodeClient.Broadcast(ctx, raw)
 			return "", &node.TransportError{Call: node.CallBroadcast, Err: context.DeadlineExceeded}
 		},
@@ -55,7 +50,18 @@ func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
 				Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}}
 		},
 	}
-	e.f.cfg.Node = sb
+	return sb
+}
+
+// An attempt that may have reached the node keeps its nonce in flight even
+// when a later retry of the same bytes fails definitely; the drip answers
+// with the txid and keeps its rate-limit charge, so a client retry is not
+// paid a second time.
+func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{
+		Limits: LimitsConfig{PerAddress: Limit{Requests: 1, Window: time.Hour}},
+	})
+	e.f.cfg.Node = lostAnswer(e.f.cfg.Node)
 	to := recipient(t)
 	res, err := e.f.Drip(context.Background(), Request{Recipient: to})
 	if err != nil {

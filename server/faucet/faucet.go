@@ -481,16 +481,12 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 		}
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
-			f.release(k, nonce)
-			if errors.Is(err, ErrNotOwner) {
-				// Another replica took the key over: never send with it.
-				f.Lost(k.addr)
-				excluded[k] = true
-				lastErr = failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
+			if retry {
+				lastErr = rerr
 				continue
 			}
-			return nil, storeFailure(err, "record the transaction")
+			return nil, rerr
 		}
 		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
 		maybeSent, err := f.broadcast(ctx, raw)
@@ -521,6 +517,24 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
 	}
 	return nil, lastErr
+}
+
+// recordSending writes p (state broadcasting) to the ledger before its
+// first broadcast. On failure the nonce is given back; retry is true when
+// another key may still be tried (another replica took this one over).
+func (f *Faucet) recordSending(ctx context.Context, k *keyState, p *PendingTx, excluded map[*keyState]bool) (retry bool, _ *Error) {
+	err := f.cfg.Ledger.Put(ctx, *p)
+	if err == nil {
+		return false, nil
+	}
+	f.release(k, p.Nonce)
+	if errors.Is(err, ErrNotOwner) {
+		// Another replica took the key over: never send with it.
+		f.Lost(k.addr)
+		excluded[k] = true
+		return true, failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+	}
+	return false, storeFailure(err, "record the transaction")
 }
 
 // commit moves an allocated nonce to pending once its tx is (or may be) at
