@@ -70,6 +70,16 @@ const (
 	refillBelow     = int64(2_000) * 1_000_000    // 2000 STX
 	refillAmount    = int64(20_000) * 1_000_000   // 20k STX
 	refillMemo      = "faucet refill"
+
+	// Batching (step 10): batchDrips default drips at once from this one
+	// client IP, gathered into send-many calls of at most batchMax. The
+	// CRD cannot turn the per-IP limit off (requests must be > 0), so it
+	// is raised to perIPRequests.
+	batchMax      = 50
+	batchWindow   = 250 * time.Millisecond
+	batchDrips    = 60
+	perIPRequests = 1000
+	perIPWindow   = 5 * time.Minute
 )
 
 // repo is the repository root (this file lives in hack/e2e).
@@ -87,13 +97,14 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	// 1. Control plane.
 	k8s, adminConfig, managerKubeconfig := startControlPlane(t)
 
-	// 2. A simulated Stacks node with two funded faucet keys, mining every 500 ms.
+	// 2. A simulated Stacks node with two funded faucet keys, mining every
+	// 500 ms, with the send-many-memo contract deployed at its testnet id.
 	keys := []*stacks.PrivateKey{newKey(t), newKey(t)}
 	genesis := map[stacks.Address]uint64{}
 	for _, k := range keys {
 		genesis[k.TestnetAddress()] = funding
 	}
-	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond})
+	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond, SendManyContract: stacks.SendManyMemoTestnet})
 	nodeURL := serve(t, ctx, dn.Handler())
 	go func() { _ = dn.Run(ctx) }()
 
@@ -210,7 +221,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	}
 	stop()
 	var refillLog refillLines
-	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, refillLog.add)
+	faucetURL, stop = runPod(t, ctx, k8s, dep, faucetBin, volumes, refillLog.add)
 	checkRefills(t, ctx, dn, nodeURL, keys, treasury, drained, &refillLog)
 	recipient3 := newKey(t).TestnetAddress()
 	out = officialClientDrip(t, ctx, faucetURL, recipient3, newAmount)
@@ -220,7 +231,28 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	waitReady(t, ctx, k8s, keys)
 	checkRefunded(t, ctx, k8s, adminConfig, keys, dn, treasury, lowSince)
 
-	// 10. Delete: the children carry controller owner references, so the
+	// 10. Batching: spec.batching rolls the pod with --batch-max; default
+	// drips that arrive together are paid by shared send-many calls, each
+	// request still answered 200 with the shared transaction, and every
+	// recipient gets exactly the drip amount. The refilled keys hold about
+	// 170 drips each, plenty for these 61.
+	oldHash = dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
+	patchBatching(t, ctx, k8s)
+	dep = waitDeployment(t, ctx, k8s, oldHash)
+	checkBatchDeployment(t, dep)
+	stop()
+	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
+	checkBatching(t, ctx, dn, faucetURL, keys)
+	// The official client, alone: a batch of one is a plain transfer, the
+	// token transfer the client checks for.
+	recipient4 := newKey(t).TestnetAddress()
+	out = officialClientDrip(t, ctx, faucetURL, recipient4, newAmount)
+	t.Logf("drip with batching on via @stacks/blockchain-api-client: txId %s from %s nonce %s", out.TxID, out.Sender, out.Nonce)
+	waitBalance(t, ctx, dn, recipient4, uint64(newAmount))
+	markAvailable(t, ctx, k8s, dep)
+	waitReady(t, ctx, k8s, keys)
+
+	// 11. Delete: the children carry controller owner references, so the
 	// garbage collector (absent in envtest) removes them.
 	var current faucetv1alpha1.FaucetServer
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); err != nil {
@@ -664,6 +696,197 @@ func patchTreasury(t *testing.T, ctx context.Context, c client.Client) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// patchBatching sets spec.batching (batchMax, batchWindow; the contract
+// is left to the CRD default) and raises spec.rateLimits.perIP so that
+// batchDrips drips from one client IP pass.
+func patchBatching(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	orig := fs.DeepCopy()
+	fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
+		MaxRecipients: ptrTo(int32(batchMax)),
+		Window:        &metav1.Duration{Duration: batchWindow},
+	}
+	if fs.Spec.RateLimits == nil {
+		fs.Spec.RateLimits = &faucetv1alpha1.RateLimits{}
+	}
+	fs.Spec.RateLimits.PerIP = &faucetv1alpha1.RateLimit{Requests: perIPRequests, Window: metav1.Duration{Duration: perIPWindow}}
+	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkBatchDeployment checks the batching and per-IP flags in the pod
+// template, the contract from the CRD default.
+func checkBatchDeployment(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{
+		"--batch-max=" + strconv.Itoa(batchMax),
+		"--batch-window=" + batchWindow.String(),
+		"--batch-contract=" + stacks.SendManyMemoTestnet,
+		fmt.Sprintf("--limit-ip=%d/%s", perIPRequests, perIPWindow),
+	} {
+		if !strings.Contains(args, want) {
+			t.Fatalf("faucet args %q lack %s", args, want)
+		}
+	}
+}
+
+// checkBatching sends batchDrips default drips at once over plain HTTP,
+// each to a fresh recipient, and checks that all are answered 200, that
+// the answers share send-many transactions (decoded from txRaw: a call of
+// stacks.SendManyFunction on stacks.SendManyMemoTestnet by a faucet key,
+// post-condition mode Deny, sending exactly the batch's total, listing
+// exactly the recipients answered with it, each for newAmount), and that
+// every recipient ends up holding exactly newAmount. A drip that found no
+// company within the window is a batch of one, which the faucet sends as
+// a plain transfer; it is accepted as such, alone on its txid.
+func checkBatching(t *testing.T, ctx context.Context, dn *devnode.Node, faucetURL string, keys []*stacks.PrivateKey) {
+	t.Helper()
+	type answer struct {
+		to     stacks.Address
+		status int
+		body   []byte
+		err    error
+	}
+	answers := make([]answer, batchDrips)
+	for i := range answers {
+		answers[i].to = newKey(t).TestnetAddress()
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func(a *answer) {
+			defer wg.Done()
+			<-start
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, faucetURL+"/extended/v1/faucets/stx?address="+a.to.String(), nil)
+			if err != nil {
+				a.err = err
+				return
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				a.err = err
+				return
+			}
+			defer resp.Body.Close()
+			a.status = resp.StatusCode
+			a.body, a.err = io.ReadAll(resp.Body)
+		}(&answers[i])
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	took := time.Since(began)
+
+	type batch struct {
+		tx *stacks.Transaction
+		to []stacks.Address
+	}
+	batches := map[string]*batch{} // txid → its transaction and the recipients answered with it
+	var order []string
+	for _, a := range answers {
+		if a.err != nil || a.status != http.StatusOK {
+			t.Fatalf("drip to %s: %d %v: %s", a.to, a.status, a.err, a.body)
+		}
+		var res struct {
+			Success bool   `json:"success"`
+			TxID    string `json:"txId"`
+			TxRaw   string `json:"txRaw"`
+		}
+		if err := json.Unmarshal(a.body, &res); err != nil || !res.Success {
+			t.Fatalf("drip to %s: %v: %s", a.to, err, a.body)
+		}
+		raw, err := hex.DecodeString(res.TxRaw)
+		if err != nil {
+			t.Fatalf("drip to %s: txRaw: %v", a.to, err)
+		}
+		tx, err := stacks.DecodeTransaction(raw)
+		if err != nil {
+			t.Fatalf("drip to %s: txRaw does not decode: %v", a.to, err)
+		}
+		if got := tx.TxID().Hex0x(); got != res.TxID {
+			t.Fatalf("drip to %s: txId %s is not the txid of txRaw (%s)", a.to, res.TxID, got)
+		}
+		b := batches[res.TxID]
+		if b == nil {
+			b = &batch{tx: tx}
+			batches[res.TxID] = b
+			order = append(order, res.TxID)
+		}
+		b.to = append(b.to, a.to)
+	}
+	if len(batches) >= batchDrips {
+		t.Fatalf("%d drips answered with %d distinct txids: nothing was batched", batchDrips, len(batches))
+	}
+	isKey := map[stacks.Address]bool{}
+	for _, k := range keys {
+		isKey[k.TestnetAddress()] = true
+	}
+	var sizes []int
+	for _, txid := range order {
+		b := batches[txid]
+		tx := b.tx
+		if !isKey[tx.SenderAddress()] {
+			t.Fatalf("tx %s is sent by %s, not a faucet key", txid, tx.SenderAddress())
+		}
+		cc := tx.ContractCall
+		if cc == nil {
+			p := tx.Payload
+			if len(b.to) != 1 || p.Recipient.IsContract() || p.Recipient.Address != b.to[0] || p.Amount != uint64(newAmount) {
+				t.Fatalf("tx %s, answered to %v, is a transfer to %s of %d µSTX, not a send-many call", txid, b.to, p.Recipient, p.Amount)
+			}
+			t.Logf("tx %s: a batch of one, sent as a plain transfer to %s", txid, b.to[0])
+			sizes = append(sizes, 1)
+			continue
+		}
+		if cc.Contract.String() != stacks.SendManyMemoTestnet || cc.Function != stacks.SendManyFunction || len(cc.Args) != 1 {
+			t.Fatalf("tx %s calls %s::%s with %d arguments, want %s::%s with 1", txid, cc.Contract, cc.Function, len(cc.Args), stacks.SendManyMemoTestnet, stacks.SendManyFunction)
+		}
+		list, ok := cc.Args[0].(stacks.List)
+		if !ok || len(list) != len(b.to) {
+			t.Fatalf("tx %s: send-many argument %T of %d entries, want a list of the %d recipients answered with it", txid, cc.Args[0], len(list), len(b.to))
+		}
+		listed := map[stacks.Address]bool{}
+		for i, e := range list {
+			tu, ok := e.(stacks.Tuple)
+			if !ok {
+				t.Fatalf("tx %s: entry %d is a %T, not a tuple", txid, i, e)
+			}
+			toV, _ := tu.Get("to")
+			ustxV, _ := tu.Get("ustx")
+			to, okT := toV.(stacks.Principal)
+			ustx, okU := ustxV.(stacks.UInt)
+			if amount, fits := ustx.Uint64(); !okT || !okU || to.IsContract() || !fits || amount != uint64(newAmount) {
+				t.Fatalf("tx %s: entry %d pays %v %v, want a standard principal %d µSTX", txid, i, toV, ustxV, newAmount)
+			}
+			listed[to.Address] = true
+		}
+		for _, to := range b.to {
+			if !listed[to] {
+				t.Fatalf("tx %s was the answer to a drip to %s, but does not pay it", txid, to)
+			}
+		}
+		total := uint64(len(list)) * uint64(newAmount)
+		if tx.PostConditionMode != stacks.PostConditionModeDeny || len(tx.PostConditions) != 1 ||
+			tx.PostConditions[0].Code != stacks.ConditionEq || tx.PostConditions[0].Amount != total {
+			t.Fatalf("tx %s: post-condition mode 0x%02x, post-conditions %+v; want Deny and the sender sending exactly %d", txid, tx.PostConditionMode, tx.PostConditions, total)
+		}
+		t.Logf("send-many tx %s: %d recipients, %d µSTX in all, from %s nonce %d, fee %d", txid, len(list), total, tx.SenderAddress(), tx.Auth.Nonce, tx.Auth.Fee)
+		sizes = append(sizes, len(list))
+	}
+	t.Logf("%d concurrent drips answered 200 in %s with %d distinct txids, batches of %v", batchDrips, took.Round(time.Millisecond), len(batches), sizes)
+	for _, a := range answers {
+		waitBalance(t, ctx, dn, a.to, uint64(newAmount))
+	}
+}
 
 // checkTreasuryDeployment checks that the treasury reaches the pod as a
 // mounted Secret file with the refill flags, and its key nowhere in the
