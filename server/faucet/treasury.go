@@ -34,9 +34,14 @@ import (
 // is owned, and keys owned by other replicas would never be refilled.)
 //
 // At most one refill per distributor key is in flight: a refill counts from
-// its allocation until the treasury's nonce for it confirms. The treasury is
-// synced before the distributors at each block, so a distributor balance
-// read is never older than the treasury read that saw a refill confirm.
+// its allocation until the treasury's nonce for it confirms. A distributor's
+// "low" reading must therefore never be older than the treasury read that
+// saw its last refill confirm, or the pass refills it again. The poll syncs
+// the treasury before the distributors, but the treasury's state is shared
+// and may be newer than this poll's distributor reads (a concurrent poll or
+// Sync, a resync after BadNonce, Acquired loading it), so the refill pass
+// checks the treasury for each key first and reads a low key's balance
+// again afterwards (refill, distributorAvailable).
 
 // RefillMemo is the memo of treasury refills.
 const RefillMemo = "faucet refill"
@@ -280,8 +285,15 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 		if ctx.Err() != nil {
 			return
 		}
+		// The in-flight check before the balance read, never after: once
+		// a refill is no longer in flight, its nonce had confirmed at the
+		// treasury read behind that answer, so a distributor read started
+		// after the check includes the refill.
+		if t.refillInFlight(d.addr) {
+			continue
+		}
 		avail, ok := f.distributorAvailable(ctx, d, synced[d])
-		if !ok || avail >= t.below || t.refillInFlight(d.addr) {
+		if !ok || avail >= t.below {
 			continue
 		}
 		if t.isDry() {
@@ -295,14 +307,34 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 // distributorAvailable is what a distributor key can spend: from this
 // replica's state when it owns the key (read this block), else from the
 // node's balance minus the key's in-flight entries in the shared ledger.
-// ok is false when it is unknown.
+// ok is false when it is unknown. A key it reports below the refill
+// threshold was read from the node after the call began (see refill).
 func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
 	d.mu.Lock()
 	owned, loaded, isSynced := d.owned, d.loaded, d.synced
 	avail := d.available(f.cfg.FeeReserve)
 	d.mu.Unlock()
 	if owned && loaded {
-		return avail, syncedNow && isSynced
+		if !syncedNow || !isSynced {
+			return 0, false
+		}
+		if avail >= f.treasury.below {
+			return avail, true
+		}
+		// Low as of this poll's read, which may predate the treasury read
+		// that saw this key's refill confirm (another poll's, or a resync):
+		// read it again. syncKey never applies a read older than one
+		// already applied, so the state is now at least this fresh.
+		if err := f.syncKey(ctx, d); err != nil {
+			f.log.Warn("refill: re-reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
+			return 0, false
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.owned || !d.loaded || !d.synced {
+			return 0, false // ownership changed meanwhile
+		}
+		return d.available(f.cfg.FeeReserve), true
 	}
 	if owned {
 		return 0, false // its ledger is not loaded: in-flight spends unknown

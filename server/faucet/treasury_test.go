@@ -3,10 +3,12 @@ package faucet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -602,4 +604,101 @@ func mustNew(t *testing.T, c Config) *Faucet {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// racingPoll stages a second poll inside the first: right after the first
+// poll's read of one distributor's account, the block confirming the
+// refills lands and a second poll reads the treasury, seeing them
+// confirmed, while the first goes on with its older reading. The second
+// poll's own reads of that distributor wait until the first poll is done.
+type racingPoll struct {
+	NodeClient
+	f       *Faucet
+	dn      *devnode.Node
+	watch   stacks.Address
+	fired   atomic.Bool
+	release chan struct{}
+	second  chan error
+}
+
+type secondPollKey struct{}
+
+func (r *racingPoll) Account(ctx context.Context, p string) (*node.Account, error) {
+	acct, err := r.NodeClient.Account(ctx, p)
+	if p != r.watch.String() {
+		return acct, err
+	}
+	if ctx.Value(secondPollKey{}) != nil {
+		<-r.release
+		return acct, err
+	}
+	if !r.fired.CompareAndSwap(false, true) {
+		return acct, err
+	}
+	r.dn.Mine()
+	go func() { r.second <- r.f.Sync(context.WithValue(ctx, secondPollKey{}, true)) }()
+	// On until the second poll has applied its treasury read.
+	for deadline := time.Now().Add(5 * time.Second); r.f.treasury.refillInFlight(r.watch); {
+		if time.Now().After(deadline) {
+			return nil, errors.New("the second poll never read the treasury")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return acct, err
+}
+
+// Two polls at once (the loop and Sync; or any treasury read newer than a
+// distributor's, like a resync after BadNonce): the poll holding a
+// distributor reading from before the block that confirmed its refill must
+// not refill it again, whether this replica owns the distributor or reads
+// it from the node.
+func TestRefillRacingPolls(t *testing.T) {
+	for _, owned := range []bool{true, false} {
+		name := "owned"
+		if !owned {
+			name = "other-replica"
+		}
+		t.Run(name, func(t *testing.T) {
+			const funding = 10_000_000 // below the threshold from genesis
+			var fcfg Config
+			if !owned {
+				fcfg.Owner = idleOwner{}
+			}
+			e := newTreasuryEnv(t, 2, funding, 10_000_000_000, devnode.Config{}, fcfg)
+			tAddr := e.f.cfg.Treasury.TestnetAddress()
+			bg := context.Background()
+			if !owned {
+				e.f.Acquired(bg, tAddr) // the distributors are another replica's
+			}
+			if err := e.f.Sync(bg); err != nil {
+				t.Fatal(err)
+			}
+			if s := e.treasury(); s.RefillsSent != 2 || s.InFlightRefills != 2 {
+				t.Fatalf("treasury %+v", s)
+			}
+			rp := &racingPoll{NodeClient: e.f.cfg.Node, f: e.f, dn: e.dn, watch: e.keys[0].TestnetAddress(),
+				release: make(chan struct{}), second: make(chan error, 1)}
+			rb := &recordingBroadcast{NodeClient: rp}
+			e.f.cfg.Node = rb
+			err := e.f.Sync(bg)
+			close(rp.release)
+			if rp.fired.Load() {
+				if err2 := <-rp.second; err == nil {
+					err = err2
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(rb.from(t, tAddr)); n != 0 {
+				t.Fatalf("%d more refills after the block that confirmed them", n)
+			}
+			e.mine()
+			for _, k := range e.keys {
+				if b, _ := e.dn.Account(k.TestnetAddress()); b != funding+tRefillAmt {
+					t.Errorf("key %s holds %d, want one refill", k.TestnetAddress(), b)
+				}
+			}
+		})
+	}
 }
