@@ -54,21 +54,11 @@ func TestAlertRules(t *testing.T) {
 			groups := nested(t, pr, "spec", "groups").([]any)
 			rules := checkRuleGroups(t, groups, tc.alerts)
 
-			dir := t.TempDir()
-			data, err := yaml.Marshal(map[string]any{"groups": groups})
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(dir, "faucet-rules.yaml"), data)
-			out, err := promtool(t, dir, "check", "rules", "faucet-rules.yaml")
-			t.Logf("promtool check rules:\n%s", out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir := checkRules(t, "faucet-rules.yaml", groups)
 
 			test := prepareRuleTest(t, filepath.Join(repoRoot, "hack", "charttest", "testdata", "alerts", tc.testFile), rules, tc.alerts)
 			writeFile(t, filepath.Join(dir, "faucet.test.yaml"), test)
-			out, err = promtool(t, dir, "test", "rules", "faucet.test.yaml")
+			out, err := promtool(t, dir, "test", "rules", "faucet.test.yaml")
 			t.Logf("promtool test rules %s:\n%s", tc.testFile, out)
 			if err != nil {
 				t.Fatal(err)
@@ -247,15 +237,7 @@ func TestRenderAlerts(t *testing.T) {
 		if strings.Contains(expr, "reason") || !strings.Contains(expr, `faucet_drips_total{outcome="error"}`) || !strings.Contains(expr, "faucet_drips_total{}") {
 			t.Errorf("FaucetDripFailureRatioHigh without client errors:\n%s", expr)
 		}
-		dir := t.TempDir()
-		data, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "faucet", "rules": []any{map[string]any{"alert": "X", "expr": expr}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, "rules.yaml"), data)
-		if out, err := promtool(t, dir, "check", "rules", "rules.yaml"); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
+		checkRules(t, "rules.yaml", []any{map[string]any{"name": "faucet", "rules": []any{map[string]any{"alert": "X", "expr": expr}}}})
 	})
 	t.Run("the default client error reasons are reasons of faucet_drips_total", func(t *testing.T) {
 		_, reasons := exportedMetrics(t)

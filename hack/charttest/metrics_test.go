@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stxfaucet/faucet-operator/server"
 )
@@ -433,6 +434,24 @@ func promtool(t *testing.T, dir string, args ...string) (string, error) {
 		return string(out), fmt.Errorf("promtool %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// checkRules writes groups to file in a fresh directory, runs `promtool
+// check rules` on it and returns the directory, for rule tests beside it.
+func checkRules(t *testing.T, file string, groups []any) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := yaml.Marshal(map[string]any{"groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, file), data)
+	out, err := promtool(t, dir, "check", "rules", file)
+	t.Logf("promtool check rules %s:\n%s", file, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // writeFile writes a file for promtool, failing the test on an error.

@@ -2,7 +2,6 @@ package charttest
 
 import (
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
@@ -144,17 +142,7 @@ func TestRenderMonitoringFull(t *testing.T) {
 		if got := rules["FaucetEmpty"]["for"]; got != "2m" {
 			t.Errorf("FaucetEmpty for %v, want 2m", got)
 		}
-		dir := t.TempDir()
-		data, err := yaml.Marshal(map[string]any{"groups": groups})
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, "faucet-rules.yaml"), data)
-		out, err := promtool(t, dir, "check", "rules", "faucet-rules.yaml")
-		t.Logf("promtool check rules:\n%s", out)
-		if err != nil {
-			t.Fatal(err)
-		}
+		checkRules(t, "faucet-rules.yaml", groups)
 	})
 
 	t.Run("dashboard", func(t *testing.T) {
