@@ -241,37 +241,16 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 	}
 
 	mounts := []corev1.VolumeMount{{Name: keysVolume, MountPath: keysMountPath, ReadOnly: true}}
-	volumes := []corev1.Volume{{
-		Name: keysVolume,
-		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName:  fs.Spec.KeySecretRef.Name,
-			Items:       []corev1.KeyToPath{{Key: keyName, Path: keyName}},
-			DefaultMode: ptr.To(int32(0o440)),
-		}},
-	}}
+	volumes := []corev1.Volume{secretVolume(keysVolume, fs.Spec.KeySecretRef.Name, keyName)}
 	if ref := apiTokensRef(fs); ref != nil {
 		// Mounted as a directory, never with subPath, so the kubelet
 		// updates the file in place when the Secret changes.
 		mounts = append(mounts, corev1.VolumeMount{Name: apiTokensVolume, MountPath: apiTokensMountPath, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{
-			Name: apiTokensVolume,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName:  ref.Name,
-				Items:       []corev1.KeyToPath{{Key: ref.Key, Path: ref.Key}},
-				DefaultMode: ptr.To(int32(0o440)),
-			}},
-		})
+		volumes = append(volumes, secretVolume(apiTokensVolume, ref.Name, ref.Key))
 	}
 	if ref := treasuryRef(fs); ref != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: treasuryVolume, MountPath: treasuryMountPath, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{
-			Name: treasuryVolume,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName:  ref.Name,
-				Items:       []corev1.KeyToPath{{Key: ref.Key, Path: ref.Key}},
-				DefaultMode: ptr.To(int32(0o440)),
-			}},
-		})
+		volumes = append(volumes, secretVolume(treasuryVolume, ref.Name, ref.Key))
 	}
 	var env []corev1.EnvVar
 	replicas := int32(1)
@@ -403,6 +382,19 @@ func keyFileName(fs *faucetv1alpha1.FaucetServer) string {
 		return k
 	}
 	return faucetv1alpha1.DefaultKeySecretKey
+}
+
+// secretVolume projects one key of a Secret as a file of the same name,
+// readable by the owner and group only.
+func secretVolume(name, secret, key string) corev1.Volume {
+	return corev1.Volume{
+		Name: name,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  secret,
+			Items:       []corev1.KeyToPath{{Key: key, Path: key}},
+			DefaultMode: ptr.To(int32(0o440)),
+		}},
+	}
 }
 
 // serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
