@@ -37,8 +37,6 @@ type batcher struct {
 	// was started for, not a later one that a full batch's departure began.
 	gen   uint64
 	timer *time.Timer
-	// opened is when the open batch's first drip arrived.
-	opened time.Time
 	// pausedUntil: the contract was missing; drips go single until then.
 	pausedUntil time.Time
 
@@ -65,7 +63,6 @@ type batchOutcome struct {
 // BatchStats counts send-many activity since start.
 type BatchStats struct {
 	Enabled bool
-	Max     int
 	// Txs is the number of send-many transactions sent (accepted or in
 	// doubt); Drips the drips they paid.
 	Txs, Drips uint64
@@ -81,7 +78,7 @@ func (f *Faucet) BatchStats() BatchStats {
 	if b == nil {
 		return BatchStats{}
 	}
-	return BatchStats{Enabled: true, Max: b.max, Txs: b.txs.Load(), Drips: b.drips.Load(),
+	return BatchStats{Enabled: true, Txs: b.txs.Load(), Drips: b.drips.Load(),
 		Splits: b.splits.Load(), Fallbacks: b.fallbacks.Load()}
 }
 
@@ -121,7 +118,6 @@ func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Resul
 	case len(b.queue) >= b.max:
 		full = b.takeLocked()
 	case len(b.queue) == 1:
-		b.opened = f.cfg.Now()
 		gen := b.gen
 		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
 	}
@@ -174,7 +170,8 @@ func (f *Faucet) flushBatch(gen uint64) {
 		b.mu.Unlock()
 		return
 	}
-	if !free && f.cfg.Now().Sub(b.opened) < f.cfg.BusyWait {
+	// The queue's head is its longest-waiting drip.
+	if !free && f.cfg.Now().Sub(b.queue[0].arrived) < f.cfg.BusyWait {
 		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
 		b.mu.Unlock()
 		return
@@ -205,15 +202,9 @@ func (f *Faucet) dispatchBatch(entries []*batchEntry) {
 
 // slotWait is how much longer a batch may wait for an in-flight slot: what
 // is left of BusyWait since its first drip arrived (time in the queue
-// counts).
+// counts). Entries keep their queue order, so the first arrived first.
 func (f *Faucet) slotWait(entries []*batchEntry) time.Duration {
-	first := entries[0].arrived
-	for _, e := range entries[1:] {
-		if e.arrived.Before(first) {
-			first = e.arrived
-		}
-	}
-	return max(f.cfg.BusyWait-f.cfg.Now().Sub(first), 0)
+	return max(f.cfg.BusyWait-f.cfg.Now().Sub(entries[0].arrived), 0)
 }
 
 // freeSlot reports whether some key could take a transaction now.
@@ -298,13 +289,17 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 
 // BatchSize is the number of recipients when the tx is a send-many call
 // (read from its bytes), else 0.
-func (p PendingTx) BatchSize() int {
+func (p PendingTx) BatchSize() int { return len(p.sendManyList()) }
+
+// sendManyList is the recipient list of a send-many call, nil for any
+// other transaction.
+func (p PendingTx) sendManyList() stacks.List {
 	tx, err := stacks.DecodeTransaction(p.Raw)
 	if err != nil || tx.ContractCall == nil || len(tx.ContractCall.Args) != 1 {
-		return 0
+		return nil
 	}
 	list, _ := tx.ContractCall.Args[0].(stacks.List)
-	return len(list)
+	return list
 }
 
 // Pays reports whether the tx pays amount to recipient: a transfer with
@@ -314,12 +309,7 @@ func (p PendingTx) Pays(recipient string, amount uint64) bool {
 	if p.Recipient.String() == recipient && p.Amount == amount {
 		return true
 	}
-	tx, err := stacks.DecodeTransaction(p.Raw)
-	if err != nil || tx.ContractCall == nil || len(tx.ContractCall.Args) != 1 {
-		return false
-	}
-	list, _ := tx.ContractCall.Args[0].(stacks.List)
-	for _, v := range list {
+	for _, v := range p.sendManyList() {
 		t, ok := v.(stacks.Tuple)
 		if !ok || len(t) != 3 {
 			continue
