@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,12 +24,14 @@ import (
 // faucet process. Writes go through one connection (SQLite has one writer
 // anyway) in WAL mode with synchronous=NORMAL, committed in groups (see
 // sqlite_writer.go); reads use a small pool of their own so they never
-// queue behind writes. Every write transaction is BEGIN IMMEDIATE, so
-// another process on the same file is serialised by SQLite's lock (waiting
-// up to Options.BusyTimeout).
+// queue behind writes. Every write transaction is BEGIN IMMEDIATE (waiting
+// up to Options.BusyTimeout for a reader's lock). A second faucet process
+// on the same file waits at open until the first exits (a lock file beside
+// the database), so one process at a time signs with the file's nonces.
 type SQLite struct {
 	path   string
 	log    *slog.Logger
+	lock   *os.File // flock on path+".lock" while the store is open
 	writer *sql.DB
 	reader *sql.DB
 
@@ -90,6 +93,17 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 			s.Close()
 		}
 	}()
+	// One process per file. Each faucet process keeps its keys' nonces in
+	// memory, so two on one file would sign the same nonces. SQLite's own
+	// locks only order their writes. A pod that replaces a deleted one
+	// starts while the old one still drains, on the same volume: the new
+	// one waits here until the old one exits.
+	lockCtx, cancelLock := context.WithTimeout(ctx, opts.LockTimeout)
+	s.lock, err = lockFile(lockCtx, path+".lock", opts.Logger)
+	cancelLock()
+	if err != nil {
+		return nil, fail(fmt.Errorf("%w: %w", faucet.ErrStoreUnavailable, err))
+	}
 	s.writer, err = sql.Open("sqlite", path+"?_pragma=busy_timeout("+busy+")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate")
 	if err != nil {
 		return nil, fail(err)
@@ -211,6 +225,9 @@ func (s *SQLite) close() error {
 	}
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
+	}
+	if s.lock != nil { // last: the file is ours until here
+		errs = append(errs, s.lock.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -67,6 +67,10 @@ type Options struct {
 	// BusyTimeout is how long an SQLite write waits for another process's
 	// lock before failing with ErrStoreUnavailable (default 5 s).
 	BusyTimeout time.Duration
+	// LockTimeout is how long OpenSQLite waits for another process to
+	// release the file (default 60 s): a pod replacing a deleted one starts
+	// while the old one still drains its drips, up to 28 s.
+	LockTimeout time.Duration
 	// MaxConns caps the Postgres pool (default 32, or pool_max_conns in
 	// the URI).
 	MaxConns int32
@@ -92,6 +96,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = 5 * time.Second
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Minute
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 32

@@ -153,6 +153,48 @@ func TestSQLiteOpenErrors(t *testing.T) {
 	}
 }
 
+// TestSQLiteOneProcessPerFile: a second store on the same file waits for
+// the first to close (as a replacement pod waits for the one it replaces),
+// and gives up with a clear error when it does not.
+func TestSQLiteOneProcessPerFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "faucet.db")
+	logs := lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}
+	first, err := store.OpenSQLite(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.OpenSQLite(t.Context(), path, store.Options{LockTimeout: 300 * time.Millisecond})
+	if err == nil || !errors.Is(err, faucet.ErrStoreUnavailable) || !strings.Contains(err.Error(), "another faucet process still holds the store") {
+		t.Fatalf("second open while the first is open: %v", err)
+	}
+
+	opened := make(chan error, 1)
+	go func() {
+		s, err := store.OpenSQLite(t.Context(), path, store.Options{LockTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err == nil {
+			err = s.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("opened while the first store was still open: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	logs.mu.Lock()
+	out := logs.buf.String()
+	logs.mu.Unlock()
+	if !strings.Contains(out, "waiting for it to exit") || !strings.Contains(out, "store lock acquired") {
+		t.Fatalf("the waiting store did not say so: %s", out)
+	}
+}
+
 // rawDB is direct access to a store's database, for what the API does not
 // do: reading and forging the schema version, forging epochs.
 type rawDB interface {
@@ -350,17 +392,6 @@ VALUES (1, 'ST1', false, 5, 1, 'ab01', 'ST2', 7, 'sent', '')`)
 				t.Fatalf("spend after reopening: fresh=%v %v, want spent", fresh, err)
 			}
 		})
-	}
-}
-
-// Two SQLite stores on one file — as two processes would be — still
-// reserve exactly.
-func TestSQLiteTwoProcessesExact(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shared.db")
-	a := openSQLitePath(t, path, store.Options{})
-	b := openSQLitePath(t, path, store.Options{})
-	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 30, t0, bucket("ip:203.0.113.9", 5, time.Minute)); got != 5 {
-		t.Fatalf("%d reservations across two stores, want 5", got)
 	}
 }
 
