@@ -231,11 +231,11 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 	for _, t := range fs.Spec.Tolerations {
 		tolerations = append(tolerations, *t.DeepCopy())
 	}
-	probe := func(path string, timeout int32) *corev1.Probe {
+	probe := func(path string, period, timeout int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portName)}},
 			TimeoutSeconds:   timeout,
-			PeriodSeconds:    10,
+			PeriodSeconds:    period,
 			FailureThreshold: 3,
 		}
 	}
@@ -310,8 +310,14 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 						// /readyz checks the node, funding and (with
 						// Postgres) that this replica owns a key, with its
 						// own 3s bound.
-						LivenessProbe:  probe("/healthz", 2),
-						ReadinessProbe: probe("/readyz", 5),
+						// The kubelet probes on a fixed tick from the
+						// pod's start, so a replacement pod joins the
+						// Service up to one period after it can serve:
+						// with the one pod of the embedded store, that is
+						// the outage of a pod deletion. A 2s tick keeps
+						// it short; /readyz is cheap.
+						LivenessProbe:  probe("/healthz", 10, 2),
+						ReadinessProbe: probe("/readyz", 2, 5),
 						Resources:      resources,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsNonRoot:             ptr.To(true),

@@ -392,6 +392,11 @@ func TestDeploymentFor(t *testing.T) {
 				if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 					t.Errorf("probes %s %s", c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
 				}
+				// A replacement pod joins the Service at the first
+				// readiness tick after it can serve.
+				if c.ReadinessProbe.PeriodSeconds > 2 {
+					t.Errorf("readiness probed every %ds: a replacement pod would wait that long to serve", c.ReadinessProbe.PeriodSeconds)
+				}
 				if c.Ports[0].ContainerPort != 3999 || c.Ports[0].Name != "http" {
 					t.Errorf("ports %+v", c.Ports)
 				}
