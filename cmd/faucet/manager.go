@@ -6,14 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -34,6 +39,7 @@ type managerOptions struct {
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
+	leaderElectionCreate    bool
 	watchNamespaces         string
 	serverImage             string
 	kubeconfig              string
@@ -48,6 +54,7 @@ func (o *managerOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader, so only one manager replica reconciles at a time")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "faucet-operator.stxfaucet.dev", "name of the leader election Lease")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; required out of cluster)")
+	fs.BoolVar(&o.leaderElectionCreate, "leader-election-create-lease", true, "create the Lease when it is missing; false when something else owns it (the Helm chart creates it, so helm uninstall deletes it)")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.serverImage, "server-image", "", "image of faucet pods whose FaucetServer sets no spec.image: the manager's own image")
 	fs.DurationVar(&o.fundingInterval, "funding-interval", controllers.DefaultFundingInterval, "how often the balances of each FaucetServer's keys are read from its node, ±10 % jitter")
@@ -76,6 +83,9 @@ func parseManagerOptions(args []string) (managerOptions, error) {
 	}
 	if o.fundingWorkers < 1 {
 		return o, fmt.Errorf("--funding-workers %d: must be at least 1", o.fundingWorkers)
+	}
+	if o.leaderElect && !o.leaderElectionCreate && o.leaderElectionNamespace == "" {
+		return o, errors.New("--leader-election-create-lease=false needs --leader-election-namespace: the namespace of the Lease that exists")
 	}
 	return o, nil
 }
@@ -116,6 +126,42 @@ func (o managerOptions) ctrlOptions(scheme *runtime.Scheme) ctrl.Options {
 		// lease over early is safe and speeds up failover.
 		LeaderElectionReleaseOnCancel: true,
 	}
+}
+
+// existingLeaseLock is the leader-election lock on a Lease the manager never
+// creates. The chart creates the Lease with the release, and helm uninstall
+// deletes it before the manager pod stops; a lock that created a missing
+// Lease would bring it back from the stopping pod and leave it behind.
+func (o managerOptions) existingLeaseLock(cfg *rest.Config) (resourcelock.Interface, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	// A hung call must not outlast half the renew deadline (controller-
+	// runtime's default of 10s), as controller-runtime's own lock does.
+	cfg.Timeout = 5 * time.Second
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaderElectionNamespace, o.leaderElectionID,
+		core, coordination, resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock: %w", err)
+	}
+	return existingLease{lock}, nil
+}
+
+// existingLease refuses to create its Lease; everything else is the Lease lock.
+type existingLease struct{ resourcelock.Interface }
+
+func (l existingLease) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+	return fmt.Errorf("the leader election Lease %s does not exist; with --leader-election-create-lease=false it comes with the Helm release", l.Describe())
 }
 
 // fundingMonitor reads the faucets' balances from their nodes.
@@ -164,7 +210,13 @@ func runManager(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, o.ctrlOptions(scheme))
+	opts := o.ctrlOptions(scheme)
+	if o.leaderElect && !o.leaderElectionCreate {
+		if opts.LeaderElectionResourceLockInterface, err = o.existingLeaseLock(cfg); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}

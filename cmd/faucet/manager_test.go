@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -98,6 +100,9 @@ func TestManagerOptions(t *testing.T) {
 		"funding interval too short":   {args: []string{"--server-image=i", "--funding-interval=10ms"}, wantErr: "--funding-interval"},
 		"funding workers at least one": {args: []string{"--server-image=i", "--funding-workers=0"}, wantErr: "--funding-workers"},
 		"server image is required":     {wantErr: "--server-image"},
+		"an existing lease needs its namespace": {
+			args: []string{"--server-image=i", "--leader-election-create-lease=false"}, wantErr: "--leader-election-namespace",
+		},
 		"bad boolean in the environment": {
 			args: []string{"--server-image=i"}, env: map[string]string{"FAUCET_LEADER_ELECT": "maybe"}, wantErr: "FAUCET_LEADER_ELECT",
 		},
@@ -121,6 +126,38 @@ func TestManagerOptions(t *testing.T) {
 			tt.check(t, o)
 		})
 	}
+}
+
+// TestExistingLeaseLock: with --leader-election-create-lease=false the
+// manager locks the named Lease and never creates it (the chart does, so
+// helm uninstall removes it for good).
+func TestExistingLeaseLock(t *testing.T) {
+	clearManagerEnv(t)
+	o, err := parseManagerOptions([]string{"--server-image=i", "--leader-election-create-lease=false",
+		"--leader-election-namespace=ops", "--leader-election-id=faucet.lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := o.existingLeaseLock(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock.Describe() != "ops/faucet.lock" || !strings.HasPrefix(lock.Identity(), mustHostname(t)+"_") {
+		t.Fatalf("lock %s identity %s", lock.Describe(), lock.Identity())
+	}
+	err = lock.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: lock.Identity()})
+	if err == nil || !strings.Contains(err.Error(), "comes with the Helm release") {
+		t.Fatalf("Create: %v, want a refusal", err)
+	}
+}
+
+func mustHostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // clearManagerEnv unsets every FAUCET_ variable of `faucet manager` for the

@@ -50,6 +50,16 @@ func TestRenderDefault(t *testing.T) {
 		assertBinding(t, rbs[0], "Role", leaderElectionName, fullname)
 	})
 
+	t.Run("the chart owns the leader election Lease", func(t *testing.T) {
+		leases := find(objs, "Lease")
+		if len(leases) != 1 || leases[0].GetName() != fullname+".faucet.stxfaucet.dev" || leases[0].GetNamespace() != releaseNamespace {
+			t.Fatalf("Leases %v, want %s/%s.faucet.stxfaucet.dev, the manager's --leader-election-id", names(leases), releaseNamespace, fullname)
+		}
+		if _, ok := leases[0].Object["spec"]; ok {
+			t.Errorf("the Lease has a spec: its holder is the manager's to write, never the chart's")
+		}
+	})
+
 	t.Run("CRD is config/crd/bases' with the keep annotation", func(t *testing.T) {
 		crds := find(objs, "CustomResourceDefinition")
 		if len(crds) != 1 {
@@ -85,7 +95,8 @@ func TestRenderDefault(t *testing.T) {
 			"--leader-elect=true",
 			"--leader-election-id=" + fullname + ".faucet.stxfaucet.dev",
 			"--leader-election-namespace=" + releaseNamespace,
-			"--server-image=" + image, // the manager's own image
+			"--leader-election-create-lease=false", // the chart's Lease below
+			"--server-image=" + image,              // the manager's own image
 		} {
 			if !slices.Contains(args, want) {
 				t.Errorf("args %q lack %q", args, want)
