@@ -33,7 +33,19 @@ GINKGO_FLAGS   ?=
 E2E_CLIENT_DIR := hack/e2e-client
 HELM_BUILD     := hack/tools/helm/build.sh
 PROMTOOL_BUILD := hack/tools/promtool/build.sh
-IMG            ?= faucet-operator:dev
+
+# One version for the chart, its appVersion and the image tag: Chart.yaml's
+# appVersion. The chart's default image is $(IMAGE_REPO):<appVersion>, so
+# `make image` tags exactly what `helm install` runs by default.
+APP_VERSION       := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' charts/faucet-operator/Chart.yaml)
+IMAGE_REPO        ?= ghcr.io/stxfaucet/faucet-operator
+IMG               ?= $(IMAGE_REPO):$(APP_VERSION)
+IMAGE_ARCHIVE     := $(BIN)/faucet-image.tar
+REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+CREATED           := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+SOURCE_URL        := https://github.com/stxfaucet/faucet-operator
+CA_CERTS          ?= /etc/ssl/certs/ca-certificates.crt
 
 # Page tests: Debian's chromium drives the web page through playwright-core.
 PAGETEST_DIR := hack/pagetest
@@ -59,7 +71,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e test-page ## Run every check CI runs.
+test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e test-page test-image release e2e-cluster ## Run every check CI runs.
 
 .PHONY: test-unit
 test-unit: envtest postgres ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
@@ -187,6 +199,39 @@ $(E2E_CLIENT_DIR)/node_modules/.installed: $(E2E_CLIENT_DIR)/package-lock.json
 	npm ci --prefix $(E2E_CLIENT_DIR) --no-audit --no-fund
 	@touch $@
 
+# The real cluster: kubelet, control plane and kube-proxy built from the Go
+# module proxy (the envtest version), Debian's containerd, runc and CNI
+# plugins, in a network namespace of its own. See hack/cluster/README.md.
+CLUSTER := hack/cluster/cluster.sh
+E2E_TOOLS_ARCHIVE := $(BIN)/e2e-tools.tar
+
+.PHONY: e2e-cluster
+e2e-cluster: image e2e-tools-image helm cluster-binaries $(E2E_CLIENT_DIR)/node_modules/.installed ## helm install on a real single-node cluster, drips through the Service, pod kill, key rotation, upgrade, uninstall; leaves the machine clean.
+	HELM="$$($(HELM_BUILD))" IMG=$(IMG) hack/cluster/e2e.sh
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build kubelet, kube-proxy, kube-controller-manager and kube-scheduler with the envtest binaries (~12 min cold).
+	@$(ENVTEST_BUILD) --cluster >/dev/null
+
+.PHONY: e2e-tools-image
+e2e-tools-image: ## The cluster's sandbox (pause) image, with httpget for scraping from a pod.
+	@mkdir -p $(BIN)/e2e-tools
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -o $(BIN)/e2e-tools/ ./hack/cluster/pause ./hack/cluster/httpget
+	cd hack/image && GOWORK=off $(GO) build -trimpath -o $(BIN)/image-builder .
+	$(BIN)/image-builder --out $(E2E_TOOLS_ARCHIVE) --tag localhost/faucet-e2e/pause:1 --nonroot 65532 --entrypoint /pause \
+		--file /pause=$(BIN)/e2e-tools/pause:0755 --file /httpget=$(BIN)/e2e-tools/httpget:0755 >/dev/null
+
+.PHONY: cluster-up
+cluster-up: image e2e-tools-image cluster-binaries ## Start the real cluster with our image and leave it running (make cluster-down stops it).
+	PAUSE_ARCHIVE=$(E2E_TOOLS_ARCHIVE) $(CLUSTER) up
+	$(CLUSTER) import $(IMAGE_ARCHIVE)
+	@echo "kubectl: $(CLUSTER) exec $(BIN)/k8s/1.37.0/kubectl get nodes"
+
+.PHONY: cluster-down
+cluster-down: ## Stop the real cluster and remove every trace of it.
+	$(CLUSTER) down
+	$(CLUSTER) check-clean
+
 .PHONY: chromium
 chromium: ## Install Debian's chromium for the page tests if missing (apt-get, as root); quiet when present.
 	@hack/install-chromium.sh
@@ -199,8 +244,55 @@ $(PAGETEST_DIR)/node_modules/.installed: $(PAGETEST_DIR)/package-lock.json
 	npm ci --prefix $(PAGETEST_DIR) --no-audit --no-fund
 	@touch $@
 
-##@ Image
+##@ Image and release
+
+# The image, built without a daemon by hack/image (go-containerregistry): the
+# one static binary, CA certificates, /etc/passwd naming the numeric user
+# 65532, OCI labels. Reproducible: the same commit gives the same digest.
+.PHONY: image
+image: ## Write the image as a docker archive (bin/faucet-image.tar) tagged $(IMG); prints its digest.
+	@mkdir -p $(BIN)/linux_amd64
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BIN)/linux_amd64/faucet ./cmd/faucet
+	cd hack/image && GOWORK=off $(GO) build -trimpath -o $(BIN)/image-builder .
+	$(BIN)/image-builder --out $(IMAGE_ARCHIVE) --tag $(IMG) \
+		--file /faucet=$(BIN)/linux_amd64/faucet:0755 \
+		--file /etc/ssl/certs/ca-certificates.crt=$(CA_CERTS):0644 \
+		--nonroot 65532 --entrypoint /faucet --cmd manager \
+		--expose 3999/tcp --expose 8080/tcp --expose 8081/tcp \
+		--created $(SOURCE_DATE_EPOCH) \
+		--label org.opencontainers.image.title=faucet-operator \
+		--label org.opencontainers.image.description='Stacks testnet STX faucet and its Kubernetes operator' \
+		--label org.opencontainers.image.source=$(SOURCE_URL) \
+		--label org.opencontainers.image.url=$(SOURCE_URL) \
+		--label org.opencontainers.image.licenses=Apache-2.0 \
+		--label org.opencontainers.image.version=$(APP_VERSION) \
+		--label org.opencontainers.image.revision=$(REVISION) \
+		--label org.opencontainers.image.created=$(CREATED) | tee $(IMAGE_ARCHIVE).digest
+
+.PHONY: test-image
+test-image: image ## Build the image twice and fail unless both archives are identical; check its layout.
+	@cp $(IMAGE_ARCHIVE) $(IMAGE_ARCHIVE).first
+	@$(MAKE) --no-print-directory image >/dev/null
+	@cmp $(IMAGE_ARCHIVE).first $(IMAGE_ARCHIVE) || { echo "image is not reproducible: two builds of one commit differ"; exit 1; }
+	@rm -f $(IMAGE_ARCHIVE).first
+	@echo "reproducible: two builds, sha256 $$(sha256sum $(IMAGE_ARCHIVE) | cut -c1-64), image $$(sed -n 's/^digest //p' $(IMAGE_ARCHIVE).digest)"
+	cd hack/image && GOWORK=off IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) IMAGE_REF=$(IMG) $(GO) test -count=1 ./...
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker daemon, which this repo's CI does not have): make docker-build IMG=registry/faucet-operator:tag
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
+docker-build: ## Build the same image with a Docker daemon (this repo's CI has none): make docker-build IMG=registry/faucet-operator:tag
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg APP_VERSION=$(APP_VERSION) \
+		--build-arg REVISION=$(REVISION) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) -t $(IMG) .
+
+# A release as a platform team consumes it, in bin/release (not published):
+# the packaged chart, the image archive, SHA-256 checksums. Version and
+# appVersion both come from APP_VERSION (Chart.yaml's appVersion).
+RELEASE_DIR := $(BIN)/release
+
+.PHONY: release
+release: helm image ## Package the chart and the image with checksums into bin/release.
+	@grep -Eq '^  repository: $(IMAGE_REPO)$$' charts/faucet-operator/values.yaml || \
+		{ echo "the chart's image.repository is not $(IMAGE_REPO), the repository make image tags"; exit 1; }
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	"$$($(HELM_BUILD))" package charts/faucet-operator --version $(APP_VERSION) --app-version $(APP_VERSION) --destination $(RELEASE_DIR)
+	cp $(IMAGE_ARCHIVE) $(RELEASE_DIR)/faucet-operator-$(APP_VERSION)-image-linux-amd64.tar
+	cd $(RELEASE_DIR) && sha256sum *.tgz *.tar > SHA256SUMS && cat SHA256SUMS

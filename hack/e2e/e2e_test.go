@@ -39,14 +39,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/hack/e2eclient"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -324,14 +323,7 @@ func startControlPlane(t *testing.T) (client.Client, *rest.Config, string) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := faucetv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := e2eclient.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,33 +566,14 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// clientResult is the summary line of hack/e2e-client/e2e.mjs.
-type clientResult struct {
-	OK     bool            `json:"ok"`
-	Error  string          `json:"error"`
-	TxID   string          `json:"txId"`
-	Sender string          `json:"sender"`
-	Nonce  string          `json:"nonce"`
-	Amount string          `json:"amount"`
-	Status json.RawMessage `json:"status"`
-}
-
 // officialClientDrip requests a drip and the status with the official
 // JavaScript client, which validates both bodies against the published
 // schemas and verifies the transaction.
-func officialClientDrip(t *testing.T, ctx context.Context, faucetURL string, to stacks.Address, amount int64) clientResult {
+func officialClientDrip(t *testing.T, ctx context.Context, faucetURL string, to stacks.Address, amount int64) e2eclient.Result {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(repo, "hack", "e2e-client", "e2e.mjs"),
-		"--faucet", faucetURL, "--address", to.String(), "--amount", strconv.FormatInt(amount, 10))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var res clientResult
-	if jerr := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); jerr != nil || err != nil || !res.OK {
-		t.Fatalf("official client: %v / %v: %s\nstderr: %s", err, jerr, stdout.String(), stderr.String())
-	}
-	if res.Amount != strconv.FormatInt(amount, 10) {
-		t.Fatalf("client saw amount %s, want %d", res.Amount, amount)
+	res, err := e2eclient.Drip(ctx, repo, faucetURL, to.String(), amount)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return res
 }

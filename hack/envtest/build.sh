@@ -2,8 +2,10 @@
 # Build the envtest control-plane binaries (kube-apiserver, etcd, kubectl)
 # from the Go module proxy. See hack/envtest/README.md.
 #
-# Usage: hack/envtest/build.sh [OUTDIR]
+# Usage: hack/envtest/build.sh [--cluster] [OUTDIR]
 #   OUTDIR defaults to <repo>/bin/k8s/$K8S_VERSION.
+#   --cluster also builds what a node needs (kubelet, kube-proxy,
+#   kube-controller-manager, kube-scheduler) for hack/cluster/cluster.sh.
 #
 # Idempotent: if every binary is already present (and was built for the
 # versions below), nothing is built. Progress goes to stderr; the only line
@@ -15,6 +17,11 @@ set -euo pipefail
 K8S_VERSION=1.37.0
 ETCD_VERSION=3.7.3
 
+cluster=false
+if [[ ${1:-} == --cluster ]]; then
+	cluster=true
+	shift
+fi
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "${script_dir}/../.." && pwd)
 outdir=${1:-${repo_root}/bin/k8s/${K8S_VERSION}}
@@ -30,6 +37,14 @@ binaries=(
 	"kubectl:kube:./kubectl"
 	"etcd:etcd:."
 )
+if [[ ${cluster} == true ]]; then
+	binaries+=(
+		"kubelet:kube:./kubelet"
+		"kube-proxy:kube:./kube-proxy"
+		"kube-controller-manager:kube:./kube-controller-manager"
+		"kube-scheduler:kube:./kube-scheduler"
+	)
+fi
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -75,26 +90,41 @@ export CGO_ENABLED=0
 export GOWORK=off # the modules here are standalone, never part of a workspace
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
-for entry in "${binaries[@]}"; do
-	name=${entry%%:*}
-	rest=${entry#*:}
-	moddir=${script_dir}/${rest%%:*}
-	pkg=${rest#*:}
-	target="${outdir}/${name}"
-	if [[ -x "${target}" ]]; then
-		log "${name}: present"
-		continue
-	fi
+# One `go build` per module for everything missing: the go command then
+# compiles the packages the binaries share once, in parallel.
+for moddir_name in kube etcd; do
+	pkgs=()
+	names=()
+	for entry in "${binaries[@]}"; do
+		name=${entry%%:*}
+		rest=${entry#*:}
+		[[ ${rest%%:*} == "${moddir_name}" ]] || continue
+		if [[ -x "${outdir}/${name}" ]]; then
+			log "${name}: present"
+			continue
+		fi
+		pkgs+=("${rest#*:}")
+		names+=("${name}")
+	done
+	((${#pkgs[@]} > 0)) || continue
+	moddir=${script_dir}/${moddir_name}
 	ldflags="-s -w"
-	[[ "${moddir}" == "${script_dir}/kube" ]] && ldflags=${kube_ldflags}
-	tmp="${target}.tmp.$$"
-	trap 'rm -f "${tmp}"' EXIT
-	log "${name}: building into ${outdir} (cold: ~6.5 min for kube-apiserver on 2 cores)"
+	[[ ${moddir_name} == kube ]] && ldflags=${kube_ldflags}
+	tmp=$(mktemp -d "${outdir}/.build.XXXXXX")
+	trap 'rm -rf "${tmp}"' EXIT
+	log "${names[*]}: building into ${outdir} (cold: ~6.5 min for kube-apiserver alone on 2 cores)"
 	start=${SECONDS}
-	(cd "${moddir}" && go build -trimpath -ldflags="${ldflags}" -o "${tmp}" "${pkg}") >&2
-	mv -f "${tmp}" "${target}" # atomic: never a half-written binary
+	if ((${#pkgs[@]} == 1)); then
+		(cd "${moddir}" && go build -trimpath -ldflags="${ldflags}" -o "${tmp}/${names[0]}" "${pkgs[0]}") >&2
+	else
+		(cd "${moddir}" && go build -trimpath -ldflags="${ldflags}" -o "${tmp}/" "${pkgs[@]}") >&2
+	fi
+	for name in "${names[@]}"; do
+		mv -f "${tmp}/${name}" "${outdir}/${name}" # atomic: never a half-written binary
+	done
+	rm -rf "${tmp}"
 	trap - EXIT
-	log "${name}: built in $((SECONDS - start))s"
+	log "${names[*]}: built in $((SECONDS - start))s"
 done
 
 echo "${stamp}" >"${stamp_file}"
