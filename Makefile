@@ -89,10 +89,15 @@ $(CONFORMANCE_DIR)/node_modules/.installed: $(CONFORMANCE_DIR)/package-lock.json
 
 .PHONY: test-fuzz-smoke
 test-fuzz-smoke: ## Run each fuzz target briefly.
-	@for t in $(FUZZ_TARGETS); do \
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($(FUZZ_SMOKE_TIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_SMOKE_TIME) $$pkg | tail -n 1; \
+		if $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_SMOKE_TIME) $$pkg >"$$out" 2>&1; then \
+			tail -n 1 "$$out"; \
+		else \
+			cat "$$out"; echo "fuzz $$fn failed; a crashing input is kept in $$pkg/testdata/fuzz/$$fn"; exit 1; \
+		fi; \
 	done
 
 .PHONY: fuzz
