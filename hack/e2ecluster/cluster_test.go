@@ -930,7 +930,17 @@ func newKey(t *testing.T) *stacks.PrivateKey {
 	return k
 }
 
-var httpClient = &http.Client{Timeout: 15 * time.Second}
+// httpClient gives up on a connection after a second, as a client that
+// retries would: a SYN sent to a pod that has just exited goes unanswered
+// until kube-proxy forgets the pod, and a longer wait would be counted as
+// the faucet's outage.
+var httpClient = &http.Client{
+	Timeout: 15 * time.Second,
+	Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: burstWorkers,
+	},
+}
 
 // drip is a v1 drip; code 0 means no answer (no endpoint, reset).
 func drip(ctx context.Context, faucetURL string, to stacks.Address) (int, string) {
