@@ -16,7 +16,6 @@ package e2ecluster
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +42,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/hack/e2eclient"
+	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -957,30 +957,26 @@ func drip(ctx context.Context, faucetURL string, to stacks.Address) (int, string
 	return resp.StatusCode, string(body)
 }
 
+// nodeClients are the node RPC clients by URL, one each so that polling
+// reuses their connections.
+var nodeClients sync.Map
+
+// readBalance is an account's unlocked balance, read with our node client.
 func readBalance(nodeURL string, a stacks.Address) (uint64, error) {
-	resp, err := httpClient.Get(nodeURL + "/v2/accounts/" + a.String() + "?proof=0")
+	v, ok := nodeClients.Load(nodeURL)
+	if !ok {
+		c, err := node.New(nodeURL, node.WithTimeout(15*time.Second))
+		if err != nil {
+			return 0, err
+		}
+		v, _ = nodeClients.LoadOrStore(nodeURL, c)
+	}
+	c := v.(*node.Client)
+	acct, err := c.Account(context.Background(), a.String())
 	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var acct struct {
-		Balance string `json:"balance"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&acct); err != nil {
 		return 0, fmt.Errorf("account %s: %w", a, err)
 	}
-	raw, err := hex.DecodeString(strings.TrimPrefix(acct.Balance, "0x"))
-	if err != nil || len(raw) > 16 {
-		return 0, fmt.Errorf("account %s: balance %q", a, acct.Balance)
-	}
-	var v uint64
-	for _, b := range raw {
-		if v>>56 != 0 {
-			return 0, fmt.Errorf("account %s: balance %q overflows", a, acct.Balance)
-		}
-		v = v<<8 | uint64(b)
-	}
-	return v, nil
+	return acct.Balance, nil
 }
 
 // waitBalances waits until every address of want holds exactly its amount,
