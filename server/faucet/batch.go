@@ -91,12 +91,8 @@ func (f *Faucet) batchable(req Request, amount uint64) bool {
 	if b == nil || req.Stacking || amount != f.cfg.DefaultAmount || amount == 0 {
 		return false
 	}
-	if !req.Recipient.IsContract() {
-		for _, k := range f.keys {
-			if req.Recipient.Address == k.addr {
-				return false
-			}
-		}
+	if !req.Recipient.IsContract() && f.pool.isDistributor(req.Recipient.Address) {
+		return false
 	}
 	b.mu.Lock()
 	paused := f.cfg.Now().Before(b.pausedUntil)
@@ -164,7 +160,7 @@ func (b *batcher) takeLocked() []*batchEntry {
 // thing, so it should carry as many drips as possible once one frees up.
 func (f *Faucet) flushBatch(gen uint64) {
 	b := f.batch
-	free := f.freeSlot()
+	free := f.pool.freeSlot()
 	b.mu.Lock()
 	if gen != b.gen || len(b.queue) == 0 {
 		b.mu.Unlock()
@@ -205,19 +201,6 @@ func (f *Faucet) dispatchBatch(entries []*batchEntry) {
 // counts). Entries keep their queue order, so the first arrived first.
 func (f *Faucet) slotWait(entries []*batchEntry) time.Duration {
 	return max(f.cfg.BusyWait-f.cfg.Now().Sub(entries[0].arrived), 0)
-}
-
-// freeSlot reports whether some key could take a transaction now.
-func (f *Faucet) freeSlot() bool {
-	for _, k := range f.keys {
-		k.mu.Lock()
-		ok := k.owned && k.synced && !k.dry && k.inFlight() < f.cfg.MaxInFlight
-		k.mu.Unlock()
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // withdraw removes a queued entry; false when its batch has left already.
@@ -346,8 +329,8 @@ const (
 	batchSingles                  // the contract is unusable: plain transfers
 )
 
-// sendMany is send for a send-many call paying DefaultAmount to each entry:
-// the same key choice, ledger record, crash safety and key-level retries.
+// sendMany pays DefaultAmount to each entry in one send-many call, placed
+// like any transaction; what to do when it is refused depends on why.
 func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
 	chainID := f.chainID()
 	amount := f.cfg.DefaultAmount
@@ -364,102 +347,66 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Resu
 		// The payload itself is unbuildable: only a recipient can cause that.
 		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
 	}
-	excluded := map[*keyState]bool{}
-	var lastErr *Error
-	wait := f.slotWait(entries)
-	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
-		k, nonce, ferr := f.pickWithin(ctx, total, fee, excluded, wait)
-		if ferr != nil {
-			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
-				ferr = lastErr
-			}
-			if n := f.affordable(amount, fee); ferr.Reason == ReasonExhausted && n > 0 {
-				return nil, batchSplit, n, ferr // the part a key can pay, then the rest
-			}
-			return nil, batchFail, 0, ferr
+	done, perr := f.place(ctx, placement{
+		to: f.cfg.BatchContract.Principal(), amount: total, fee: fee,
+		choose: f.chooseDistributor(f.slotWait(entries)),
+		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewSendMany(stacks.SendManyParams{
+				Contract: f.cfg.BatchContract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
+			}, key)
+		},
+	})
+	if perr != nil {
+		next := f.batchRefused(perr)
+		if n := f.affordableSplit(perr, amount, fee); next == batchFail && n > 0 {
+			return nil, batchSplit, n, perr // the part a key can pay, then the rest
 		}
-		tx, err := stacks.NewSendMany(stacks.SendManyParams{
-			Contract: f.cfg.BatchContract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
-		}, k.key)
-		if err != nil {
-			f.release(k, nonce)
-			return nil, batchSplit, 0, failf(ReasonRejected, err, "could not sign the transaction")
-		}
-		raw := tx.Serialize()
-		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: f.cfg.BatchContract.Principal(),
-			Amount: total, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
-			if retry {
-				lastErr = rerr
-				continue
-			}
-			return nil, batchFail, 0, rerr
-		}
-		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
-		maybeSent, err := f.broadcast(ctx, raw)
-		if err == nil || maybeSent {
-			p.State = TxPending
-			if err != nil {
-				p.State = TxBroadcasting // resolved and rebroadcast by repair
-				result.InDoubt = true
-				f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
-					"sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", err)
-			}
-			f.commit(ctx, k, p)
-			f.lastFee.Store(fee / uint64(len(entries)))
-			f.batch.txs.Add(1)
-			f.batch.drips.Add(uint64(len(entries)))
-			f.log.Debug("send-many batch sent", "sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(),
-				"recipients", len(entries), "fee_ustx", fee)
-			return result, batchDone, 0, nil
-		}
-		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
-		if lastErr == nil {
-			continue // a key-level problem (nonce, chaining): retry
-		}
-		var rej *node.RejectionError
-		if errors.As(err, &rej) {
-			switch rej.Reason {
-			case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
-				f.pauseBatching(err)
-				return nil, batchSingles, 0, lastErr
-			case node.ReasonBadFunctionArgument:
-				// The argument is the recipient list: one of them may be
-				// what the node refuses.
-				return nil, batchSplit, 0, lastErr
-			case node.ReasonTooMuchChaining, node.ReasonNotEnoughFunds:
-				continue // as send does: try another key
-			}
-			// Any other refusal is about the whole transaction (its fee,
-			// signature, the node's state): halves would be refused too.
-		}
-		if lastErr.Reason != ReasonExhausted && lastErr.Reason != ReasonBusy {
-			return nil, batchFail, 0, lastErr
-		}
+		return nil, next, 0, perr
 	}
-	if lastErr == nil {
-		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
+	p := done.tx
+	if done.lostAnswer != nil {
+		f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
+			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", done.lostAnswer)
 	}
-	if n := f.affordable(amount, fee); lastErr.Reason == ReasonExhausted && n > 0 {
-		return nil, batchSplit, n, lastErr
-	}
-	return nil, batchFail, 0, lastErr
+	f.lastFee.Store(fee / uint64(len(entries)))
+	f.batch.txs.Add(1)
+	f.batch.drips.Add(uint64(len(entries)))
+	f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(),
+		"recipients", len(entries), "fee_ustx", fee)
+	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: fee, Nonce: p.Nonce, Sender: p.Sender,
+		InDoubt: done.lostAnswer != nil}, batchDone, 0, nil
 }
 
-// affordable is how many drips of amount the best key could still pay in
-// one transaction costing fee: 0 means no smaller batch helps either.
-func (f *Faucet) affordable(amount, fee uint64) int {
-	best := uint64(0)
-	for _, k := range f.keys {
-		k.mu.Lock()
-		if k.owned && k.synced && !k.dry {
-			if a := k.available(f.cfg.FeeReserve); a > fee {
-				best = max(best, (a-fee)/amount)
-			}
-		}
-		k.mu.Unlock()
+// batchRefused decides what a batch the engine could not place does next.
+func (f *Faucet) batchRefused(err *Error) batchNext {
+	if errors.Is(err, errBuild) {
+		return batchSplit // only a recipient can make the payload unbuildable
 	}
-	return int(min(best, uint64(MaxBatch)))
+	var rej *node.RejectionError
+	if errors.As(err, &rej) {
+		switch rej.Reason {
+		case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
+			f.pauseBatching(err)
+			return batchSingles
+		case node.ReasonBadFunctionArgument:
+			// The argument is the recipient list: one of them may be
+			// what the node refuses.
+			return batchSplit
+		}
+		// Any other refusal is about the whole transaction (its fee,
+		// signature, the node's state): halves would be refused too.
+	}
+	return batchFail
+}
+
+// affordableSplit is, for a batch no key can pay, how many of its drips the
+// best key could pay in one transaction costing fee (the part sent first);
+// 0 when no smaller batch helps either or the failure is another one.
+func (f *Faucet) affordableSplit(err *Error, amount, fee uint64) int {
+	if err.Reason != ReasonExhausted {
+		return 0
+	}
+	return f.pool.affordable(amount, fee, MaxBatch)
 }
 
 // pauseBatching turns batching off for contractPause: the configured
@@ -483,7 +430,7 @@ func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry
 	// matter here, and both are the same for the real transaction.
 	probe, err := stacks.NewSendMany(stacks.SendManyParams{
 		Contract: f.cfg.BatchContract, Recipients: recipients, ChainID: chainID,
-	}, f.keys[0].key)
+	}, f.pool.keys[0].key)
 	if err != nil {
 		return 0, err
 	}

@@ -122,7 +122,7 @@ func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
 	}
 	e.f.cfg.Node = sb
 	waiting := make(chan struct{}, 1)
-	e.f.onBusyWait = func() {
+	e.f.pool.onBusyWait = func() {
 		select {
 		case waiting <- struct{}{}:
 		default:
@@ -196,7 +196,7 @@ func TestDryKeyIsNotReady(t *testing.T) {
 	if err := e.f.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	k := e.f.keys[0]
+	k := e.f.pool.keys[0]
 	k.mu.Lock()
 	k.dry = true
 	k.mu.Unlock()

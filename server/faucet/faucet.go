@@ -9,178 +9,26 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/ttlcache"
 )
-
-// NodeClient is the node RPC the engine needs; *node.Client implements it.
-type NodeClient interface {
-	Info(ctx context.Context) (*node.Info, error)
-	PoX(ctx context.Context) (*node.PoXInfo, error)
-	Account(ctx context.Context, principal string) (*node.Account, error)
-	Broadcast(ctx context.Context, rawTx []byte) (string, error)
-	TransferFeeRate(ctx context.Context) (uint64, error)
-	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
-}
-
-// Defaults for Config fields left zero.
-const (
-	DefaultAmount          uint64 = 500_000_000 // 500 STX
-	DefaultStackingPadding uint64 = 20          // percent above PoX min_amount_ustx
-	DefaultMemo                   = "faucet"
-	DefaultMaxInFlight            = 25 // the node's mempool chaining limit
-	DefaultFeeMin          uint64 = 180
-	DefaultFeeMax          uint64 = 100_000
-	DefaultFeeFallback     uint64 = 1_000
-	DefaultStuckBlocks     uint64 = 3
-	DefaultMaxAttempts            = 4
-)
-
-// Config configures an engine. Zero values take the defaults above.
-type Config struct {
-	Keys []*stacks.PrivateKey
-	Node NodeClient
-
-	DefaultAmount          uint64 // µSTX per default drip
-	StackingAmount         uint64 // fixed stacking drip; 0 = from PoX
-	StackingPaddingPercent uint64 // added to min_amount_ustx; 0 = DefaultStackingPadding
-	NoStackingPadding      bool   // use min_amount_ustx exactly
-	Memo                   string
-
-	FeeMin, FeeMax, FeeFallback uint64 // fee = node rate × length, clamped to [FeeMin, FeeMax]
-	FeeReserve                  uint64 // µSTX a key keeps back beyond in-flight spends
-
-	ChainID     uint32 // when set, refuse a node reporting another chain id
-	MaxInFlight int    // per key
-	MaxAttempts int    // node submissions per drip
-	StuckBlocks uint64 // blocks without nonce progress before repair
-
-	Limits   LimitsConfig
-	Disabled bool // suspended: every drip answers ReasonDisabled
-
-	// BusyWait is how long a drip may wait for a key's in-flight slot to free
-	// up (at the next block) before failing with ReasonBusy; 0 fails at once.
-	BusyWait time.Duration
-
-	PollInterval       time.Duration // tip polling for syncs and repairs; default 1s
-	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
-	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
-
-	// Ledger, Limiter and History hold the engine's state; nil keeps it in
-	// memory. Owner, when set, decides which keys this process may use
-	// (several replicas on one shared store); nil owns every key.
-	Ledger  Ledger
-	Limiter Limiter
-	History History
-	Owner   KeyOwner
-
-	// Treasury, when set, funds the distributor keys (Keys) and never pays
-	// drips: a distributor whose available balance falls below RefillBelow
-	// µSTX gets RefillAmount µSTX from it (see treasury.go). RefillBelow
-	// defaults to DefaultRefillBelowDrips × (DefaultAmount+FeeFallback),
-	// RefillAmount to DefaultRefillAmountFactor × RefillBelow; RefillAmount
-	// must be at least RefillBelow.
-	Treasury     *stacks.PrivateKey
-	RefillBelow  uint64
-	RefillAmount uint64
-
-	// BatchMax, from 2 to MaxBatch, gathers default drips into send-many
-	// calls of up to that many recipients (batch.go); 0 or 1 is off.
-	// BatchWindow is the longest a drip waits for others (default
-	// DefaultBatchWindow); BatchContract the send-many-memo contract
-	// (zero = stacks.SendManyMemoTestnet).
-	BatchMax      int
-	BatchWindow   time.Duration
-	BatchContract stacks.ContractID
-
-	Logger *slog.Logger
-	Now    func() time.Time
-}
-
-func (c *Config) setDefaults() {
-	if c.DefaultAmount == 0 {
-		c.DefaultAmount = DefaultAmount
-	}
-	if c.StackingPaddingPercent == 0 && !c.NoStackingPadding {
-		c.StackingPaddingPercent = DefaultStackingPadding
-	}
-	if c.Memo == "" {
-		c.Memo = DefaultMemo
-	}
-	if c.FeeMin == 0 {
-		c.FeeMin = DefaultFeeMin
-	}
-	if c.FeeMax == 0 {
-		c.FeeMax = max(DefaultFeeMax, c.FeeMin)
-	}
-	if c.FeeFallback == 0 {
-		c.FeeFallback = DefaultFeeFallback
-	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.StuckBlocks == 0 {
-		c.StuckBlocks = DefaultStuckBlocks
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
-	}
-	if c.ChainCheckInterval <= 0 {
-		c.ChainCheckInterval = 30 * time.Second
-	}
-	if c.CacheTTL <= 0 {
-		c.CacheTTL = 10 * time.Second
-	}
-	if c.BatchWindow <= 0 {
-		c.BatchWindow = DefaultBatchWindow
-	}
-	if c.Ledger == nil {
-		c.Ledger = NewMemoryLedger()
-	}
-	if c.Limiter == nil {
-		c.Limiter = NewMemoryLimiter()
-	}
-	if c.History == nil {
-		c.History = NewMemoryHistory(DefaultMemoryHistorySize)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-}
 
 // Faucet dispenses STX. Safe for concurrent use.
 type Faucet struct {
 	cfg  Config
 	memo stacks.Memo
-	keys []*keyState
 	log  *slog.Logger
+	// pool owns the sending keys and their nonces (keypool.go).
+	pool *keyPool
 
 	chain   ttlcache.Value[chainInfo]
 	pox     ttlcache.Value[uint64] // min_amount_ustx
 	feeRate ttlcache.Value[uint64]
 
-	pickMu sync.Mutex // serialises key choice + nonce allocation across keys
-	rr     int        // round-robin start for ties
-	// freed is closed (and replaced) whenever a sync may have freed in-flight
-	// slots, waking drips that wait in BusyWait.
-	freed   chan struct{}
 	history historyWriter
-	// onBusyWait, when set (tests only), is called each time a drip starts
-	// waiting for a free slot: a synchronisation point.
-	onBusyWait func()
 	// treasury is nil unless Config.Treasury is set (treasury.go).
 	treasury *treasury
 	// onRefillRecorded, when set (tests only), is called once a refill is
@@ -195,7 +43,6 @@ type Faucet struct {
 	batch *batcher
 }
 
-// chainInfo is what the engine needs from /v2/info.
 type chainInfo struct {
 	chainID uint32
 	height  uint64
@@ -220,20 +67,16 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, freed: make(chan struct{})}
+	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger}
 	f.history.queue = make(chan DripRecord, 4096)
 	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
-	for _, k := range cfg.Keys {
-		ks := newKeyState(k)
-		// Without an owner this process is the only writer: every key is
-		// ours from the start (its ledger loads on first use).
-		ks.owned = cfg.Owner == nil
-		f.keys = append(f.keys, ks)
-	}
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
 	}
+	// Without an owner this process is the only writer: every key is ours
+	// from the start (its ledger loads on first use).
+	f.pool = newKeyPool(cfg.Keys, cfg.Treasury, cfg.Owner == nil, cfg.MaxInFlight, cfg.FeeReserve)
 	if cfg.BatchMax < 0 || cfg.BatchMax > MaxBatch {
 		return nil, fmt.Errorf("faucet: batch max %d out of range (2..%d, or 0 or 1 for off)", cfg.BatchMax, MaxBatch)
 	}
@@ -255,8 +98,8 @@ func New(cfg Config) (*Faucet, error) {
 
 // Addresses lists the faucet's sending addresses.
 func (f *Faucet) Addresses() []string {
-	out := make([]string, len(f.keys))
-	for i, k := range f.keys {
+	out := make([]string, len(f.pool.keys))
+	for i, k := range f.pool.keys {
 		out[i] = k.addr.String()
 	}
 	return out
@@ -444,383 +287,53 @@ func (f *Faucet) buckets(req Request) []Bucket {
 	return refs
 }
 
-// send picks a key, allocates a nonce, signs, records and broadcasts,
-// handling the node's rejections with bounded retries.
-//
-// Crash safety: the signed bytes are in the ledger (state broadcasting)
-// before the first send, so a crash at any point leaves either no trace (the
-// nonce was never used) or bytes that resuming rebroadcasts (the node answers
-// 200 for a tx it holds, so that is idempotent). Nothing is paid twice and no
-// nonce is lost.
+// send pays amount to to in one token transfer. A key cannot pay itself
+// (the node refuses transfers to the sender), so such keys are skipped.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
-	fee := f.fee(ctx, to)
-	excluded := map[*keyState]bool{}
-	var lastErr *Error
-	// A key cannot pay itself (the node refuses transfers to the sender).
-	for _, k := range f.keys {
+	pl := placement{to: to, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.BusyWait),
+		excluded: map[*keyState]bool{}}
+	pl.build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+		return stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: to, Amount: amount, Nonce: nonce, Fee: pl.fee, Memo: f.memo, ChainID: chainID,
+		}, key)
+	}
+	for _, k := range f.pool.keys {
 		if !to.IsContract() && to.Address == k.addr {
-			excluded[k] = true
-			lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
+			pl.excluded[k] = true
+			pl.lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
 		}
 	}
-	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
-		k, nonce, ferr := f.pick(ctx, amount, fee, excluded)
-		if ferr != nil {
-			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
-				return nil, lastErr // the key-specific failure explains more
-			}
-			return nil, ferr
-		}
-		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
-			Recipient: to, Amount: amount, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID,
-		}, k.key)
-		if err != nil {
-			f.release(k, nonce)
-			return nil, failf(ReasonRejected, err, "could not sign the transaction")
-		}
-		raw := tx.Serialize()
-		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: amount, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
-			if retry {
-				lastErr = rerr
-				continue
-			}
-			return nil, rerr
-		}
-		result := &Result{TxID: p.TxID, TxRaw: raw, Amount: amount, Fee: fee, Nonce: nonce, Sender: k.addr}
-		maybeSent, err := f.broadcast(ctx, raw)
-		if err == nil {
-			p.State = TxPending
-			f.commit(ctx, k, p)
-			return result, nil
-		}
-		if maybeSent {
-			// The node may hold it: answering an error would invite a
-			// retry and a second payment. The bytes stay recorded in state
-			// broadcasting; repair rebroadcasts them until resolved.
-			f.commit(ctx, k, p)
-			f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
-				"sender", k.addr.String(), "nonce", nonce, "txid", p.TxID.String(), "err", err)
-			result.InDoubt = true
-			return result, nil
-		}
-		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
-		if lastErr == nil {
-			continue // retry on the same or another key
-		}
-		if lastErr.Reason != ReasonExhausted && lastErr.Reason != ReasonBusy {
-			return nil, lastErr
-		}
+	done, err := f.place(ctx, pl)
+	if err != nil {
+		return nil, err
 	}
-	if lastErr == nil {
-		lastErr = failf(ReasonBusy, nil, "the faucet could not place the transaction; try again shortly")
+	p := done.tx
+	if done.lostAnswer != nil {
+		f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
+			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "err", done.lostAnswer)
 	}
-	return nil, lastErr
-}
-
-// recordSending writes p (state broadcasting) to the ledger before its
-// first broadcast. On failure the nonce is given back; retry is true when
-// another key may still be tried (another replica took this one over).
-func (f *Faucet) recordSending(ctx context.Context, k *keyState, p *PendingTx, excluded map[*keyState]bool) (retry bool, _ *Error) {
-	err := f.cfg.Ledger.Put(ctx, *p)
-	if err == nil {
-		return false, nil
-	}
-	f.release(k, p.Nonce)
-	if errors.Is(err, ErrNotOwner) {
-		// Another replica took the key over: never send with it.
-		f.Lost(k.addr)
-		excluded[k] = true
-		return true, failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
-	}
-	return false, storeFailure(err, "record the transaction")
-}
-
-// commit moves an allocated nonce to pending once its tx is (or may be) at
-// the node. The ledger write comes first: a sync that confirms the nonce
-// meanwhile finds it allocated, not pending, and so cannot delete the row
-// before this write re-adds it.
-func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
-	if p.State == TxPending {
-		if err := f.cfg.Ledger.Put(context.WithoutCancel(ctx), *p); err != nil {
-			// The row stays "broadcasting": resuming rebroadcasts the same
-			// bytes, which the node answers 200. Nothing is lost.
-			f.log.Warn("ledger update after broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
-		}
-	}
-	k.mu.Lock()
-	delete(k.allocated, p.Nonce)
-	k.pending[p.Nonce] = p
-	k.mu.Unlock()
-}
-
-// handleBroadcastError updates key state after a broadcast that surely did
-// not place the tx at the node. It returns nil when the drip should simply
-// be retried, or the error to report (or to keep as the last error while
-// other keys are tried).
-func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
-	// Forget the recorded bytes before the nonce can be reused: a later
-	// drip's record for the same nonce must not be deleted by this one.
-	if derr := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, p.Nonce); derr != nil {
-		f.log.Warn("ledger delete after a refused broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", derr)
-	}
-	var rej *node.RejectionError
-	if !errors.As(err, &rej) {
-		f.release(k, p.Nonce)
-		var de *node.DecodeError
-		switch {
-		case errors.As(err, &de):
-			// A 400 "Failed to decode": the node refuses these very bytes.
-			f.log.Error("node could not decode the faucet transaction", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
-			return failf(ReasonRejected, err, "the Stacks node refused the transaction")
-		case errors.Is(err, context.Canceled):
-			return failf(ReasonNodeUnavailable, err, "the request was cancelled")
-		}
-		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
-	}
-	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "reason", rej.Reason)
-	switch rej.Reason {
-	case node.ReasonConflictingNonceInMempool:
-		// Another writer holds this nonce: mark it taken and move on.
-		k.mu.Lock()
-		delete(k.allocated, p.Nonce)
-		if _, ours := k.pending[p.Nonce]; !ours { // never overwrite a tx we hold bytes for
-			k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
-		}
-		k.mu.Unlock()
-		log.Warn("nonce already used in mempool; advancing")
-		return nil
-	case node.ReasonBadNonce:
-		f.release(k, p.Nonce)
-		if serr := f.syncKey(ctx, k); serr != nil {
-			log.Warn("resync after BadNonce failed", "err", serr)
-		}
-		log.Warn("nonce behind the node; resynced")
-		return nil
-	case node.ReasonTooMuchChaining:
-		f.release(k, p.Nonce)
-		excluded[k] = true
-		log.Warn("mempool chaining limit reached for key")
-		return failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
-	case node.ReasonNotEnoughFunds:
-		f.release(k, p.Nonce)
-		k.mu.Lock()
-		k.dry = true
-		k.mu.Unlock()
-		excluded[k] = true
-		log.Warn("node reports key cannot pay; marked dry")
-		return failf(ReasonExhausted, err, "the faucet is out of funds")
-	case node.ReasonServerFailureNoSuchChainTip, node.ReasonServerFailureDatabase, node.ReasonServerFailureOther:
-		// The node blames itself (no chain tip while syncing, its database):
-		// it is unavailable, our transaction is not at fault.
-		f.release(k, p.Nonce)
-		log.Warn("node failed to process the transaction", "err", err)
-		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
-	default:
-		f.release(k, p.Nonce)
-		log.Error("node rejected faucet transaction", "err", err)
-		return failf(ReasonRejected, err, "the Stacks node refused the transaction")
-	}
-}
-
-// release gives back a nonce that no accepted tx occupies, and wakes drips
-// waiting for the in-flight slot it frees.
-func (f *Faucet) release(k *keyState, nonce uint64) {
-	k.mu.Lock()
-	k.unallocate(nonce)
-	k.mu.Unlock()
-	f.signalFreed()
-}
-
-// outcomeUnknown is true when the node may have accepted the tx although we
-// got no answer: the request was sent (not refused at dial) and then timed
-// out, was cut off or was cancelled. A definite HTTP answer is not unknown.
-func outcomeUnknown(err error) bool {
-	var te *node.TransportError
-	sent := errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	return sent && !neverSent(err)
-}
-
-// neverSent is true when the request provably did not reach the node (the
-// connection was refused), so the nonce can be reused.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// broadcast submits raw, retrying the identical bytes on transient failures:
-// the node answers 200 for a tx already in its mempool, so this is idempotent.
-// maybeSent reports whether any attempt may have reached the node, so that a
-// definite failure of a later retry does not hide an earlier unknown outcome.
-func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err error) {
-	backoff := 50 * time.Millisecond
-	for try := 0; try < 3; try++ {
-		if _, err = f.cfg.Node.Broadcast(ctx, raw); err == nil {
-			return true, nil
-		}
-		maybeSent = maybeSent || outcomeUnknown(err)
-		if !node.IsUnavailable(err) || neverSent(err) {
-			return maybeSent, err
-		}
-		select {
-		case <-ctx.Done():
-			return maybeSent, err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
-	return maybeSent, err
-}
-
-// pick chooses the least-loaded key that can afford amount+fee and allocates
-// its next nonce. When every key is at its in-flight cap it waits up to
-// BusyWait for a block to free a slot.
-func (f *Faucet) pick(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-	return f.pickWithin(ctx, amount, fee, excluded, f.cfg.BusyWait)
-}
-
-// pickWithin is pick waiting at most wait for a free slot.
-func (f *Faucet) pickWithin(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool, wait time.Duration) (*keyState, uint64, *Error) {
-	var deadline <-chan time.Time
-	for {
-		f.pickMu.Lock()
-		freed := f.freed
-		f.pickMu.Unlock()
-		k, nonce, err := f.pickOnce(ctx, amount, fee, excluded)
-		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
-			return k, nonce, err
-		}
-		if deadline == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			deadline = t.C
-		}
-		if f.onBusyWait != nil {
-			f.onBusyWait()
-		}
-		select {
-		case <-freed:
-		case <-deadline:
-			return nil, 0, err
-		case <-ctx.Done():
-			return nil, 0, err
-		}
-	}
-}
-
-// signalFreed wakes drips waiting for in-flight capacity.
-func (f *Faucet) signalFreed() {
-	f.pickMu.Lock()
-	close(f.freed)
-	f.freed = make(chan struct{})
-	f.pickMu.Unlock()
-}
-
-func (f *Faucet) pickOnce(ctx context.Context, amount, fee uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-	for _, k := range f.keys {
-		if excluded[k] {
-			continue
-		}
-		k.mu.Lock()
-		owned, synced := k.owned, k.synced
-		k.mu.Unlock()
-		if !owned {
-			continue
-		}
-		if err := f.loadKey(ctx, k); err != nil {
-			if errors.Is(err, ErrNotOwner) {
-				f.Lost(k.addr)
-				continue
-			}
-			return nil, 0, storeFailure(err, "load the key's ledger")
-		}
-		if !synced {
-			if err := f.syncKey(ctx, k); err != nil {
-				f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
-			}
-		}
-	}
-	spend := satAdd(amount, fee)
-	f.pickMu.Lock()
-	defer f.pickMu.Unlock()
-	var best *keyState
-	bestLoad := 0
-	anyOwned, anySynced, anyCapacity := false, false, false
-	n := len(f.keys)
-	for i := range n {
-		k := f.keys[(f.rr+i)%n]
-		if excluded[k] {
-			continue
-		}
-		k.mu.Lock()
-		usable := k.owned && k.loaded
-		anyOwned = anyOwned || usable
-		ok := usable && k.synced
-		anySynced = anySynced || ok
-		load := k.inFlight()
-		hasCapacity := ok && load < f.cfg.MaxInFlight
-		anyCapacity = anyCapacity || hasCapacity
-		canPay := ok && !k.dry && k.available(f.cfg.FeeReserve) >= spend
-		k.mu.Unlock()
-		if hasCapacity && canPay && (best == nil || load < bestLoad) {
-			best, bestLoad = k, load
-		}
-	}
-	f.rr++
-	switch {
-	case best != nil:
-		best.mu.Lock()
-		nonce := best.allocate(spend)
-		best.mu.Unlock()
-		return best, nonce, nil
-	case !anyOwned:
-		return nil, 0, failf(ReasonBusy, nil, "this faucet replica holds no sending key right now; try again shortly")
-	case !anySynced:
-		return nil, 0, failf(ReasonNodeUnavailable, nil, "the Stacks node is unavailable; try again shortly")
-	case !anyCapacity:
-		return nil, 0, failf(ReasonBusy, nil, "the faucet is busy; try again in a minute")
-	default:
-		return nil, 0, failf(ReasonExhausted, nil, "the faucet is out of funds")
-	}
+	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: p.Fee, Nonce: p.Nonce, Sender: p.Sender,
+		InDoubt: done.lostAnswer != nil}, nil
 }
 
 // syncKey reads the key's account from the node and applies it. Reads run
 // concurrently (poll, BadNonce, pick, readiness); one that started before a
 // read already applied is stale and is dropped, so a key never moves back.
 func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
-	k.mu.Lock()
-	k.syncStarted++
-	seq := k.syncStarted
-	k.mu.Unlock()
+	seq := k.startSync()
 	acct, err := f.cfg.Node.Account(ctx, k.addr.String())
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", k.addr, err)
 	}
-	height := f.chain.Peek().height
-	k.mu.Lock()
-	if seq < k.syncApplied {
-		k.mu.Unlock()
-		return nil
-	}
-	k.syncApplied = seq
-	before := k.inFlight()
-	advanced, confirmed := k.applyAccount(acct.Balance, acct.Nonce, height)
 	// A dry key comes back once it can pay a default drip again.
-	if k.dry && k.available(f.cfg.FeeReserve) >= satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax) {
-		k.dry = false
+	out := k.applySync(seq, acct.Balance, acct.Nonce, f.chain.Peek().height,
+		satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax), f.cfg.FeeReserve)
+	if out.freed {
+		f.pool.signalFreed()
 	}
-	freed := advanced && k.inFlight() < before
-	owned := k.owned
-	k.mu.Unlock()
-	if freed {
-		f.signalFreed()
-	}
-	if !owned {
-		return nil // the new owner prunes its ledger; our writes would be fenced
-	}
-	if len(confirmed) == 0 {
-		return nil
+	if !out.owned || len(out.confirmed) == 0 {
+		return nil // a new owner prunes its ledger; our writes would be fenced
 	}
 	if e := f.cfg.Ledger.DeleteBelow(context.WithoutCancel(ctx), k.addr, acct.Nonce); e != nil {
 		return fmt.Errorf("ledger delete %s below nonce %d: %w", k.addr, acct.Nonce, e)

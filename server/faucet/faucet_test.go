@@ -385,7 +385,7 @@ func (r *Result) Recipient(t testing.TB) stacks.Address {
 
 func TestHoleIsFilled(t *testing.T) {
 	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{StuckBlocks: 1})
-	k := e.f.keys[0]
+	k := e.f.pool.keys[0]
 	// Simulate a drip that took nonce 0 and failed while nonce 1 was accepted.
 	k.mu.Lock()
 	n0 := k.allocate(1)
@@ -397,7 +397,7 @@ func TestHoleIsFilled(t *testing.T) {
 	if res.Nonce != 1 {
 		t.Fatalf("drip took nonce %d, want 1", res.Nonce)
 	}
-	e.f.release(k, n0)
+	e.f.pool.release(k, n0)
 	for range 4 {
 		e.mine()
 	}

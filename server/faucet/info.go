@@ -12,8 +12,8 @@ import (
 // Every replica holds the same keys, so they agree on it without another
 // Secret to distribute; the keys cannot be recovered from it.
 func (f *Faucet) DeriveSecret(purpose string) []byte {
-	hexKeys := make([]string, len(f.keys))
-	for i, k := range f.keys {
+	hexKeys := make([]string, len(f.pool.keys))
+	for i, k := range f.pool.keys {
 		hexKeys[i] = k.key.Hex()
 	}
 	slices.Sort(hexKeys) // the order of keys in the file does not matter
@@ -81,16 +81,10 @@ func (f *Faucet) typicalFee() uint64 {
 // MaxInFlight entries per key.
 func (f *Faucet) PendingByTxID(txid string) (PendingTx, bool) {
 	want := normTxID(txid)
-	for _, k := range f.allKeys() { // refills too
-		k.mu.Lock()
-		for _, p := range k.pending {
-			if !p.Foreign && p.TxID.String() == want {
-				out := *p
-				k.mu.Unlock()
-				return out, true
-			}
+	for _, k := range f.pool.all() { // refills too
+		if p, ok := k.findTx(want); ok {
+			return p, true
 		}
-		k.mu.Unlock()
 	}
 	return PendingTx{}, false
 }
@@ -98,16 +92,10 @@ func (f *Faucet) PendingByTxID(txid string) (PendingTx, bool) {
 // PendingAt returns the in-flight transaction of sender at nonce, if any: a
 // drip whose transaction was replaced (fee bump) is still tracked there.
 func (f *Faucet) PendingAt(sender string, nonce uint64) (PendingTx, bool) {
-	for _, k := range f.allKeys() {
-		if k.addr.String() != sender {
-			continue
+	for _, k := range f.pool.all() {
+		if k.addr.String() == sender {
+			return k.pendingAt(nonce)
 		}
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		if p, ok := k.pending[nonce]; ok && !p.Foreign {
-			return *p, true
-		}
-		return PendingTx{}, false
 	}
 	return PendingTx{}, false
 }

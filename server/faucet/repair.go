@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -28,7 +27,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 	} else {
 		// Resume now, not at the first drip: in-doubt txs are resolved and
 		// repairs continue even if no one asks for STX.
-		for _, k := range f.allKeys() {
+		for _, k := range f.pool.all() {
 			if err := f.loadKey(ctx, k); err != nil {
 				if !errors.Is(err, ErrStoreUnavailable) && ctx.Err() == nil {
 					return err
@@ -72,8 +71,8 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	// The treasury first: a distributor's balance read after it is never
 	// older than the treasury's view of its refills (treasury.go).
 	refill := f.syncTreasury(ctx, ci.height)
-	synced := make(map[*keyState]bool, len(f.keys))
-	for _, k := range f.keys {
+	synced := make(map[*keyState]bool, len(f.pool.keys))
+	for _, k := range f.pool.keys {
 		if !f.ownedLoaded(ctx, k) {
 			continue
 		}
@@ -93,10 +92,7 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 // ownedLoaded reports whether the key is ours and its ledger is loaded,
 // loading it if needed.
 func (f *Faucet) ownedLoaded(ctx context.Context, k *keyState) bool {
-	k.mu.Lock()
-	owned := k.owned
-	k.mu.Unlock()
-	if !owned {
+	if owned, _, _ := k.flags(); !owned {
 		return false
 	}
 	if err := f.loadKey(ctx, k); err != nil {
@@ -118,7 +114,7 @@ func (f *Faucet) Sync(ctx context.Context) error {
 // syncAccounts reads every owned key's account without any repair: safe for
 // a readiness probe, which must never broadcast.
 func (f *Faucet) syncAccounts(ctx context.Context) {
-	for _, k := range f.keys {
+	for _, k := range f.pool.keys {
 		if !f.ownedLoaded(ctx, k) {
 			continue
 		}
@@ -135,58 +131,14 @@ func (f *Faucet) syncAccounts(ctx context.Context) {
 func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	// Entries in doubt (a lost broadcast answer, or left by an earlier
 	// process) are resolved at every block until the node has answered.
-	k.mu.Lock()
-	var doubt []*PendingTx
-	for _, p := range k.pending {
-		if p.State == TxBroadcasting && !p.Foreign {
-			doubt = append(doubt, p)
-		}
-	}
-	k.mu.Unlock()
-	for _, p := range doubt {
+	for _, p := range k.inDoubt() {
 		f.resolve(ctx, k, p)
 	}
-
-	k.mu.Lock()
-	if len(k.pending) == 0 {
-		// Nothing waits on the confirmed nonce (a hole below an allocated
-		// nonce is taken by the next drip): restart the stuck clock.
-		k.lastAdvance = height
-		k.mu.Unlock()
+	plan := k.planRepair(height, f.cfg.StuckBlocks)
+	if plan == nil {
 		return
 	}
-	if height < k.lastAdvance+f.cfg.StuckBlocks {
-		k.mu.Unlock()
-		return
-	}
-	nonce := k.confirmed
-	var stuck *PendingTx
-	if p, ok := k.pending[nonce]; ok {
-		cp := *p
-		stuck = &cp
-	}
-	if _, busy := k.allocated[nonce]; busy {
-		k.mu.Unlock()
-		return // a drip is sending this nonce right now
-	}
-	k.lastAdvance = height // give the repair StuckBlocks to work
-	if stuck == nil {
-		// Claim the hole so no drip races the filler for it.
-		k.allocated[nonce] = 0
-	}
-	// A node that lost one tx may have lost the ones after it too.
-	var chain []PendingTx
-	for n := nonce; ; n++ {
-		p, ok := k.pending[n]
-		if !ok {
-			break
-		}
-		if !p.Foreign {
-			chain = append(chain, *p)
-		}
-	}
-	k.mu.Unlock()
-
+	nonce, stuck, chain := plan.nonce, plan.stuck, plan.chain
 	log := f.log.With("sender", k.addr.String(), "nonce", nonce)
 	switch {
 	case stuck != nil && !stuck.Foreign && stuck.Rebroadcasts == 0:
@@ -244,23 +196,23 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 
 // updatePending stores a changed entry if it is still in flight.
 func (f *Faucet) updatePending(ctx context.Context, k *keyState, p *PendingTx) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.pending[p.Nonce]; !ok {
-		return // confirmed meanwhile
-	}
-	k.pending[p.Nonce] = p
-	if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
+	err := k.updatePending(p, func(p PendingTx) error { return f.cfg.Ledger.Put(ctx, p) })
+	if err != nil {
 		f.log.Error("ledger write failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
 	}
 }
 
-// fillNonce sends a 1 µSTX transfer at nonce so later txs can be mined. The
-// recipient is another faucet key when there is one (nothing leaves the pool),
-// else the boot address. Outbidding another writer's tx needs the top fee.
+// errNotFilled: the filler's one attempt found the nonce held by another tx.
+var errNotFilled = errors.New("nonce held by another transaction")
+
+// fillNonce sends a 1 µSTX transfer at nonce, which planRepair claimed,
+// so later txs can be mined. The recipient is another faucet key when there
+// is one (nothing leaves the pool), else the boot address. Outbidding
+// another writer's tx needs the top fee. It is placed like any transaction
+// (recorded before it is sent), on this key and nonce only, once.
 func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, foreign bool) {
 	to := stacks.Principal{Address: stacks.Address{Version: stacks.AddressVersionTestnetSingleSig}}
-	for _, other := range f.keys {
+	for _, other := range f.pool.keys {
 		if other != k {
 			to = stacks.Principal{Address: other.addr}
 			break
@@ -270,40 +222,34 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 	if foreign {
 		fee = f.cfg.FeeMax
 	}
-	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 1, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: f.chainID()}, k.key)
+	chainID := f.chainID()
+	tried := false
+	done, err := f.place(ctx, placement{
+		to: to, amount: 1, fee: fee,
+		choose: func(context.Context, uint64, map[*keyState]bool) (*keyState, uint64, *Error) {
+			if tried {
+				// Another tx holds the nonce (it outbids ours) or the key
+				// changed: the next repair looks again.
+				return nil, 0, failf(ReasonBusy, errNotFilled, "the nonce gap was not filled")
+			}
+			tried = true
+			return k, nonce, nil
+		},
+		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 1, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID}, key)
+		},
+	})
 	if err != nil {
-		f.release(k, nonce)
+		if !errors.Is(err, errNotFilled) {
+			f.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
+		}
 		return
 	}
-	raw := tx.Serialize()
-	_, err = f.cfg.Node.Broadcast(ctx, raw)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.allocated, nonce) // unclaimed, the nonce is a hole again
-	var rej *node.RejectionError
-	if err != nil && !(errors.As(err, &rej) && rej.Reason == node.ReasonConflictingNonceInMempool) {
-		f.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
-		return
-	}
-	if err != nil {
-		return // someone's tx at this nonce outbids ours; keep waiting
-	}
-	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", tx.TxID().String())
-	p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 1, Fee: fee, SentAt: f.cfg.Now()}
-	k.pending[nonce] = p
-	if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
-		f.log.Error("ledger write failed", "sender", k.addr.String(), "nonce", nonce, "err", err)
-	}
+	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.String())
 }
 
 // Keys reports every key's state.
-func (f *Faucet) Keys() []KeyStatus {
-	out := make([]KeyStatus, len(f.keys))
-	for i, k := range f.keys {
-		out[i] = k.status(f.cfg.FeeReserve)
-	}
-	return out
-}
+func (f *Faucet) Keys() []KeyStatus { return f.pool.statuses() }
 
 // Ready reports why the faucet cannot serve drips, or nil: the node must be
 // reachable and testnet, this replica must own a key, and one of its keys

@@ -16,28 +16,14 @@ import (
 func (f *Faucet) loadKey(ctx context.Context, k *keyState) error {
 	k.loadMu.Lock()
 	defer k.loadMu.Unlock()
-	k.mu.Lock()
-	done := k.loaded || !k.owned
-	k.mu.Unlock()
-	if done {
+	if !k.needsLoad() {
 		return nil
 	}
 	entries, err := f.cfg.Ledger.List(ctx, k.addr)
 	if err != nil {
 		return fmt.Errorf("load ledger for %s: %w", k.addr, err)
 	}
-	k.mu.Lock()
-	k.pending = make(map[uint64]*PendingTx, len(entries))
-	var doubt []*PendingTx
-	for i := range entries {
-		e := &entries[i]
-		k.pending[e.Nonce] = e
-		if e.State == TxBroadcasting && !e.Foreign {
-			doubt = append(doubt, e)
-		}
-	}
-	k.synced, k.loaded = false, true
-	k.mu.Unlock()
+	doubt := k.loadPending(entries)
 	if len(entries) > 0 {
 		f.log.Info("resumed in-flight transactions from the store", "sender", k.addr.String(), "entries", len(entries), "in_doubt", len(doubt))
 	}
@@ -56,11 +42,7 @@ func (f *Faucet) loadKey(ctx context.Context, k *keyState) error {
 // answers 200 with the txid for a known tx; a tx already mined fails the
 // nonce check instead (BadNonce), and the next sync drops the entry.
 func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
-	k.mu.Lock()
-	cur, ok := k.pending[p.Nonce]
-	still := ok && cur == p && k.owned && p.Nonce >= k.confirmed
-	k.mu.Unlock()
-	if !still {
+	if !k.stillInDoubt(p) {
 		return // confirmed, replaced or given up meanwhile
 	}
 	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String())
@@ -83,23 +65,15 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		// Another tx holds the nonce in the mempool (a fee-bumped
 		// replacement whose record was lost, or another writer): it will
 		// confirm the nonce; repair outbids it if it sticks.
-		k.mu.Lock()
-		if k.pending[p.Nonce] == p {
-			k.pending[p.Nonce] = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
-		}
-		k.mu.Unlock()
+		k.replaceIfSame(p, &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()})
 		f.forget(ctx, k, p.Nonce)
 		log.Warn("in-doubt transaction's nonce is held by another tx")
 	case errors.As(err, &rej):
 		// Refused for good: the nonce is a hole the next drip fills.
-		k.mu.Lock()
-		if k.pending[p.Nonce] == p {
-			delete(k.pending, p.Nonce)
-		}
-		k.mu.Unlock()
+		k.replaceIfSame(p, nil)
 		f.forget(ctx, k, p.Nonce)
 		f.fates.dropped(p.TxID)
-		f.signalFreed()
+		f.pool.signalFreed()
 		log.Warn("in-doubt transaction refused by the node; its nonce will be reused", "reason", rej.Reason)
 	default:
 		log.Warn("in-doubt transaction not resolved yet; will retry", "err", err)
@@ -114,50 +88,34 @@ func (f *Faucet) forget(ctx context.Context, k *keyState, nonce uint64) {
 	}
 }
 
-func (f *Faucet) keyByAddr(addr stacks.Address) *keyState {
-	for _, k := range f.allKeys() {
-		if k.addr == addr {
-			return k
-		}
-	}
-	return nil
-}
-
 // Acquired implements OwnershipHandler: load the key's ledger and start
 // using it.
 func (f *Faucet) Acquired(ctx context.Context, addr stacks.Address) {
-	k := f.keyByAddr(addr)
+	k := f.pool.byAddr(addr)
 	if k == nil {
 		return
 	}
-	k.mu.Lock()
-	k.owned, k.loaded = true, false
-	k.mu.Unlock()
+	k.acquire()
 	f.log.Info("key acquired", "sender", addr.String())
 	if err := f.loadKey(ctx, k); err != nil {
 		// pick loads it lazily once the store answers again.
 		f.log.Warn("loading an acquired key failed", "sender", addr.String(), "err", err)
 	}
-	f.signalFreed()
+	f.pool.signalFreed()
 }
 
 // Releasing implements OwnershipHandler: stop handing the key to drips and
 // wait until no drip or repair holds one of its nonces.
 func (f *Faucet) Releasing(ctx context.Context, addr stacks.Address) {
-	k := f.keyByAddr(addr)
+	k := f.pool.byAddr(addr)
 	if k == nil {
 		return
 	}
-	k.mu.Lock()
-	k.owned = false
-	k.mu.Unlock()
+	k.stopAllocating()
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		k.mu.Lock()
-		busy := len(k.allocated) > 0
-		k.mu.Unlock()
-		if !busy {
+		if !k.allocating() {
 			break
 		}
 		select {
@@ -166,42 +124,27 @@ func (f *Faucet) Releasing(ctx context.Context, addr stacks.Address) {
 		case <-t.C:
 		}
 	}
-	f.disown(k)
+	k.unloadIfDisowned()
 	f.log.Info("key released", "sender", addr.String())
 }
 
 // Lost implements OwnershipHandler: stop using the key at once. A drip
 // still under way is fenced by the store.
 func (f *Faucet) Lost(addr stacks.Address) {
-	k := f.keyByAddr(addr)
+	k := f.pool.byAddr(addr)
 	if k == nil {
 		return
 	}
-	k.mu.Lock()
-	was := k.owned
-	k.owned = false
-	k.mu.Unlock()
-	f.disown(k)
-	if was {
+	if k.disown() {
 		f.log.Warn("key ownership lost", "sender", addr.String())
 	}
-}
-
-// disown drops what this process knew of the key's in-flight txs: the next
-// owner reads them from the store.
-func (f *Faucet) disown(k *keyState) {
-	k.mu.Lock()
-	if !k.owned {
-		k.loaded = false
-	}
-	k.mu.Unlock()
 }
 
 // runOwner keeps the KeyOwner running until ctx ends, restarting it after a
 // pause when it fails (a store outage ends its session; every key was Lost).
 func (f *Faucet) runOwner(ctx context.Context) {
 	// The treasury is a key of its own: one replica at a time sends refills.
-	keys := f.allKeys()
+	keys := f.pool.all()
 	addrs := make([]stacks.Address, len(keys))
 	for i, k := range keys {
 		addrs[i] = k.addr

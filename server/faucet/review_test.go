@@ -41,7 +41,7 @@ func TestStaleAccountReadIgnored(t *testing.T) {
 	}
 	g := &gatedAccount{NodeClient: e.f.cfg.Node, entered: make(chan struct{}), gate: make(chan struct{})}
 	e.f.cfg.Node = g
-	k := e.f.keys[0]
+	k := e.f.pool.keys[0]
 	done := make(chan error, 1)
 	go func() { done <- e.f.syncKey(context.Background(), k) }() // reads nonce 0
 	<-g.entered
@@ -88,7 +88,7 @@ func TestReadyDoesNotRepair(t *testing.T) {
 	}
 	cb := &countingBroadcast{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = cb
-	k := e.f.keys[0]
+	k := e.f.pool.keys[0]
 	k.mu.Lock()
 	k.synced = false // as before the first poll, so Ready reads accounts
 	k.lastAdvance = 0

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -61,7 +60,6 @@ const (
 
 // treasury is the refill state of an engine with a treasury key.
 type treasury struct {
-	k      *keyState
 	memo   stacks.Memo
 	below  uint64 // refill a distributor whose available µSTX falls below this
 	amount uint64 // µSTX per refill
@@ -118,8 +116,8 @@ func (f *Faucet) setupTreasury() error {
 		return nil
 	}
 	addr := c.Treasury.TestnetAddress()
-	for _, k := range f.keys {
-		if k.addr == addr {
+	for _, k := range c.Keys {
+		if k.TestnetAddress() == addr {
 			return fmt.Errorf("faucet: the treasury key (%s) is also a distributor key", addr)
 		}
 	}
@@ -136,19 +134,8 @@ func (f *Faucet) setupTreasury() error {
 	if err != nil {
 		return fmt.Errorf("faucet: %w", err)
 	}
-	k := newKeyState(c.Treasury)
-	k.owned = c.Owner == nil
-	f.treasury = &treasury{k: k, memo: memo, below: c.RefillBelow, amount: c.RefillAmount}
+	f.treasury = &treasury{memo: memo, below: c.RefillBelow, amount: c.RefillAmount}
 	return nil
-}
-
-// allKeys is every key the engine sends with: the distributors, then the
-// treasury if any.
-func (f *Faucet) allKeys() []*keyState {
-	if f.treasury == nil {
-		return f.keys
-	}
-	return append(slices.Clip(f.keys), f.treasury.k)
 }
 
 // Treasury reports the treasury's state; ok is false without a treasury.
@@ -157,21 +144,19 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 	if t == nil {
 		return TreasuryStatus{}, false
 	}
-	k := t.k
-	k.mu.Lock()
+	ks := f.pool.treasury.status(f.cfg.FeeReserve)
 	s := TreasuryStatus{
-		Address:         k.addr.String(),
-		Balance:         k.balance,
-		Available:       k.available(f.cfg.FeeReserve),
-		ConfirmedNonce:  k.confirmed,
-		InFlight:        k.inFlight(),
-		InFlightRefills: t.refillsInFlight(f.keys),
-		Synced:          k.synced,
-		Owned:           k.owned,
+		Address:         ks.Address,
+		Balance:         ks.Balance,
+		Available:       ks.Available,
+		ConfirmedNonce:  ks.ConfirmedNonce,
+		InFlight:        ks.InFlight,
+		InFlightRefills: f.pool.refillsInFlight(),
+		Synced:          ks.Synced,
+		Owned:           ks.Owned,
 		RefillBelow:     t.below,
 		RefillAmount:    t.amount,
 	}
-	k.mu.Unlock()
 	t.mu.Lock()
 	s.Dry = t.dry
 	t.mu.Unlock()
@@ -179,48 +164,21 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 	return s, true
 }
 
-// refillsInFlight counts the treasury's in-flight refills. Caller holds k.mu.
-func (t *treasury) refillsInFlight(distributors []*keyState) int {
-	n := 0
-	for _, p := range t.k.pending {
-		if !p.Foreign && !p.Recipient.IsContract() && slices.ContainsFunc(distributors, func(d *keyState) bool { return d.addr == p.Recipient.Address }) {
-			n++
-		}
-	}
-	return n
-}
-
-// refillInFlight reports whether a refill to addr is in flight (recorded,
-// accepted or in doubt, and not yet confirmed). Any treasury tx to addr
-// counts (a nonce-gap filler too): the safe side.
-func (t *treasury) refillInFlight(addr stacks.Address) bool {
-	t.k.mu.Lock()
-	defer t.k.mu.Unlock()
-	for _, p := range t.k.pending {
-		if !p.Foreign && !p.Recipient.IsContract() && p.Recipient.Address == addr {
-			return true
-		}
-	}
-	return false
-}
-
 // syncTreasury is the treasury's part of a block: load its ledger if it is
 // ours, read its account, repair it, and see whether a dry treasury has
 // been funded again. It reports whether refills may be sent this block.
 func (f *Faucet) syncTreasury(ctx context.Context, height uint64) bool {
 	t := f.treasury
-	if t == nil || !f.ownedLoaded(ctx, t.k) {
+	if t == nil || !f.ownedLoaded(ctx, f.pool.treasury) {
 		return false
 	}
-	k := t.k
+	k := f.pool.treasury
 	if err := f.syncKey(ctx, k); err != nil {
 		f.log.Warn("treasury sync failed", "sender", k.addr.String(), "err", err)
 		return false
 	}
 	f.repair(ctx, k, height)
-	k.mu.Lock()
-	bal, avail := k.balance, k.available(f.cfg.FeeReserve)
-	k.mu.Unlock()
+	bal, avail := k.funds(f.cfg.FeeReserve)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dry {
@@ -263,10 +221,8 @@ func (f *Faucet) warnDry(height uint64, recipient stacks.Address, msg string, ar
 	if !warn {
 		return
 	}
-	k := t.k
-	k.mu.Lock()
-	bal, avail := k.balance, k.available(f.cfg.FeeReserve)
-	k.mu.Unlock()
+	k := f.pool.treasury
+	bal, avail := k.funds(f.cfg.FeeReserve)
 	f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
 		"balance", bal, "available", avail, "refill_amount", t.amount}, args...)...)
 }
@@ -281,7 +237,7 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 	}
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
-	for _, d := range f.keys {
+	for _, d := range f.pool.keys {
 		if ctx.Err() != nil {
 			return
 		}
@@ -289,7 +245,7 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 		// a refill is no longer in flight, its nonce had confirmed at the
 		// treasury read behind that answer, so a distributor read started
 		// after the check includes the refill.
-		if t.refillInFlight(d.addr) {
+		if f.pool.refillInFlight(d.addr) {
 			continue
 		}
 		avail, ok := f.distributorAvailable(ctx, d, synced[d])
@@ -310,10 +266,8 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 // ok is false when it is unknown. A key it reports below the refill
 // threshold was read from the node after the call began (see refill).
 func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
-	d.mu.Lock()
-	owned, loaded, isSynced := d.owned, d.loaded, d.synced
-	avail := d.available(f.cfg.FeeReserve)
-	d.mu.Unlock()
+	owned, loaded, isSynced := d.flags()
+	_, avail := d.funds(f.cfg.FeeReserve)
 	if owned && loaded {
 		if !syncedNow || !isSynced {
 			return 0, false
@@ -329,12 +283,11 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 			f.log.Warn("refill: re-reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 			return 0, false
 		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if !d.owned || !d.loaded || !d.synced {
+		if owned, loaded, synced := d.flags(); !owned || !loaded || !synced {
 			return 0, false // ownership changed meanwhile
 		}
-		return d.available(f.cfg.FeeReserve), true
+		_, avail := d.funds(f.cfg.FeeReserve)
+		return avail, true
 	}
 	if owned {
 		return 0, false // its ledger is not loaded: in-flight spends unknown
@@ -358,91 +311,63 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 	return satSub(satSub(acct.Balance, spend), f.cfg.FeeReserve), true
 }
 
-// sendRefill sends one refill from the treasury to d, through the same
-// allocate → record → broadcast → commit path as a drip.
+// sendRefill sends one refill from the treasury to d: a placement whose
+// only possible key is the treasury's.
 func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
 	t := f.treasury
-	k := t.k
+	k := f.pool.treasury
 	to := stacks.Principal{Address: d.addr}
 	fee := f.fee(ctx, to)
-	spend := satAdd(t.amount, fee)
+	chainID := f.chainID()
 	log := f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "amount", t.amount)
-	excluded := map[*keyState]bool{}
-	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
-		k.mu.Lock()
-		if !k.owned || !k.loaded || !k.synced {
-			k.mu.Unlock()
-			return // ownership changed meanwhile: the new writer refills
-		}
-		if k.inFlight() >= f.cfg.MaxInFlight {
-			k.mu.Unlock()
-			log.Warn("treasury at its in-flight cap; refill waits for the next block")
-			return
-		}
-		if k.available(f.cfg.FeeReserve) < spend {
-			bal := k.balance
-			k.mu.Unlock()
-			t.failed.Add(1)
-			if !t.markDry(bal) {
-				f.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
+	var refused allocRefusal
+	var balance uint64
+	done, err := f.place(ctx, placement{
+		to: to, amount: t.amount, fee: fee, recorded: f.onRefillRecorded,
+		choose: func(_ context.Context, spend uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+			if excluded[k] {
+				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
-			return
-		}
-		nonce := k.allocate(spend)
-		k.mu.Unlock()
-
-		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
-			Recipient: to, Amount: t.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: f.chainID(),
-		}, k.key)
-		if err != nil {
-			f.release(k, nonce)
-			t.failed.Add(1)
-			log.Error("signing a refill failed", "err", err)
-			return
-		}
-		raw := tx.Serialize()
-		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: t.amount, Fee: fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if err := f.cfg.Ledger.Put(ctx, *p); err != nil {
-			f.release(k, nonce)
-			t.failed.Add(1)
-			if errors.Is(err, ErrNotOwner) {
-				f.Lost(k.addr) // another replica is the treasury's writer now
+			var nonce uint64
+			nonce, refused, balance = f.pool.allocateOn(k, spend)
+			if refused != 0 {
+				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
-			log.Warn("recording a refill failed; nothing sent", "nonce", nonce, "err", err)
-			return
-		}
-		if f.onRefillRecorded != nil {
-			f.onRefillRecorded(*p)
-		}
-		maybeSent, err := f.broadcast(ctx, raw)
-		if err == nil || maybeSent {
-			if err == nil {
-				p.State = TxPending
-			}
-			f.commit(ctx, k, p)
-			f.refillSent(ctx, d, p, err)
-			return
-		}
-		ferr := f.handleBroadcastError(ctx, k, p, err, excluded)
-		if ferr == nil {
-			continue // nonce conflict or behind the node: retry with the next nonce
-		}
+			return k, nonce, nil
+		},
+		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewTokenTransfer(stacks.TransferParams{
+				Recipient: to, Amount: t.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: chainID,
+			}, key)
+		},
+	})
+	if err == nil {
+		f.refillSent(ctx, d, &done.tx, done.lostAnswer)
+		return
+	}
+	var rej *node.RejectionError
+	switch {
+	case refused == refusedNotOurs:
+		return // ownership changed meanwhile: the new writer refills
+	case refused == refusedBusy:
+		log.Warn("treasury at its in-flight cap; refill waits for the next block")
+		return
+	case refused == refusedShort:
 		t.failed.Add(1)
-		var rej *node.RejectionError
-		if errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds {
-			k.mu.Lock()
-			bal := k.balance
-			k.mu.Unlock()
-			if !t.markDry(bal) {
-				f.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
-			}
-			return
+		if !t.markDry(balance) {
+			f.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
 		}
-		log.Warn("refill not accepted by the node; retried at the next block", "nonce", nonce, "err", err)
+		return
+	case errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds:
+		t.failed.Add(1)
+		bal, _ := k.funds(f.cfg.FeeReserve)
+		if !t.markDry(bal) {
+			f.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
+		}
 		return
 	}
 	t.failed.Add(1)
-	log.Warn("refill not placed after retries; retried at the next block")
+	log.Warn("refill not placed; retried at the next block", "err", err)
 }
 
 // refillSent counts, logs and records a refill now in flight. sendErr is

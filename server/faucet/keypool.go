@@ -1,0 +1,685 @@
+package faucet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// keyPool owns the sending keys: their locks, nonce allocation, release,
+// commit and the application of the node's account reads. It is the only
+// code that takes a keyState's mu; everything else asks it.
+type keyPool struct {
+	keys     []*keyState // distributors, in configuration order
+	treasury *keyState   // nil without a treasury
+	// maxInFlight caps a key's allocated plus pending nonces; reserve is
+	// the µSTX a key keeps back beyond its in-flight spends.
+	maxInFlight int
+	reserve     uint64
+
+	mu sync.Mutex // serialises key choice + nonce allocation across keys
+	rr int        // round-robin start for ties
+	// freed is closed (and replaced) whenever a sync or a release may have
+	// freed in-flight slots, waking drips that wait for one.
+	freed chan struct{}
+	// onBusyWait, when set (tests only), is called each time a caller
+	// starts waiting for a free slot: a synchronisation point.
+	onBusyWait func()
+}
+
+func newKeyPool(keys []*stacks.PrivateKey, treasury *stacks.PrivateKey, owned bool, maxInFlight int, reserve uint64) *keyPool {
+	p := &keyPool{maxInFlight: maxInFlight, reserve: reserve, freed: make(chan struct{})}
+	for _, k := range keys {
+		ks := newKeyState(k)
+		ks.owned = owned
+		p.keys = append(p.keys, ks)
+	}
+	if treasury != nil {
+		p.treasury = newKeyState(treasury)
+		p.treasury.owned = owned
+	}
+	return p
+}
+
+// all is every key the engine sends with: the distributors, then the
+// treasury if any.
+func (p *keyPool) all() []*keyState {
+	if p.treasury == nil {
+		return p.keys
+	}
+	return append(slices.Clip(p.keys), p.treasury)
+}
+
+func (p *keyPool) byAddr(addr stacks.Address) *keyState {
+	for _, k := range p.all() {
+		if k.addr == addr {
+			return k
+		}
+	}
+	return nil
+}
+
+// isDistributor reports whether addr is one of the sending keys.
+func (p *keyPool) isDistributor(addr stacks.Address) bool {
+	return slices.ContainsFunc(p.keys, func(k *keyState) bool { return k.addr == addr })
+}
+
+// signalFreed wakes callers waiting for in-flight capacity.
+func (p *keyPool) signalFreed() {
+	p.mu.Lock()
+	close(p.freed)
+	p.freed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// release gives back a nonce that no accepted tx occupies, and wakes
+// callers waiting for the slot it frees.
+func (p *keyPool) release(k *keyState, nonce uint64) {
+	k.mu.Lock()
+	k.unallocate(nonce)
+	k.mu.Unlock()
+	p.signalFreed()
+}
+
+// pickWithin chooses the least-loaded distributor that can afford spend and
+// allocates its next nonce, waiting up to wait for a slot to free when every
+// key is at its in-flight cap. prepare runs first on each candidate (it
+// loads and syncs keys that need it) and may exclude one.
+func (p *keyPool) pickWithin(ctx context.Context, spend uint64, excluded map[*keyState]bool, wait time.Duration, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+	var deadline <-chan time.Time
+	for {
+		p.mu.Lock()
+		freed := p.freed
+		p.mu.Unlock()
+		k, nonce, err := p.pickOnce(spend, excluded, prepare)
+		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
+			return k, nonce, err
+		}
+		if deadline == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		if p.onBusyWait != nil {
+			p.onBusyWait()
+		}
+		select {
+		case <-freed:
+		case <-deadline:
+			return nil, 0, err
+		case <-ctx.Done():
+			return nil, 0, err
+		}
+	}
+}
+
+func (p *keyPool) pickOnce(spend uint64, excluded map[*keyState]bool, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+	for _, k := range p.keys {
+		if excluded[k] {
+			continue
+		}
+		if err := prepare(k); err != nil {
+			return nil, 0, err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best *keyState
+	bestLoad := 0
+	anyOwned, anySynced, anyCapacity := false, false, false
+	n := len(p.keys)
+	for i := range n {
+		k := p.keys[(p.rr+i)%n]
+		if excluded[k] {
+			continue
+		}
+		k.mu.Lock()
+		usable := k.owned && k.loaded
+		anyOwned = anyOwned || usable
+		ok := usable && k.synced
+		anySynced = anySynced || ok
+		load := k.inFlight()
+		hasCapacity := ok && load < p.maxInFlight
+		anyCapacity = anyCapacity || hasCapacity
+		canPay := ok && !k.dry && k.available(p.reserve) >= spend
+		k.mu.Unlock()
+		if hasCapacity && canPay && (best == nil || load < bestLoad) {
+			best, bestLoad = k, load
+		}
+	}
+	p.rr++
+	switch {
+	case best != nil:
+		best.mu.Lock()
+		nonce := best.allocate(spend)
+		best.mu.Unlock()
+		return best, nonce, nil
+	case !anyOwned:
+		return nil, 0, failf(ReasonBusy, nil, "this faucet replica holds no sending key right now; try again shortly")
+	case !anySynced:
+		return nil, 0, failf(ReasonNodeUnavailable, nil, "the Stacks node is unavailable; try again shortly")
+	case !anyCapacity:
+		return nil, 0, failf(ReasonBusy, nil, "the faucet is busy; try again in a minute")
+	default:
+		return nil, 0, failf(ReasonExhausted, nil, "the faucet is out of funds")
+	}
+}
+
+// allocateOn allocates k's next nonce for spend if k is ours, synced, under
+// its in-flight cap and can afford it; otherwise it says which of those
+// failed. The treasury, which has no choice of key, uses it.
+func (p *keyPool) allocateOn(k *keyState, spend uint64) (nonce uint64, _ allocRefusal, balance uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case !k.owned || !k.loaded || !k.synced:
+		return 0, refusedNotOurs, k.balance
+	case k.inFlight() >= p.maxInFlight:
+		return 0, refusedBusy, k.balance
+	case k.available(p.reserve) < spend:
+		return 0, refusedShort, k.balance
+	}
+	return k.allocate(spend), 0, k.balance
+}
+
+// allocRefusal says why allocateOn gave no nonce.
+type allocRefusal int
+
+const (
+	refusedNotOurs allocRefusal = iota + 1 // not owned, loaded and synced
+	refusedBusy                            // at its in-flight cap
+	refusedShort                           // cannot afford the spend
+)
+
+// freeSlot reports whether some distributor could take a transaction now.
+func (p *keyPool) freeSlot() bool {
+	for _, k := range p.keys {
+		k.mu.Lock()
+		ok := k.owned && k.synced && !k.dry && k.inFlight() < p.maxInFlight
+		k.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// affordable is how many drips of amount the best distributor could still
+// pay in one transaction costing fee, capped at limit.
+func (p *keyPool) affordable(amount, fee uint64, limit int) int {
+	best := uint64(0)
+	for _, k := range p.keys {
+		k.mu.Lock()
+		if k.owned && k.synced && !k.dry {
+			if a := k.available(p.reserve); a > fee && amount > 0 {
+				best = max(best, (a-fee)/amount)
+			}
+		}
+		k.mu.Unlock()
+	}
+	return int(min(best, uint64(limit)))
+}
+
+// statuses reports every distributor's state.
+func (p *keyPool) statuses() []KeyStatus {
+	out := make([]KeyStatus, len(p.keys))
+	for i, k := range p.keys {
+		out[i] = k.status(p.reserve)
+	}
+	return out
+}
+
+// refillsInFlight counts the treasury's in-flight transfers to a
+// distributor (any treasury tx to one counts, a nonce-gap filler too).
+func (p *keyPool) refillsInFlight() int {
+	t := p.treasury
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, tx := range t.pending {
+		if !tx.Foreign && !tx.Recipient.IsContract() && p.isDistributor(tx.Recipient.Address) {
+			n++
+		}
+	}
+	return n
+}
+
+// refillInFlight reports whether a treasury tx to addr is recorded,
+// accepted or in doubt, and not yet confirmed.
+func (p *keyPool) refillInFlight(addr stacks.Address) bool {
+	t := p.treasury
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tx := range t.pending {
+		if !tx.Foreign && !tx.Recipient.IsContract() && tx.Recipient.Address == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// keyState is one sending key's view of its account: the node's confirmed
+// balance and nonce, plus what we have in flight above that nonce. Only nonce
+// allocation and bookkeeping hold mu; signing and broadcasting do not.
+type keyState struct {
+	key  *stacks.PrivateKey
+	addr stacks.Address
+
+	mu        sync.Mutex
+	synced    bool
+	balance   uint64 // confirmed µSTX as of the last sync
+	confirmed uint64 // the node's next nonce (confirmed txs only)
+	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
+	pending map[uint64]*PendingTx
+	// allocated marks nonces handed to a drip (or the repair loop) that has
+	// not finished broadcasting.
+	allocated map[uint64]uint64 // nonce → reserved spend (amount + fee)
+	dry       bool
+	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
+	lastAdvance uint64
+
+	// owned: this process may send with the key (always, without a
+	// KeyOwner). loaded: pending was read from the ledger since ownership
+	// began; loadMu serialises that load.
+	owned  bool
+	loaded bool
+	loadMu sync.Mutex
+	// syncStarted numbers account reads as they start; syncApplied is the
+	// number of the newest one applied. An older read finishing later is
+	// stale and must not move the key backwards.
+	syncStarted, syncApplied uint64
+}
+
+func newKeyState(k *stacks.PrivateKey) *keyState {
+	return &keyState{
+		key:       k,
+		addr:      k.TestnetAddress(),
+		pending:   map[uint64]*PendingTx{},
+		allocated: map[uint64]uint64{},
+	}
+}
+
+// inFlight counts pending and allocated nonces. Caller holds mu.
+func (k *keyState) inFlight() int { return len(k.pending) + len(k.allocated) }
+
+// committedSpend is what in-flight txs will take from the balance. Caller holds mu.
+func (k *keyState) committedSpend() uint64 {
+	var s uint64
+	for _, p := range k.pending {
+		s = satAdd(s, satAdd(p.Amount, p.Fee))
+	}
+	for _, v := range k.allocated {
+		s = satAdd(s, v)
+	}
+	return s
+}
+
+// available is balance − in-flight spends − reserve. Caller holds mu.
+func (k *keyState) available(reserve uint64) uint64 {
+	return satSub(satSub(k.balance, k.committedSpend()), reserve)
+}
+
+// nextNonce is the nonce the next drip gets: the lowest one at or above the
+// confirmed nonce that no pending or allocated tx occupies. Without gaps that
+// is max(confirmed, highest in flight + 1); a gap (a hole left by a drip whose
+// broadcast failed) is reused first so it cannot block the chain. Holes are
+// derived from the maps every time, so they can neither go stale nor be
+// handed out twice. Caller holds mu.
+func (k *keyState) nextNonce() uint64 {
+	used := make([]uint64, 0, len(k.pending)+len(k.allocated))
+	for n := range k.pending {
+		used = append(used, n)
+	}
+	for n := range k.allocated {
+		used = append(used, n)
+	}
+	slices.Sort(used)
+	next := k.confirmed
+	for _, n := range used {
+		if n > next {
+			break // next is a hole
+		}
+		if n == next {
+			next++
+		}
+	}
+	return next
+}
+
+// allocate reserves the lowest usable nonce for a spend. Caller holds mu.
+func (k *keyState) allocate(spend uint64) uint64 {
+	nonce := k.nextNonce()
+	k.allocated[nonce] = spend
+	return nonce
+}
+
+// unallocate gives a nonce back after a drip that did not get a tx accepted;
+// if it lies below another in-flight nonce it is now a hole, which the next
+// allocation (or the repair loop) fills. Caller holds mu.
+func (k *keyState) unallocate(nonce uint64) {
+	delete(k.allocated, nonce)
+}
+
+// flags reads the key's ownership and sync state.
+func (k *keyState) flags() (owned, loaded, synced bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.owned, k.loaded, k.synced
+}
+
+// funds reads the confirmed balance and what is available beyond in-flight
+// spends and reserve.
+func (k *keyState) funds(reserve uint64) (balance, available uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.balance, k.available(reserve)
+}
+
+// commitPending moves an allocated nonce to pending: its tx is (or may be)
+// at the node.
+func (k *keyState) commitPending(p *PendingTx) {
+	k.mu.Lock()
+	delete(k.allocated, p.Nonce)
+	k.pending[p.Nonce] = p
+	k.mu.Unlock()
+}
+
+// takenByOther records that another writer's tx holds nonce in the mempool
+// (ConflictingNonceInMempool): the nonce is no longer ours to allocate. A tx
+// we hold bytes for is never overwritten.
+func (k *keyState) takenByOther(nonce uint64, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.allocated, nonce)
+	if _, ours := k.pending[nonce]; !ours {
+		k.pending[nonce] = &PendingTx{Sender: k.addr, Nonce: nonce, Foreign: true, SentAt: now}
+	}
+}
+
+// setDry marks the key as unable to pay (the node said so).
+func (k *keyState) setDry() {
+	k.mu.Lock()
+	k.dry = true
+	k.mu.Unlock()
+}
+
+// startSync numbers an account read as it starts.
+func (k *keyState) startSync() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.syncStarted++
+	return k.syncStarted
+}
+
+// syncOutcome is what applying an account read changed.
+type syncOutcome struct {
+	applied bool // false: a newer read was applied already
+	freed   bool // the confirmed nonce advanced and freed in-flight slots
+	owned   bool
+	// confirmed: pending nonces the read confirmed (their ledger rows go).
+	confirmed []uint64
+}
+
+// applySync applies account read seq unless a newer one was applied: the
+// confirmed balance and nonce replace ours and the pending txs below the
+// nonce are dropped. A dry key comes back once it can pay dryRecover again.
+func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve uint64) syncOutcome {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if seq < k.syncApplied {
+		return syncOutcome{owned: k.owned}
+	}
+	k.syncApplied = seq
+	before := k.inFlight()
+	advanced := nonce > k.confirmed || !k.synced
+	k.balance, k.confirmed, k.synced = balance, nonce, true
+	if advanced {
+		k.lastAdvance = height
+	}
+	var confirmed []uint64
+	for n := range k.pending {
+		if n < nonce {
+			delete(k.pending, n)
+			confirmed = append(confirmed, n)
+		}
+	}
+	if k.dry && k.available(reserve) >= dryRecover {
+		k.dry = false
+	}
+	return syncOutcome{applied: true, freed: advanced && k.inFlight() < before, owned: k.owned, confirmed: confirmed}
+}
+
+// needsLoad reports whether the key is ours and its ledger not yet loaded.
+func (k *keyState) needsLoad() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.owned && !k.loaded
+}
+
+// loadPending replaces what the key holds in flight with the ledger's
+// entries, marks it loaded and unsynced, and returns the entries in doubt
+// (state broadcasting) for the caller to resolve.
+func (k *keyState) loadPending(entries []PendingTx) (doubt []*PendingTx) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pending = make(map[uint64]*PendingTx, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		k.pending[e.Nonce] = e
+		if e.State == TxBroadcasting && !e.Foreign {
+			doubt = append(doubt, e)
+		}
+	}
+	k.synced, k.loaded = false, true
+	return doubt
+}
+
+// stillInDoubt reports whether p is still the key's entry at its nonce,
+// unconfirmed, on a key we own.
+func (k *keyState) stillInDoubt(p *PendingTx) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cur, ok := k.pending[p.Nonce]
+	return ok && cur == p && k.owned && p.Nonce >= k.confirmed
+}
+
+// replaceIfSame swaps the entry at p's nonce for by (nil deletes it) if p is
+// still the one there.
+func (k *keyState) replaceIfSame(p, by *PendingTx) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pending[p.Nonce] != p {
+		return
+	}
+	if by == nil {
+		delete(k.pending, p.Nonce)
+		return
+	}
+	k.pending[p.Nonce] = by
+}
+
+// updatePending stores a changed entry if it is still in flight; write runs
+// under the key's lock, so a sync cannot delete the row while it is written.
+func (k *keyState) updatePending(p *PendingTx, write func(PendingTx) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.pending[p.Nonce]; !ok {
+		return nil // confirmed meanwhile
+	}
+	k.pending[p.Nonce] = p
+	return write(*p)
+}
+
+// acquire marks the key ours, its ledger still to be loaded.
+func (k *keyState) acquire() {
+	k.mu.Lock()
+	k.owned, k.loaded = true, false
+	k.mu.Unlock()
+}
+
+// disown stops handing the key out and drops what this process knew of its
+// in-flight txs (the next owner reads them from the store). It reports
+// whether the key was owned.
+func (k *keyState) disown() (was bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	was = k.owned
+	k.owned, k.loaded = false, false
+	return was
+}
+
+// unloadIfDisowned drops what this process knew of the key's in-flight txs
+// unless it was acquired again meanwhile.
+func (k *keyState) unloadIfDisowned() {
+	k.mu.Lock()
+	if !k.owned {
+		k.loaded = false
+	}
+	k.mu.Unlock()
+}
+
+// stopAllocating stops handing the key out, keeping what it holds.
+func (k *keyState) stopAllocating() {
+	k.mu.Lock()
+	k.owned = false
+	k.mu.Unlock()
+}
+
+// allocating reports whether a caller holds one of the key's nonces.
+func (k *keyState) allocating() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.allocated) > 0
+}
+
+// inDoubt lists the entries whose broadcast outcome is unknown.
+func (k *keyState) inDoubt() []*PendingTx {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var doubt []*PendingTx
+	for _, p := range k.pending {
+		if p.State == TxBroadcasting && !p.Foreign {
+			doubt = append(doubt, p)
+		}
+	}
+	return doubt
+}
+
+// repairPlan is what a stuck key needs: the nonce the chain waits on, the
+// entry we hold there (nil: a hole, claimed for the filler) and our entries
+// from that nonce up without a gap.
+type repairPlan struct {
+	nonce uint64
+	stuck *PendingTx // a copy
+	chain []PendingTx
+}
+
+// planRepair decides at height whether the key is stuck: its confirmed
+// nonce has not moved for stuckBlocks while txs wait above it. A hole at
+// the confirmed nonce is claimed (allocated) so that no drip races the
+// filler for it. nil: nothing to do.
+func (k *keyState) planRepair(height, stuckBlocks uint64) *repairPlan {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.pending) == 0 {
+		// Nothing waits on the confirmed nonce (a hole below an allocated
+		// nonce is taken by the next drip): restart the stuck clock.
+		k.lastAdvance = height
+		return nil
+	}
+	if height < k.lastAdvance+stuckBlocks {
+		return nil
+	}
+	plan := &repairPlan{nonce: k.confirmed}
+	if p, ok := k.pending[plan.nonce]; ok {
+		cp := *p
+		plan.stuck = &cp
+	}
+	if _, busy := k.allocated[plan.nonce]; busy {
+		return nil // a drip is sending this nonce right now
+	}
+	k.lastAdvance = height // give the repair stuckBlocks to work
+	if plan.stuck == nil {
+		k.allocated[plan.nonce] = 0
+	}
+	// A node that lost one tx may have lost the ones after it too.
+	for n := plan.nonce; ; n++ {
+		p, ok := k.pending[n]
+		if !ok {
+			break
+		}
+		if !p.Foreign {
+			plan.chain = append(plan.chain, *p)
+		}
+	}
+	return plan
+}
+
+// findTx returns a copy of our in-flight entry with that txid.
+func (k *keyState) findTx(txid string) (PendingTx, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pending {
+		if !p.Foreign && p.TxID.String() == txid {
+			return *p, true
+		}
+	}
+	return PendingTx{}, false
+}
+
+// pendingAt returns a copy of our in-flight entry at nonce.
+func (k *keyState) pendingAt(nonce uint64) (PendingTx, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.pending[nonce]; ok && !p.Foreign {
+		return *p, true
+	}
+	return PendingTx{}, false
+}
+
+// KeyStatus is a point-in-time view of one key, for metrics and readiness.
+type KeyStatus struct {
+	Address        string
+	Balance        uint64 // confirmed µSTX
+	Available      uint64 // balance minus in-flight spends and reserve
+	ConfirmedNonce uint64
+	NextNonce      uint64
+	InFlight       int
+	Dry            bool
+	Synced         bool
+	// Owned: this replica sends with the key (always true without a KeyOwner).
+	Owned bool
+}
+
+func (k *keyState) status(reserve uint64) KeyStatus {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return KeyStatus{
+		Address:        k.addr.String(),
+		Balance:        k.balance,
+		Available:      k.available(reserve),
+		ConfirmedNonce: k.confirmed,
+		NextNonce:      k.nextNonce(),
+		InFlight:       k.inFlight(),
+		Dry:            k.dry,
+		Synced:         k.synced,
+		Owned:          k.owned,
+	}
+}
+
+func satAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
+func satSub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
