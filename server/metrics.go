@@ -130,7 +130,7 @@ func (m *Metrics) Handler() http.Handler {
 // registerFaucet makes the per-key and funding gauges report f, with the
 // server's low-funds threshold. It can be called again (the last faucet
 // wins); nothing is registered twice.
-func (m *Metrics) registerFaucet(f *faucet.Faucet, lowDrips int) {
+func (m *Metrics) registerFaucet(f Reporter, lowDrips int) {
 	m.keys.set(f, lowDrips)
 }
 
@@ -177,7 +177,7 @@ func (m *Metrics) observeHTTP(route, method string, code int, d time.Duration) {
 // are never stale and no background loop is needed.
 type keyCollector struct {
 	mu sync.RWMutex
-	f  *faucet.Faucet
+	f  Reporter
 
 	balance, available, nonce, inFlight, synced, dry, owned *prometheus.Desc
 	// Faucet-wide funding and node health, for alerts.
@@ -219,7 +219,7 @@ func newKeyCollector() *keyCollector {
 	}
 }
 
-func (c *keyCollector) set(f *faucet.Faucet, lowDrips int) {
+func (c *keyCollector) set(f Reporter, lowDrips int) {
 	c.mu.Lock()
 	c.f, c.low = f, lowDrips
 	c.mu.Unlock()

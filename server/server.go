@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 )
@@ -46,8 +45,8 @@ const (
 
 // Config holds the handler's dependencies and settings.
 type Config struct {
-	// Faucet is the dispensing engine. Required.
-	Faucet *faucet.Faucet
+	// Faucet is the dispensing engine (a *faucet.Faucet). Required.
+	Faucet Engine
 	// Node serves the status endpoint. Required.
 	Node StatusNode
 	// Txs answers the drip status endpoint's questions about transactions;

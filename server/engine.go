@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// The HTTP layer sees the engine through three small interfaces of its own,
+// one per concern, so that handler tests can stand in for any engine answer
+// (a store outage, a busy or dry faucet, a lost node answer) without a node.
+
+// Dispenser pays drips: the engine behind the drip endpoints.
+type Dispenser interface {
+	// Drip pays one request; a failure is a *faucet.Error whose Reason
+	// decides the answer.
+	Drip(ctx context.Context, req faucet.Request) (*faucet.Result, error)
+	// Disabled reports whether the operator suspended the faucet.
+	Disabled() bool
+}
+
+// Reporter tells the page, readiness and metrics what the engine knows of
+// its keys, funds and node.
+type Reporter interface {
+	Keys() []faucet.KeyStatus
+	Treasury() (faucet.TreasuryStatus, bool)
+	Funding() faucet.Funding
+	BatchStats() faucet.BatchStats
+	NodeUp() bool
+	ChainID() (id uint32, ok bool)
+	// Ready says why a drip would fail now, or nil.
+	Ready(ctx context.Context) error
+	DefaultAmount() uint64
+	StackingAmount(ctx context.Context) (uint64, error)
+	Limits() faucet.LimitsConfig
+}
+
+// DripFinder looks up what became of a transaction the faucet sent, for the
+// drip status endpoint.
+type DripFinder interface {
+	LookupDrip(ctx context.Context, txid string) (faucet.DripRecord, bool, error)
+	PendingByTxID(txid string) (faucet.PendingTx, bool)
+	PendingAt(sender string, nonce uint64) (faucet.PendingTx, bool)
+	ReplacementOf(txid string) (string, bool)
+	Dropped(txid string) bool
+}
+
+// Engine is everything the HTTP layer asks of the engine.
+type Engine interface {
+	Dispenser
+	Reporter
+	DripFinder
+}
+
+var _ Engine = (*faucet.Faucet)(nil)

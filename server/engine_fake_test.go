@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// fakeEngine answers as the engine would, from fields a test sets: the
+// handler's side of every engine answer, without a node.
+type fakeEngine struct {
+	mu       sync.Mutex
+	dripRes  *faucet.Result
+	dripErr  error
+	disabled bool
+	readyErr error
+	funding  faucet.Funding
+	limits   faucet.LimitsConfig
+	requests []faucet.Request
+}
+
+func (e *fakeEngine) Drip(_ context.Context, req faucet.Request) (*faucet.Result, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.requests = append(e.requests, req)
+	if e.dripErr != nil {
+		return nil, e.dripErr
+	}
+	res := *e.dripRes
+	res.Stacking = req.Stacking
+	return &res, nil
+}
+
+func (e *fakeEngine) Disabled() bool                          { return e.disabled }
+func (e *fakeEngine) Keys() []faucet.KeyStatus                { return nil }
+func (e *fakeEngine) Treasury() (faucet.TreasuryStatus, bool) { return faucet.TreasuryStatus{}, false }
+func (e *fakeEngine) Funding() faucet.Funding                 { return e.funding }
+func (e *fakeEngine) BatchStats() faucet.BatchStats           { return faucet.BatchStats{} }
+func (e *fakeEngine) NodeUp() bool                            { return e.readyErr == nil }
+func (e *fakeEngine) ChainID() (uint32, bool)                 { return stacks.ChainIDTestnet, true }
+func (e *fakeEngine) Ready(context.Context) error             { return e.readyErr }
+func (e *fakeEngine) DefaultAmount() uint64                   { return faucet.DefaultAmount }
+func (e *fakeEngine) Limits() faucet.LimitsConfig             { return e.limits }
+func (e *fakeEngine) StackingAmount(context.Context) (uint64, error) {
+	return 0, errors.New("no PoX information")
+}
+func (e *fakeEngine) LookupDrip(context.Context, string) (faucet.DripRecord, bool, error) {
+	return faucet.DripRecord{}, false, nil
+}
+func (e *fakeEngine) PendingByTxID(string) (faucet.PendingTx, bool)     { return faucet.PendingTx{}, false }
+func (e *fakeEngine) PendingAt(string, uint64) (faucet.PendingTx, bool) { return faucet.PendingTx{}, false }
+func (e *fakeEngine) ReplacementOf(string) (string, bool)               { return "", false }
+func (e *fakeEngine) Dropped(string) bool                               { return false }
+
+// downNode is a status node that cannot be reached.
+type downNode struct{}
+
+func (downNode) Info(context.Context) (*node.Info, error) {
+	return nil, &node.TransportError{Call: node.CallInfo, Err: errors.New("connection refused")}
+}
+func (downNode) PoX(context.Context) (*node.PoXInfo, error) {
+	return nil, &node.TransportError{Call: node.CallPoX, Err: errors.New("connection refused")}
+}
+
+func hexOf(b []byte) string { return hex.EncodeToString(b) }
+
+func newFakeServer(t *testing.T, e *fakeEngine) http.Handler {
+	t.Helper()
+	return New(Config{Faucet: e, Node: downNode{},
+		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }})
+}
+
+func serveFake(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.RemoteAddr = "192.0.2.10:40000"
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// Every answer the engine can give reaches the client in the incumbent's
+// shape, on v1 and v3, byte for byte.
+func TestEngineAnswersOnTheWire(t *testing.T) {
+	key := newKey(t)
+	to := newRecipient(t)
+	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+		Recipient: stacks.Principal{Address: key.TestnetAddress()}, Amount: faucet.DefaultAmount, Fee: 180, ChainID: stacks.ChainIDTestnet,
+	}, newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &faucet.Result{TxID: tx.TxID(), TxRaw: tx.Serialize(), Amount: faucet.DefaultAmount, Fee: 180, Sender: key.TestnetAddress()}
+	inDoubt := *sent
+	inDoubt.InDoubt = true
+	fail := func(r faucet.Reason, msg string) error { return &faucet.Error{Reason: r, Message: msg, Err: errors.New("internal detail 10.0.0.7")} }
+
+	cases := []struct {
+		name         string
+		res          *faucet.Result
+		err          error
+		v1Status     int
+		v1Body       string
+		v3Status     int
+		v3Body       string
+		v1RetryAfter string
+	}{
+		{
+			name: "store unavailable", err: fail(faucet.ReasonStoreUnavailable, "x"),
+			v1Status: 500, v1Body: `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
+			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+		},
+		{
+			name: "busy", err: fail(faucet.ReasonBusy, "x"),
+			v1Status: 500, v1Body: `{"success":false,"error":"The faucet is busy; try again in a minute","reason":"busy"}`,
+			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+		},
+		{
+			name: "out of funds", err: fail(faucet.ReasonExhausted, "x"),
+			v1Status: 500, v1Body: `{"success":false,"error":"The faucet is temporarily out of funds; try again later","reason":"exhausted"}`,
+			v3Status: 503, v3Body: `{"error":"The faucet is temporarily out of funds, please try again later"}`,
+		},
+		{
+			name: "node down", err: fail(faucet.ReasonNodeUnavailable, "x"),
+			v1Status: 500, v1Body: `{"success":false,"error":"The Stacks node is unavailable; try again shortly","reason":"node_unavailable"}`,
+			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+		},
+		{
+			name: "refused by the node", err: fail(faucet.ReasonRejected, "x"),
+			v1Status: 500, v1Body: `{"success":false,"error":"The Stacks node refused the faucet transaction","reason":"rejected"}`,
+			v3Status: 500, v3Body: `{"error":"Faucet request failed, please try again later"}`,
+		},
+		{
+			name: "chain not allowed", err: fail(faucet.ReasonDisabled, "the node is on mainnet"),
+			v1Status: 403, v1Body: `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the node is on mainnet"}`,
+			v3Status: 403, v3Body: `{"error":"STX faucet is not available"}`,
+		},
+		{
+			name: "rate limited", err: &faucet.Error{Reason: faucet.ReasonRateLimited, Message: "Too many requests", RetryAfter: 90*time.Second + time.Millisecond},
+			v1Status: 429, v1Body: `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":91,"next_allowed_at":"2026-11-24T12:01:31Z"}`,
+			v3Status: 429, v3Body: `{"error":"Too many requests"}`, v1RetryAfter: "91",
+		},
+		{
+			name: "not an engine error", err: errors.New("boom"),
+			v1Status: 500, v1Body: `{"success":false,"error":"Internal error","reason":"internal"}`,
+			v3Status: 500, v3Body: `{"error":"Faucet request failed, please try again later"}`,
+		},
+		{
+			name: "sent", res: sent,
+			v1Status: 200, v1Body: `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
+			v3Status: 200, v3Body: `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+		},
+		{
+			// A lost node answer is success in doubt: the txid is the
+			// client's, never an error inviting a second payment.
+			name: "in doubt", res: &inDoubt,
+			v1Status: 200, v1Body: `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
+			v3Status: 200, v3Body: `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := &fakeEngine{dripRes: c.res, dripErr: c.err}
+			h := newFakeServer(t, e)
+			w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
+			if w.Code != c.v1Status || w.Body.String() != c.v1Body {
+				t.Errorf("v1: %d %s\nwant %d %s", w.Code, w.Body, c.v1Status, c.v1Body)
+			}
+			if got := w.Header().Get("Retry-After"); got != c.v1RetryAfter {
+				t.Errorf("v1 Retry-After %q, want %q", got, c.v1RetryAfter)
+			}
+			w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
+			if w.Code != c.v3Status || w.Body.String() != c.v3Body {
+				t.Errorf("v3: %d %s\nwant %d %s", w.Code, w.Body, c.v3Status, c.v3Body)
+			}
+			if len(e.requests) != 2 || e.requests[0].Recipient.String() != to || e.requests[1].Recipient.String() != to {
+				t.Errorf("engine saw %+v, want two requests for %s", e.requests, to)
+			}
+		})
+	}
+}
+
+// A suspended faucet answers 403 on both versions and never reaches the
+// engine's Drip.
+func TestSuspendedAnswersWithoutDripping(t *testing.T) {
+	e := &fakeEngine{disabled: true, dripErr: &faucet.Error{Reason: faucet.ReasonDisabled, Message: "the faucet is suspended"}}
+	h := newFakeServer(t, e)
+	to := newRecipient(t)
+	w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), `"reason":"disabled"`) {
+		t.Errorf("v1: %d %s", w.Code, w.Body)
+	}
+	w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
+	if w.Code != http.StatusForbidden || w.Body.String() != `{"error":"STX faucet is not available"}` {
+		t.Errorf("v3: %d %s", w.Code, w.Body)
+	}
+}
+
+// Readiness follows the engine's Ready, and the page's state its funding.
+func TestReadinessAndStateFollowTheEngine(t *testing.T) {
+	e := &fakeEngine{readyErr: &faucet.Error{Reason: faucet.ReasonExhausted, Message: "no faucet key is funded for a drip"}}
+	h := newFakeServer(t, e)
+	w := serveFake(h, http.MethodGet, "/readyz", "")
+	if w.Code != http.StatusServiceUnavailable || w.Body.String() != `{"ready":false,"reason":"no faucet key is funded for a drip"}` {
+		t.Errorf("readyz: %d %s", w.Code, w.Body)
+	}
+	e.readyErr = nil
+	w = serveFake(h, http.MethodGet, "/readyz", "")
+	if w.Code != http.StatusOK || w.Body.String() != `{"ready":true}` {
+		t.Errorf("readyz: %d %s", w.Code, w.Body)
+	}
+}
