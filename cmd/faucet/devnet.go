@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -86,4 +89,91 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "devnode serving the Stacks node RPC at %s (block time %s, %d funded addresses)\n", url, *blockTime, len(fund))
 	<-ctx.Done()
 	return nil
+}
+
+// startEmbeddedDevnet runs a simulated node on a loopback port with freshly
+// generated, generously funded keys. With --devnet-treasury it also
+// generates the treasury, which gets the generous funding, while the faucet
+// keys start about ten drips above the refill threshold.
+func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
+	if o.devnetKeys < 1 || o.devnetKeys > 100 {
+		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
+	}
+	keyFunding := uint64(devnetFunding)
+	genesis := map[stacks.Address]uint64{}
+	var treasury *stacks.PrivateKey
+	if o.devnetTreasury {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		treasury = k
+		genesis[k.TestnetAddress()] = devnetFunding
+		keyFunding = satAddMul(o.effectiveRefillBelow(), 10, satAddMul(o.amount, 1, o.feeFallback))
+	}
+	keys := make([]*stacks.PrivateKey, o.devnetKeys)
+	for i := range keys {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		keys[i] = k
+		genesis[k.TestnetAddress()] = keyFunding
+	}
+	// The devnet deploys send-many-memo at its testnet id, as on testnet.
+	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
+		Logger: logger.With("component", "devnode")})
+	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return keys, treasury, url, nil
+}
+
+// serveDevnode starts the node's RPC on addr and its miner; both stop with ctx.
+func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("devnode listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: dn.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("devnode server stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := dn.Run(ctx); err != nil {
+			logger.Error("devnode miner stopped", "err", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// pageURL is the web page's address for the log.
+func pageURL(listen net.Addr) string { return "http://" + browseHost(listen) + "/" }
+
+func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
+	host := browseHost(listen)
+	example, _ := stacks.GeneratePrivateKey()
+	fmt.Fprintf(w, `
+faucet-operator devnet
+  web page:         http://%s/   <- open this in a browser
+  faucet addresses: %s
+  node RPC:         %s
+  faucet API:       http://%s
+
+Try it:
+  curl -sX POST 'http://%s/extended/v1/faucets/stx?address=%s'
+  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/stx'
+  curl -s 'http://%s/extended/v1/status'
+  curl -s '%s/v2/accounts/%s?proof=0'
+
+`, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
 }

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/bits"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stxfaucet/faucet-operator/server"
-	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
@@ -349,45 +347,6 @@ func readKeyFile(path string) ([]*stacks.PrivateKey, error) {
 	return keys, nil
 }
 
-// startEmbeddedDevnet runs a simulated node on a loopback port with freshly
-// generated, generously funded keys. With --devnet-treasury it also
-// generates the treasury, which gets the generous funding, while the faucet
-// keys start about ten drips above the refill threshold.
-func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
-	if o.devnetKeys < 1 || o.devnetKeys > 100 {
-		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
-	}
-	keyFunding := uint64(devnetFunding)
-	genesis := map[stacks.Address]uint64{}
-	var treasury *stacks.PrivateKey
-	if o.devnetTreasury {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			return nil, nil, "", err
-		}
-		treasury = k
-		genesis[k.TestnetAddress()] = devnetFunding
-		keyFunding = satAddMul(o.effectiveRefillBelow(), 10, satAddMul(o.amount, 1, o.feeFallback))
-	}
-	keys := make([]*stacks.PrivateKey, o.devnetKeys)
-	for i := range keys {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			return nil, nil, "", err
-		}
-		keys[i] = k
-		genesis[k.TestnetAddress()] = keyFunding
-	}
-	// The devnet deploys send-many-memo at its testnet id, as on testnet.
-	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
-		Logger: logger.With("component", "devnode")})
-	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	return keys, treasury, url, nil
-}
-
 // readTreasuryKeyFile loads the treasury key: exactly one.
 func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
 	data, err := os.ReadFile(path)
@@ -464,32 +423,6 @@ func satAddMul(a, b, c uint64) uint64 {
 // default PoX minimum.
 const devnetFunding uint64 = 10_000_000_000 * 1_000_000
 
-// serveDevnode starts the node's RPC on addr and its miner; both stop with ctx.
-func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("devnode listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: dn.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("devnode server stopped", "err", err)
-		}
-	}()
-	go func() {
-		if err := dn.Run(ctx); err != nil {
-			logger.Error("devnode miner stopped", "err", err)
-		}
-	}()
-	return "http://" + ln.Addr().String(), nil
-}
-
 // browseHost is the host:port a person on this machine opens for addr.
 func browseHost(listen net.Addr) string {
 	host := listen.String()
@@ -497,28 +430,6 @@ func browseHost(listen net.Addr) string {
 		host = fmt.Sprintf("localhost:%d", tcp.Port)
 	}
 	return host
-}
-
-// pageURL is the web page's address for the log.
-func pageURL(listen net.Addr) string { return "http://" + browseHost(listen) + "/" }
-
-func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
-	host := browseHost(listen)
-	example, _ := stacks.GeneratePrivateKey()
-	fmt.Fprintf(w, `
-faucet-operator devnet
-  web page:         http://%s/   <- open this in a browser
-  faucet addresses: %s
-  node RPC:         %s
-  faucet API:       http://%s
-
-Try it:
-  curl -sX POST 'http://%s/extended/v1/faucets/stx?address=%s'
-  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/stx'
-  curl -s 'http://%s/extended/v1/status'
-  curl -s '%s/v2/accounts/%s?proof=0'
-
-`, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
 }
 
 // validatePage checks the web page and abuse-control settings that
