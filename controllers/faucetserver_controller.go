@@ -3,8 +3,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
@@ -100,30 +97,20 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		retErr = errors.Join(retErr, r.patchStatus(ctx, fs, obs))
 	}()
 
-	keys, err := r.readKeys(ctx, fs)
-	if err != nil {
-		return ctrl.Result{}, err
+	// The Secrets the pods read, each checked as its entry in secretUses says.
+	into := [len(secretUses)]*secretState{&obs.keys, &obs.store, &obs.tokens, &obs.treasury}
+	for i, use := range secretUses {
+		st, err := r.readSecret(ctx, fs, use)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		*into[i] = st
 	}
-	obs.keys = keys
-	store, err := r.readStore(ctx, fs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs.store = store
-	tokens, err := r.readAPITokens(ctx, fs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs.tokens = tokens
-	treasury, err := r.readTreasury(ctx, fs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs.treasury = treasury
+	keys, store, tokens, treasury := obs.keys, obs.store, obs.tokens, obs.treasury
 
 	sa, svc := serviceAccountFor(fs), serviceFor(fs)
 	var pvc *corev1.PersistentVolumeClaim
-	if StoreKind(fs) == faucetv1alpha1.StoreEmbedded {
+	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
 		existing, err := r.existingVolumeClaim(ctx, fs)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -172,6 +159,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// a new pod could not mount a missing Secret anyway. No balance
 		// reads either: each would retry the reconcile.
 		r.forgetFunding(req.NamespacedName)
+		var err error
 		obs.deployment, err = r.existingDeployment(ctx, fs)
 		return ctrl.Result{}, err
 	}
@@ -189,168 +177,12 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{}, nil
 }
 
-// readKeys parses the key Secret into addresses. A missing Secret or bad
-// keys is a state, not an error: it is reported in the status and retried
-// only when the Secret changes. Messages name the Secret and the key's
-// position, never key material.
-func (r *FaucetServerReconciler) readKeys(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (keyState, error) {
-	ref := fs.Spec.KeySecretRef
-	dataKey := keyFileName(fs)
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return keyState{
-				reason:  faucetv1alpha1.ReasonKeySecretNotFound,
-				message: fmt.Sprintf("key Secret %q not found in namespace %q", ref.Name, fs.Namespace),
-			}, nil
-		}
-		return keyState{}, fmt.Errorf("failed to read key Secret %q: %w", ref.Name, err)
-	}
-	data, ok := secret.Data[dataKey]
-	if !ok {
-		return keyState{
-			reason:  faucetv1alpha1.ReasonInvalidKeys,
-			message: fmt.Sprintf("key Secret %q has no data key %q", ref.Name, dataKey),
-		}, nil
-	}
-	keys, err := stacks.ParsePrivateKeys(string(data))
-	if err != nil {
-		return keyState{
-			reason:  faucetv1alpha1.ReasonInvalidKeys,
-			message: fmt.Sprintf("key Secret %q, data key %q: %v", ref.Name, dataKey, err),
-		}, nil
-	}
-	addrs := make([]string, len(keys))
-	for i, k := range keys {
-		addrs[i] = k.TestnetAddress().String()
-	}
-	sum := sha256.Sum256(data)
-	return keyState{addresses: addrs, digest: hex.EncodeToString(sum[:])}, nil
-}
-
-// readStore checks the Secret holding a Postgres store's URI. Like the key
-// Secret, a missing Secret or an unusable value is a state reported in the
-// status, not an error; the messages name the Secret and the data key, never
-// the value, which holds a password. The embedded store needs no Secret.
-func (r *FaucetServerReconciler) readStore(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (storeState, error) {
-	ref := storeURIRef(fs)
-	if ref == nil {
-		return storeState{}, nil
-	}
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return storeState{
-				reason:  faucetv1alpha1.ReasonStoreSecretNotFound,
-				message: fmt.Sprintf("store Secret %q not found in namespace %q", ref.Name, fs.Namespace),
-			}, nil
-		}
-		return storeState{}, fmt.Errorf("failed to read store Secret %q: %w", ref.Name, err)
-	}
-	invalid := func(why string) (storeState, error) {
-		return storeState{
-			reason:  faucetv1alpha1.ReasonInvalidStoreSecret,
-			message: fmt.Sprintf("store Secret %q, data key %q: %s", ref.Name, ref.Key, why),
-		}, nil
-	}
-	data, ok := secret.Data[ref.Key]
-	switch uri := string(data); {
-	case !ok:
-		return storeState{
-			reason:  faucetv1alpha1.ReasonInvalidStoreSecret,
-			message: fmt.Sprintf("store Secret %q has no data key %q", ref.Name, ref.Key),
-		}, nil
-	case strings.TrimSpace(uri) != uri:
-		// A newline from `kubectl create secret --from-file` would end up
-		// in the URI the faucet connects with.
-		return invalid("the URI starts or ends with whitespace, e.g. a trailing newline")
-	case !isPostgresURI(uri):
-		// Anything else would be taken for an SQLite path, on the pod's
-		// read-only root filesystem.
-		return invalid("not a postgres:// or postgresql:// URI")
-	}
-	sum := sha256.Sum256(data)
-	return storeState{digest: hex.EncodeToString(sum[:])}, nil
-}
-
-// readAPITokens checks that the API tokens Secret and its data key exist:
-// the pod mounts that key as a file and could not start without it. Like
-// the key Secret, a missing Secret or data key is a state reported in the
-// status, not an error. The tokens file itself is the faucet's to parse (it
-// re-reads it on change), and its data feeds no digest: editing the Secret
-// must not roll the pods. Messages never quote the data.
-func (r *FaucetServerReconciler) readAPITokens(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (tokensState, error) {
-	ref := apiTokensRef(fs)
-	if ref == nil {
-		return tokensState{}, nil
-	}
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return tokensState{
-				reason:  faucetv1alpha1.ReasonAPITokensSecretNotFound,
-				message: fmt.Sprintf("API tokens Secret %q not found in namespace %q", ref.Name, fs.Namespace),
-			}, nil
-		}
-		return tokensState{}, fmt.Errorf("failed to read API tokens Secret %q: %w", ref.Name, err)
-	}
-	if _, ok := secret.Data[ref.Key]; !ok {
-		return tokensState{
-			reason:  faucetv1alpha1.ReasonInvalidAPITokensSecret,
-			message: fmt.Sprintf("API tokens Secret %q has no data key %q", ref.Name, ref.Key),
-		}, nil
-	}
-	return tokensState{}, nil
-}
-
-// readTreasury parses the treasury Secret into the holder's address. Like
-// the key Secret, a missing Secret or a bad key is a state reported in the
-// status, not an error, and messages never quote the data.
-func (r *FaucetServerReconciler) readTreasury(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (treasuryState, error) {
-	ref := treasuryRef(fs)
-	if ref == nil {
-		return treasuryState{}, nil
-	}
-	var secret corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: fs.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return treasuryState{
-				reason:  faucetv1alpha1.ReasonTreasurySecretNotFound,
-				message: fmt.Sprintf("treasury Secret %q not found in namespace %q", ref.Name, fs.Namespace),
-			}, nil
-		}
-		return treasuryState{}, fmt.Errorf("failed to read treasury Secret %q: %w", ref.Name, err)
-	}
-	invalid := func(why string) (treasuryState, error) {
-		return treasuryState{
-			reason:  faucetv1alpha1.ReasonInvalidTreasuryKey,
-			message: fmt.Sprintf("treasury Secret %q, data key %q: %s", ref.Name, ref.Key, why),
-		}, nil
-	}
-	data, ok := secret.Data[ref.Key]
-	if !ok {
-		return treasuryState{
-			reason:  faucetv1alpha1.ReasonInvalidTreasuryKey,
-			message: fmt.Sprintf("treasury Secret %q has no data key %q", ref.Name, ref.Key),
-		}, nil
-	}
-	keys, err := stacks.ParsePrivateKeys(string(data))
-	if err != nil {
-		return invalid(err.Error())
-	}
-	if len(keys) != 1 {
-		return invalid(fmt.Sprintf("want exactly one private key, found %d", len(keys)))
-	}
-	sum := sha256.Sum256(data)
-	return treasuryState{address: keys[0].TestnetAddress().String(), digest: hex.EncodeToString(sum[:])}, nil
-}
-
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
 // treasury, and returns its latest result for them, if any. Nothing is
 // read here: a slow node never holds up a reconcile. Each new reading
 // requeues fs, so a FaucetServer stalled on a name conflict or a Secret is
 // not tracked: that would retry it every interval.
-func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys keyState, treasury treasuryState) *fundingResult {
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState) *fundingResult {
 	if r.Funding == nil {
 		return nil
 	}
@@ -359,7 +191,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address}
+	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address()}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}
@@ -540,9 +372,9 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // secretNames are the Secrets fs reads: its keys, a Postgres URI, API
 // tokens and a treasury key.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
-	names := []string{fs.Spec.KeySecretRef.Name}
-	for _, ref := range []*corev1.SecretKeySelector{storeURIRef(fs), apiTokensRef(fs), treasuryRef(fs)} {
-		if ref != nil && !slices.Contains(names, ref.Name) {
+	var names []string
+	for _, use := range secretUses {
+		if ref := use.ref(fs); ref != nil && !slices.Contains(names, ref.Name) {
 			names = append(names, ref.Name)
 		}
 	}

@@ -255,7 +255,7 @@ func TestComputeFunding(t *testing.T) {
 func TestComputeStatusFunding(t *testing.T) {
 	fs := fundingFS()
 	fs.Generation = 3
-	keys := keyState{addresses: []string{"ST1A"}}
+	keys := secretState{addresses: []string{"ST1A"}}
 	res := &fundingResult{target: fundingTarget{addresses: []string{"ST1A"}}, ok: true, balances: []uint64{cost}, checked: t0}
 
 	st := computeStatus(fs, observation{keys: keys, funding: res, deployment: deployment(available)}, t0)
@@ -278,13 +278,13 @@ func TestComputeStatusFunding(t *testing.T) {
 		}
 	})
 	t.Run("other keys drop the figures of the old ones", func(t *testing.T) {
-		got := computeStatus(fs, observation{keys: keyState{addresses: []string{"ST1C"}}, deployment: deployment(available)}, t0)
+		got := computeStatus(fs, observation{keys: secretState{addresses: []string{"ST1C"}}, deployment: deployment(available)}, t0)
 		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
 			t.Errorf("funding kept: %+v", got.Funding)
 		}
 	})
 	t.Run("unusable keys drop funding", func(t *testing.T) {
-		got := computeStatus(fs, observation{keys: keyState{reason: faucetv1alpha1.ReasonInvalidKeys}}, t0)
+		got := computeStatus(fs, observation{keys: secretState{reason: faucetv1alpha1.ReasonInvalidKeys}}, t0)
 		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
 			t.Errorf("funding kept: %+v", got.Funding)
 		}
@@ -297,7 +297,7 @@ func TestComputeStatusFunding(t *testing.T) {
 	})
 	t.Run("a failed first read of new keys shows no old figures", func(t *testing.T) {
 		failed := &fundingResult{target: fundingTarget{addresses: []string{"ST1C"}}, err: errors.New("down")}
-		got := computeStatus(fs, observation{keys: keyState{addresses: []string{"ST1C"}}, funding: failed, deployment: deployment(available)}, t0)
+		got := computeStatus(fs, observation{keys: secretState{addresses: []string{"ST1C"}}, funding: failed, deployment: deployment(available)}, t0)
 		c := meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded)
 		if got.Funding != nil || c == nil || c.Status != metav1.ConditionUnknown {
 			t.Errorf("funding %+v, Funded %+v", got.Funding, c)

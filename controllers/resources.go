@@ -136,56 +136,8 @@ type secretDigests struct {
 	treasury string // the treasury key; "" without spec.treasury
 }
 
-// StoreKind is the kind of store fs runs with: StorePostgres when
-// spec.store.postgres is set, else StoreEmbedded (the CRD defaults an
-// omitted spec.store to the embedded one).
-func StoreKind(fs *faucetv1alpha1.FaucetServer) string {
-	if fs.Spec.Store != nil && fs.Spec.Store.Postgres != nil {
-		return faucetv1alpha1.StorePostgres
-	}
-	return faucetv1alpha1.StoreEmbedded
-}
-
 // VolumeClaimName names the embedded store's PersistentVolumeClaim.
 func VolumeClaimName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-data" }
-
-// storeURIRef is the Secret key selector of the Postgres URI; nil for the
-// embedded store.
-func storeURIRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
-	if StoreKind(fs) != faucetv1alpha1.StorePostgres {
-		return nil
-	}
-	ref := fs.Spec.Store.Postgres.URISecretRef
-	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultStoreURIKey)
-}
-
-// secretKey selects key (or def when key is empty) of the Secret name.
-func secretKey(name, key, def string) *corev1.SecretKeySelector {
-	if key == "" {
-		key = def
-	}
-	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
-}
-
-// apiTokensRef is the Secret key selector of the API tokens file; nil when
-// spec.abuse.apiTokens is unset.
-func apiTokensRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
-	if fs.Spec.Abuse == nil || fs.Spec.Abuse.APITokens == nil {
-		return nil
-	}
-	ref := fs.Spec.Abuse.APITokens.SecretRef
-	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultAPITokensSecretKey)
-}
-
-// treasuryRef is the Secret key selector of the treasury's key; nil when
-// spec.treasury is unset.
-func treasuryRef(fs *faucetv1alpha1.FaucetServer) *corev1.SecretKeySelector {
-	if fs.Spec.Treasury == nil {
-		return nil
-	}
-	ref := fs.Spec.Treasury.KeySecretRef
-	return secretKey(ref.Name, ref.Key, faucetv1alpha1.DefaultKeySecretKey)
-}
 
 // DeploymentFor is the faucet Deployment the operator applies for fs, with
 // image as the default image. It leaves the Secrets out of the config hash
@@ -206,7 +158,7 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 		image = fs.Spec.Image
 	}
 	args := serverArgs(fs)
-	keyName := keyFileName(fs)
+	keyName := fs.KeySecretKey().Key
 
 	podLabels := maps.Clone(fs.Spec.PodLabels)
 	if podLabels == nil {
@@ -242,20 +194,20 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 
 	mounts := []corev1.VolumeMount{{Name: keysVolume, MountPath: keysMountPath, ReadOnly: true}}
 	volumes := []corev1.Volume{secretVolume(keysVolume, fs.Spec.KeySecretRef.Name, keyName)}
-	if ref := apiTokensRef(fs); ref != nil {
+	if ref := fs.APITokensSecretKey(); ref != nil {
 		// Mounted as a directory, never with subPath, so the kubelet
 		// updates the file in place when the Secret changes.
 		mounts = append(mounts, corev1.VolumeMount{Name: apiTokensVolume, MountPath: apiTokensMountPath, ReadOnly: true})
 		volumes = append(volumes, secretVolume(apiTokensVolume, ref.Name, ref.Key))
 	}
-	if ref := treasuryRef(fs); ref != nil {
+	if ref := fs.TreasurySecretKey(); ref != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: treasuryVolume, MountPath: treasuryMountPath, ReadOnly: true})
 		volumes = append(volumes, secretVolume(treasuryVolume, ref.Name, ref.Key))
 	}
 	var env []corev1.EnvVar
 	replicas := int32(1)
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-	if ref := storeURIRef(fs); ref != nil {
+	if ref := fs.StoreURISecretKey(); ref != nil {
 		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 		replicas = ptr.Deref(fs.Spec.Replicas, 1)
 		strategy = appsv1.DeploymentStrategy{
@@ -382,14 +334,6 @@ func copyPtr[T any](p *T) *T {
 	return ptr.To(*p)
 }
 
-// keyFileName is the Secret data key that holds the private keys.
-func keyFileName(fs *faucetv1alpha1.FaucetServer) string {
-	if k := fs.Spec.KeySecretRef.Key; k != "" {
-		return k
-	}
-	return faucetv1alpha1.DefaultKeySecretKey
-}
-
 // secretVolume projects one key of a Secret as a file of the same name,
 // readable by the owner and group only.
 func secretVolume(name, secret, key string) corev1.Volume {
@@ -418,7 +362,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		"--listen=:" + strconv.Itoa(ServerPort),
 		"--log-format=json",
 		"--node-url=" + s.Node.URL,
-		"--key-file=" + path.Join(keysMountPath, keyFileName(fs)),
+		"--key-file=" + path.Join(keysMountPath, fs.KeySecretKey().Key),
 	}
 	flag := func(name, value string) { args = append(args, "--"+name+"="+value) }
 	i64 := func(name string, v *int64) {
@@ -477,7 +421,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 				flag("pow-ttl", p.TTL.Duration.String())
 			}
 		}
-		if ref := apiTokensRef(fs); ref != nil {
+		if ref := fs.APITokensSecretKey(); ref != nil {
 			flag("api-tokens-file", path.Join(apiTokensMountPath, ref.Key))
 		}
 		if len(a.IPAllow) > 0 {
@@ -494,7 +438,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		}
 		i32("low-drips", p.LowDrips)
 	}
-	if ref := treasuryRef(fs); ref != nil {
+	if ref := fs.TreasurySecretKey(); ref != nil {
 		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))
 		i64("refill-below", s.Treasury.RefillBelowUSTX)
 		i64("refill-amount", s.Treasury.RefillAmountUSTX)
@@ -502,7 +446,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	if s.Suspend {
 		args = append(args, "--suspend")
 	}
-	if StoreKind(fs) == faucetv1alpha1.StoreEmbedded {
+	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
 		flag("store", path.Join(dataMountPath, storeFile))
 	}
 	return args

@@ -13,56 +13,12 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 )
 
-// keyState is what the key Secret yielded: the addresses and a digest of its
-// data, or the reason it is unusable. It never holds key material.
-type keyState struct {
-	reason    string // "" when the keys are usable, else a Ready reason
-	message   string
-	addresses []string
-	digest    string
-}
-
-func (k keyState) usable() bool { return k.reason == "" }
-
-// storeState is what a Postgres store's URI Secret yielded: a digest of the
-// URI, or the reason it is unusable. It never holds the URI. The zero value
-// (the embedded store) is usable.
-type storeState struct {
-	reason  string // "" when usable, else a Ready reason
-	message string
-	digest  string
-}
-
-func (s storeState) usable() bool { return s.reason == "" }
-
-// tokensState is whether the API tokens Secret can be mounted: the reason
-// it cannot, or the zero value (also when no tokens are configured). It
-// holds no digest: the pods re-read the tokens, they do not roll for them.
-type tokensState struct {
-	reason  string // "" when usable, else a Ready reason
-	message string
-}
-
-func (t tokensState) usable() bool { return t.reason == "" }
-
-// treasuryState is what the treasury Secret yielded: the holder's address
-// and a digest of the data key, or the reason it is unusable. The zero value
-// (no spec.treasury) is usable.
-type treasuryState struct {
-	reason  string // "" when usable, else a Ready reason
-	message string
-	address string
-	digest  string
-}
-
-func (t treasuryState) usable() bool { return t.reason == "" }
-
 // observation is everything one reconcile saw; the status is a function of it.
 type observation struct {
-	keys     keyState
-	store    storeState
-	tokens   tokensState
-	treasury treasuryState
+	keys     secretState // the faucet's keys
+	store    secretState // a Postgres store's URI
+	tokens   secretState // the API tokens file
+	treasury secretState // the treasury's key
 	// funding is the FundingMonitor's latest result for the current keys,
 	// nil when there is none (yet, or without a monitor).
 	funding    *fundingResult
@@ -79,7 +35,7 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 	st := *fs.Status.DeepCopy()
 	st.FaucetAddresses = obs.keys.addresses
 	st.URL = serviceURL(obs.service)
-	st.Store = StoreKind(fs)
+	st.Store = fs.StoreKind()
 	st.ReadyReplicas = 0
 	if obs.deployment != nil {
 		st.ReadyReplicas = obs.deployment.Status.ReadyReplicas

@@ -16,7 +16,7 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 )
 
-var goodKeys = keyState{addresses: []string{"ST1", "ST2"}, digest: "d"}
+var goodKeys = secretState{addresses: []string{"ST1", "ST2"}, digest: "d"}
 
 // deployment returns the faucet Deployment at generation 2 with status set
 // by mutate, as the Deployment controller would report it.
@@ -105,7 +105,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		"missing Secret stalls, keeping the running pod's count": {
 			obs: observation{
-				keys:       keyState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
+				keys:       secretState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
 				service:    svc,
 				deployment: deployment(available),
 			},
@@ -113,7 +113,7 @@ func TestComputeStatus(t *testing.T) {
 			stalled: faucetv1alpha1.ReasonKeySecretNotFound, observed: true, readyReplicas: 1,
 		},
 		"invalid keys stall": {
-			obs:   observation{keys: keyState{reason: faucetv1alpha1.ReasonInvalidKeys, message: "key #2: bad"}, service: svc},
+			obs:   observation{keys: secretState{reason: faucetv1alpha1.ReasonInvalidKeys, message: "key #2: bad"}, service: svc},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidKeys,
 			stalled: faucetv1alpha1.ReasonInvalidKeys, observed: true,
 		},
@@ -124,7 +124,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		"a name conflict outranks unusable keys: both need the user, the conflict first": {
 			obs: observation{
-				keys:     keyState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
+				keys:     secretState{reason: faucetv1alpha1.ReasonKeySecretNotFound, message: "not found"},
 				conflict: `Deployment "faucet" already exists and is not controlled by this FaucetServer`,
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonNameConflict,
@@ -133,7 +133,7 @@ func TestComputeStatus(t *testing.T) {
 		"missing store Secret stalls, keeping the running pods' count": {
 			mutate: postgres(2),
 			obs: observation{
-				keys: goodKeys, store: storeState{reason: faucetv1alpha1.ReasonStoreSecretNotFound, message: "not found"},
+				keys: goodKeys, store: secretState{reason: faucetv1alpha1.ReasonStoreSecretNotFound, message: "not found"},
 				service: svc, deployment: deployment(available),
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonStoreSecretNotFound,
@@ -142,7 +142,7 @@ func TestComputeStatus(t *testing.T) {
 		"invalid store Secret stalls": {
 			mutate: postgres(2),
 			obs: observation{
-				keys: goodKeys, store: storeState{reason: faucetv1alpha1.ReasonInvalidStoreSecret, message: "not a postgres:// URI"}, service: svc,
+				keys: goodKeys, store: secretState{reason: faucetv1alpha1.ReasonInvalidStoreSecret, message: "not a postgres:// URI"}, service: svc,
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidStoreSecret,
 			stalled: faucetv1alpha1.ReasonInvalidStoreSecret, observed: true, addresses: goodKeys.addresses,
@@ -150,7 +150,7 @@ func TestComputeStatus(t *testing.T) {
 		"missing API tokens Secret stalls, keeping the running pods' count": {
 			mutate: apiTokens("faucet-api-tokens", ""),
 			obs: observation{
-				keys: goodKeys, tokens: tokensState{reason: faucetv1alpha1.ReasonAPITokensSecretNotFound, message: "not found"},
+				keys: goodKeys, tokens: secretState{reason: faucetv1alpha1.ReasonAPITokensSecretNotFound, message: "not found"},
 				service: svc, deployment: deployment(available),
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonAPITokensSecretNotFound,
@@ -159,7 +159,7 @@ func TestComputeStatus(t *testing.T) {
 		"API tokens Secret without the data key stalls": {
 			mutate: apiTokens("faucet-api-tokens", ""),
 			obs: observation{
-				keys: goodKeys, tokens: tokensState{reason: faucetv1alpha1.ReasonInvalidAPITokensSecret, message: "no data key"}, service: svc,
+				keys: goodKeys, tokens: secretState{reason: faucetv1alpha1.ReasonInvalidAPITokensSecret, message: "no data key"}, service: svc,
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidAPITokensSecret,
 			stalled: faucetv1alpha1.ReasonInvalidAPITokensSecret, observed: true, addresses: goodKeys.addresses,
@@ -216,7 +216,7 @@ func TestComputeStatus(t *testing.T) {
 			if tt.obs.service == nil && tt.obs.err == nil && st.URL != "" {
 				t.Errorf("url %q without an applied Service", st.URL)
 			}
-			if want := StoreKind(fs); st.Store != want {
+			if want := fs.StoreKind(); st.Store != want {
 				t.Errorf("store %q, want %q", st.Store, want)
 			}
 		})
@@ -224,15 +224,15 @@ func TestComputeStatus(t *testing.T) {
 }
 
 func TestStoreKind(t *testing.T) {
-	if got := StoreKind(fixture()); got != faucetv1alpha1.StoreEmbedded {
+	if got := fixture().StoreKind(); got != faucetv1alpha1.StoreEmbedded {
 		t.Errorf("no store: %q, want embedded", got)
 	}
-	if got := StoreKind(fixture(func(fs *faucetv1alpha1.FaucetServer) {
+	if got := fixture(func(fs *faucetv1alpha1.FaucetServer) {
 		fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{}}
-	})); got != faucetv1alpha1.StoreEmbedded {
+	}).StoreKind(); got != faucetv1alpha1.StoreEmbedded {
 		t.Errorf("embedded: %q", got)
 	}
-	if got := StoreKind(fixture(postgres(2))); got != faucetv1alpha1.StorePostgres {
+	if got := fixture(postgres(2)).StoreKind(); got != faucetv1alpha1.StorePostgres {
 		t.Errorf("postgres: %q", got)
 	}
 }
@@ -280,7 +280,7 @@ func TestComputeStatusKeepsUnobservedFieldsOnError(t *testing.T) {
 			addresses: goodKeys.addresses,
 		},
 		"applying the Deployment failed after rotating keys": {
-			obs:       observation{keys: keyState{addresses: []string{"ST3"}, digest: "e"}, service: serviceFor(fs), err: errors.New("failed to apply Deployment: timeout")},
+			obs:       observation{keys: secretState{addresses: []string{"ST3"}, digest: "e"}, service: serviceFor(fs), err: errors.New("failed to apply Deployment: timeout")},
 			addresses: []string{"ST3"},
 		},
 	}

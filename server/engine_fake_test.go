@@ -57,10 +57,12 @@ func (e *fakeEngine) StackingAmount(context.Context) (uint64, error) {
 func (e *fakeEngine) LookupDrip(context.Context, string) (faucet.DripRecord, bool, error) {
 	return faucet.DripRecord{}, false, nil
 }
-func (e *fakeEngine) PendingByTxID(string) (faucet.PendingTx, bool)     { return faucet.PendingTx{}, false }
-func (e *fakeEngine) PendingAt(string, uint64) (faucet.PendingTx, bool) { return faucet.PendingTx{}, false }
-func (e *fakeEngine) ReplacementOf(string) (string, bool)               { return "", false }
-func (e *fakeEngine) Dropped(string) bool                               { return false }
+func (e *fakeEngine) PendingByTxID(string) (faucet.PendingTx, bool) { return faucet.PendingTx{}, false }
+func (e *fakeEngine) PendingAt(string, uint64) (faucet.PendingTx, bool) {
+	return faucet.PendingTx{}, false
+}
+func (e *fakeEngine) ReplacementOf(string) (string, bool) { return "", false }
+func (e *fakeEngine) Dropped(string) bool                 { return false }
 
 // downNode is a status node that cannot be reached.
 type downNode struct{}
@@ -105,7 +107,9 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 	sent := &faucet.Result{TxID: tx.TxID(), TxRaw: tx.Serialize(), Amount: faucet.DefaultAmount, Fee: 180, Sender: key.TestnetAddress()}
 	inDoubt := *sent
 	inDoubt.InDoubt = true
-	fail := func(r faucet.Reason, msg string) error { return &faucet.Error{Reason: r, Message: msg, Err: errors.New("internal detail 10.0.0.7")} }
+	fail := func(r faucet.Reason, msg string) error {
+		return &faucet.Error{Reason: r, Message: msg, Err: errors.New("internal detail 10.0.0.7")}
+	}
 
 	cases := []struct {
 		name         string

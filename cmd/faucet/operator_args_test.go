@@ -245,7 +245,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		// operator runs when spec.store is nil.
 		"store": func(raw string) {
 			same("store", raw, `{"embedded":{}}`, raw)
-			same("store kind without spec.store", controllers.StoreKind(&faucetv1alpha1.FaucetServer{}), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
+			same("store kind without spec.store", (&faucetv1alpha1.FaucetServer{}).StoreKind(), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
 		},
 		// Groups default to {}, so their fields' defaults apply.
 		"amounts":    func(raw string) { same("amounts", raw, "{}", raw) },

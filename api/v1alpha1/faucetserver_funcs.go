@@ -1,0 +1,59 @@
+package v1alpha1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Helpers that read a FaucetServer's spec with its defaults applied. They
+// live beside the types so that the controller, its tests and the CLI read
+// the spec one way.
+
+// StoreKind is the kind of store fs runs with: StorePostgres when
+// spec.store.postgres is set, else StoreEmbedded (the CRD defaults an
+// omitted spec.store to the embedded one).
+func (fs *FaucetServer) StoreKind() string {
+	if fs.Spec.Store != nil && fs.Spec.Store.Postgres != nil {
+		return StorePostgres
+	}
+	return StoreEmbedded
+}
+
+// KeySecretKey selects the Secret data key that holds the private keys.
+func (fs *FaucetServer) KeySecretKey() *corev1.SecretKeySelector {
+	return secretKey(fs.Spec.KeySecretRef.Name, fs.Spec.KeySecretRef.Key, DefaultKeySecretKey)
+}
+
+// StoreURISecretKey selects the Postgres URI; nil for the embedded store.
+func (fs *FaucetServer) StoreURISecretKey() *corev1.SecretKeySelector {
+	if fs.StoreKind() != StorePostgres {
+		return nil
+	}
+	ref := fs.Spec.Store.Postgres.URISecretRef
+	return secretKey(ref.Name, ref.Key, DefaultStoreURIKey)
+}
+
+// APITokensSecretKey selects the API tokens file; nil when
+// spec.abuse.apiTokens is unset.
+func (fs *FaucetServer) APITokensSecretKey() *corev1.SecretKeySelector {
+	if fs.Spec.Abuse == nil || fs.Spec.Abuse.APITokens == nil {
+		return nil
+	}
+	ref := fs.Spec.Abuse.APITokens.SecretRef
+	return secretKey(ref.Name, ref.Key, DefaultAPITokensSecretKey)
+}
+
+// TreasurySecretKey selects the treasury's key; nil when spec.treasury is
+// unset.
+func (fs *FaucetServer) TreasurySecretKey() *corev1.SecretKeySelector {
+	if fs.Spec.Treasury == nil {
+		return nil
+	}
+	ref := fs.Spec.Treasury.KeySecretRef
+	return secretKey(ref.Name, ref.Key, DefaultKeySecretKey)
+}
+
+// secretKey selects key (or def when key is empty) of the Secret name.
+func secretKey(name, key, def string) *corev1.SecretKeySelector {
+	if key == "" {
+		key = def
+	}
+	return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
+}
