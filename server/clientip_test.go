@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 func TestClientIP(t *testing.T) {
@@ -64,8 +64,8 @@ func TestClientIP(t *testing.T) {
 // TestClientIPReachesEngine: the per-IP limit follows the trusted XFF entry,
 // so a forged left entry cannot dodge it.
 func TestClientIPReachesEngine(t *testing.T) {
-	h := newHarness(t, options{hops: 1, limits: faucet.LimitsConfig{
-		PerIP: faucet.Limit{Requests: 1, Window: time.Hour},
+	h := newHarness(t, options{hops: 1, limits: guard.Limits{
+		PerIP: guard.Limit{Requests: 1, Window: time.Hour},
 	}})
 	drip := func(xff string) int {
 		return h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+newRecipient(t), nil, map[string]string{

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -52,74 +51,6 @@ func (s *server) handleDrip(w http.ResponseWriter, r *http.Request) {
 		TxID:    res.TxID.Hex0x(),
 		TxRaw:   hex.EncodeToString(res.TxRaw),
 	})
-}
-
-// dispense runs the abuse checks, then the engine, for one valid request of
-// either API version, and logs and counts the outcome. On failure it returns
-// what the caller renders in its own shape.
-func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
-	if ri := infoFrom(r.Context()); ri != nil {
-		req.ClientIP = ri.clientIP
-	}
-	// The drip outlives a client that hangs up: stopping a broadcast midway
-	// leaves the engine unsure whether the node took the transaction.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
-	defer cancel()
-
-	bypass := ""
-	var grant guard.Grant
-	checked := false
-	// A suspended faucet says so at once rather than ask for a proof of
-	// work it will not honour.
-	if s.cfg.Guard != nil && !s.cfg.Faucet.Disabled() {
-		g, err := s.cfg.Guard.Check(ctx, guard.Request{
-			ClientIP: req.ClientIP, Recipient: req.Recipient, Stacking: req.Stacking,
-			Authorization: r.Header.Get("Authorization"),
-			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
-		})
-		var rej *guard.Rejection
-		switch {
-		case errors.As(err, &rej):
-			s.metrics.observeRejection(rej.Check)
-			s.log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason,
-				"recipient", req.Recipient.String(), "client_ip", addrString(req.ClientIP))
-			return nil, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
-		case err != nil:
-			s.metrics.observeDrip(string(faucet.ReasonStoreUnavailable), nil)
-			s.log.Warn("abuse checks failed", "err", err, "recipient", req.Recipient.String())
-			return nil, &dripFailure{
-				status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
-				message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,
-			}
-		}
-		grant, checked = g, true
-		req.Token, req.SkipIPLimit, bypass = g.Token, g.SkipIPLimit, g.Bypassed
-	}
-
-	res, err := s.cfg.Faucet.Drip(ctx, req)
-	if err != nil {
-		return nil, s.dripFailure(r, req, err)
-	}
-	s.metrics.observeDrip("", res)
-	if checked {
-		s.cfg.Guard.Dispensed(grant)
-	}
-	attrs := []any{
-		"recipient", req.Recipient.String(), "stacking", req.Stacking, "amount_ustx", res.Amount,
-		"fee_ustx", res.Fee, "txid", res.TxID.String(), "sender", res.Sender.String(), "nonce", res.Nonce,
-		"client_ip", addrString(req.ClientIP), "in_doubt", res.InDoubt,
-	}
-	if res.Batch > 0 {
-		attrs = append(attrs, "batch_size", res.Batch)
-	}
-	if bypass != "" {
-		attrs = append(attrs, "bypass", bypass)
-	}
-	if req.Token != nil {
-		attrs = append(attrs, "token", req.Token.Name) // the token's name, never the token
-	}
-	s.log.Info("drip sent", attrs...)
-	return res, nil
 }
 
 // Headers carrying a proof-of-work solution (see package guard).
@@ -299,7 +230,7 @@ const (
 )
 
 // dripFailure maps an engine error to the failure and logs its internal cause.
-func (s *server) dripFailure(r *http.Request, req faucet.Request, err error) *dripFailure {
+func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admission, err error) *dripFailure {
 	var fe *faucet.Error
 	if !errors.As(err, &fe) {
 		s.metrics.observeDrip(reasonInternal, nil)
@@ -309,8 +240,6 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, err error) *dr
 	reason := string(fe.Reason)
 	level := slog.LevelWarn
 	switch fe.Reason {
-	case faucet.ReasonRateLimited:
-		level = slog.LevelDebug
 	case faucet.ReasonDisabled:
 		level = slog.LevelInfo
 	case faucet.ReasonRejected:
@@ -318,20 +247,13 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, err error) *dr
 	}
 	s.log.Log(r.Context(), level, "drip failed",
 		"reason", reason, "message", fe.Message, "err", fe.Err,
-		"recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(req.ClientIP))
+		"recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
-	switch fe.Reason {
-	case faucet.ReasonRateLimited:
+	if fe.Reason == faucet.ReasonDisabled {
 		s.metrics.observeDrip(reason, nil)
-		return &dripFailure{
-			status: http.StatusTooManyRequests, reason: reason, message: "Too many requests",
-			retryAfter: retryAfterSeconds(fe.RetryAfter), v3Message: v3TooMany,
-		}
-	case faucet.ReasonDisabled:
-		s.metrics.observeDrip(reason, nil)
-		// The engine's disabled messages name only the cause (suspended,
-		// mainnet node, chain id), so they are shown as detail.
-		return &dripFailure{status: http.StatusForbidden, reason: reason, message: "Faucet is not available", detail: fe.Message, v3Message: v3Disabled}
+		// The engine's disabled messages name only the cause (a mainnet
+		// node, another chain id), so they are shown as detail.
+		return disabledFailure(fe.Message)
 	}
 	text, known := dripErrorText[fe.Reason]
 	if !known {
@@ -349,6 +271,12 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, err error) *dr
 		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
 	}
 	return f
+}
+
+// disabledFailure is the 403 of a faucet that cannot pay on this chain or
+// that its operator suspended; detail names which.
+func disabledFailure(detail string) *dripFailure {
+	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: "Faucet is not available", detail: detail, v3Message: v3Disabled}
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -259,10 +260,10 @@ func TestDripBadChecksumMessage(t *testing.T) {
 // TestInvalidRequestsDoNotConsumeRateLimit: with one drip allowed per address
 // and per IP, any number of rejected requests leave that one drip available.
 func TestInvalidRequestsDoNotConsumeRateLimit(t *testing.T) {
-	h := newHarness(t, options{limits: faucet.LimitsConfig{
-		PerAddress:         faucet.Limit{Requests: 1, Window: time.Hour},
-		StackingPerAddress: faucet.Limit{Requests: 1, Window: time.Hour},
-		PerIP:              faucet.Limit{Requests: 1, Window: time.Hour},
+	h := newHarness(t, options{limits: guard.Limits{
+		PerAddress:         guard.Limit{Requests: 1, Window: time.Hour},
+		StackingPerAddress: guard.Limit{Requests: 1, Window: time.Hour},
+		PerIP:              guard.Limit{Requests: 1, Window: time.Hour},
 	}})
 	to := newRecipient(t)
 	for _, q := range []string{
@@ -284,8 +285,8 @@ func TestInvalidRequestsDoNotConsumeRateLimit(t *testing.T) {
 }
 
 func TestDripRateLimited(t *testing.T) {
-	h := newHarness(t, options{limits: faucet.LimitsConfig{
-		PerAddress: faucet.Limit{Requests: 2, Window: time.Minute},
+	h := newHarness(t, options{limits: guard.Limits{
+		PerAddress: guard.Limit{Requests: 2, Window: time.Minute},
 	}})
 	to := newRecipient(t)
 	for i := range 2 {
@@ -449,8 +450,8 @@ func TestDripServerErrors(t *testing.T) {
 		}
 	})
 	t.Run("failed drips are not charged", func(t *testing.T) {
-		h := newHarness(t, options{limits: faucet.LimitsConfig{
-			PerAddress: faucet.Limit{Requests: 1, Window: time.Hour},
+		h := newHarness(t, options{limits: guard.Limits{
+			PerAddress: guard.Limit{Requests: 1, Window: time.Hour},
 		}})
 		to := newRecipient(t)
 		h.dn.SetDown(true)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -161,7 +162,7 @@ func TestDripV3BadRequests(t *testing.T) {
 // v1 and v3 share the engine's limits: an address that used its allowance
 // through v1 is limited on v3 too, with Retry-After.
 func TestDripV3SharesLimitsWithV1(t *testing.T) {
-	h := newHarness(t, options{limits: faucet.LimitsConfig{PerAddress: faucet.Limit{Requests: 1, Window: time.Hour}}})
+	h := newHarness(t, options{limits: guard.Limits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}}})
 	to := newRecipient(t)
 	if w := h.drip("address=" + to); w.Code != http.StatusOK {
 		t.Fatalf("v1 status %d: %s", w.Code, w.Body)

@@ -15,8 +15,8 @@ type Dispenser interface {
 	// Drip pays one request; a failure is a *faucet.Error whose Reason
 	// decides the answer.
 	Drip(ctx context.Context, req faucet.Request) (*faucet.Result, error)
-	// Disabled reports whether the operator suspended the faucet.
-	Disabled() bool
+	// Record writes an answered drip to the history.
+	Record(ctx context.Context, d faucet.DripRecord)
 }
 
 // Reporter tells the page, readiness and metrics what the engine knows of
@@ -32,7 +32,6 @@ type Reporter interface {
 	Ready(ctx context.Context) error
 	DefaultAmount() uint64
 	StackingAmount(ctx context.Context) (uint64, error)
-	Limits() faucet.LimitsConfig
 }
 
 // DripFinder looks up what became of a transaction the faucet sent, for the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -22,11 +23,10 @@ type fakeEngine struct {
 	mu       sync.Mutex
 	dripRes  *faucet.Result
 	dripErr  error
-	disabled bool
 	readyErr error
 	funding  faucet.Funding
-	limits   faucet.LimitsConfig
 	requests []faucet.Request
+	records  []faucet.DripRecord
 }
 
 func (e *fakeEngine) Drip(_ context.Context, req faucet.Request) (*faucet.Result, error) {
@@ -41,7 +41,11 @@ func (e *fakeEngine) Drip(_ context.Context, req faucet.Request) (*faucet.Result
 	return &res, nil
 }
 
-func (e *fakeEngine) Disabled() bool                          { return e.disabled }
+func (e *fakeEngine) Record(_ context.Context, d faucet.DripRecord) {
+	e.mu.Lock()
+	e.records = append(e.records, d)
+	e.mu.Unlock()
+}
 func (e *fakeEngine) Keys() []faucet.KeyStatus                { return nil }
 func (e *fakeEngine) Treasury() (faucet.TreasuryStatus, bool) { return faucet.TreasuryStatus{}, false }
 func (e *fakeEngine) Funding() faucet.Funding                 { return e.funding }
@@ -50,7 +54,6 @@ func (e *fakeEngine) NodeUp() bool                            { return e.readyEr
 func (e *fakeEngine) ChainID() (uint32, bool)                 { return stacks.ChainIDTestnet, true }
 func (e *fakeEngine) Ready(context.Context) error             { return e.readyErr }
 func (e *fakeEngine) DefaultAmount() uint64                   { return faucet.DefaultAmount }
-func (e *fakeEngine) Limits() faucet.LimitsConfig             { return e.limits }
 func (e *fakeEngine) StackingAmount(context.Context) (uint64, error) {
 	return 0, errors.New("no PoX information")
 }
@@ -76,10 +79,14 @@ func (downNode) PoX(context.Context) (*node.PoXInfo, error) {
 
 func hexOf(b []byte) string { return hex.EncodeToString(b) }
 
-func newFakeServer(t *testing.T, e *fakeEngine) http.Handler {
+func newFakeServer(t *testing.T, e *fakeEngine, opts ...func(*Config)) http.Handler {
 	t.Helper()
-	return New(Config{Faucet: e, Node: downNode{},
-		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }})
+	cfg := Config{Faucet: e, Node: downNode{},
+		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return New(cfg)
 }
 
 func serveFake(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
@@ -152,11 +159,6 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 			v3Status: 403, v3Body: `{"error":"STX faucet is not available"}`,
 		},
 		{
-			name: "rate limited", err: &faucet.Error{Reason: faucet.ReasonRateLimited, Message: "Too many requests", RetryAfter: 90*time.Second + time.Millisecond},
-			v1Status: 429, v1Body: `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":91,"next_allowed_at":"2026-11-24T12:01:31Z"}`,
-			v3Status: 429, v3Body: `{"error":"Too many requests"}`, v1RetryAfter: "91",
-		},
-		{
 			name: "not an engine error", err: errors.New("boom"),
 			v1Status: 500, v1Body: `{"success":false,"error":"Internal error","reason":"internal"}`,
 			v3Status: 500, v3Body: `{"error":"Faucet request failed, please try again later"}`,
@@ -192,24 +194,104 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 			if len(e.requests) != 2 || e.requests[0].Recipient.String() != to || e.requests[1].Recipient.String() != to {
 				t.Errorf("engine saw %+v, want two requests for %s", e.requests, to)
 			}
+			// Each answered drip is in the history, with the client's
+			// rate-limit group and the engine's outcome.
+			for _, r := range e.records {
+				if r.Recipient != to || r.ClientBucket != "192.0.2.10" || (r.Outcome == faucet.OutcomeSent) != (c.res != nil) {
+					t.Errorf("history record %+v", r)
+				}
+			}
+			if len(e.records) != 2 {
+				t.Errorf("%d history records, want 2", len(e.records))
+			}
 		})
 	}
 }
 
-// A suspended faucet answers 403 on both versions and never reaches the
-// engine's Drip.
-func TestSuspendedAnswersWithoutDripping(t *testing.T) {
-	e := &fakeEngine{disabled: true, dripErr: &faucet.Error{Reason: faucet.ReasonDisabled, Message: "the faucet is suspended"}}
-	h := newFakeServer(t, e)
-	to := newRecipient(t)
-	w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
-	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), `"reason":"disabled"`) {
-		t.Errorf("v1: %d %s", w.Code, w.Body)
+// What admission itself answers, before or instead of the engine: a
+// suspended faucet, a full rate limit, a store the limits cannot reach.
+func TestAdmissionAnswersOnTheWire(t *testing.T) {
+	tight := guard.Limits{PerAddress: guard.Limit{Requests: 1, Window: 90 * time.Second}}
+	cases := []struct {
+		name         string
+		opt          func(*Config)
+		first        bool // the first request passes to the engine
+		v1Status     int
+		v1Body       string
+		v3Status     int
+		v3Body       string
+		v1RetryAfter string
+	}{
+		{
+			name: "suspended", opt: func(c *Config) { c.Suspended = true },
+			v1Status: 403, v1Body: `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the faucet is suspended"}`,
+			v3Status: 403, v3Body: `{"error":"STX faucet is not available"}`,
+		},
+		{
+			name: "rate limited", first: true,
+			opt:      func(c *Config) { c.Limits = guard.NewRateLimits(tight, nil, c.Now) },
+			v1Status: 429, v1Body: `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":90,"next_allowed_at":"2026-11-24T12:01:30Z"}`,
+			v3Status: 429, v3Body: `{"error":"Too many requests"}`, v1RetryAfter: "90",
+		},
+		{
+			name:     "limits store unavailable",
+			opt:      func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Now) },
+			v1Status: 500, v1Body: `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
+			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+		},
 	}
-	w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
-	if w.Code != http.StatusForbidden || w.Body.String() != `{"error":"STX faucet is not available"}` {
-		t.Errorf("v3: %d %s", w.Code, w.Body)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := &fakeEngine{dripRes: sentResult(t)}
+			h := newFakeServer(t, e, c.opt)
+			to := newRecipient(t)
+			if c.first {
+				if w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, ""); w.Code != http.StatusOK {
+					t.Fatalf("first drip: %d %s", w.Code, w.Body)
+				}
+			}
+			w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
+			if w.Code != c.v1Status || w.Body.String() != c.v1Body {
+				t.Errorf("v1: %d %s\nwant %d %s", w.Code, w.Body, c.v1Status, c.v1Body)
+			}
+			if got := w.Header().Get("Retry-After"); got != c.v1RetryAfter {
+				t.Errorf("v1 Retry-After %q, want %q", got, c.v1RetryAfter)
+			}
+			w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
+			if w.Code != c.v3Status || w.Body.String() != c.v3Body {
+				t.Errorf("v3: %d %s\nwant %d %s", w.Code, w.Body, c.v3Status, c.v3Body)
+			}
+			want := 0
+			if c.first {
+				want = 1
+			}
+			if len(e.requests) != want || len(e.records) != want {
+				t.Errorf("engine saw %d drips and %d records, want %d: refused requests never reach it", len(e.requests), len(e.records), want)
+			}
+		})
 	}
+}
+
+// sentResult is an engine's answer for a drip it paid.
+func sentResult(t *testing.T) *faucet.Result {
+	t.Helper()
+	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{
+		Recipient: stacks.Principal{Address: newKey(t).TestnetAddress()}, Amount: faucet.DefaultAmount, Fee: 180, ChainID: stacks.ChainIDTestnet,
+	}, newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faucet.Result{TxID: tx.TxID(), TxRaw: tx.Serialize(), Amount: faucet.DefaultAmount, Fee: 180}
+}
+
+// failingLimiter is a rate-limit store that cannot be reached.
+type failingLimiter struct{}
+
+func (failingLimiter) Reserve(context.Context, time.Time, []guard.Bucket) (guard.Reservation, time.Duration, bool, error) {
+	return guard.Reservation{}, 0, false, errors.New("dial tcp 10.0.0.9:5432: connection refused")
+}
+func (failingLimiter) Release(context.Context, guard.Reservation) error {
+	return errors.New("dial tcp 10.0.0.9:5432: connection refused")
 }
 
 // Readiness follows the engine's Ready, and the page's state its funding.

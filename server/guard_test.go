@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
@@ -79,7 +78,7 @@ func TestAPITokenBypass(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, options{
-		limits: faucet.LimitsConfig{PerAddress: faucet.Limit{Requests: 1, Window: time.Hour}, PerIP: faucet.Limit{Requests: 1, Window: time.Hour}},
+		limits: guard.Limits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}, PerIP: guard.Limit{Requests: 1, Window: time.Hour}},
 		guard:  &guard.Config{TokensFile: file, PoW: guard.PoWConfig{Difficulty: 12}},
 	})
 	auth := map[string]string{"Authorization": "Bearer " + token}
@@ -90,7 +89,7 @@ func TestAPITokenBypass(t *testing.T) {
 		}
 	}
 	m := assertError(t, h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+to, nil, auth), http.StatusTooManyRequests, "Too many")
-	if m["reason"] != string(faucet.ReasonRateLimited) {
+	if m["reason"] != reasonRateLimited {
 		t.Errorf("reason %v", m["reason"])
 	}
 	// The token's drips never touched the anonymous allowance of the IP or
@@ -113,7 +112,7 @@ func TestAPITokenBypass(t *testing.T) {
 
 func TestIPListsAndBalanceCap(t *testing.T) {
 	h := newHarness(t, options{
-		limits: faucet.LimitsConfig{PerIP: faucet.Limit{Requests: 1, Window: time.Hour}},
+		limits: guard.Limits{PerIP: guard.Limit{Requests: 1, Window: time.Hour}},
 		guard: &guard.Config{
 			Deny:       []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
 			Allow:      []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 	"io"
 	"log/slog"
 	"maps"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,7 +35,7 @@ const testFunding uint64 = 1_000_000_000_000
 type options struct {
 	keys      int  // faucet keys; default 1
 	unfunded  bool // keys start with no balance
-	limits    faucet.LimitsConfig
+	limits    guard.Limits
 	disabled  bool // suspended faucet
 	hops      int  // TrustedProxyHops
 	statusTTL time.Duration
@@ -95,11 +96,9 @@ func newHarness(t *testing.T, o options) *harness {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	fcfg := faucet.Config{
-		Keys:     keys,
-		Node:     client,
-		Limits:   o.limits,
-		Disabled: o.disabled,
-		Logger:   logger,
+		Keys:   keys,
+		Node:   client,
+		Logger: logger,
 	}
 	if o.faucetCfg != nil {
 		o.faucetCfg(&fcfg)
@@ -130,6 +129,8 @@ func newHarness(t *testing.T, o options) *harness {
 	h := New(Config{
 		Txs:              client,
 		Guard:            checks,
+		Limits:           guard.NewRateLimits(o.limits, nil, o.now),
+		Suspended:        o.disabled,
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		Node:             counting,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // Our own endpoints live under /faucet/v1/, a prefix the incumbent API
@@ -99,7 +100,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	if snap.tip != nil {
 		body.ChainTip = &infoTip{Height: snap.tip.BlockHeight, BurnBlockHeight: snap.tip.BurnBlockHeight}
 	}
-	lim := f.Limits()
+	lim := s.cfg.Limits.Limits()
 	body.Limits = infoLimits{Address: limitInfo(lim.PerAddress), Stacking: limitInfo(lim.StackingPerAddress), IP: limitInfo(lim.PerIP)}
 	if g := s.cfg.Guard; g != nil {
 		body.Challenge.Required = g.Required()
@@ -127,7 +128,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func limitInfo(l faucet.Limit) *infoLimit {
+func limitInfo(l guard.Limit) *infoLimit {
 	if l.Requests <= 0 {
 		return nil
 	}
@@ -139,7 +140,7 @@ func limitInfo(l faucet.Limit) *infoLimit {
 func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, message string, fund faucet.Funding) {
 	f := s.cfg.Faucet
 	switch {
-	case f.Disabled():
+	case s.cfg.Suspended:
 		return stateSuspended, "The faucet is suspended by its operator.", f.Funding()
 	case snap.status == statusNodeUnreachable:
 		return stateNodeUnreachable, "The Stacks node is unreachable; drips will fail until it is back.", f.Funding()

@@ -24,7 +24,7 @@ func getInfo(t *testing.T, h *harness) map[string]any {
 }
 
 func TestInfoReady(t *testing.T) {
-	h := newHarness(t, options{limits: faucet.DefaultLimits()})
+	h := newHarness(t, options{limits: guard.DefaultLimits()})
 	m := getInfo(t, h)
 	assertKeys(t, m, "network", "chain_id", "state", "state_message", "chain_tip", "amounts", "limits",
 		"challenge", "explorer_tx_url", "balance_cap_ustx", "funding", "server_version")

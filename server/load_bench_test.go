@@ -20,6 +20,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
@@ -62,12 +63,12 @@ func BenchmarkDripLoadStore(b *testing.B) {
 }
 
 // benchState returns the engine state for a store benchmark.
-func benchState(b *testing.B, kind string) (faucet.Ledger, faucet.Limiter, faucet.History) {
+func benchState(b *testing.B, kind string) (faucet.Ledger, guard.Limiter, faucet.History) {
 	var st store.Store
 	var err error
 	switch kind {
 	case "memory":
-		return faucet.NewMemoryLedger(), faucet.NewMemoryLimiter(), nil
+		return faucet.NewMemoryLedger(), guard.NewMemoryLimiter(), nil
 	case "sqlite":
 		st, err = store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
 	case "postgres":
@@ -102,10 +103,13 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	switch {
 	case mode == "engine" || unique:
 		cfg := faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond}
+		var limits *guard.RateLimits
 		if unique {
-			cfg.Ledger, cfg.Limiter, cfg.History = benchState(b, strings.TrimPrefix(mode, "store:"))
-			cfg.Limits = faucet.DefaultLimits()
-			cfg.Limits.PerIP = faucet.Limit{} // every bench client is 127.0.0.1
+			var limiter guard.Limiter
+			cfg.Ledger, limiter, cfg.History = benchState(b, strings.TrimPrefix(mode, "store:"))
+			l := guard.DefaultLimits()
+			l.PerIP = guard.Limit{} // every bench client is 127.0.0.1
+			limits = guard.NewRateLimits(l, limiter, nil)
 		}
 		f, err := faucet.New(cfg)
 		if err != nil {
@@ -115,7 +119,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 			b.Fatal(err)
 		}
 		go func() { _ = f.Run(ctx) }()
-		h = New(Config{Faucet: f, Node: client, Metrics: NewMetrics(prometheus.NewRegistry())})
+		h = New(Config{Faucet: f, Node: client, Limits: limits, Metrics: NewMetrics(prometheus.NewRegistry())})
 	case mode == "serialised":
 		h = &serialisedFaucet{node: client, keys: keys, next: map[stacks.Address]uint64{}}
 	}

@@ -39,6 +39,7 @@ const (
 
 	reasonInvalidRequest = "invalid_request" // any 400
 	reasonInternal       = "internal"        // an error the engine did not classify
+	reasonRateLimited    = "rate_limited"    // a rate limit refused the drip
 	// reasonRejectedByCheck: an abuse check refused the drip; which one is
 	// in faucet_check_rejections_total.
 	reasonRejectedByCheck = "check_rejected"
@@ -90,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.drips.WithLabelValues(outcomeSuccess, "")
 	for _, r := range []string{
 		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
-		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), string(faucet.ReasonRateLimited),
+		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), reasonRateLimited,
 		string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
 		reasonRejectedByCheck,
 	} {

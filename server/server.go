@@ -54,6 +54,11 @@ type Config struct {
 	Txs TxNode
 	// Guard runs the abuse checks before every drip; nil checks nothing.
 	Guard *guard.Chain
+	// Limits charges every drip the checks let through against the rate
+	// limits; nil limits nothing.
+	Limits *guard.RateLimits
+	// Suspended refuses every drip with 403 (the operator's switch).
+	Suspended bool
 
 	// ExplorerTxURL is the explorer link the page shows for a drip.
 	ExplorerTxURL string
@@ -137,6 +142,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Limits == nil {
+		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Now)
 	}
 	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.LowDrips)
 	if cfg.Guard != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // envPrefix: every flag --some-name can also be set as FAUCET_SOME_NAME.
@@ -47,7 +47,7 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 }
 
 // limitValue is a flag of the form N/duration ("5/5m"); "0" disables.
-type limitValue struct{ l *faucet.Limit }
+type limitValue struct{ l *guard.Limit }
 
 func (v limitValue) String() string {
 	if v.l == nil || v.l.Requests <= 0 {
@@ -58,7 +58,7 @@ func (v limitValue) String() string {
 
 func (v limitValue) Set(s string) error {
 	if s == "0" {
-		*v.l = faucet.Limit{}
+		*v.l = guard.Limit{}
 		return nil
 	}
 	n, w, ok := strings.Cut(s, "/")
@@ -73,7 +73,7 @@ func (v limitValue) Set(s string) error {
 	if err != nil || win <= 0 {
 		return fmt.Errorf("limit %q: window must be a positive duration", s)
 	}
-	*v.l = faucet.Limit{Requests: req, Window: win}
+	*v.l = guard.Limit{Requests: req, Window: win}
 	return nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -39,9 +39,9 @@ func TestParseWithEnv(t *testing.T) {
 }
 
 func TestLimitValue(t *testing.T) {
-	var l faucet.Limit
+	var l guard.Limit
 	v := limitValue{&l}
-	for in, want := range map[string]faucet.Limit{
+	for in, want := range map[string]guard.Limit{
 		"5/5m":  {Requests: 5, Window: 5 * time.Minute},
 		"1/48h": {Requests: 1, Window: 48 * time.Hour},
 		"0":     {},

@@ -140,13 +140,13 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		}
 		return d
 	}
-	limit := func(raw string) faucet.Limit {
+	limit := func(raw string) guard.Limit {
 		t.Helper()
 		var l faucetv1alpha1.RateLimit
 		if err := json.Unmarshal([]byte(raw), &l); err != nil {
 			t.Fatalf("default %s is not a rate limit: %v", raw, err)
 		}
-		return faucet.Limit{Requests: int(l.Requests), Window: l.Window.Duration}
+		return guard.Limit{Requests: int(l.Requests), Window: l.Window.Duration}
 	}
 	same := func(what string, crd, engine, flagDefault any) {
 		t.Helper()
@@ -180,13 +180,13 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"memo":         func(raw string) { same("memo", str(raw), faucet.DefaultMemo, o.memo) },
 		"node.timeout": func(raw string) { same("node.timeout", dur(raw), node.DefaultTimeout, o.nodeTimeout) },
 		"rateLimits.perAddress": func(raw string) {
-			same("rateLimits.perAddress", limit(raw), faucet.DefaultLimits().PerAddress, o.limits.PerAddress)
+			same("rateLimits.perAddress", limit(raw), guard.DefaultLimits().PerAddress, o.limits.PerAddress)
 		},
 		"rateLimits.stackingPerAddress": func(raw string) {
-			same("rateLimits.stackingPerAddress", limit(raw), faucet.DefaultLimits().StackingPerAddress, o.limits.StackingPerAddress)
+			same("rateLimits.stackingPerAddress", limit(raw), guard.DefaultLimits().StackingPerAddress, o.limits.StackingPerAddress)
 		},
 		"rateLimits.perIP": func(raw string) {
-			same("rateLimits.perIP", limit(raw), faucet.DefaultLimits().PerIP, o.limits.PerIP)
+			same("rateLimits.perIP", limit(raw), guard.DefaultLimits().PerIP, o.limits.PerIP)
 		},
 		"abuse.proofOfWork.difficulty": func(raw string) {
 			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.abuse.powDifficulty))
@@ -460,17 +460,17 @@ func fullOptions(store string) func(o *serveOptions) {
 		o.stackingAmount = 90_000_000_000
 		o.feeMin, o.feeMax, o.feeFallback = 200, 5000, 300
 		o.memo = "hello faucet"
-		o.limits = faucet.LimitsConfig{
-			PerAddress:         faucet.Limit{Requests: 3, Window: 10 * time.Minute},
-			StackingPerAddress: faucet.Limit{Requests: 2, Window: 24 * time.Hour},
-			PerIP:              faucet.Limit{Requests: 20, Window: 90 * time.Second},
+		o.limits = guard.Limits{
+			PerAddress:         guard.Limit{Requests: 3, Window: 10 * time.Minute},
+			StackingPerAddress: guard.Limit{Requests: 2, Window: 24 * time.Hour},
+			PerIP:              guard.Limit{Requests: 20, Window: 90 * time.Second},
 		}
 		o.trustedHops = 2
 		o.suspend = true
 		o.store = store
 		o.abuse = abuseOptions{
 			powDifficulty:    18,
-			powRaiseAbove:    faucet.Limit{Requests: 120, Window: time.Minute},
+			powRaiseAbove:    guard.Limit{Requests: 120, Window: time.Minute},
 			powMaxDifficulty: 26,
 			powTTL:           2 * time.Minute,
 			tokensFile:       "/etc/faucet/api-tokens/tokens.txt",

@@ -53,7 +53,7 @@ type serveOptions struct {
 	stuckBlocks     uint64
 	busyWait        time.Duration
 	batch           batchOptions
-	limits          faucet.LimitsConfig
+	limits          guard.Limits
 	trustedHops     int
 	suspend         bool
 	statusCacheTTL  time.Duration
@@ -69,7 +69,7 @@ type serveOptions struct {
 // faucet (package guard).
 type abuseOptions struct {
 	powDifficulty    int
-	powRaiseAbove    faucet.Limit
+	powRaiseAbove    guard.Limit
 	powMaxDifficulty int
 	powTTL           time.Duration
 	tokensFile       string
@@ -111,7 +111,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.batch.window, "batch-window", faucet.DefaultBatchWindow, "with --batch-max: how long the first drip of a batch waits for others (a full batch leaves at once)")
 	fs.StringVar(&o.batch.contract, "batch-contract", stacks.SendManyMemoTestnet, "with --batch-max: the send-many-memo contract id (ADDR.name) batches call")
 	fs.Uint64Var(&o.stuckBlocks, "stuck-blocks", faucet.DefaultStuckBlocks, "blocks without nonce progress before a stuck nonce is repaired")
-	o.limits = faucet.DefaultLimits()
+	o.limits = guard.DefaultLimits()
 	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
 	fs.Var(limitValue{&o.limits.StackingPerAddress}, "limit-stacking", "stacking drips per address, N/window (0 disables)")
 	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "drips per client IP (IPv6 by /64), N/window (0 disables)")
@@ -222,8 +222,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		NoStackingPadding: o.stackingPadding == 0, Memo: o.memo,
 		FeeMin: o.feeMin, FeeMax: o.feeMax, FeeFallback: o.feeFallback, FeeReserve: o.feeReserve,
 		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait,
-		Limits: o.limits, Disabled: o.suspend, Logger: logger,
-		Ledger: state.ledger, Limiter: state.limiter, History: state.history, Owner: state.owner,
+		Logger: logger, Ledger: state.ledger, History: state.history, Owner: state.owner,
 		Treasury: treasury, RefillBelow: o.refillBelow, RefillAmount: o.refillAmount,
 		BatchMax: o.batch.max, BatchWindow: o.batch.window, BatchContract: batchContract,
 	})
@@ -266,6 +265,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 
 	h := server.New(server.Config{
 		Faucet: f, Node: client, Txs: client, Guard: checks, Version: version, Commit: commit,
+		Limits: guard.NewRateLimits(o.limits, state.limiter, nil), Suspended: o.suspend,
 		ExplorerTxURL: o.explorerTxURL, LowDrips: o.lowDrips,
 		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
 	})

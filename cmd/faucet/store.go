@@ -16,7 +16,7 @@ import (
 type engineState struct {
 	kind    string
 	ledger  faucet.Ledger
-	limiter faucet.Limiter
+	limiter guard.Limiter
 	history faucet.History
 	owner   faucet.KeyOwner // nil: this process owns every key
 	// spent remembers used proof-of-work challenges (shared by replicas on
@@ -46,7 +46,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 	}
 	if dsn == storeMemory {
 		return &engineState{
-			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: faucet.NewMemoryLimiter(),
+			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter(),
 			spent:      guard.NewMemorySpent(),
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },

@@ -51,9 +51,6 @@ type Config struct {
 	MaxAttempts int    // node submissions per drip
 	StuckBlocks uint64 // blocks without nonce progress before repair
 
-	Limits   LimitsConfig
-	Disabled bool // suspended: every drip answers ReasonDisabled
-
 	// BusyWait is how long a drip may wait for a key's in-flight slot to free
 	// up (at the next block) before failing with ReasonBusy; 0 fails at once.
 	BusyWait time.Duration
@@ -62,11 +59,10 @@ type Config struct {
 	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
 	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
 
-	// Ledger, Limiter and History hold the engine's state; nil keeps it in
+	// Ledger and History hold the engine's state; nil keeps it in
 	// memory. Owner, when set, decides which keys this process may use
 	// (several replicas on one shared store); nil owns every key.
 	Ledger  Ledger
-	Limiter Limiter
 	History History
 	Owner   KeyOwner
 
@@ -135,9 +131,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Ledger == nil {
 		c.Ledger = NewMemoryLedger()
-	}
-	if c.Limiter == nil {
-		c.Limiter = NewMemoryLimiter()
 	}
 	if c.History == nil {
 		c.History = NewMemoryHistory(DefaultMemoryHistorySize)

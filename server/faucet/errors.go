@@ -3,7 +3,6 @@ package faucet
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Reason classifies a failed drip. The HTTP layer maps it to a status code and
@@ -22,23 +21,20 @@ const (
 	// ReasonStackingUnavailable: the stacking amount cannot be computed (no PoX info);
 	// the faucet never silently falls back to the default amount.
 	ReasonStackingUnavailable Reason = "stacking_amount_unavailable"
-	// ReasonRateLimited: the address or client has used its allowance.
-	ReasonRateLimited Reason = "rate_limited"
 	// ReasonStoreUnavailable: the state store (SQLite file, Postgres) cannot
 	// be read or written; no transaction was sent.
 	ReasonStoreUnavailable Reason = "store_unavailable"
-	// ReasonDisabled: the faucet is suspended, the node is mainnet, or the node
-	// reports a chain id other than the configured one.
+	// ReasonDisabled: the node is mainnet, or the node reports a chain id
+	// other than the configured one.
 	ReasonDisabled Reason = "disabled"
 )
 
 // Error is a drip failure. Message is safe to show to users (no node URL, no
 // key, no raw node output); Err is the internal cause for logs.
 type Error struct {
-	Reason     Reason
-	Message    string
-	RetryAfter time.Duration // set for ReasonRateLimited
-	Err        error
+	Reason  Reason
+	Message string
+	Err     error
 }
 
 func (e *Error) Error() string {

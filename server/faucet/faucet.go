@@ -1,6 +1,9 @@
 // Package faucet is the dispensing engine: a pool of sending keys with their
-// own nonce ledgers, drip amounts, fees, rate limits and repair of stuck nonces.
-// It talks to the Stacks node only through NodeClient.
+// own nonce ledgers (keypool.go), the one function that places a transaction
+// (place.go), and the policies on top of it: single drips, send-many batches
+// (batch.go), treasury refills (treasury.go) and nonce repair (repair.go).
+// Who may drip and how often is decided before it (package guard). It talks
+// to the Stacks node only through NodeClient.
 package faucet
 
 import (
@@ -9,8 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/ttlcache"
@@ -105,26 +108,12 @@ func (f *Faucet) Addresses() []string {
 	return out
 }
 
-// Request is one drip.
+// Request is one drip, already admitted (checks and rate limits are the
+// caller's): whom to pay and which amount.
 type Request struct {
 	Recipient stacks.Principal
-	Stacking  bool
-	// ClientIP is used for the per-IP limit; the zero Addr skips it.
-	ClientIP netip.Addr
-	// SkipIPLimit exempts the request from the per-IP limit (an API token
-	// or an allow-listed network); ClientIP is still recorded.
-	SkipIPLimit bool
-	// Token, when set, is the API token the request carries: its quota is
-	// charged and its per-address limit replaces the default one.
-	Token *TokenQuota
-}
-
-// TokenQuota is an API token's allowance; it replaces the per-address limit
-// for the token's drips.
-type TokenQuota struct {
-	Name       string
-	Quota      Limit // all drips made with the token
-	PerAddress Limit // drips per recipient address with the token
+	// Stacking asks for the stacking amount instead of the default one.
+	Stacking bool
 }
 
 // Result describes the broadcast transaction.
@@ -149,51 +138,37 @@ type Result struct {
 // accepted the transaction into its mempool, not when it is mined. A request
 // yields at most one accepted transaction.
 func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
-	if f.cfg.Disabled {
-		return nil, failf(ReasonDisabled, nil, "the faucet is suspended")
-	}
 	if req.Recipient.Address.IsMainnet() {
 		return nil, failf(ReasonRejected, nil, "recipient is a mainnet address")
 	}
-	// Limits first: a limited client learns that even while the node is down.
-	res, wait, ok, err := f.cfg.Limiter.Reserve(ctx, f.cfg.Now(), f.buckets(req))
-	if err != nil {
-		return nil, storeFailure(err, "reserve rate-limit slots")
-	}
-	if !ok {
-		return nil, &Error{Reason: ReasonRateLimited, Message: "Too many requests", RetryAfter: wait}
-	}
 	result, err := f.checkedSend(ctx, req)
 	if err != nil {
-		// Every error path of send leaves no transaction of this drip in
-		// flight (a drip that may have been sent succeeds, InDoubt), so the
-		// charge goes back. A failed release keeps it: the safe side.
-		if rerr := f.cfg.Limiter.Release(context.WithoutCancel(ctx), res); rerr != nil {
-			f.log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
-		}
-		f.record(ctx, req, nil, err)
 		return nil, err
 	}
 	result.Stacking = req.Stacking
-	f.record(ctx, req, result, nil)
 	return result, nil
 }
 
-// record writes the drip's outcome to the history; a failed write is logged,
-// never turned into a failed drip (the transfer has happened or not already).
-func (f *Faucet) record(ctx context.Context, req Request, res *Result, err error) {
-	d := DripRecord{At: f.cfg.Now(), Recipient: req.Recipient.String(), Stacking: req.Stacking, ClientBucket: ClientBucket(req.ClientIP)}
+// RecordOf is the history record of a drip's outcome at at: res when it was
+// sent, else err's reason.
+func RecordOf(at time.Time, req Request, res *Result, err error) DripRecord {
+	d := DripRecord{At: at, Recipient: req.Recipient.String(), Stacking: req.Stacking}
 	if res != nil {
 		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome = res.Amount, res.Fee, res.TxID.String(), res.Sender.String(), res.Nonce, OutcomeSent
 		d.Batch = res.Batch
-	} else {
-		d.Outcome = string(ReasonOf(err))
-		if d.Outcome == "" {
-			d.Outcome = "internal"
-		}
+		return d
 	}
-	f.queueHistory(ctx, d)
+	d.Outcome = string(ReasonOf(err))
+	if d.Outcome == "" {
+		d.Outcome = "internal"
+	}
+	return d
 }
+
+// Record writes an answered drip to the history; a failed write is logged,
+// never turned into a failed drip (the transfer has happened or not
+// already).
+func (f *Faucet) Record(ctx context.Context, d DripRecord) { f.queueHistory(ctx, d) }
 
 // queueHistory writes d to the history. While Run is under way a worker
 // writes it off the request path; otherwise (or when its queue is full) the
@@ -259,32 +234,6 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 		return f.submitBatched(ctx, req.Recipient)
 	}
 	return f.send(ctx, req.Recipient, amount)
-}
-
-// buckets names the limits a request counts against. A contract principal
-// counts as its deployer's address: a fresh contract name must not be a
-// fresh allowance.
-func (f *Faucet) buckets(req Request) []Bucket {
-	addr := req.Recipient.Address.String()
-	refs := make([]Bucket, 0, 3)
-	switch {
-	case req.Stacking:
-		// Stacking drips are large: a token never widens their limit.
-		refs = append(refs, Bucket{"stacking:" + addr, f.cfg.Limits.StackingPerAddress})
-	case req.Token != nil:
-		// The token's own per-address bucket, so its users cannot eat the
-		// anonymous allowance of an address and vice versa.
-		refs = append(refs, Bucket{"token:" + req.Token.Name + ":address:" + addr, req.Token.PerAddress})
-	default:
-		refs = append(refs, Bucket{"address:" + addr, f.cfg.Limits.PerAddress})
-	}
-	if req.Token != nil {
-		refs = append(refs, Bucket{"token:" + req.Token.Name, req.Token.Quota})
-	}
-	if req.ClientIP.IsValid() && !req.SkipIPLimit {
-		refs = append(refs, Bucket{ipBucketKey(req.ClientIP), f.cfg.Limits.PerIP})
-	}
-	return refs
 }
 
 // send pays amount to to in one token transfer. A key cannot pay itself

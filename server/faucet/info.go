@@ -27,9 +27,6 @@ func (f *Faucet) DeriveSecret(purpose string) []byte {
 	return mac.Sum(nil)
 }
 
-// Limits returns the configured rate limits.
-func (f *Faucet) Limits() LimitsConfig { return f.cfg.Limits }
-
 // DefaultAmount is the µSTX of a default drip.
 func (f *Faucet) DefaultAmount() uint64 { return f.cfg.DefaultAmount }
 

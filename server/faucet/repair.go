@@ -279,6 +279,3 @@ func (f *Faucet) Ready(ctx context.Context) error {
 	}
 	return errors.New("no faucet key is funded for a drip")
 }
-
-// Disabled reports whether the faucet is suspended by configuration.
-func (f *Faucet) Disabled() bool { return f.cfg.Disabled }

@@ -3,7 +3,6 @@ package faucet
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -27,30 +26,6 @@ const (
 	// and repair keeps rebroadcasting it until the nonce confirms).
 	TxPending TxState = "pending"
 )
-
-// Limiter keeps rate-limit slots: an exact sliding-window log per bucket.
-// Implementations must make Reserve atomic against concurrent callers,
-// across processes when the store is shared.
-type Limiter interface {
-	// Reserve takes one slot at now in every bucket with Requests > 0, or
-	// none. When a bucket is full it returns ok=false and how long until the
-	// slot that frees first leaves its window.
-	Reserve(ctx context.Context, now time.Time, buckets []Bucket) (r Reservation, wait time.Duration, ok bool, err error)
-	// Release gives a reservation's slots back (a drip that was certainly
-	// not sent is not charged). Releasing twice or an empty one is a no-op.
-	Release(ctx context.Context, r Reservation) error
-}
-
-// Bucket names one limit a request counts against.
-type Bucket struct {
-	Key   string
-	Limit Limit
-}
-
-// Reservation identifies reserved slots.
-type Reservation struct {
-	IDs []int64
-}
 
 // History keeps a record of every drip decision for audits and the drip
 // status endpoint, pruned after a retention period.
@@ -116,11 +91,3 @@ var ErrNotOwner = errors.New("key is owned by another replica")
 // ErrStoreUnavailable marks store errors caused by the store being
 // unreachable (as opposed to a bug or a refused write); stores wrap it.
 var ErrStoreUnavailable = errors.New("store unavailable")
-
-// ClientBucket is the rate-limit group of a client IP, as DripRecord keeps it.
-func ClientBucket(ip netip.Addr) string {
-	if !ip.IsValid() {
-		return ""
-	}
-	return ipBucketKey(ip)[len("ip:"):]
-}

@@ -305,7 +305,7 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 			cfg := e.f.cfg
 			rb := &recordingBroadcast{NodeClient: cfg.Node}
 			f2, err := New(Config{Keys: cfg.Keys, Node: rb, Treasury: cfg.Treasury, DefaultAmount: tDrip, FeeMax: 1000,
-				Ledger: ledger, Limiter: cfg.Limiter, History: cfg.History})
+				Ledger: ledger, History: cfg.History})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,15 +2,14 @@ package guard
 
 import (
 	"context"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 )
 
-func limit(n int, w time.Duration) faucet.Limit { return faucet.Limit{Requests: n, Window: w} }
+func limit(n int, w time.Duration) Limit { return Limit{Requests: n, Window: w} }
 
 func TestRaisedDifficulty(t *testing.T) {
 	cases := []struct{ base, count, threshold, step, max, want int }{

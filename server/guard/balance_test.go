@@ -3,12 +3,13 @@ package guard
 import (
 	"context"
 	"errors"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"

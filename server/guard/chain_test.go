@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"errors"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 
 	"github.com/stxfaucet/faucet-operator/server/node"
 )

@@ -24,6 +24,16 @@
 //     a raise.
 //  5. Balance cap: a recipient that already holds the cap is refused (403).
 //
+// # Rate limits
+//
+// A request that passed the checks is charged against the rate limits
+// (RateLimits.Reserve): one slot in each bucket it counts in, all or none,
+// in a Limiter (memory, or the store shared by replicas). The buckets are
+// the recipient's address (a contract principal counts as its deployer),
+// or its stacking bucket, or, with an API token, the token's per-address
+// bucket and its quota; and the client's IP (IPv6 by /64) unless the grant
+// skips it. The caller releases the slots of a drip that sent nothing.
+//
 // # Tokens file
 //
 // One token per line; blank lines and lines starting with '#' are ignored,

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -58,9 +57,9 @@ type Request struct {
 
 // Grant is what passing the chain gives the engine.
 type Grant struct {
-	Token       *faucet.TokenQuota // non-nil when a valid API token was presented
-	SkipIPLimit bool               // an API token or an allow-listed client IP
-	Bypassed    string             // "", "api_token" or "ip_allow": why checks were skipped (for logs)
+	Token       *TokenQuota // non-nil when a valid API token was presented
+	SkipIPLimit bool        // an API token or an allow-listed client IP
+	Bypassed    string      // "", "api_token" or "ip_allow": why checks were skipped (for logs)
 }
 
 // Rejection is a refused request; Chain.Check returns it (as error) for a
@@ -115,7 +114,7 @@ type PoWConfig struct {
 	TTL time.Duration
 	// RaiseAbove: when more than Requests anonymous drips passed within
 	// Window, newly issued challenges get a higher difficulty. Zero = off.
-	RaiseAbove faucet.Limit
+	RaiseAbove Limit
 	// RaiseStep is the bits added per doubling of the rate above the
 	// threshold (default 2).
 	RaiseStep int

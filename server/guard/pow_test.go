@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 )
 
 func powChain(t testing.TB, difficulty int, clock *clocktest.Manual) *Chain {

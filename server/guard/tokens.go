@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
 const (
@@ -33,12 +31,12 @@ type tokenSet struct {
 
 type tokenEntry struct {
 	hash  [32]byte
-	quota faucet.TokenQuota
+	quota TokenQuota
 }
 
 // lookupAuthorization parses "Bearer <token>" and finds the token's quota;
 // the returned quota is a copy the caller may keep.
-func (c *Chain) lookupAuthorization(header string) (*faucet.TokenQuota, bool) {
+func (c *Chain) lookupAuthorization(header string) (*TokenQuota, bool) {
 	scheme, rest, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return nil, false
@@ -168,7 +166,7 @@ func parseTokenLine(line string) (e tokenEntry, ok bool, err error) {
 			return e, false, fmt.Errorf("%w: PER_ADDRESS %w", errTokenLine, err)
 		}
 	}
-	e.quota = faucet.TokenQuota{Name: name, Quota: quota, PerAddress: perAddress}
+	e.quota = TokenQuota{Name: name, Quota: quota, PerAddress: perAddress}
 	return e, true, nil
 }
 
@@ -211,18 +209,18 @@ func parseTokenField(s string) ([32]byte, error) {
 }
 
 // parseQuota parses "N/duration". Its errors never quote the input.
-func parseQuota(s string) (faucet.Limit, error) {
+func parseQuota(s string) (Limit, error) {
 	n, d, ok := strings.Cut(s, "/")
 	if !ok {
-		return faucet.Limit{}, errors.New("must look like N/duration, e.g. 100/1h")
+		return Limit{}, errors.New("must look like N/duration, e.g. 100/1h")
 	}
 	reqs, err := strconv.Atoi(n)
 	if err != nil || reqs < 1 || reqs > maxQuotaRequests {
-		return faucet.Limit{}, fmt.Errorf("count must be a whole number from 1 to %d", maxQuotaRequests)
+		return Limit{}, fmt.Errorf("count must be a whole number from 1 to %d", maxQuotaRequests)
 	}
 	window, err := time.ParseDuration(d)
 	if err != nil || window <= 0 {
-		return faucet.Limit{}, errors.New("duration must be a positive Go duration, e.g. 30m, 1h or 24h")
+		return Limit{}, errors.New("duration must be a positive Go duration, e.g. 30m, 1h or 24h")
 	}
-	return faucet.Limit{Requests: reqs, Window: window}, nil
+	return Limit{Requests: reqs, Window: window}, nil
 }

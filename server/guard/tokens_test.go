@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
 const (
@@ -45,7 +44,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plaintext entry: %v", err)
 	}
-	want := faucet.TokenQuota{Name: "ci-pipeline", Quota: faucet.Limit{Requests: 100, Window: time.Hour}, PerAddress: faucet.Limit{Requests: 5, Window: 10 * time.Minute}}
+	want := TokenQuota{Name: "ci-pipeline", Quota: Limit{Requests: 100, Window: time.Hour}, PerAddress: Limit{Requests: 5, Window: 10 * time.Minute}}
 	if g.Token == nil || *g.Token != want || !g.SkipIPLimit || g.Bypassed != "api_token" {
 		t.Fatalf("grant = %+v (token %+v), want token %+v", g, g.Token, want)
 	}
@@ -57,7 +56,7 @@ func TestTokens(t *testing.T) {
 		if err != nil {
 			t.Fatalf("hashed entry via %q: %v", auth, err)
 		}
-		want := faucet.TokenQuota{Name: "workshop", Quota: faucet.Limit{Requests: 1000, Window: 24 * time.Hour}, PerAddress: faucet.Limit{Requests: 1000, Window: 24 * time.Hour}}
+		want := TokenQuota{Name: "workshop", Quota: Limit{Requests: 1000, Window: 24 * time.Hour}, PerAddress: Limit{Requests: 1000, Window: 24 * time.Hour}}
 		if g.Token == nil || *g.Token != want {
 			t.Fatalf("hashed entry grant token = %+v, want %+v", g.Token, want)
 		}
@@ -252,7 +251,7 @@ func TestTokenLookupConstantTimePath(t *testing.T) {
 	set := &tokenSet{}
 	for i := range n {
 		tok := "token-number-" + itoa(i) + "-padding-padding"
-		set.entries = append(set.entries, tokenEntry{hash: sha256.Sum256([]byte(tok)), quota: faucet.TokenQuota{Name: itoa(i)}})
+		set.entries = append(set.entries, tokenEntry{hash: sha256.Sum256([]byte(tok)), quota: TokenQuota{Name: itoa(i)}})
 	}
 	for i := range n {
 		idx, found, compared := set.lookup("token-number-" + itoa(i) + "-padding-padding")
@@ -269,7 +268,7 @@ func TestTokenLookupConstantTimePath(t *testing.T) {
 }
 
 func TestParseQuota(t *testing.T) {
-	good := map[string]faucet.Limit{
+	good := map[string]Limit{
 		"100/1h":  {Requests: 100, Window: time.Hour},
 		"1/30s":   {Requests: 1, Window: 30 * time.Second},
 		"5/1h30m": {Requests: 5, Window: 90 * time.Minute},

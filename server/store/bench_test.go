@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
@@ -45,8 +46,8 @@ func parallel(b *testing.B, body func(seq uint64) error) {
 
 // dripBuckets are a drip's buckets: its recipient, and one of 1024 client
 // IPs.
-func dripBuckets(seq uint64) []faucet.Bucket {
-	return []faucet.Bucket{
+func dripBuckets(seq uint64) []guard.Bucket {
+	return []guard.Bucket{
 		bucket(fmt.Sprintf("addr:%d", seq), 5, 5*time.Minute),
 		bucket(fmt.Sprintf("ip:10.0.%d.%d", seq%1024/256, seq%256), 1000, 5*time.Minute),
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
 // subject is one implementation of the state interfaces under contract.
 type subject struct {
 	ledger  faucet.Ledger
-	limiter faucet.Limiter
+	limiter guard.Limiter
 	history faucet.History // nil: not implemented (memory)
 	byTxID  func(ctx context.Context, txid string) (faucet.DripRecord, bool, error)
 }
@@ -37,7 +38,7 @@ type opener func(t *testing.T) subject
 // The same contract, whatever keeps the state.
 func TestContractMemory(t *testing.T) {
 	runContract(t, func(*testing.T) subject {
-		return subject{ledger: faucet.NewMemoryLedger(), limiter: faucet.NewMemoryLimiter()}
+		return subject{ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter()}
 	})
 }
 
@@ -70,7 +71,7 @@ func TestContractPostgres(t *testing.T) {
 
 func storeSubject(s interface {
 	faucet.Ledger
-	faucet.Limiter
+	guard.Limiter
 	faucet.History
 	DripByTxID(context.Context, string) (faucet.DripRecord, bool, error)
 }) subject {
@@ -249,11 +250,11 @@ var errorf = fmt.Errorf
 
 var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
-func bucket(key string, n int, w time.Duration) faucet.Bucket {
-	return faucet.Bucket{Key: key, Limit: faucet.Limit{Requests: n, Window: w}}
+func bucket(key string, n int, w time.Duration) guard.Bucket {
+	return guard.Bucket{Key: key, Limit: guard.Limit{Requests: n, Window: w}}
 }
 
-func reserve(t *testing.T, l faucet.Limiter, now time.Time, bs ...faucet.Bucket) (faucet.Reservation, time.Duration, bool) {
+func reserve(t *testing.T, l guard.Limiter, now time.Time, bs ...guard.Bucket) (guard.Reservation, time.Duration, bool) {
 	t.Helper()
 	r, wait, ok, err := l.Reserve(t.Context(), now, bs)
 	if err != nil {
@@ -264,7 +265,7 @@ func reserve(t *testing.T, l faucet.Limiter, now time.Time, bs ...faucet.Bucket)
 
 // concurrentReserve runs n Reserve calls at once, spread over limiters,
 // and returns how many succeeded.
-func concurrentReserve(t *testing.T, limiters []faucet.Limiter, n int, now time.Time, bs ...faucet.Bucket) int {
+func concurrentReserve(t *testing.T, limiters []guard.Limiter, n int, now time.Time, bs ...guard.Bucket) int {
 	t.Helper()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
@@ -296,7 +297,7 @@ func concurrentReserve(t *testing.T, limiters []faucet.Limiter, n int, now time.
 }
 
 func testLimiterConcurrentExact(t *testing.T, s subject) {
-	if got := concurrentReserve(t, []faucet.Limiter{s.limiter}, 40, t0, bucket("addr:X", 5, time.Minute)); got != 5 {
+	if got := concurrentReserve(t, []guard.Limiter{s.limiter}, 40, t0, bucket("addr:X", 5, time.Minute)); got != 5 {
 		t.Fatalf("%d of 40 concurrent reservations succeeded, want exactly 5", got)
 	}
 }
@@ -317,8 +318,8 @@ func testLimiterAllOrNothing(t *testing.T, s subject) {
 		t.Fatal("a allowed a third slot")
 	}
 	// Many buckets, concurrently: exactly the tightest limit gets through.
-	bs := []faucet.Bucket{bucket("c1", 3, time.Minute), bucket("c2", 4, time.Minute), bucket("c3", 9, time.Minute)}
-	if got := concurrentReserve(t, []faucet.Limiter{s.limiter}, 20, t0, bs...); got != 3 {
+	bs := []guard.Bucket{bucket("c1", 3, time.Minute), bucket("c2", 4, time.Minute), bucket("c3", 9, time.Minute)}
+	if got := concurrentReserve(t, []guard.Limiter{s.limiter}, 20, t0, bs...); got != 3 {
 		t.Fatalf("%d concurrent multi-bucket reservations succeeded, want 3", got)
 	}
 	if _, _, ok := reserve(t, s.limiter, t0, bucket("c2", 4, time.Minute)); !ok {
@@ -350,7 +351,7 @@ func testLimiterRelease(t *testing.T, s subject) {
 	if _, _, ok := reserve(t, s.limiter, t0, b); ok {
 		t.Fatal("a second release of an old reservation freed a new slot")
 	}
-	if err := s.limiter.Release(ctx, faucet.Reservation{}); err != nil {
+	if err := s.limiter.Release(ctx, guard.Reservation{}); err != nil {
 		t.Fatalf("empty release: %v", err)
 	}
 	if err := s.limiter.Release(ctx, r2); err != nil {
@@ -397,7 +398,7 @@ func testLimiterWait(t *testing.T, s subject) {
 }
 
 func testLimiterDisabledBuckets(t *testing.T, s subject) {
-	off := faucet.Bucket{Key: "off", Limit: faucet.Limit{Requests: 0, Window: time.Minute}}
+	off := guard.Bucket{Key: "off", Limit: guard.Limit{Requests: 0, Window: time.Minute}}
 	for i := range 3 {
 		r, _, ok := reserve(t, s.limiter, t0, off, bucket("on", 5, time.Minute))
 		if !ok || len(r.IDs) != 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
@@ -235,14 +236,14 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	_, _, _, reserveErr := data.Reserve(ctx, t0, []faucet.Bucket{bucket("k", 1, time.Minute)})
+	_, _, _, reserveErr := data.Reserve(ctx, t0, []guard.Bucket{bucket("k", 1, time.Minute)})
 	_, listErr := data.List(ctx, tx.Sender)
 	for name, err := range map[string]error{
 		"put":     data.Put(ctx, tx),
 		"delete":  data.Delete(ctx, tx.Sender, 1),
 		"list":    listErr,
 		"reserve": reserveErr,
-		"release": data.Release(ctx, faucet.Reservation{IDs: []int64{1}}),
+		"release": data.Release(ctx, guard.Reservation{IDs: []int64{1}}),
 		"record":  data.Record(ctx, faucet.DripRecord{At: t0}),
 		"ping":    data.Ping(ctx),
 	} {
@@ -263,7 +264,7 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the store works again", func() bool {
-		_, _, ok, err := data.Reserve(t.Context(), t0, []faucet.Bucket{bucket("k", 1, time.Minute)})
+		_, _, ok, err := data.Reserve(t.Context(), t0, []guard.Bucket{bucket("k", 1, time.Minute)})
 		return err == nil && ok && data.Put(t.Context(), tx) == nil
 	})
 	if got, err := data.List(t.Context(), tx.Sender); err != nil || len(got) != 1 {

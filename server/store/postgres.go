@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -318,10 +319,10 @@ func (p *Postgres) List(ctx context.Context, sender stacks.Address) ([]faucet.Pe
 // each bucket's oldest of its last Requests live slots and inserts the new
 // slots only if none is full; COMMIT. The counting statement starts after
 // the locks are held, so its snapshot sees every slot committed before.
-func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []faucet.Bucket) (faucet.Reservation, time.Duration, bool, error) {
+func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.Bucket) (guard.Reservation, time.Duration, bool, error) {
 	active := activeBuckets(buckets)
 	if len(active) == 0 {
-		return faucet.Reservation{}, 0, true, nil
+		return guard.Reservation{}, 0, true, nil
 	}
 	locks := make([]string, len(active))
 	keys := make([]string, len(active))
@@ -340,14 +341,14 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []faucet.
 
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return faucet.Reservation{}, 0, false, p.err("limiter reserve", err)
+		return guard.Reservation{}, 0, false, p.err("limiter reserve", err)
 	}
 	// A connection left inside the transaction (an error) is destroyed by
 	// the pool on release rather than reused.
 	defer conn.Release()
-	fail := func(err error) (faucet.Reservation, time.Duration, bool, error) {
+	fail := func(err error) (guard.Reservation, time.Duration, bool, error) {
 		rollback(ctx, conn)
-		return faucet.Reservation{}, 0, false, p.err("limiter reserve", err)
+		return guard.Reservation{}, 0, false, p.err("limiter reserve", err)
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
@@ -384,12 +385,12 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []faucet.
 	}
 	switch {
 	case wait > 0 && len(ids) == 0:
-		return faucet.Reservation{}, wait, false, nil
+		return guard.Reservation{}, wait, false, nil
 	case wait == 0 && len(ids) == len(active):
-		return faucet.Reservation{IDs: ids}, 0, true, nil
+		return guard.Reservation{IDs: ids}, 0, true, nil
 	}
 	// Unreachable while the statement is right: counts and insert agree.
-	return faucet.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
+	return guard.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
 }
 
 // rollback ends conn's transaction, if any; a connection that cannot is
@@ -407,7 +408,7 @@ func rollback(ctx context.Context, conn *pgxpool.Conn) {
 }
 
 // Release deletes the reservation's slots; ids already gone are ignored.
-func (p *Postgres) Release(ctx context.Context, r faucet.Reservation) error {
+func (p *Postgres) Release(ctx context.Context, r guard.Reservation) error {
 	if len(r.IDs) == 0 {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -347,16 +348,16 @@ func sortByNonce(txs []faucet.PendingTx) {
 // Reserve takes one slot in every bucket with Requests > 0, or none, in one
 // BEGIN IMMEDIATE transaction (shared with other writes, which run before
 // or after it, never between its statements).
-func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []faucet.Bucket) (faucet.Reservation, time.Duration, bool, error) {
+func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Bucket) (guard.Reservation, time.Duration, bool, error) {
 	active := activeBuckets(buckets)
 	if len(active) == 0 {
-		return faucet.Reservation{}, 0, true, nil
+		return guard.Reservation{}, 0, true, nil
 	}
 	at := now.UnixNano()
-	var res faucet.Reservation
+	var res guard.Reservation
 	var wait time.Duration
 	err := s.write(ctx, func(t *sql.Tx) error {
-		res, wait = faucet.Reservation{}, 0
+		res, wait = guard.Reservation{}, 0
 		nth, slot := t.Stmt(s.nth), t.Stmt(s.slot)
 		for _, b := range active {
 			var oldest int64
@@ -387,16 +388,16 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []faucet.Bu
 		return nil
 	})
 	if err != nil {
-		return faucet.Reservation{}, 0, false, sqliteErr("limiter reserve", err)
+		return guard.Reservation{}, 0, false, sqliteErr("limiter reserve", err)
 	}
 	if wait > 0 {
-		return faucet.Reservation{}, wait, false, nil
+		return guard.Reservation{}, wait, false, nil
 	}
 	return res, 0, true, nil
 }
 
 // Release deletes the reservation's slots; ids already gone are ignored.
-func (s *SQLite) Release(ctx context.Context, r faucet.Reservation) error {
+func (s *SQLite) Release(ctx context.Context, r guard.Reservation) error {
 	if len(r.IDs) == 0 {
 		return nil
 	}

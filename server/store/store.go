@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // Store is the engine's state in a database. Open returns a *SQLite or a
 // *Postgres; only *Postgres also implements faucet.KeyOwner.
 type Store interface {
 	faucet.Ledger
-	faucet.Limiter
+	guard.Limiter
 	faucet.History
 	// DripByTxID returns the newest drip record with that txid (with or
 	// without 0x); ok is false when there is none.
@@ -327,8 +328,8 @@ func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interv
 }
 
 // activeBuckets returns the buckets that limit anything.
-func activeBuckets(buckets []faucet.Bucket) []faucet.Bucket {
-	out := make([]faucet.Bucket, 0, len(buckets))
+func activeBuckets(buckets []guard.Bucket) []guard.Bucket {
+	out := make([]guard.Bucket, 0, len(buckets))
 	for _, b := range buckets {
 		if b.Limit.Requests > 0 {
 			out = append(out, b)

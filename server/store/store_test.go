@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
@@ -413,7 +414,7 @@ func TestSQLiteBusyIsUnavailable(t *testing.T) {
 	if err := s.Put(t.Context(), tx); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("put while locked: %v, want ErrStoreUnavailable", err)
 	}
-	if _, _, _, err := s.Reserve(t.Context(), t0, []faucet.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+	if _, _, _, err := s.Reserve(t.Context(), t0, []guard.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("reserve while locked: %v, want ErrStoreUnavailable", err)
 	}
 	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
@@ -483,7 +484,7 @@ func TestSQLiteCancelledWrite(t *testing.T) {
 	if err := s.Put(t.Context(), faucet.PendingTx{Sender: testAddr(1), Nonce: 99, TxID: testTxID(1)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("put after close: %v, want ErrStoreUnavailable", err)
 	}
-	if _, _, _, err := s.Reserve(t.Context(), t0, []faucet.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+	if _, _, _, err := s.Reserve(t.Context(), t0, []guard.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("reserve after close: %v, want ErrStoreUnavailable", err)
 	}
 }
@@ -559,11 +560,11 @@ func TestPostgresReplicasExact(t *testing.T) {
 	uri := pgtest.Shared(t).CreateDB(t)
 	a := openPostgresURI(t, uri, store.Options{})
 	b := openPostgresURI(t, uri, store.Options{})
-	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 40, t0, bucket("addr:ST1", 5, time.Minute)); got != 5 {
+	if got := concurrentReserve(t, []guard.Limiter{a, b}, 40, t0, bucket("addr:ST1", 5, time.Minute)); got != 5 {
 		t.Fatalf("%d reservations across two replicas, want 5", got)
 	}
-	bs := []faucet.Bucket{bucket("ip:198.51.100.1", 7, time.Minute), bucket("addr:ST2", 3, time.Minute)}
-	if got := concurrentReserve(t, []faucet.Limiter{a, b}, 30, t0, bs...); got != 3 {
+	bs := []guard.Bucket{bucket("ip:198.51.100.1", 7, time.Minute), bucket("addr:ST2", 3, time.Minute)}
+	if got := concurrentReserve(t, []guard.Limiter{a, b}, 30, t0, bs...); got != 3 {
 		t.Fatalf("%d two-bucket reservations across two replicas, want 3", got)
 	}
 }

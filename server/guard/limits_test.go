@@ -1,4 +1,4 @@
-package faucet
+package guard
 
 import (
 	"context"
@@ -91,25 +91,6 @@ func TestIPBucketKey(t *testing.T) {
 	}
 	if ipBucketKey(netip.MustParseAddr("192.0.2.1")) == ipBucketKey(netip.MustParseAddr("192.0.2.2")) {
 		t.Error("IPv4 addresses are not grouped")
-	}
-}
-
-func TestPadPercent(t *testing.T) {
-	tests := []struct {
-		v, pct, want uint64
-		ok           bool
-	}{
-		{100, 20, 120, true},
-		{101, 20, 122, true}, // 121.2 rounds up
-		{125_000_000_000, 20, 150_000_000_000, true},
-		{7, 0, 7, true},
-		{^uint64(0), 20, 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := padPercent(tt.v, tt.pct)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("padPercent(%d,%d) = %d,%v want %d,%v", tt.v, tt.pct, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+)
+
+// dispense is the one path a valid drip request of either API version takes:
+//
+//  1. a suspended faucet refuses at once (no proof of work asked for);
+//  2. Check: the abuse checks (deny list, API token, proof of work, balance cap);
+//  3. Reserve: a slot in each rate-limit bucket the request counts against;
+//  4. Drip: the engine pays it;
+//  5. Release: a drip that failed sent nothing, so its slots go back;
+//  6. Dispensed: a paid anonymous drip feeds the adaptive proof of work,
+//     and every drip the engine answered is written to the history.
+//
+// It logs and counts the outcome; on failure it returns what the caller
+// renders in its own shape.
+func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
+	ri := infoFrom(r.Context())
+	adm := guard.Admission{Recipient: req.Recipient, Stacking: req.Stacking}
+	if ri != nil {
+		adm.ClientIP = ri.clientIP
+	}
+	// The drip outlives a client that hangs up: stopping a broadcast midway
+	// leaves the engine unsure whether the node took the transaction.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
+	defer cancel()
+	log := s.log.With("recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
+
+	if s.cfg.Suspended {
+		s.metrics.observeDrip(string(faucet.ReasonDisabled), nil)
+		log.Info("drip refused: the faucet is suspended")
+		return nil, disabledFailure("the faucet is suspended")
+	}
+
+	if s.cfg.Guard != nil {
+		g, err := s.cfg.Guard.Check(ctx, guard.Request{
+			ClientIP: adm.ClientIP, Recipient: req.Recipient, Stacking: req.Stacking,
+			Authorization: r.Header.Get("Authorization"),
+			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
+		})
+		var rej *guard.Rejection
+		switch {
+		case errors.As(err, &rej):
+			s.metrics.observeRejection(rej.Check)
+			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
+			return nil, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
+		case err != nil:
+			log.Warn("abuse checks failed", "err", err)
+			return nil, s.storeFailure()
+		}
+		adm.Grant = g
+	}
+
+	// Limits before the engine: a limited client learns that even while
+	// the node is down.
+	res, err := s.cfg.Limits.Reserve(ctx, adm)
+	var limited *guard.Limited
+	switch {
+	case errors.As(err, &limited):
+		s.metrics.observeDrip(reasonRateLimited, nil)
+		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
+		return nil, &dripFailure{
+			status: http.StatusTooManyRequests, reason: reasonRateLimited, message: "Too many requests",
+			retryAfter: retryAfterSeconds(limited.RetryAfter), v3Message: v3TooMany,
+		}
+	case err != nil:
+		log.Warn("rate limits unavailable", "err", err)
+		return nil, s.storeFailure()
+	}
+
+	result, err := s.cfg.Faucet.Drip(ctx, req)
+	rec := faucet.RecordOf(s.cfg.Now(), req, result, err)
+	rec.ClientBucket = guard.ClientBucket(adm.ClientIP)
+	s.cfg.Faucet.Record(ctx, rec)
+	if err != nil {
+		// Every failure of the engine leaves no transaction of this drip in
+		// flight (one that may have been sent succeeds, in doubt), so the
+		// charge goes back. A failed release keeps it: the safe side.
+		if rerr := s.cfg.Limits.Release(context.WithoutCancel(ctx), res); rerr != nil {
+			log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
+		}
+		return nil, s.dripFailure(r, req, adm, err)
+	}
+	s.metrics.observeDrip("", result)
+	if s.cfg.Guard != nil {
+		s.cfg.Guard.Dispensed(adm.Grant)
+	}
+	attrs := []any{
+		"amount_ustx", result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.String(),
+		"sender", result.Sender.String(), "nonce", result.Nonce, "in_doubt", result.InDoubt,
+	}
+	if result.Batch > 0 {
+		attrs = append(attrs, "batch_size", result.Batch)
+	}
+	if adm.Grant.Bypassed != "" {
+		attrs = append(attrs, "bypass", adm.Grant.Bypassed)
+	}
+	if t := adm.Grant.Token; t != nil {
+		attrs = append(attrs, "token", t.Name) // the token's name, never the token
+	}
+	log.Info("drip sent", attrs...)
+	return result, nil
+}
+
+// storeFailure is the answer when the state store behind the checks or the
+// limits cannot be reached: nothing was sent.
+func (s *server) storeFailure() *dripFailure {
+	s.metrics.observeDrip(string(faucet.ReasonStoreUnavailable), nil)
+	return &dripFailure{
+		status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
+		message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,
+	}
+}

@@ -1,0 +1,298 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Limit allows Requests drips per sliding Window. Requests ≤ 0 disables it.
+type Limit struct {
+	Requests int
+	Window   time.Duration
+}
+
+// Limits are the three independent buckets every drip counts against.
+type Limits struct {
+	PerAddress         Limit // default drips per recipient
+	StackingPerAddress Limit // stacking drips per recipient, a bucket of its own
+	PerIP              Limit // all drips per client IP (IPv6 grouped by /64)
+}
+
+// DefaultLimits are the incumbent's per-address figures plus a per-IP cap.
+func DefaultLimits() Limits {
+	return Limits{
+		PerAddress:         Limit{Requests: 5, Window: 5 * time.Minute},
+		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour},
+		PerIP:              Limit{Requests: 30, Window: 5 * time.Minute},
+	}
+}
+
+// MemoryLimiter is a Limiter in process memory: an exact sliding-window log,
+// each bucket keeping its reserved slots. State is lost at exit; package
+// store keeps it durably and across replicas.
+type MemoryLimiter struct {
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	lastSweep time.Time
+	nextID    int64
+}
+
+// bucket is one key's reserved slots, oldest first, and the window they
+// count in.
+type bucket struct {
+	slots  []slot
+	window time.Duration
+}
+
+type slot struct {
+	id int64
+	at time.Time
+}
+
+// NewMemoryLimiter returns an empty in-memory limiter.
+func NewMemoryLimiter() *MemoryLimiter {
+	return &MemoryLimiter{buckets: map[string]*bucket{}}
+}
+
+// Reserve takes one slot in every bucket or none; when refused it returns how
+// long until the tightest bucket frees a slot.
+func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket) (Reservation, time.Duration, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	var wait time.Duration
+	for _, r := range refs {
+		if r.Limit.Requests <= 0 {
+			continue
+		}
+		live := l.trim(r.Key, now, r.Limit.Window)
+		if len(live) >= r.Limit.Requests {
+			// The slot that frees first is the oldest of the last Requests ones.
+			free := live[len(live)-r.Limit.Requests].at.Add(r.Limit.Window).Sub(now)
+			wait = max(wait, free, time.Nanosecond)
+		}
+	}
+	if wait > 0 {
+		return Reservation{}, wait, false, nil
+	}
+	var res Reservation
+	for _, r := range refs {
+		if r.Limit.Requests <= 0 {
+			continue
+		}
+		b := l.buckets[r.Key]
+		if b == nil {
+			b = &bucket{}
+			l.buckets[r.Key] = b
+		}
+		l.nextID++
+		b.slots, b.window = append(b.slots, slot{id: l.nextID, at: now}), r.Limit.Window
+		res.IDs = append(res.IDs, l.nextID)
+	}
+	return res, 0, true, nil
+}
+
+// Release gives the slots back (a drip that was surely not sent is not charged).
+func (l *MemoryLimiter) Release(_ context.Context, r Reservation) error {
+	if len(r.IDs) == 0 {
+		return nil
+	}
+	ids := make(map[int64]bool, len(r.IDs))
+	for _, id := range r.IDs {
+		ids[id] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, b := range l.buckets {
+		b.slots = slices.DeleteFunc(b.slots, func(s slot) bool { return ids[s.id] })
+		if len(b.slots) == 0 {
+			delete(l.buckets, k)
+		}
+	}
+	return nil
+}
+
+// trim drops expired entries of one bucket and returns the live ones.
+func (l *MemoryLimiter) trim(key string, now time.Time, window time.Duration) []slot {
+	b := l.buckets[key]
+	if b == nil {
+		return nil
+	}
+	cut := 0
+	for cut < len(b.slots) && !b.slots[cut].at.Add(window).After(now) {
+		cut++
+	}
+	if cut > 0 {
+		b.slots = append(b.slots[:0], b.slots[cut:]...)
+		if len(b.slots) == 0 {
+			delete(l.buckets, key)
+		}
+	}
+	return b.slots
+}
+
+// sweep removes buckets whose newest entry has left its window, at most once
+// a minute, so memory follows the traffic of the last window and no longer.
+func (l *MemoryLimiter) sweep(now time.Time) {
+	if now.Sub(l.lastSweep) < time.Minute {
+		return
+	}
+	l.lastSweep = now
+	for k, b := range l.buckets {
+		if len(b.slots) == 0 || !b.slots[len(b.slots)-1].at.Add(b.window).After(now) {
+			delete(l.buckets, k)
+		}
+	}
+}
+
+// ipBucketKey groups IPv6 clients by /64 (one customer allocation) and keeps
+// IPv4 addresses whole; IPv4-mapped IPv6 counts as IPv4.
+func ipBucketKey(ip netip.Addr) string {
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, err := ip.Prefix(64)
+		if err == nil {
+			return "ip:" + p.String()
+		}
+	}
+	return "ip:" + ip.String()
+}
+
+// Limiter keeps rate-limit slots: an exact sliding-window log per bucket.
+// Implementations must make Reserve atomic against concurrent callers,
+// across processes when the store is shared.
+type Limiter interface {
+	// Reserve takes one slot at now in every bucket with Requests > 0, or
+	// none. When a bucket is full it returns ok=false and how long until the
+	// slot that frees first leaves its window.
+	Reserve(ctx context.Context, now time.Time, buckets []Bucket) (r Reservation, wait time.Duration, ok bool, err error)
+	// Release gives a reservation's slots back (a drip that was certainly
+	// not sent is not charged). Releasing twice or an empty one is a no-op.
+	Release(ctx context.Context, r Reservation) error
+}
+
+// Bucket names one limit a request counts against.
+type Bucket struct {
+	Key   string
+	Limit Limit
+}
+
+// Reservation identifies reserved slots.
+type Reservation struct {
+	IDs []int64
+}
+
+// ClientBucket is the rate-limit group of a client IP, as the drip history
+// keeps it: the IPv4 address or IPv6 /64; "" when unknown.
+func ClientBucket(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return ""
+	}
+	return ipBucketKey(ip)[len("ip:"):]
+}
+
+// TokenQuota is an API token's allowance; it replaces the per-address limit
+// for the token's drips.
+type TokenQuota struct {
+	Name       string
+	Quota      Limit // all drips made with the token
+	PerAddress Limit // drips per recipient address with the token
+}
+
+// Admission is a request that passed the checks, as the limits count it.
+type Admission struct {
+	Recipient stacks.Principal
+	Stacking  bool
+	// ClientIP is counted by the per-IP limit unless Grant.SkipIPLimit; the
+	// zero Addr skips it.
+	ClientIP netip.Addr
+	Grant    Grant
+}
+
+// Limited is a request refused by a rate limit.
+type Limited struct {
+	// RetryAfter is how long until the tightest bucket frees a slot.
+	RetryAfter time.Duration
+}
+
+func (l *Limited) Error() string {
+	return fmt.Sprintf("guard: rate limited; retry in %v", l.RetryAfter)
+}
+
+// RateLimits charges admitted requests against the limits, keeping the
+// slots in a Limiter (memory, or a store shared by replicas). Safe for
+// concurrent use.
+type RateLimits struct {
+	limits Limits
+	store  Limiter
+	now    func() time.Time
+}
+
+// NewRateLimits returns limits kept in store (nil: in memory) on the clock
+// now (nil: time.Now). Zero limits admit everything.
+func NewRateLimits(limits Limits, store Limiter, now func() time.Time) *RateLimits {
+	if store == nil {
+		store = NewMemoryLimiter()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &RateLimits{limits: limits, store: store, now: now}
+}
+
+// Limits returns the configured limits.
+func (r *RateLimits) Limits() Limits { return r.limits }
+
+// Reserve takes a slot in every bucket a counts against, or none: it
+// returns a *Limited when one is full, or the store's error (wrapped).
+func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, error) {
+	res, wait, ok, err := r.store.Reserve(ctx, r.now(), r.buckets(a))
+	if err != nil {
+		return Reservation{}, fmt.Errorf("guard: reserve rate-limit slots: %w", err)
+	}
+	if !ok {
+		return Reservation{}, &Limited{RetryAfter: wait}
+	}
+	return res, nil
+}
+
+// Release gives a reservation back: its drip was certainly not sent.
+func (r *RateLimits) Release(ctx context.Context, res Reservation) error {
+	if err := r.store.Release(ctx, res); err != nil {
+		return fmt.Errorf("guard: release rate-limit slots: %w", err)
+	}
+	return nil
+}
+
+// buckets names the limits a request counts against. A contract principal
+// counts as its deployer's address: a fresh contract name must not be a
+// fresh allowance.
+func (r *RateLimits) buckets(a Admission) []Bucket {
+	addr := a.Recipient.Address.String()
+	refs := make([]Bucket, 0, 3)
+	token := a.Grant.Token
+	switch {
+	case a.Stacking:
+		// Stacking drips are large: a token never widens their limit.
+		refs = append(refs, Bucket{"stacking:" + addr, r.limits.StackingPerAddress})
+	case token != nil:
+		// The token's own per-address bucket, so its users cannot eat the
+		// anonymous allowance of an address and vice versa.
+		refs = append(refs, Bucket{"token:" + token.Name + ":address:" + addr, token.PerAddress})
+	default:
+		refs = append(refs, Bucket{"address:" + addr, r.limits.PerAddress})
+	}
+	if token != nil {
+		refs = append(refs, Bucket{"token:" + token.Name, token.Quota})
+	}
+	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
+		refs = append(refs, Bucket{ipBucketKey(a.ClientIP), r.limits.PerIP})
+	}
+	return refs
+}

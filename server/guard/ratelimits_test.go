@@ -1,0 +1,171 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+func reserveErr(t *testing.T, r *RateLimits, a Admission) error {
+	t.Helper()
+	_, err := r.Reserve(context.Background(), a)
+	return err
+}
+
+func isLimited(err error) bool {
+	var l *Limited
+	return errors.As(err, &l)
+}
+
+// Contract principals count against their deployer's address: otherwise
+// every new contract name would be a fresh per-address allowance.
+func TestContractPrincipalsShareTheAddressBucket(t *testing.T) {
+	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 1, Window: time.Hour}}, nil, nil)
+	to := testPrincipal(1)
+	if err := reserveErr(t, r, Admission{Recipient: to}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		c := stacks.Principal{Address: to.Address, ContractName: name}
+		if err := reserveErr(t, r, Admission{Recipient: c}); !isLimited(err) {
+			t.Fatalf("reserve for %s: %v, want limited", c, err)
+		}
+	}
+}
+
+// A refusal says when the tightest bucket frees a slot; stacking drips have
+// a bucket of their own; a release gives the slot back.
+func TestRateLimitsRetryAfterStackingAndRelease(t *testing.T) {
+	clk := clocktest.New()
+	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 1, Window: time.Hour},
+		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour}}, nil, clk.Now)
+	to := testPrincipal(2)
+	res, err := r.Reserve(context.Background(), Admission{Recipient: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(context.Background(), res); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to}); err != nil {
+		t.Fatalf("slot not released: %v", err)
+	}
+	clk.Advance(10 * time.Minute)
+	err = reserveErr(t, r, Admission{Recipient: to})
+	var l *Limited
+	if !errors.As(err, &l) || l.RetryAfter != 50*time.Minute {
+		t.Fatalf("err %v, want limited with RetryAfter 50m", err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, Stacking: true}); err != nil {
+		t.Fatalf("stacking drip blocked by the default bucket: %v", err)
+	}
+}
+
+// An API token's drips count in the token's buckets, not the anonymous
+// per-address one, and skip the per-IP limit when the grant says so.
+func TestRateLimitsTokenBuckets(t *testing.T) {
+	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 1, Window: time.Hour}, PerIP: Limit{Requests: 1, Window: time.Hour}}, nil, nil)
+	to := testPrincipal(3)
+	ip := netip.MustParseAddr("198.51.100.7")
+	tok := &TokenQuota{Name: "ci", Quota: Limit{Requests: 3, Window: time.Hour}, PerAddress: Limit{Requests: 2, Window: time.Hour}}
+	g := Grant{Token: tok, SkipIPLimit: true, Bypassed: bypassToken}
+	for i := range 2 {
+		if err := reserveErr(t, r, Admission{Recipient: to, ClientIP: ip, Grant: g}); err != nil {
+			t.Fatalf("token drip %d: %v", i, err)
+		}
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, ClientIP: ip, Grant: g}); !isLimited(err) {
+		t.Fatalf("third token drip to one address: %v, want limited", err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(4), ClientIP: ip, Grant: g}); err != nil {
+		t.Fatalf("token drip to another address: %v", err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(5), ClientIP: ip, Grant: g}); !isLimited(err) {
+		t.Fatalf("fourth token drip: %v, want the token's quota to refuse it", err)
+	}
+	// The anonymous allowance of the address and the IP are untouched.
+	if err := reserveErr(t, r, Admission{Recipient: to, ClientIP: ip}); err != nil {
+		t.Fatalf("anonymous drip after token drips: %v", err)
+	}
+}
+
+// Exactly the limit passes under concurrency, per address and per client
+// (IPv6 grouped by /64).
+func TestRateLimitsExactUnderConcurrency(t *testing.T) {
+	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 5, Window: time.Hour}, PerIP: Limit{Requests: 30, Window: time.Hour}}, nil, nil)
+	count := func(n int, adm func(i int) Admission) (ok, limited int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range n {
+			wg.Go(func() {
+				err := reserveErr(t, r, adm(i))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					ok++
+				case isLimited(err):
+					limited++
+				default:
+					t.Errorf("unexpected %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		return ok, limited
+	}
+	to := testPrincipal(6)
+	if ok, limited := count(200, func(i int) Admission {
+		return Admission{Recipient: to, ClientIP: netip.AddrFrom4([4]byte{10, 0, byte(i % 2), 1})}
+	}); ok != 5 || limited != 195 {
+		t.Fatalf("ok=%d limited=%d, want exactly 5 and 195", ok, limited)
+	}
+	if ok, limited := count(40, func(i int) Admission {
+		// Vary the host part inside one /64: still one client.
+		return Admission{Recipient: testPrincipal(byte(100 + i)), ClientIP: netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i)})}
+	}); ok != 30 || limited != 10 {
+		t.Fatalf("per-IP ok=%d limited=%d, want 30/10", ok, limited)
+	}
+}
+
+// Limits kept in a store outlive the process: a restarted faucet over the
+// same store still refuses the drip over the limit.
+func TestRateLimitsSurviveARestart(t *testing.T) {
+	store := NewMemoryLimiter()
+	lim := Limits{PerAddress: Limit{Requests: 5, Window: 5 * time.Minute}}
+	to := testPrincipal(7)
+	before := NewRateLimits(lim, store, nil)
+	for i := range 5 {
+		if err := reserveErr(t, before, Admission{Recipient: to}); err != nil {
+			t.Fatalf("drip %d: %v", i, err)
+		}
+	}
+	after := NewRateLimits(lim, store, nil)
+	if err := reserveErr(t, after, Admission{Recipient: to}); !isLimited(err) {
+		t.Fatalf("6th drip after restart: %v, want limited", err)
+	}
+}
+
+// A store that cannot answer is an error, never a refusal or a pass.
+func TestRateLimitsStoreFailure(t *testing.T) {
+	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 1, Window: time.Hour}}, failingLimiter{}, nil)
+	err := reserveErr(t, r, Admission{Recipient: testPrincipal(8)})
+	if err == nil || isLimited(err) || !errors.Is(err, errLimiterDown) {
+		t.Fatalf("err %v, want the store's error", err)
+	}
+}
+
+var errLimiterDown = errors.New("store down")
+
+type failingLimiter struct{}
+
+func (failingLimiter) Reserve(context.Context, time.Time, []Bucket) (Reservation, time.Duration, bool, error) {
+	return Reservation{}, 0, false, errLimiterDown
+}
+func (failingLimiter) Release(context.Context, Reservation) error { return errLimiterDown }
