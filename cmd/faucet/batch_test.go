@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -147,18 +147,15 @@ func freeAddr(t *testing.T) string {
 // waitReady polls /readyz (the faucet's readiness) until it answers 200.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(fmt.Sprintf("the faucet at %s never became ready: %v", base, err))
-		}
-		time.Sleep(50 * time.Millisecond)
+	eventually.True(t, 20*time.Second, "the faucet at "+base+" becomes ready", func() bool { return ready(base) })
+}
+
+// ready reports whether base's /readyz answers 200.
+func ready(base string) bool {
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return false
 	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
@@ -154,18 +155,9 @@ func (e *faultEnv) serve(name string, args ...string) *faucetProc {
 // waitReady polls /readyz until it answers 200.
 func (p *faucetProc) waitReady() {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(p.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := eventually.Wait(p.t, 30*time.Second, func() bool { return ready(p.url) }); err != nil {
+		p.t.Fatalf("%s not ready: %v\n%s", p.name, err, p.logs.tail(20))
 	}
-	p.t.Fatalf("%s not ready within 30s\n%s", p.name, p.logs.tail(20))
 }
 
 // stop sends sig and waits for the exit; SIGTERM must exit cleanly.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -120,13 +121,7 @@ func TestServeDevnetTreasuryRefills(t *testing.T) {
 			t.Fatalf("drip %d: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for treasuryNonce() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the treasury sent no refill")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the treasury sends a refill", func() bool { return treasuryNonce() != 0 })
 	cancel()
 	select {
 	case err := <-done:

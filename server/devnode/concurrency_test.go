@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -69,10 +70,7 @@ func TestConcurrentSubmissions(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
-	for h.n.MempoolSize() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "mempool drained", func() bool { return h.n.MempoolSize() == 0 })
 	cancel()
 	readers.Wait()
 	if err := <-runDone; err != nil {

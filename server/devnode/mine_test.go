@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
@@ -168,13 +169,7 @@ func TestRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- n.Run(ctx) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for n.Tip().Height < 3 {
-			if time.Now().After(deadline) {
-				t.Fatal("no blocks mined")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, "three blocks mined", func() bool { return n.Tip().Height >= 3 })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v", err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
@@ -192,13 +193,7 @@ func TestTokensReload(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, what, cond)
 	}
 
 	// A changed file is picked up.

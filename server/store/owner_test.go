@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -130,7 +131,7 @@ func TestPostgresOwnershipBalance(t *testing.T) {
 	h1, h2 := c.replica("r1"), c.replica("r2")
 	errc1 := runOwner(t, t.Context(), s1, keys, h1)
 	runOwner(t, t.Context(), s2, keys, h2)
-	eventually(t, 10*time.Second, "a 2/2 split", func() bool { return h1.owned() == 2 && h2.owned() == 2 })
+	eventually.True(t, 10*time.Second, "a 2/2 split", func() bool { return h1.owned() == 2 && h2.owned() == 2 })
 
 	// Each replica writes with its own keys and is refused the others'.
 	for _, k := range keys {
@@ -147,7 +148,7 @@ func TestPostgresOwnershipBalance(t *testing.T) {
 	if err := waitRun(t, errc1); err != nil {
 		t.Fatalf("Run after Close: %v, want nil", err)
 	}
-	eventually(t, 10*time.Second, "r2 owns all four keys", func() bool { return h2.owned() == 4 && h1.owned() == 0 })
+	eventually.True(t, 10*time.Second, "r2 owns all four keys", func() bool { return h2.owned() == 4 && h1.owned() == 0 })
 	for _, k := range keys {
 		if err := s2.Put(t.Context(), faucet.PendingTx{Sender: k, Nonce: 2, TxID: testTxID(2), State: faucet.TxPending}); err != nil {
 			t.Fatalf("r2 put with taken-over key %s: %v", k, err)
@@ -168,7 +169,7 @@ func TestPostgresFencing(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	h := newCluster().replica("r")
 	errc := runOwner(t, ctx, s, keys, h)
-	eventually(t, 10*time.Second, "owning both keys", func() bool { return h.owned() == 2 })
+	eventually.True(t, 10*time.Second, "owning both keys", func() bool { return h.owned() == 2 })
 
 	put := func(st faucet.Ledger, k stacks.Address, nonce uint64) error {
 		return st.Put(t.Context(), faucet.PendingTx{Sender: k, Nonce: nonce, TxID: testTxID(byte(nonce)), State: faucet.TxPending})
@@ -225,7 +226,7 @@ func TestPostgresOutage(t *testing.T) {
 	keys := keysN(2)
 	h := newCluster().replica("r")
 	errc := runOwner(t, t.Context(), owner, keys, h)
-	eventually(t, 10*time.Second, "owning both keys", func() bool { return h.owned() == 2 })
+	eventually.True(t, 10*time.Second, "owning both keys", func() bool { return h.owned() == 2 })
 	tx := faucet.PendingTx{Sender: testAddr(1), Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}
 	if err := data.Put(t.Context(), tx); err != nil {
 		t.Fatal(err)
@@ -263,7 +264,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the store works again", func() bool {
+	eventually.True(t, 20*time.Second, "the store works again", func() bool {
 		_, _, ok, err := data.Reserve(t.Context(), t0, []guard.Bucket{bucket("k", 1, time.Minute)})
 		return err == nil && ok && data.Put(t.Context(), tx) == nil
 	})
@@ -272,7 +273,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	// The owner's caller restarts Run; the keys come back.
 	runOwner(t, t.Context(), owner, keys, h)
-	eventually(t, 10*time.Second, "owning both keys again", func() bool { return h.owned() == 2 })
+	eventually.True(t, 10*time.Second, "owning both keys again", func() bool { return h.owned() == 2 })
 	if err := owner.Put(t.Context(), faucet.PendingTx{Sender: keys[0], Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}); err != nil {
 		t.Fatalf("fenced put after the outage: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/store"
@@ -87,22 +88,6 @@ func openPostgresURI(t testing.TB, uri string, opts store.Options) *store.Postgr
 
 func openPostgres(t testing.TB) *store.Postgres {
 	return openPostgresURI(t, pgtest.Shared(t).CreateDB(t), store.Options{})
-}
-
-// eventually polls cond every 10ms until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }
 
 func TestOpenDispatch(t *testing.T) {
@@ -632,7 +617,7 @@ INSERT INTO spent_challenges (id, expires_at) SELECT '%s' || i, %d FROM n`, n, p
 				defer close(done)
 				s.RunPruner(pctx, 24*time.Hour, 10*time.Millisecond, func() time.Time { return t0.Add(47*time.Hour + 30*time.Minute) })
 			}()
-			eventually(t, 10*time.Second, "the pruner deletes the old record, the expired slot and the expired challenges", func() bool {
+			eventually.True(t, 10*time.Second, "the pruner deletes the old record, the expired slot and the expired challenges", func() bool {
 				return raw.count(t, "SELECT COUNT(*) FROM drips") == 1 && raw.count(t, "SELECT COUNT(*) FROM limit_slots") == 1 &&
 					raw.count(t, "SELECT COUNT(*) FROM spent_challenges") == 1
 			})

@@ -1,0 +1,50 @@
+// Package eventually is the one way tests wait for something that happens
+// in the background: poll a condition until it holds or a deadline passes,
+// instead of hand-rolled deadline loops and bare sleeps.
+package eventually
+
+import (
+	"testing"
+	"time"
+)
+
+// Poll is how often a condition is checked.
+const Poll = 5 * time.Millisecond
+
+// True polls cond until it returns true, failing t (with what) if it has
+// not within the given time or when the test ends first.
+func True(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := Wait(t, within, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Wait polls cond until it returns true; it returns an error if it has not
+// within the given time or when the test ends first. For callers that
+// report the failure themselves (a helper returning an error).
+func Wait(t testing.TB, within time.Duration, cond func() bool) error {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(Poll)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			if cond() {
+				return nil
+			}
+			return &TimeoutError{Within: within}
+		case <-t.Context().Done():
+			return t.Context().Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// TimeoutError is Wait's error when the condition did not hold in time.
+type TimeoutError struct{ Within time.Duration }
+
+func (e *TimeoutError) Error() string { return "not within " + e.Within.String() }
