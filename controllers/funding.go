@@ -48,7 +48,7 @@ func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
 	if f := fs.Spec.Fee; f != nil && f.Fallback != nil && *f.Fallback > 0 {
 		fee = uint64(*f.Fallback)
 	}
-	return amount + fee
+	return faucet.DripCost(amount, fee)
 }
 
 // lowThreshold is spec.funding.lowThreshold, or its default.
@@ -146,11 +146,11 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 	cost, low := dripCost(fs), lowThreshold(fs)
 	summary := fmt.Sprintf("%s STX on %d key(s): %d drip(s) of %s STX (amount plus fee fallback) left",
 		formatSTXExact(uint64(st.TotalUSTX)), len(st.Keys), st.DripsLeft, formatSTXExact(cost))
-	switch {
-	case st.DripsLeft == 0:
+	switch faucet.LevelOf(uint64(st.DripsLeft), uint64(max(low, 0))) {
+	case faucet.FundsEmpty:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty
 		out.condMessage = summary + ": no key can pay one drip; fund " + strings.Join(res.target.addresses, ", ")
-	case st.DripsLeft < low:
+	case faucet.FundsLow:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonLow
 		out.condMessage = fmt.Sprintf("%s, below the low threshold of %d", summary, low)
 	default:

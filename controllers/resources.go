@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server"
 )
 
 // The builders in this file are pure: a FaucetServer in, an object out, no
@@ -43,9 +44,9 @@ const (
 	containerName = "faucet"
 	portName      = "http"
 	// ServerPort is the port the faucet container listens on.
-	ServerPort = 3999
+	ServerPort = server.DefaultPort
 	// DefaultServicePort is the Service port when spec.service.port is unset.
-	DefaultServicePort = 3999
+	DefaultServicePort = server.DefaultPort
 	keysVolume         = "keys"
 	keysMountPath      = "/etc/faucet/keys"
 	// The API tokens file, from its own Secret (spec.abuse.apiTokens).

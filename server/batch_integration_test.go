@@ -31,8 +31,8 @@ func TestBatchedThousandDripsOneKey(t *testing.T) {
 	h := newHarness(t, options{
 		devnode: devnode.Config{SendManyContract: stacks.SendManyMemoTestnet},
 		faucetCfg: func(c *faucet.Config) {
-			c.BatchMax = faucet.MaxBatch
-			c.BatchWindow = faucet.DefaultBatchWindow
+			c.Batching.Max = faucet.MaxBatch
+			c.Batching.Window = faucet.DefaultBatchWindow
 		},
 	})
 	startHeight := h.dn.Tip().Height
@@ -199,7 +199,7 @@ func TestDripStatusOfABatch(t *testing.T) {
 	h := newHarness(t, options{
 		devnode: devnode.Config{SendManyContract: stacks.SendManyMemoTestnet},
 		faucetCfg: func(c *faucet.Config) {
-			c.BatchMax, c.BatchWindow = 3, time.Hour // leaves when full
+			c.Batching.Max, c.Batching.Window = 3, time.Hour // leaves when full
 		},
 	})
 	var txids [3]string

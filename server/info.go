@@ -151,12 +151,13 @@ func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, 
 		_ = f.Ready(ctx)
 		fund = f.Funding()
 	}
-	switch {
-	case fund.Keys == 0:
+	if fund.Keys == 0 {
 		return stateReady, "The faucet is starting.", fund
-	case fund.DripsLeft == 0:
+	}
+	switch faucet.LevelOf(fund.DripsLeft, uint64(s.cfg.LowDrips)) {
+	case faucet.FundsEmpty:
 		return stateEmpty, "The faucet is out of funds; its operator has been asked to refill it.", fund
-	case fund.DripsLeft < uint64(s.cfg.LowDrips):
+	case faucet.FundsLow:
 		return stateLow, "The faucet is running low on funds (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left).", fund
 	}
 	return stateReady, "The faucet is ready.", fund

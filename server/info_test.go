@@ -246,7 +246,7 @@ func TestFundingMetrics(t *testing.T) {
 // The treasury's writer reports its balance and refill counters.
 func TestTreasuryMetrics(t *testing.T) {
 	treasury := newKey(t)
-	h := newHarness(t, options{faucetCfg: func(c *faucet.Config) { c.Treasury = treasury }})
+	h := newHarness(t, options{faucetCfg: func(c *faucet.Config) { c.Refills.Treasury = treasury }})
 	h.dn.Fund(treasury.TestnetAddress(), 7_000_000_000_000)
 	h.dn.Mine()
 	if err := h.f.Sync(context.Background()); err != nil {

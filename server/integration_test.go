@@ -28,8 +28,8 @@ func TestConcurrentDripsSettleExactly(t *testing.T) {
 	}
 	const drips = 1000
 	h := newHarness(t, options{keys: 4, faucetCfg: func(c *faucet.Config) {
-		c.PollInterval = 5 * time.Millisecond
-		c.BusyWait = 20 * time.Second // below the 25 s drip timeout; CI runs packages in parallel
+		c.Timing.PollInterval = 5 * time.Millisecond
+		c.Timing.BusyWait = 20 * time.Second // below the 25 s drip timeout; CI runs packages in parallel
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

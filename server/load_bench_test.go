@@ -102,11 +102,11 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	unique := strings.HasPrefix(mode, "store:")
 	switch {
 	case mode == "engine" || unique:
-		cfg := faucet.Config{Keys: keys, Node: client, BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond}
+		cfg := faucet.Config{Keys: keys, Node: client, Timing: faucet.Timing{BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond}}
 		var limits *guard.RateLimits
 		if unique {
 			var limiter guard.Limiter
-			cfg.Ledger, limiter, cfg.History = benchState(b, strings.TrimPrefix(mode, "store:"))
+			cfg.State.Ledger, limiter, cfg.State.History = benchState(b, strings.TrimPrefix(mode, "store:"))
 			l := guard.DefaultLimits()
 			l.PerIP = guard.Limit{} // every bench client is 127.0.0.1
 			limits = guard.NewRateLimits(l, limiter, nil)

@@ -37,7 +37,7 @@ func readyz(t *testing.T, h *harness) (int, readyBody) {
 
 func TestReadyz(t *testing.T) {
 	h := newHarness(t, options{unfunded: true, faucetCfg: func(c *faucet.Config) {
-		c.ChainCheckInterval = time.Nanosecond // see the node going down at once
+		c.Timing.ChainCheckInterval = time.Nanosecond // see the node going down at once
 	}})
 	ctx := context.Background()
 	if err := h.f.Sync(ctx); err != nil {

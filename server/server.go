@@ -32,6 +32,9 @@ type TxNode interface {
 
 // Defaults for Config fields left zero.
 const (
+	// DefaultPort is the port `faucet serve` listens on and the operator's
+	// pods and Services use: the port of the Hiro API.
+	DefaultPort           = 3999
 	DefaultStatusCacheTTL = time.Second
 	// DefaultDripTimeout stays below ShutdownTimeout, so a drip in flight at
 	// SIGTERM can finish before the server stops.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
@@ -109,7 +110,8 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 		}
 		treasury = k
 		genesis[k.TestnetAddress()] = devnetFunding
-		keyFunding = satAddMul(o.effectiveRefillBelow(), 10, satAddMul(o.amount, 1, o.feeFallback))
+		refills, _ := o.refills() // checked by validateRefill
+		keyFunding = satAddMul(refills.Below, 10, faucet.DripCost(o.amount, o.feeFallback))
 	}
 	keys := make([]*stacks.PrivateKey, o.devnetKeys)
 	for i := range keys {

@@ -190,16 +190,16 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		},
 		"abuse.proofOfWork.difficulty": func(raw string) {
 			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.abuse.powDifficulty))
-			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(defaultPowDifficulty), uint64(o.abuse.powDifficulty))
+			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(guard.DefaultDifficulty), uint64(o.abuse.powDifficulty))
 		},
 		// The guard's own default (24, or difficulty if higher) applies
 		// only to a zero value, which the flag never passes.
 		"abuse.proofOfWork.maxDifficulty": func(raw string) {
-			same("abuse.proofOfWork.maxDifficulty", num(raw), uint64(defaultPowMaxDifficulty), uint64(o.abuse.powMaxDifficulty))
+			same("abuse.proofOfWork.maxDifficulty", num(raw), uint64(guard.DefaultMaxDifficulty), uint64(o.abuse.powMaxDifficulty))
 		},
 		"abuse.proofOfWork.ttl": func(raw string) {
 			same("abuse.proofOfWork.ttl", dur(raw), engineTTL, o.abuse.powTTL)
-			same("abuse.proofOfWork.ttl constant", dur(raw), defaultPowTTL, o.abuse.powTTL)
+			same("abuse.proofOfWork.ttl constant", dur(raw), guard.DefaultChallengeTTL, o.abuse.powTTL)
 		},
 		"page.explorerTxURL": func(raw string) {
 			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
@@ -209,7 +209,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		},
 		// The engine's zero Config has batching off, as 0 does.
 		"batching.maxRecipients": func(raw string) {
-			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.BatchMax), uint64(o.batch.max))
+			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.Batching.Max), uint64(o.batch.max))
 		},
 		"batching.window": func(raw string) {
 			same("batching.window", dur(raw), faucet.DefaultBatchWindow, o.batch.window)

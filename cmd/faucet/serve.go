@@ -85,9 +85,9 @@ type batchOptions struct {
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.listen, "listen", ":3999", "address the HTTP server listens on")
+	fs.StringVar(&o.listen, "listen", fmt.Sprintf(":%d", server.DefaultPort), "address the HTTP server listens on")
 	fs.StringVar(&o.nodeURL, "node-url", "", "Stacks node RPC URL, e.g. http://stacks-node:20443")
-	fs.DurationVar(&o.nodeTimeout, "node-timeout", 10*time.Second, "timeout of each node RPC call")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", node.DefaultTimeout, "timeout of each node RPC call")
 	fs.StringVar(&o.keyFile, "key-file", "", "file with one or more hex private keys (newline or comma separated)")
 	fs.BoolVar(&o.devnet, "devnet", false, "run an embedded simulated node with generated, funded keys")
 	fs.IntVar(&o.devnetKeys, "devnet-keys", 4, "with --devnet: how many faucet keys to generate")
@@ -106,7 +106,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.feeFallback, "fee-fallback", faucet.DefaultFeeFallback, "fee in µSTX when the node cannot estimate")
 	fs.Uint64Var(&o.feeReserve, "fee-reserve", 0, "µSTX each key keeps back beyond in-flight spends")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", faucet.DefaultMaxInFlight, "unconfirmed transactions per key (the node's chaining limit is 25)")
-	fs.DurationVar(&o.busyWait, "busy-wait", 5*time.Second, "how long a drip waits for a free in-flight slot before answering busy")
+	fs.DurationVar(&o.busyWait, "busy-wait", faucet.DefaultBusyWait, "how long a drip waits for a free in-flight slot before answering busy")
 	fs.IntVar(&o.batch.max, "batch-max", 0, "gather up to N default drips that arrive together into one send-many contract call (2..200; 0 or 1 = off): one key then pays far more than the node's 25 unconfirmed transactions per block")
 	fs.DurationVar(&o.batch.window, "batch-window", faucet.DefaultBatchWindow, "with --batch-max: how long the first drip of a batch waits for others (a full batch leaves at once)")
 	fs.StringVar(&o.batch.contract, "batch-contract", stacks.SendManyMemoTestnet, "with --batch-max: the send-many-memo contract id (ADDR.name) batches call")
@@ -117,19 +117,19 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "drips per client IP (IPv6 by /64), N/window (0 disables)")
 	fs.IntVar(&o.trustedHops, "trusted-proxy-hops", 0, "X-Forwarded-For hops appended by trusted proxies (0 = use the peer address)")
 	fs.BoolVar(&o.suspend, "suspend", false, "answer drips with 403 while still serving status")
-	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", time.Second, "how long node reads for the status endpoint are cached")
+	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", server.DefaultStatusCacheTTL, "how long node reads for the status endpoint are cached")
 	fs.StringVar(&o.store, "store", "", "where the faucet keeps nonces, limits and history: an SQLite file PATH, a postgres:// URI (shared by replicas), or memory (lost at exit); default "+defaultStorePath+", or memory with --devnet")
 	fs.DurationVar(&o.historyRetain, "history-retention", defaultHistoryRetention, "how long the drip history is kept")
-	fs.IntVar(&o.abuse.powDifficulty, "pow-difficulty", defaultPowDifficulty, "proof of work asked of anonymous drips, in leading zero bits of SHA-256 (0 = off; 18 costs a browser about a second); API tokens and --ip-allow skip it")
+	fs.IntVar(&o.abuse.powDifficulty, "pow-difficulty", guard.DefaultDifficulty, "proof of work asked of anonymous drips, in leading zero bits of SHA-256 (0 = off; 18 costs a browser about a second); API tokens and --ip-allow skip it")
 	fs.Var(limitValue{&o.abuse.powRaiseAbove}, "pow-raise-above", "raise the proof of work while more than N anonymous drips pass per window, N/window (0 = never)")
-	fs.IntVar(&o.abuse.powMaxDifficulty, "pow-max-difficulty", defaultPowMaxDifficulty, "ceiling of the raised proof of work, in bits")
-	fs.DurationVar(&o.abuse.powTTL, "pow-ttl", defaultPowTTL, "how long a proof-of-work challenge stays valid")
+	fs.IntVar(&o.abuse.powMaxDifficulty, "pow-max-difficulty", guard.DefaultMaxDifficulty, "ceiling of the raised proof of work, in bits")
+	fs.DurationVar(&o.abuse.powTTL, "pow-ttl", guard.DefaultChallengeTTL, "how long a proof-of-work challenge stays valid")
 	fs.StringVar(&o.abuse.tokensFile, "api-tokens-file", "", "file of API tokens for CI and teams, one per line: NAME TOKEN|sha256:HEX QUOTA [PER_ADDRESS]; re-read when it changes")
 	fs.Var(&o.abuse.ipAllow, "ip-allow", "comma-separated IPs/CIDRs that skip the proof of work and the per-IP limit")
 	fs.Var(&o.abuse.ipDeny, "ip-deny", "comma-separated IPs/CIDRs whose drips are refused")
 	fs.Uint64Var(&o.abuse.balanceCap, "balance-cap", 0, "refuse drips to an address already holding at least this many µSTX (0 = off)")
-	fs.StringVar(&o.explorerTxURL, "explorer-tx-url", defaultExplorerTxURL, "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
-	fs.IntVar(&o.lowDrips, "low-drips", defaultLowDrips, "report the faucet as low on funds when fewer default drips than this are left")
+	fs.StringVar(&o.explorerTxURL, "explorer-tx-url", server.DefaultExplorerTxURL, "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
+	fs.IntVar(&o.lowDrips, "low-drips", server.DefaultLowDrips, "report the faucet as low on funds when fewer default drips than this are left")
 	o.log.register(fs)
 }
 
@@ -217,14 +217,13 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("--node-url: %w", err)
 	}
 	f, err := faucet.New(faucet.Config{
-		Keys: keys, Node: client,
-		DefaultAmount: o.amount, StackingAmount: o.stackingAmount, StackingPaddingPercent: o.stackingPadding,
-		NoStackingPadding: o.stackingPadding == 0, Memo: o.memo,
-		FeeMin: o.feeMin, FeeMax: o.feeMax, FeeFallback: o.feeFallback, FeeReserve: o.feeReserve,
-		ChainID: uint32(o.chainID), MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait,
-		Logger: logger, Ledger: state.ledger, History: state.history, Owner: state.owner,
-		Treasury: treasury, RefillBelow: o.refillBelow, RefillAmount: o.refillAmount,
-		BatchMax: o.batch.max, BatchWindow: o.batch.window, BatchContract: batchContract,
+		Keys: keys, Node: client, ChainID: uint32(o.chainID), Logger: logger,
+		Amounts:  faucet.Amounts{Default: o.amount, Stacking: o.stackingAmount, StackingPaddingPercent: &o.stackingPadding, Memo: o.memo},
+		Fees:     faucet.Fees{Min: o.feeMin, Max: o.feeMax, Fallback: o.feeFallback, Reserve: o.feeReserve},
+		Batching: faucet.Batching{Max: o.batch.max, Window: o.batch.window, Contract: batchContract},
+		Refills:  faucet.Refills{Treasury: treasury, Below: o.refillBelow, Amount: o.refillAmount},
+		State:    faucet.State{Ledger: state.ledger, History: state.history, Owner: state.owner},
+		Timing:   faucet.Timing{MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait},
 	})
 	if err != nil {
 		return err
@@ -314,18 +313,6 @@ func supervise(ctx context.Context, logger *slog.Logger, tasks ...task) error {
 	return g.Wait()
 }
 
-// Web page and abuse-control defaults. The proof of work is off by default:
-// v1 and v3 API clients written for the incumbent send no solution, and a
-// proof that only the page pays stops no bot (bots call the API). Public
-// faucets turn it on for everyone and give CI an API token (README).
-const (
-	defaultPowDifficulty    = 0
-	defaultPowMaxDifficulty = 24
-	defaultPowTTL           = 5 * time.Minute
-	defaultExplorerTxURL    = "https://explorer.hiro.so/txid/{txid}?chain=testnet"
-	defaultLowDrips         = 100
-)
-
 // Store defaults: a file in the working directory keeps state across
 // restarts; the throwaway devnet needs none.
 const (
@@ -365,9 +352,6 @@ func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
 
 // validate checks the batching flags and parses the contract id.
 func (b batchOptions) validate() (stacks.ContractID, error) {
-	if b.max < 0 || b.max > faucet.MaxBatch {
-		return stacks.ContractID{}, fmt.Errorf("--batch-max must be 2..%d (0 or 1 = off), got %d", faucet.MaxBatch, b.max)
-	}
 	if b.window <= 0 {
 		return stacks.ContractID{}, fmt.Errorf("--batch-window must be positive, got %s", b.window)
 	}
@@ -375,8 +359,10 @@ func (b batchOptions) validate() (stacks.ContractID, error) {
 	if err != nil {
 		return stacks.ContractID{}, fmt.Errorf("--batch-contract: %w", err)
 	}
-	if id.Address.IsMainnet() {
-		return stacks.ContractID{}, fmt.Errorf("--batch-contract %s is a mainnet contract; the faucet is testnet only", b.contract)
+	// The engine's rules, checked now so that a bad flag fails before
+	// the store is opened.
+	if _, err := (faucet.Batching{Max: b.max, Window: b.window, Contract: id}).Resolve(); err != nil {
+		return stacks.ContractID{}, fmt.Errorf("--batch-max/--batch-contract: %w", err)
 	}
 	return id, nil
 }
@@ -391,22 +377,15 @@ func (o *serveOptions) validateRefill() error {
 	if !hasTreasury && (o.refillBelow != 0 || o.refillAmount != 0) {
 		return errors.New("--refill-below and --refill-amount need a treasury: --treasury-key-file (or --devnet-treasury)")
 	}
-	if below := o.effectiveRefillBelow(); o.refillAmount != 0 && o.refillAmount < below {
-		return fmt.Errorf("--refill-amount %d µSTX must be at least --refill-below (%d µSTX), so that one refill lifts a key above the threshold", o.refillAmount, below)
+	if _, err := o.refills(); err != nil {
+		return fmt.Errorf("--refill-below/--refill-amount: %w", err)
 	}
 	return nil
 }
 
-// effectiveRefillBelow is --refill-below or its default.
-func (o *serveOptions) effectiveRefillBelow() uint64 {
-	if o.refillBelow != 0 {
-		return o.refillBelow
-	}
-	fb := o.feeFallback
-	if fb == 0 {
-		fb = faucet.DefaultFeeFallback // as the engine reads 0
-	}
-	return satAddMul(0, faucet.DefaultRefillBelowDrips, satAddMul(o.amount, 1, fb))
+// refills are the refill flags with the engine's defaults applied.
+func (o *serveOptions) refills() (faucet.Refills, error) {
+	return faucet.Refills{Below: o.refillBelow, Amount: o.refillAmount}.Resolve(o.amount, o.feeFallback)
 }
 
 // satAddMul is a + b×c, saturating at the largest uint64.

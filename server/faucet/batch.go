@@ -3,6 +3,7 @@ package faucet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,32 @@ const (
 	// are plain transfers, and the contract is tried again afterwards.
 	contractPause = time.Minute
 )
+
+// Resolve returns b with its defaults set (the window, the testnet
+// send-many-memo contract), or why it cannot work. The engine and the
+// serve flags both check batching with it.
+func (b Batching) Resolve() (Batching, error) {
+	if b.Max < 0 || b.Max > MaxBatch {
+		return b, fmt.Errorf("batch max %d out of range (2..%d, or 0 or 1 for off)", b.Max, MaxBatch)
+	}
+	if b.Window < 0 {
+		return b, fmt.Errorf("batch window %s is negative", b.Window)
+	}
+	if b.Window == 0 {
+		b.Window = DefaultBatchWindow
+	}
+	if b.Contract == (stacks.ContractID{}) {
+		id, err := stacks.ParseContractID(stacks.SendManyMemoTestnet)
+		if err != nil {
+			return b, err
+		}
+		b.Contract = id
+	}
+	if b.Contract.Address.IsMainnet() {
+		return b, fmt.Errorf("batch contract %s is on mainnet; the faucet is testnet only", b.Contract)
+	}
+	return b, nil
+}
 
 // batcher queues default drips for the next send-many call.
 type batcher struct {
@@ -88,7 +115,7 @@ func (f *Faucet) BatchStats() BatchStats {
 // (and send picks another key or refuses it).
 func (f *Faucet) batchable(req Request, amount uint64) bool {
 	b := f.batch
-	if b == nil || req.Stacking || amount != f.cfg.DefaultAmount || amount == 0 {
+	if b == nil || req.Stacking || amount != f.cfg.Amounts.Default || amount == 0 {
 		return false
 	}
 	if !req.Recipient.IsContract() && f.pool.isDistributor(req.Recipient.Address) {
@@ -167,7 +194,7 @@ func (f *Faucet) flushBatch(gen uint64) {
 		return
 	}
 	// The queue's head is its longest-waiting drip.
-	if !free && f.cfg.Now().Sub(b.queue[0].arrived) < f.cfg.BusyWait {
+	if !free && f.cfg.Now().Sub(b.queue[0].arrived) < f.cfg.Timing.BusyWait {
 		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
 		b.mu.Unlock()
 		return
@@ -200,7 +227,7 @@ func (f *Faucet) dispatchBatch(entries []*batchEntry) {
 // is left of BusyWait since its first drip arrived (time in the queue
 // counts). Entries keep their queue order, so the first arrived first.
 func (f *Faucet) slotWait(entries []*batchEntry) time.Duration {
-	return max(f.cfg.BusyWait-f.cfg.Now().Sub(entries[0].arrived), 0)
+	return max(f.cfg.Timing.BusyWait-f.cfg.Now().Sub(entries[0].arrived), 0)
 }
 
 // withdraw removes a queued entry; false when its batch has left already.
@@ -230,7 +257,7 @@ func (b *batcher) withdraw(e *batchEntry) bool {
 // again, so one bad recipient cannot sink the others.
 func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 	if len(entries) == 1 {
-		res, err := f.send(ctx, entries[0].to, f.cfg.DefaultAmount)
+		res, err := f.send(ctx, entries[0].to, f.cfg.Amounts.Default)
 		entries[0].done <- batchOutcome{res, err}
 		return
 	}
@@ -262,7 +289,7 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 		var wg sync.WaitGroup
 		for _, e := range entries {
 			wg.Go(func() {
-				res, err := f.send(ctx, e.to, f.cfg.DefaultAmount)
+				res, err := f.send(ctx, e.to, f.cfg.Amounts.Default)
 				e.done <- batchOutcome{res, err}
 			})
 		}
@@ -333,10 +360,10 @@ const (
 // like any transaction; what to do when it is refused depends on why.
 func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
 	chainID := f.chainID()
-	amount := f.cfg.DefaultAmount
+	amount := f.cfg.Amounts.Default
 	recipients := make([]stacks.SendManyEntry, len(entries))
 	for i, e := range entries {
-		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.cfg.Memo)}
+		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.cfg.Amounts.Memo)}
 	}
 	total, err := stacks.SendManyTotal(recipients)
 	if err != nil {
@@ -348,11 +375,11 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Resu
 		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
 	}
 	done, perr := f.place(ctx, placement{
-		to: f.cfg.BatchContract.Principal(), amount: total, fee: fee,
+		to: f.cfg.Batching.Contract.Principal(), amount: total, fee: fee,
 		choose: f.chooseDistributor(f.slotWait(entries)),
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSendMany(stacks.SendManyParams{
-				Contract: f.cfg.BatchContract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
+				Contract: f.cfg.Batching.Contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
 			}, key)
 		},
 	})
@@ -368,7 +395,6 @@ func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Resu
 		f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
 			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", done.lostAnswer)
 	}
-	f.lastFee.Store(fee / uint64(len(entries)))
 	f.batch.txs.Add(1)
 	f.batch.drips.Add(uint64(len(entries)))
 	f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(),
@@ -417,7 +443,7 @@ func (f *Faucet) pauseBatching(err error) {
 	b.pausedUntil = f.cfg.Now().Add(contractPause)
 	b.mu.Unlock()
 	f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
-		"contract", f.cfg.BatchContract.String(), "retry_in", contractPause.String(), "err", err)
+		"contract", f.cfg.Batching.Contract.String(), "retry_in", contractPause.String(), "err", err)
 }
 
 // batchFee prices the send-many call from the node's estimate for this very
@@ -429,7 +455,7 @@ func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry
 	// Sign with a throwaway nonce and fee: only the payload and the length
 	// matter here, and both are the same for the real transaction.
 	probe, err := stacks.NewSendMany(stacks.SendManyParams{
-		Contract: f.cfg.BatchContract, Recipients: recipients, ChainID: chainID,
+		Contract: f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
 	}, f.pool.keys[0].key)
 	if err != nil {
 		return 0, err
@@ -446,14 +472,14 @@ func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry
 		if fee, ok = f.rateFee(ctx, length); !ok {
 			// FeeFallback prices a plain transfer; a batch is as many
 			// times dearer as it is longer.
-			hi, lo := bits.Mul64(f.cfg.FeeFallback, length)
+			hi, lo := bits.Mul64(f.cfg.Fees.Fallback, length)
 			fee = lo / transferLen(stacks.Principal{})
 			if hi != 0 {
-				fee = f.cfg.FeeMax
+				fee = f.cfg.Fees.Max
 			}
 		}
 	}
-	return max(min(max(fee, f.cfg.FeeMin), f.batchFeeMax(length)), length), nil
+	return max(min(max(fee, f.cfg.Fees.Min), f.batchFeeMax(length)), length), nil
 }
 
 // batchFeeMax scales FeeMax, which is sized for a transfer, to a send-many
@@ -461,7 +487,7 @@ func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry
 // a big batch is not priced out when fees rise.
 func (f *Faucet) batchFeeMax(length uint64) uint64 {
 	unit := transferLen(stacks.Principal{})
-	hi, lo := bits.Mul64(f.cfg.FeeMax, length)
+	hi, lo := bits.Mul64(f.cfg.Fees.Max, length)
 	if hi != 0 {
 		return ^uint64(0)
 	}
@@ -469,5 +495,5 @@ func (f *Faucet) batchFeeMax(length uint64) uint64 {
 	if lo%unit != 0 {
 		scaled++
 	}
-	return max(f.cfg.FeeMax, scaled)
+	return max(f.cfg.Fees.Max, scaled)
 }

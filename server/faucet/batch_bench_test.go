@@ -17,7 +17,7 @@ var benchModes = []struct {
 	cfg  Config
 }{
 	{"single", Config{}},
-	{"batch200", Config{BatchMax: MaxBatch, BatchWindow: DefaultBatchWindow}},
+	{"batch200", Config{Batching: Batching{Max: MaxBatch, Window: DefaultBatchWindow}}},
 }
 
 // BenchmarkBatchCapacity offers 6,000 concurrent default drips to ONE key

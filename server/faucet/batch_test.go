@@ -2,11 +2,13 @@ package faucet
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/devnode"
 	"github.com/stxfaucet/faucet-operator/server/node"
 	"github.com/stxfaucet/faucet-operator/server/stacks"
@@ -64,7 +66,7 @@ func byTx(t *testing.T, outs []dripOutcome) map[stacks.TxID][]dripOutcome {
 // else.
 func TestBatchPaysEveryRecipientExactly(t *testing.T) {
 	const funding = 1_000_000_000_000
-	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 50, BatchWindow: 100 * time.Millisecond})
+	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 50, Window: 100 * time.Millisecond}})
 	to := recipients(t, 120)
 	groups := byTx(t, dripAll(e.f, to))
 	if len(groups) > 6 {
@@ -144,7 +146,7 @@ func TestBatchPaysEveryRecipientExactly(t *testing.T) {
 // The batch fee is the node's estimate for the real payload (the middle
 // one), clamped to the configured range.
 func TestBatchFeeFollowsTheNodeEstimate(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 10, Window: time.Hour}})
 	e.dn.SetFeeRate(3)
 	outs := dripAll(e.f, recipients(t, 10)) // a full batch leaves without waiting for the window
 	groups := byTx(t, outs)
@@ -167,7 +169,7 @@ func TestBatchFeeFollowsTheNodeEstimate(t *testing.T) {
 	// wins over the estimate; the length (the node's minimum) over both.
 	unit := transferLen(stacks.Principal{})
 	for _, feeMax := range []uint64{200, 100} {
-		e2 := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: time.Hour, FeeMin: 1, FeeMax: feeMax})
+		e2 := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Fees: Fees{Min: 1, Max: feeMax}, Batching: Batching{Max: 10, Window: time.Hour}})
 		outs = dripAll(e2.f, recipients(t, 10))
 		byTx(t, outs)
 		tx, _ = stacks.DecodeTransaction(outs[0].res.TxRaw)
@@ -181,7 +183,7 @@ func TestBatchFeeFollowsTheNodeEstimate(t *testing.T) {
 
 // Stacking drips and drips to a faucet key never join a batch.
 func TestBatchOnlyDefaultDrips(t *testing.T) {
-	e := newEnv(t, 2, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 10, BatchWindow: 20 * time.Millisecond})
+	e := newEnv(t, 2, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 10, Window: 20 * time.Millisecond}})
 	res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t), Stacking: true})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +237,7 @@ func (r *rejectRecipient) Broadcast(ctx context.Context, raw []byte) (string, er
 // A batch the node refuses is retried in halves until the one recipient it
 // refuses is alone: the others are paid, only that drip fails.
 func TestRefusedBatchIsSplit(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 16, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}})
 	to := recipients(t, 16)
 	rr := &rejectRecipient{NodeClient: e.f.cfg.Node, bad: to[5]}
 	e.f.cfg.Node = rr
@@ -274,7 +276,7 @@ func TestRefusedBatchIsSplit(t *testing.T) {
 // Without the contract on the node (NoSuchContract), every drip of the batch
 // is still paid, as a plain transfer, and batching pauses.
 func TestMissingContractFallsBackToTransfers(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, devnode.Config{}, Config{BatchMax: 8, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, devnode.Config{}, Config{Batching: Batching{Max: 8, Window: time.Hour}})
 	to := recipients(t, 8)
 	groups := byTx(t, dripAll(e.f, to))
 	if len(groups) != 8 {
@@ -315,7 +317,7 @@ func (c *countingEstimates) TransactionFeeEstimate(ctx context.Context, payload 
 // nothing is overspent.
 func TestUnaffordableBatchIsSplit(t *testing.T) {
 	const funding = 10*DefaultAmount + 100_000
-	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 16, BatchWindow: time.Hour})
+	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}})
 	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = ce
 	outs := dripAll(e.f, recipients(t, 16))
@@ -353,7 +355,7 @@ func TestUnaffordableBatchIsSplit(t *testing.T) {
 // A request cancelled while its batch is still gathering leaves it: it is
 // never paid, and the others are.
 func TestCancelledDripLeavesTheBatch(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 3, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 3, Window: time.Hour}})
 	quitter := recipient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -381,16 +383,11 @@ func TestCancelledDripLeavesTheBatch(t *testing.T) {
 
 func waitQueued(t *testing.T, f *Faucet, n int) {
 	t.Helper()
-	for range 500 {
+	eventually.True(t, time.Second, fmt.Sprintf("batch queue reaches %d", n), func() bool {
 		f.batch.mu.Lock()
-		l := len(f.batch.queue)
-		f.batch.mu.Unlock()
-		if l == n {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("queue never reached %d", n)
+		defer f.batch.mu.Unlock()
+		return len(f.batch.queue) == n
+	})
 }
 
 // A stuck batch is replaced by the same send-many call at a higher fee:
@@ -398,7 +395,7 @@ func waitQueued(t *testing.T, f *Faucet, n int) {
 func TestStuckBatchFeeBump(t *testing.T) {
 	const stuck = 2
 	const funding = 1_000_000_000_000
-	e := newEnv(t, 1, funding, batchDevnode(), Config{BatchMax: 4, BatchWindow: time.Hour, StuckBlocks: stuck})
+	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 4, Window: time.Hour}, Timing: Timing{StuckBlocks: stuck}})
 	e.dn.SetDropRate(1)
 	to := recipients(t, 4)
 	groups := byTx(t, dripAll(e.f, to))
@@ -436,7 +433,7 @@ func TestStuckBatchFeeBump(t *testing.T) {
 // The shared txid answers every request of the batch; a batch in doubt
 // (lost answer) is answered as in doubt and delivered.
 func TestBatchInDoubtIsDelivered(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 5, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 5, Window: time.Hour}})
 	e.f.cfg.Node = lostAnswer(e.f.cfg.Node)
 	to := recipients(t, 5)
 	outs := dripAll(e.f, to)
@@ -456,9 +453,7 @@ func TestBatchInDoubtIsDelivered(t *testing.T) {
 // While every in-flight slot is taken, a batch keeps gathering past its
 // window; when a block frees a slot, the drips that waited leave together.
 func TestBatchGathersWhileNoSlotIsFree(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{
-		BatchMax: 50, BatchWindow: 10 * time.Millisecond, MaxInFlight: 1, BusyWait: time.Minute,
-	})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 50, Window: 10 * time.Millisecond}, Timing: Timing{MaxInFlight: 1, BusyWait: time.Minute}})
 	first, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +511,7 @@ func (r *refuseContractCalls) Broadcast(ctx context.Context, raw []byte) (string
 // A refusal about the whole transaction (here its fee) fails the batch as
 // it would fail a single drip: halves would be refused the same way.
 func TestTxWideRefusalIsNotSplit(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{BatchMax: 32, BatchWindow: time.Hour})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 32, Window: time.Hour}})
 	rc := &refuseContractCalls{NodeClient: e.f.cfg.Node, reason: node.ReasonFeeTooLow}
 	e.f.cfg.Node = rc
 	for _, o := range dripAll(e.f, recipients(t, 32)) {
@@ -538,9 +533,7 @@ func TestTxWideRefusalIsNotSplit(t *testing.T) {
 // A batch answers by its requests' deadline: waiting for a slot (or any
 // node call) ends when the earliest request's context does.
 func TestBatchHonoursRequestDeadlines(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{
-		BatchMax: 2, BatchWindow: 10 * time.Millisecond, MaxInFlight: 1, BusyWait: time.Hour,
-	})
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 2, Window: 10 * time.Millisecond}, Timing: Timing{MaxInFlight: 1, BusyWait: time.Hour}})
 	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
 		t.Fatal(err) // takes the only slot; no block frees it
 	}
@@ -562,5 +555,27 @@ func TestBatchHonoursRequestDeadlines(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("a batched drip outlived its request's deadline by 30 s (BusyWait is an hour)")
 		}
+	}
+}
+
+// Batching left at its zero values takes the documented defaults: the
+// window and the testnet send-many-memo contract.
+func TestBatchingDefaults(t *testing.T) {
+	k, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{Keys: []*stacks.PrivateKey{k}, Node: &recordingBroadcast{}, Batching: Batching{Max: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.batch == nil || f.batch.window != DefaultBatchWindow || f.batch.max != 5 {
+		t.Fatalf("batcher %+v, want max 5 and window %v", f.batch, DefaultBatchWindow)
+	}
+	if got := f.cfg.Batching.Contract.String(); got != stacks.SendManyMemoTestnet {
+		t.Fatalf("contract %s, want %s", got, stacks.SendManyMemoTestnet)
+	}
+	if _, err := New(Config{Keys: []*stacks.PrivateKey{k}, Node: &recordingBroadcast{}, Batching: Batching{Max: MaxBatch + 1}}); err == nil {
+		t.Fatal("batch max above MaxBatch accepted")
 	}
 }

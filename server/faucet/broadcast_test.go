@@ -81,7 +81,7 @@ func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
 // A slot freed by a failed drip wakes a drip waiting in BusyWait at once,
 // not only at the next block.
 func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{MaxInFlight: 1, BusyWait: 10 * time.Second})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{MaxInFlight: 1, BusyWait: 10 * time.Second}})
 	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node}
 	started, fail := make(chan struct{}), make(chan struct{})
 	sb.script = []func(context.Context, []byte) (string, error){

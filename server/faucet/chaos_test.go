@@ -14,7 +14,7 @@ import (
 // txid lands exactly once and no key is left with a nonce gap.
 func TestChaosEveryAcceptedDripLands(t *testing.T) {
 	for seed := uint64(1); seed <= 2; seed++ {
-		e := newEnv(t, 3, 1_000_000_000_000_000, devnode.Config{Seed: seed}, Config{StuckBlocks: 2, MaxInFlight: 25, BusyWait: 200 * time.Millisecond})
+		e := newEnv(t, 3, 1_000_000_000_000_000, devnode.Config{Seed: seed}, Config{Timing: Timing{StuckBlocks: 2, MaxInFlight: 25, BusyWait: 200 * time.Millisecond}})
 		e.dn.SetErrorRate(0.2)
 		e.dn.SetDropRate(0.1)
 		var wg sync.WaitGroup

@@ -19,7 +19,8 @@ type NodeClient interface {
 	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
 }
 
-// Defaults for Config fields left zero.
+// Defaults of the engine's settings: the one definition the serve flags,
+// the operator's CRD defaults and the engine itself read.
 const (
 	DefaultAmount          uint64 = 500_000_000 // 500 STX
 	DefaultStackingPadding uint64 = 20          // percent above PoX min_amount_ustx
@@ -30,110 +31,144 @@ const (
 	DefaultFeeFallback     uint64 = 1_000
 	DefaultStuckBlocks     uint64 = 3
 	DefaultMaxAttempts            = 4
+	// DefaultBusyWait is how long `faucet serve` lets a drip wait for a
+	// free in-flight slot. The engine's zero Timing.BusyWait fails at once.
+	DefaultBusyWait           = 5 * time.Second
+	DefaultPollInterval       = time.Second
+	DefaultChainCheckInterval = 30 * time.Second
+	DefaultCacheTTL           = 10 * time.Second
 )
 
-// Config configures an engine. Zero values take the defaults above.
+// Config configures an engine, grouped as the FaucetServer's spec groups
+// it. Zero values take the defaults above, except where a field says what
+// its zero means.
 type Config struct {
 	Keys []*stacks.PrivateKey
 	Node NodeClient
+	// ChainID, when set, refuses a node reporting another chain id.
+	ChainID uint32
 
-	DefaultAmount          uint64 // µSTX per default drip
-	StackingAmount         uint64 // fixed stacking drip; 0 = from PoX
-	StackingPaddingPercent uint64 // added to min_amount_ustx; 0 = DefaultStackingPadding
-	NoStackingPadding      bool   // use min_amount_ustx exactly
-	Memo                   string
-
-	FeeMin, FeeMax, FeeFallback uint64 // fee = node rate × length, clamped to [FeeMin, FeeMax]
-	FeeReserve                  uint64 // µSTX a key keeps back beyond in-flight spends
-
-	ChainID     uint32 // when set, refuse a node reporting another chain id
-	MaxInFlight int    // per key
-	MaxAttempts int    // node submissions per drip
-	StuckBlocks uint64 // blocks without nonce progress before repair
-
-	// BusyWait is how long a drip may wait for a key's in-flight slot to free
-	// up (at the next block) before failing with ReasonBusy; 0 fails at once.
-	BusyWait time.Duration
-
-	PollInterval       time.Duration // tip polling for syncs and repairs; default 1s
-	ChainCheckInterval time.Duration // how long a chain-id check is trusted; default 30s
-	CacheTTL           time.Duration // PoX and fee-rate cache; default 10s
-
-	// Ledger and History hold the engine's state; nil keeps it in
-	// memory. Owner, when set, decides which keys this process may use
-	// (several replicas on one shared store); nil owns every key.
-	Ledger  Ledger
-	History History
-	Owner   KeyOwner
-
-	// Treasury, when set, funds the distributor keys (Keys) and never pays
-	// drips: a distributor whose available balance falls below RefillBelow
-	// µSTX gets RefillAmount µSTX from it (see treasury.go). RefillBelow
-	// defaults to DefaultRefillBelowDrips × (DefaultAmount+FeeFallback),
-	// RefillAmount to DefaultRefillAmountFactor × RefillBelow; RefillAmount
-	// must be at least RefillBelow.
-	Treasury     *stacks.PrivateKey
-	RefillBelow  uint64
-	RefillAmount uint64
-
-	// BatchMax, from 2 to MaxBatch, gathers default drips into send-many
-	// calls of up to that many recipients (batch.go); 0 or 1 is off.
-	// BatchWindow is the longest a drip waits for others (default
-	// DefaultBatchWindow); BatchContract the send-many-memo contract
-	// (zero = stacks.SendManyMemoTestnet).
-	BatchMax      int
-	BatchWindow   time.Duration
-	BatchContract stacks.ContractID
+	Amounts  Amounts
+	Fees     Fees
+	Batching Batching
+	Refills  Refills
+	State    State
+	Timing   Timing
 
 	Logger *slog.Logger
 	Now    func() time.Time
 }
 
+// Amounts are what a drip pays (spec.amounts, spec.memo).
+type Amounts struct {
+	Default  uint64 // µSTX per default drip
+	Stacking uint64 // fixed µSTX per stacking drip; 0 = PoX min_amount_ustx plus padding
+	// StackingPaddingPercent is added to min_amount_ustx; nil is
+	// DefaultStackingPadding, 0 pays min_amount_ustx exactly.
+	StackingPaddingPercent *uint64
+	Memo                   string
+}
+
+// Fees price a transaction: the node's rate × its length, clamped to
+// [Min, Max]; Fallback when the node has no rate (spec.fee).
+type Fees struct {
+	Min, Max, Fallback uint64
+	Reserve            uint64 // µSTX a key keeps back beyond in-flight spends; 0 = none
+}
+
+// Batching gathers default drips into send-many calls (spec.batching).
+type Batching struct {
+	// Max, from 2 to MaxBatch, is the most recipients per call; 0 or 1 is
+	// off.
+	Max int
+	// Window is the longest a drip waits for others (default
+	// DefaultBatchWindow).
+	Window time.Duration
+	// Contract is the send-many-memo contract (zero =
+	// stacks.SendManyMemoTestnet).
+	Contract stacks.ContractID
+}
+
+// Refills configure the treasury (spec.treasury): when Treasury is set it
+// funds the distributor keys and never pays drips; a distributor whose
+// available balance falls below Below µSTX gets Amount µSTX from it (see
+// treasury.go). Below defaults to DefaultRefillBelowDrips drips' worth,
+// Amount to DefaultRefillAmountFactor × Below; Amount must be at least
+// Below.
+type Refills struct {
+	Treasury *stacks.PrivateKey
+	Below    uint64
+	Amount   uint64
+}
+
+// State is where the engine keeps what must survive it (spec.store): nil
+// Ledger and History keep it in memory. Owner, when set, decides which
+// keys this process may use (several replicas on one shared store); nil
+// owns every key.
+type State struct {
+	Ledger  Ledger
+	History History
+	Owner   KeyOwner
+}
+
+// Timing bounds the engine's waits and loops.
+type Timing struct {
+	MaxInFlight int    // unconfirmed transactions per key
+	MaxAttempts int    // node submissions per transaction
+	StuckBlocks uint64 // blocks without nonce progress before repair
+	// BusyWait is how long a drip may wait for a key's in-flight slot to
+	// free up (at the next block) before failing with ReasonBusy; 0 fails
+	// at once.
+	BusyWait           time.Duration
+	PollInterval       time.Duration // tip polling for syncs and repairs
+	ChainCheckInterval time.Duration // how long a chain-id check is trusted
+	CacheTTL           time.Duration // PoX and fee-rate cache
+}
+
 func (c *Config) setDefaults() {
-	if c.DefaultAmount == 0 {
-		c.DefaultAmount = DefaultAmount
+	a, fe, t := &c.Amounts, &c.Fees, &c.Timing
+	if a.Default == 0 {
+		a.Default = DefaultAmount
 	}
-	if c.StackingPaddingPercent == 0 && !c.NoStackingPadding {
-		c.StackingPaddingPercent = DefaultStackingPadding
+	if a.StackingPaddingPercent == nil {
+		p := DefaultStackingPadding
+		a.StackingPaddingPercent = &p
 	}
-	if c.Memo == "" {
-		c.Memo = DefaultMemo
+	if a.Memo == "" {
+		a.Memo = DefaultMemo
 	}
-	if c.FeeMin == 0 {
-		c.FeeMin = DefaultFeeMin
+	if fe.Min == 0 {
+		fe.Min = DefaultFeeMin
 	}
-	if c.FeeMax == 0 {
-		c.FeeMax = max(DefaultFeeMax, c.FeeMin)
+	if fe.Max == 0 {
+		fe.Max = max(DefaultFeeMax, fe.Min)
 	}
-	if c.FeeFallback == 0 {
-		c.FeeFallback = DefaultFeeFallback
+	if fe.Fallback == 0 {
+		fe.Fallback = DefaultFeeFallback
 	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = DefaultMaxInFlight
+	if t.MaxInFlight <= 0 {
+		t.MaxInFlight = DefaultMaxInFlight
 	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+	if t.MaxAttempts <= 0 {
+		t.MaxAttempts = DefaultMaxAttempts
 	}
-	if c.StuckBlocks == 0 {
-		c.StuckBlocks = DefaultStuckBlocks
+	if t.StuckBlocks == 0 {
+		t.StuckBlocks = DefaultStuckBlocks
 	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
+	if t.PollInterval <= 0 {
+		t.PollInterval = DefaultPollInterval
 	}
-	if c.ChainCheckInterval <= 0 {
-		c.ChainCheckInterval = 30 * time.Second
+	if t.ChainCheckInterval <= 0 {
+		t.ChainCheckInterval = DefaultChainCheckInterval
 	}
-	if c.CacheTTL <= 0 {
-		c.CacheTTL = 10 * time.Second
+	if t.CacheTTL <= 0 {
+		t.CacheTTL = DefaultCacheTTL
 	}
-	if c.BatchWindow <= 0 {
-		c.BatchWindow = DefaultBatchWindow
+	if c.State.Ledger == nil {
+		c.State.Ledger = NewMemoryLedger()
 	}
-	if c.Ledger == nil {
-		c.Ledger = NewMemoryLedger()
-	}
-	if c.History == nil {
-		c.History = NewMemoryHistory(DefaultMemoryHistorySize)
+	if c.State.History == nil {
+		c.State.History = NewMemoryHistory(DefaultMemoryHistorySize)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

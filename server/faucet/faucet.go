@@ -37,12 +37,10 @@ type Faucet struct {
 	// onRefillRecorded, when set (tests only), is called once a refill is
 	// in the ledger, before it is broadcast.
 	onRefillRecorded func(PendingTx)
-	// lastFee is the fee of the last drip, for the drips-left estimate.
-	lastFee atomic.Uint64
 	// fates remembers txids that were replaced or dropped, for the drip
 	// status endpoint.
 	fates txFates
-	// batch is nil unless Config.BatchMax ≥ 2 (batch.go).
+	// batch is nil unless Config.Batching.Max ≥ 2 (batch.go).
 	batch *batcher
 }
 
@@ -60,41 +58,33 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.Node == nil {
 		return nil, errors.New("faucet: no node client")
 	}
-	if cfg.FeeMin > cfg.FeeMax {
-		return nil, fmt.Errorf("faucet: fee min %d exceeds fee max %d", cfg.FeeMin, cfg.FeeMax)
+	if cfg.Fees.Min > cfg.Fees.Max {
+		return nil, fmt.Errorf("faucet: fee min %d exceeds fee max %d", cfg.Fees.Min, cfg.Fees.Max)
 	}
 	if cfg.ChainID == stacks.ChainIDMainnet {
 		return nil, errors.New("faucet: chain id 1 is mainnet; the faucet is testnet only")
 	}
-	memo, err := stacks.NewMemo(cfg.Memo)
+	memo, err := stacks.NewMemo(cfg.Amounts.Memo)
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
 	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger}
 	f.history.queue = make(chan DripRecord, 4096)
-	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.ChainCheckInterval, cfg.CacheTTL, cfg.CacheTTL
+	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
 	}
 	// Without an owner this process is the only writer: every key is ours
 	// from the start (its ledger loads on first use).
-	f.pool = newKeyPool(cfg.Keys, cfg.Treasury, cfg.Owner == nil, cfg.MaxInFlight, cfg.FeeReserve)
-	if cfg.BatchMax < 0 || cfg.BatchMax > MaxBatch {
-		return nil, fmt.Errorf("faucet: batch max %d out of range (2..%d, or 0 or 1 for off)", cfg.BatchMax, MaxBatch)
+	f.pool = newKeyPool(cfg.Keys, cfg.Refills.Treasury, cfg.State.Owner == nil, cfg.Timing.MaxInFlight, cfg.Fees.Reserve)
+	b, err := cfg.Batching.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	if cfg.BatchMax >= 2 {
-		if f.cfg.BatchContract == (stacks.ContractID{}) {
-			id, err := stacks.ParseContractID(stacks.SendManyMemoTestnet)
-			if err != nil {
-				return nil, fmt.Errorf("faucet: %w", err)
-			}
-			f.cfg.BatchContract = id
-		}
-		if f.cfg.BatchContract.Address.IsMainnet() {
-			return nil, fmt.Errorf("faucet: batch contract %s is on mainnet; the faucet is testnet only", f.cfg.BatchContract)
-		}
-		f.batch = &batcher{max: cfg.BatchMax, window: cfg.BatchWindow}
+	f.cfg.Batching = b
+	if b.Max >= 2 {
+		f.batch = &batcher{max: b.Max, window: b.Window}
 	}
 	return f, nil
 }
@@ -185,7 +175,7 @@ func (f *Faucet) queueHistory(ctx context.Context, d DripRecord) {
 }
 
 func (f *Faucet) writeHistory(ctx context.Context, d DripRecord) {
-	if herr := f.cfg.History.Record(ctx, d); herr != nil {
+	if herr := f.cfg.State.History.Record(ctx, d); herr != nil {
 		f.log.Warn("drip history write failed", "txid", d.TxID, "err", herr)
 	}
 }
@@ -240,7 +230,7 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 // (the node refuses transfers to the sender), so such keys are skipped.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
-	pl := placement{to: to, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.BusyWait),
+	pl := placement{to: to, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.Timing.BusyWait),
 		excluded: map[*keyState]bool{}}
 	pl.build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 		return stacks.NewTokenTransfer(stacks.TransferParams{
@@ -277,14 +267,14 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 	}
 	// A dry key comes back once it can pay a default drip again.
 	out := k.applySync(seq, acct.Balance, acct.Nonce, f.chain.Peek().height,
-		satAdd(f.cfg.DefaultAmount, f.cfg.FeeMax), f.cfg.FeeReserve)
+		satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Max), f.cfg.Fees.Reserve)
 	if out.freed {
 		f.pool.signalFreed()
 	}
 	if !out.owned || len(out.confirmed) == 0 {
 		return nil // a new owner prunes its ledger; our writes would be fenced
 	}
-	if e := f.cfg.Ledger.DeleteBelow(context.WithoutCancel(ctx), k.addr, acct.Nonce); e != nil {
+	if e := f.cfg.State.Ledger.DeleteBelow(context.WithoutCancel(ctx), k.addr, acct.Nonce); e != nil {
 		return fmt.Errorf("ledger delete %s below nonce %d: %w", k.addr, acct.Nonce, e)
 	}
 	return nil
@@ -293,10 +283,10 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 // amount is the drip size for the tier.
 func (f *Faucet) amount(ctx context.Context, stacking bool) (uint64, error) {
 	if !stacking {
-		return f.cfg.DefaultAmount, nil
+		return f.cfg.Amounts.Default, nil
 	}
-	if f.cfg.StackingAmount > 0 {
-		return f.cfg.StackingAmount, nil
+	if f.cfg.Amounts.Stacking > 0 {
+		return f.cfg.Amounts.Stacking, nil
 	}
 	minAmount, err := f.pox.Get(ctx, func(ctx context.Context) (uint64, error) {
 		p, err := f.cfg.Node.PoX(ctx)
@@ -311,7 +301,7 @@ func (f *Faucet) amount(ctx context.Context, stacking bool) (uint64, error) {
 	if err != nil {
 		return 0, failf(ReasonStackingUnavailable, err, "the stacking amount is unavailable (no PoX information from the node); try again shortly")
 	}
-	amt, ok := padPercent(minAmount, f.cfg.StackingPaddingPercent)
+	amt, ok := padPercent(minAmount, *f.cfg.Amounts.StackingPaddingPercent)
 	if !ok {
 		return 0, failf(ReasonStackingUnavailable, nil, "the stacking amount overflows")
 	}
@@ -337,11 +327,9 @@ func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
 	length := transferLen(to)
 	fee, ok := f.rateFee(ctx, length)
 	if !ok {
-		fee = f.cfg.FeeFallback
+		fee = f.cfg.Fees.Fallback
 	}
-	fee = max(fee, length)
-	f.lastFee.Store(fee)
-	return fee
+	return max(fee, length)
 }
 
 // transferLen is the length of a signed transfer to to.
@@ -358,9 +346,9 @@ func (f *Faucet) rateFee(ctx context.Context, length uint64) (uint64, bool) {
 	}
 	hi, fee := bits.Mul64(rate, length)
 	if hi != 0 {
-		fee = f.cfg.FeeMax
+		fee = f.cfg.Fees.Max
 	}
-	return min(max(fee, f.cfg.FeeMin), f.cfg.FeeMax), true
+	return min(max(fee, f.cfg.Fees.Min), f.cfg.Fees.Max), true
 }
 
 // checkChain confirms, from a cached /v2/info, that the node is a testnet

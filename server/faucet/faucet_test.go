@@ -121,7 +121,7 @@ func TestNoncesChainWithinABlock(t *testing.T) {
 }
 
 func TestInFlightCapThenBusy(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{MaxInFlight: 3})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{MaxInFlight: 3}})
 	for range 3 {
 		if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
 			t.Fatal(err)
@@ -156,7 +156,7 @@ func TestLeastLoadedKey(t *testing.T) {
 
 func TestExhaustedFailsFast(t *testing.T) {
 	// Enough for exactly one drip plus fee.
-	e := newEnv(t, 1, DefaultAmount+DefaultFeeFallback, devnode.Config{}, Config{FeeMax: DefaultFeeFallback})
+	e := newEnv(t, 1, DefaultAmount+DefaultFeeFallback, devnode.Config{}, Config{Fees: Fees{Max: DefaultFeeFallback}})
 	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestBadNonceResyncs(t *testing.T) {
 }
 
 func TestConflictingNonceAdvances(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{FeeMin: 180, FeeMax: 180})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Fees: Fees{Min: 180, Max: 180}})
 	// Another writer holds nonce 0 in the mempool with a higher fee.
 	tx, _ := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: recipient(t), Amount: 1, Nonce: 0, Fee: 5000}, e.keys[0])
 	if _, err := e.dn.Submit(tx.Serialize()); err != nil {
@@ -294,7 +294,7 @@ func TestChainIDMismatchDisables(t *testing.T) {
 }
 
 func TestNodeDownIsUnavailableAndRecovers(t *testing.T) {
-	e := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{CacheTTL: time.Millisecond, ChainCheckInterval: time.Millisecond})
+	e := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{Timing: Timing{CacheTTL: time.Millisecond, ChainCheckInterval: time.Millisecond}})
 	e.dn.SetDown(true)
 	time.Sleep(5 * time.Millisecond)
 	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
@@ -340,7 +340,7 @@ func containsAny(s string, subs ...string) bool {
 
 func TestDroppedTxRepairedWithinBlocks(t *testing.T) {
 	const stuck = 2
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{StuckBlocks: stuck})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{StuckBlocks: stuck}})
 	e.dn.SetDropRate(1) // the node acknowledges but never keeps them
 	var sent []*Result
 	for range 3 {
@@ -379,7 +379,7 @@ func (r *Result) Recipient(t testing.TB) stacks.Address {
 }
 
 func TestHoleIsFilled(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{StuckBlocks: 1})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{StuckBlocks: 1}})
 	k := e.f.pool.keys[0]
 	// Simulate a drip that took nonce 0 and failed while nonce 1 was accepted.
 	k.mu.Lock()
@@ -402,7 +402,7 @@ func TestHoleIsFilled(t *testing.T) {
 }
 
 func TestFeeClampAndFallback(t *testing.T) {
-	e := newEnv(t, 1, 10_000_000_000, devnode.Config{FeeRate: 1000}, Config{FeeMin: 200, FeeMax: 5000, FeeFallback: 777})
+	e := newEnv(t, 1, 10_000_000_000, devnode.Config{FeeRate: 1000}, Config{Fees: Fees{Min: 200, Max: 5000, Fallback: 777}})
 	to := recipient(t)
 	if fee := e.f.fee(context.Background(), to); fee != 5000 {
 		t.Errorf("rate 1000 × 180 clamped = %d, want 5000", fee)
@@ -419,7 +419,7 @@ func TestFeeClampAndFallback(t *testing.T) {
 	}
 	// Never below the tx length even if configured lower.
 	e.dn.SetErrorRate(0)
-	e2 := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{FeeMin: 1, FeeMax: 10, FeeFallback: 5})
+	e2 := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{Fees: Fees{Min: 1, Max: 10, Fallback: 5}})
 	if fee := e2.f.fee(context.Background(), to); fee != 180 {
 		t.Errorf("fee %d, want the 180-byte minimum", fee)
 	}
@@ -440,7 +440,7 @@ func TestKeysNeverInErrors(t *testing.T) {
 func TestStuckNonceFeeBump(t *testing.T) {
 	const stuck = 2
 	const funding = 100_000_000_000
-	e := newEnv(t, 1, funding, devnode.Config{}, Config{StuckBlocks: stuck})
+	e := newEnv(t, 1, funding, devnode.Config{}, Config{Timing: Timing{StuckBlocks: stuck}})
 	e.dn.SetDropRate(1)
 	res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 	if err != nil {
@@ -465,7 +465,7 @@ func TestStuckNonceFeeBump(t *testing.T) {
 }
 
 func TestBusyWaitUsesTheNextBlock(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{MaxInFlight: 1, BusyWait: 10 * time.Second})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{MaxInFlight: 1, BusyWait: 10 * time.Second}})
 	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
 		t.Fatal(err)
 	}

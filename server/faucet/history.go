@@ -99,7 +99,7 @@ func normTxID(s string) string {
 // LookupDrip finds a drip this faucet answered by txid, from its history;
 // ok is false when the history does not hold it or cannot be searched.
 func (f *Faucet) LookupDrip(ctx context.Context, txid string) (DripRecord, bool, error) {
-	r, can := f.cfg.History.(HistoryReader)
+	r, can := f.cfg.State.History.(HistoryReader)
 	if !can {
 		return DripRecord{}, false, nil
 	}

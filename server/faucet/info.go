@@ -28,7 +28,7 @@ func (f *Faucet) DeriveSecret(purpose string) []byte {
 }
 
 // DefaultAmount is the µSTX of a default drip.
-func (f *Faucet) DefaultAmount() uint64 { return f.cfg.DefaultAmount }
+func (f *Faucet) DefaultAmount() uint64 { return f.cfg.Amounts.Default }
 
 // StackingAmount is the µSTX of a stacking drip now (from the node's PoX
 // minimum unless fixed); it fails when the node cannot say.
@@ -42,7 +42,7 @@ func (f *Faucet) StackingAmount(ctx context.Context) (uint64, error) {
 type Funding struct {
 	// Available is µSTX the counted keys can spend beyond what is in flight.
 	Available uint64
-	// DripsLeft is how many default drips (amount plus a typical fee) that pays.
+	// DripsLeft is how many default drips (DripCost each) that pays.
 	DripsLeft uint64
 	// Keys counted; 0 means nothing is known yet.
 	Keys int
@@ -50,7 +50,7 @@ type Funding struct {
 
 // Funding reports the faucet's funding; see Funding.
 func (f *Faucet) Funding() Funding {
-	spend := satAdd(f.cfg.DefaultAmount, f.typicalFee())
+	cost := DripCost(f.cfg.Amounts.Default, f.cfg.Fees.Fallback)
 	var out Funding
 	for _, s := range f.Keys() {
 		if !s.Owned || !s.Synced {
@@ -58,19 +58,42 @@ func (f *Faucet) Funding() Funding {
 		}
 		out.Keys++
 		out.Available = satAdd(out.Available, s.Available)
-		if !s.Dry && spend > 0 {
-			out.DripsLeft = satAdd(out.DripsLeft, s.Available/spend)
+		if !s.Dry {
+			out.DripsLeft = satAdd(out.DripsLeft, s.Available/cost)
 		}
 	}
 	return out
 }
 
-// typicalFee is the fee of the last drip, or the fallback before any.
-func (f *Faucet) typicalFee() uint64 {
-	if v := f.lastFee.Load(); v != 0 {
-		return v
+// DripCost is what one default drip costs a key in every funding figure
+// (the page, the metrics, the operator's status): the amount plus the fee
+// fallback, the fee the faucet budgets for. A real fee is usually lower, so
+// the figures err on the safe side, and they agree wherever they are shown.
+func DripCost(amount, feeFallback uint64) uint64 {
+	return max(satAdd(amount, feeFallback), 1)
+}
+
+// FundingLevel is how the drips a faucet can still pay compare with its
+// low threshold.
+type FundingLevel string
+
+const (
+	FundsEmpty FundingLevel = "empty" // not one drip
+	FundsLow   FundingLevel = "low"   // fewer than the low threshold
+	FundsOK    FundingLevel = "ok"
+)
+
+// LevelOf classifies dripsLeft against lowDrips: the one rule of "low"
+// that the page, the alerts' threshold and the operator's Funded
+// condition share.
+func LevelOf(dripsLeft, lowDrips uint64) FundingLevel {
+	switch {
+	case dripsLeft == 0:
+		return FundsEmpty
+	case dripsLeft < lowDrips:
+		return FundsLow
 	}
-	return f.cfg.FeeFallback
+	return FundsOK
 }
 
 // PendingByTxID finds an in-flight transaction of this process by txid

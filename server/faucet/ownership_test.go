@@ -29,7 +29,7 @@ func (l *fencedLedger) Put(ctx context.Context, tx PendingTx) error {
 func TestFencedKeyIsDropped(t *testing.T) {
 	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{})
 	fenced := e.keys[0].TestnetAddress()
-	e.f.cfg.Ledger = &fencedLedger{MemoryLedger: NewMemoryLedger(), fenced: fenced}
+	e.f.cfg.State.Ledger = &fencedLedger{MemoryLedger: NewMemoryLedger(), fenced: fenced}
 	for range 4 {
 		res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 		if err != nil {
@@ -59,7 +59,7 @@ func (idleOwner) Run(ctx context.Context, _ []stacks.Address, _ OwnershipHandler
 // With a KeyOwner a replica starts with no key: not ready and no drips.
 // Acquired makes the key usable; Releasing gives it up.
 func TestOwnershipHandoff(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Owner: idleOwner{}})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{State: State{Owner: idleOwner{}}})
 	ctx := context.Background()
 	if err := e.f.Ready(ctx); err == nil || !strings.Contains(err.Error(), "owns no faucet key") {
 		t.Fatalf("ready without keys: %v", err)

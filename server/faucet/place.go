@@ -63,7 +63,7 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 		excluded = map[*keyState]bool{}
 	}
 	spend := satAdd(pl.amount, pl.fee)
-	for attempt := 0; attempt < f.cfg.MaxAttempts; attempt++ {
+	for attempt := 0; attempt < f.cfg.Timing.MaxAttempts; attempt++ {
 		k, nonce, ferr := pl.choose(ctx, spend, excluded)
 		if ferr != nil {
 			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
@@ -117,7 +117,7 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 // first broadcast. On failure the nonce is given back; retry is true when
 // another key may still be tried (another replica took this one over).
 func (f *Faucet) recordSending(ctx context.Context, k *keyState, p *PendingTx, excluded map[*keyState]bool) (retry bool, _ *Error) {
-	err := f.cfg.Ledger.Put(ctx, *p)
+	err := f.cfg.State.Ledger.Put(ctx, *p)
 	if err == nil {
 		return false, nil
 	}
@@ -137,7 +137,7 @@ func (f *Faucet) recordSending(ctx context.Context, k *keyState, p *PendingTx, e
 // before this write re-adds it.
 func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
 	if p.State == TxPending {
-		if err := f.cfg.Ledger.Put(context.WithoutCancel(ctx), *p); err != nil {
+		if err := f.cfg.State.Ledger.Put(context.WithoutCancel(ctx), *p); err != nil {
 			// The row stays "broadcasting": resuming rebroadcasts the same
 			// bytes, which the node answers 200. Nothing is lost.
 			f.log.Warn("ledger update after broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
@@ -153,7 +153,7 @@ func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
 func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
 	// Forget the recorded bytes before the nonce can be reused: a later
 	// drip's record for the same nonce must not be deleted by this one.
-	if derr := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, p.Nonce); derr != nil {
+	if derr := f.cfg.State.Ledger.Delete(context.WithoutCancel(ctx), k.addr, p.Nonce); derr != nil {
 		f.log.Warn("ledger delete after a refused broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", derr)
 	}
 	var rej *node.RejectionError

@@ -20,7 +20,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 	var hist sync.WaitGroup
 	hist.Go(func() { f.runHistory(ctx) })
 	defer hist.Wait() // flushed before Run returns, so before the store closes
-	if f.cfg.Owner != nil {
+	if f.cfg.State.Owner != nil {
 		var wg sync.WaitGroup
 		wg.Go(func() { f.runOwner(ctx) })
 		defer wg.Wait()
@@ -36,7 +36,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 			}
 		}
 	}
-	t := time.NewTicker(f.cfg.PollInterval)
+	t := time.NewTicker(f.cfg.Timing.PollInterval)
 	defer t.Stop()
 	var lastHeight uint64
 	first := true
@@ -134,7 +134,7 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	for _, p := range k.inDoubt() {
 		f.resolve(ctx, k, p)
 	}
-	plan := k.planRepair(height, f.cfg.StuckBlocks)
+	plan := k.planRepair(height, f.cfg.Timing.StuckBlocks)
 	if plan == nil {
 		return
 	}
@@ -169,7 +169,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.String(), "err", err)
 		return
 	}
-	feeMax := f.cfg.FeeMax
+	feeMax := f.cfg.Fees.Max
 	if tx.ContractCall != nil {
 		feeMax = f.batchFeeMax(uint64(len(stuck.Raw)))
 	}
@@ -196,7 +196,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 
 // updatePending stores a changed entry if it is still in flight.
 func (f *Faucet) updatePending(ctx context.Context, k *keyState, p *PendingTx) {
-	err := k.updatePending(p, func(p PendingTx) error { return f.cfg.Ledger.Put(ctx, p) })
+	err := k.updatePending(p, func(p PendingTx) error { return f.cfg.State.Ledger.Put(ctx, p) })
 	if err != nil {
 		f.log.Error("ledger write failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
 	}
@@ -220,7 +220,7 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 	}
 	fee := f.fee(ctx, to)
 	if foreign {
-		fee = f.cfg.FeeMax
+		fee = f.cfg.Fees.Max
 	}
 	chainID := f.chainID()
 	tried := false
@@ -262,7 +262,7 @@ func (f *Faucet) Ready(ctx context.Context) error {
 	if err := f.chainAllowed(ci.chainID); err != nil {
 		return err
 	}
-	need := satAdd(f.cfg.DefaultAmount, f.cfg.FeeMin)
+	need := satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Min)
 	keys := f.Keys()
 	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned }) {
 		return errors.New("this replica owns no faucet key")

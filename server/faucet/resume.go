@@ -19,7 +19,7 @@ func (f *Faucet) loadKey(ctx context.Context, k *keyState) error {
 	if !k.needsLoad() {
 		return nil
 	}
-	entries, err := f.cfg.Ledger.List(ctx, k.addr)
+	entries, err := f.cfg.State.Ledger.List(ctx, k.addr)
 	if err != nil {
 		return fmt.Errorf("load ledger for %s: %w", k.addr, err)
 	}
@@ -83,7 +83,7 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 // forget deletes a ledger row, logging a failure (the row is then resolved
 // again at the next load, which is safe).
 func (f *Faucet) forget(ctx context.Context, k *keyState, nonce uint64) {
-	if err := f.cfg.Ledger.Delete(context.WithoutCancel(ctx), k.addr, nonce); err != nil {
+	if err := f.cfg.State.Ledger.Delete(context.WithoutCancel(ctx), k.addr, nonce); err != nil {
 		f.log.Warn("ledger delete failed", "sender", k.addr.String(), "nonce", nonce, "err", err)
 	}
 }
@@ -150,7 +150,7 @@ func (f *Faucet) runOwner(ctx context.Context) {
 		addrs[i] = k.addr
 	}
 	for {
-		err := f.cfg.Owner.Run(ctx, addrs, f)
+		err := f.cfg.State.Owner.Run(ctx, addrs, f)
 		for _, k := range keys {
 			f.Lost(k.addr)
 		}

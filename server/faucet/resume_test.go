@@ -15,9 +15,7 @@ import (
 func (e *env) restart(t *testing.T) *Faucet {
 	t.Helper()
 	cfg := e.f.cfg
-	f, err := New(Config{
-		Keys: cfg.Keys, Node: cfg.Node, Ledger: cfg.Ledger, History: cfg.History,
-	})
+	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, State: State{Ledger: cfg.State.Ledger, History: cfg.State.History}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +31,7 @@ func (e *env) restart(t *testing.T) *Faucet {
 // (That the limits survive too is the store's: guard's
 // TestRateLimitsSurviveARestart and the store contract.)
 func TestRestartResumesNonces(t *testing.T) {
-	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{Ledger: NewMemoryLedger()})
+	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
 	ctx := context.Background()
 	a := recipient(t)
 	paid := map[stacks.Principal]uint64{}
@@ -89,7 +87,7 @@ func TestRestartResumesNonces(t *testing.T) {
 // bytes: a tx the node never saw is delivered, one it already holds is not
 // paid twice, and the next drip takes the following nonce.
 func TestResumeResolvesEntriesInDoubt(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Ledger: NewMemoryLedger()})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
 	ctx := context.Background()
 	key := e.keys[0]
 	sender := key.TestnetAddress()
@@ -100,7 +98,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw := tx.Serialize()
-		if err := e.f.cfg.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 7_000_000, Fee: 300, State: TxBroadcasting}); err != nil {
+		if err := e.f.cfg.State.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 7_000_000, Fee: 300, State: TxBroadcasting}); err != nil {
 			t.Fatal(err)
 		}
 		if submit {
@@ -115,7 +113,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 	if n := e.dn.MempoolSize(); n != 2 {
 		t.Fatalf("mempool %d after resume, want both txs", n)
 	}
-	entries, _ := f.cfg.Ledger.List(ctx, sender)
+	entries, _ := f.cfg.State.Ledger.List(ctx, sender)
 	for _, p := range entries {
 		if p.State != TxPending {
 			t.Errorf("nonce %d still %s after resolution", p.Nonce, p.State)
@@ -133,7 +131,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 			t.Errorf("%s got %d, want exactly one payment of 7000000", to, b)
 		}
 	}
-	if entries, _ := f.cfg.Ledger.List(ctx, sender); len(entries) != 0 {
+	if entries, _ := f.cfg.State.Ledger.List(ctx, sender); len(entries) != 0 {
 		t.Errorf("ledger keeps %d confirmed entries", len(entries))
 	}
 }
@@ -158,7 +156,7 @@ func (h *recordingHistory) Prune(context.Context, time.Time) (int64, error) { re
 // returns. RecordOf says what was paid, or why not.
 func TestHistoryRecordsEveryDrip(t *testing.T) {
 	hist := &recordingHistory{}
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{History: hist})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{State: State{History: hist}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.f.Run(ctx) }()

@@ -80,7 +80,7 @@ func (c *countingBroadcast) Broadcast(ctx context.Context, raw []byte) (string, 
 // Readiness reads accounts but never repairs: a key whose nonce looks stuck
 // gets no rebroadcast from a probe.
 func TestReadyDoesNotRepair(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{StuckBlocks: 1})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{StuckBlocks: 1}})
 	// The node answers 200 but loses the tx; blocks pass without the nonce moving.
 	e.dn.SetDropRate(1)
 	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {

@@ -58,6 +58,29 @@ const (
 	DefaultRefillAmountFactor uint64 = 10
 )
 
+// Resolve returns r with its zero thresholds set to their defaults for a
+// default drip of amount with fee fallback feeFallback (each zero: its
+// default), or why r cannot work: a refill must lift a key above the
+// threshold. The engine and the serve flags both check refills with it.
+func (r Refills) Resolve(amount, feeFallback uint64) (Refills, error) {
+	if amount == 0 {
+		amount = DefaultAmount
+	}
+	if feeFallback == 0 {
+		feeFallback = DefaultFeeFallback
+	}
+	if r.Below == 0 {
+		r.Below = satMul(DefaultRefillBelowDrips, DripCost(amount, feeFallback))
+	}
+	if r.Amount == 0 {
+		r.Amount = satMul(DefaultRefillAmountFactor, r.Below)
+	}
+	if r.Amount < r.Below {
+		return r, fmt.Errorf("refill amount %d µSTX is below the refill threshold %d µSTX; a refill must lift a key above it", r.Amount, r.Below)
+	}
+	return r, nil
+}
+
 // treasury is the refill state of an engine with a treasury key.
 type treasury struct {
 	memo   stacks.Memo
@@ -109,32 +132,28 @@ type TreasuryStatus struct {
 // adds the treasury's key state. Called by New after the distributor keys.
 func (f *Faucet) setupTreasury() error {
 	c := &f.cfg
-	if c.Treasury == nil {
-		if c.RefillBelow != 0 || c.RefillAmount != 0 {
+	if c.Refills.Treasury == nil {
+		if c.Refills.Below != 0 || c.Refills.Amount != 0 {
 			return errors.New("faucet: refill settings without a treasury key")
 		}
 		return nil
 	}
-	addr := c.Treasury.TestnetAddress()
+	addr := c.Refills.Treasury.TestnetAddress()
 	for _, k := range c.Keys {
 		if k.TestnetAddress() == addr {
 			return fmt.Errorf("faucet: the treasury key (%s) is also a distributor key", addr)
 		}
 	}
-	if c.RefillBelow == 0 {
-		c.RefillBelow = satMul(DefaultRefillBelowDrips, satAdd(c.DefaultAmount, c.FeeFallback))
+	r, err := c.Refills.Resolve(c.Amounts.Default, c.Fees.Fallback)
+	if err != nil {
+		return fmt.Errorf("faucet: %w", err)
 	}
-	if c.RefillAmount == 0 {
-		c.RefillAmount = satMul(DefaultRefillAmountFactor, c.RefillBelow)
-	}
-	if c.RefillAmount < c.RefillBelow {
-		return fmt.Errorf("faucet: refill amount %d µSTX is below the refill threshold %d µSTX; a refill must lift a key above it", c.RefillAmount, c.RefillBelow)
-	}
+	c.Refills = r
 	memo, err := stacks.NewMemo(RefillMemo)
 	if err != nil {
 		return fmt.Errorf("faucet: %w", err)
 	}
-	f.treasury = &treasury{memo: memo, below: c.RefillBelow, amount: c.RefillAmount}
+	f.treasury = &treasury{memo: memo, below: c.Refills.Below, amount: c.Refills.Amount}
 	return nil
 }
 
@@ -144,7 +163,7 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 	if t == nil {
 		return TreasuryStatus{}, false
 	}
-	ks := f.pool.treasury.status(f.cfg.FeeReserve)
+	ks := f.pool.treasury.status(f.cfg.Fees.Reserve)
 	s := TreasuryStatus{
 		Address:         ks.Address,
 		Balance:         ks.Balance,
@@ -178,14 +197,14 @@ func (f *Faucet) syncTreasury(ctx context.Context, height uint64) bool {
 		return false
 	}
 	f.repair(ctx, k, height)
-	bal, avail := k.funds(f.cfg.FeeReserve)
+	bal, avail := k.funds(f.cfg.Fees.Reserve)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dry {
 		switch {
 		case bal < t.dryBalance:
 			t.dryBalance = bal // its own spends confirmed
-		case bal > t.dryBalance && avail >= satAdd(t.amount, f.cfg.FeeMax):
+		case bal > t.dryBalance && avail >= satAdd(t.amount, f.cfg.Fees.Max):
 			t.dry = false
 			f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "balance", bal, "available", avail)
 		}
@@ -222,7 +241,7 @@ func (f *Faucet) warnDry(height uint64, recipient stacks.Address, msg string, ar
 		return
 	}
 	k := f.pool.treasury
-	bal, avail := k.funds(f.cfg.FeeReserve)
+	bal, avail := k.funds(f.cfg.Fees.Reserve)
 	f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
 		"balance", bal, "available", avail, "refill_amount", t.amount}, args...)...)
 }
@@ -267,7 +286,7 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 // threshold was read from the node after the call began (see refill).
 func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
 	owned, loaded, isSynced := d.flags()
-	_, avail := d.funds(f.cfg.FeeReserve)
+	_, avail := d.funds(f.cfg.Fees.Reserve)
 	if owned && loaded {
 		if !syncedNow || !isSynced {
 			return 0, false
@@ -286,7 +305,7 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 		if owned, loaded, synced := d.flags(); !owned || !loaded || !synced {
 			return 0, false // ownership changed meanwhile
 		}
-		_, avail := d.funds(f.cfg.FeeReserve)
+		_, avail := d.funds(f.cfg.Fees.Reserve)
 		return avail, true
 	}
 	if owned {
@@ -297,7 +316,7 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 		f.log.Warn("refill: reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
-	entries, err := f.cfg.Ledger.List(ctx, d.addr)
+	entries, err := f.cfg.State.Ledger.List(ctx, d.addr)
 	if err != nil {
 		f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
@@ -308,7 +327,7 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 			spend = satAdd(spend, satAdd(e.Amount, e.Fee))
 		}
 	}
-	return satSub(satSub(acct.Balance, spend), f.cfg.FeeReserve), true
+	return satSub(satSub(acct.Balance, spend), f.cfg.Fees.Reserve), true
 }
 
 // sendRefill sends one refill from the treasury to d: a placement whose
@@ -360,7 +379,7 @@ func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
 		return
 	case errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds:
 		t.failed.Add(1)
-		bal, _ := k.funds(f.cfg.FeeReserve)
+		bal, _ := k.funds(f.cfg.Fees.Reserve)
 		if !t.markDry(bal) {
 			f.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
 		}

@@ -27,9 +27,9 @@ const (
 )
 
 func treasuryConfig(c Config) Config {
-	c.DefaultAmount = tDrip
-	if c.FeeMax == 0 {
-		c.FeeMax = 1000
+	c.Amounts.Default = tDrip
+	if c.Fees.Max == 0 {
+		c.Fees.Max = 1000
 	}
 	return c
 }
@@ -45,7 +45,7 @@ func newTreasuryEnv(t *testing.T, nKeys int, funding, treasuryFunding uint64, dc
 		dcfg.Genesis = map[stacks.Address]uint64{}
 	}
 	dcfg.Genesis[tk.TestnetAddress()] = treasuryFunding
-	fcfg.Treasury = tk
+	fcfg.Refills.Treasury = tk
 	return newEnv(t, nKeys, funding, dcfg, treasuryConfig(fcfg))
 }
 
@@ -113,12 +113,12 @@ func (e *env) drain(i int) {
 func TestTreasuryRefillsDrainedKey(t *testing.T) {
 	hist := &recordingHistory{}
 	const funding = 25_000_000
-	e := newTreasuryEnv(t, 1, funding, 10_000_000_000, devnode.Config{}, Config{History: hist})
+	e := newTreasuryEnv(t, 1, funding, 10_000_000_000, devnode.Config{}, Config{State: State{History: hist}})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = rb
 	ctx := context.Background()
 	dist := e.keys[0].TestnetAddress()
-	tAddr := e.f.cfg.Treasury.TestnetAddress()
+	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	if s := e.treasury(); s.Address != tAddr.String() || s.RefillBelow != tRefillBelow || s.RefillAmount != tRefillAmt || !s.Owned || !s.Synced {
 		t.Fatalf("treasury status %+v", s)
 	}
@@ -208,11 +208,11 @@ func (a *armedAccount) Account(ctx context.Context, p string) (*node.Account, er
 // block, not with the engine's own loop polling, and not when the block
 // that confirms the refill lands in the middle of a poll.
 func TestRefillNeverTwiceInFlight(t *testing.T) {
-	e := newTreasuryEnv(t, 2, 25_000_000, 10_000_000_000, devnode.Config{}, Config{PollInterval: time.Millisecond})
+	e := newTreasuryEnv(t, 2, 25_000_000, 10_000_000_000, devnode.Config{}, Config{Timing: Timing{PollInterval: time.Millisecond}})
 	aa := &armedAccount{NodeClient: e.f.cfg.Node, dn: e.dn}
 	rb := &recordingBroadcast{NodeClient: aa}
 	e.f.cfg.Node = rb
-	tAddr := e.f.cfg.Treasury.TestnetAddress()
+	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.f.Run(ctx) }()
@@ -277,8 +277,8 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ledger := NewMemoryLedger()
-			e := newTreasuryEnv(t, 1, 25_000_000, 10_000_000_000, devnode.Config{}, Config{Ledger: ledger})
-			tAddr := e.f.cfg.Treasury.TestnetAddress()
+			e := newTreasuryEnv(t, 1, 25_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Ledger: ledger}})
+			tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 			dist := e.keys[0].TestnetAddress()
 			e.drain(0)
 			e.dn.Mine()
@@ -304,8 +304,12 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 
 			cfg := e.f.cfg
 			rb := &recordingBroadcast{NodeClient: cfg.Node}
-			f2, err := New(Config{Keys: cfg.Keys, Node: rb, Treasury: cfg.Treasury, DefaultAmount: tDrip, FeeMax: 1000,
-				Ledger: ledger, History: cfg.History})
+			f2, err := New(Config{
+				Keys: cfg.Keys, Node: rb,
+				Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
+				Refills: Refills{Treasury: cfg.Refills.Treasury},
+				State:   State{Ledger: ledger, History: cfg.State.History},
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,7 +385,7 @@ func TestDryTreasury(t *testing.T) {
 	e := newTreasuryEnv(t, 1, 25_000_000, tRefillAmt/2, devnode.Config{}, Config{Logger: slog.New(logs)})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = rb
-	tAddr := e.f.cfg.Treasury.TestnetAddress()
+	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	e.drain(0)
 	e.mine()
 	if s := e.treasury(); !s.Dry || s.RefillsFailed != 1 || s.RefillsSent != 0 {
@@ -425,7 +429,7 @@ func TestDryTreasury(t *testing.T) {
 // wrong) marks it dry too; the same balance does not bring it back.
 func TestTreasuryNotEnoughFundsFromNode(t *testing.T) {
 	e := newTreasuryEnv(t, 1, 25_000_000, 10_000_000_000, devnode.Config{}, Config{})
-	tAddr := e.f.cfg.Treasury.TestnetAddress()
+	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	e.drain(0)
 	sb := &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
 		func(context.Context, []byte) (string, error) {
@@ -438,7 +442,7 @@ func TestTreasuryNotEnoughFundsFromNode(t *testing.T) {
 	if s := e.treasury(); !s.Dry || s.RefillsFailed != 1 || s.InFlight != 0 {
 		t.Fatalf("treasury after NotEnoughFunds %+v", s)
 	}
-	rows, _ := e.f.cfg.Ledger.List(context.Background(), tAddr)
+	rows, _ := e.f.cfg.State.Ledger.List(context.Background(), tAddr)
 	if len(rows) != 0 {
 		t.Fatalf("refused refill left in the ledger: %+v", rows)
 	}
@@ -467,16 +471,16 @@ func TestTreasuryConfigErrors(t *testing.T) {
 	}
 	nc := &recordingBroadcast{}
 	for name, c := range map[string]Config{
-		"treasury is a distributor": {Keys: []*stacks.PrivateKey{other, k}, Treasury: same},
-		"refill below threshold":    {Keys: []*stacks.PrivateKey{other}, Treasury: k, RefillBelow: 100, RefillAmount: 99},
-		"refill without treasury":   {Keys: []*stacks.PrivateKey{other}, RefillBelow: 100},
+		"treasury is a distributor": {Keys: []*stacks.PrivateKey{other, k}, Refills: Refills{Treasury: same}},
+		"refill below threshold":    {Keys: []*stacks.PrivateKey{other}, Refills: Refills{Treasury: k, Below: 100, Amount: 99}},
+		"refill without treasury":   {Keys: []*stacks.PrivateKey{other}, Refills: Refills{Below: 100}},
 	} {
 		c.Node = nc
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: New succeeded", name)
 		}
 	}
-	f, err := New(Config{Keys: []*stacks.PrivateKey{other}, Node: nc, Treasury: k})
+	f, err := New(Config{Keys: []*stacks.PrivateKey{other}, Node: nc, Refills: Refills{Treasury: k}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,16 +519,21 @@ func (o *recordingOwner) Run(ctx context.Context, keys []stacks.Address, h Owner
 // than sending new ones.
 func TestTreasuryOwnedByOneReplica(t *testing.T) {
 	ledger := NewMemoryLedger()
-	e := newTreasuryEnv(t, 2, 10_000_000, 10_000_000_000, devnode.Config{}, Config{Owner: idleOwner{}, Ledger: ledger})
+	e := newTreasuryEnv(t, 2, 10_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Owner: idleOwner{}, Ledger: ledger}})
 	cfg := e.f.cfg
-	tAddr := cfg.Treasury.TestnetAddress()
+	tAddr := cfg.Refills.Treasury.TestnetAddress()
 	k0, k1 := e.keys[0].TestnetAddress(), e.keys[1].TestnetAddress()
 
 	// The owner is asked for the treasury beside the distributors.
 	// (It hands out nothing: replicas A and B below share its state.)
 	owner := &recordingOwner{got: make(chan []stacks.Address, 1)}
-	fa, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Treasury: cfg.Treasury, DefaultAmount: tDrip, FeeMax: 1000,
-		Ledger: ledger, Owner: owner, PollInterval: time.Millisecond})
+	fa, err := New(Config{
+		Keys: cfg.Keys, Node: cfg.Node,
+		Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
+		Refills: Refills{Treasury: cfg.Refills.Treasury},
+		State:   State{Ledger: ledger, Owner: owner},
+		Timing:  Timing{PollInterval: time.Millisecond},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,8 +551,12 @@ func TestTreasuryOwnedByOneReplica(t *testing.T) {
 
 	// Replica A holds the treasury and key 0, replica B key 1; both keys
 	// are below the threshold from genesis.
-	a, b := e.f, mustNew(t, Config{Keys: cfg.Keys, Node: cfg.Node, Treasury: cfg.Treasury, DefaultAmount: tDrip, FeeMax: 1000,
-		Ledger: ledger, Owner: idleOwner{}})
+	a, b := e.f, mustNew(t, Config{
+		Keys: cfg.Keys, Node: cfg.Node,
+		Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
+		Refills: Refills{Treasury: cfg.Refills.Treasury},
+		State:   State{Ledger: ledger, Owner: idleOwner{}},
+	})
 	bg := context.Background()
 	a.Acquired(bg, tAddr)
 	a.Acquired(bg, k0)
@@ -662,10 +675,10 @@ func TestRefillRacingPolls(t *testing.T) {
 			const funding = 10_000_000 // below the threshold from genesis
 			var fcfg Config
 			if !owned {
-				fcfg.Owner = idleOwner{}
+				fcfg.State.Owner = idleOwner{}
 			}
 			e := newTreasuryEnv(t, 2, funding, 10_000_000_000, devnode.Config{}, fcfg)
-			tAddr := e.f.cfg.Treasury.TestnetAddress()
+			tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 			bg := context.Background()
 			if !owned {
 				e.f.Acquired(bg, tAddr) // the distributors are another replica's

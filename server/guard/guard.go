@@ -34,15 +34,24 @@ const (
 	bypassIPAllow = "ip_allow"
 )
 
+// Defaults of the proof of work: the one definition the serve flags, the
+// CRD's defaults and New (for zero Config fields) read. The proof of work is
+// off by default: v1 and v3 API clients written for the incumbent send no
+// solution, and a proof that only the page pays stops no bot (bots call the
+// API). Public faucets turn it on for everyone and give CI an API token.
+const (
+	DefaultDifficulty    = 0
+	DefaultChallengeTTL  = 5 * time.Minute
+	DefaultMaxDifficulty = 24
+)
+
 // Defaults applied by New to zero Config fields.
 const (
-	defaultTokensReload  = 10 * time.Second
-	defaultChallengeTTL  = 5 * time.Minute
-	defaultRaiseStep     = 2
-	defaultMaxDifficulty = 24
-	defaultBalanceTTL    = 30 * time.Second
-	maxDifficulty        = 32
-	minSecretLen         = 16
+	defaultTokensReload = 10 * time.Second
+	defaultRaiseStep    = 2
+	defaultBalanceTTL   = 30 * time.Second
+	maxDifficulty       = 32
+	minSecretLen        = 16
 )
 
 // Request is what the checks see of one drip request.
@@ -230,7 +239,7 @@ func (c *Chain) setupPoW(p PoWConfig) error {
 		return fmt.Errorf("guard: challenge TTL %v is negative", p.TTL)
 	}
 	if p.TTL == 0 {
-		p.TTL = defaultChallengeTTL
+		p.TTL = DefaultChallengeTTL
 	}
 	if p.TTL < time.Second {
 		return fmt.Errorf("guard: challenge TTL %v is under one second", p.TTL)
@@ -246,7 +255,7 @@ func (c *Chain) setupPoW(p PoWConfig) error {
 		p.RaiseStep = defaultRaiseStep
 	}
 	if p.MaxDifficulty == 0 {
-		p.MaxDifficulty = max(defaultMaxDifficulty, p.Difficulty)
+		p.MaxDifficulty = max(DefaultMaxDifficulty, p.Difficulty)
 	}
 	if p.MaxDifficulty < p.Difficulty || p.MaxDifficulty > maxDifficulty {
 		return fmt.Errorf("guard: proof-of-work maximum difficulty %d is outside %d..%d", p.MaxDifficulty, p.Difficulty, maxDifficulty)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/stacks"
+)
+
+// Every `faucet serve` flag's default is a Go constant of the package that
+// owns the setting (the same constant the engine, the server or the guard
+// applies to a zero value, and TestCRDDefaultsAreTheServerDefaults holds
+// the CRD to): none is typed a second time here. A new flag must be added
+// to this table.
+func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
+	limit := func(l guard.Limit) string { return limitValue{&l}.String() }
+	want := map[string]string{
+		"listen":                   fmt.Sprintf(":%d", server.DefaultPort),
+		"node-timeout":             node.DefaultTimeout.String(),
+		"status-cache-ttl":         server.DefaultStatusCacheTTL.String(),
+		"amount":                   strconv.FormatUint(faucet.DefaultAmount, 10),
+		"stacking-padding-percent": strconv.FormatUint(faucet.DefaultStackingPadding, 10),
+		"memo":                     faucet.DefaultMemo,
+		"fee-min":                  strconv.FormatUint(faucet.DefaultFeeMin, 10),
+		"fee-max":                  strconv.FormatUint(faucet.DefaultFeeMax, 10),
+		"fee-fallback":             strconv.FormatUint(faucet.DefaultFeeFallback, 10),
+		"max-in-flight":            strconv.Itoa(faucet.DefaultMaxInFlight),
+		"stuck-blocks":             strconv.FormatUint(faucet.DefaultStuckBlocks, 10),
+		"busy-wait":                faucet.DefaultBusyWait.String(),
+		"batch-window":             faucet.DefaultBatchWindow.String(),
+		"batch-contract":           stacks.SendManyMemoTestnet,
+		"limit-address":            limit(guard.DefaultLimits().PerAddress),
+		"limit-stacking":           limit(guard.DefaultLimits().StackingPerAddress),
+		"limit-ip":                 limit(guard.DefaultLimits().PerIP),
+		"pow-difficulty":           strconv.Itoa(guard.DefaultDifficulty),
+		"pow-max-difficulty":       strconv.Itoa(guard.DefaultMaxDifficulty),
+		"pow-ttl":                  guard.DefaultChallengeTTL.String(),
+		"explorer-tx-url":          server.DefaultExplorerTxURL,
+		"low-drips":                strconv.Itoa(server.DefaultLowDrips),
+		"history-retention":        defaultHistoryRetention.String(),
+		// Settings of serve alone: the devnet, logging.
+		"devnet-keys": "4", "block-time": (2 * time.Second).String(),
+		"log-level": "info", "log-format": "json",
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var o serveOptions
+	o.register(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		w, listed := want[f.Name]
+		zero := f.DefValue == "" || f.DefValue == "0" || f.DefValue == "false" || f.DefValue == "0s"
+		switch {
+		case listed && f.DefValue != w:
+			t.Errorf("--%s defaults to %q, the package default is %q", f.Name, f.DefValue, w)
+		case !listed && !zero:
+			t.Errorf("--%s has a default (%q) this test does not check against its package", f.Name, f.DefValue)
+		}
+	})
+
+}
