@@ -18,7 +18,7 @@ VECTORS_FILE        := $(BIN)/stacksjs-vectors.json
 # Fuzzing: a short smoke run inside `make test`, longer with `make fuzz`.
 FUZZ_SMOKE_TIME ?= 5s
 FUZZ_TIME       ?= 60s
-FUZZ_TARGETS    := ./server/stacks:FuzzParsePrincipal ./server/stacks:FuzzC32 ./server/stacks:FuzzDecodeTransaction ./server/stacks:FuzzDecodeClarityValue
+FUZZ_TARGETS    := ./server/chain/stacks:FuzzParsePrincipal ./server/chain/stacks:FuzzC32 ./server/chain/stacks:FuzzDecodeTransaction ./server/chain/stacks:FuzzDecodeClarityValue
 
 # Operator code generation: controller-gen is pinned in hack/tools/go.mod.
 # The envtest control plane is built from source by hack/envtest/build.sh,
@@ -81,7 +81,7 @@ test-unit: envtest postgres ## Unit, integration and controller (envtest) tests,
 test-conformance: $(CONFORMANCE_DIR)/node_modules/.installed ## Check the signer against fresh stacks.js vectors.
 	@mkdir -p $(BIN)
 	node $(CONFORMANCE_DIR)/gen-vectors.mjs --count $(CONFORMANCE_VECTORS) --out $(VECTORS_FILE)
-	STACKS_VECTORS=$(VECTORS_FILE) $(GO) test -count=1 -run '^TestConformance$$' -v ./server/stacks/ | grep -E '^(=== RUN|--- |\s+conformance_test|PASS|FAIL|ok)'
+	STACKS_VECTORS=$(VECTORS_FILE) $(GO) test -count=1 -run '^TestConformance$$' -v ./server/chain/stacks/ | grep -E '^(=== RUN|--- |\s+conformance_test|PASS|FAIL|ok)'
 
 $(CONFORMANCE_DIR)/node_modules/.installed: $(CONFORMANCE_DIR)/package-lock.json
 	npm ci --prefix $(CONFORMANCE_DIR) --no-audit --no-fund

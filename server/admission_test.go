@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
 // lostAnswerNode lets the first broadcast reach the node but loses its

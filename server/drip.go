@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // maxBodyBytes is how much of a drip request body is read, only to recognise

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // v3Success is the incumbent's v3 answer. amount.stx is µSTX as a decimal

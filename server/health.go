@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
-	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
 // readyTimeout bounds the node read a readiness probe may trigger; kubelet

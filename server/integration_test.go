@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // TestConcurrentDripsSettleExactly fires 1,000 concurrent drips at 4 keys

@@ -18,11 +18,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )

@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
 // StatusNode is the node RPC the status endpoint reads; *node.Client

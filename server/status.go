@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/ttlcache"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
 )
 
 // Status values.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
-	"github.com/stxfaucet/faucet-operator/server/node"
 )
 
 // getStatus fetches a status path and decodes it.

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // Every `faucet serve` flag's default is a Go constant of the package that

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // `faucet devnet` deploys send-many-memo at its testnet id, so a send-many

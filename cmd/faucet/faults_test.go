@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/devnode"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 func TestParseWithEnv(t *testing.T) {

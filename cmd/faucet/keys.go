@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // runKeys implements `faucet keys generate`: fresh compressed testnet keys and

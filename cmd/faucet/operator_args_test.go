@@ -31,10 +31,10 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // crdSpecSchema reads the generated CRD and returns the schema of spec.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // An unwritable or unreachable store fails `serve` at start with a message

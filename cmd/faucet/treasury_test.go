@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 func writeKeys(t *testing.T, keys ...*stacks.PrivateKey) string {

@@ -28,7 +28,7 @@ export const GOLDEN = {
   },
 };
 
-// The same one as goldenCallTxRaw in server/stacks/contractcall_test.go.
+// The same one as goldenCallTxRaw in server/chain/stacks/contractcall_test.go.
 export const GOLDEN_CALL = {
   senderKey: GOLDEN.senderKey,
   nonce: 7n,

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/devnode"
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // batchDevnode is a devnode with send-many-memo deployed at its testnet id.

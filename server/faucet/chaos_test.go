@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 )
 
 // Under injected node errors and silently dropped transactions, concurrent

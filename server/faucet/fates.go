@@ -3,7 +3,7 @@ package faucet
 import (
 	"sync"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // maxFates bounds the memory of replaced and dropped txids: they matter for

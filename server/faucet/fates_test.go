@@ -3,7 +3,7 @@ package faucet
 import (
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 func TestTxFates(t *testing.T) {

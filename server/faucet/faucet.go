@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
-	"github.com/stxfaucet/faucet-operator/server/ttlcache"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
 )
 
 // Faucet dispenses STX. Safe for concurrent use.

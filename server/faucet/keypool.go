@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // keyPool owns the sending keys: their locks, nonce allocation, release,

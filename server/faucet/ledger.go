@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // PendingTx is a transaction the node accepted (or may have accepted) that is

@@ -3,7 +3,7 @@ package faucet
 import (
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 func newTestKey(t *testing.T) *keyState {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/devnode"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // fencedLedger refuses writes for one sender as a shared store does once

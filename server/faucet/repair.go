@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Run keeps the engine in step with the node until ctx ends: it resumes

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // loadKey reads the key's in-flight transactions from the ledger once per

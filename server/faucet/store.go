@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // The engine's state lives behind three small interfaces so that it can be

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // maxBalanceEntries bounds the balance cache: a flood of distinct

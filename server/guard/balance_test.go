@@ -11,8 +11,8 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 const stx = 1_000_000

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 )
 
 // rejectCounter records OnReject calls.

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Check names (metric label values, stable).

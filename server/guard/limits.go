@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Limit allows Requests drips per sliding Window. Requests ≤ 0 disables it.

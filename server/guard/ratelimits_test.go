@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 func reserveErr(t *testing.T, r *RateLimits, a Admission) error {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 )
 
 // Key ownership on Postgres (faucet.KeyOwner).

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )

@@ -1,5 +1,5 @@
 // Stacks address validation: c32check encoding and checksum, as the faucet
-// server (server/stacks) and the c32check npm package read addresses.
+// server (server/chain/stacks) and the c32check npm package read addresses.
 //
 // An ES module for the page and for Node (hack/pagetest compares it with
 // c32check on random vectors).
@@ -13,7 +13,7 @@ export const VERSION_MAINNET_MULTI = 20; // SM…
 export const VERSION_TESTNET_SINGLE = 26; // ST…
 export const VERSION_TESTNET_MULTI = 21; // SN…
 
-// The server refuses longer input before decoding (server/stacks maxC32Input).
+// The server refuses longer input before decoding (server/chain/stacks maxC32Input).
 const MAX_ADDRESS_CHARS = 256;
 // Clarity's limit on new contract names, which the server enforces
 // (stacks.ValidateContractName); a longer name would only fail there.

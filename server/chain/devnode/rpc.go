@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Response bodies copied from stacks-core (net/http/mod.rs, httpcore.rs,

@@ -3,7 +3,7 @@ package devnode
 import (
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 )
 
 // The chaining limit's exact edge: on account nonce n, nonce n+26 is the

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // POST /v2/fees/transaction (stacks-core net/api/postfeerate.rs). The decode

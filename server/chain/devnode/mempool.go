@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // maxChaining is MAXIMUM_MEMPOOL_TX_CHAINING: nonces up to

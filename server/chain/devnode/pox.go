@@ -4,8 +4,8 @@ import (
 	"encoding/hex"
 	"math"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // PoX parameters of the regtest node captured in the v2-pox-regtest-pox4

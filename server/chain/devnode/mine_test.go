@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 func TestMineNonceGap(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Run mines a block every Config.BlockTime until ctx is done, then returns

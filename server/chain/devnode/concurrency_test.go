@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // TestConcurrentSubmissions: 200 senders broadcast at once, one sender

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stxfaucet/faucet-operator/server/node"
-	"github.com/stxfaucet/faucet-operator/server/stacks"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // fixturePrincipal is the sender the stacks-core rejection fixtures use.
