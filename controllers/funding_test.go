@@ -324,7 +324,12 @@ func TestFundingMonitor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- m.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("funding monitor: %v", err)
+		}
+	}()
 
 	slowKeys := []types.NamespacedName{{Namespace: "a", Name: "slow1"}, {Namespace: "a", Name: "slow2"}}
 	for _, k := range slowKeys {

@@ -503,7 +503,7 @@ func TestConfigHashRollsThePod(t *testing.T) {
 }
 
 func TestPersistentVolumeClaimFor(t *testing.T) {
-	gi := func(s string) resource.Quantity { return resource.MustParse(s) }
+	gi := resource.MustParse
 	existing := func(class *string, size string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{
 			Spec: corev1.PersistentVolumeClaimSpec{

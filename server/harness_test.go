@@ -246,15 +246,15 @@ type countingNode struct {
 	mutateInfo func(*node.Info)
 }
 
-func (c *countingNode) settings() (time.Duration, error, func(*node.Info)) {
+func (c *countingNode) settings() (time.Duration, func(*node.Info), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.delay, c.poxErr, c.mutateInfo
+	return c.delay, c.mutateInfo, c.poxErr
 }
 
 func (c *countingNode) Info(ctx context.Context) (*node.Info, error) {
 	c.infoCalls.Add(1)
-	delay, _, mutate := c.settings()
+	delay, mutate, _ := c.settings()
 	time.Sleep(delay)
 	info, err := c.next.Info(ctx)
 	if err == nil && mutate != nil {
@@ -265,7 +265,7 @@ func (c *countingNode) Info(ctx context.Context) (*node.Info, error) {
 
 func (c *countingNode) PoX(ctx context.Context) (*node.PoXInfo, error) {
 	c.poxCalls.Add(1)
-	delay, poxErr, _ := c.settings()
+	delay, _, poxErr := c.settings()
 	time.Sleep(delay)
 	if poxErr != nil {
 		return nil, poxErr

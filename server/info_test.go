@@ -129,7 +129,12 @@ func TestDripStatusLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.f.Run(ctx) }() // writes the history
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+	})
 
 	to := newRecipient(t)
 	w := h.drip("address=" + to)

@@ -100,7 +100,7 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 	if o.devnetKeys < 1 || o.devnetKeys > 100 {
 		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
 	}
-	keyFunding := uint64(devnetFunding)
+	keyFunding := devnetFunding
 	genesis := map[stacks.Address]uint64{}
 	var treasury *stacks.PrivateKey
 	if o.devnetTreasury {
@@ -134,7 +134,7 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 
 // serveDevnode starts the node's RPC on addr and its miner; both stop with ctx.
 func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("devnode listen %s: %w", addr, err)
 	}

@@ -31,7 +31,12 @@ func TestDevnetSendManyContract(t *testing.T) {
 			"--fund", key.TestnetAddress().String() + "=1000000000"}, pw)
 		pw.Close()
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("devnet: %v", err)
+		}
+	})
 	// The one line it prints names the RPC URL.
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,17 +333,6 @@ func (b *lockedBuffer) tail(n int) string {
 	return strings.Join(b.lines[from:], "\n")
 }
 
-func (b *lockedBuffer) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, l := range b.lines {
-		if strings.Contains(l, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestFaultsRestartSQLite: 20 unconfirmed drips, SIGTERM, restart, 20 more
 // → 40 of 40 answered 200 and mined with exact balances; an address at its
 // limit before the restart is still refused after it, with a Retry-After
@@ -387,7 +377,7 @@ func TestFaultsRestartSQLite(t *testing.T) {
 		t.Errorf("Retry-After %q: want the rest of the 5-minute window", a.retryAfter)
 	}
 	e.mineUntilEmpty(3)
-	all := append(before, after...)
+	all := slices.Concat(before, after)
 	e.checkPaid(all[:15], 500_000_000)
 	e.checkPaid(all[20:], 500_000_000)
 	if bal, _ := e.dn.Account(limited.Address); bal != 5*500_000_000 {

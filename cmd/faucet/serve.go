@@ -245,7 +245,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}

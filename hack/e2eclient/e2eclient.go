@@ -60,7 +60,7 @@ func Drip(ctx context.Context, repo, faucetURL, address string, amount int64) (R
 	err := cmd.Run()
 	var res Result
 	if jerr := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); jerr != nil || err != nil || !res.OK {
-		return res, fmt.Errorf("official client: %v / %v: %s\nstderr: %s", err, jerr, stdout.String(), stderr.String())
+		return res, fmt.Errorf("official client: %w / %w: %s\nstderr: %s", err, jerr, stdout.String(), stderr.String())
 	}
 	if res.Amount != strconv.FormatInt(amount, 10) {
 		return res, fmt.Errorf("official client saw amount %s, want %d", res.Amount, amount)

@@ -56,8 +56,9 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *faucetBin, *timeout, *keep); err != nil {
+	err := run(ctx, *faucetBin, *timeout, *keep)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest-sample: FAILED:", err)
 		os.Exit(1)
 	}

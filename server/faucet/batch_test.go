@@ -260,7 +260,7 @@ func TestRefusedBatchIsSplit(t *testing.T) {
 	}
 	e.mine()
 	for _, r := range to {
-		want := uint64(DefaultAmount)
+		want := DefaultAmount
 		if r == rr.bad {
 			want = 0
 		}

@@ -27,7 +27,6 @@ type MemoryHistory struct {
 	size int
 	ring []DripRecord // insertion order; next is the slot written next
 	next int
-	full bool
 	byTx map[string]int // txid → ring index of its newest record
 }
 

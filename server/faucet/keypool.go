@@ -89,7 +89,12 @@ func (p *keyPool) release(k *keyState, nonce uint64) {
 // key is at its in-flight cap. prepare runs first on each candidate (it
 // loads and syncs keys that need it) and may exclude one.
 func (p *keyPool) pickWithin(ctx context.Context, spend uint64, excluded map[*keyState]bool, wait time.Duration, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
-	var deadline <-chan time.Time
+	var timer *time.Timer // started at the first wait
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		freed := p.freed
@@ -98,17 +103,15 @@ func (p *keyPool) pickWithin(ctx context.Context, spend uint64, excluded map[*ke
 		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
 			return k, nonce, err
 		}
-		if deadline == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			deadline = t.C
+		if timer == nil {
+			timer = time.NewTimer(wait)
 		}
 		if p.onBusyWait != nil {
 			p.onBusyWait()
 		}
 		select {
 		case <-freed:
-		case <-deadline:
+		case <-timer.C:
 			return nil, 0, err
 		case <-ctx.Done():
 			return nil, 0, err

@@ -107,7 +107,7 @@ func TestAdaptiveDifficulty(t *testing.T) {
 	// A challenge issued before the raise is worth nothing after it: hoarded
 	// easy challenges cannot get round the raise.
 	_, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Challenge: early.Token, Solution: earlySol})
-	rejection(t, err, CheckProofOfWork, 400, "challenge_invalid")
+	wantRejection(t, err, CheckProofOfWork, 400, "challenge_invalid")
 	// After the window the difficulty falls back, and the early challenge
 	// (still unexpired and unspent) is good again.
 	clock.Advance(time.Minute)
@@ -144,7 +144,7 @@ func TestAdaptiveFromZero(t *testing.T) {
 		t.Fatalf("above threshold: Required %v Difficulty %d, want 16", c.Required(), c.Difficulty())
 	}
 	_, err := c.Check(ctx, Request{Recipient: testPrincipal(1)})
-	rejection(t, err, CheckProofOfWork, 428, "challenge_required")
+	wantRejection(t, err, CheckProofOfWork, 428, "challenge_required")
 	// Rejected drips do not count.
 	if c.Difficulty() != 16 {
 		t.Fatalf("a rejected drip changed the difficulty to %d", c.Difficulty())

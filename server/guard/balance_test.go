@@ -35,7 +35,7 @@ func TestBalanceCap(t *testing.T) {
 			t.Errorf("message %q does not give the cap in STX", r.Message)
 		}
 	}
-	for _, p := range []stacks.Principal{testPrincipal(2), testPrincipal(5)} { // below; unknown = 0
+	for _, p := range []stacks.Principal{testPrincipal(2), testPrincipal(5)} { // below the cap, and an unknown account (zero)
 		if _, err := c.Check(ctx, Request{Recipient: p}); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

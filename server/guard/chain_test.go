@@ -78,22 +78,22 @@ func TestChainOrder(t *testing.T) {
 	// Deny comes before the token check: an invalid token from a denied IP
 	// is refused as denied, and nothing else is consulted.
 	_, err := c.Check(ctx, Request{ClientIP: denied, Recipient: testPrincipal(9), Authorization: "Bearer wrong"})
-	rejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
+	wantRejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
 	if accts.Reads() != 0 {
 		t.Fatal("a denied request read a balance")
 	}
 	// The token check comes before the proof of work and the balance.
 	_, err = c.Check(ctx, Request{Recipient: testPrincipal(9), Authorization: "Bearer wrong"})
-	rejection(t, err, CheckAPIToken, http.StatusUnauthorized, "token_invalid")
+	wantRejection(t, err, CheckAPIToken, http.StatusUnauthorized, "token_invalid")
 	// The proof of work comes before the balance.
 	_, err = c.Check(ctx, Request{Recipient: testPrincipal(9)})
-	rejection(t, err, CheckProofOfWork, http.StatusPreconditionRequired, "challenge_required")
+	wantRejection(t, err, CheckProofOfWork, http.StatusPreconditionRequired, "challenge_required")
 	if accts.Reads() != 0 {
 		t.Fatal("balance read before the earlier checks passed")
 	}
 	// A token skips the proof of work but not the balance cap.
 	_, err = c.Check(ctx, Request{Recipient: testPrincipal(9), Authorization: "Bearer " + plainToken})
-	rejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
+	wantRejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
 	g, err := c.Check(ctx, Request{Recipient: testPrincipal(1), Authorization: "Bearer " + plainToken})
 	if err != nil || g.Token == nil || g.Bypassed != "api_token" || !g.SkipIPLimit {
 		t.Fatalf("token grant %+v, %v", g, err)
@@ -106,7 +106,7 @@ func TestChainOrder(t *testing.T) {
 	// The allow list skips the proof of work but not the balance cap.
 	allowed := netip.MustParseAddr("10.1.1.1")
 	_, err = c.Check(ctx, Request{ClientIP: allowed, Recipient: testPrincipal(9)})
-	rejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
+	wantRejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
 	g, err = c.Check(ctx, Request{ClientIP: allowed, Recipient: testPrincipal(1)})
 	if err != nil || g.Bypassed != "ip_allow" || !g.SkipIPLimit || g.Token != nil {
 		t.Fatalf("allow grant %+v, %v", g, err)
@@ -134,13 +134,13 @@ func TestChainSpendsBeforeBalanceRead(t *testing.T) {
 
 	// Refused by the balance cap: the challenge is spent all the same…
 	_, err := c.Check(ctx, Request{Recipient: testPrincipal(9), Challenge: tok, Solution: sol})
-	rejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
+	wantRejection(t, err, CheckBalanceCap, http.StatusForbidden, "balance_cap")
 	if spent.Calls() != 1 {
 		t.Fatalf("%d spends, want 1", spent.Calls())
 	}
 	// …so replaying it is refused before any balance read.
 	_, err = c.Check(ctx, Request{Recipient: testPrincipal(2), Challenge: tok, Solution: sol})
-	rejection(t, err, CheckProofOfWork, http.StatusForbidden, "challenge_replayed")
+	wantRejection(t, err, CheckProofOfWork, http.StatusForbidden, "challenge_replayed")
 	if rc.get(CheckProofOfWork) != 1 || rc.get(CheckBalanceCap) != 1 {
 		t.Fatalf("OnReject counts %v", rc.n)
 	}

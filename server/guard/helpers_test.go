@@ -103,6 +103,13 @@ func writeFile(t testing.TB, dir, name, content string) string {
 
 // rejection asserts err is a *Rejection with the given check, status and
 // reason, and returns it.
+// wantRejection checks that err is that refusal.
+func wantRejection(t testing.TB, err error, check string, status int, reason string) {
+	t.Helper()
+	_ = rejection(t, err, check, status, reason)
+}
+
+// rejection checks that err is that refusal and returns it.
 func rejection(t testing.TB, err error, check string, status int, reason string) *Rejection {
 	t.Helper()
 	var r *Rejection

@@ -24,7 +24,7 @@ func TestDenyList(t *testing.T) {
 	for _, tc := range cases {
 		_, err := c.Check(context.Background(), Request{ClientIP: netip.MustParseAddr(tc.ip), Recipient: testPrincipal(1)})
 		if tc.denied {
-			rejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
+			wantRejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
 		} else if err != nil {
 			t.Errorf("%s: %v", tc.ip, err)
 		}
@@ -41,7 +41,7 @@ func TestDenyListRefusesTokens(t *testing.T) {
 	c := newChain(t, Config{TokensFile: path, Deny: mustPrefixes(t, "192.0.2.0/24")})
 	r := Request{ClientIP: netip.MustParseAddr("192.0.2.10"), Recipient: testPrincipal(1), Authorization: "Bearer " + plainToken}
 	_, err := c.Check(context.Background(), r)
-	rejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
+	wantRejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
 	r.ClientIP = netip.MustParseAddr("192.0.3.10")
 	if g, err := c.Check(context.Background(), r); err != nil || g.Token == nil {
 		t.Fatalf("same token elsewhere: grant %+v, err %v", g, err)
@@ -63,7 +63,7 @@ func TestAllowListBypassesPoW(t *testing.T) {
 		}
 	}
 	_, err := c.Check(context.Background(), Request{ClientIP: netip.MustParseAddr("11.0.0.1"), Recipient: testPrincipal(1)})
-	rejection(t, err, CheckProofOfWork, http.StatusPreconditionRequired, "challenge_required")
+	wantRejection(t, err, CheckProofOfWork, http.StatusPreconditionRequired, "challenge_required")
 }
 
 func TestPrefixValidation(t *testing.T) {
@@ -76,5 +76,5 @@ func TestPrefixValidation(t *testing.T) {
 	// Unmasked prefixes are masked.
 	c := newChain(t, Config{Deny: mustPrefixes(t, "192.0.2.77/24")})
 	_, err := c.Check(context.Background(), Request{ClientIP: netip.MustParseAddr("192.0.2.1")})
-	rejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
+	wantRejection(t, err, CheckDenyList, http.StatusForbidden, "ip_denied")
 }

@@ -95,7 +95,7 @@ func TestPoWWrongSolution(t *testing.T) {
 	}
 	for _, sol := range []string{wrong, "abc", "-1", "1e5", good + "x", strings.Repeat("1", 21), "12 34"} {
 		_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: ch.Token, Solution: sol})
-		rejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
+		wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
 	}
 	// Refused attempts did not spend the challenge.
 	if _, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: ch.Token, Solution: good}); err != nil {
@@ -149,7 +149,7 @@ func TestPoWOtherSecret(t *testing.T) {
 	other := newChain(t, Config{PoW: PoWConfig{Difficulty: 4, Secret: []byte("another-secret-of-enough-length")}})
 	tok, sol := solved(t, other)
 	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol})
-	rejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
+	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
 	// A replica with the same secret accepts it.
 	twin := newChain(t, Config{PoW: PoWConfig{Difficulty: 4, Secret: []byte("another-secret-of-enough-length")}})
 	if _, err := twin.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol}); err != nil {
@@ -173,7 +173,7 @@ func TestPoWExpired(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: ch.Token, Solution: sol})
-	rejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_expired")
+	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_expired")
 }
 
 func TestPoWIssuedInTheFuture(t *testing.T) {
@@ -184,7 +184,7 @@ func TestPoWIssuedInTheFuture(t *testing.T) {
 	c := newChain(t, Config{Now: clock.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret}})
 	tok, sol := solved(t, issuer)
 	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol})
-	rejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
+	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
 }
 
 func TestPoWBelowBase(t *testing.T) {
@@ -193,7 +193,7 @@ func TestPoWBelowBase(t *testing.T) {
 	// The operator raised the base difficulty: old easy challenges are void.
 	high := powChain(t, 8, nil)
 	_, err := high.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol})
-	rejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
+	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")
 }
 
 func TestPoWReplayConcurrent(t *testing.T) {

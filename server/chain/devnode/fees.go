@@ -87,10 +87,7 @@ func (n *Node) postFeeRate(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, msgFeeBadJSON)
 		return
 	}
-	h := *req.TransactionPayload
-	if strings.HasPrefix(h, "0x") {
-		h = h[2:]
-	}
+	h := strings.TrimPrefix(*req.TransactionPayload, "0x")
 	payload, err := hex.DecodeString(h)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, msgFeeBadHex)

@@ -911,7 +911,7 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("observed %d calls, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
-		if got[i].call != want[i].call || got[i].err != want[i].err {
+		if got[i].call != want[i].call || got[i].err != want[i].err { //nolint:errorlint // the observer must get the very error value
 			t.Errorf("observation %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}

@@ -285,8 +285,8 @@ func parseRejection(body []byte) *RejectionError {
 		ReasonData json.RawMessage `json:"reason_data"`
 		TxID       string          `json:"txid"`
 	}
-	if json.Unmarshal(body, &w) != nil || w.Reason == "" {
-		return nil
+	if err := json.Unmarshal(body, &w); err != nil || w.Reason == "" {
+		return nil //nolint:nilerr // a body that is not a rejection is no rejection
 	}
 	rej := &RejectionError{Reason: w.Reason, Message: w.Error}
 	if d := bytes.TrimSpace(w.ReasonData); len(d) > 0 && !bytes.Equal(d, []byte("null")) {

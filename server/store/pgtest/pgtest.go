@@ -277,7 +277,7 @@ func (s *Server) Start() error {
 	}
 	s.cmd, s.exit = cmd, exit
 	if err := s.waitReady(30 * time.Second); err != nil {
-		s.stopLocked()
+		_ = s.stopLocked() // the readiness failure is the error to report
 		return err
 	}
 	return nil
@@ -305,7 +305,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		last = err
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("postgres not ready after %s: %v\n%s", timeout, last, s.logTail())
+	return fmt.Errorf("postgres not ready after %s: %w\n%s", timeout, last, s.logTail())
 }
 
 // Stop shuts the server down (fast: clients are disconnected) and waits
