@@ -100,6 +100,32 @@ func serveFake(h http.Handler, method, target, body string) *httptest.ResponseRe
 	return w
 }
 
+// wire is a drip's answers on v1 and v3, byte for byte.
+type wire struct {
+	v1Status     int
+	v1Body       string
+	v1RetryAfter string
+	v3Status     int
+	v3Body       string
+}
+
+// checkWire posts a drip for to on v1, then on v3, and compares the
+// answers with want.
+func checkWire(t *testing.T, h http.Handler, to string, want wire) {
+	t.Helper()
+	w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
+	if w.Code != want.v1Status || w.Body.String() != want.v1Body {
+		t.Errorf("v1: %d %s\nwant %d %s", w.Code, w.Body, want.v1Status, want.v1Body)
+	}
+	if got := w.Header().Get("Retry-After"); got != want.v1RetryAfter {
+		t.Errorf("v1 Retry-After %q, want %q", got, want.v1RetryAfter)
+	}
+	w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
+	if w.Code != want.v3Status || w.Body.String() != want.v3Body {
+		t.Errorf("v3: %d %s\nwant %d %s", w.Code, w.Body, want.v3Status, want.v3Body)
+	}
+}
+
 // Every answer the engine can give reaches the client in the incumbent's
 // shape, on v1 and v3, byte for byte.
 func TestEngineAnswersOnTheWire(t *testing.T) {
@@ -119,78 +145,99 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 	}
 
 	cases := []struct {
-		name         string
-		res          *faucet.Result
-		err          error
-		v1Status     int
-		v1Body       string
-		v3Status     int
-		v3Body       string
-		v1RetryAfter string
+		name string
+		res  *faucet.Result
+		err  error
+		wire
 	}{
 		{
 			name: "store unavailable", err: fail(faucet.ReasonStoreUnavailable, "x"),
-			v1Status: 500, v1Body: `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
-			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
+				v3Status: 503,
+				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			},
 		},
 		{
 			name: "busy", err: fail(faucet.ReasonBusy, "x"),
-			v1Status: 500, v1Body: `{"success":false,"error":"The faucet is busy; try again in a minute","reason":"busy"}`,
-			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The faucet is busy; try again in a minute","reason":"busy"}`,
+				v3Status: 503,
+				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			},
 		},
 		{
 			name: "out of funds", err: fail(faucet.ReasonExhausted, "x"),
-			v1Status: 500, v1Body: `{"success":false,"error":"The faucet is temporarily out of funds; try again later","reason":"exhausted"}`,
-			v3Status: 503, v3Body: `{"error":"The faucet is temporarily out of funds, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The faucet is temporarily out of funds; try again later","reason":"exhausted"}`,
+				v3Status: 503,
+				v3Body:   `{"error":"The faucet is temporarily out of funds, please try again later"}`,
+			},
 		},
 		{
 			name: "node down", err: fail(faucet.ReasonNodeUnavailable, "x"),
-			v1Status: 500, v1Body: `{"success":false,"error":"The Stacks node is unavailable; try again shortly","reason":"node_unavailable"}`,
-			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The Stacks node is unavailable; try again shortly","reason":"node_unavailable"}`,
+				v3Status: 503,
+				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			},
 		},
 		{
 			name: "refused by the node", err: fail(faucet.ReasonRejected, "x"),
-			v1Status: 500, v1Body: `{"success":false,"error":"The Stacks node refused the faucet transaction","reason":"rejected"}`,
-			v3Status: 500, v3Body: `{"error":"Faucet request failed, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The Stacks node refused the faucet transaction","reason":"rejected"}`,
+				v3Status: 500,
+				v3Body:   `{"error":"Faucet request failed, please try again later"}`,
+			},
 		},
 		{
 			name: "chain not allowed", err: fail(faucet.ReasonDisabled, "the node is on mainnet"),
-			v1Status: 403, v1Body: `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the node is on mainnet"}`,
-			v3Status: 403, v3Body: `{"error":"STX faucet is not available"}`,
+			wire: wire{
+				v1Status: 403,
+				v1Body:   `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the node is on mainnet"}`,
+				v3Status: 403,
+				v3Body:   `{"error":"STX faucet is not available"}`,
+			},
 		},
 		{
 			name: "not an engine error", err: errors.New("boom"),
-			v1Status: 500, v1Body: `{"success":false,"error":"Internal error","reason":"internal"}`,
-			v3Status: 500, v3Body: `{"error":"Faucet request failed, please try again later"}`,
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"Internal error","reason":"internal"}`,
+				v3Status: 500,
+				v3Body:   `{"error":"Faucet request failed, please try again later"}`,
+			},
 		},
 		{
 			name: "sent", res: sent,
-			v1Status: 200, v1Body: `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
-			v3Status: 200, v3Body: `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+			wire: wire{
+				v1Status: 200,
+				v1Body:   `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
+				v3Status: 200,
+				v3Body:   `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+			},
 		},
 		{
 			// A lost node answer is success in doubt: the txid is the
 			// client's, never an error inviting a second payment.
 			name: "in doubt", res: &inDoubt,
-			v1Status: 200, v1Body: `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
-			v3Status: 200, v3Body: `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+			wire: wire{
+				v1Status: 200,
+				v1Body:   `{"success":true,"txId":"` + tx.TxID().Hex0x() + `","txRaw":"` + hexOf(tx.Serialize()) + `"}`,
+				v3Status: 200,
+				v3Body:   `{"transaction":{"tx_id":"` + tx.TxID().Hex0x() + `","chain":"stacks"},"amount":{"stx":"500000000"}}`,
+			},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := &fakeEngine{dripRes: c.res, dripErr: c.err}
-			h := newFakeServer(t, e)
-			w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
-			if w.Code != c.v1Status || w.Body.String() != c.v1Body {
-				t.Errorf("v1: %d %s\nwant %d %s", w.Code, w.Body, c.v1Status, c.v1Body)
-			}
-			if got := w.Header().Get("Retry-After"); got != c.v1RetryAfter {
-				t.Errorf("v1 Retry-After %q, want %q", got, c.v1RetryAfter)
-			}
-			w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
-			if w.Code != c.v3Status || w.Body.String() != c.v3Body {
-				t.Errorf("v3: %d %s\nwant %d %s", w.Code, w.Body, c.v3Status, c.v3Body)
-			}
+			checkWire(t, newFakeServer(t, e), to, c.wire)
 			if len(e.requests) != 2 || e.requests[0].Recipient.String() != to || e.requests[1].Recipient.String() != to {
 				t.Errorf("engine saw %+v, want two requests for %s", e.requests, to)
 			}
@@ -213,31 +260,38 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 func TestAdmissionAnswersOnTheWire(t *testing.T) {
 	tight := guard.Limits{PerAddress: guard.Limit{Requests: 1, Window: 90 * time.Second}}
 	cases := []struct {
-		name         string
-		opt          func(*Config)
-		first        bool // the first request passes to the engine
-		v1Status     int
-		v1Body       string
-		v3Status     int
-		v3Body       string
-		v1RetryAfter string
+		name  string
+		opt   func(*Config)
+		first bool // the first request passes to the engine
+		wire
 	}{
 		{
 			name: "suspended", opt: func(c *Config) { c.Suspended = true },
-			v1Status: 403, v1Body: `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the faucet is suspended"}`,
-			v3Status: 403, v3Body: `{"error":"STX faucet is not available"}`,
+			wire: wire{
+				v1Status: 403,
+				v1Body:   `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the faucet is suspended"}`,
+				v3Status: 403,
+				v3Body:   `{"error":"STX faucet is not available"}`,
+			},
 		},
 		{
-			name: "rate limited", first: true,
-			opt:      func(c *Config) { c.Limits = guard.NewRateLimits(tight, nil, c.Now) },
-			v1Status: 429, v1Body: `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":90,"next_allowed_at":"2026-11-24T12:01:30Z"}`,
-			v3Status: 429, v3Body: `{"error":"Too many requests"}`, v1RetryAfter: "90",
+			name: "rate limited", first: true, opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, nil, c.Now) },
+			wire: wire{
+				v1Status:     429,
+				v1Body:       `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":90,"next_allowed_at":"2026-11-24T12:01:30Z"}`,
+				v3Status:     429,
+				v3Body:       `{"error":"Too many requests"}`,
+				v1RetryAfter: "90",
+			},
 		},
 		{
-			name:     "limits store unavailable",
-			opt:      func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Now) },
-			v1Status: 500, v1Body: `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
-			v3Status: 503, v3Body: `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			name: "limits store unavailable", opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Now) },
+			wire: wire{
+				v1Status: 500,
+				v1Body:   `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
+				v3Status: 503,
+				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+			},
 		},
 	}
 	for _, c := range cases {
@@ -250,17 +304,7 @@ func TestAdmissionAnswersOnTheWire(t *testing.T) {
 					t.Fatalf("first drip: %d %s", w.Code, w.Body)
 				}
 			}
-			w := serveFake(h, http.MethodPost, "/extended/v1/faucets/stx?address="+to, "")
-			if w.Code != c.v1Status || w.Body.String() != c.v1Body {
-				t.Errorf("v1: %d %s\nwant %d %s", w.Code, w.Body, c.v1Status, c.v1Body)
-			}
-			if got := w.Header().Get("Retry-After"); got != c.v1RetryAfter {
-				t.Errorf("v1 Retry-After %q, want %q", got, c.v1RetryAfter)
-			}
-			w = serveFake(h, http.MethodPost, "/extended/v3/faucets/stx", `{"address":"`+to+`"}`)
-			if w.Code != c.v3Status || w.Body.String() != c.v3Body {
-				t.Errorf("v3: %d %s\nwant %d %s", w.Code, w.Body, c.v3Status, c.v3Body)
-			}
+			checkWire(t, h, to, c.wire)
 			want := 0
 			if c.first {
 				want = 1
