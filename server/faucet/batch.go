@@ -55,6 +55,7 @@ func (b Batching) Resolve() (Batching, error) {
 
 // batcher queues default drips for the next send-many call.
 type batcher struct {
+	f      *Faucet // the engine whose pipeline it places batches on
 	max    int
 	window time.Duration
 
@@ -113,16 +114,15 @@ func (f *Faucet) BatchStats() BatchStats {
 // recipient the contract's stx-transfer? will pay. A faucet key as recipient
 // would abort the whole batch if that key were the sender, so it goes alone
 // (and send picks another key or refuses it).
-func (f *Faucet) batchable(req Request, amount uint64) bool {
-	b := f.batch
-	if b == nil || req.Stacking || amount != f.cfg.Amounts.Default || amount == 0 {
+func (b *batcher) batchable(req Request, amount uint64) bool {
+	if b == nil || req.Stacking || amount != b.f.cfg.Amounts.Default || amount == 0 {
 		return false
 	}
-	if !req.Recipient.IsContract() && f.pool.isDistributor(req.Recipient.Address) {
+	if !req.Recipient.IsContract() && b.f.pool.isDistributor(req.Recipient.Address) {
 		return false
 	}
 	b.mu.Lock()
-	paused := f.cfg.Now().Before(b.pausedUntil)
+	paused := b.f.cfg.Now().Before(b.pausedUntil)
 	b.mu.Unlock()
 	return !paused
 }
@@ -130,9 +130,8 @@ func (f *Faucet) batchable(req Request, amount uint64) bool {
 // submitBatched queues the drip and waits for its batch's outcome. A request
 // cancelled while still queued leaves without trace; once its batch is on
 // the way, the batch answers for it (it may be paid).
-func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
-	b := f.batch
-	e := &batchEntry{to: to, arrived: f.cfg.Now(), done: make(chan batchOutcome, 1)}
+func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
+	e := &batchEntry{to: to, arrived: b.f.cfg.Now(), done: make(chan batchOutcome, 1)}
 	e.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	b.queue = append(b.queue, e)
@@ -142,11 +141,11 @@ func (f *Faucet) submitBatched(ctx context.Context, to stacks.Principal) (*Resul
 		full = b.takeLocked()
 	case len(b.queue) == 1:
 		gen := b.gen
-		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
+		b.timer = time.AfterFunc(b.window, func() { b.flushBatch(gen) })
 	}
 	b.mu.Unlock()
 	if full != nil {
-		go f.dispatchBatch(full)
+		go b.dispatchBatch(full)
 	}
 	select {
 	case out := <-e.done:
@@ -185,30 +184,29 @@ func (b *batcher) takeLocked() []*batchEntry {
 // While no key has a free in-flight slot the batch stays open, window after
 // window (up to BusyWait), and keeps gathering: a nonce is the scarce
 // thing, so it should carry as many drips as possible once one frees up.
-func (f *Faucet) flushBatch(gen uint64) {
-	b := f.batch
-	free := f.pool.freeSlot()
+func (b *batcher) flushBatch(gen uint64) {
+	free := b.f.pool.freeSlot()
 	b.mu.Lock()
 	if gen != b.gen || len(b.queue) == 0 {
 		b.mu.Unlock()
 		return
 	}
 	// The queue's head is its longest-waiting drip.
-	if !free && f.cfg.Now().Sub(b.queue[0].arrived) < f.cfg.Timing.BusyWait {
-		b.timer = time.AfterFunc(b.window, func() { f.flushBatch(gen) })
+	if !free && b.f.cfg.Now().Sub(b.queue[0].arrived) < b.f.cfg.Timing.BusyWait {
+		b.timer = time.AfterFunc(b.window, func() { b.flushBatch(gen) })
 		b.mu.Unlock()
 		return
 	}
 	batch := b.takeLocked()
 	b.mu.Unlock()
-	f.dispatchBatch(batch)
+	b.dispatchBatch(batch)
 }
 
 // dispatchBatch sends a batch that has left the queue, under a context that
 // ends at the earliest deadline of its requests: a client must get its
 // answer (cancelling a broadcast midway leaves the batch in doubt, which is
 // answered and repaired as such).
-func (f *Faucet) dispatchBatch(entries []*batchEntry) {
+func (b *batcher) dispatchBatch(entries []*batchEntry) {
 	var deadline time.Time
 	for _, e := range entries {
 		if !e.deadline.IsZero() && (deadline.IsZero() || e.deadline.Before(deadline)) {
@@ -220,14 +218,14 @@ func (f *Faucet) dispatchBatch(entries []*batchEntry) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
-	f.sendBatch(ctx, entries)
+	b.sendBatch(ctx, entries)
 }
 
 // slotWait is how much longer a batch may wait for an in-flight slot: what
 // is left of BusyWait since its first drip arrived (time in the queue
 // counts). Entries keep their queue order, so the first arrived first.
-func (f *Faucet) slotWait(entries []*batchEntry) time.Duration {
-	return max(f.cfg.Timing.BusyWait-f.cfg.Now().Sub(entries[0].arrived), 0)
+func (b *batcher) slotWait(entries []*batchEntry) time.Duration {
+	return max(b.f.cfg.Timing.BusyWait-b.f.cfg.Now().Sub(entries[0].arrived), 0)
 }
 
 // withdraw removes a queued entry; false when its batch has left already.
@@ -255,13 +253,13 @@ func (b *batcher) withdraw(e *batchEntry) bool {
 // is a plain transfer (smaller, cheaper). A batch the node refuses for a
 // reason that may lie in one recipient is split in two and each half tried
 // again, so one bad recipient cannot sink the others.
-func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
+func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
 	if len(entries) == 1 {
-		res, err := f.send(ctx, entries[0].to, f.cfg.Amounts.Default)
+		res, err := b.f.send(ctx, entries[0].to, b.f.cfg.Amounts.Default)
 		entries[0].done <- batchOutcome{res, err}
 		return
 	}
-	res, next, splitAt, err := f.sendMany(ctx, entries)
+	res, next, splitAt, err := b.sendMany(ctx, entries)
 	switch next {
 	case batchDone:
 		for i, e := range entries {
@@ -272,8 +270,8 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 			e.done <- batchOutcome{err: err}
 		}
 	case batchSplit:
-		f.batch.splits.Add(1)
-		f.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
+		b.splits.Add(1)
+		b.f.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
 		// One part after the other: the refused part's nonce is handed
 		// back before the next part allocates, so no hole is left below
 		// an accepted nonce. An unaffordable batch splits at what a key
@@ -282,14 +280,14 @@ func (f *Faucet) sendBatch(ctx context.Context, entries []*batchEntry) {
 		if at <= 0 || at >= len(entries) {
 			at = len(entries) / 2
 		}
-		f.sendBatch(ctx, entries[:at])
-		f.sendBatch(ctx, entries[at:])
+		b.sendBatch(ctx, entries[:at])
+		b.sendBatch(ctx, entries[at:])
 	case batchSingles:
-		f.batch.fallbacks.Add(uint64(len(entries)))
+		b.fallbacks.Add(uint64(len(entries)))
 		var wg sync.WaitGroup
 		for _, e := range entries {
 			wg.Go(func() {
-				res, err := f.send(ctx, e.to, f.cfg.Amounts.Default)
+				res, err := b.f.send(ctx, e.to, b.f.cfg.Amounts.Default)
 				e.done <- batchOutcome{res, err}
 			})
 		}
@@ -358,53 +356,53 @@ const (
 
 // sendMany pays DefaultAmount to each entry in one send-many call, placed
 // like any transaction; what to do when it is refused depends on why.
-func (f *Faucet) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
-	chainID := f.chainID()
-	amount := f.cfg.Amounts.Default
+func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
+	chainID := b.f.chainID()
+	amount := b.f.cfg.Amounts.Default
 	recipients := make([]stacks.SendManyEntry, len(entries))
 	for i, e := range entries {
-		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(f.cfg.Amounts.Memo)}
+		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(b.f.cfg.Amounts.Memo)}
 	}
 	total, err := stacks.SendManyTotal(recipients)
 	if err != nil {
 		return nil, batchSplit, 0, failf(ReasonRejected, err, "the batch total overflows")
 	}
-	fee, err := f.batchFee(ctx, recipients, chainID)
+	fee, err := b.batchFee(ctx, recipients, chainID)
 	if err != nil {
 		// The payload itself is unbuildable: only a recipient can cause that.
 		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
 	}
-	done, perr := f.place(ctx, placement{
-		to: f.cfg.Batching.Contract.Principal(), amount: total, fee: fee,
-		choose: f.chooseDistributor(f.slotWait(entries)),
+	done, perr := b.f.place(ctx, placement{
+		to: b.f.cfg.Batching.Contract.Principal(), amount: total, fee: fee,
+		choose: b.f.chooseDistributor(b.slotWait(entries)),
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSendMany(stacks.SendManyParams{
-				Contract: f.cfg.Batching.Contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
+				Contract: b.f.cfg.Batching.Contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
 			}, key)
 		},
 	})
 	if perr != nil {
-		next := f.batchRefused(perr)
-		if n := f.affordableSplit(perr, amount, fee); next == batchFail && n > 0 {
+		next := b.batchRefused(perr)
+		if n := b.affordableSplit(perr, amount, fee); next == batchFail && n > 0 {
 			return nil, batchSplit, n, perr // the part a key can pay, then the rest
 		}
 		return nil, next, 0, perr
 	}
 	p := done.tx
 	if done.lostAnswer != nil {
-		f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
+		b.f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
 			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", done.lostAnswer)
 	}
-	f.batch.txs.Add(1)
-	f.batch.drips.Add(uint64(len(entries)))
-	f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(),
+	b.txs.Add(1)
+	b.drips.Add(uint64(len(entries)))
+	b.f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(),
 		"recipients", len(entries), "fee_ustx", fee)
 	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: fee, Nonce: p.Nonce, Sender: p.Sender,
 		InDoubt: done.lostAnswer != nil}, batchDone, 0, nil
 }
 
 // batchRefused decides what a batch the engine could not place does next.
-func (f *Faucet) batchRefused(err *Error) batchNext {
+func (b *batcher) batchRefused(err *Error) batchNext {
 	if errors.Is(err, errBuild) {
 		return batchSplit // only a recipient can make the payload unbuildable
 	}
@@ -412,7 +410,7 @@ func (f *Faucet) batchRefused(err *Error) batchNext {
 	if errors.As(err, &rej) {
 		switch rej.Reason {
 		case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
-			f.pauseBatching(err)
+			b.pauseBatching(err)
 			return batchSingles
 		case node.ReasonBadFunctionArgument:
 			// The argument is the recipient list: one of them may be
@@ -428,22 +426,21 @@ func (f *Faucet) batchRefused(err *Error) batchNext {
 // affordableSplit is, for a batch no key can pay, how many of its drips the
 // best key could pay in one transaction costing fee (the part sent first);
 // 0 when no smaller batch helps either or the failure is another one.
-func (f *Faucet) affordableSplit(err *Error, amount, fee uint64) int {
+func (b *batcher) affordableSplit(err *Error, amount, fee uint64) int {
 	if err.Reason != ReasonExhausted {
 		return 0
 	}
-	return f.pool.affordable(amount, fee, MaxBatch)
+	return b.f.pool.affordable(amount, fee, MaxBatch)
 }
 
 // pauseBatching turns batching off for contractPause: the configured
 // contract is not deployed on this node.
-func (f *Faucet) pauseBatching(err error) {
-	b := f.batch
+func (b *batcher) pauseBatching(err error) {
 	b.mu.Lock()
-	b.pausedUntil = f.cfg.Now().Add(contractPause)
+	b.pausedUntil = b.f.cfg.Now().Add(contractPause)
 	b.mu.Unlock()
-	f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
-		"contract", f.cfg.Batching.Contract.String(), "retry_in", contractPause.String(), "err", err)
+	b.f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
+		"contract", b.f.cfg.Batching.Contract.String(), "retry_in", contractPause.String(), "err", err)
 }
 
 // batchFee prices the send-many call from the node's estimate for this very
@@ -451,43 +448,43 @@ func (f *Faucet) pauseBatching(err error) {
 // FeeMax scaled to the length (batchFeeMax) and never below the length (the
 // node's minimum relay fee). Without an estimate it is the transfer fee rate
 // × the length.
-func (f *Faucet) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
+func (b *batcher) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
 	// Sign with a throwaway nonce and fee: only the payload and the length
 	// matter here, and both are the same for the real transaction.
 	probe, err := stacks.NewSendMany(stacks.SendManyParams{
-		Contract: f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
-	}, f.pool.keys[0].key)
+		Contract: b.f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
+	}, b.f.pool.keys[0].key)
 	if err != nil {
 		return 0, err
 	}
 	length := uint64(probe.EncodedLen())
 	var fee uint64
-	if est, err := f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length); err == nil {
+	if est, err := b.f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length); err == nil {
 		fee = est.Middle()
 	} else {
 		if !errors.Is(err, node.ErrNoFeeEstimate) && !errors.Is(err, node.ErrFeeEstimationDisabled) {
-			f.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
+			b.f.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
 		}
 		var ok bool
-		if fee, ok = f.rateFee(ctx, length); !ok {
+		if fee, ok = b.f.rateFee(ctx, length); !ok {
 			// FeeFallback prices a plain transfer; a batch is as many
 			// times dearer as it is longer.
-			hi, lo := bits.Mul64(f.cfg.Fees.Fallback, length)
+			hi, lo := bits.Mul64(b.f.cfg.Fees.Fallback, length)
 			fee = lo / transferLen(stacks.Principal{})
 			if hi != 0 {
-				fee = f.cfg.Fees.Max
+				fee = b.f.cfg.Fees.Max
 			}
 		}
 	}
-	return max(min(max(fee, f.cfg.Fees.Min), f.batchFeeMax(length)), length), nil
+	return max(min(max(fee, b.f.cfg.Fees.Min), batchFeeMax(b.f.cfg.Fees.Max, length)), length), nil
 }
 
 // batchFeeMax scales FeeMax, which is sized for a transfer, to a send-many
 // call of length bytes: the cap per byte (so per drip) stays the same, and
 // a big batch is not priced out when fees rise.
-func (f *Faucet) batchFeeMax(length uint64) uint64 {
+func batchFeeMax(feeMax, length uint64) uint64 {
 	unit := transferLen(stacks.Principal{})
-	hi, lo := bits.Mul64(f.cfg.Fees.Max, length)
+	hi, lo := bits.Mul64(feeMax, length)
 	if hi != 0 {
 		return ^uint64(0)
 	}
@@ -495,5 +492,5 @@ func (f *Faucet) batchFeeMax(length uint64) uint64 {
 	if lo%unit != 0 {
 		scaled++
 	}
-	return max(f.cfg.Fees.Max, scaled)
+	return max(feeMax, scaled)
 }

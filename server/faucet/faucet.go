@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"sync/atomic"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -69,7 +68,7 @@ func New(cfg Config) (*Faucet, error) {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
 	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger}
-	f.history.queue = make(chan DripRecord, 4096)
+	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
 	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
 	if err := f.setupTreasury(); err != nil {
@@ -84,7 +83,7 @@ func New(cfg Config) (*Faucet, error) {
 	}
 	f.cfg.Batching = b
 	if b.Max >= 2 {
-		f.batch = &batcher{max: b.Max, window: b.Window}
+		f.batch = &batcher{f: f, max: b.Max, window: b.Window}
 	}
 	return f, nil
 }
@@ -158,54 +157,7 @@ func RecordOf(at time.Time, req Request, res *Result, err error) DripRecord {
 // Record writes an answered drip to the history; a failed write is logged,
 // never turned into a failed drip (the transfer has happened or not
 // already).
-func (f *Faucet) Record(ctx context.Context, d DripRecord) { f.queueHistory(ctx, d) }
-
-// queueHistory writes d to the history. While Run is under way a worker
-// writes it off the request path; otherwise (or when its queue is full) the
-// write happens here.
-func (f *Faucet) queueHistory(ctx context.Context, d DripRecord) {
-	if f.history.running.Load() {
-		select {
-		case f.history.queue <- d:
-			return
-		default:
-		}
-	}
-	f.writeHistory(context.WithoutCancel(ctx), d)
-}
-
-func (f *Faucet) writeHistory(ctx context.Context, d DripRecord) {
-	if herr := f.cfg.State.History.Record(ctx, d); herr != nil {
-		f.log.Warn("drip history write failed", "txid", d.TxID, "err", herr)
-	}
-}
-
-// historyWriter is the queue between drips and the history store.
-type historyWriter struct {
-	queue   chan DripRecord
-	running atomic.Bool
-}
-
-// runHistory writes queued records until ctx ends, then flushes the queue.
-func (f *Faucet) runHistory(ctx context.Context) {
-	f.history.running.Store(true)
-	for {
-		select {
-		case d := <-f.history.queue:
-			f.writeHistory(context.WithoutCancel(ctx), d)
-		case <-ctx.Done():
-			f.history.running.Store(false)
-			for {
-				select {
-				case d := <-f.history.queue:
-					f.writeHistory(context.WithoutCancel(ctx), d)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
+func (f *Faucet) Record(ctx context.Context, d DripRecord) { f.history.record(ctx, d) }
 
 // storeFailure turns a store error into the drip error users see.
 func storeFailure(err error, what string) *Error {
@@ -220,8 +172,8 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	if f.batchable(req, amount) {
-		return f.submitBatched(ctx, req.Recipient)
+	if f.batch.batchable(req, amount) {
+		return f.batch.submitBatched(ctx, req.Recipient)
 	}
 	return f.send(ctx, req.Recipient, amount)
 }

@@ -2,8 +2,10 @@ package faucet
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,4 +113,53 @@ func (f *Faucet) LookupDrip(ctx context.Context, txid string) (DripRecord, bool,
 	}
 	// A drip still queued for the history writer is not in the store yet.
 	return DripRecord{}, false, nil
+}
+
+// historyWriter is the queue between drips and the history store: while
+// Run is under way a worker writes records off the request path.
+type historyWriter struct {
+	queue   chan DripRecord
+	running atomic.Bool
+	store   History
+	log     *slog.Logger
+}
+
+// record writes d to the history: queued while the worker runs, else (or
+// when the queue is full) here. A failed write is logged.
+func (h *historyWriter) record(ctx context.Context, d DripRecord) {
+	if h.running.Load() {
+		select {
+		case h.queue <- d:
+			return
+		default:
+		}
+	}
+	h.write(context.WithoutCancel(ctx), d)
+}
+
+func (h *historyWriter) write(ctx context.Context, d DripRecord) {
+	if err := h.store.Record(ctx, d); err != nil {
+		h.log.Warn("drip history write failed", "txid", d.TxID, "err", err)
+	}
+}
+
+// run writes queued records until ctx ends, then flushes the queue.
+func (h *historyWriter) run(ctx context.Context) {
+	h.running.Store(true)
+	for {
+		select {
+		case d := <-h.queue:
+			h.write(context.WithoutCancel(ctx), d)
+		case <-ctx.Done():
+			h.running.Store(false)
+			for {
+				select {
+				case d := <-h.queue:
+					h.write(context.WithoutCancel(ctx), d)
+				default:
+					return
+				}
+			}
+		}
+	}
 }

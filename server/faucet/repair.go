@@ -18,7 +18,7 @@ import (
 // ledger cannot be read for a reason other than the store being down.
 func (f *Faucet) Run(ctx context.Context) error {
 	var hist sync.WaitGroup
-	hist.Go(func() { f.runHistory(ctx) })
+	hist.Go(func() { f.history.run(ctx) })
 	defer hist.Wait() // flushed before Run returns, so before the store closes
 	if f.cfg.State.Owner != nil {
 		var wg sync.WaitGroup
@@ -70,7 +70,7 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	}
 	// The treasury first: a distributor's balance read after it is never
 	// older than the treasury's view of its refills (treasury.go).
-	refill := f.syncTreasury(ctx, ci.height)
+	refill := f.treasury.syncTreasury(ctx, ci.height)
 	synced := make(map[*keyState]bool, len(f.pool.keys))
 	for _, k := range f.pool.keys {
 		if !f.ownedLoaded(ctx, k) {
@@ -84,7 +84,7 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 		f.repair(ctx, k, ci.height)
 	}
 	if refill {
-		f.refill(ctx, ci.height, synced)
+		f.treasury.refill(ctx, ci.height, synced)
 	}
 	return ci.height, true
 }
@@ -171,7 +171,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	}
 	feeMax := f.cfg.Fees.Max
 	if tx.ContractCall != nil {
-		feeMax = f.batchFeeMax(uint64(len(stuck.Raw)))
+		feeMax = batchFeeMax(f.cfg.Fees.Max, uint64(len(stuck.Raw)))
 	}
 	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
 	if newFee > feeMax {

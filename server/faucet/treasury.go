@@ -83,6 +83,7 @@ func (r Refills) Resolve(amount, feeFallback uint64) (Refills, error) {
 
 // treasury is the refill state of an engine with a treasury key.
 type treasury struct {
+	f      *Faucet // the engine whose pipeline it places refills on
 	memo   stacks.Memo
 	below  uint64 // refill a distributor whose available µSTX falls below this
 	amount uint64 // µSTX per refill
@@ -153,7 +154,7 @@ func (f *Faucet) setupTreasury() error {
 	if err != nil {
 		return fmt.Errorf("faucet: %w", err)
 	}
-	f.treasury = &treasury{memo: memo, below: c.Refills.Below, amount: c.Refills.Amount}
+	f.treasury = &treasury{f: f, memo: memo, below: c.Refills.Below, amount: c.Refills.Amount}
 	return nil
 }
 
@@ -186,27 +187,26 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 // syncTreasury is the treasury's part of a block: load its ledger if it is
 // ours, read its account, repair it, and see whether a dry treasury has
 // been funded again. It reports whether refills may be sent this block.
-func (f *Faucet) syncTreasury(ctx context.Context, height uint64) bool {
-	t := f.treasury
-	if t == nil || !f.ownedLoaded(ctx, f.pool.treasury) {
+func (t *treasury) syncTreasury(ctx context.Context, height uint64) bool {
+	if t == nil || !t.f.ownedLoaded(ctx, t.f.pool.treasury) {
 		return false
 	}
-	k := f.pool.treasury
-	if err := f.syncKey(ctx, k); err != nil {
-		f.log.Warn("treasury sync failed", "sender", k.addr.String(), "err", err)
+	k := t.f.pool.treasury
+	if err := t.f.syncKey(ctx, k); err != nil {
+		t.f.log.Warn("treasury sync failed", "sender", k.addr.String(), "err", err)
 		return false
 	}
-	f.repair(ctx, k, height)
-	bal, avail := k.funds(f.cfg.Fees.Reserve)
+	t.f.repair(ctx, k, height)
+	bal, avail := k.funds(t.f.cfg.Fees.Reserve)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dry {
 		switch {
 		case bal < t.dryBalance:
 			t.dryBalance = bal // its own spends confirmed
-		case bal > t.dryBalance && avail >= satAdd(t.amount, f.cfg.Fees.Max):
+		case bal > t.dryBalance && avail >= satAdd(t.amount, t.f.cfg.Fees.Max):
 			t.dry = false
-			f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "balance", bal, "available", avail)
+			t.f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "balance", bal, "available", avail)
 		}
 	}
 	return true
@@ -231,8 +231,7 @@ func (t *treasury) isDry() bool {
 }
 
 // warnDry logs that the treasury cannot pay, at most once per block.
-func (f *Faucet) warnDry(height uint64, recipient stacks.Address, msg string, args ...any) {
-	t := f.treasury
+func (t *treasury) warnDry(height uint64, recipient stacks.Address, msg string, args ...any) {
 	t.mu.Lock()
 	warn := t.warnedAt != height+1
 	t.warnedAt = height + 1
@@ -240,23 +239,22 @@ func (f *Faucet) warnDry(height uint64, recipient stacks.Address, msg string, ar
 	if !warn {
 		return
 	}
-	k := f.pool.treasury
-	bal, avail := k.funds(f.cfg.Fees.Reserve)
-	f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
+	k := t.f.pool.treasury
+	bal, avail := k.funds(t.f.cfg.Fees.Reserve)
+	t.f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
 		"balance", bal, "available", avail, "refill_amount", t.amount}, args...)...)
 }
 
 // refill tops up every distributor key whose available balance fell below
 // RefillBelow and has no refill in flight. synced names the owned keys
 // whose account was read this block (after the treasury's).
-func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState]bool) {
-	t := f.treasury
+func (t *treasury) refill(ctx context.Context, height uint64, synced map[*keyState]bool) {
 	if t == nil {
 		return
 	}
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
-	for _, d := range f.pool.keys {
+	for _, d := range t.f.pool.keys {
 		if ctx.Err() != nil {
 			return
 		}
@@ -264,18 +262,18 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 		// a refill is no longer in flight, its nonce had confirmed at the
 		// treasury read behind that answer, so a distributor read started
 		// after the check includes the refill.
-		if f.pool.refillInFlight(d.addr) {
+		if t.f.pool.refillInFlight(d.addr) {
 			continue
 		}
-		avail, ok := f.distributorAvailable(ctx, d, synced[d])
+		avail, ok := t.distributorAvailable(ctx, d, synced[d])
 		if !ok || avail >= t.below {
 			continue
 		}
 		if t.isDry() {
-			f.warnDry(height, d.addr, "treasury cannot pay a refill; the distributor key is low")
+			t.warnDry(height, d.addr, "treasury cannot pay a refill; the distributor key is low")
 			continue
 		}
-		f.sendRefill(ctx, d, height)
+		t.sendRefill(ctx, d, height)
 	}
 }
 
@@ -284,41 +282,41 @@ func (f *Faucet) refill(ctx context.Context, height uint64, synced map[*keyState
 // node's balance minus the key's in-flight entries in the shared ledger.
 // ok is false when it is unknown. A key it reports below the refill
 // threshold was read from the node after the call began (see refill).
-func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
+func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
 	owned, loaded, isSynced := d.flags()
-	_, avail := d.funds(f.cfg.Fees.Reserve)
+	_, avail := d.funds(t.f.cfg.Fees.Reserve)
 	if owned && loaded {
 		if !syncedNow || !isSynced {
 			return 0, false
 		}
-		if avail >= f.treasury.below {
+		if avail >= t.below {
 			return avail, true
 		}
 		// Low as of this poll's read, which may predate the treasury read
 		// that saw this key's refill confirm (another poll's, or a resync):
 		// read it again. syncKey never applies a read older than one
 		// already applied, so the state is now at least this fresh.
-		if err := f.syncKey(ctx, d); err != nil {
-			f.log.Warn("refill: re-reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
+		if err := t.f.syncKey(ctx, d); err != nil {
+			t.f.log.Warn("refill: re-reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 			return 0, false
 		}
 		if owned, loaded, synced := d.flags(); !owned || !loaded || !synced {
 			return 0, false // ownership changed meanwhile
 		}
-		_, avail := d.funds(f.cfg.Fees.Reserve)
+		_, avail := d.funds(t.f.cfg.Fees.Reserve)
 		return avail, true
 	}
 	if owned {
 		return 0, false // its ledger is not loaded: in-flight spends unknown
 	}
-	acct, err := f.cfg.Node.Account(ctx, d.addr.String())
+	acct, err := t.f.cfg.Node.Account(ctx, d.addr.String())
 	if err != nil {
-		f.log.Warn("refill: reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
+		t.f.log.Warn("refill: reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
-	entries, err := f.cfg.State.Ledger.List(ctx, d.addr)
+	entries, err := t.f.cfg.State.Ledger.List(ctx, d.addr)
 	if err != nil {
-		f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
+		t.f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
 	var spend uint64
@@ -327,28 +325,27 @@ func (f *Faucet) distributorAvailable(ctx context.Context, d *keyState, syncedNo
 			spend = satAdd(spend, satAdd(e.Amount, e.Fee))
 		}
 	}
-	return satSub(satSub(acct.Balance, spend), f.cfg.Fees.Reserve), true
+	return satSub(satSub(acct.Balance, spend), t.f.cfg.Fees.Reserve), true
 }
 
 // sendRefill sends one refill from the treasury to d: a placement whose
 // only possible key is the treasury's.
-func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
-	t := f.treasury
-	k := f.pool.treasury
+func (t *treasury) sendRefill(ctx context.Context, d *keyState, height uint64) {
+	k := t.f.pool.treasury
 	to := stacks.Principal{Address: d.addr}
-	fee := f.fee(ctx, to)
-	chainID := f.chainID()
-	log := f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "amount", t.amount)
+	fee := t.f.fee(ctx, to)
+	chainID := t.f.chainID()
+	log := t.f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "amount", t.amount)
 	var refused allocRefusal
 	var balance uint64
-	done, err := f.place(ctx, placement{
-		to: to, amount: t.amount, fee: fee, recorded: f.onRefillRecorded,
+	done, err := t.f.place(ctx, placement{
+		to: to, amount: t.amount, fee: fee, recorded: t.f.onRefillRecorded,
 		choose: func(_ context.Context, spend uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 			if excluded[k] {
 				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
 			var nonce uint64
-			nonce, refused, balance = f.pool.allocateOn(k, spend)
+			nonce, refused, balance = t.f.pool.allocateOn(k, spend)
 			if refused != 0 {
 				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
@@ -361,7 +358,7 @@ func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
 		},
 	})
 	if err == nil {
-		f.refillSent(ctx, d, &done.tx, done.lostAnswer)
+		t.refillSent(ctx, d, &done.tx, done.lostAnswer)
 		return
 	}
 	var rej *node.RejectionError
@@ -374,14 +371,14 @@ func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
 	case refused == refusedShort:
 		t.failed.Add(1)
 		if !t.markDry(balance) {
-			f.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
+			t.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
 		}
 		return
 	case errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds:
 		t.failed.Add(1)
-		bal, _ := k.funds(f.cfg.Fees.Reserve)
+		bal, _ := k.funds(t.f.cfg.Fees.Reserve)
 		if !t.markDry(bal) {
-			f.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
+			t.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
 		}
 		return
 	}
@@ -391,17 +388,16 @@ func (f *Faucet) sendRefill(ctx context.Context, d *keyState, height uint64) {
 
 // refillSent counts, logs and records a refill now in flight. sendErr is
 // the broadcast's error when its outcome is unknown.
-func (f *Faucet) refillSent(ctx context.Context, d *keyState, p *PendingTx, sendErr error) {
-	t := f.treasury
+func (t *treasury) refillSent(ctx context.Context, d *keyState, p *PendingTx, sendErr error) {
 	t.sent.Add(1)
 	args := []any{"sender", p.Sender.String(), "recipient", d.addr.String(), "amount", p.Amount,
 		"fee", p.Fee, "txid", p.TxID.String(), "nonce", p.Nonce}
 	if sendErr != nil {
-		f.log.Warn("treasury refill sent, node answer lost; tracked and rebroadcast until its nonce confirms", append(args, "err", sendErr)...)
+		t.f.log.Warn("treasury refill sent, node answer lost; tracked and rebroadcast until its nonce confirms", append(args, "err", sendErr)...)
 	} else {
-		f.log.Info("treasury refill sent", args...)
+		t.f.log.Info("treasury refill sent", args...)
 	}
-	f.queueHistory(ctx, DripRecord{
+	t.f.history.record(ctx, DripRecord{
 		At: p.SentAt, Recipient: d.addr.String(), Amount: p.Amount, Fee: p.Fee,
 		TxID: p.TxID.String(), Sender: p.Sender.String(), Nonce: p.Nonce, Outcome: OutcomeRefill,
 	})
