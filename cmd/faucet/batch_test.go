@@ -114,20 +114,17 @@ func TestDevnetServeBatchOf500(t *testing.T) {
 	t.Logf("500 drips answered 200 by %d send-many transactions", len(unique))
 
 	// Every transaction mined, successfully, within two blocks of the start.
-	deadline := time.Now().Add(45 * time.Second)
 	for id := range unique {
-		for {
-			mined, err := client.Transaction(ctx, id)
-			if err == nil {
-				if !mined.IsOK() || mined.BlockHeight == nil || *mined.BlockHeight > startHeight+2 {
-					t.Fatalf("tx %s: %s at height %v (start %d)", id, mined.Result, mined.BlockHeight, startHeight)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("tx %s not mined: %v", id, err)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var mined *node.MinedTx
+		var err error
+		if werr := eventually.WaitEvery(t, 45*time.Second, 200*time.Millisecond, func() bool {
+			mined, err = client.Transaction(ctx, id)
+			return err == nil
+		}); werr != nil {
+			t.Fatalf("tx %s not mined (%v): %v", id, werr, err)
+		}
+		if !mined.IsOK() || mined.BlockHeight == nil || *mined.BlockHeight > startHeight+2 {
+			t.Fatalf("tx %s: %s at height %v (start %d)", id, mined.Result, mined.BlockHeight, startHeight)
 		}
 	}
 }

@@ -25,9 +25,16 @@ func True(t testing.TB, within time.Duration, what string, cond func() bool) {
 // report the failure themselves (a helper returning an error).
 func Wait(t testing.TB, within time.Duration, cond func() bool) error {
 	t.Helper()
+	return WaitEvery(t, within, Poll, cond)
+}
+
+// WaitEvery is Wait checking cond every interval: for conditions that do
+// real work each time (a request to a server under test).
+func WaitEvery(t testing.TB, within, interval time.Duration, cond func() bool) error {
+	t.Helper()
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
-	tick := time.NewTicker(Poll)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for !cond() {
 		select {
