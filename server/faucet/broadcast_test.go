@@ -174,3 +174,42 @@ func TestDecodeErrorIsRejected(t *testing.T) {
 		t.Fatalf("nonce kept after a definite refusal: %+v", st)
 	}
 }
+
+// An answered drip in doubt that the node, asked again, cannot take yet
+// (its chaining limit for the key, or its own failure) stays in doubt and
+// is delivered later: it is never dropped and its nonce never reused.
+func TestInDoubtDripRefusedForNowIsDeliveredLater(t *testing.T) {
+	for _, reason := range []string{node.ReasonTooMuchChaining, node.ReasonServerFailureDatabase} {
+		t.Run(reason, func(t *testing.T) {
+			e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
+			e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+				// The drip's broadcast is lost before the node sees it,
+				// and the retry of the same bytes is refused at dial…
+				func(context.Context, []byte) (string, error) {
+					return "", &node.TransportError{Call: node.CallBroadcast, Err: context.DeadlineExceeded}
+				},
+				func(context.Context, []byte) (string, error) {
+					return "", &node.TransportError{Call: node.CallBroadcast, Err: &url.Error{Op: "Post", URL: "http://node/v2/transactions",
+						Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}}
+				},
+				// …and the node refuses it for now when it is resolved.
+				func(context.Context, []byte) (string, error) {
+					return "", &node.RejectionError{Reason: reason}
+				},
+			}}
+			res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+			if err != nil || !res.InDoubt {
+				t.Fatalf("drip: %+v %v, want success in doubt", res, err)
+			}
+			for range 3 {
+				e.mine()
+			}
+			if st := e.dn.TxStatus(res.TxID); st.State != devnode.TxConfirmed {
+				t.Fatalf("answered drip %s is %v, want it delivered", res.TxID, st.State)
+			}
+			if e.f.Dropped(res.TxID.String()) {
+				t.Fatal("answered drip recorded as dropped")
+			}
+		})
+	}
+}

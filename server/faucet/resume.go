@@ -68,6 +68,11 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		k.replaceIfSame(p, &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()})
 		f.forget(ctx, k, p.Nonce)
 		log.Warn("in-doubt transaction's nonce is held by another tx")
+	case errors.As(err, &rej) && refusedForNow(rej.Reason):
+		// The node cannot take it now (the key's chaining limit, its own
+		// failure): still in doubt, and the answer already given stands.
+		// The next block asks again.
+		log.Warn("in-doubt transaction not taken by the node yet; will retry", "reason", rej.Reason)
 	case errors.As(err, &rej):
 		// Refused for good: the nonce is a hole the next drip fills.
 		k.replaceIfSame(p, nil)
@@ -78,6 +83,17 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 	default:
 		log.Warn("in-doubt transaction not resolved yet; will retry", "err", err)
 	}
+}
+
+// refusedForNow reports whether a node refusal says nothing about the
+// transaction itself, so the same bytes may be taken later.
+func refusedForNow(reason string) bool {
+	switch reason {
+	case node.ReasonTooMuchChaining, node.ReasonServerFailureNoSuchChainTip,
+		node.ReasonServerFailureDatabase, node.ReasonServerFailureOther:
+		return true
+	}
+	return false
 }
 
 // forget deletes a ledger row, logging a failure (the row is then resolved
