@@ -383,8 +383,12 @@ func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Res
 	})
 	if perr != nil {
 		next := b.batchRefused(perr)
-		if n := b.affordableSplit(perr, amount, fee); next == batchFail && n > 0 {
-			return nil, batchSplit, n, perr // the part a key can pay, then the rest
+		if next == batchFail && perr.Reason == ReasonExhausted {
+			// No key can pay the whole batch: send the part the best key
+			// can pay, then the rest.
+			if n := b.f.pool.affordable(amount, fee, MaxBatch); n > 0 {
+				return nil, batchSplit, n, perr
+			}
 		}
 		return nil, next, 0, perr
 	}
@@ -421,16 +425,6 @@ func (b *batcher) batchRefused(err *Error) batchNext {
 		// signature, the node's state): halves would be refused too.
 	}
 	return batchFail
-}
-
-// affordableSplit is, for a batch no key can pay, how many of its drips the
-// best key could pay in one transaction costing fee (the part sent first);
-// 0 when no smaller batch helps either or the failure is another one.
-func (b *batcher) affordableSplit(err *Error, amount, fee uint64) int {
-	if err.Reason != ReasonExhausted {
-		return 0
-	}
-	return b.f.pool.affordable(amount, fee, MaxBatch)
 }
 
 // pauseBatching turns batching off for contractPause: the configured

@@ -238,30 +238,38 @@ func (p *keyPool) statuses() []KeyStatus {
 // refillsInFlight counts the treasury's in-flight transfers to a
 // distributor (any treasury tx to one counts, a nonce-gap filler too).
 func (p *keyPool) refillsInFlight() int {
-	t := p.treasury
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	n := 0
-	for _, tx := range t.pending {
-		if !tx.Foreign && !tx.Recipient.IsContract() && p.isDistributor(tx.Recipient.Address) {
+	p.eachRefill(func(to stacks.Address) bool {
+		if p.isDistributor(to) {
 			n++
 		}
-	}
+		return true
+	})
 	return n
 }
 
 // refillInFlight reports whether a treasury tx to addr is recorded,
 // accepted or in doubt, and not yet confirmed.
 func (p *keyPool) refillInFlight(addr stacks.Address) bool {
+	found := false
+	p.eachRefill(func(to stacks.Address) bool {
+		found = to == addr
+		return !found
+	})
+	return found
+}
+
+// eachRefill calls fn with the recipient of each of the treasury's own
+// in-flight transfers to an address, under its lock, while fn returns true.
+func (p *keyPool) eachRefill(fn func(to stacks.Address) bool) {
 	t := p.treasury
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tx := range t.pending {
-		if !tx.Foreign && !tx.Recipient.IsContract() && tx.Recipient.Address == addr {
-			return true
+		if !tx.Foreign && !tx.Recipient.IsContract() && !fn(tx.Recipient.Address) {
+			return
 		}
 	}
-	return false
 }
 
 // keyState is one sending key's view of its account: the node's confirmed
