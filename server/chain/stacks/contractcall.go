@@ -12,10 +12,11 @@ import (
 const (
 	PayloadContractCall byte = 0x02
 
-	// PostConditionTypeSTX is the only post-condition type this package
-	// builds or decodes (fungible 0x01, non-fungible 0x02 and the others
-	// are reported as unsupported).
-	PostConditionTypeSTX byte = 0x00
+	// PostConditionTypeSTX and PostConditionTypeFungible are the
+	// post-condition types this package builds and decodes (non-fungible
+	// 0x02 and the others are reported as unsupported).
+	PostConditionTypeSTX      byte = 0x00
+	PostConditionTypeFungible byte = 0x01
 
 	PostConditionPrincipalOrigin   byte = 0x01
 	PostConditionPrincipalStandard byte = 0x02
@@ -34,8 +35,9 @@ const (
 	ConditionLtEq ConditionCode = 0x05 // sends at most
 )
 
-// PostCondition is an STX post-condition: the principal must send
-// Amount µSTX, compared by Code, or the transaction aborts.
+// PostCondition is an STX or fungible-token post-condition: the principal
+// must send Amount µSTX (or Amount of the token Asset names), compared by
+// Code, or the transaction aborts.
 type PostCondition struct {
 	// Origin selects principal type 0x01, "the transaction's origin"
 	// (stacks.js Pc.origin()); Principal is then ignored. Otherwise
@@ -45,6 +47,9 @@ type PostCondition struct {
 	Principal Principal
 	Code      ConditionCode
 	Amount    uint64
+	// Asset is the fungible token the condition is on (type 0x01, stacks.js
+	// Pc….ft(contract, name)); the zero value means STX (type 0x00).
+	Asset AssetInfo
 }
 
 // OriginSendsExactly is Pc.origin().willSendEq(amount).ustx().
@@ -57,8 +62,20 @@ func PrincipalSendsExactly(p Principal, amount uint64) PostCondition {
 	return PostCondition{Principal: p, Code: ConditionEq, Amount: amount}
 }
 
+// PrincipalSendsExactlyFT is
+// Pc.principal(p).willSendEq(amount).ft(asset.Contract, asset.Name).
+func PrincipalSendsExactlyFT(p Principal, asset AssetInfo, amount uint64) PostCondition {
+	return PostCondition{Principal: p, Code: ConditionEq, Amount: amount, Asset: asset}
+}
+
+// IsFungible is true for a fungible-token post-condition.
+func (pc PostCondition) IsFungible() bool { return !pc.Asset.IsZero() }
+
 func (pc PostCondition) encodedLen() int {
 	n := 1 + 1 + 1 + 8 // type, principal type, code, amount
+	if pc.IsFungible() {
+		n += pc.Asset.encodedLen()
+	}
 	if !pc.Origin {
 		n += 21
 		if pc.Principal.IsContract() {
@@ -69,7 +86,11 @@ func (pc PostCondition) encodedLen() int {
 }
 
 func (pc PostCondition) appendTo(b []byte) []byte {
-	b = append(b, PostConditionTypeSTX)
+	if pc.IsFungible() {
+		b = append(b, PostConditionTypeFungible)
+	} else {
+		b = append(b, PostConditionTypeSTX)
+	}
 	switch {
 	case pc.Origin:
 		b = append(b, PostConditionPrincipalOrigin)
@@ -82,6 +103,9 @@ func (pc PostCondition) appendTo(b []byte) []byte {
 		b = append(b, PostConditionPrincipalStandard, pc.Principal.Address.Version)
 		b = append(b, pc.Principal.Address.Hash160[:]...)
 	}
+	if pc.IsFungible() {
+		b = pc.Asset.appendTo(b)
+	}
 	b = append(b, byte(pc.Code))
 	return binary.BigEndian.AppendUint64(b, pc.Amount)
 }
@@ -89,6 +113,11 @@ func (pc PostCondition) appendTo(b []byte) []byte {
 func (pc PostCondition) validate() error {
 	if pc.Code < ConditionEq || pc.Code > ConditionLtEq {
 		return fmt.Errorf("post-condition code 0x%02x, must be 0x01 to 0x05", byte(pc.Code))
+	}
+	if pc.IsFungible() {
+		if err := pc.Asset.Validate(); err != nil {
+			return fmt.Errorf("post-condition asset: %w", err)
+		}
 	}
 	if pc.Origin {
 		return nil

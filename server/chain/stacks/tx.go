@@ -241,7 +241,7 @@ func (tx *Transaction) TxID() TxID { return sha512.Sum512_256(tx.Serialize()) }
 // DecodeTransaction parses a serialised token transfer or contract call
 // strictly: unknown type bytes, truncation, trailing bytes and malformed
 // Clarity arguments are errors. Transactions this package cannot represent
-// (sponsored, multi-sig, non-STX post-conditions, other payloads) are
+// (sponsored, multi-sig, non-fungible post-conditions, other payloads) are
 // reported as unsupported.
 func DecodeTransaction(b []byte) (*Transaction, error) {
 	d := decoder{buf: b}
@@ -300,7 +300,8 @@ func DecodeTransaction(b []byte) (*Transaction, error) {
 	return tx, nil
 }
 
-// postConditions reads the length-prefixed list of STX post-conditions.
+// postConditions reads the length-prefixed list of STX and fungible-token
+// post-conditions.
 func (d *decoder) postConditions() []PostCondition {
 	n := d.u32("post-condition count")
 	if d.err != nil || n == 0 {
@@ -310,9 +311,10 @@ func (d *decoder) postConditions() []PostCondition {
 	pcs := make([]PostCondition, 0, min(int(n), (len(d.buf)-d.off)/11))
 	for range n {
 		var pc PostCondition
-		if t := d.byte("post-condition type"); d.err == nil && t != PostConditionTypeSTX {
+		t := d.byte("post-condition type")
+		if d.err == nil && t != PostConditionTypeSTX && t != PostConditionTypeFungible {
 			d.off--
-			d.fail("post-condition type 0x%02x is not supported (only STX)", t)
+			d.fail("post-condition type 0x%02x is not supported (only STX and fungible)", t)
 		}
 		switch kind := d.byte("post-condition principal type"); {
 		case d.err != nil:
@@ -326,6 +328,9 @@ func (d *decoder) postConditions() []PostCondition {
 			d.off--
 			d.fail("unknown post-condition principal type 0x%02x", kind)
 		}
+		if t == PostConditionTypeFungible {
+			pc.Asset = d.assetInfo()
+		}
 		pc.Code = ConditionCode(d.byte("post-condition code"))
 		if d.err == nil && (pc.Code < ConditionEq || pc.Code > ConditionLtEq) {
 			d.off--
@@ -338,6 +343,16 @@ func (d *decoder) postConditions() []PostCondition {
 		pcs = append(pcs, pc)
 	}
 	return pcs
+}
+
+// assetInfo reads a fungible post-condition's asset: the contract's address
+// and name, then the token's Clarity name.
+func (d *decoder) assetInfo() AssetInfo {
+	var a AssetInfo
+	a.Contract.Address = d.address("asset contract address")
+	a.Contract.Name = d.contractName("asset contract name")
+	a.Name = d.clarityName("asset name")
+	return a
 }
 
 // contractCall reads a contract-call payload after its type byte.

@@ -102,7 +102,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"anchor", mut(109, 0x00), "unknown anchor mode"},
 		{"pc mode", mut(110, 0x03), "unknown post-condition mode"},
 		{"post-condition count", mut(114, 0x01), "unknown post-condition principal type 0x05"},
-		{"ft post-condition", func() []byte { c := mut(114, 0x01); c[115] = 0x01; return c }(), "post-condition type 0x01 is not supported"},
+		{"nft post-condition", func() []byte { c := mut(114, 0x01); c[115] = 0x02; return c }(), "post-condition type 0x02 is not supported"},
 		{"payload", mut(115, 0x01), "payload type 0x01 is not supported"},
 		{"contract call", mut(115, 0x02), "contract name length 233"},
 		{"principal type", mut(116, 0x07), "unknown principal type"},
