@@ -17,6 +17,8 @@ type NodeClient interface {
 	Broadcast(ctx context.Context, rawTx []byte) (string, error)
 	TransferFeeRate(ctx context.Context) (uint64, error)
 	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
+	// TokenBalance is a SIP-010 token's confirmed balance of owner.
+	TokenBalance(ctx context.Context, token stacks.ContractID, owner stacks.Principal) (uint64, error)
 }
 
 // Defaults of the engine's settings: the one definition the serve flags,
@@ -48,7 +50,10 @@ type Config struct {
 	// ChainID, when set, refuses a node reporting another chain id.
 	ChainID uint32
 
-	Amounts  Amounts
+	Amounts Amounts
+	// Token is the SIP-010 token (sBTC) the faucet drips beside STX; off
+	// unless it names an asset and an amount.
+	Token    Token
 	Fees     Fees
 	Batching Batching
 	Refills  Refills
@@ -68,6 +73,22 @@ type Amounts struct {
 	StackingPaddingPercent *uint64
 	Memo                   string
 }
+
+// Token is a SIP-010 fungible token the faucet drips (spec.assets.sbtc):
+// Amount base units per drip, paid by a transfer call of Asset's contract
+// from any key holding enough of it and of STX for the fee. With a
+// treasury, a key whose available token balance falls below RefillBelow
+// gets RefillAmount from it (defaults: DefaultRefillBelowDrips drips and
+// DefaultRefillAmountFactor × RefillBelow).
+type Token struct {
+	Asset        stacks.AssetInfo
+	Amount       uint64
+	RefillBelow  uint64
+	RefillAmount uint64
+}
+
+// Enabled reports whether the token is configured: an asset and an amount.
+func (t Token) Enabled() bool { return !t.Asset.IsZero() && t.Amount > 0 }
 
 // Fees price a transaction: the node's rate × its length, clamped to
 // [Min, Max]; Fallback when the node has no rate (spec.fee).

@@ -101,14 +101,19 @@ func (f *Faucet) Addresses() []string {
 // caller's): whom to pay and which amount.
 type Request struct {
 	Recipient stacks.Principal
-	// Stacking asks for the stacking amount instead of the default one.
+	// Asset is what to pay; the zero value is STX.
+	Asset Asset
+	// Stacking asks for the stacking amount instead of the default one
+	// (STX only).
 	Stacking bool
 }
 
 // Result describes the broadcast transaction.
 type Result struct {
-	TxID     stacks.TxID
-	TxRaw    []byte
+	TxID  stacks.TxID
+	TxRaw []byte
+	Asset Asset
+	// Amount is in the asset's units: µSTX, or the token's base units.
 	Amount   uint64
 	Fee      uint64
 	Nonce    uint64
@@ -141,7 +146,7 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 // RecordOf is the history record of a drip's outcome at at: res when it was
 // sent, else err's reason.
 func RecordOf(at time.Time, req Request, res *Result, err error) DripRecord {
-	d := DripRecord{At: at, Recipient: req.Recipient.String(), Stacking: req.Stacking}
+	d := DripRecord{At: at, Recipient: req.Recipient.String(), Asset: req.Asset.orSTX(), Stacking: req.Stacking}
 	if res != nil {
 		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome = res.Amount, res.Fee, res.TxID.String(), res.Sender.String(), res.Nonce, OutcomeSent
 		d.Batch = res.Batch
@@ -168,6 +173,19 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	if err := f.checkChain(ctx); err != nil {
 		return nil, err
 	}
+	switch req.Asset.orSTX() {
+	case AssetSTX:
+	case AssetSBTC:
+		if !f.cfg.Token.Enabled() {
+			return nil, failf(ReasonDisabled, nil, "the sBTC faucet is not available")
+		}
+		if req.Stacking {
+			return nil, failf(ReasonRejected, nil, "stacking drips are STX only")
+		}
+		return f.sendToken(ctx, req.Recipient)
+	default:
+		return nil, failf(ReasonRejected, nil, "unknown asset %q", string(req.Asset))
+	}
 	amount, err := f.amount(ctx, req.Stacking)
 	if err != nil {
 		return nil, err
@@ -182,7 +200,7 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 // (the node refuses transfers to the sender), so such keys are skipped.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
-	pl := placement{to: to, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.Timing.BusyWait),
+	pl := placement{to: to, asset: AssetSTX, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.Timing.BusyWait),
 		excluded: map[*keyState]bool{}}
 	pl.build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 		return stacks.NewTokenTransfer(stacks.TransferParams{
@@ -199,13 +217,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	if err != nil {
 		return nil, err
 	}
-	p := done.tx
-	if done.lostAnswer != nil {
-		f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
-			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "err", done.lostAnswer)
-	}
-	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: p.Fee, Nonce: p.Nonce, Sender: p.Sender,
-		InDoubt: done.lostAnswer != nil}, nil
+	return f.placedResult(done, amount), nil
 }
 
 // syncKey reads the key's account from the node and applies it. Reads run
@@ -222,6 +234,13 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 		satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Max), f.cfg.Fees.Reserve)
 	if out.freed {
 		f.pool.signalFreed()
+	}
+	if out.applied {
+		if err := f.syncToken(ctx, k, seq); err != nil {
+			// STX drips go on; token drips see the last balance, less
+			// what confirmed since (see applySync).
+			f.log.Warn("token balance read failed", "sender", k.addr.String(), "err", err)
+		}
 	}
 	if !out.owned || len(out.confirmed) == 0 {
 		return nil // a new owner prunes its ledger; our writes would be fenced

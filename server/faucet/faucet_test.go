@@ -383,7 +383,7 @@ func TestHoleIsFilled(t *testing.T) {
 	k := e.f.pool.keys[0]
 	// Simulate a drip that took nonce 0 and failed while nonce 1 was accepted.
 	k.mu.Lock()
-	n0 := k.allocate(1)
+	n0 := k.allocate(cost{stx: 1})
 	k.mu.Unlock()
 	res, err := e.f.send(context.Background(), recipient(t), DefaultAmount)
 	if err != nil {

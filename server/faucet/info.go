@@ -65,6 +65,27 @@ func (f *Faucet) Funding() Funding {
 	return out
 }
 
+// TokenFunding is Funding for the token, in its base units: DripsLeft
+// counts token drips (Token.Amount each) on keys that are not out of STX
+// for the fee. ok is false when the token is off.
+func (f *Faucet) TokenFunding() (_ Funding, ok bool) {
+	if !f.cfg.Token.Enabled() {
+		return Funding{}, false
+	}
+	var out Funding
+	for _, s := range f.Keys() {
+		if !s.Owned || !s.Synced || !s.TokenKnown {
+			continue
+		}
+		out.Keys++
+		out.Available = satAdd(out.Available, s.TokenAvailable)
+		if !s.Dry {
+			out.DripsLeft = satAdd(out.DripsLeft, s.TokenAvailable/f.cfg.Token.Amount)
+		}
+	}
+	return out, true
+}
+
 // DripCost is what one default drip costs a key in every funding figure
 // (the page, the metrics, the operator's status): the amount plus the fee
 // fallback, the fee the faucet budgets for. A real fee is usually lower, so

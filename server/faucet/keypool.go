@@ -88,7 +88,7 @@ func (p *keyPool) release(k *keyState, nonce uint64) {
 // allocates its next nonce, waiting up to wait for a slot to free when every
 // key is at its in-flight cap. prepare runs first on each candidate (it
 // loads and syncs keys that need it) and may exclude one.
-func (p *keyPool) pickWithin(ctx context.Context, spend uint64, excluded map[*keyState]bool, wait time.Duration, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyState]bool, wait time.Duration, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
 	var timer *time.Timer // started at the first wait
 	defer func() {
 		if timer != nil {
@@ -119,7 +119,7 @@ func (p *keyPool) pickWithin(ctx context.Context, spend uint64, excluded map[*ke
 	}
 }
 
-func (p *keyPool) pickOnce(spend uint64, excluded map[*keyState]bool, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
 	for _, k := range p.keys {
 		if excluded[k] {
 			continue
@@ -147,7 +147,7 @@ func (p *keyPool) pickOnce(spend uint64, excluded map[*keyState]bool, prepare fu
 		load := k.inFlight()
 		hasCapacity := ok && load < p.maxInFlight
 		anyCapacity = anyCapacity || hasCapacity
-		canPay := ok && !k.dry && k.available(p.reserve) >= spend
+		canPay := ok && !k.dry && k.canAfford(spend, p.reserve)
 		k.mu.Unlock()
 		if hasCapacity && canPay && (best == nil || load < bestLoad) {
 			best, bestLoad = k, load
@@ -174,7 +174,7 @@ func (p *keyPool) pickOnce(spend uint64, excluded map[*keyState]bool, prepare fu
 // allocateOn allocates k's next nonce for spend if k is ours, synced, under
 // its in-flight cap and can afford it; otherwise it says which of those
 // failed. The treasury, which has no choice of key, uses it.
-func (p *keyPool) allocateOn(k *keyState, spend uint64) (nonce uint64, _ allocRefusal, balance uint64) {
+func (p *keyPool) allocateOn(k *keyState, spend cost) (nonce uint64, _ allocRefusal, balance uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch {
@@ -182,7 +182,7 @@ func (p *keyPool) allocateOn(k *keyState, spend uint64) (nonce uint64, _ allocRe
 		return 0, refusedNotOurs, k.balance
 	case k.inFlight() >= p.maxInFlight:
 		return 0, refusedBusy, k.balance
-	case k.available(p.reserve) < spend:
+	case !k.canAfford(spend, p.reserve):
 		return 0, refusedShort, k.balance
 	}
 	return k.allocate(spend), 0, k.balance
@@ -239,7 +239,7 @@ func (p *keyPool) statuses() []KeyStatus {
 // distributor (any treasury tx to one counts, a nonce-gap filler too).
 func (p *keyPool) refillsInFlight() int {
 	n := 0
-	p.eachRefill(func(to stacks.Address) bool {
+	p.eachRefill(func(to stacks.Address, _ Asset) bool {
 		if p.isDistributor(to) {
 			n++
 		}
@@ -248,25 +248,27 @@ func (p *keyPool) refillsInFlight() int {
 	return n
 }
 
-// refillInFlight reports whether a treasury tx to addr is recorded,
-// accepted or in doubt, and not yet confirmed.
-func (p *keyPool) refillInFlight(addr stacks.Address) bool {
+// refillInFlight reports whether a treasury tx of asset to addr is
+// recorded, accepted or in doubt, and not yet confirmed. STX counts any
+// treasury transfer to addr in STX (a nonce-gap filler too).
+func (p *keyPool) refillInFlight(addr stacks.Address, asset Asset) bool {
 	found := false
-	p.eachRefill(func(to stacks.Address) bool {
-		found = to == addr
+	p.eachRefill(func(to stacks.Address, a Asset) bool {
+		found = to == addr && a == asset
 		return !found
 	})
 	return found
 }
 
-// eachRefill calls fn with the recipient of each of the treasury's own
-// in-flight transfers to an address, under its lock, while fn returns true.
-func (p *keyPool) eachRefill(fn func(to stacks.Address) bool) {
+// eachRefill calls fn with the recipient and asset of each of the
+// treasury's own in-flight transfers to an address, under its lock, while
+// fn returns true.
+func (p *keyPool) eachRefill(fn func(to stacks.Address, asset Asset) bool) {
 	t := p.treasury
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tx := range t.pending {
-		if !tx.Foreign && !tx.Recipient.IsContract() && !fn(tx.Recipient.Address) {
+		if !tx.Foreign && !tx.Recipient.IsContract() && !fn(tx.Recipient.Address, tx.Asset.orSTX()) {
 			return
 		}
 	}
@@ -279,15 +281,21 @@ type keyState struct {
 	key  *stacks.PrivateKey
 	addr stacks.Address
 
-	mu        sync.Mutex
-	synced    bool
-	balance   uint64 // confirmed µSTX as of the last sync
-	confirmed uint64 // the node's next nonce (confirmed txs only)
+	mu      sync.Mutex
+	synced  bool
+	balance uint64 // confirmed µSTX as of the last sync
+	// token is the confirmed token balance as of the last token read,
+	// less the token transfers account reads confirmed since; tokenKnown
+	// is false until a token read succeeds.
+	token        uint64
+	tokenKnown   bool
+	tokenApplied uint64 // the account read number the token read belongs to
+	confirmed    uint64 // the node's next nonce (confirmed txs only)
 	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
 	pending map[uint64]*PendingTx
 	// allocated marks nonces handed to a drip (or the repair loop) that has
 	// not finished broadcasting.
-	allocated map[uint64]uint64 // nonce → reserved spend (amount + fee)
+	allocated map[uint64]cost // nonce → reserved spend
 	dry       bool
 	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
 	lastAdvance uint64
@@ -309,28 +317,46 @@ func newKeyState(k *stacks.PrivateKey) *keyState {
 		key:       k,
 		addr:      k.TestnetAddress(),
 		pending:   map[uint64]*PendingTx{},
-		allocated: map[uint64]uint64{},
+		allocated: map[uint64]cost{},
 	}
 }
 
 // inFlight counts pending and allocated nonces. Caller holds mu.
 func (k *keyState) inFlight() int { return len(k.pending) + len(k.allocated) }
 
-// committedSpend is what in-flight txs will take from the balance. Caller holds mu.
-func (k *keyState) committedSpend() uint64 {
-	var s uint64
+// committedSpend is what in-flight txs will take from the balances. Caller holds mu.
+func (k *keyState) committedSpend() cost {
+	var s cost
 	for _, p := range k.pending {
-		s = satAdd(s, satAdd(p.Amount, p.Fee))
+		s = s.plus(costOf(p.Asset, p.Amount, p.Fee))
 	}
 	for _, v := range k.allocated {
-		s = satAdd(s, v)
+		s = s.plus(v)
 	}
 	return s
 }
 
-// available is balance − in-flight spends − reserve. Caller holds mu.
+// available is balance − in-flight spends − reserve, in µSTX. Caller holds mu.
 func (k *keyState) available(reserve uint64) uint64 {
-	return satSub(satSub(k.balance, k.committedSpend()), reserve)
+	return satSub(satSub(k.balance, k.committedSpend().stx), reserve)
+}
+
+// tokenAvailable is the token balance − in-flight token transfers; 0 while
+// the balance is unknown. Caller holds mu.
+func (k *keyState) tokenAvailable() uint64 {
+	if !k.tokenKnown {
+		return 0
+	}
+	return satSub(k.token, k.committedSpend().token)
+}
+
+// canAfford reports whether the key can pay spend beyond what is in flight
+// and the µSTX reserve. Caller holds mu.
+func (k *keyState) canAfford(spend cost, reserve uint64) bool {
+	if k.available(reserve) < spend.stx {
+		return false
+	}
+	return spend.token == 0 || k.tokenAvailable() >= spend.token
 }
 
 // nextNonce is the nonce the next drip gets: the lowest one at or above the
@@ -361,7 +387,7 @@ func (k *keyState) nextNonce() uint64 {
 }
 
 // allocate reserves the lowest usable nonce for a spend. Caller holds mu.
-func (k *keyState) allocate(spend uint64) uint64 {
+func (k *keyState) allocate(spend cost) uint64 {
 	nonce := k.nextNonce()
 	k.allocated[nonce] = spend
 	return nonce
@@ -379,6 +405,24 @@ func (k *keyState) flags() (owned, loaded, synced bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.owned, k.loaded, k.synced
+}
+
+// fundsOf is funds for asset: µSTX with the reserve kept back, or the
+// token (0, 0 while its balance is unknown).
+func (k *keyState) fundsOf(asset Asset, reserve uint64) (balance, available uint64) {
+	if !asset.IsToken() {
+		return k.funds(reserve)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.token, k.tokenAvailable()
+}
+
+// tokenIsKnown reports whether a token read has succeeded.
+func (k *keyState) tokenIsKnown() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.tokenKnown
 }
 
 // funds reads the confirmed balance and what is available beyond in-flight
@@ -451,8 +495,14 @@ func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve ui
 		k.lastAdvance = height
 	}
 	var confirmed []uint64
-	for n := range k.pending {
+	for n, p := range k.pending {
 		if n < nonce {
+			if p.Asset.IsToken() {
+				// The token read that follows replaces this; until then
+				// the balance must not count the tokens the tx moved (if
+				// the transfer failed on chain, this errs low, safely).
+				k.token = satSub(k.token, p.Amount)
+			}
 			delete(k.pending, n)
 			confirmed = append(confirmed, n)
 		}
@@ -461,6 +511,17 @@ func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve ui
 		k.dry = false
 	}
 	return syncOutcome{applied: true, freed: advanced && k.inFlight() < before, owned: k.owned, confirmed: confirmed}
+}
+
+// applyTokenSync applies the token balance read right after account read
+// seq, unless the token read of a newer account read was applied already.
+func (k *keyState) applyTokenSync(seq, balance uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if seq < k.tokenApplied || seq < k.syncApplied {
+		return
+	}
+	k.token, k.tokenKnown, k.tokenApplied = balance, true, seq
 }
 
 // needsLoad reports whether the key is ours and its ledger not yet loaded.
@@ -614,7 +675,7 @@ func (k *keyState) planRepair(height, stuckBlocks uint64) *repairPlan {
 	}
 	k.lastAdvance = height // give the repair stuckBlocks to work
 	if plan.stuck == nil {
-		k.allocated[plan.nonce] = 0
+		k.allocated[plan.nonce] = cost{}
 	}
 	// A node that lost one tx may have lost the ones after it too.
 	for n := plan.nonce; ; n++ {
@@ -663,6 +724,11 @@ type KeyStatus struct {
 	Synced         bool
 	// Owned: this replica sends with the key (always true without a KeyOwner).
 	Owned bool
+	// Token balances, when the token is on: confirmed, and beyond
+	// in-flight token transfers; TokenKnown is false until read.
+	TokenBalance   uint64
+	TokenAvailable uint64
+	TokenKnown     bool
 }
 
 func (k *keyState) status(reserve uint64) KeyStatus {
@@ -678,6 +744,9 @@ func (k *keyState) status(reserve uint64) KeyStatus {
 		Dry:            k.dry,
 		Synced:         k.synced,
 		Owned:          k.owned,
+		TokenBalance:   k.token,
+		TokenAvailable: k.tokenAvailable(),
+		TokenKnown:     k.tokenKnown,
 	}
 }
 

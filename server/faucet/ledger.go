@@ -17,10 +17,13 @@ type PendingTx struct {
 	TxID      stacks.TxID
 	Raw       []byte
 	Recipient stacks.Principal
-	Amount    uint64
-	Fee       uint64
-	SentAt    time.Time
-	State     TxState
+	// Asset is what Amount counts: µSTX, or base units of the token for a
+	// SIP-010 transfer (whose µSTX cost is then the fee alone).
+	Asset  Asset
+	Amount uint64
+	Fee    uint64
+	SentAt time.Time
+	State  TxState
 	// Foreign marks a nonce some other writer occupies (learned from
 	// ConflictingNonceInMempool); we hold no bytes for it.
 	Foreign bool

@@ -16,16 +16,18 @@ import (
 // which key may send it. Drips, send-many batches, treasury refills and
 // nonce-gap fillers are placements; place is the only code that sends one.
 type placement struct {
-	// to and amount are the ledger row's recipient and µSTX: a transfer's
-	// own, or a send-many call's contract and total.
+	// to, asset and amount are the ledger row's recipient and what it
+	// moves: a transfer's own, a send-many call's contract and total, or a
+	// token transfer's recipient and token amount.
 	to     stacks.Principal
+	asset  Asset
 	amount uint64
 	fee    uint64
 	// build signs the transaction for key at nonce.
 	build func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error)
 	// choose picks a key and allocates a nonce on it that can afford spend,
 	// skipping excluded keys.
-	choose func(ctx context.Context, spend uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error)
+	choose func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error)
 	// excluded and lastErr start the retry state: keys already known not
 	// to work, and why.
 	excluded map[*keyState]bool
@@ -62,7 +64,7 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 	if excluded == nil {
 		excluded = map[*keyState]bool{}
 	}
-	spend := satAdd(pl.amount, pl.fee)
+	spend := costOf(pl.asset, pl.amount, pl.fee)
 	for attempt := 0; attempt < f.cfg.Timing.MaxAttempts; attempt++ {
 		k, nonce, ferr := pl.choose(ctx, spend, excluded)
 		if ferr != nil {
@@ -78,7 +80,7 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 		}
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: pl.to,
-			Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
+			Asset: pl.asset.orSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
 		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
 			if retry {
 				lastErr = rerr
@@ -250,8 +252,8 @@ func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err
 
 // chooseDistributor is the key choice of drips and batches: the
 // least-loaded distributor that can pay, waiting up to wait for a slot.
-func (f *Faucet) chooseDistributor(wait time.Duration) func(context.Context, uint64, map[*keyState]bool) (*keyState, uint64, *Error) {
-	return func(ctx context.Context, spend uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+func (f *Faucet) chooseDistributor(wait time.Duration) func(context.Context, cost, map[*keyState]bool) (*keyState, uint64, *Error) {
+	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 		return f.pool.pickWithin(ctx, spend, excluded, wait, func(k *keyState) *Error { return f.prepareKey(ctx, k) })
 	}
 }

@@ -226,7 +226,7 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 	tried := false
 	done, err := f.place(ctx, placement{
 		to: to, amount: 1, fee: fee,
-		choose: func(context.Context, uint64, map[*keyState]bool) (*keyState, uint64, *Error) {
+		choose: func(context.Context, cost, map[*keyState]bool) (*keyState, uint64, *Error) {
 			if tried {
 				// Another tx holds the nonce (it outbids ours) or the key
 				// changed: the next repair looks again.

@@ -39,12 +39,15 @@ type History interface {
 type DripRecord struct {
 	At        time.Time
 	Recipient string
-	Stacking  bool
-	Amount    uint64 // µSTX; 0 when refused before an amount was chosen
-	Fee       uint64
-	TxID      string // 0x-less hex; empty when no tx was signed
-	Sender    string // faucet key address; empty when none was chosen
-	Nonce     uint64
+	// Asset is what the drip paid (Amount's unit); "" in rows from before
+	// assets existed, read as STX.
+	Asset    Asset
+	Stacking bool
+	Amount   uint64 // in the asset's units; 0 when refused before an amount was chosen
+	Fee      uint64
+	TxID     string // 0x-less hex; empty when no tx was signed
+	Sender   string // faucet key address; empty when none was chosen
+	Nonce    uint64
 	// Outcome is "sent" or the failure Reason.
 	Outcome string
 	// ClientBucket is the client's rate-limit group (IPv4 address or IPv6

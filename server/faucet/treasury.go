@@ -83,25 +83,44 @@ func (r Refills) Resolve(amount, feeFallback uint64) (Refills, error) {
 
 // treasury is the refill state of an engine with a treasury key.
 type treasury struct {
-	f      *Faucet // the engine whose pipeline it places refills on
-	memo   stacks.Memo
-	below  uint64 // refill a distributor whose available µSTX falls below this
-	amount uint64 // µSTX per refill
+	f    *Faucet // the engine whose pipeline it places refills on
+	memo stacks.Memo
+	// rules: STX first, then the token when it is on.
+	rules []refillRule
 
 	// passMu: one refill pass at a time (the poll loop and Sync may race).
 	passMu sync.Mutex
 
 	mu sync.Mutex
-	// dry: the treasury cannot pay a refill (the node said NotEnoughFunds
-	// or its synced balance is short). It stays dry until its balance rises
-	// above the lowest balance seen while dry and covers a refill again.
-	dry        bool
-	dryBalance uint64
+	// dry, per asset: the treasury cannot pay a refill of it (the node
+	// said NotEnoughFunds or its synced balance is short). It stays dry
+	// until its balance rises above the lowest balance seen while dry and
+	// covers a refill again. A treasury out of sBTC still refills STX.
+	dry map[Asset]*dryState
 	// warnedAt is 1 + the tip height of the last "treasury is dry"
-	// warning (0: none yet): at most one per block.
-	warnedAt uint64
+	// warning per asset (0: none yet): at most one per block.
+	warnedAt map[Asset]uint64
 
 	sent, failed atomic.Uint64
+}
+
+// refillRule: a distributor whose available balance of asset falls below
+// below gets amount of it.
+type refillRule struct {
+	asset         Asset
+	below, amount uint64
+}
+
+type dryState struct{ balance uint64 }
+
+// rule returns the refill rule of asset.
+func (t *treasury) rule(asset Asset) refillRule {
+	for _, r := range t.rules {
+		if r.asset == asset {
+			return r
+		}
+	}
+	return refillRule{asset: asset}
 }
 
 // TreasuryStatus is a point-in-time view of the treasury, for metrics.
@@ -127,6 +146,33 @@ type TreasuryStatus struct {
 	Owned        bool
 	RefillBelow  uint64
 	RefillAmount uint64
+	// Token is the treasury's token side when the token is on.
+	Token *TreasuryToken
+}
+
+// TreasuryToken is the treasury's token balance and refill settings.
+type TreasuryToken struct {
+	Balance, Available uint64
+	Known              bool // a token read succeeded
+	Dry                bool
+	RefillBelow        uint64
+	RefillAmount       uint64
+}
+
+// ResolveRefills returns t with its zero refill settings set to their
+// defaults (DefaultRefillBelowDrips drips, DefaultRefillAmountFactor ×
+// RefillBelow), or why they cannot work.
+func (t Token) ResolveRefills() (Token, error) {
+	if t.RefillBelow == 0 {
+		t.RefillBelow = satMul(DefaultRefillBelowDrips, max(t.Amount, 1))
+	}
+	if t.RefillAmount == 0 {
+		t.RefillAmount = satMul(DefaultRefillAmountFactor, t.RefillBelow)
+	}
+	if t.RefillAmount < t.RefillBelow {
+		return t, fmt.Errorf("token refill amount %d is below the token refill threshold %d; a refill must lift a key above it", t.RefillAmount, t.RefillBelow)
+	}
+	return t, nil
 }
 
 // setupTreasury validates the refill settings, fills their defaults and
@@ -154,7 +200,17 @@ func (f *Faucet) setupTreasury() error {
 	if err != nil {
 		return fmt.Errorf("faucet: %w", err)
 	}
-	f.treasury = &treasury{f: f, memo: memo, below: c.Refills.Below, amount: c.Refills.Amount}
+	t := &treasury{f: f, memo: memo, dry: map[Asset]*dryState{}, warnedAt: map[Asset]uint64{},
+		rules: []refillRule{{asset: AssetSTX, below: c.Refills.Below, amount: c.Refills.Amount}}}
+	if c.Token.Enabled() {
+		tr, err := c.Token.ResolveRefills()
+		if err != nil {
+			return fmt.Errorf("faucet: %w", err)
+		}
+		c.Token = tr
+		t.rules = append(t.rules, refillRule{asset: AssetSBTC, below: tr.RefillBelow, amount: tr.RefillAmount})
+	}
+	f.treasury = t
 	return nil
 }
 
@@ -174,12 +230,15 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 		InFlightRefills: f.pool.refillsInFlight(),
 		Synced:          ks.Synced,
 		Owned:           ks.Owned,
-		RefillBelow:     t.below,
-		RefillAmount:    t.amount,
+		RefillBelow:     t.rule(AssetSTX).below,
+		RefillAmount:    t.rule(AssetSTX).amount,
 	}
-	t.mu.Lock()
-	s.Dry = t.dry
-	t.mu.Unlock()
+	if f.cfg.Token.Enabled() {
+		r := t.rule(AssetSBTC)
+		s.Token = &TreasuryToken{Balance: ks.TokenBalance, Available: ks.TokenAvailable, Known: ks.TokenKnown,
+			RefillBelow: r.below, RefillAmount: r.amount, Dry: t.isDry(AssetSBTC)}
+	}
+	s.Dry = t.isDry(AssetSTX)
 	s.RefillsSent, s.RefillsFailed = t.sent.Load(), t.failed.Load()
 	return s, true
 }
@@ -197,57 +256,67 @@ func (t *treasury) syncTreasury(ctx context.Context, height uint64) bool {
 		return false
 	}
 	t.f.repair(ctx, k, height)
-	bal, avail := k.funds(t.f.cfg.Fees.Reserve)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.dry {
-		switch {
-		case bal < t.dryBalance:
-			t.dryBalance = bal // its own spends confirmed
-		case bal > t.dryBalance && avail >= satAdd(t.amount, t.f.cfg.Fees.Max):
-			t.dry = false
-			t.f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "balance", bal, "available", avail)
+	for _, r := range t.rules {
+		bal, avail := k.fundsOf(r.asset, t.f.cfg.Fees.Reserve)
+		need := satAdd(r.amount, t.f.cfg.Fees.Max)
+		if r.asset.IsToken() {
+			need = r.amount // its fee is STX, whose dryness is STX's
 		}
+		t.mu.Lock()
+		if d := t.dry[r.asset]; d != nil {
+			switch {
+			case bal < d.balance:
+				d.balance = bal // its own spends confirmed
+			case bal > d.balance && avail >= need:
+				delete(t.dry, r.asset)
+				t.f.log.Info("treasury funded again; refills resume", "sender", k.addr.String(), "asset", string(r.asset),
+					"balance", bal, "available", avail)
+			}
+		}
+		t.mu.Unlock()
 	}
 	return true
 }
 
-// markDry records that the treasury cannot pay a refill.
-func (t *treasury) markDry(balance uint64) (was bool) {
+// markDry records that the treasury cannot pay a refill of asset.
+func (t *treasury) markDry(asset Asset, balance uint64) (was bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	was = t.dry
-	if !t.dry || balance < t.dryBalance {
-		t.dryBalance = balance
+	d := t.dry[asset]
+	was = d != nil
+	if d == nil {
+		t.dry[asset] = &dryState{balance: balance}
+	} else if balance < d.balance {
+		d.balance = balance
 	}
-	t.dry = true
 	return was
 }
 
-func (t *treasury) isDry() bool {
+func (t *treasury) isDry(asset Asset) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.dry
+	return t.dry[asset] != nil
 }
 
-// warnDry logs that the treasury cannot pay, at most once per block.
-func (t *treasury) warnDry(height uint64, recipient stacks.Address, msg string, args ...any) {
+// warnDry logs that the treasury cannot pay asset, at most once per block.
+func (t *treasury) warnDry(height uint64, asset Asset, recipient stacks.Address, msg string, args ...any) {
 	t.mu.Lock()
-	warn := t.warnedAt != height+1
-	t.warnedAt = height + 1
+	warn := t.warnedAt[asset] != height+1
+	t.warnedAt[asset] = height + 1
 	t.mu.Unlock()
 	if !warn {
 		return
 	}
 	k := t.f.pool.treasury
-	bal, avail := k.funds(t.f.cfg.Fees.Reserve)
-	t.f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(),
-		"balance", bal, "available", avail, "refill_amount", t.amount}, args...)...)
+	bal, avail := k.fundsOf(asset, t.f.cfg.Fees.Reserve)
+	t.f.log.Warn(msg, append([]any{"sender", k.addr.String(), "recipient", recipient.String(), "asset", string(asset),
+		"balance", bal, "available", avail, "refill_amount", t.rule(asset).amount}, args...)...)
 }
 
-// refill tops up every distributor key whose available balance fell below
-// RefillBelow and has no refill in flight. synced names the owned keys
-// whose account was read this block (after the treasury's).
+// refill tops up every distributor key whose available balance of an
+// asset fell below its refill threshold and has no refill of it in flight.
+// synced names the owned keys whose account was read this block (after the
+// treasury's).
 func (t *treasury) refill(ctx context.Context, height uint64, synced map[*keyState]bool) {
 	if t == nil {
 		return
@@ -255,25 +324,27 @@ func (t *treasury) refill(ctx context.Context, height uint64, synced map[*keySta
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
 	for _, d := range t.f.pool.keys {
-		if ctx.Err() != nil {
-			return
+		for _, r := range t.rules {
+			if ctx.Err() != nil {
+				return
+			}
+			// The in-flight check before the balance read, never after:
+			// once a refill is no longer in flight, its nonce had
+			// confirmed at the treasury read behind that answer, so a
+			// distributor read started after the check includes it.
+			if t.f.pool.refillInFlight(d.addr, r.asset) {
+				continue
+			}
+			avail, ok := t.distributorAvailable(ctx, d, r.asset, synced[d])
+			if !ok || avail >= r.below {
+				continue
+			}
+			if t.isDry(r.asset) {
+				t.warnDry(height, r.asset, d.addr, "treasury cannot pay a refill; the distributor key is low")
+				continue
+			}
+			t.sendRefill(ctx, d, r, height)
 		}
-		// The in-flight check before the balance read, never after: once
-		// a refill is no longer in flight, its nonce had confirmed at the
-		// treasury read behind that answer, so a distributor read started
-		// after the check includes the refill.
-		if t.f.pool.refillInFlight(d.addr) {
-			continue
-		}
-		avail, ok := t.distributorAvailable(ctx, d, synced[d])
-		if !ok || avail >= t.below {
-			continue
-		}
-		if t.isDry() {
-			t.warnDry(height, d.addr, "treasury cannot pay a refill; the distributor key is low")
-			continue
-		}
-		t.sendRefill(ctx, d, height)
 	}
 }
 
@@ -282,14 +353,14 @@ func (t *treasury) refill(ctx context.Context, height uint64, synced map[*keySta
 // node's balance minus the key's in-flight entries in the shared ledger.
 // ok is false when it is unknown. A key it reports below the refill
 // threshold was read from the node after the call began (see refill).
-func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, syncedNow bool) (uint64, bool) {
+func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset Asset, syncedNow bool) (uint64, bool) {
 	owned, loaded, isSynced := d.flags()
-	_, avail := d.funds(t.f.cfg.Fees.Reserve)
+	_, avail := d.fundsOf(asset, t.f.cfg.Fees.Reserve)
 	if owned && loaded {
-		if !syncedNow || !isSynced {
+		if !syncedNow || !isSynced || (asset.IsToken() && !d.tokenIsKnown()) {
 			return 0, false
 		}
-		if avail >= t.below {
+		if avail >= t.rule(asset).below {
 			return avail, true
 		}
 		// Low as of this poll's read, which may predate the treasury read
@@ -303,7 +374,10 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, synced
 		if owned, loaded, synced := d.flags(); !owned || !loaded || !synced {
 			return 0, false // ownership changed meanwhile
 		}
-		_, avail := d.funds(t.f.cfg.Fees.Reserve)
+		if asset.IsToken() && !d.tokenIsKnown() {
+			return 0, false
+		}
+		_, avail := d.fundsOf(asset, t.f.cfg.Fees.Reserve)
 		return avail, true
 	}
 	if owned {
@@ -314,33 +388,58 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, synced
 		t.f.log.Warn("refill: reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
+	balance := acct.Balance
+	if asset.IsToken() {
+		// Read after the account, like syncToken: errs low, never high.
+		if balance, err = t.f.cfg.Node.TokenBalance(ctx, t.f.cfg.Token.Asset.Contract, stacks.Principal{Address: d.addr}); err != nil {
+			t.f.log.Warn("refill: reading a distributor's token balance failed", "recipient", d.addr.String(), "err", err)
+			return 0, false
+		}
+	}
 	entries, err := t.f.cfg.State.Ledger.List(ctx, d.addr)
 	if err != nil {
 		t.f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
-	var spend uint64
+	var spend cost
 	for _, e := range entries {
 		if e.Nonce >= acct.Nonce && !e.Foreign {
-			spend = satAdd(spend, satAdd(e.Amount, e.Fee))
+			spend = spend.plus(costOf(e.Asset, e.Amount, e.Fee))
 		}
 	}
-	return satSub(satSub(acct.Balance, spend), t.f.cfg.Fees.Reserve), true
+	if asset.IsToken() {
+		return satSub(balance, spend.token), true
+	}
+	return satSub(satSub(balance, spend.stx), t.f.cfg.Fees.Reserve), true
 }
 
-// sendRefill sends one refill from the treasury to d: a placement whose
-// only possible key is the treasury's.
-func (t *treasury) sendRefill(ctx context.Context, d *keyState, height uint64) {
+// sendRefill sends one refill of r's asset from the treasury to d: a
+// placement whose only possible key is the treasury's.
+func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, height uint64) {
 	k := t.f.pool.treasury
 	to := stacks.Principal{Address: d.addr}
-	fee := t.f.fee(ctx, to)
 	chainID := t.f.chainID()
-	log := t.f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "amount", t.amount)
+	log := t.f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "asset", string(r.asset), "amount", r.amount)
+	fee := t.f.fee(ctx, to)
+	build := func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+		return stacks.NewTokenTransfer(stacks.TransferParams{
+			Recipient: to, Amount: r.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: chainID,
+		}, key)
+	}
+	if r.asset.IsToken() {
+		asset := t.f.cfg.Token.Asset
+		fee = t.f.tokenFee(ctx, to, []byte(RefillMemo))
+		build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
+				Asset: asset, Recipient: to, Amount: r.amount, Memo: []byte(RefillMemo), Nonce: nonce, Fee: fee, ChainID: chainID,
+			}, key)
+		}
+	}
 	var refused allocRefusal
 	var balance uint64
 	done, err := t.f.place(ctx, placement{
-		to: to, amount: t.amount, fee: fee, recorded: t.f.onRefillRecorded,
-		choose: func(_ context.Context, spend uint64, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+		to: to, asset: r.asset, amount: r.amount, fee: fee, recorded: t.f.onRefillRecorded, build: build,
+		choose: func(_ context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 			if excluded[k] {
 				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
@@ -350,11 +449,6 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, height uint64) {
 				return nil, 0, failf(ReasonBusy, nil, "the treasury cannot send now")
 			}
 			return k, nonce, nil
-		},
-		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-			return stacks.NewTokenTransfer(stacks.TransferParams{
-				Recipient: to, Amount: t.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: chainID,
-			}, key)
 		},
 	})
 	if err == nil {
@@ -370,15 +464,25 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, height uint64) {
 		return
 	case refused == refusedShort:
 		t.failed.Add(1)
-		if !t.markDry(balance) {
-			t.warnDry(height, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
+		short := r.asset
+		if r.asset.IsToken() {
+			if _, avail := k.fundsOf(AssetSTX, t.f.cfg.Fees.Reserve); avail < fee {
+				short = AssetSTX // it cannot pay the fee
+			} else {
+				balance, _ = k.fundsOf(r.asset, 0)
+			}
+		}
+		if !t.markDry(short, balance) {
+			t.warnDry(height, short, d.addr, "treasury balance too low for a refill; marked dry until it is funded")
 		}
 		return
 	case errors.As(err, &rej) && rej.Reason == node.ReasonNotEnoughFunds:
+		// The node checks the µSTX a transaction spends (a token call's
+		// fee), never tokens: STX is what is short.
 		t.failed.Add(1)
-		bal, _ := k.funds(t.f.cfg.Fees.Reserve)
-		if !t.markDry(bal) {
-			t.warnDry(height, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
+		bal, _ := k.fundsOf(AssetSTX, t.f.cfg.Fees.Reserve)
+		if !t.markDry(AssetSTX, bal) {
+			t.warnDry(height, AssetSTX, d.addr, "node reports the treasury cannot pay a refill; marked dry until it is funded")
 		}
 		return
 	}
@@ -398,7 +502,7 @@ func (t *treasury) refillSent(ctx context.Context, d *keyState, p *PendingTx, se
 		t.f.log.Info("treasury refill sent", args...)
 	}
 	t.f.history.record(ctx, DripRecord{
-		At: p.SentAt, Recipient: d.addr.String(), Amount: p.Amount, Fee: p.Fee,
+		At: p.SentAt, Recipient: d.addr.String(), Asset: p.Asset.orSTX(), Amount: p.Amount, Fee: p.Fee,
 		TxID: p.TxID.String(), Sender: p.Sender.String(), Nonce: p.Nonce, Outcome: OutcomeRefill,
 	})
 }

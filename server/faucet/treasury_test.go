@@ -651,7 +651,7 @@ func (r *racingPoll) Account(ctx context.Context, p string) (*node.Account, erro
 	r.dn.Mine()
 	go func() { r.second <- r.f.Sync(context.WithValue(ctx, secondPollKey{}, true)) }()
 	// On until the second poll has applied its treasury read.
-	for deadline := time.Now().Add(5 * time.Second); r.f.pool.refillInFlight(r.watch); {
+	for deadline := time.Now().Add(5 * time.Second); r.f.pool.refillInFlight(r.watch, AssetSTX); {
 		if time.Now().After(deadline) {
 			return nil, errors.New("the second poll never read the treasury")
 		}

@@ -131,7 +131,15 @@ func sameTx(t *testing.T, got, want faucet.PendingTx) {
 func equalTx(a, b faucet.PendingTx) bool {
 	return a.Sender == b.Sender && a.Nonce == b.Nonce && a.TxID == b.TxID && a.Recipient == b.Recipient &&
 		a.Amount == b.Amount && a.Fee == b.Fee && a.State == b.State && a.Foreign == b.Foreign &&
-		a.Rebroadcasts == b.Rebroadcasts && a.Replacements == b.Replacements
+		a.Rebroadcasts == b.Rebroadcasts && a.Replacements == b.Replacements && assetOrSTX(a.Asset) == assetOrSTX(b.Asset)
+}
+
+// assetOrSTX reads a row without an asset as STX, as the stores do.
+func assetOrSTX(a faucet.Asset) faucet.Asset {
+	if a == "" {
+		return faucet.AssetSTX
+	}
+	return a
 }
 
 func testLedgerRoundTrip(t *testing.T, s subject) {
@@ -147,7 +155,7 @@ func testLedgerRoundTrip(t *testing.T, s subject) {
 			Amount: math.MaxUint64, Fee: 180, SentAt: time.Unix(1_700_000_000, 123_456_789), State: faucet.TxPending, Rebroadcasts: 3},
 		// A foreign nonce: no bytes, no recipient, no time.
 		{Sender: a, Nonce: 3, State: faucet.TxPending, Foreign: true},
-		{Sender: a, Nonce: 5, TxID: testTxID(5), Raw: raw, Recipient: contract, Amount: 1 << 63, Fee: math.MaxInt64,
+		{Sender: a, Nonce: 5, TxID: testTxID(5), Raw: raw, Recipient: contract, Asset: faucet.AssetSBTC, Amount: 1 << 63, Fee: math.MaxInt64,
 			SentAt: time.Date(2031, 2, 3, 4, 5, 6, 7, time.FixedZone("x", 3600)), State: faucet.TxBroadcasting, Replacements: 2},
 		// Beyond int64: still after 5.
 		{Sender: a, Nonce: 1<<63 + 1, TxID: testTxID(8), Raw: []byte{8}, Recipient: contract, Amount: 1, Fee: 1,
@@ -419,9 +427,9 @@ func testHistory(t *testing.T, s subject) {
 	}
 	ctx := t.Context()
 	recs := []faucet.DripRecord{
-		{At: t0, Recipient: testAddr(1).String(), Amount: 500_000_000, Fee: 180, TxID: testTxID(1).String(),
+		{At: t0, Recipient: testAddr(1).String(), Asset: faucet.AssetSTX, Amount: 500_000_000, Fee: 180, TxID: testTxID(1).String(),
 			Sender: testAddr(9).String(), Nonce: 41, Outcome: faucet.OutcomeSent, ClientBucket: "203.0.113.7", Batch: 200},
-		{At: t0.Add(time.Hour), Recipient: testAddr(2).String() + ".some-contract", Stacking: true, Amount: 1<<63 + 9,
+		{At: t0.Add(time.Hour), Recipient: testAddr(2).String() + ".some-contract", Asset: faucet.AssetSBTC, Stacking: true, Amount: 1<<63 + 9,
 			Fee: math.MaxUint64, TxID: testTxID(2).String(), Sender: testAddr(9).String(), Nonce: 1<<63 + 2,
 			Outcome: faucet.OutcomeSent, ClientBucket: "2001:db8:1:2::/64"},
 		{At: t0.Add(2 * time.Hour), Recipient: testAddr(3).String(), Outcome: "rate_limited"},

@@ -47,12 +47,13 @@ type Postgres struct {
 // type the parameters, which INSERT … SELECT does not infer), the limiter
 // and the migration lock.
 const (
-	sqlPutFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $13 FOR SHARE)
-INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements)
-SELECT $1::text, $2::bigint, $3::text, $4::bytea, $5::text, $6::bigint, $7::bigint, $8::bigint, $9::text, $10::boolean, $11::integer, $12::integer FROM owner
+	sqlPutFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $14 FOR SHARE)
+INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset)
+SELECT $1::text, $2::bigint, $3::text, $4::bytea, $5::text, $6::bigint, $7::bigint, $8::bigint, $9::text, $10::boolean, $11::integer, $12::integer, $13::text FROM owner
 ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
   amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
-  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements`
+  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements,
+  asset = excluded.asset`
 	sqlDeleteBelowFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $3 FOR SHARE),
 gone AS (DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2 AND EXISTS (SELECT 1 FROM owner))
 SELECT EXISTS (SELECT 1 FROM owner)`
@@ -296,7 +297,7 @@ func (p *Postgres) List(ctx context.Context, sender stacks.Address) ([]faucet.Pe
 	for rows.Next() {
 		var r ledgerRow
 		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
-			&r.foreign, &r.rebroadcasts, &r.replacements); err != nil {
+			&r.foreign, &r.rebroadcasts, &r.replacements, &r.asset); err != nil {
 			return nil, p.err(op, err)
 		}
 		tx, err := r.pending(sender)
@@ -480,7 +481,7 @@ func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripReco
 	}
 	var r dripRow
 	err := p.pool.QueryRow(ctx, sqlByTxID, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch)
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch, &r.d.Asset)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return faucet.DripRecord{}, false, nil
 	}

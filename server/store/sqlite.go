@@ -50,22 +50,23 @@ type SQLite struct {
 // SQLite statements; $n parameters are numbered as in Postgres (SQLite
 // reads $1 as parameter 1).
 const (
-	sqlPut = `INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	sqlPut = `INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
   amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
-  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements`
+  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements,
+  asset = excluded.asset`
 	sqlDelete      = `DELETE FROM pending_txs WHERE sender = $1 AND nonce = $2`
 	sqlDeleteBelow = `DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2`
-	sqlList        = `SELECT nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements
+	sqlList        = `SELECT nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset
 FROM pending_txs WHERE sender = $1 ORDER BY nonce`
 	// sqlNthNewest finds the oldest of a bucket's last Requests live slots
 	// ($3 = Requests-1): a row means the bucket is full.
 	sqlNthNewest  = `SELECT at FROM limit_slots WHERE bucket = $1 AND at > $2 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $3`
 	sqlInsertSlot = `INSERT INTO limit_slots (bucket, at, expires_at) VALUES ($1, $2, $3)`
-	sqlRecord     = `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
-	sqlByTxID = `SELECT at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch
+	sqlRecord     = `INSERT INTO drips (at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch, asset)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	sqlByTxID = `SELECT at, recipient, stacking, amount, fee, txid, sender, nonce, outcome, client_bucket, batch, asset
 FROM drips WHERE txid = $1 ORDER BY at DESC, id DESC LIMIT 1`
 	// The pruner deletes in batches of pruneBatch (the same text on both
 	// drivers).
@@ -252,7 +253,8 @@ func putArgs(tx faucet.PendingTx) []any {
 		recipient = tx.Recipient.String()
 	}
 	return []any{tx.Sender.String(), i64(tx.Nonce), tx.TxID.String(), tx.Raw, recipient,
-		i64(tx.Amount), i64(tx.Fee), nanos(tx.SentAt), string(tx.State), tx.Foreign, tx.Rebroadcasts, tx.Replacements}
+		i64(tx.Amount), i64(tx.Fee), nanos(tx.SentAt), string(tx.State), tx.Foreign, tx.Rebroadcasts, tx.Replacements,
+		assetName(tx.Asset)}
 }
 
 // Delete removes the entry for (sender, nonce) if present.
@@ -289,7 +291,7 @@ func (s *SQLite) List(ctx context.Context, sender stacks.Address) ([]faucet.Pend
 	for rows.Next() {
 		var r ledgerRow
 		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
-			&r.foreign, &r.rebroadcasts, &r.replacements); err != nil {
+			&r.foreign, &r.rebroadcasts, &r.replacements, &r.asset); err != nil {
 			return nil, sqliteErr(op, err)
 		}
 		tx, err := r.pending(sender)
@@ -309,6 +311,7 @@ func (s *SQLite) List(ctx context.Context, sender stacks.Address) ([]faucet.Pend
 type ledgerRow struct {
 	nonce, amount, fee, sentAt int64
 	txid, recipient, state     string
+	asset                      string
 	raw                        []byte
 	foreign                    bool
 	rebroadcasts, replacements int
@@ -316,7 +319,7 @@ type ledgerRow struct {
 
 func (r *ledgerRow) pending(sender stacks.Address) (faucet.PendingTx, error) {
 	tx := faucet.PendingTx{
-		Sender: sender, Nonce: u64(r.nonce), Raw: r.raw, Amount: u64(r.amount), Fee: u64(r.fee),
+		Sender: sender, Nonce: u64(r.nonce), Raw: r.raw, Asset: faucet.Asset(r.asset), Amount: u64(r.amount), Fee: u64(r.fee),
 		SentAt: fromNanos(r.sentAt), State: faucet.TxState(r.state), Foreign: r.foreign,
 		Rebroadcasts: r.rebroadcasts, Replacements: r.replacements,
 	}
@@ -475,7 +478,16 @@ func (s *SQLite) Record(ctx context.Context, d faucet.DripRecord) error {
 
 func recordArgs(d faucet.DripRecord) []any {
 	return []any{nanos(d.At), d.Recipient, d.Stacking, i64(d.Amount), i64(d.Fee), normTxID(d.TxID), d.Sender,
-		i64(d.Nonce), d.Outcome, d.ClientBucket, d.Batch}
+		i64(d.Nonce), d.Outcome, d.ClientBucket, d.Batch, assetName(d.Asset)}
+}
+
+// assetName is the stored asset: rows without one are STX, as the
+// migration that added the column says.
+func assetName(a faucet.Asset) string {
+	if a == "" {
+		return string(faucet.AssetSTX)
+	}
+	return string(a)
 }
 
 // Prune deletes drips recorded before before and reports how many.
@@ -514,7 +526,7 @@ func (s *SQLite) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord
 	}
 	var r dripRow
 	err := s.byTxID.QueryRowContext(ctx, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch)
+		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch, &r.d.Asset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return faucet.DripRecord{}, false, nil
 	}
