@@ -17,12 +17,24 @@ type Limit struct {
 	Window   time.Duration
 }
 
-// Limits are the three independent buckets every drip counts against.
+// Limits are the independent buckets drips count against: STX drips the
+// first three, sBTC drips their own two (an sBTC drip never uses up an STX
+// one, as on the incumbent, whose limits are per currency).
 type Limits struct {
 	PerAddress         Limit // default drips per recipient
 	StackingPerAddress Limit // stacking drips per recipient, a bucket of its own
-	PerIP              Limit // all drips per client IP (IPv6 grouped by /64)
+	PerIP              Limit // all STX drips per client IP (IPv6 grouped by /64)
+	SBTC               AssetLimits
 }
+
+// AssetLimits are the buckets of a token's drips.
+type AssetLimits struct {
+	PerAddress Limit // drips per recipient
+	PerIP      Limit // drips per client IP (IPv6 grouped by /64)
+}
+
+// AssetSBTC is Admission.Asset for an sBTC drip; "" is STX.
+const AssetSBTC = "sbtc"
 
 // DefaultLimits are the incumbent's per-address figures plus a per-IP cap.
 func DefaultLimits() Limits {
@@ -30,6 +42,10 @@ func DefaultLimits() Limits {
 		PerAddress:         Limit{Requests: 5, Window: 5 * time.Minute},
 		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour},
 		PerIP:              Limit{Requests: 30, Window: 5 * time.Minute},
+		SBTC: AssetLimits{
+			PerAddress: Limit{Requests: 5, Window: 5 * time.Minute},
+			PerIP:      Limit{Requests: 30, Window: 5 * time.Minute},
+		},
 	}
 }
 
@@ -208,7 +224,9 @@ type TokenQuota struct {
 // Admission is a request that passed the checks, as the limits count it.
 type Admission struct {
 	Recipient stacks.Principal
-	Stacking  bool
+	// Asset is "" for STX or AssetSBTC: each asset has its own buckets.
+	Asset    string
+	Stacking bool
 	// ClientIP is counted by the per-IP limit unless Grant.SkipIPLimit; the
 	// zero Addr skips it.
 	ClientIP netip.Addr
@@ -277,6 +295,9 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	addr := a.Recipient.Address.String()
 	refs := make([]Bucket, 0, 3)
 	token := a.Grant.Token
+	if a.Asset == AssetSBTC {
+		return r.assetBuckets(a, "sbtc:", r.limits.SBTC)
+	}
 	switch {
 	case a.Stacking:
 		// Stacking drips are large: a token never widens their limit.
@@ -293,6 +314,24 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	}
 	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
 		refs = append(refs, Bucket{ipBucketKey(a.ClientIP), r.limits.PerIP})
+	}
+	return refs
+}
+
+// assetBuckets are a token asset's buckets, each key prefixed with the
+// asset so they never share a slot with STX's. An API token's quota is one
+// for all assets; its per-address allowance is per asset.
+func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) []Bucket {
+	addr := a.Recipient.Address.String()
+	refs := make([]Bucket, 0, 3)
+	if token := a.Grant.Token; token != nil {
+		refs = append(refs, Bucket{prefix + "token:" + token.Name + ":address:" + addr, token.PerAddress},
+			Bucket{"token:" + token.Name, token.Quota})
+	} else {
+		refs = append(refs, Bucket{prefix + "address:" + addr, lim.PerAddress})
+	}
+	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
+		refs = append(refs, Bucket{prefix + ipBucketKey(a.ClientIP), lim.PerIP})
 	}
 	return refs
 }

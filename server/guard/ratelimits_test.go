@@ -169,3 +169,49 @@ func (failingLimiter) Reserve(context.Context, time.Time, []Bucket) (Reservation
 	return Reservation{}, 0, false, errLimiterDown
 }
 func (failingLimiter) Release(context.Context, Reservation) error { return errLimiterDown }
+
+// sBTC drips count in buckets of their own, per address and per IP: an
+// address that used its STX allowance still gets sBTC and the other way
+// round, while an API token's quota counts both.
+func TestRateLimitsPerAsset(t *testing.T) {
+	hour := Limit{Requests: 1, Window: time.Hour}
+	r := NewRateLimits(Limits{PerAddress: hour, PerIP: Limit{Requests: 5, Window: time.Hour},
+		SBTC: AssetLimits{PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}, nil, nil)
+	to := testPrincipal(6)
+	ip := netip.MustParseAddr("198.51.100.9")
+	stx, sbtc := Admission{Recipient: to, ClientIP: ip}, Admission{Recipient: to, Asset: AssetSBTC, ClientIP: ip}
+	if err := reserveErr(t, r, stx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, sbtc); err != nil {
+		t.Fatalf("sBTC drip after an STX drip: %v", err)
+	}
+	if err := reserveErr(t, r, sbtc); !isLimited(err) {
+		t.Fatalf("second sBTC drip to one address: %v, want limited", err)
+	}
+	if err := reserveErr(t, r, stx); !isLimited(err) {
+		t.Fatalf("second STX drip to one address: %v, want limited", err)
+	}
+	// The sBTC per-IP bucket (2) is its own: one more address passes, the
+	// next is refused although STX's IP bucket (5) has room.
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(7), Asset: AssetSBTC, ClientIP: ip}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(8), Asset: AssetSBTC, ClientIP: ip}); !isLimited(err) {
+		t.Fatalf("third sBTC drip from one IP: %v, want limited", err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(8), ClientIP: ip}); err != nil {
+		t.Fatalf("STX drip refused by sBTC's IP bucket: %v", err)
+	}
+	tok := &TokenQuota{Name: "ci", Quota: Limit{Requests: 2, Window: time.Hour}, PerAddress: Limit{Requests: 5, Window: time.Hour}}
+	g := Grant{Token: tok, SkipIPLimit: true, Bypassed: bypassToken}
+	if err := reserveErr(t, r, Admission{Recipient: to, Grant: g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: AssetSBTC, Grant: g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: AssetSBTC, Grant: g}); !isLimited(err) {
+		t.Fatalf("third token drip across assets: %v, want the shared quota to refuse it", err)
+	}
+}
