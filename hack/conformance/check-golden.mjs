@@ -1,12 +1,19 @@
 #!/usr/bin/env node
-// Rebuilds two known transactions (a token transfer and a send-many contract
-// call) with the installed stacks.js and compares them byte for byte with the
+// Rebuilds three known transactions (a token transfer, a send-many contract
+// call and an sBTC SIP-010 transfer) with the installed stacks.js and compares them byte for byte with the
 // expected serializations. Exits 1 on any difference.
 //
 //   node hack/conformance/check-golden.mjs
 
 import { fileURLToPath } from 'node:url';
-import { makeContractCallVector, makeVector, SEND_MANY_MEMO_TESTNET, TESTNET_CHAIN_ID } from './vector.mjs';
+import {
+  makeContractCallVector,
+  makeSIP010Vector,
+  makeVector,
+  SBTC_TESTNET,
+  SEND_MANY_MEMO_TESTNET,
+  TESTNET_CHAIN_ID,
+} from './vector.mjs';
 
 export const GOLDEN = {
   senderKey: 'cb3df38053d132895220b9ce471f6b676db5b9bf0b4adefb55f2118ece2478df01',
@@ -54,7 +61,32 @@ export const GOLDEN_CALL = {
   },
 };
 
-/** Returns a list of mismatch descriptions (empty when both golden vectors reproduce). */
+// The same one as goldenSIP010TxRaw in server/chain/stacks/token_test.go:
+// 100000 sats of testnet sBTC, no memo, Pc.principal(sender).willSendEq(100000).ft(…).
+export const GOLDEN_SIP010 = {
+  senderKey: GOLDEN.senderKey,
+  nonce: 12n,
+  fee: 2500n,
+  chainId: TESTNET_CHAIN_ID,
+  asset: SBTC_TESTNET,
+  amount: 100000n,
+  recipient: GOLDEN.recipient,
+  memoHex: null,
+  postConditions: [{ principal: 'sender', code: 'eq', amount: 100000n, asset: SBTC_TESTNET }],
+  want: {
+    txRaw:
+      '80800000000400164247d6f2b425ac5771423ae6c80c754f7172b0000000000000000c00000000000009c4' +
+      '0000fe38c9f5e5cff848b10adc5c7fae12d43cd38b27ab5d4f6b4e4cbd72b7fe4dee1df952c61bcf73402568a1000db7e54f4a2dee53c4717a6aed9d814ceff2e1b8' +
+      '030200000001' +
+      '01021a164247d6f2b425ac5771423ae6c80c754f7172b01a5e7ba8546bc27ca0077594336b3942a8e7f893520a736274632d746f6b656e0a736274632d746f6b656e0100000000000186a0' +
+      '021a5e7ba8546bc27ca0077594336b3942a8e7f893520a736274632d746f6b656e087472616e73666572000000040100000000000000000000000000' +
+      '0186a0051a164247d6f2b425ac5771423ae6c80c754f7172b0051ab52c45b1a7977204f17ac0b6f48306aea2dbb8e909',
+    txId: '0x85f6a4c77aa7db84e13bc7311e500f321449b6b5767e890a2d3a962adf8a1684',
+    senderAddress: 'STB44HYPYAT2BB2QE513NSP81HTMYWBJP02HPGK6',
+  },
+};
+
+/** Returns a list of mismatch descriptions (empty when every golden vector reproduces). */
 export async function checkGolden() {
   const problems = [];
   const compare = (label, got, want) => {
@@ -70,6 +102,10 @@ export async function checkGolden() {
     const { want, ...spec } = GOLDEN_CALL;
     compare('send-many', await makeContractCallVector(spec), want);
   }
+  {
+    const { want, ...spec } = GOLDEN_SIP010;
+    compare('sip010', await makeSIP010Vector(spec), want);
+  }
   return problems;
 }
 
@@ -79,5 +115,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.stderr.write(`golden vector MISMATCH\n${problems.join('\n')}\n`);
     process.exit(1);
   }
-  process.stderr.write('golden vectors OK (transfer and send-many: txRaw, txId, senderAddress match)\n');
+  process.stderr.write('golden vectors OK (transfer, send-many and SIP-010: txRaw, txId, senderAddress match)\n');
 }

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
-// Generates random signed STX token-transfer and send-many contract-call
-// test vectors with stacks.js.
+// Generates random signed STX token-transfer, send-many contract-call and
+// SIP-010 token-transfer test vectors with stacks.js.
 //
-//   node hack/conformance/gen-vectors.mjs [--count N] [--contract-calls M] [--out FILE] [--golden]
+//   node hack/conformance/gen-vectors.mjs [--count N] [--contract-calls M] [--token-transfers K] [--out FILE] [--golden]
 //   node hack/conformance/gen-vectors.mjs [N] [FILE]
 //
-// N (token transfers) defaults to 1000; M (send-many contract calls, written
-// after the transfers) defaults to N/5 rounded up; FILE defaults to standard
-// output ("-").
+// N (STX token transfers) defaults to 1000; M (send-many contract calls) and
+// K (SIP-010 transfers) each default to N/5 rounded up; the records come in
+// that order. FILE defaults to standard output ("-").
 // --golden only runs the golden-vector check and exits (0 on match).
 // The golden vector is also checked before every generation run.
 
@@ -17,9 +17,12 @@ import { c32address } from 'c32check';
 import { randomPrivateKey } from '@stacks/transactions';
 import {
   makeContractCallVector,
+  makeSIP010Vector,
   makeVector,
+  SBTC_TESTNET,
   SEND_MANY_MAX,
   SEND_MANY_MEMO_TESTNET,
+  SIP010_MAX_MEMO,
   TESTNET_CHAIN_ID,
   U64_MAX,
 } from './vector.mjs';
@@ -29,12 +32,12 @@ import { checkGolden } from './check-golden.mjs';
 
 function usage(msg) {
   if (msg) process.stderr.write(`gen-vectors: ${msg}\n`);
-  process.stderr.write('usage: gen-vectors.mjs [--count N] [--contract-calls M] [--out FILE] [--golden] | [N] [FILE]\n');
+  process.stderr.write('usage: gen-vectors.mjs [--count N] [--contract-calls M] [--token-transfers K] [--out FILE] [--golden] | [N] [FILE]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opts = { count: 1000, contractCalls: undefined, out: '-', golden: false };
+  const opts = { count: 1000, contractCalls: undefined, tokenTransfers: undefined, out: '-', golden: false };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -47,6 +50,7 @@ function parseArgs(argv) {
     };
     if (name === '--count' || name === '-n') opts.count = value();
     else if (name === '--contract-calls' || name === '-c') opts.contractCalls = value();
+    else if (name === '--token-transfers' || name === '-t') opts.tokenTransfers = value();
     else if (name === '--out' || name === '-o') opts.out = value();
     else if (name === '--golden') opts.golden = true;
     else if (name === '--help' || name === '-h') usage();
@@ -61,6 +65,9 @@ function parseArgs(argv) {
   if (opts.contractCalls === undefined) opts.contractCalls = Math.ceil(opts.count / 5);
   if (!/^\d+$/.test(String(opts.contractCalls))) usage(`bad contract-call count ${opts.contractCalls}`);
   opts.contractCalls = Number(opts.contractCalls);
+  if (opts.tokenTransfers === undefined) opts.tokenTransfers = Math.ceil(opts.count / 5);
+  if (!/^\d+$/.test(String(opts.tokenTransfers))) usage(`bad token-transfer count ${opts.tokenTransfers}`);
+  opts.tokenTransfers = Number(opts.tokenTransfers);
   return opts;
 }
 
@@ -261,6 +268,120 @@ function sendManyEdgeSpecs() {
   return specs;
 }
 
+// ---------------------------------------------------------------- SIP-010 specs
+
+// Token names are Clarity names: a letter then up to 127 letters, digits or
+// -_!?+<>=/*, or one of the operator names; stacks.js checks none of this.
+const TOKEN_REST = NAME_REST + '!?+<>=/*';
+const OPERATOR_NAMES = ['-', '+', '=', '/', '*', '<', '>', '<=', '>='];
+function randomTokenName(len) {
+  if (len === undefined) {
+    const r = rand(100);
+    if (r < 5) return pick(OPERATOR_NAMES);
+    if (r < 15) len = pick([1, 2, 127, 128]);
+    else if (r < 75) len = 1 + rand(32);
+    else len = 1 + rand(128);
+  }
+  let s = NAME_FIRST[rand(NAME_FIRST.length)];
+  while (s.length < len) s += TOKEN_REST[rand(TOKEN_REST.length)];
+  return s;
+}
+
+function randomAssetID({ version = randomVersion(), hash = randomHex(20), contractLen, tokenLen } = {}) {
+  return `${c32address(version, hash)}.${randomContractName(contractLen)}::${randomTokenName(tokenLen)}`;
+}
+
+// SIP-010 amounts are never 0: the contract refuses them, and so does our
+// builder, which is what is under test.
+const randomTokenAmount = () => {
+  const v = randomU64Value();
+  return v === 0n ? 1n : v;
+};
+
+const randomTokenMemo = () => (chance(0.3) ? null : randomHex(chance(0.2) ? pick([0, SIP010_MAX_MEMO]) : rand(SIP010_MAX_MEMO + 1)));
+
+const FT_CODE_NAMES = ['eq', 'gt', 'gte', 'lt', 'lte'];
+
+// 70% the faucet's own shape (sender sends exactly amount of the token);
+// otherwise any principal type (origin, standard, contract), any code, any
+// amount, and sometimes a second post-condition on STX or another token.
+function randomTokenPostConditions(asset, amount) {
+  if (chance(0.7)) return [{ principal: 'sender', code: 'eq', amount, asset }];
+  const one = () => ({
+    principal: pick(['sender', 'origin', 'origin', randomRecipient({ contract: false }), randomRecipient({ contract: true })]),
+    code: pick(FT_CODE_NAMES),
+    amount: chance(0.5) ? amount : randomU64Value(),
+    asset: chance(0.8) ? asset : chance(0.5) ? null : randomAssetID(),
+  });
+  const pcs = [one()];
+  if (chance(0.2)) pcs.push(one());
+  return pcs;
+}
+
+function randomSIP010Spec() {
+  const senderKey = randomSenderKey();
+  const asset = chance(0.1) ? SBTC_TESTNET : randomAssetID();
+  const amount = randomTokenAmount();
+  return {
+    senderKey,
+    nonce: randomU64Value(),
+    fee: randomU64Value(),
+    chainId: randomChainId(),
+    asset,
+    amount,
+    recipient: randomRecipient(), // a fresh random hash: never the sender
+    memoHex: randomTokenMemo(),
+    postConditions: randomTokenPostConditions(asset, amount),
+  };
+}
+
+// Fixed SIP-010 edge cases: name and amount limits, every condition code and
+// post-condition principal type, memo none/empty/full, mixed STX and token
+// post-conditions.
+function sip010EdgeSpecs() {
+  const base = overrides => {
+    const s = { ...randomSIP010Spec(), ...overrides };
+    if (!overrides.postConditions) s.postConditions = [{ principal: 'sender', code: 'eq', amount: s.amount, asset: s.asset }];
+    return s;
+  };
+  const specs = [];
+  // sBTC, the smallest amount, no memo, zero nonce and fee, testnet.
+  specs.push(base({ asset: SBTC_TESTNET, amount: 1n, memoHex: null, nonce: 0n, fee: 0n, chainId: TESTNET_CHAIN_ID,
+    recipient: randomRecipient({ contract: false }) }));
+  // Longest names everywhere, u64 max amount, nonce and fee, a full memo,
+  // a contract recipient with a 40-character name.
+  const long = randomAssetID({ contractLen: 40, tokenLen: 128 });
+  specs.push(base({ asset: long, amount: U64_MAX, nonce: U64_MAX, fee: U64_MAX, memoHex: randomHex(SIP010_MAX_MEMO),
+    recipient: randomRecipient({ contract: true, nameLen: 40 }) }));
+  // Shortest names, an empty (some 0x) memo, all-zero and all-ff hash160s.
+  specs.push(base({ asset: randomAssetID({ hash: '00'.repeat(20), contractLen: 1, tokenLen: 1 }), memoHex: '',
+    recipient: randomRecipient({ contract: true, hash: 'ff'.repeat(20), nameLen: 1 }) }));
+  specs.push(base({ asset: randomAssetID({ hash: 'ff'.repeat(20), version: 21 }), memoHex: randomHex(1) }));
+  // Every punctuation character a token name may hold, and the operator names.
+  specs.push(base({ asset: `${c32address(26, randomHex(20))}.${randomContractName()}::a-_!?+<>=/*09Z` }));
+  for (const op of OPERATOR_NAMES) specs.push(base({ asset: `${c32address(randomVersion(), randomHex(20))}.${randomContractName()}::${op}` }));
+  // Each condition code with each principal type: origin (0x01), the sender
+  // (0x02), another standard principal (0x02) and a contract (0x03).
+  const principals = ['origin', 'sender', randomRecipient({ contract: false }), randomRecipient({ contract: true })];
+  FT_CODE_NAMES.forEach((code, i) => {
+    const s = base({});
+    const amount = [0n, 1n, U64_MAX, s.amount, (1n << 63n)][i];
+    s.postConditions = principals.map(principal => ({ principal, code, amount, asset: s.asset }));
+    specs.push(s);
+  });
+  // An STX post-condition beside the token one; a second token's condition.
+  const mixed = base({});
+  mixed.postConditions = [
+    { principal: 'sender', code: 'eq', amount: mixed.amount, asset: mixed.asset },
+    { principal: 'origin', code: 'lte', amount: randomU64Value(), asset: null },
+    { principal: 'sender', code: 'gte', amount: 0n, asset: randomAssetID() },
+  ];
+  specs.push(mixed);
+  // Other chain ids.
+  for (const chainId of CHAIN_SPECIALS.slice(0, 2)) specs.push(base({ chainId }));
+  return specs;
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -288,6 +409,11 @@ async function main() {
     const spec = i < ccEdges.length ? ccEdges[i] : randomSendManySpec();
     records.push(await makeContractCallVector(spec));
   }
+  const tokenEdges = sip010EdgeSpecs();
+  for (let i = 0; i < opts.tokenTransfers; i++) {
+    const spec = i < tokenEdges.length ? tokenEdges[i] : randomSIP010Spec();
+    records.push(await makeSIP010Vector(spec));
+  }
 
   // One record per line keeps the file diff- and grep-friendly.
   const json = records.length === 0 ? '[]\n' : `[\n${records.map(r => JSON.stringify(r)).join(',\n')}\n]\n`;
@@ -297,7 +423,8 @@ async function main() {
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
   const where = opts.out === '-' ? 'stdout' : opts.out;
   process.stderr.write(
-    `wrote ${records.length} vectors (${opts.count} token transfers, ${opts.contractCalls} send-many contract calls) to ${where} (${ms.toFixed(0)} ms)\n`
+    `wrote ${records.length} vectors (${opts.count} token transfers, ${opts.contractCalls} send-many contract calls, ` +
+      `${opts.tokenTransfers} SIP-010 transfers) to ${where} (${ms.toFixed(0)} ms)\n`
   );
 }
 

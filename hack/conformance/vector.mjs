@@ -1,17 +1,21 @@
-// Shared helpers: build one signed STX token-transfer or send-many
-// contract-call vector with stacks.js and check it for internal consistency.
+// Shared helpers: build one signed STX token-transfer, send-many contract-call
+// or SIP-010 token-transfer vector with stacks.js and check it for internal
+// consistency.
 // Used by gen-vectors.mjs and check-golden.mjs.
 
 import { STACKS_TESTNET } from '@stacks/network';
 import {
   Pc,
+  addressToString,
   bufferCV,
   deserializeTransaction,
   getAddressFromPrivateKey,
   listCV,
   makeContractCall,
   makeSTXTokenTransfer,
+  noneCV,
   principalCV,
+  someCV,
   tupleCV,
   uintCV,
 } from '@stacks/transactions';
@@ -20,6 +24,16 @@ export const TESTNET_CHAIN_ID = 0x80000000;
 export const U64_MAX = (1n << 64n) - 1n;
 export const SEND_MANY_MEMO_TESTNET = 'ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo';
 export const SEND_MANY_MAX = 200;
+export const SBTC_TESTNET = 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token';
+export const SIP010_MAX_MEMO = 34;
+// Fungible condition codes by stacks.js comparator name (wire bytes 0x01..0x05).
+export const FT_CODES = { eq: 1, gt: 2, gte: 3, lt: 4, lte: 5 };
+
+// Clarity's name rules (stacks-core ClarityName / ContractName), which the
+// node enforces but stacks.js does not check for asset names: a generator bug
+// must fail here, not look like a Go mismatch.
+export const CLARITY_NAME_RE = /^([a-zA-Z][a-zA-Z0-9\-_!?+<>=/*]{0,127}|[-+=/*]|[<>]=?)$/;
+export const CONTRACT_NAME_RE = /^[a-zA-Z][a-zA-Z0-9\-_]{0,39}$/;
 
 // A fetch that must never run: fee and nonce are always passed explicitly,
 // so stacks.js has no reason to talk to a node. If it ever tries, we fail
@@ -228,4 +242,134 @@ export function checkContractCallVector(r) {
     assert(t.value.ustx.value === BigInt(x.ustx), `amount ${i} differs`);
     assert(t.value.memo.value === x.memo, `memo ${i} differs`);
   });
+}
+
+/**
+ * Build one SIP-010 transfer vector: makeContractCall of the token contract's
+ * (transfer (amount uint) (sender principal) (recipient principal)
+ * (memo (optional (buff 34)))), post-condition mode Deny, with the given
+ * post-conditions. The faucet's own shape is one post-condition
+ * {principal: 'sender', code: 'eq', amount, asset}.
+ * @param {{senderKey: string, nonce: bigint, fee: bigint, chainId: number,
+ *          asset: string, amount: bigint, recipient: string, memoHex: string | null,
+ *          postConditions: {principal: string, code: string, amount: bigint, asset: string | null}[]}} spec
+ *   asset is "ADDR.contract::token"; memoHex null sends none; a post-condition
+ *   principal is 'sender', 'origin' or a principal string; its asset null is STX.
+ */
+export async function makeSIP010Vector(spec) {
+  const { senderKey, nonce, fee, chainId, asset, amount, recipient, memoHex, postConditions } = spec;
+  const senderAddress = getAddressFromPrivateKey(senderKey, 'testnet');
+  const [contract] = asset.split('::');
+  const [contractAddress, contractName] = contract.split('.');
+  const pcs = postConditions.map(pc => {
+    const who = pc.principal === 'origin' ? Pc.origin() : Pc.principal(pc.principal === 'sender' ? senderAddress : pc.principal);
+    const partial = who[`willSend${{ eq: 'Eq', gt: 'Gt', gte: 'Gte', lt: 'Lt', lte: 'Lte' }[pc.code]}`](pc.amount);
+    if (pc.asset === null) return partial.ustx();
+    const [pcContract, token] = pc.asset.split('::');
+    return partial.ft(pcContract, token);
+  });
+  const tx = await makeContractCall({
+    contractAddress,
+    contractName,
+    functionName: 'transfer',
+    functionArgs: [
+      uintCV(amount),
+      principalCV(senderAddress),
+      principalCV(recipient),
+      memoHex === null ? noneCV() : someCV(bufferCV(Buffer.from(memoHex, 'hex'))),
+    ],
+    senderKey,
+    nonce,
+    fee,
+    network: testnetWithChainId(chainId),
+    postConditionMode: 'deny',
+    postConditions: pcs,
+  });
+  const record = {
+    kind: 'sip010-transfer',
+    senderKey,
+    nonce: nonce.toString(),
+    fee: fee.toString(),
+    chainId,
+    asset,
+    amount: amount.toString(),
+    recipient,
+    memoHex,
+    postConditions: postConditions.map(pc => ({ ...pc, amount: pc.amount.toString() })),
+    txRaw: tx.serialize(),
+    txId: '0x' + tx.txid(),
+    senderAddress,
+  };
+  checkSIP010Vector(record);
+  return record;
+}
+
+const isU64 = s => typeof s === 'string' && /^(0|[1-9][0-9]*)$/.test(s) && BigInt(s) <= U64_MAX;
+
+function checkAssetID(id, what) {
+  const m = typeof id === 'string' && /^(S[TN][0-9A-Z]+)\.([^.:]+)::([^:]+)$/.exec(id);
+  assert(m, `${what}: bad asset id ${id}`);
+  assert(CONTRACT_NAME_RE.test(m[2]), `${what}: bad contract name ${m[2]}`);
+  assert(CLARITY_NAME_RE.test(m[3]), `${what}: bad token name ${m[3]}`);
+  return { address: m[1], contractName: m[2], tokenName: m[3] };
+}
+
+/** Structural checks plus a decode round-trip of a SIP-010 record. Throws on mismatch. */
+export function checkSIP010Vector(r) {
+  assert(r.kind === 'sip010-transfer', 'kind');
+  assert(/^[0-9a-f]{64}(01)?$/.test(r.senderKey), `bad senderKey ${r.senderKey}`);
+  for (const k of ['nonce', 'fee', 'amount']) assert(isU64(r[k]), `bad ${k} ${r[k]}`);
+  assert(BigInt(r.amount) > 0n, 'amount 0 (a SIP-010 transfer of 0 always fails)');
+  assert(Number.isInteger(r.chainId) && r.chainId >= 0 && r.chainId <= 0xffffffff, 'bad chainId');
+  const asset = checkAssetID(r.asset, 'asset');
+  assert(typeof r.recipient === 'string' && /^S[TN]/.test(r.recipient), `bad recipient ${r.recipient}`);
+  assert(r.recipient !== r.senderAddress, 'recipient is the sender');
+  assert(r.memoHex === null || new RegExp(`^([0-9a-f]{2}){0,${SIP010_MAX_MEMO}}$`).test(r.memoHex), `bad memo ${r.memoHex}`);
+  assert(Array.isArray(r.postConditions) && r.postConditions.length >= 1, 'postConditions');
+  for (const pc of r.postConditions) {
+    assert(pc.principal === 'sender' || pc.principal === 'origin' || /^S[TN]/.test(pc.principal), `bad pc principal ${pc.principal}`);
+    assert(pc.code in FT_CODES, `bad pc code ${pc.code}`);
+    assert(isU64(pc.amount), `bad pc amount ${pc.amount}`);
+    if (pc.asset !== null) checkAssetID(pc.asset, 'pc asset');
+  }
+  assert(/^[0-9a-f]+$/.test(r.txRaw) && r.txRaw.length % 2 === 0, 'txRaw not plain hex');
+  assert(/^0x[0-9a-f]{64}$/.test(r.txId), `bad txId ${r.txId}`);
+  assert(r.txRaw.slice(0, 2) === '80', 'tx version byte is not 0x80');
+  assert(r.txRaw.slice(2, 10) === r.chainId.toString(16).padStart(8, '0'), 'chain id not at bytes 1..4');
+
+  const tx = deserializeTransaction(r.txRaw);
+  assert(tx.serialize() === r.txRaw, 'deserialize/serialize round-trip differs');
+  assert(tx.chainId === r.chainId, 'decoded chainId differs');
+  const sc = tx.auth.spendingCondition;
+  assert(sc.nonce === BigInt(r.nonce) && sc.fee === BigInt(r.fee), 'decoded nonce/fee differ');
+  assert(sc.keyEncoding === (r.senderKey.length === 66 ? 0 : 1), 'unexpected key encoding');
+  assert(tx.postConditionMode === 2, 'post-condition mode is not Deny');
+  assert(tx.postConditions.values.length === r.postConditions.length, 'post-condition count');
+  tx.postConditions.values.forEach((got, i) => {
+    const want = r.postConditions[i];
+    assert(got.conditionType === (want.asset === null ? 0 : 1), `pc ${i} type ${got.conditionType}`);
+    assert(got.conditionCode === FT_CODES[want.code], `pc ${i} code ${got.conditionCode}`);
+    assert(got.amount === BigInt(want.amount), `pc ${i} amount`);
+    const who = want.principal === 'sender' ? r.senderAddress : want.principal;
+    const p = got.principal;
+    if (want.principal === 'origin') assert(p.prefix === 1, `pc ${i} principal type ${p.prefix}`);
+    else if (who.includes('.')) {
+      assert(p.prefix === 3 && `${addressToString(p.address)}.${p.contractName.content}` === who, `pc ${i} contract principal`);
+    } else assert(p.prefix === 2 && addressToString(p.address) === who, `pc ${i} standard principal`);
+    if (want.asset !== null) {
+      const a = got.asset;
+      assert(`${addressToString(a.address)}.${a.contractName.content}::${a.assetName.content}` === want.asset, `pc ${i} asset`);
+    }
+  });
+  const p = tx.payload;
+  assert(p.payloadType === 2, 'payload is not a contract call');
+  assert(addressToString(p.contractAddress) === asset.address && p.contractName.content === asset.contractName, 'contract');
+  assert(p.functionName.content === 'transfer', 'function name');
+  const [amount, sender, recipient, memo] = p.functionArgs;
+  assert(p.functionArgs.length === 4, 'argument count');
+  assert(amount.type === 'uint' && amount.value === BigInt(r.amount), 'amount argument');
+  assert(sender.type === 'address' && sender.value === r.senderAddress, 'sender argument');
+  assert(recipient.type === (r.recipient.includes('.') ? 'contract' : 'address') && recipient.value === r.recipient, 'recipient argument');
+  if (r.memoHex === null) assert(memo.type === 'none', 'memo is not none');
+  else assert(memo.type === 'some' && memo.value.type === 'buffer' && memo.value.value === r.memoHex, 'memo argument');
 }

@@ -687,6 +687,7 @@ func (d *decoder) clarityLen(field string) int {
 func (d *decoder) clarityName(field string) string {
 	n := int(d.byte(field + " length"))
 	if d.err == nil && (n == 0 || n > maxClarityNameLen) {
+		d.off--
 		d.fail("%s length %d, must be 1 to %d", field, n, maxClarityNameLen)
 	}
 	s := d.take(field, n)
@@ -694,6 +695,7 @@ func (d *decoder) clarityName(field string) string {
 		return ""
 	}
 	if err := ValidateClarityName(string(s)); err != nil {
+		d.off -= n // report the name's first byte
 		d.fail("%s: %v", field, err)
 		return ""
 	}

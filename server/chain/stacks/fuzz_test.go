@@ -57,6 +57,26 @@ func FuzzDecodeTransaction(f *testing.F) {
 	f.Add([]byte{0x80})
 	call, _ := hex.DecodeString(goldenCallTxRaw)
 	f.Add(call)
+	sip010, _ := hex.DecodeString(goldenSIP010TxRaw)
+	f.Add(sip010)
+	// A SIP-010 transfer with a memo and STX and fungible post-conditions of
+	// every principal type, so mutations reach each branch of the decoder.
+	asset, _ := ParseAssetID(goldenRecipient + ".tok::t<=")
+	sender := Principal{Address: key.TestnetAddress()}
+	args, _ := SIP010TransferArgs(sender, p, 1<<40, []byte("memo"))
+	mixed, err := NewContractCall(ContractCallParams{
+		Contract: asset.Contract, Function: SIP010TransferFunction, Args: args, Fee: 1,
+		PostConditions: []PostCondition{
+			PrincipalSendsExactlyFT(sender, asset, 1<<40),
+			{Origin: true, Code: ConditionGt, Amount: 0, Asset: asset},
+			{Principal: p, Code: ConditionLtEq, Amount: ^uint64(0), Asset: asset},
+			OriginSendsExactly(7),
+		},
+	}, key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(mixed.Serialize())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := DecodeTransaction(b)
 		if err != nil {
@@ -102,6 +122,41 @@ func FuzzDecodeClarityValue(f *testing.F) {
 		}
 		if err := ValidateClarityValue(v); err != nil {
 			t.Fatalf("decoded value fails validation: %v", err)
+		}
+	})
+}
+
+// FuzzParseAssetID: no input panics, and an accepted identifier renders to a
+// string that parses to the same asset, validates, and survives the
+// post-condition encoding and decoding.
+func FuzzParseAssetID(f *testing.F) {
+	for _, s := range []string{
+		SBTCTestnet, "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token",
+		goldenRecipient + ".c::<=", goldenRecipient + ".c::a-_!?+<>=/*9", goldenRecipient + ".c::a::b",
+		"", "::", "::t", goldenRecipient + ".c::", goldenRecipient + "::t", "st2tjrhdhmybq417hfb0bdx430tqa5pxrx6495g1v.c::t",
+		"St2tjrhdhmybq417hfb0bdx430tqa5pxrx6495g1v.c::t", // normalised: String differs from the input
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAssetID(s)
+		if err != nil {
+			return
+		}
+		if err := a.Validate(); err != nil {
+			t.Fatalf("%q parsed but fails Validate: %v", s, err)
+		}
+		again, err := ParseAssetID(a.String())
+		if err != nil || again != a {
+			t.Fatalf("%q → %q → %+v %v", s, a.String(), again, err)
+		}
+		enc := a.appendTo(nil)
+		if len(enc) != a.encodedLen() {
+			t.Fatalf("%q: encodedLen %d, encoded %d bytes", s, a.encodedLen(), len(enc))
+		}
+		d := decoder{buf: enc}
+		if back := d.assetInfo(); d.err != nil || d.off != len(enc) || back != a {
+			t.Fatalf("%q: encoded %x decodes to %+v (%v, %d of %d bytes)", s, enc, back, d.err, d.off, len(enc))
 		}
 	})
 }

@@ -20,7 +20,9 @@ const SBTCTestnet = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-
 // ErrBadAssetID is wrapped by asset identifier parse errors.
 var ErrBadAssetID = errors.New("bad asset identifier")
 
-// ParseAssetID parses "ADDR.contract::token".
+// ParseAssetID parses "ADDR.contract::token". The deployer may be an address
+// of either network: an asset identifier only names a token, and whether it
+// may be used on the faucet's network is the caller's rule, not the syntax's.
 func ParseAssetID(s string) (AssetInfo, error) {
 	contract, name, ok := strings.Cut(s, "::")
 	if !ok {

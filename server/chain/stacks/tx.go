@@ -459,7 +459,8 @@ func (d *decoder) address(field string) Address {
 	var a Address
 	a.Version = d.byte(field + " version")
 	if d.err == nil && a.Version >= 32 {
-		d.fail("address version %d out of range", a.Version)
+		d.off--
+		d.fail("%s: address version %d out of range", field, a.Version)
 	}
 	d.copy(field+" hash", a.Hash160[:])
 	return a
@@ -470,6 +471,7 @@ func (d *decoder) address(field string) Address {
 func (d *decoder) contractName(field string) string {
 	n := int(d.byte(field + " length"))
 	if d.err == nil && (n < minContractNameLen || n > maxContractNameLen) {
+		d.off--
 		d.fail("%s length %d, must be %d to %d", field, n, minContractNameLen, maxContractNameLen)
 	}
 	name := d.take(field, n)
@@ -477,7 +479,8 @@ func (d *decoder) contractName(field string) string {
 		return ""
 	}
 	if err := ValidateContractName(string(name)); err != nil {
-		d.fail("%v", err)
+		d.off -= n // report the name's first byte
+		d.fail("%s: %v", field, err)
 		return ""
 	}
 	return string(name)
