@@ -23,7 +23,7 @@ VECTORS_FILE        := $(BIN)/stacksjs-vectors.json
 # Fuzzing: a short smoke run inside `make test`, longer with `make fuzz`.
 FUZZ_SMOKE_TIME ?= 5s
 FUZZ_TIME       ?= 60s
-FUZZ_TARGETS    := ./server/chain/stacks:FuzzParsePrincipal ./server/chain/stacks:FuzzC32 ./server/chain/stacks:FuzzDecodeTransaction ./server/chain/stacks:FuzzDecodeClarityValue
+FUZZ_TARGETS    := ./server/chain/stacks:FuzzParsePrincipal ./server/chain/stacks:FuzzC32 ./server/chain/stacks:FuzzDecodeTransaction ./server/chain/stacks:FuzzDecodeClarityValue ./server/chain/stacks:FuzzParseAssetID
 
 # Operator code generation: controller-gen is pinned in hack/tools/go.mod.
 # The envtest control plane is built from source by hack/envtest/build.sh,
