@@ -24,6 +24,9 @@ import (
 func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
 	ri := infoFrom(r.Context())
 	adm := guard.Admission{Recipient: req.Recipient, Stacking: req.Stacking}
+	if req.Asset.IsToken() {
+		adm.Asset = guard.AssetSBTC
+	}
 	if ri != nil {
 		adm.ClientIP = ri.clientIP
 	}
@@ -31,10 +34,10 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	// leaves the engine unsure whether the node took the transaction.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
 	defer cancel()
-	log := s.log.With("recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
+	log := s.log.With("recipient", req.Recipient.String(), "asset", string(req.Asset.OrSTX()), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
 	if s.cfg.Suspended {
-		s.metrics.observeDrip(string(faucet.ReasonDisabled), nil)
+		s.metrics.observeDrip(req.Asset, string(faucet.ReasonDisabled), nil)
 		log.Info("drip refused: the faucet is suspended")
 		return nil, disabledFailure("the faucet is suspended")
 	}
@@ -48,12 +51,12 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		var rej *guard.Rejection
 		switch {
 		case errors.As(err, &rej):
-			s.metrics.observeRejection(rej.Check)
+			s.metrics.observeRejection(req.Asset, rej.Check)
 			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
 			return nil, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
 		case err != nil:
 			log.Warn("abuse checks failed", "err", err)
-			return nil, s.storeFailure()
+			return nil, s.storeFailure(req.Asset)
 		}
 		adm.Grant = g
 	}
@@ -64,7 +67,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	var limited *guard.Limited
 	switch {
 	case errors.As(err, &limited):
-		s.metrics.observeDrip(reasonRateLimited, nil)
+		s.metrics.observeDrip(req.Asset, reasonRateLimited, nil)
 		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
 		return nil, &dripFailure{
 			status: http.StatusTooManyRequests, reason: reasonRateLimited, message: "Too many requests",
@@ -72,7 +75,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		}
 	case err != nil:
 		log.Warn("rate limits unavailable", "err", err)
-		return nil, s.storeFailure()
+		return nil, s.storeFailure(req.Asset)
 	}
 
 	result, err := s.cfg.Faucet.Drip(ctx, req)
@@ -88,12 +91,16 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		}
 		return nil, s.dripFailure(r, req, adm, err)
 	}
-	s.metrics.observeDrip("", result)
+	s.metrics.observeDrip(req.Asset, "", result)
 	if s.cfg.Guard != nil {
 		s.cfg.Guard.Dispensed(adm.Grant)
 	}
+	amountKey := "amount_ustx"
+	if req.Asset.IsToken() {
+		amountKey = "amount_sats"
+	}
 	attrs := []any{
-		"amount_ustx", result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.String(),
+		amountKey, result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.String(),
 		"sender", result.Sender.String(), "nonce", result.Nonce, "in_doubt", result.InDoubt,
 	}
 	if result.Batch > 0 {
@@ -111,8 +118,8 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 
 // storeFailure is the answer when the state store behind the checks or the
 // limits cannot be reached: nothing was sent.
-func (s *server) storeFailure() *dripFailure {
-	s.metrics.observeDrip(string(faucet.ReasonStoreUnavailable), nil)
+func (s *server) storeFailure(asset faucet.Asset) *dripFailure {
+	s.metrics.observeDrip(asset, string(faucet.ReasonStoreUnavailable), nil)
 	return &dripFailure{
 		status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
 		message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,

@@ -30,27 +30,60 @@ type dripSuccess struct {
 	TxRaw   string `json:"txRaw"` // hex, no 0x
 }
 
-// handleDrip serves POST /extended/v1/faucets/stx?address=…&stacking=….
-// Every input check happens here, before the engine, so a malformed request
-// never takes a rate-limit slot.
-func (s *server) handleDrip(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	req, bad := s.parseDrip(r)
-	if bad != nil {
-		s.metrics.observeDrip(reasonInvalidRequest, nil)
-		writeError(w, http.StatusBadRequest, *bad)
-		return
+// handleDrip serves POST /extended/v1/faucets/stx?address=…&stacking=…
+// and, for the token, POST /extended/v1/faucets/sbtc?address=…. Every input
+// check happens here, before the engine, so a malformed request never
+// takes a rate-limit slot.
+func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if !s.assetOn(asset) {
+			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
+			assetOff(asset).writeV1(w, s.cfg.Now(), asset)
+			return
+		}
+		req, bad := s.parseDrip(r, asset)
+		if bad != nil {
+			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+			writeError(w, http.StatusBadRequest, *bad)
+			return
+		}
+		res, fail := s.dispense(r, req)
+		if fail != nil {
+			fail.writeV1(w, s.cfg.Now(), asset)
+			return
+		}
+		writeJSON(w, http.StatusOK, dripSuccess{
+			Success: true,
+			TxID:    res.TxID.Hex0x(),
+			TxRaw:   hex.EncodeToString(res.TxRaw),
+		})
 	}
-	res, fail := s.dispense(r, req)
-	if fail != nil {
-		fail.writeV1(w, s.cfg.Now())
-		return
+}
+
+// assetOn reports whether the faucet drips asset: STX always, the token
+// when it is configured.
+func (s *server) assetOn(asset faucet.Asset) bool {
+	if !asset.IsToken() {
+		return true
 	}
-	writeJSON(w, http.StatusOK, dripSuccess{
-		Success: true,
-		TxID:    res.TxID.Hex0x(),
-		TxRaw:   hex.EncodeToString(res.TxRaw),
-	})
+	_, on := s.cfg.Faucet.TokenConfig()
+	return on
+}
+
+// assetLabel is how people write the asset's name.
+func assetLabel(asset faucet.Asset) string {
+	if asset.IsToken() {
+		return "sBTC"
+	}
+	return "STX"
+}
+
+// assetOff is the incumbent's 403 for an asset whose faucet is not
+// configured.
+func assetOff(asset faucet.Asset) *dripFailure {
+	msg := assetLabel(asset) + " faucet is not available"
+	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: msg, v3Message: msg}
 }
 
 // Headers carrying a proof-of-work solution (see package guard).
@@ -59,8 +92,9 @@ const (
 	headerSolution  = "X-Faucet-Solution"
 )
 
-// parseDrip validates the query. It returns the 400 body on failure.
-func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
+// parseDrip validates the query of a drip of asset. It returns the 400
+// body on failure.
+func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request, *errorBody) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return faucet.Request{}, &errorBody{Error: "invalid query string", Reason: "invalid_query"}
@@ -73,7 +107,7 @@ func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
 			return faucet.Request{}, &errorBody{
 				Error:  "address must be sent as a query parameter, not in the request body",
 				Reason: "address_in_body",
-				Help:   s.helpCommand(r, addr, stacking),
+				Help:   s.helpCommand(r, asset, addr, stacking && !asset.IsToken()),
 			}
 		}
 		return faucet.Request{}, &errorBody{Error: "address required", Reason: "address_required"}
@@ -93,13 +127,16 @@ func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
 	default:
 		return faucet.Request{}, &errorBody{Error: "invalid stacking value, use true or false", Reason: "invalid_stacking"}
 	}
+	if stacking && asset.IsToken() {
+		return faucet.Request{}, &errorBody{Error: "stacking drips are STX only; drop stacking=true for sBTC", Reason: "invalid_stacking"}
+	}
 
 	addr := strings.TrimSpace(addrs[0]) // pasted addresses often carry a newline
 	p, err := stacks.ParseTestnetPrincipal(addr)
 	switch {
 	case errors.Is(err, stacks.ErrMainnetAddress):
 		return faucet.Request{}, &errorBody{
-			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet STX, use a testnet address (ST…)",
+			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + assetLabel(asset) + ", use a testnet address (ST…)",
 			Reason: "mainnet_address",
 		}
 	case err != nil:
@@ -107,7 +144,7 @@ func (s *server) parseDrip(r *http.Request) (faucet.Request, *errorBody) {
 		// prefix of the input.
 		return faucet.Request{}, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
 	}
-	return faucet.Request{Recipient: p, Stacking: stacking}, nil
+	return faucet.Request{Recipient: p, Asset: asset, Stacking: stacking}, nil
 }
 
 // addressFromBody looks for an address in a JSON or form body (any
@@ -148,7 +185,7 @@ func addressFromBody(r *http.Request) (addr string, stacking, ok bool) {
 // helpCommand renders the query-string form of a request as a curl command.
 // The host and address come from the client, so they are used only when
 // they contain nothing that could break out of the quoted shell word.
-func (s *server) helpCommand(r *http.Request, addr string, stacking bool) string {
+func (s *server) helpCommand(r *http.Request, asset faucet.Asset, addr string, stacking bool) string {
 	host := r.Host
 	if host == "" || !safeToken(host, ".-:[]") {
 		host = "<host>"
@@ -160,7 +197,7 @@ func (s *server) helpCommand(r *http.Request, addr string, stacking bool) string
 	if !safeToken(addr, ".-_") || len(addr) > 160 {
 		addr = "ST…"
 	}
-	u := scheme + "://" + host + "/extended/v1/faucets/stx?address=" + addr
+	u := scheme + "://" + host + "/extended/v1/faucets/" + string(asset) + "?address=" + addr
 	if stacking {
 		u += "&stacking=true"
 	}
@@ -208,15 +245,21 @@ type dripFailure struct {
 	v3Message  string
 }
 
-// writeV1 renders the failure for /extended/v1/faucets/stx.
-func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
+// writeV1 renders the failure for /extended/v1/faucets/{asset}. The
+// incumbent's v1 sBTC faucet answers an empty faucet with 503, its STX one
+// with 500.
+func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time, asset faucet.Asset) {
+	status := f.status
+	if asset.IsToken() && f.reason == string(faucet.ReasonExhausted) {
+		status = http.StatusServiceUnavailable
+	}
 	body := errorBody{Error: f.message, Reason: f.reason, Detail: f.detail}
 	if f.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
 		body.RetryAfterSeconds = f.retryAfter
 		body.NextAllowedAt = now.Add(time.Duration(f.retryAfter) * time.Second).UTC().Format(time.RFC3339)
 	}
-	writeError(w, f.status, body)
+	writeError(w, status, body)
 }
 
 // Texts of v3 failures: the incumbent's, word for word, so clients that
@@ -233,7 +276,7 @@ const (
 func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admission, err error) *dripFailure {
 	var fe *faucet.Error
 	if !errors.As(err, &fe) {
-		s.metrics.observeDrip(reasonInternal, nil)
+		s.metrics.observeDrip(req.Asset, reasonInternal, nil)
 		s.log.Error("drip failed", "recipient", req.Recipient.String(), "err", err)
 		return &dripFailure{status: http.StatusInternalServerError, reason: reasonInternal, message: "Internal error", v3Message: v3Failed}
 	}
@@ -247,10 +290,10 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 	}
 	s.log.Log(r.Context(), level, "drip failed",
 		"reason", reason, "message", fe.Message, "err", fe.Err,
-		"recipient", req.Recipient.String(), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
+		"recipient", req.Recipient.String(), "asset", string(req.Asset), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
 	if fe.Reason == faucet.ReasonDisabled {
-		s.metrics.observeDrip(reason, nil)
+		s.metrics.observeDrip(req.Asset, reason, nil)
 		// The engine's disabled messages name only the cause (a mainnet
 		// node, another chain id), so they are shown as detail.
 		return disabledFailure(fe.Message)
@@ -259,7 +302,7 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 	if !known {
 		reason, text = reasonInternal, "Internal error"
 	}
-	s.metrics.observeDrip(reason, nil)
+	s.metrics.observeDrip(req.Asset, reason, nil)
 	f := &dripFailure{status: http.StatusInternalServerError, reason: reason, message: text, v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable}
 	switch fe.Reason {
 	case faucet.ReasonExhausted:

@@ -27,8 +27,10 @@ type v3Tx struct {
 	Chain string `json:"chain"`
 }
 
+// v3Amount names the asset paid: {"stx": µSTX} or {"sbtc": sats}.
 type v3Amount struct {
-	STX string `json:"stx"`
+	STX  string `json:"stx,omitempty"`
+	SBTC string `json:"sbtc,omitempty"`
 }
 
 // v3Error is every v3 failure: the incumbent answers {error} and nothing else.
@@ -42,33 +44,48 @@ const (
 	v3NeedBody       = `body must be a JSON object with an address, e.g. {"address":"ST…"}`
 )
 
-// handleDripV3 serves POST /extended/v3/faucets/stx with a JSON body
-// {"address":"ST…"}. It sends the default amount (the incumbent ignores
-// "stacking" here) through the same checks, limits and engine as v1.
-func (s *server) handleDripV3(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	req, status, msg := parseDripV3(r)
-	if status != 0 {
-		s.metrics.observeDrip(reasonInvalidRequest, nil)
-		writeJSON(w, status, v3Error{Error: msg})
-		return
-	}
-	res, fail := s.dispense(r, req)
-	if fail != nil {
-		if fail.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(fail.retryAfter, 10))
+// handleDripV3 serves POST /extended/v3/faucets/{stx,sbtc} with a JSON
+// body {"address":"ST…"}. It sends the default amount (the incumbent
+// ignores "stacking" here) through the same checks, limits and engine as
+// v1.
+func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if !s.assetOn(asset) {
+			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
+			writeJSON(w, http.StatusForbidden, v3Error{Error: assetOff(asset).v3Message})
+			return
 		}
-		st := fail.status
-		if fail.v3Status != 0 {
-			st = fail.v3Status
+		req, status, msg := parseDripV3(r)
+		if status != 0 {
+			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+			writeJSON(w, status, v3Error{Error: msg})
+			return
 		}
-		writeJSON(w, st, v3Error{Error: fail.v3Message})
-		return
+		req.Asset = asset
+		res, fail := s.dispense(r, req)
+		if fail != nil {
+			if fail.retryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(fail.retryAfter, 10))
+			}
+			st := fail.status
+			if fail.v3Status != 0 {
+				st = fail.v3Status
+			}
+			msg := fail.v3Message
+			if msg == v3Disabled {
+				msg = assetOff(asset).v3Message
+			}
+			writeJSON(w, st, v3Error{Error: msg})
+			return
+		}
+		amount := strconv.FormatUint(res.Amount, 10)
+		body := v3Success{Transaction: v3Tx{TxID: res.TxID.Hex0x(), Chain: "stacks"}, Amount: v3Amount{STX: amount}}
+		if asset.IsToken() {
+			body.Amount = v3Amount{SBTC: amount}
+		}
+		writeJSON(w, http.StatusOK, body)
 	}
-	writeJSON(w, http.StatusOK, v3Success{
-		Transaction: v3Tx{TxID: res.TxID.Hex0x(), Chain: "stacks"},
-		Amount:      v3Amount{STX: strconv.FormatUint(res.Amount, 10)},
-	})
 }
 
 // parseDripV3 validates a v3 request: the address only in a JSON body.

@@ -152,7 +152,7 @@ func TestDripV3BadRequests(t *testing.T) {
 			if n := h.dn.MempoolSize(); n != 0 {
 				t.Errorf("a refused request broadcast %d txs", n)
 			}
-			if got := counterValue(t, h.reg, "faucet_drips_total", map[string]string{"outcome": "error", "reason": reasonInvalidRequest}); got != 1 {
+			if got := counterValue(t, h.reg, "faucet_drips_total", map[string]string{"asset": "stx", "outcome": "error", "reason": reasonInvalidRequest}); got != 1 {
 				t.Errorf("invalid_request counter = %v, want 1", got)
 			}
 		})

@@ -32,6 +32,10 @@ type Reporter interface {
 	Ready(ctx context.Context) error
 	DefaultAmount() uint64
 	StackingAmount(ctx context.Context) (uint64, error)
+	// TokenConfig is the SIP-010 token (sBTC) the faucet drips; ok is
+	// false when it is off. TokenFunding is Funding in its base units.
+	TokenConfig() (tok faucet.Token, ok bool)
+	TokenFunding() (fund faucet.Funding, ok bool)
 }
 
 // DripFinder looks up what became of a transaction the faucet sent, for the

@@ -27,6 +27,8 @@ type fakeEngine struct {
 	funding  faucet.Funding
 	requests []faucet.Request
 	records  []faucet.DripRecord
+	// token is the sBTC configuration the fake reports (off when zero).
+	token faucet.Token
 }
 
 func (e *fakeEngine) Drip(_ context.Context, req faucet.Request) (*faucet.Result, error) {
@@ -54,6 +56,10 @@ func (e *fakeEngine) NodeUp() bool                            { return e.readyEr
 func (e *fakeEngine) ChainID() (uint32, bool)                 { return stacks.ChainIDTestnet, true }
 func (e *fakeEngine) Ready(context.Context) error             { return e.readyErr }
 func (e *fakeEngine) DefaultAmount() uint64                   { return faucet.DefaultAmount }
+func (e *fakeEngine) TokenConfig() (faucet.Token, bool)       { return e.token, e.token.Enabled() }
+func (e *fakeEngine) TokenFunding() (faucet.Funding, bool) {
+	return faucet.Funding{}, e.token.Enabled()
+}
 func (e *fakeEngine) StackingAmount(context.Context) (uint64, error) {
 	return 0, errors.New("no PoX information")
 }

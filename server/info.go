@@ -43,8 +43,38 @@ type infoBody struct {
 	ExplorerTxURL  string       `json:"explorer_tx_url"`
 	BalanceCapUSTX *string      `json:"balance_cap_ustx"`
 	Funding        *infoFunding `json:"funding"`
-	ServerVersion  string       `json:"server_version"`
+	// Assets lists what the faucet drips, STX first: each with its amount,
+	// limits, endpoints and funding state. The top-level amounts, limits,
+	// state and funding are STX's, as before assets existed.
+	Assets        []infoAsset `json:"assets"`
+	ServerVersion string      `json:"server_version"`
 }
+
+// infoAsset is one asset the faucet drips. Amounts are in base units
+// (µSTX, satoshis) as decimal strings; Decimals converts them for people.
+type infoAsset struct {
+	Asset           string       `json:"asset"`
+	Name            string       `json:"name"`
+	AssetIdentifier *string      `json:"asset_identifier"`
+	Decimals        int          `json:"decimals"`
+	Amount          string       `json:"amount"`
+	Limits          infoLimits   `json:"limits"`
+	State           string       `json:"state"`
+	StateMessage    string       `json:"state_message"`
+	Funding         *infoFunding `json:"funding"`
+	Endpoints       infoRoutes   `json:"endpoints"`
+}
+
+type infoRoutes struct {
+	V1 string `json:"v1"`
+	V3 string `json:"v3"`
+}
+
+// Decimals of the assets: µSTX and sBTC's satoshis.
+const (
+	decimalsSTX  = 6
+	decimalsSBTC = 8
+)
 
 type infoTip struct {
 	Height          uint64 `json:"height"`
@@ -125,7 +155,32 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	if fund.Keys > 0 {
 		body.Funding = &infoFunding{DripsLeft: strconv.FormatUint(fund.DripsLeft, 10)}
 	}
+	body.Assets = []infoAsset{{
+		Asset: string(faucet.AssetSTX), Name: "STX", Decimals: decimalsSTX, Amount: body.Amounts.DefaultUSTX,
+		Limits: body.Limits, State: body.State, StateMessage: body.StateMessage, Funding: body.Funding,
+		Endpoints: assetRoutes(faucet.AssetSTX),
+	}}
+	if tok, on := f.TokenConfig(); on {
+		id := tok.Asset.String()
+		a := infoAsset{
+			Asset: string(faucet.AssetSBTC), Name: "sBTC", AssetIdentifier: &id, Decimals: decimalsSBTC,
+			Amount: strconv.FormatUint(tok.Amount, 10),
+			Limits: infoLimits{Address: limitInfo(lim.SBTC.PerAddress), IP: limitInfo(lim.SBTC.PerIP)},
+			State:  body.State, StateMessage: body.StateMessage, Endpoints: assetRoutes(faucet.AssetSBTC),
+		}
+		if tf, _ := f.TokenFunding(); tf.Keys > 0 {
+			a.Funding = &infoFunding{DripsLeft: strconv.FormatUint(tf.DripsLeft, 10)}
+			if body.State == stateReady || body.State == stateLow || body.State == stateEmpty {
+				a.State, a.StateMessage = fundingState(tf, s.cfg.LowDrips, "sBTC")
+			}
+		}
+		body.Assets = append(body.Assets, a)
+	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+func assetRoutes(a faucet.Asset) infoRoutes {
+	return infoRoutes{V1: "/extended/v1/faucets/" + string(a), V3: "/extended/v3/faucets/" + string(a)}
 }
 
 func limitInfo(l guard.Limit) *infoLimit {
@@ -154,11 +209,22 @@ func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, 
 	if fund.Keys == 0 {
 		return stateReady, "The faucet is starting.", fund
 	}
-	switch faucet.LevelOf(fund.DripsLeft, uint64(s.cfg.LowDrips)) {
-	case faucet.FundsEmpty:
-		return stateEmpty, "The faucet is out of funds; its operator has been asked to refill it.", fund
-	case faucet.FundsLow:
-		return stateLow, "The faucet is running low on funds (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left).", fund
+	state, message = fundingState(fund, s.cfg.LowDrips, "")
+	return state, message, fund
+}
+
+// fundingState words an asset's funding level; asset names it in the
+// message ("" for the faucet as a whole).
+func fundingState(fund faucet.Funding, lowDrips int, asset string) (state, message string) {
+	of := ""
+	if asset != "" {
+		of = " of " + asset
 	}
-	return stateReady, "The faucet is ready.", fund
+	switch faucet.LevelOf(fund.DripsLeft, uint64(lowDrips)) {
+	case faucet.FundsEmpty:
+		return stateEmpty, "The faucet is out of funds" + of + "; its operator has been asked to refill it."
+	case faucet.FundsLow:
+		return stateLow, "The faucet is running low on funds" + of + " (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
+	}
+	return stateReady, "The faucet is ready."
 }

@@ -27,7 +27,7 @@ func TestInfoReady(t *testing.T) {
 	h := newHarness(t, options{limits: guard.DefaultLimits()})
 	m := getInfo(t, h)
 	assertKeys(t, m, "network", "chain_id", "state", "state_message", "chain_tip", "amounts", "limits",
-		"challenge", "explorer_tx_url", "balance_cap_ustx", "funding", "server_version")
+		"challenge", "explorer_tx_url", "balance_cap_ustx", "funding", "assets", "server_version")
 	if m["network"] != "testnet" || m["state"] != stateReady {
 		t.Errorf("network %v state %v (%v)", m["network"], m["state"], m["state_message"])
 	}
@@ -231,11 +231,11 @@ func TestFundingMetrics(t *testing.T) {
 	if got := counterValue(t, h.reg, "faucet_node_up", map[string]string{}); got != 1 {
 		t.Errorf("faucet_node_up = %v", got)
 	}
-	left := counterValue(t, h.reg, "faucet_drips_left", map[string]string{})
+	left := counterValue(t, h.reg, "faucet_drips_left", map[string]string{"asset": "stx"})
 	if want := float64(testFunding / (faucet.DefaultAmount + faucet.DefaultFeeFallback)); left != want {
 		t.Errorf("faucet_drips_left = %v, want %v", left, want)
 	}
-	if got := counterValue(t, h.reg, "faucet_low_drips_threshold", map[string]string{}); got != 250 {
+	if got := counterValue(t, h.reg, "faucet_low_drips_threshold", map[string]string{"asset": "stx"}); got != 250 {
 		t.Errorf("faucet_low_drips_threshold = %v", got)
 	}
 	if got := counterValue(t, h.reg, "faucet_funds_available_ustx", map[string]string{}); got != float64(testFunding) {

@@ -23,9 +23,11 @@ type Metrics struct {
 
 	drips     *prometheus.CounterVec
 	dispensed *prometheus.CounterVec
-	nodeCalls *prometheus.HistogramVec
-	httpReqs  *prometheus.HistogramVec
-	keys      *keyCollector
+	// dispensedToken counts token base units sent, by asset.
+	dispensedToken *prometheus.CounterVec
+	nodeCalls      *prometheus.HistogramVec
+	httpReqs       *prometheus.HistogramVec
+	keys           *keyCollector
 	// rejections counts drips refused by an abuse check, by check.
 	rejections *prometheus.CounterVec
 	guard      *guardCollector
@@ -56,8 +58,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		drips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_drips_total",
-			Help: "Drip requests by outcome; reason is the failure class (empty on success).",
-		}, []string{"outcome", "reason"}),
+			Help: "Drip requests by asset (stx, sbtc) and outcome; reason is the failure class (empty on success).",
+		}, []string{"asset", "outcome", "reason"}),
+		dispensedToken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_dispensed_token_total",
+			Help: "Token base units (sBTC: satoshis) sent in accepted drip transactions, by asset.",
+		}, []string{"asset"}),
 		dispensed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_ustx_total",
 			Help: "µSTX sent in accepted drip transactions, by tier (fees excluded).",
@@ -88,19 +94,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Start the known series at zero so rate() and alerts work before the
 	// first occurrence.
-	m.drips.WithLabelValues(outcomeSuccess, "")
-	for _, r := range []string{
-		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
-		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), reasonRateLimited,
-		string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
-		reasonRejectedByCheck,
-	} {
-		m.drips.WithLabelValues(outcomeError, r)
+	for _, a := range []faucet.Asset{faucet.AssetSTX, faucet.AssetSBTC} {
+		m.drips.WithLabelValues(string(a), outcomeSuccess, "")
+		for _, r := range []string{
+			string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
+			string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), reasonRateLimited,
+			string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
+			reasonRejectedByCheck,
+		} {
+			if a.IsToken() && r == string(faucet.ReasonStackingUnavailable) {
+				continue // stacking drips are STX only
+			}
+			m.drips.WithLabelValues(string(a), outcomeError, r)
+		}
 	}
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
+	m.dispensedToken.WithLabelValues(string(faucet.AssetSBTC))
 
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.
@@ -152,17 +164,22 @@ func (m *Metrics) RegisterGuard(c *guard.Chain) {
 	m.guard.mu.Unlock()
 }
 
-func (m *Metrics) observeRejection(check string) {
+func (m *Metrics) observeRejection(asset faucet.Asset, check string) {
 	m.rejections.WithLabelValues(check).Inc()
-	m.drips.WithLabelValues(outcomeError, reasonRejectedByCheck).Inc()
+	m.drips.WithLabelValues(string(asset.OrSTX()), outcomeError, reasonRejectedByCheck).Inc()
 }
 
-func (m *Metrics) observeDrip(reason string, res *faucet.Result) {
+func (m *Metrics) observeDrip(asset faucet.Asset, reason string, res *faucet.Result) {
+	a := string(asset.OrSTX())
 	if res == nil {
-		m.drips.WithLabelValues(outcomeError, reason).Inc()
+		m.drips.WithLabelValues(a, outcomeError, reason).Inc()
 		return
 	}
-	m.drips.WithLabelValues(outcomeSuccess, "").Inc()
+	m.drips.WithLabelValues(a, outcomeSuccess, "").Inc()
+	if asset.IsToken() {
+		m.dispensedToken.WithLabelValues(a).Add(float64(res.Amount))
+		return
+	}
 	tier := "default"
 	if res.Stacking {
 		tier = "stacking"
@@ -181,9 +198,12 @@ type keyCollector struct {
 	f  Reporter
 
 	balance, available, nonce, inFlight, synced, dry, owned *prometheus.Desc
-	// Faucet-wide funding and node health, for alerts.
+	// Faucet-wide funding and node health, for alerts; drips left and the
+	// low threshold per asset.
 	dripsLeft, fundsAvailable, lowDrips, nodeUp *prometheus.Desc
 	low                                         int
+	// Which assets are on, and the token's balances.
+	assetEnabled, keyToken, keyTokenAvailable, tokenFunds, treasuryToken *prometheus.Desc
 	// The treasury, reported by the replica that writes for it.
 	treasuryBalance, treasuryAvailable, treasuryInFlight, refills *prometheus.Desc
 	// Send-many batching, when on.
@@ -200,11 +220,20 @@ func newKeyCollector() *keyCollector {
 		synced:    prometheus.NewDesc("faucet_key_synced", "1 when the key's account has been read from the node.", addr, nil),
 		dry:       prometheus.NewDesc("faucet_key_dry", "1 when the node reported the key cannot pay.", addr, nil),
 		owned:     prometheus.NewDesc("faucet_key_owned", "1 when this replica sends with the key (always 1 without a shared store).", addr, nil),
-		dripsLeft: prometheus.NewDesc("faucet_drips_left", "Default drips the keys this replica sends with can still pay (amount plus a typical fee).", nil, nil),
+		dripsLeft: prometheus.NewDesc("faucet_drips_left", "Default drips of an asset the keys this replica sends with can still pay (STX: amount plus a typical fee; a token: its amount, on keys that can pay the fee).", []string{"asset"}, nil),
 		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
-		lowDrips: prometheus.NewDesc("faucet_low_drips_threshold", "Drips left below which the faucet reports itself low (--low-drips).", nil, nil),
-		nodeUp:   prometheus.NewDesc("faucet_node_up", "1 when the engine's last read of the Stacks node's tip succeeded.", nil, nil),
+		lowDrips:     prometheus.NewDesc("faucet_low_drips_threshold", "Drips left of an asset below which the faucet reports itself low (--low-drips).", []string{"asset"}, nil),
+		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always; sbtc when configured), 0 for one that is off.", []string{"asset"}, nil),
+		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units (sBTC: satoshis).",
+			[]string{"asset", "address"}, nil),
+		keyTokenAvailable: prometheus.NewDesc("faucet_key_token_available",
+			"Token balance of a sending key minus its in-flight token transfers, in base units.", []string{"asset", "address"}, nil),
+		tokenFunds: prometheus.NewDesc("faucet_token_funds_available",
+			"Token base units the keys this replica sends with can still send beyond what is in flight.", []string{"asset"}, nil),
+		treasuryToken: prometheus.NewDesc("faucet_treasury_token_balance",
+			"Confirmed token balance of the treasury key, in base units (reported by the replica that owns it).", []string{"asset", "address"}, nil),
+		nodeUp: prometheus.NewDesc("faucet_node_up", "1 when the engine's last read of the Stacks node's tip succeeded.", nil, nil),
 		treasuryBalance: prometheus.NewDesc("faucet_treasury_balance_ustx",
 			"Confirmed balance of the treasury key that refills the sending keys, in µSTX (reported by the replica that owns it).", addr, nil),
 		treasuryAvailable: prometheus.NewDesc("faucet_treasury_available_ustx",
@@ -229,7 +258,8 @@ func (c *keyCollector) set(f Reporter, lowDrips int) {
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
 		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills,
-		c.batchTxs, c.batchedDrips, c.batchSplits, c.batchFallbacks} {
+		c.batchTxs, c.batchedDrips, c.batchSplits, c.batchFallbacks,
+		c.assetEnabled, c.keyToken, c.keyTokenAvailable, c.tokenFunds, c.treasuryToken} {
 		ch <- d
 	}
 }
@@ -242,9 +272,18 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	fund := f.Funding()
-	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft))
+	stx, sbtc := string(faucet.AssetSTX), string(faucet.AssetSBTC)
+	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft), stx)
 	ch <- prometheus.MustNewConstMetric(c.fundsAvailable, prometheus.GaugeValue, float64(fund.Available))
-	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low))
+	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), stx)
+	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, stx)
+	tokenFund, tokenOn := f.TokenFunding()
+	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, b2f(tokenOn), sbtc)
+	if tokenOn {
+		ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(tokenFund.DripsLeft), sbtc)
+		ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), sbtc)
+		ch <- prometheus.MustNewConstMetric(c.tokenFunds, prometheus.GaugeValue, float64(tokenFund.Available), sbtc)
+	}
 	ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, b2f(f.NodeUp()))
 	// Only the treasury's writer knows its in-flight refills; elsewhere its
 	// numbers would be stale, so other replicas report nothing.
@@ -254,6 +293,9 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.treasuryInFlight, prometheus.GaugeValue, float64(ts.InFlightRefills), ts.Address)
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsSent), "sent")
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsFailed), "failed")
+		if ts.Token != nil && ts.Token.Known {
+			ch <- prometheus.MustNewConstMetric(c.treasuryToken, prometheus.GaugeValue, float64(ts.Token.Balance), sbtc, ts.Address)
+		}
 	}
 	if bs := f.BatchStats(); bs.Enabled {
 		ch <- prometheus.MustNewConstMetric(c.batchTxs, prometheus.CounterValue, float64(bs.Txs))
@@ -271,6 +313,10 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.synced, prometheus.GaugeValue, b2f(k.Synced), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.dry, prometheus.GaugeValue, b2f(k.Dry), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, b2f(k.Owned), k.Address)
+		if tokenOn && k.TokenKnown {
+			ch <- prometheus.MustNewConstMetric(c.keyToken, prometheus.GaugeValue, float64(k.TokenBalance), sbtc, k.Address)
+			ch <- prometheus.MustNewConstMetric(c.keyTokenAvailable, prometheus.GaugeValue, float64(k.TokenAvailable), sbtc, k.Address)
+		}
 	}
 }
 

@@ -114,9 +114,9 @@ func TestMetrics(t *testing.T) {
 	addr := h.keys[0].TestnetAddress().String()
 	stacking := float64(150_000_000_000)
 	for _, want := range []string{
-		`faucet_drips_total{outcome="success",reason=""} 2`,
-		`faucet_drips_total{outcome="error",reason="invalid_request"} 1`,
-		`faucet_drips_total{outcome="error",reason="rate_limited"} 0`,
+		`faucet_drips_total{asset="stx",outcome="success",reason=""} 2`,
+		`faucet_drips_total{asset="stx",outcome="error",reason="invalid_request"} 1`,
+		`faucet_drips_total{asset="stx",outcome="error",reason="rate_limited"} 0`,
 		`faucet_dispensed_ustx_total{tier="default"} 5e+08`,
 		`faucet_dispensed_ustx_total{tier="stacking"} ` + formatFloat(stacking),
 		`faucet_key_balance_ustx{address="` + addr + `"} ` + formatFloat(float64(testFunding)),

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
@@ -24,8 +25,11 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		h            http.Handler
 	}{
 		// Hiro-compatible API.
-		{http.MethodPost, "/extended/v1/faucets/stx", http.HandlerFunc(s.handleDrip)},
-		{http.MethodPost, "/extended/v3/faucets/stx", http.HandlerFunc(s.handleDripV3)},
+		{http.MethodPost, "/extended/v1/faucets/stx", s.handleDrip(faucet.AssetSTX)},
+		{http.MethodPost, "/extended/v3/faucets/stx", s.handleDripV3(faucet.AssetSTX)},
+		// sBTC answers 403 unless it is configured, like the incumbent's.
+		{http.MethodPost, "/extended/v1/faucets/sbtc", s.handleDrip(faucet.AssetSBTC)},
+		{http.MethodPost, "/extended/v3/faucets/sbtc", s.handleDripV3(faucet.AssetSBTC)},
 		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
 		// The incumbent moved status to /extended and redirects the old path;
 		// we serve the same body on all three.

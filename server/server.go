@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
@@ -159,11 +160,20 @@ func New(cfg Config) http.Handler {
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
-			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
+			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", faucetNames(cfg.Faucet), cfg.Logger),
 	}
 	mux := http.NewServeMux()
 	s.addRoutes(mux)
 	return s.observe(s.cors(s.recoverPanics(mux)))
+}
+
+// faucetNames lists the assets f drips, for the status body.
+func faucetNames(f Reporter) []string {
+	names := []string{string(faucet.AssetSTX)}
+	if _, on := f.TokenConfig(); on {
+		names = append(names, string(faucet.AssetSBTC))
+	}
+	return names
 }
 
 // errorBody is every non-2xx JSON answer. success and error are the

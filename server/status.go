@@ -35,6 +35,10 @@ type statusBody struct {
 	PoxV2UnlockHeight *uint64   `json:"pox_v2_unlock_height"`
 	PoxV3UnlockHeight *uint64   `json:"pox_v3_unlock_height"`
 	ChainTip          *chainTip `json:"chain_tip,omitempty"`
+	// Faucets lists the assets this faucet drips ("stx", "sbtc"): an
+	// addition clients may ignore, so a script can tell whether the sBTC
+	// endpoints will answer before calling them.
+	Faucets []string `json:"faucets"`
 }
 
 type chainTip struct {
@@ -65,12 +69,13 @@ type statusSnapshot struct {
 type statusCache struct {
 	node          StatusNode
 	serverVersion string
+	faucets       []string
 	log           *slog.Logger
 	snap          ttlcache.Value[*statusSnapshot]
 }
 
-func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, log *slog.Logger) *statusCache {
-	c := &statusCache{node: n, serverVersion: version, log: log}
+func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, faucets []string, log *slog.Logger) *statusCache {
+	c := &statusCache{node: n, serverVersion: version, faucets: faucets, log: log}
 	c.snap.TTL, c.snap.Now, c.snap.FetchTimeout = ttl, now, statusFetchTimeout
 	return c
 }
@@ -96,7 +101,7 @@ func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 	wg.Go(func() { pox, poxErr = c.node.PoX(ctx) })
 	wg.Wait()
 
-	body := statusBody{ServerVersion: c.serverVersion}
+	body := statusBody{ServerVersion: c.serverVersion, Faucets: c.faucets}
 	switch {
 	case infoErr != nil:
 		c.log.Warn("status: node info failed", "err", infoErr)

@@ -17,9 +17,9 @@ const (
 	AssetSBTC Asset = "sbtc"
 )
 
-// orSTX reads the zero Asset (rows and requests from before assets
+// OrSTX reads the zero Asset (rows and requests from before assets
 // existed) as STX.
-func (a Asset) orSTX() Asset {
+func (a Asset) OrSTX() Asset {
 	if a == "" {
 		return AssetSTX
 	}
@@ -27,7 +27,7 @@ func (a Asset) orSTX() Asset {
 }
 
 // IsToken is true for the SIP-010 token.
-func (a Asset) IsToken() bool { return a.orSTX() == AssetSBTC }
+func (a Asset) IsToken() bool { return a.OrSTX() == AssetSBTC }
 
 // cost is what one transaction takes from its sender's account: µSTX (the
 // amount of an STX transfer plus the fee) and base units of the token.
@@ -118,10 +118,10 @@ func (f *Faucet) placedResult(done *placed, amount uint64) *Result {
 	p := done.tx
 	if done.lostAnswer != nil {
 		f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
-			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "asset", string(p.Asset.orSTX()), "err", done.lostAnswer)
+			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "asset", string(p.Asset.OrSTX()), "err", done.lostAnswer)
 	}
 	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: p.Fee, Nonce: p.Nonce, Sender: p.Sender,
-		Asset: p.Asset.orSTX(), InDoubt: done.lostAnswer != nil}
+		Asset: p.Asset.OrSTX(), InDoubt: done.lostAnswer != nil}
 }
 
 // syncToken reads k's token balance after its account read and applies it

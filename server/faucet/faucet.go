@@ -146,7 +146,7 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 // RecordOf is the history record of a drip's outcome at at: res when it was
 // sent, else err's reason.
 func RecordOf(at time.Time, req Request, res *Result, err error) DripRecord {
-	d := DripRecord{At: at, Recipient: req.Recipient.String(), Asset: req.Asset.orSTX(), Stacking: req.Stacking}
+	d := DripRecord{At: at, Recipient: req.Recipient.String(), Asset: req.Asset.OrSTX(), Stacking: req.Stacking}
 	if res != nil {
 		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome = res.Amount, res.Fee, res.TxID.String(), res.Sender.String(), res.Nonce, OutcomeSent
 		d.Batch = res.Batch
@@ -173,7 +173,7 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	if err := f.checkChain(ctx); err != nil {
 		return nil, err
 	}
-	switch req.Asset.orSTX() {
+	switch req.Asset.OrSTX() {
 	case AssetSTX:
 	case AssetSBTC:
 		if !f.cfg.Token.Enabled() {

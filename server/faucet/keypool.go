@@ -268,7 +268,7 @@ func (p *keyPool) eachRefill(fn func(to stacks.Address, asset Asset) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tx := range t.pending {
-		if !tx.Foreign && !tx.Recipient.IsContract() && !fn(tx.Recipient.Address, tx.Asset.orSTX()) {
+		if !tx.Foreign && !tx.Recipient.IsContract() && !fn(tx.Recipient.Address, tx.Asset.OrSTX()) {
 			return
 		}
 	}

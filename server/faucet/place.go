@@ -80,7 +80,7 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 		}
 		raw := tx.Serialize()
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: pl.to,
-			Asset: pl.asset.orSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
+			Asset: pl.asset.OrSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
 		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
 			if retry {
 				lastErr = rerr

@@ -502,7 +502,7 @@ func (t *treasury) refillSent(ctx context.Context, d *keyState, p *PendingTx, se
 		t.f.log.Info("treasury refill sent", args...)
 	}
 	t.f.history.record(ctx, DripRecord{
-		At: p.SentAt, Recipient: d.addr.String(), Asset: p.Asset.orSTX(), Amount: p.Amount, Fee: p.Fee,
+		At: p.SentAt, Recipient: d.addr.String(), Asset: p.Asset.OrSTX(), Amount: p.Amount, Fee: p.Fee,
 		TxID: p.TxID.String(), Sender: p.Sender.String(), Nonce: p.Nonce, Outcome: OutcomeRefill,
 	})
 }
