@@ -39,6 +39,8 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"limit-address":            limit(guard.DefaultLimits().PerAddress),
 		"limit-stacking":           limit(guard.DefaultLimits().StackingPerAddress),
 		"limit-ip":                 limit(guard.DefaultLimits().PerIP),
+		"sbtc-limit-address":       limit(guard.DefaultLimits().SBTC.PerAddress),
+		"sbtc-limit-ip":            limit(guard.DefaultLimits().SBTC.PerIP),
 		"pow-difficulty":           strconv.Itoa(guard.DefaultDifficulty),
 		"pow-max-difficulty":       strconv.Itoa(guard.DefaultMaxDifficulty),
 		"pow-ttl":                  guard.DefaultChallengeTTL.String(),

@@ -464,6 +464,7 @@ func fullOptions(store string) func(o *serveOptions) {
 			PerAddress:         guard.Limit{Requests: 3, Window: 10 * time.Minute},
 			StackingPerAddress: guard.Limit{Requests: 2, Window: 24 * time.Hour},
 			PerIP:              guard.Limit{Requests: 20, Window: 90 * time.Second},
+			SBTC:               guard.DefaultLimits().SBTC, // sBTC off: its flags are left at their defaults
 		}
 		o.trustedHops = 2
 		o.suspend = true

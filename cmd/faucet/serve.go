@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,7 @@ type serveOptions struct {
 	stuckBlocks     uint64
 	busyWait        time.Duration
 	batch           batchOptions
+	sbtc            sbtcOptions
 	limits          guard.Limits
 	trustedHops     int
 	suspend         bool
@@ -75,6 +77,14 @@ type abuseOptions struct {
 	tokensFile       string
 	ipAllow, ipDeny  prefixList
 	balanceCap       uint64
+}
+
+// sbtcOptions turn on the sBTC faucet: a SIP-010 token dripped beside STX.
+type sbtcOptions struct {
+	asset        string
+	amount       uint64
+	refillBelow  uint64
+	refillAmount uint64
 }
 
 // batchOptions gather default drips into send-many contract calls.
@@ -114,7 +124,13 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	o.limits = guard.DefaultLimits()
 	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
 	fs.Var(limitValue{&o.limits.StackingPerAddress}, "limit-stacking", "stacking drips per address, N/window (0 disables)")
-	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "drips per client IP (IPv6 by /64), N/window (0 disables)")
+	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "STX drips per client IP (IPv6 by /64), N/window (0 disables)")
+	fs.StringVar(&o.sbtc.asset, "sbtc-asset", "", "turn on the sBTC faucet: the SIP-010 token's asset identifier, ADDR.contract::token (testnet sBTC: "+stacks.SBTCTestnet+"); needs --sbtc-amount; with --devnet the devnet's own token")
+	fs.Uint64Var(&o.sbtc.amount, "sbtc-amount", 0, "sBTC per drip, in satoshis (0 = sBTC off; with --devnet "+strconv.FormatUint(devnetSBTCAmount, 10)+")")
+	fs.Var(limitValue{&o.limits.SBTC.PerAddress}, "sbtc-limit-address", "sBTC drips per address, N/window, a bucket apart from STX's (0 disables)")
+	fs.Var(limitValue{&o.limits.SBTC.PerIP}, "sbtc-limit-ip", "sBTC drips per client IP (IPv6 by /64), N/window (0 disables)")
+	fs.Uint64Var(&o.sbtc.refillBelow, "sbtc-refill-below", 0, "with a treasury: refill a faucet key whose available sBTC falls below this many satoshis (0 = 20 sBTC drips' worth)")
+	fs.Uint64Var(&o.sbtc.refillAmount, "sbtc-refill-amount", 0, "with a treasury: satoshis per sBTC refill (0 = 10 × --sbtc-refill-below)")
 	fs.IntVar(&o.trustedHops, "trusted-proxy-hops", 0, "X-Forwarded-For hops appended by trusted proxies (0 = use the peer address)")
 	fs.BoolVar(&o.suspend, "suspend", false, "answer drips with 403 while still serving status")
 	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", server.DefaultStatusCacheTTL, "how long node reads for the status endpoint are cached")
@@ -166,6 +182,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := o.validateRefill(); err != nil {
 		return err
 	}
+	token, err := o.sbtc.token(o.devnet, o.treasuryKeyFile != "" || o.devnetTreasury)
+	if err != nil {
+		return err
+	}
+	o.sbtc.amount = token.Amount // the devnet's default, for the banner
 	batchContract, err := o.batch.validate()
 	if err != nil {
 		return err
@@ -219,6 +240,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	f, err := faucet.New(faucet.Config{
 		Keys: keys, Node: client, ChainID: uint32(o.chainID), Logger: logger,
 		Amounts:  faucet.Amounts{Default: o.amount, Stacking: o.stackingAmount, StackingPaddingPercent: &o.stackingPadding, Memo: o.memo},
+		Token:    token,
 		Fees:     faucet.Fees{Min: o.feeMin, Max: o.feeMax, Fallback: o.feeFallback, Reserve: o.feeReserve},
 		Batching: faucet.Batching{Max: o.batch.max, Window: o.batch.window, Contract: batchContract},
 		Refills:  faucet.Refills{Treasury: treasury, Below: o.refillBelow, Amount: o.refillAmount},
@@ -254,6 +276,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		"pow_difficulty", checks.Difficulty(), "api_tokens", checks.TokenCount())
 	if ts, ok := f.Treasury(); ok {
 		logger.Info("treasury refills faucet keys", "treasury", ts.Address, "refill_below", ts.RefillBelow, "refill_amount", ts.RefillAmount)
+	}
+	if tok, on := f.TokenConfig(); on {
+		logger.Info("sBTC faucet on", "asset", tok.Asset.String(), "amount_sats", tok.Amount,
+			"limit_address", limitValue{&o.limits.SBTC.PerAddress}.String(), "limit_ip", limitValue{&o.limits.SBTC.PerIP}.String())
 	}
 	if o.devnet {
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
@@ -348,6 +374,51 @@ func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
 		return nil, fmt.Errorf("--treasury-key-file %s: want exactly one key, found %d", path, len(keys))
 	}
 	return keys[0], nil
+}
+
+// devnetSBTCAmount is the devnet's sBTC drip: 0.001 sBTC.
+const devnetSBTCAmount uint64 = 100_000
+
+// token is the engine's token configuration from the sBTC flags: off
+// unless both the asset and the amount are set (the devnet sets both
+// unless told otherwise).
+func (s sbtcOptions) token(devnet, hasTreasury bool) (faucet.Token, error) {
+	if devnet {
+		if s.asset == "" {
+			s.asset = stacks.SBTCTestnet
+		}
+		if s.amount == 0 {
+			s.amount = devnetSBTCAmount
+		}
+	}
+	switch {
+	case s.asset == "" && s.amount == 0:
+		if s.refillBelow != 0 || s.refillAmount != 0 {
+			return faucet.Token{}, errors.New("--sbtc-refill-below and --sbtc-refill-amount need the sBTC faucet on: --sbtc-asset and --sbtc-amount")
+		}
+		return faucet.Token{}, nil
+	case s.asset == "":
+		return faucet.Token{}, errors.New("--sbtc-amount needs --sbtc-asset, the token's asset identifier (ADDR.contract::token)")
+	case s.amount == 0:
+		return faucet.Token{}, errors.New("--sbtc-asset needs --sbtc-amount, the satoshis per drip")
+	}
+	asset, err := stacks.ParseAssetID(s.asset)
+	if err != nil {
+		return faucet.Token{}, fmt.Errorf("--sbtc-asset: %w", err)
+	}
+	if asset.Contract.Address.IsMainnet() {
+		return faucet.Token{}, fmt.Errorf("--sbtc-asset %s: a mainnet contract; the faucet only serves test networks", s.asset)
+	}
+	if !hasTreasury && (s.refillBelow != 0 || s.refillAmount != 0) {
+		return faucet.Token{}, errors.New("--sbtc-refill-below and --sbtc-refill-amount need a treasury: --treasury-key-file (or --devnet-treasury)")
+	}
+	t := faucet.Token{Asset: asset, Amount: s.amount, RefillBelow: s.refillBelow, RefillAmount: s.refillAmount}
+	if hasTreasury {
+		if _, err := t.ResolveRefills(); err != nil {
+			return faucet.Token{}, fmt.Errorf("--sbtc-refill-below/--sbtc-refill-amount: %w", err)
+		}
+	}
+	return t, nil
 }
 
 // validate checks the batching flags and parses the contract id.
