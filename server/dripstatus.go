@@ -27,7 +27,12 @@ type dripStatusBody struct {
 	State       string  `json:"state"`
 	BlockHeight *uint64 `json:"block_height"`
 	Recipient   *string `json:"recipient"`
-	AmountUSTX  *string `json:"amount_ustx"`
+	// Asset is what the drip pays ("stx", "sbtc"); Amount is in its base
+	// units (µSTX, satoshis). AmountUSTX repeats an STX amount for the
+	// clients that read it and is null for a token drip.
+	Asset      string  `json:"asset,omitempty"`
+	Amount     *string `json:"amount"`
+	AmountUSTX *string `json:"amount_ustx"`
 	Stacking    *bool   `json:"stacking"`
 	SentAt      *string `json:"sent_at"`
 	// Batch is how many drips the transaction pays when it is a send-many
@@ -69,17 +74,17 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		if rec.Batch > 1 {
 			out.Recipient, out.Batch = nil, rec.Batch
 		}
-		amt := strconv.FormatUint(rec.Amount, 10)
 		at := rec.At.UTC().Format(time.RFC3339)
-		out.AmountUSTX, out.SentAt = &amt, &at
+		out.SentAt = &at
+		out.setAmount(rec.Asset, rec.Amount)
 	case isPending:
 		rcpt, amount, at := inflight.Recipient.String(), inflight.Amount, inflight.SentAt.UTC().Format(time.RFC3339)
 		out.Recipient = &rcpt
 		if n := inflight.BatchSize(); n > 0 {
 			out.Recipient, out.Batch, amount = nil, n, inflight.Amount/uint64(n)
 		}
-		amt := strconv.FormatUint(amount, 10)
-		out.AmountUSTX, out.SentAt = &amt, &at
+		out.SentAt = &at
+		out.setAmount(inflight.Asset, amount)
 	default:
 		out.State, out.Message = dripUnknown, "This faucet has no record of that transaction."
 		writeJSON(w, http.StatusOK, out)
@@ -98,6 +103,16 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	out.State, out.Message = s.txState(ctx, id, rec, found, &out)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// setAmount fills the asset and its amount fields.
+func (b *dripStatusBody) setAmount(asset faucet.Asset, amount uint64) {
+	asset = asset.OrSTX()
+	amt := strconv.FormatUint(amount, 10)
+	b.Asset, b.Amount = string(asset), &amt
+	if !asset.IsToken() {
+		b.AmountUSTX = &amt
+	}
 }
 
 // txState asks the node where a faucet transaction is.
