@@ -170,13 +170,14 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 	}
 
 	// Payload checks come after the balance: the contract must be deployed
-	// (only Config.SendManyContract can be), the function public, the
-	// arguments well-typed.
+	// (only Config.SendManyContract and Config.TokenAsset's can be), the
+	// function public, the arguments well-typed.
 	var call []transfer
+	var tokenCall *tokenCall
 	if tx.ContractCall != nil {
 		var reason string
 		var data map[string]any
-		if call, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
+		if call, tokenCall, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
 			return reject(reason, data)
 		}
 	}
@@ -199,7 +200,7 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 		delete(n.pool, prior.txid)
 	}
 	n.seq++
-	e := &poolEntry{tx: tx, raw: raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call}
+	e := &poolEntry{tx: tx, raw: raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call, token: tokenCall}
 	n.pool[txid] = e
 	if n.pending[principal] == nil {
 		n.pending[principal] = make(map[uint64]*poolEntry)

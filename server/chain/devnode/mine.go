@@ -77,9 +77,12 @@ func (n *Node) Mine() Block {
 		from.balance -= cost
 		from.nonce++
 		out := callOutcome{result: resultTransferOK}
-		if e.tx.ContractCall != nil {
+		switch {
+		case e.token != nil:
+			out = n.runTokenCall(e)
+		case e.tx.ContractCall != nil:
 			out = n.runContractCall(e, from)
-		} else {
+		default:
 			n.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
 		}
 		outcomes = append(outcomes, out)
@@ -96,7 +99,8 @@ func (n *Node) Mine() Block {
 	// The block id depends on the included txids, so index them afterwards.
 	n.blockIDs = append(n.blockIDs, n.tip.IndexBlockHash)
 	for i, id := range included {
-		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: outcomes[i].result, aborted: outcomes[i].aborted}
+		o := outcomes[i]
+		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: o.result, aborted: o.aborted, pcFailure: o.pcFailure, events: o.events}
 	}
 	n.gc()
 	n.log.Info("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)

@@ -82,6 +82,15 @@ type Config struct {
 	// contract call is refused with NoSuchContract. New panics on an
 	// unparsable id.
 	SendManyContract string
+	// TokenAsset is the asset identifier ("ADDR.contract::token") of a
+	// SIP-010 token contract deployed at genesis, e.g. stacks.SBTCTestnet:
+	// TokenContractSource deployed by ADDR as contract. The token part must
+	// be TokenName, the token that source defines. "" deploys none. New
+	// panics on an unparsable identifier.
+	TokenAsset string
+	// TokenGenesis holds token balances minted at genesis; New panics when
+	// it is set without TokenAsset.
+	TokenGenesis map[stacks.Address]uint64
 	// Seed seeds the fault-injection randomness; 0 picks a random seed.
 	Seed uint64
 	// Logger receives mining and drop events; nil discards them.
@@ -147,6 +156,9 @@ type minedTx struct {
 	raw     []byte
 	result  string // receipt result, e.g. "(ok true)" or "(err u1)"
 	aborted bool   // a contract call whose effects were rolled back
+	// pcFailure is the post-condition failure that aborted a call, else "".
+	pcFailure string
+	events    []TxEvent
 }
 
 // poolEntry is one row of the mempool table.
@@ -158,9 +170,11 @@ type poolEntry struct {
 	received uint64 // tip height at admission, for GC
 	seq      uint64 // arrival order, the tie-breaker when mining
 	mined    bool   // mined but kept until GC, like the real mempool table
-	// call holds a contract call's transfers (checked at admission); nil
-	// for a token transfer.
+	// call holds a send-many call's transfers (checked at admission); nil
+	// for anything else.
 	call []transfer
+	// token is a call of the token contract (checked at admission).
+	token *tokenCall
 }
 
 // spend is what the entry may take from its sender's balance: amount+fee
@@ -211,6 +225,7 @@ type Node struct {
 	noFeeEstimate bool
 
 	sendMany *stacks.ContractID // the deployed send-many-memo, if any
+	token    *tokenContract     // the deployed token contract, if any
 }
 
 // New returns a node at its genesis block holding cfg.Genesis balances.
@@ -251,6 +266,21 @@ func New(cfg Config) *Node {
 			panic("devnode: Config.SendManyContract: " + err.Error())
 		}
 		n.sendMany = &id
+	}
+	if cfg.TokenAsset != "" {
+		t, err := newTokenContract(cfg.TokenAsset)
+		if err != nil {
+			panic("devnode: Config.TokenAsset: " + err.Error())
+		}
+		if n.sendMany != nil && *n.sendMany == t.asset.Contract {
+			panic("devnode: Config.TokenAsset and Config.SendManyContract name the same contract")
+		}
+		n.token = t
+	} else if len(cfg.TokenGenesis) > 0 {
+		panic("devnode: Config.TokenGenesis without Config.TokenAsset")
+	}
+	for addr, amount := range cfg.TokenGenesis {
+		n.token.mint(addr.String(), amount)
 	}
 	for addr, ustx := range cfg.Genesis {
 		n.credit(addr.String(), ustx)

@@ -98,6 +98,8 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		n.postFeeRate(w, r)
 	case post && path == "/v2/transactions":
 		n.postTransaction(w, r)
+	case post && callReadPath.MatchString(path):
+		n.postCallRead(w, r, callReadPath.FindStringSubmatch(path))
 	case get && accountPath.MatchString(path):
 		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1])
 	case get && unconfirmedPath.MatchString(path):

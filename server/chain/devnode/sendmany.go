@@ -44,15 +44,26 @@ type transfer struct {
 
 // checkContractCall is can_include_tx's payload check for a contract call:
 // the contract must exist, the function must be public, the arguments must
-// type-check. It returns the transfers the call will attempt. Callers hold
-// n.mu.
-func (n *Node) checkContractCall(cc *stacks.ContractCall) ([]transfer, string, map[string]any) {
+// type-check. It returns the transfers a send-many call will attempt, or
+// the checked call of the token contract. Callers hold n.mu.
+func (n *Node) checkContractCall(cc *stacks.ContractCall) ([]transfer, *tokenCall, string, map[string]any) {
 	if !validAddressVersion(n.mainnet, cc.Contract.Address.Version) {
-		return nil, node.ReasonBadAddressVersionByte, nil
+		return nil, nil, node.ReasonBadAddressVersionByte, nil
+	}
+	if n.token != nil && cc.Contract == n.token.asset.Contract {
+		tc, reason, data := checkTokenCall(cc)
+		return nil, tc, reason, data
 	}
 	if n.sendMany == nil || cc.Contract != *n.sendMany {
-		return nil, node.ReasonNoSuchContract, nil
+		return nil, nil, node.ReasonNoSuchContract, nil
 	}
+	ts, reason, data := checkSendManyCall(cc)
+	return ts, nil, reason, data
+}
+
+// checkSendManyCall checks a call of send-many-memo's functions and
+// arguments.
+func checkSendManyCall(cc *stacks.ContractCall) ([]transfer, string, map[string]any) {
 	badArg := func(msg string) ([]transfer, string, map[string]any) {
 		return nil, node.ReasonBadFunctionArgument, map[string]any{"message": msg}
 	}
@@ -140,6 +151,10 @@ func outflow(ts []transfer) uint64 {
 type callOutcome struct {
 	result  string // the receipt's result, as /v3/transaction reports it
 	aborted bool   // rolled back: an (err …) result or a failed post-condition
+	// pcFailure is stacks-core's reason when the post-conditions aborted the
+	// call (the receipt's vm_error), else "".
+	pcFailure string
+	events    []TxEvent // the receipt's events; none once rolled back
 }
 
 // runContractCall executes a send-many (or send-stx-with-memo) whose fee
@@ -175,9 +190,13 @@ func (n *Node) runContractCall(e *poolEntry, from *account) callOutcome {
 		out = callOutcome{result: fmt.Sprintf("(err u%d)", errCode), aborted: true}
 		sent = 0
 	}
-	if reason := postConditionFailure(e.tx, e.sender, sent); reason != "" {
+	moved := assetMap{}
+	if sent > 0 {
+		moved.add(e.sender, stxAssetID, sent)
+	}
+	if reason := postConditionFailure(e.tx, e.sender, moved); reason != "" {
 		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.String(), "reason", reason)
-		out.aborted = true
+		out.aborted, out.pcFailure = true, reason
 	}
 	if out.aborted {
 		return out
@@ -188,65 +207,6 @@ func (n *Node) runContractCall(e *poolEntry, from *account) callOutcome {
 		n.credit(t.to, a)
 	}
 	return out
-}
-
-// postConditionFailure is check_transaction_postconditions for STX
-// conditions when only the origin moved STX (sent µSTX): every condition
-// must hold, and in Deny mode STX the origin sent must be covered by one.
-// It returns stacks-core's reason, or "" when the conditions pass.
-func postConditionFailure(tx *stacks.Transaction, origin string, sent uint64) string {
-	covered := false
-	for _, pc := range tx.PostConditions {
-		principal := origin
-		if !pc.Origin {
-			principal = pc.Principal.String()
-		}
-		actual := uint64(0)
-		if principal == origin {
-			actual = sent
-			covered = true
-		}
-		if !conditionHolds(pc.Code, pc.Amount, actual) {
-			return fmt.Sprintf("Post-condition check failure on STX owned by %s: %d %s %d", principal, pc.Amount, conditionName(pc.Code), actual)
-		}
-	}
-	if tx.PostConditionMode == stacks.PostConditionModeDeny && sent > 0 && !covered {
-		return fmt.Sprintf("Post-condition check failure: checking STX asset transfer by %s but not checked", origin)
-	}
-	return ""
-}
-
-// conditionHolds is FungibleConditionCode::check(amount, sent).
-func conditionHolds(code stacks.ConditionCode, amount, sent uint64) bool {
-	switch code {
-	case stacks.ConditionEq:
-		return sent == amount
-	case stacks.ConditionGt:
-		return sent > amount
-	case stacks.ConditionGtEq:
-		return sent >= amount
-	case stacks.ConditionLt:
-		return sent < amount
-	case stacks.ConditionLtEq:
-		return sent <= amount
-	}
-	return false
-}
-
-func conditionName(code stacks.ConditionCode) string {
-	switch code {
-	case stacks.ConditionEq:
-		return "SentEq"
-	case stacks.ConditionGt:
-		return "SentGt"
-	case stacks.ConditionGtEq:
-		return "SentGe"
-	case stacks.ConditionLt:
-		return "SentLt"
-	case stacks.ConditionLtEq:
-		return "SentLe"
-	}
-	return fmt.Sprintf("0x%02x", byte(code))
 }
 
 // typeDebug approximates the Debug form of TypeSignature::type_of(v) that
