@@ -93,15 +93,20 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // startEmbeddedDevnet runs a simulated node on a loopback port with freshly
-// generated, generously funded keys. With --devnet-treasury it also
-// generates the treasury, which gets the generous funding, while the faucet
-// keys start about ten drips above the refill threshold.
-func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
+// generated, generously funded keys; with the token on, it deploys the
+// SIP-010 token contract at the token's identifier and mints each key its
+// share. With --devnet-treasury it also generates the treasury, which gets
+// the generous funding, while the faucet keys start about ten drips above
+// the refill threshold.
+func startEmbeddedDevnet(ctx context.Context, o serveOptions, token faucet.Token, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
 	if o.devnetKeys < 1 || o.devnetKeys > 100 {
 		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
 	}
-	keyFunding := devnetFunding
-	genesis := map[stacks.Address]uint64{}
+	if token.Enabled() && token.Asset.Name != devnode.TokenName {
+		return nil, nil, "", fmt.Errorf("--sbtc-asset %s: the devnet deploys its own token, named %s: use ADDR.contract::%s", token.Asset, devnode.TokenName, devnode.TokenName)
+	}
+	keyFunding, tokenFunding := devnetFunding, devnetTokenFunding
+	genesis, tokenGenesis := map[stacks.Address]uint64{}, map[stacks.Address]uint64{}
 	var treasury *stacks.PrivateKey
 	if o.devnetTreasury {
 		k, err := stacks.GeneratePrivateKey()
@@ -110,8 +115,13 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 		}
 		treasury = k
 		genesis[k.TestnetAddress()] = devnetFunding
+		tokenGenesis[k.TestnetAddress()] = devnetTokenFunding
 		refills, _ := o.refills() // checked by validateRefill
 		keyFunding = satAddMul(refills.Below, 10, faucet.DripCost(o.amount, o.feeFallback))
+		if token.Enabled() {
+			t, _ := token.ResolveRefills() // checked by sbtcOptions.token
+			tokenFunding = satAddMul(t.RefillBelow, 10, token.Amount)
+		}
 	}
 	keys := make([]*stacks.PrivateKey, o.devnetKeys)
 	for i := range keys {
@@ -121,10 +131,15 @@ func startEmbeddedDevnet(ctx context.Context, o serveOptions, logger *slog.Logge
 		}
 		keys[i] = k
 		genesis[k.TestnetAddress()] = keyFunding
+		tokenGenesis[k.TestnetAddress()] = tokenFunding
 	}
 	// The devnet deploys send-many-memo at its testnet id, as on testnet.
-	dn := devnode.New(devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
-		Logger: logger.With("component", "devnode")})
+	cfg := devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
+		Logger: logger.With("component", "devnode")}
+	if token.Enabled() {
+		cfg.TokenAsset, cfg.TokenGenesis = token.Asset.String(), tokenGenesis
+	}
+	dn := devnode.New(cfg)
 	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
 	if err != nil {
 		return nil, nil, "", err

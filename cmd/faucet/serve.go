@@ -200,7 +200,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		if o.nodeURL != "" || o.keyFile != "" || o.treasuryKeyFile != "" {
 			return errors.New("--devnet runs its own node and keys; drop --node-url, --key-file and --treasury-key-file (--devnet-treasury generates a treasury)")
 		}
-		keys, treasury, devnetURL, err = startEmbeddedDevnet(ctx, o, logger)
+		keys, treasury, devnetURL, err = startEmbeddedDevnet(ctx, o, token, logger)
 		if err != nil {
 			return err
 		}
@@ -467,6 +467,10 @@ func satAddMul(a, b, c uint64) uint64 {
 	}
 	return lo + a
 }
+
+// devnetTokenFunding is the sBTC each generated devnet key starts with:
+// 1,000 sBTC in satoshis, ten million devnet drips.
+const devnetTokenFunding uint64 = 1_000 * 100_000_000
 
 // devnetFunding is what each generated devnet key starts with: 10 billion
 // STX, enough for tens of thousands of stacking drips at the devnode's
