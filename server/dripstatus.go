@@ -33,8 +33,8 @@ type dripStatusBody struct {
 	Asset      string  `json:"asset,omitempty"`
 	Amount     *string `json:"amount"`
 	AmountUSTX *string `json:"amount_ustx"`
-	Stacking    *bool   `json:"stacking"`
-	SentAt      *string `json:"sent_at"`
+	Stacking   *bool   `json:"stacking"`
+	SentAt     *string `json:"sent_at"`
 	// Batch is how many drips the transaction pays when it is a send-many
 	// call; recipient is then null (the txid alone does not say which
 	// recipient asks) and amount_ustx is each recipient's amount.

@@ -46,7 +46,13 @@ type options struct {
 	guard    *guard.Config
 	lowDrips int
 	devnode  devnode.Config // Genesis and Seed are filled in
+	// sbtc, when set, deploys the token at stacks.SBTCTestnet, mints each
+	// key sbtc.funding satoshis and turns the sBTC faucet on at
+	// sbtc.amount per drip.
+	sbtc *sbtcOptions
 }
+
+type sbtcOptions struct{ funding, amount uint64 }
 
 // harness is a devnode served over HTTP, the real node client and engine on
 // top, and the handler under test.
@@ -82,6 +88,14 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	dcfg := o.devnode
 	dcfg.Genesis, dcfg.Seed = genesis, 1
+	if o.sbtc != nil {
+		dcfg.TokenAsset, dcfg.TokenGenesis = stacks.SBTCTestnet, map[stacks.Address]uint64{}
+		for _, k := range keys {
+			if o.sbtc.funding > 0 {
+				dcfg.TokenGenesis[k.TestnetAddress()] = o.sbtc.funding
+			}
+		}
+	}
 	dn := devnode.New(dcfg)
 	nodeSrv := httptest.NewServer(dn.Handler())
 	t.Cleanup(nodeSrv.Close)
@@ -99,6 +113,13 @@ func newHarness(t *testing.T, o options) *harness {
 		Keys:   keys,
 		Node:   client,
 		Logger: logger,
+	}
+	if o.sbtc != nil {
+		asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fcfg.Token = faucet.Token{Asset: asset, Amount: o.sbtc.amount}
 	}
 	if o.faucetCfg != nil {
 		o.faucetCfg(&fcfg)
