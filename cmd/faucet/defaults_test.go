@@ -48,7 +48,7 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"low-drips":                strconv.Itoa(server.DefaultLowDrips),
 		"history-retention":        defaultHistoryRetention.String(),
 		// Settings of serve alone: the devnet, logging.
-		"devnet-keys": "4", "block-time": (2 * time.Second).String(),
+		"devnet-keys": "4", "devnet-sbtc": "true", "block-time": (2 * time.Second).String(),
 		"log-level": "info", "log-format": "json",
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

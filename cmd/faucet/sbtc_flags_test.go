@@ -21,7 +21,8 @@ func TestSBTCFlags(t *testing.T) {
 	}{
 		{name: "off by default"},
 		{name: "on", o: sbtcOptions{asset: stacks.SBTCTestnet, amount: 1000}, wantOn: true},
-		{name: "devnet default", devnet: true, wantOn: true},
+		{name: "devnet default", o: sbtcOptions{devnet: true}, devnet: true, wantOn: true},
+		{name: "devnet without sBTC", devnet: true},
 		{name: "amount without asset", o: sbtcOptions{amount: 1}, wantErrText: "--sbtc-amount needs --sbtc-asset"},
 		{name: "asset without amount", o: sbtcOptions{asset: stacks.SBTCTestnet}, wantErrText: "--sbtc-asset needs --sbtc-amount"},
 		{name: "bad asset", o: sbtcOptions{asset: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", amount: 1}, wantErrText: "--sbtc-asset: bad asset identifier"},
@@ -45,7 +46,7 @@ func TestSBTCFlags(t *testing.T) {
 			if tok.Enabled() != tc.wantOn {
 				t.Fatalf("token on = %v, want %v (%+v)", tok.Enabled(), tc.wantOn, tok)
 			}
-			if tc.devnet && (tok.Asset.String() != stacks.SBTCTestnet || tok.Amount != devnetSBTCAmount) {
+			if tc.devnet && tc.wantOn && (tok.Asset.String() != stacks.SBTCTestnet || tok.Amount != devnetSBTCAmount) {
 				t.Fatalf("devnet token %s × %d", tok.Asset, tok.Amount)
 			}
 		})

@@ -81,6 +81,7 @@ type abuseOptions struct {
 
 // sbtcOptions turn on the sBTC faucet: a SIP-010 token dripped beside STX.
 type sbtcOptions struct {
+	devnet       bool // with --devnet: deploy the token and turn sBTC on
 	asset        string
 	amount       uint64
 	refillBelow  uint64
@@ -125,6 +126,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Var(limitValue{&o.limits.PerAddress}, "limit-address", "default drips per address, N/window (0 disables)")
 	fs.Var(limitValue{&o.limits.StackingPerAddress}, "limit-stacking", "stacking drips per address, N/window (0 disables)")
 	fs.Var(limitValue{&o.limits.PerIP}, "limit-ip", "STX drips per client IP (IPv6 by /64), N/window (0 disables)")
+	fs.BoolVar(&o.sbtc.devnet, "devnet-sbtc", true, "with --devnet: deploy an sBTC token, fund the keys with it and turn the sBTC faucet on (false: STX only)")
 	fs.StringVar(&o.sbtc.asset, "sbtc-asset", "", "turn on the sBTC faucet: the SIP-010 token's asset identifier, ADDR.contract::token (testnet sBTC: "+stacks.SBTCTestnet+"); needs --sbtc-amount; with --devnet the devnet's own token")
 	fs.Uint64Var(&o.sbtc.amount, "sbtc-amount", 0, "sBTC per drip, in satoshis (0 = sBTC off; with --devnet "+strconv.FormatUint(devnetSBTCAmount, 10)+")")
 	fs.Var(limitValue{&o.limits.SBTC.PerAddress}, "sbtc-limit-address", "sBTC drips per address, N/window, a bucket apart from STX's (0 disables)")
@@ -383,7 +385,7 @@ const devnetSBTCAmount uint64 = 100_000
 // unless both the asset and the amount are set (the devnet sets both
 // unless told otherwise).
 func (s sbtcOptions) token(devnet, hasTreasury bool) (faucet.Token, error) {
-	if devnet {
+	if devnet && s.devnet {
 		if s.asset == "" {
 			s.asset = stacks.SBTCTestnet
 		}
