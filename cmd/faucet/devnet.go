@@ -176,7 +176,7 @@ func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *sl
 // pageURL is the web page's address for the log.
 func pageURL(listen net.Addr) string { return "http://" + browseHost(listen) + "/" }
 
-func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string) {
+func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string, token faucet.Token) {
 	host := browseHost(listen)
 	example, _ := stacks.GeneratePrivateKey()
 	fmt.Fprintf(w, `
@@ -193,4 +193,16 @@ Try it:
   curl -s '%s/v2/accounts/%s?proof=0'
 
 `, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
+	if !token.Enabled() {
+		return
+	}
+	a := example.TestnetAddress().String()
+	c := token.Asset.Contract
+	fmt.Fprintf(w, `sBTC (%s, %d sats per drip):
+  curl -sX POST 'http://%s/extended/v1/faucets/sbtc?address=%s'
+  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/sbtc'
+  # its balance, SIP-010 get-balance through the node's call-read RPC:
+  curl -sX POST -H 'Content-Type: application/json' -d '{"sender":"%s","arguments":["0x%x"]}' '%s/v2/contracts/call-read/%s/%s/get-balance'
+
+`, token.Asset, token.Amount, host, a, a, host, a, stacks.SerializeClarityValue(stacks.Principal{Address: example.TestnetAddress()}), nodeURL, c.Address, c.Name)
 }

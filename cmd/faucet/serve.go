@@ -284,7 +284,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			"limit_address", limitValue{&o.limits.SBTC.PerAddress}.String(), "limit_ip", limitValue{&o.limits.SBTC.PerIP}.String())
 	}
 	if o.devnet {
-		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses())
+		tok, _ := f.TokenConfig()
+		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses(), tok)
 		if ts, ok := f.Treasury(); ok {
 			fmt.Fprintf(stdout, "  treasury:         %s (refills a faucet key below %d µSTX with %d µSTX)\n\n", ts.Address, ts.RefillBelow, ts.RefillAmount)
 		}
