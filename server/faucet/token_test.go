@@ -1,0 +1,187 @@
+package faucet
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+)
+
+const tokenDrip uint64 = 100_000 // satoshis
+
+func sbtcAsset(t testing.TB) stacks.AssetInfo {
+	t.Helper()
+	a, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// newTokenEnv is newEnv with the sBTC token deployed and on, each key
+// minted tokenFunding satoshis.
+func newTokenEnv(t *testing.T, nKeys int, funding, tokenFunding uint64, dcfg devnode.Config, fcfg Config) *env {
+	t.Helper()
+	dcfg.TokenAsset = stacks.SBTCTestnet
+	fcfg.Token = Token{Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: fcfg.Token.RefillBelow, RefillAmount: fcfg.Token.RefillAmount}
+	e := newEnv(t, nKeys, funding, dcfg, fcfg)
+	for _, k := range e.keys {
+		e.dn.FundToken(k.TestnetAddress(), tokenFunding)
+	}
+	if err := e.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func tokenOf(e *env, addr stacks.Address) uint64 {
+	return e.dn.TokenBalance(stacks.Principal{Address: addr})
+}
+
+// Token transfers recorded before a crash, sent or not, are resumed like
+// STX drips, and their amounts still count against the key's sBTC after
+// the restart (the ledger row carries the asset): with 3 drips' worth, two
+// in flight leave room for exactly one more.
+func TestTokenDripsResumeAndStayCounted(t *testing.T) {
+	e := newTokenEnv(t, 1, 100_000_000_000, 3*tokenDrip, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
+	ctx := context.Background()
+	key := e.keys[0]
+	sender := key.TestnetAddress()
+	asset := sbtcAsset(t)
+	unsent, sent := recipient(t), recipient(t)
+	record := func(nonce uint64, to stacks.Principal, submit bool) {
+		tx, err := stacks.NewSIP010Transfer(stacks.SIP010TransferParams{Asset: asset, Recipient: to, Amount: tokenDrip,
+			Nonce: nonce, Fee: 400, ChainID: stacks.ChainIDTestnet}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := tx.Serialize()
+		if err := e.f.cfg.State.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to,
+			Asset: AssetSBTC, Amount: tokenDrip, Fee: 400, State: TxBroadcasting}); err != nil {
+			t.Fatal(err)
+		}
+		if submit {
+			if _, err := e.dn.Submit(raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	record(0, unsent, false) // crashed before the send
+	record(1, sent, true)    // crashed before the mark
+	cfg := e.f.cfg
+	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Token: cfg.Token, State: State{Ledger: cfg.State.Ledger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.f = f
+	if n := e.dn.MempoolSize(); n != 2 {
+		t.Fatalf("mempool %d after resume, want both transfers", n)
+	}
+	if s := f.Keys()[0]; !s.TokenKnown || s.TokenBalance != 3*tokenDrip || s.TokenAvailable != tokenDrip {
+		t.Fatalf("key after resume: %+v; want 1 drip of sBTC available beyond the 2 in flight", s)
+	}
+	third := recipient(t)
+	res, err := f.Drip(ctx, Request{Recipient: third, Asset: AssetSBTC})
+	if err != nil || res.Nonce != 2 || res.Asset != AssetSBTC || res.Amount != tokenDrip {
+		t.Fatalf("third drip %+v, %v", res, err)
+	}
+	_, err = f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC})
+	if ReasonOf(err) != ReasonExhausted {
+		t.Fatalf("fourth drip with sBTC for three: %v, want exhausted", err)
+	}
+	// STX drips still go out on the same nonces.
+	if res, err := f.Drip(ctx, Request{Recipient: recipient(t)}); err != nil || res.Nonce != 3 {
+		t.Fatalf("STX drip %+v, %v; want nonce 3", res, err)
+	}
+	for e.dn.MempoolSize() > 0 {
+		e.mine()
+	}
+	for _, to := range []stacks.Principal{unsent, sent, third} {
+		if got := e.dn.TokenBalance(to); got != tokenDrip {
+			t.Errorf("%s holds %d sats, want exactly one drip", to, got)
+		}
+	}
+	if got := tokenOf(e, sender); got != 0 {
+		t.Errorf("key keeps %d sats", got)
+	}
+	if s := f.Keys()[0]; s.TokenBalance != 0 || s.TokenAvailable != 0 || s.InFlight != 0 {
+		t.Errorf("key after mining: %+v", s)
+	}
+}
+
+// The treasury refills a key's sBTC when it runs low, with a SIP-010
+// transfer of its own sBTC placed like every refill, and leaves a key whose
+// STX is fine alone; a treasury without sBTC is dry for sBTC only.
+func TestTreasuryRefillsToken(t *testing.T) {
+	const below, amount = 5 * tokenDrip, 20 * tokenDrip
+	hist := &recordingHistory{}
+	e := newTreasuryEnv(t, 1, 10_000_000_000, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
+		Config{State: State{History: hist}, Token: Token{Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: below, RefillAmount: amount}})
+	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
+	e.f.cfg.Node = rb
+	ctx := context.Background()
+	dist := e.keys[0].TestnetAddress()
+	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
+	e.dn.FundToken(dist, 7*tokenDrip)
+	e.dn.FundToken(tAddr, 30*tokenDrip) // one refill and a half
+	e.mine()
+	if s := e.treasury(); s.Token == nil || s.Token.RefillBelow != below || s.Token.RefillAmount != amount || s.Token.Balance != 30*tokenDrip {
+		t.Fatalf("treasury token status %+v", s.Token)
+	}
+	for range 3 { // 7 → 4 drips available: below 5
+		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(rb.from(t, tAddr)); n != 0 {
+		t.Fatalf("refill before the next block: %d", n)
+	}
+	e.mine()
+	refills := rb.from(t, tAddr)
+	if len(refills) != 1 {
+		t.Fatalf("%d treasury txs after the block, want one sBTC refill", len(refills))
+	}
+	tr, ok := stacks.ParseSIP010Transfer(refills[0].ContractCall)
+	if !ok || tr.Recipient.Address != dist || tr.Amount != amount || string(tr.Memo) != RefillMemo {
+		t.Fatalf("refill %+v", tr)
+	}
+	if pc := refills[0].PostConditions; len(pc) != 1 || pc[0].Asset.String() != stacks.SBTCTestnet || pc[0].Amount != amount {
+		t.Fatalf("refill post-conditions %+v", pc)
+	}
+	e.mine()
+	if got := tokenOf(e, dist); got != 4*tokenDrip+amount {
+		t.Fatalf("distributor holds %d sats after the refill, want %d", got, 4*tokenDrip+amount)
+	}
+	if s := e.treasury(); s.Token.Balance != 30*tokenDrip-amount || s.InFlightRefills != 0 {
+		t.Fatalf("treasury after the refill %+v / %+v", s, s.Token)
+	}
+	e.mine()
+	if n := len(rb.from(t, tAddr)); n != 1 {
+		t.Fatalf("%d treasury txs for a key above both thresholds", n)
+	}
+	hist.mu.Lock()
+	var refilled bool
+	for _, r := range hist.recs {
+		refilled = refilled || (r.Outcome == OutcomeRefill && r.Asset == AssetSBTC && r.Amount == amount)
+	}
+	hist.mu.Unlock()
+	if !refilled {
+		t.Fatal("no sBTC refill in the history")
+	}
+
+	// Low again, the treasury's 10 drips' worth cannot pay a refill of 20:
+	// it is dry for sBTC, not for STX, and says so once per block.
+	for e.f.Keys()[0].TokenAvailable >= below {
+		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.mine()
+	if s := e.treasury(); !s.Token.Dry || s.Dry {
+		t.Fatalf("treasury short of sBTC: token dry %v, STX dry %v", s.Token.Dry, s.Dry)
+	}
+}
