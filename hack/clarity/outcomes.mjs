@@ -179,7 +179,13 @@ async function main() {
       ...watched.map((p) => readOnly(simnet, "get-balance", [Cl.principal(p)], deployer)),
       readOnly(simnet, "get-total-supply", [], deployer),
     ];
+    // The VM's own ledger, beside what get-balance answers.
+    const balances = () => {
+      const ledger = simnet.getAssetsMap().get(`.${CONTRACT_NAME}.${TOKEN}`) ?? new Map();
+      return Object.fromEntries(watched.map((p) => [p, String(ledger.get(p) ?? 0n)]));
+    };
     const before = reads();
+    const balancesBefore = balances();
     const r = simnet.callPublicFn(CONTRACT_NAME, fn, args, txSender);
     const ok = r.result.type === "ok";
     const pcsHold = postConditionsHold(pcs, mode, txSender, ok ? r.events : []);
@@ -200,6 +206,7 @@ async function main() {
         // Rolled-back calls emit no events (stacks-core's event dispatcher
         // sends none for a post-condition abort; an err result has none).
         events: committed ? normaliseEvents(r.events) : [],
+        balances: committed ? balances() : balancesBefore,
         reads: committed ? reads() : before,
       },
     });

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strconv"
@@ -54,6 +55,7 @@ type clarityScenario struct {
 		ResultRepr             string            `json:"resultRepr"`
 		AbortedByPostCondition bool              `json:"abortedByPostCondition"`
 		Events                 []clarityEvent    `json:"events"`
+		Balances               map[string]string `json:"balances"`
 		Reads                  []clarityReadOnly `json:"reads"`
 	} `json:"outcome"`
 }
@@ -215,6 +217,9 @@ func replayScenario(t *testing.T, h *harness, asset stacks.AssetInfo, s clarityS
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := simpleRepr(mustClarity(t, s.Outcome.Result)); r != s.Outcome.ResultRepr {
+		t.Fatalf("the outcome's result %s reads %s, not %s", s.Outcome.Result, r, s.Outcome.ResultRepr)
+	}
 	if mt.Result != s.Outcome.ResultRepr {
 		t.Errorf("result %s, the VM returned %s", mt.Result, s.Outcome.ResultRepr)
 	}
@@ -239,6 +244,18 @@ func replayScenario(t *testing.T, h *harness, asset stacks.AssetInfo, s clarityS
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("events\n got %+v\nwant %+v", got, want)
 	}
+	if len(s.Outcome.Balances) == 0 {
+		t.Fatal("the outcome records no balances")
+	}
+	for principal, amount := range s.Outcome.Balances {
+		p, err := stacks.ParsePrincipal(principal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.n.TokenBalance(p); got != mustUint(t, amount) {
+			t.Errorf("TokenBalance(%s) = %d, the VM holds %s", principal, got, amount)
+		}
+	}
 	for _, ro := range s.Outcome.Reads {
 		sender, err := stacks.ParsePrincipal(ro.Sender)
 		if err != nil {
@@ -261,6 +278,23 @@ func checkReadOnly(t *testing.T, h *harness, contract string, sender stacks.Prin
 	if got != want {
 		t.Errorf("%s(%s)\n got %+v\nwant %+v", ro.Function, strings.Join(ro.Args, ", "), got, want)
 	}
+}
+
+// simpleRepr renders the values a token call returns as Clarity prints
+// them: (ok true), (err u4).
+func simpleRepr(v stacks.ClarityValue) string {
+	switch v := v.(type) {
+	case stacks.Response:
+		if v.Ok {
+			return "(ok " + simpleRepr(v.Value) + ")"
+		}
+		return "(err " + simpleRepr(v.Value) + ")"
+	case stacks.Bool:
+		return v.String()
+	case stacks.UInt:
+		return v.String()
+	}
+	return fmt.Sprintf("unexpected %T", v)
 }
 
 func mustClarity(t *testing.T, h string) stacks.ClarityValue {
