@@ -20,6 +20,10 @@ CONFORMANCE_DIR     := hack/conformance
 CONFORMANCE_VECTORS ?= 1000
 VECTORS_FILE        := $(BIN)/stacksjs-vectors.json
 
+# The devnode's token contract in the real Clarity VM (clarinet-sdk's simnet).
+CLARITY_DIR      := hack/clarity
+CLARITY_OUTCOMES := $(BIN)/clarity-outcomes.json
+
 # Fuzzing: a short smoke run inside `make test`, longer with `make fuzz`.
 FUZZ_SMOKE_TIME ?= 5s
 FUZZ_TIME       ?= 60s
@@ -76,7 +80,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: verify test-unit test-conformance test-fuzz-smoke test-chart envtest-sample e2e test-page test-image release e2e-cluster ## Run every check CI runs.
+test: verify test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-image release e2e-cluster ## Run every check CI runs.
 
 .PHONY: test-unit
 test-unit: envtest postgres ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
@@ -90,6 +94,16 @@ test-conformance: $(CONFORMANCE_DIR)/node_modules/.installed ## Check the signer
 
 $(CONFORMANCE_DIR)/node_modules/.installed: $(CONFORMANCE_DIR)/package-lock.json
 	npm ci --prefix $(CONFORMANCE_DIR) --no-audit --no-fund
+	@touch $@
+
+.PHONY: test-clarity
+test-clarity: $(CLARITY_DIR)/node_modules/.installed ## Run the devnode's token contract in the real Clarity VM and check the devnode gives the same outcomes.
+	@mkdir -p $(BIN)
+	node $(CLARITY_DIR)/outcomes.mjs --out $(CLARITY_OUTCOMES)
+	CLARITY_OUTCOMES=$(CLARITY_OUTCOMES) $(GO) test -count=1 -run '^TestClarityOutcomes$$' -v ./server/chain/devnode/ | grep -E '^(=== RUN|--- |\s+clarity_test|PASS|FAIL|ok)'
+
+$(CLARITY_DIR)/node_modules/.installed: $(CLARITY_DIR)/package-lock.json
+	npm ci --prefix $(CLARITY_DIR) --no-audit --no-fund
 	@touch $@
 
 .PHONY: test-fuzz-smoke

@@ -16,6 +16,9 @@
 //	POST /v2/fees/transaction              node.FeeEstimate, or 400 NoEstimateAvailable JSON / decode text
 //	GET  /v2/transactions/unconfirmed/{id} {"tx":hex,"status":"Mempool"} or 404
 //	GET  /v3/transaction/{id}              node.MinedTx for a mined tx, else 404; 501 with Config.NoTxIndex
+//	POST /v2/contracts/call-read/{address}/{contract}/{function}
+//	                                       CallReadResponse {"okay":true,"result":"0x…"} or
+//	                                       {"okay":false,"cause":…}; 400 text for a bad request
 //
 // Admission order (stacks-core MemPoolDB::submit → will_admit_mempool_tx →
 // try_add_tx): already-known txid (200, nothing stored) → tx version vs
@@ -40,17 +43,20 @@
 //     the real node, a proof is "" when the key was never written (an
 //     unknown account's balance, or the nonce of an account that never sent).
 //   - Only what stacks.DecodeTransaction understands decodes: single-sig
-//     standard-auth STX transfers and contract calls, with STX
-//     post-conditions. Other valid transactions (sponsored, multisig, other
+//     standard-auth STX transfers and contract calls, with STX and
+//     fungible-token post-conditions. Other valid transactions (sponsored, multisig, other
 //     payloads or post-conditions) are answered like undecodable ones, 400
 //     "Failed to decode: Failed to deserialize posted transaction: …".
-//   - The only contract that can exist is send-many-memo, deployed at
-//     Config.SendManyContract ("" deploys none). A contract call passes the
-//     same checks as a transfer except that, as in can_include_tx, the
-//     balance must cover only the fee; then the contract address version
-//     (BadAddressVersionByte), the contract (NoSuchContract), the function
-//     (send-many or send-stx-with-memo, else NoSuchPublicFunction) and the
-//     arguments (BadFunctionArgument) are checked. Its message is exact for
+//   - Two contracts can exist: send-many-memo at Config.SendManyContract and
+//     the SIP-010 token of contracts/token.clar (TokenContractSource) at
+//     Config.TokenAsset's contract ("" deploys either not). A contract call
+//     passes the same checks as a transfer except that, as in
+//     can_include_tx, the balance must cover only the fee; then the
+//     contract address version (BadAddressVersionByte), the contract
+//     (NoSuchContract), the function (send-many or send-stx-with-memo;
+//     transfer or mint: the token's read-only getters are not public
+//     functions, so NoSuchPublicFunction) and the arguments
+//     (BadFunctionArgument) are checked. Its message is exact for
 //     IncorrectArgumentCount(expected, got); for a TypeError the expected
 //     type is exact and the actual type's Rust Debug form is approximated
 //     (a list's entry type is its first element's type).
@@ -62,10 +68,51 @@
 //     the origin sent (Deny mode also aborts on uncovered outflow); a
 //     failure rolls back too but, like stacks-core's condition-aborted
 //     receipt, keeps the would-have-been result, so /v3/transaction may
-//     show "(ok true)" for an aborted call: Node.TxAborted tells. Either
-//     way the fee is charged and the nonce advances. For the stricter
+//     show "(ok true)" for an aborted call: Node.TxAborted tells, and
+//     Node.TxPostConditionFailure gives the receipt's reason. Either way the
+//     fee is charged and the nonce advances. For the stricter
 //     NotEnoughFunds accounting a pending call spends its batch total plus
-//     fee. Costs, events and print output are not modelled.
+//     fee. Costs are not modelled.
+//   - The token contract is not interpreted: token.go implements
+//     token.clar's rules, and hack/clarity checks them against the real
+//     Clarity VM (make test-clarity; TestClarityOutcomes). A mined transfer
+//     returns (err u4) unless its sender argument is the tx sender (as
+//     sbtc-token, which also accepts contract-caller: the same principal
+//     for a call from a transaction), then ft-transfer?'s (err u3) zero
+//     amount, (err u2) sender = recipient, (err u1) beyond the balance;
+//     mint returns (err u5) unless the tx sender is the contract's address,
+//     then ft-mint?'s (err u1) for zero. An err result moves nothing and
+//     still pays the fee.
+//   - Post-conditions (STX and fungible) are checked like stacks-core's
+//     check_transaction_postconditions over what the call moved per
+//     principal and asset: every condition must hold for what its principal
+//     sent (0 after an err result) and, in Deny mode, every asset a
+//     principal sent must be named by a condition on that principal; Allow
+//     mode checks only the listed ones. The Originator mode of newer nodes
+//     and non-fungible conditions do not decode.
+//   - Events exist only as Node.TxEvents (the real node sends them to event
+//     observers, not over RPC): the token's ft_transfer_event,
+//     ft_mint_event and the memo's print (contract_event). STX transfers and
+//     send-many's prints have none, and, as the event dispatcher does, a
+//     rolled-back call has none.
+//   - Token amounts are kept in 64 bits where Clarity has 128: a transfer
+//     of more than 2^64-1 is (err u1) as on the node, but a mint beyond
+//     that saturates, as do balances and the supply.
+//   - POST /v2/contracts/call-read follows callreadonly.rs: the 400 texts
+//     (body length, content type, address, function, JSON body as serde
+//     reads it: case-sensitive keys, no duplicates, sender and arguments
+//     required; sender, sponsor, hex arguments with or without 0x) are
+//     exact; chunked bodies count as length 0, as the node has no length.
+//     The token's getters answer from the confirmed state at the tip;
+//     transfer and mint answer their err when the caller is not the owner
+//     or deployer and "NotReadOnly" otherwise (the node's read-only calls
+//     may not write). Causes are the VM error's Display, e.g.
+//     RuntimeCheck(NoSuchContract("…")), RuntimeCheck(UndefinedFunction
+//     ("…")), RuntimeCheck(IncorrectArgumentCount(1, 0)),
+//     RuntimeCheck(TypeValueError(PrincipalType, "UInt(1)")); a value's
+//     Debug form is exact except for lists' and tuples' type signatures.
+//     send-many-memo's public functions are not executed: their cause says
+//     so.
 //   - /v3/transaction reports a transfer's result as "(ok true)": Mine drops
 //     a transfer that cannot pay amount+fee, whereas stacks-core mines one
 //     that can still pay its fee with result "(err u1)" (stx_transfer's
