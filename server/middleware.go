@@ -52,7 +52,7 @@ func (s *server) cors(next http.Handler) http.Handler {
 			h.Add("Vary", "Origin")
 		}
 		// Let browser clients read the rate-limit wait and the status ETag.
-		h.Set("Access-Control-Expose-Headers", "Retry-After, ETag")
+		h.Set("Access-Control-Expose-Headers", "Retry-After, ETag, "+headerFaucets)
 		next.ServeHTTP(w, r)
 	})
 }

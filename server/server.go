@@ -160,14 +160,14 @@ func New(cfg Config) http.Handler {
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
-			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", faucetNames(cfg.Faucet), cfg.Logger),
+			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
 	mux := http.NewServeMux()
 	s.addRoutes(mux)
 	return s.observe(s.cors(s.recoverPanics(mux)))
 }
 
-// faucetNames lists the assets f drips, for the status body.
+// faucetNames lists the assets f drips, for the status answers.
 func faucetNames(f Reporter) []string {
 	names := []string{string(faucet.AssetSTX)}
 	if _, on := f.TokenConfig(); on {

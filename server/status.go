@@ -35,11 +35,13 @@ type statusBody struct {
 	PoxV2UnlockHeight *uint64   `json:"pox_v2_unlock_height"`
 	PoxV3UnlockHeight *uint64   `json:"pox_v3_unlock_height"`
 	ChainTip          *chainTip `json:"chain_tip,omitempty"`
-	// Faucets lists the assets this faucet drips ("stx", "sbtc"): an
-	// addition clients may ignore, so a script can tell whether the sBTC
-	// endpoints will answer before calling them.
-	Faucets []string `json:"faucets"`
 }
+
+// headerFaucets lists, on the status answers, the assets this faucet
+// drips ("stx, sbtc"), so a script can tell whether the sBTC endpoints will
+// answer before calling them. A header, not a body field: the incumbent's
+// published status schema allows no additional properties.
+const headerFaucets = "X-Faucet-Assets"
 
 type chainTip struct {
 	BlockHeight        uint64  `json:"block_height"`
@@ -69,13 +71,12 @@ type statusSnapshot struct {
 type statusCache struct {
 	node          StatusNode
 	serverVersion string
-	faucets       []string
 	log           *slog.Logger
 	snap          ttlcache.Value[*statusSnapshot]
 }
 
-func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, faucets []string, log *slog.Logger) *statusCache {
-	c := &statusCache{node: n, serverVersion: version, faucets: faucets, log: log}
+func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, log *slog.Logger) *statusCache {
+	c := &statusCache{node: n, serverVersion: version, log: log}
 	c.snap.TTL, c.snap.Now, c.snap.FetchTimeout = ttl, now, statusFetchTimeout
 	return c
 }
@@ -101,7 +102,7 @@ func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 	wg.Go(func() { pox, poxErr = c.node.PoX(ctx) })
 	wg.Wait()
 
-	body := statusBody{ServerVersion: c.serverVersion, Faucets: c.faucets}
+	body := statusBody{ServerVersion: c.serverVersion}
 	switch {
 	case infoErr != nil:
 		c.log.Warn("status: node info failed", "err", infoErr)
@@ -177,6 +178,7 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the shared read ran
 	}
 	h := w.Header()
+	h.Set(headerFaucets, strings.Join(faucetNames(s.cfg.Faucet), ", "))
 	h.Set("ETag", snap.etag)
 	// Clients may store it but must revalidate; the ETag makes that cheap.
 	h.Set("Cache-Control", "no-cache")

@@ -46,7 +46,7 @@ func TestStatusFromNode(t *testing.T) {
 	tip := h.dn.Tip()
 
 	w, m := getStatus(t, h, "/extended/v1/status")
-	assertKeys(t, m, "server_version", "status", "pox_v1_unlock_height", "pox_v2_unlock_height", "pox_v3_unlock_height", "chain_tip", "faucets")
+	assertKeys(t, m, "server_version", "status", "pox_v1_unlock_height", "pox_v2_unlock_height", "pox_v3_unlock_height", "chain_tip")
 	if m["server_version"] != "faucet-operator v0.1.0 (abc1234)" {
 		t.Errorf("server_version = %v", m["server_version"])
 	}
@@ -147,7 +147,7 @@ func TestStatusNodeUnreachable(t *testing.T) {
 	h := newHarness(t, options{})
 	h.dn.SetDown(true)
 	w, m := getStatus(t, h, "/extended/v1/status")
-	assertKeys(t, m, "server_version", "status", "pox_v1_unlock_height", "pox_v2_unlock_height", "pox_v3_unlock_height", "faucets")
+	assertKeys(t, m, "server_version", "status", "pox_v1_unlock_height", "pox_v2_unlock_height", "pox_v3_unlock_height")
 	if m["status"] != "node_unreachable" {
 		t.Errorf("status = %v", m["status"])
 	}

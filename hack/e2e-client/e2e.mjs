@@ -5,6 +5,7 @@
 // verified with @stacks/transactions.
 //
 //   node e2e.mjs --faucet http://127.0.0.1:3999 --address ST… --amount 500000000 [--stacking]
+//   node e2e.mjs --faucet http://127.0.0.1:3999 --address ST… --amount 100000 --sbtc ADDR.contract::token
 //   node e2e.mjs --faucet http://127.0.0.1:3999 --expect-status ready
 //
 // stdout gets exactly one JSON line: {"ok":true,…} or {"ok":false,"error":…} (then exit code 1).
@@ -22,6 +23,7 @@ import {
   AddressHashMode,
   AuthType,
   PayloadType,
+  PostConditionMode,
   addressFromVersionHash,
   addressHashModeToVersion,
   addressToString,
@@ -31,11 +33,13 @@ import {
   nextVerification,
   publicKeyToHex,
   serializeTransaction,
+  wireToPostCondition,
 } from '@stacks/transactions';
 import { Ajv } from 'ajv';
 
 const USAGE = `usage:
   node e2e.mjs --faucet URL --address ST… --amount USTX [--stacking] [--timeout-ms N]
+  node e2e.mjs --faucet URL --address ST… --amount SATS --sbtc ADDR.contract::token [--timeout-ms N]
   node e2e.mjs --faucet URL --expect-status STATUS [--timeout-ms N]`;
 
 class Failure extends Error {
@@ -73,6 +77,7 @@ function parse() {
         address: { type: 'string' },
         amount: { type: 'string' },
         stacking: { type: 'boolean', default: false },
+        sbtc: { type: 'string' },
         'expect-status': { type: 'string' },
         'timeout-ms': { type: 'string', default: '15000' },
         help: { type: 'boolean', default: false },
@@ -106,7 +111,10 @@ function parse() {
   }
   check(parsed.address, '--address is required', USAGE);
   check(parsed.amount, '--amount is required (µSTX the recipient must receive)', USAGE);
-  check(/^[0-9]+$/.test(parsed.amount), `--amount must be a decimal integer of µSTX: ${parsed.amount}`);
+  check(/^[0-9]+$/.test(parsed.amount), `--amount must be a decimal integer of µSTX (sats with --sbtc): ${parsed.amount}`);
+  check(parsed.sbtc === undefined || /^S[TN][0-9A-Z]+\.[a-zA-Z][a-zA-Z0-9_-]*::[a-zA-Z][^\s]*$/.test(parsed.sbtc),
+    `--sbtc must be the token's asset identifier ADDR.contract::token: ${parsed.sbtc}`);
+  check(!(parsed.sbtc && parsed.stacking), '--stacking is for STX drips only');
   return {
     faucet,
     timeoutMs,
@@ -115,6 +123,7 @@ function parse() {
     address: parsed.address,
     amount: BigInt(parsed.amount),
     stacking: parsed.stacking,
+    sbtc: parsed.sbtc,
   };
 }
 
@@ -206,19 +215,26 @@ function checkJSONResponse(response, what) {
 /**
  * @param {ReturnType<typeof createClient>} client
  * @param {ReturnType<typeof loadSchemas>} schemas
- * @param {{address: string, amount: bigint, stacking: boolean, timeoutMs: number}} opts
+ * @param {DripOpts} opts
  */
 async function drip(client, schemas, opts) {
   const started = performance.now();
-  const { data, error, response } = await client.POST('/extended/v1/faucets/stx', {
-    params: { query: opts.stacking ? { address: opts.address, stacking: true } : { address: opts.address } },
-    // The client's spec marks the (deprecated) JSON body as required, typed `{address?} | null`:
-    // null is "no body", so the address travels only in the query string, as the API asks.
-    body: null,
-    signal: AbortSignal.timeout(opts.timeoutMs),
-  });
+  const path = opts.sbtc ? '/extended/v1/faucets/sbtc' : '/extended/v1/faucets/stx';
+  const { data, error, response } = opts.sbtc
+    // The sBTC operation takes the address in the query and no body at all.
+    ? await client.POST('/extended/v1/faucets/sbtc', {
+      params: { query: { address: opts.address } },
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    })
+    : await client.POST('/extended/v1/faucets/stx', {
+      params: { query: opts.stacking ? { address: opts.address, stacking: true } : { address: opts.address } },
+      // The client's spec marks the (deprecated) JSON body as required, typed `{address?} | null`:
+      // null is "no body", so the address travels only in the query string, as the API asks.
+      body: null,
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    });
   const ms = performance.now() - started;
-  log(`POST /extended/v1/faucets/stx${opts.stacking ? ' (stacking)' : ''} → ${response.status} in ${ms.toFixed(1)} ms`);
+  log(`POST ${path}${opts.stacking ? ' (stacking)' : ''} → ${response.status} in ${ms.toFixed(1)} ms`);
   check(response.status === 200,
     `faucet answered HTTP ${response.status}: ${stringify(error ?? data)}`, { status: response.status, body: error ?? data });
   checkJSONResponse(response, 'faucet');
@@ -245,18 +261,13 @@ async function drip(client, schemas, opts) {
     `transaction version is 0x${tx.transactionVersion.toString(16)}, not testnet 0x${TransactionVersion.Testnet.toString(16)}`);
   check(tx.chainId === ChainId.Testnet, `chain id is 0x${tx.chainId.toString(16)}, not testnet 0x${ChainId.Testnet.toString(16)}`);
 
-  const payload = tx.payload;
-  check(payload.payloadType === PayloadType.TokenTransfer,
-    `payload is ${PayloadType[payload.payloadType] ?? payload.payloadType}, not a token transfer`);
-  const recipient = payload.recipient;
-  check(recipient.type === 'address', `recipient is a ${recipient.type}, not a standard principal`, recipient);
-  check(recipient.value === opts.address, `recipient is ${recipient.value}, not the requested ${opts.address}`);
-  check(payload.amount === opts.amount, `amount is ${payload.amount} µSTX, expected ${opts.amount}`);
-
   check(tx.auth.authType === AuthType.Standard, `auth type is ${AuthType[tx.auth.authType]}, not standard (not sponsored)`);
   const cond = tx.auth.spendingCondition;
   check(isSingleSig(cond), `origin is a multisig (hash mode ${AddressHashMode[cond.hashMode]})`);
   const sender = addressToString(addressFromVersionHash(addressHashModeToVersion(cond.hashMode, 'testnet'), cond.signer));
+
+  const payload = tx.payload;
+  const paid = opts.sbtc ? checkSIP010Transfer(tx, sender, { ...opts, sbtc: opts.sbtc }) : checkSTXTransfer(payload, opts);
 
   // Signature: verifyOrigin recovers the public key from the signature over the presign sighash and
   // throws unless its hash160 is the signer field. Then the same recovery once more by hand, to show
@@ -270,9 +281,56 @@ async function drip(client, schemas, opts) {
   const publicKey = publicKeyToHex(pubKey.data);
   const signerAddress = getAddressFromPublicKey(publicKey, 'testnet');
   check(signerAddress === sender, `the key that signed (${signerAddress}) is not the sender ${sender}`);
-  log(`tx ${txId}: ${payload.amount} µSTX ${sender} → ${recipient.value}, nonce ${cond.nonce}, fee ${cond.fee}, signed by ${publicKey}`);
+  log(`tx ${txId}: ${paid.amount} ${opts.sbtc ? 'sats of ' + opts.sbtc : 'µSTX'} ${sender} → ${paid.recipient}, nonce ${cond.nonce}, fee ${cond.fee}, signed by ${publicKey}`);
 
-  return { txId, recipient: recipient.value, amount: payload.amount.toString(), sender, nonce: cond.nonce.toString(), fee: cond.fee.toString() };
+  return { txId, recipient: paid.recipient, amount: paid.amount.toString(), sender, nonce: cond.nonce.toString(), fee: cond.fee.toString() };
+}
+
+/** @typedef {{address: string, amount: bigint, stacking: boolean, timeoutMs: number, sbtc?: string}} DripOpts */
+
+/**
+ * An STX drip: a token transfer of exactly the amount to the address.
+ * @param {any} payload @param {DripOpts} opts
+ */
+function checkSTXTransfer(payload, opts) {
+  check(payload.payloadType === PayloadType.TokenTransfer,
+    `payload is ${PayloadType[payload.payloadType] ?? payload.payloadType}, not a token transfer`);
+  const recipient = payload.recipient;
+  check(recipient.type === 'address', `recipient is a ${recipient.type}, not a standard principal`, recipient);
+  check(recipient.value === opts.address, `recipient is ${recipient.value}, not the requested ${opts.address}`);
+  check(payload.amount === opts.amount, `amount is ${payload.amount} µSTX, expected ${opts.amount}`);
+  return { recipient: recipient.value, amount: payload.amount };
+}
+
+/**
+ * An sBTC drip: a call of the token contract's SIP-010 transfer(amount, sender, recipient, memo)
+ * with the sender as the transaction's origin, in post-condition mode Deny with exactly one
+ * post-condition: the sender sends exactly the amount of that token.
+ * @param {import('@stacks/transactions').StacksTransactionWire} tx @param {string} sender
+ * @param {DripOpts & {sbtc: string}} opts
+ */
+function checkSIP010Transfer(tx, sender, opts) {
+  const payload = /** @type {any} */ (tx.payload);
+  check(payload.payloadType === PayloadType.ContractCall,
+    `payload is ${PayloadType[payload.payloadType] ?? payload.payloadType}, not a contract call`);
+  const [contract] = opts.sbtc.split('::');
+  const called = `${addressToString(payload.contractAddress)}.${payload.contractName.content}`;
+  check(called === contract, `the call is to ${called}, not the token contract ${contract}`);
+  check(payload.functionName.content === 'transfer', `the call is to ${payload.functionName.content}, not transfer`);
+  const args = payload.functionArgs;
+  check(args.length === 4, `transfer takes 4 arguments, the call has ${args.length}`);
+  const [amount, from, to, memo] = args;
+  check(amount.type === 'uint' && BigInt(amount.value) === opts.amount, `amount argument ${stringify(amount)}, expected u${opts.amount}`);
+  check(from.type === 'address' && from.value === sender, `sender argument ${stringify(from)} is not the origin ${sender}`);
+  check(to.type === 'address' && to.value === opts.address, `recipient argument ${stringify(to)}, expected ${opts.address}`);
+  check(memo.type === 'none' || (memo.type === 'some' && memo.value.type === 'buffer'), `memo argument ${stringify(memo)} is not (optional (buff 34))`);
+  check(tx.postConditionMode === PostConditionMode.Deny, `post-condition mode is ${PostConditionMode[tx.postConditionMode]}, not Deny`);
+  const pcs = tx.postConditions.values.map(wireToPostCondition);
+  check(pcs.length === 1, `${pcs.length} post-conditions, expected exactly one`, pcs);
+  const pc = /** @type {any} */ (pcs[0]);
+  check(pc.type === 'ft-postcondition' && pc.address === sender && pc.condition === 'eq' && BigInt(pc.amount) === opts.amount &&
+    pc.asset === opts.sbtc, `post-condition ${stringify(pc)} is not "${sender} sends exactly ${opts.amount} of ${opts.sbtc}"`);
+  return { recipient: to.value, amount: BigInt(amount.value) };
 }
 
 /**

@@ -53,8 +53,19 @@ type Result struct {
 // verifies the signed transaction. Any failure is an error with the
 // script's output.
 func Drip(ctx context.Context, repo, faucetURL, address string, amount int64) (Result, error) {
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(repo, "hack", "e2e-client", "e2e.mjs"),
-		"--faucet", faucetURL, "--address", address, "--amount", strconv.FormatInt(amount, 10))
+	return run(ctx, repo, amount, "--faucet", faucetURL, "--address", address, "--amount", strconv.FormatInt(amount, 10))
+}
+
+// DripSBTC asks faucetURL for an sBTC drip of amount satoshis to address
+// through the official client's sBTC operation, and checks that the signed
+// transaction is the SIP-010 transfer of the token asset (ADDR.contract::
+// token) with its Deny-mode post-condition.
+func DripSBTC(ctx context.Context, repo, faucetURL, address string, amount int64, asset string) (Result, error) {
+	return run(ctx, repo, amount, "--faucet", faucetURL, "--address", address, "--amount", strconv.FormatInt(amount, 10), "--sbtc", asset)
+}
+
+func run(ctx context.Context, repo string, amount int64, args ...string) (Result, error) {
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(repo, "hack", "e2e-client", "e2e.mjs")}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
