@@ -185,10 +185,10 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
 // treasury, and their sBTC when sbtc is set, and returns its latest result
-// for them, if any. Nothing is
-// read here: a slow node never holds up a reconcile. Each new reading
-// requeues fs, so a FaucetServer stalled on a name conflict or a Secret is
-// not tracked: that would retry it every interval.
+// for them, if any. Nothing is read here: a slow node never holds up a
+// reconcile. Each new reading requeues fs, so a FaucetServer stalled on a
+// name conflict, a Secret or an asset is not tracked: that would retry it
+// every interval.
 func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, sbtc stacks.AssetInfo) *fundingResult {
 	if r.Funding == nil {
 		return nil
