@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
@@ -153,11 +154,16 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	obs.service = svc
 
-	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() {
-		// Stalled until the Secret changes, which the Secret watch reports.
-		// Leave running pods alone: they keep what they started with, and
-		// a new pod could not mount a missing Secret anyway. No balance
-		// reads either: each would retry the reconcile.
+	sbtc, assetErr := sbtcAsset(fs)
+	if assetErr != nil {
+		obs.invalidAsset = truncate(assetErr.Error()+"; the faucet would refuse to start with it, so running pods are left alone until it is fixed", maxConditionMessage)
+	}
+	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() || obs.invalidAsset != "" {
+		// Stalled until the Secret (or, for an asset, the spec) changes,
+		// which the watches report. Leave running pods alone: they keep
+		// what they started with, and a new pod could not mount a missing
+		// Secret or start with a bad asset anyway. No balance reads
+		// either: each would retry the reconcile.
 		r.forgetFunding(req.NamespacedName)
 		var err error
 		obs.deployment, err = r.existingDeployment(ctx, fs)
@@ -168,7 +174,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, fmt.Errorf("failed to apply PersistentVolumeClaim: %w", err)
 		}
 	}
-	obs.funding = r.trackFunding(fs, keys, treasury)
+	obs.funding = r.trackFunding(fs, keys, treasury, sbtc)
 	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{keys: keys.digest, store: store.digest, treasury: treasury.digest})
 	if err := r.apply(ctx, fs, deploy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
@@ -178,11 +184,12 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
-// treasury, and returns its latest result for them, if any. Nothing is
-// read here: a slow node never holds up a reconcile. Each new reading
-// requeues fs, so a FaucetServer stalled on a name conflict or a Secret is
-// not tracked: that would retry it every interval.
-func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState) *fundingResult {
+// treasury, and their sBTC when sbtc is set, and returns its latest result
+// for them, if any. Nothing is read here: a slow node never holds up a
+// reconcile. Each new reading requeues fs, so a FaucetServer stalled on a
+// name conflict, a Secret or an asset is not tracked: that would retry it
+// every interval.
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, sbtc stacks.AssetInfo) *fundingResult {
 	if r.Funding == nil {
 		return nil
 	}
@@ -191,7 +198,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address()}
+	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), sbtc: sbtc}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}
@@ -206,6 +213,29 @@ func (r *FaucetServerReconciler) forgetFunding(key types.NamespacedName) {
 	if r.Funding != nil {
 		r.Funding.Forget(key)
 	}
+}
+
+// sbtcAsset parses spec.assets.sbtc.assetIdentifier as the faucet will:
+// the zero AssetInfo when sBTC is off. The CRD checks its shape, but only
+// a parse checks the address's c32 checksum, which a typo breaks.
+func sbtcAsset(fs *faucetv1alpha1.FaucetServer) (stacks.AssetInfo, error) {
+	sb := fs.SBTC()
+	if sb == nil {
+		return stacks.AssetInfo{}, nil
+	}
+	a, err := stacks.ParseAssetID(sb.AssetIdentifier)
+	if err != nil {
+		return stacks.AssetInfo{}, fmt.Errorf("spec.assets.sbtc.assetIdentifier: %w", err)
+	}
+	return a, nil
+}
+
+// specSBTCID is spec.assets.sbtc.assetIdentifier, "" when sBTC is off.
+func specSBTCID(fs *faucetv1alpha1.FaucetServer) string {
+	if sb := fs.SBTC(); sb != nil {
+		return sb.AssetIdentifier
+	}
+	return ""
 }
 
 // isPostgresURI is how `faucet serve --store` tells a Postgres URI from an

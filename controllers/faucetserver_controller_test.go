@@ -853,7 +853,82 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("a mainnet batch contract", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Contract: ptr.To("SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE.send-many-memo")}
 		}, "batching.contract is a mainnet contract (SP…/SM… address); the faucet only serves test networks"),
+		// spec.assets.sbtc.
+		Entry("a mainnet sBTC asset", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"),
+		Entry("an sBTC asset without a token name", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name"),
+		Entry("an sBTC asset that is a standard principal", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT::sbtc-token", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
+		Entry("an sBTC contract name over 40 characters", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT." + strings.Repeat("s", 41) + "::sbtc-token", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
+		Entry("an sBTC token name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::1sbtc", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
+		Entry("an sBTC asset with a lowercase address", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: "st1f7qa2mdf17s807epa36tss8amefy4ka9tvgwxt.sbtc-token::sbtc-token", Amount: 1000,
+			}}
+		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
+		Entry("a zero sBTC amount", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC}}
+		}, "assets.sbtc.amount must be at least 1: the sats each sBTC drip sends"),
+		Entry("a zero sBTC rate-limit count", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: testnetSBTC, Amount: 1000,
+				RateLimits: &faucetv1alpha1.TokenRateLimits{PerIP: &faucetv1alpha1.RateLimit{Window: metav1.Duration{Duration: time.Minute}}},
+			}}
+		}, "spec.assets.sbtc.rateLimits.perIP.requests: Invalid value: 0: requests must be greater than 0"),
+		Entry("an sBTC refill amount below its threshold", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: testnetSBTC, Amount: 1000, RefillBelow: ptr.To(int64(50_000)), RefillAmount: ptr.To(int64(10_000)),
+			}}
+		}, "assets.sbtc.refillAmount must be at least refillBelow"),
+		Entry("sBTC refills without a treasury", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: testnetSBTC, Amount: 1000, RefillBelow: ptr.To(int64(50_000)),
+			}}
+		}, "spec.assets.sbtc.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"),
 	)
+
+	It("defaults sBTC's rate limits and accepts Clarity's names and lengths", func() {
+		fs := newFaucetServer(ns)
+		fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC, Amount: 1000}}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.Assets.SBTC.RateLimits).To(Equal(&faucetv1alpha1.TokenRateLimits{
+			PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: metav1.Duration{Duration: 5 * time.Minute}},
+			PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: metav1.Duration{Duration: 5 * time.Minute}},
+		}))
+		Expect(fs.Spec.Assets.SBTC.RefillBelow).To(BeNil())
+		Expect(fs.Spec.RateLimits.PerAddress.Requests).To(Equal(int32(5)), "spec.rateLimits is as it was")
+
+		for _, id := range []string{
+			// The longest names Clarity allows, a devnet deployer, and
+			// a token name with the punctuation Clarity names may hold.
+			"ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM." + strings.Repeat("c", 40) + "::" + strings.Repeat("t", 128),
+			"SN2ZNGJ85ENDY6QRHQ5P2D4FXKGZWCKTB2T0Z55KS.my_token-v2::a-b_c!?+<>=/*",
+			"ST000000000000000000002AMW42H.sbtc::sbtc",
+		} {
+			fs := newFaucetServer(ns)
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: id, Amount: 1}}
+			Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), id)
+		}
+	})
 
 	It("defaults the batching settings: off, 250ms, the testnet send-many-memo contract", func() {
 		fs := newFaucetServer(ns)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,9 +34,13 @@ type fundingResult struct {
 	ok       bool
 	balances []uint64 // aligned with target.addresses
 	treasury uint64   // balance of target.treasury, when set
-	checked  time.Time
-	samples  []fundingSample // oldest first, successful reads only
-	err      error           // the latest attempt's error; nil if it succeeded
+	// sbtc are the keys' sBTC balances, aligned with target.addresses,
+	// when target.sbtc is set; sbtcTreasury is the treasury's.
+	sbtc         []uint64
+	sbtcTreasury uint64
+	checked      time.Time
+	samples      []fundingSample // oldest first, successful reads only
+	err          error           // the latest attempt's error; nil if it succeeded
 }
 
 // dripCost is the µSTX one default drip costs a key: the amount plus the
@@ -49,6 +54,12 @@ func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
 		fee = uint64(*f.Fallback)
 	}
 	return faucet.DripCost(amount, fee)
+}
+
+// sbtcDripCost is what one sBTC drip costs a key in sats: the amount. The
+// fee is paid in STX, from the balance dripCost budgets.
+func sbtcDripCost(sb *faucetv1alpha1.SBTCSpec) uint64 {
+	return faucet.DripCost(uint64(max(sb.Amount, 1)), 0)
 }
 
 // lowThreshold is spec.funding.lowThreshold, or its default.
@@ -118,6 +129,24 @@ func runway(samples []fundingSample, total uint64) (time.Duration, bool) {
 	return max(d.Round(time.Second), time.Second), true
 }
 
+// assetOutcome is one asset's funding level and its part of the Funded
+// message.
+type assetOutcome struct {
+	level   faucet.FundingLevel
+	message string
+}
+
+// severity orders levels for the Funded reason: the worst asset decides.
+func severity(l faucet.FundingLevel) int {
+	switch l {
+	case faucet.FundsEmpty:
+		return 2
+	case faucet.FundsLow:
+		return 1
+	}
+	return 0
+}
+
 // fundingOutcome is status.funding and the Funded condition for one result.
 type fundingOutcome struct {
 	status                  *faucetv1alpha1.FundingStatus
@@ -142,25 +171,72 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
 		return out
 	}
-	st := out.status
-	cost, low := dripCost(fs), lowThreshold(fs)
-	summary := fmt.Sprintf("%s STX on %d key(s): %d drip(s) of %s STX (amount plus fee fallback) left",
-		formatSTXExact(uint64(st.TotalUSTX)), len(st.Keys), st.DripsLeft, formatSTXExact(cost))
-	switch faucet.LevelOf(uint64(st.DripsLeft), uint64(max(low, 0))) {
+	low := lowThreshold(fs)
+	assets := []assetOutcome{stxOutcome(fs, out.status, low, res.target.addresses)}
+	if sb, t := fs.SBTC(), sbtcFunding(out.status); sb != nil && t != nil {
+		assets = append(assets, sbtcOutcome(sb, t, low, res.target.addresses))
+	}
+	// The worst asset leads the message and decides the reason; a stable
+	// sort keeps STX first among equals.
+	slices.SortStableFunc(assets, func(a, b assetOutcome) int { return severity(b.level) - severity(a.level) })
+	parts := make([]string, len(assets))
+	for i, a := range assets {
+		parts[i] = a.message
+	}
+	out.condMessage = strings.Join(parts, "; ")
+	switch assets[0].level {
 	case faucet.FundsEmpty:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty
-		out.condMessage = summary + ": no key can pay one drip; fund " + strings.Join(res.target.addresses, ", ")
 	case faucet.FundsLow:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonLow
-		out.condMessage = fmt.Sprintf("%s, below the low threshold of %d", summary, low)
 	default:
 		out.condStatus, out.condReason = metav1.ConditionTrue, faucetv1alpha1.ReasonFunded
-		out.condMessage = summary
-	}
-	if st.Runway != nil {
-		out.condMessage += fmt.Sprintf("; about %s at the recent rate", st.Runway.Duration)
 	}
 	return out
+}
+
+// stxOutcome judges the keys' STX. Its message is the whole Funded message
+// of a faucet without other assets, as it was before there were any.
+func stxOutcome(fs *faucetv1alpha1.FaucetServer, st *faucetv1alpha1.FundingStatus, low int64, addresses []string) assetOutcome {
+	cost := dripCost(fs)
+	o := assetOutcome{level: faucet.LevelOf(uint64(max(st.DripsLeft, 0)), uint64(max(low, 0)))}
+	o.message = fmt.Sprintf("%s STX on %d key(s): %d drip(s) of %s STX (amount plus fee fallback) left",
+		formatSTXExact(uint64(max(st.TotalUSTX, 0))), len(st.Keys), st.DripsLeft, formatSTXExact(cost))
+	switch o.level {
+	case faucet.FundsEmpty:
+		o.message += ": no key can pay one drip; fund " + strings.Join(addresses, ", ")
+	case faucet.FundsLow:
+		o.message += fmt.Sprintf(", below the low threshold of %d", low)
+	}
+	if st.Runway != nil {
+		o.message += fmt.Sprintf("; about %s at the recent rate", st.Runway.Duration)
+	}
+	return o
+}
+
+// sbtcOutcome judges the keys' sBTC against the same low threshold as STX,
+// with a drip costing the sBTC amount.
+func sbtcOutcome(sb *faucetv1alpha1.SBTCSpec, t *faucetv1alpha1.TokenFunding, low int64, addresses []string) assetOutcome {
+	cost := sbtcDripCost(sb)
+	o := assetOutcome{level: faucet.LevelOf(uint64(max(t.DripsLeft, 0)), uint64(max(low, 0)))}
+	held := fmt.Sprintf("%d sats on %d key(s), %d sats per drip", t.Balance, len(t.Keys), cost)
+	switch o.level {
+	case faucet.FundsEmpty:
+		o.message = fmt.Sprintf("sBTC: 0 drips left (%s): no key can pay one drip; send sBTC to %s", held, strings.Join(addresses, ", "))
+	case faucet.FundsLow:
+		o.message = fmt.Sprintf("sBTC: %d drips left, below %d (%s)", t.DripsLeft, low, held)
+	default:
+		o.message = fmt.Sprintf("sBTC: %d drips left (%s)", t.DripsLeft, held)
+	}
+	return o
+}
+
+// sbtcFunding is st's sBTC block, nil when there is none.
+func sbtcFunding(st *faucetv1alpha1.FundingStatus) *faucetv1alpha1.TokenFunding {
+	if st == nil || st.Assets == nil {
+		return nil
+	}
+	return st.Assets.SBTC
 }
 
 // redactURL drops the userinfo (a basic-auth password) from a node URL for
@@ -193,12 +269,35 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 	if res.target.treasury != "" {
 		st.Treasury = &faucetv1alpha1.AccountFunding{Address: res.target.treasury, BalanceUSTX: clampInt64(res.treasury)}
 	}
+	if sb := fs.SBTC(); sb != nil && !res.target.sbtc.IsZero() && len(res.sbtc) == len(res.target.addresses) {
+		st.Assets = &faucetv1alpha1.AssetsFunding{SBTC: tokenFundingOf(res.target, res.sbtc, res.sbtcTreasury, sbtcDripCost(sb))}
+	}
 	return st
 }
 
+// tokenFundingOf is a token's block of status.funding: balances aligned
+// with t.addresses, cost the base units one drip takes.
+func tokenFundingOf(t fundingTarget, balances []uint64, treasury, cost uint64) *faucetv1alpha1.TokenFunding {
+	tf := &faucetv1alpha1.TokenFunding{AssetIdentifier: t.sbtc.String()}
+	var total, drips uint64
+	for i, addr := range t.addresses {
+		bal := balances[i]
+		d := bal / cost
+		tf.Keys = append(tf.Keys, faucetv1alpha1.KeyTokenFunding{Address: addr, Balance: clampInt64(bal), DripsLeft: clampInt64(d)})
+		total += bal
+		drips += d
+	}
+	tf.Balance, tf.DripsLeft = clampInt64(total), clampInt64(drips)
+	if t.treasury != "" {
+		tf.TreasuryBalance = ptr.To(clampInt64(treasury))
+	}
+	return tf
+}
+
 // fundingMatches reports whether a status.funding describes exactly these
-// addresses (and treasury), so it may be kept while no fresh read exists.
-func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury string) bool {
+// addresses (and treasury) and sBTC asset ("" for none), so it may be kept
+// while no fresh read exists.
+func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury, sbtc string) bool {
 	if st == nil || len(st.Keys) != len(addresses) {
 		return false
 	}
@@ -206,6 +305,9 @@ func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasu
 		if k.Address != addresses[i] {
 			return false
 		}
+	}
+	if t := sbtcFunding(st); t == nil && sbtc != "" || t != nil && t.AssetIdentifier != sbtc {
+		return false
 	}
 	if st.Treasury == nil {
 		return treasury == ""

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -209,6 +211,122 @@ var _ = Describe("Funding", func() {
 		Eventually(func() bool { return fundingMonitor.Tracking(k) }).Should(BeFalse())
 	})
 
+	It("reads each key's and the treasury's sBTC, and names sBTC in Funded when it runs low or out", func() {
+		keys, holder := newKeys(2), newKeys(1)[0]
+		sbtc, url := startSBTCNode(map[stacks.Address]uint64{
+			keys[0].TestnetAddress(): 200 * cost,
+			keys[1].TestnetAddress(): 200 * cost,
+			holder.TestnetAddress():  7_000_000,
+		})
+		a0, a1, treasury := keys[0].TestnetAddress().String(), keys[1].TestnetAddress().String(), holder.TestnetAddress().String()
+		sbtc.set(a0, 8_000)
+		sbtc.set(a1, 4_500)
+		sbtc.set(treasury, 1_000_000)
+		createKeySecret(ns, keys)
+		createSecret(ns, "holder", map[string]string{"keys": holder.Hex()})
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.URL = url
+			fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(10))}
+			fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
+			sb := sbtcSpec(1000, nil)
+			sb.RefillBelow, sb.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(100_000))
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+		})
+
+		By("passing the sBTC flags, the API server's default rate limits included")
+		d := eventuallyDeployment(ns)
+		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+			"--sbtc-asset="+testnetSBTC, "--sbtc-amount=1000", "--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
+			"--sbtc-refill-below=20000", "--sbtc-refill-amount=100000"))
+
+		By("reading each key's sBTC through the node's call-read")
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			f := got.Status.Funding
+			g.Expect(f).NotTo(BeNil())
+			g.Expect(f.Assets).To(Equal(&faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{
+				AssetIdentifier: testnetSBTC,
+				Keys: []faucetv1alpha1.KeyTokenFunding{
+					{Address: a0, Balance: 8_000, DripsLeft: 8},
+					{Address: a1, Balance: 4_500, DripsLeft: 4},
+				},
+				Balance: 12_500, DripsLeft: 12, TreasuryBalance: ptr.To(int64(1_000_000)),
+			}}))
+			g.Expect(f.DripsLeft).To(Equal(int64(400)), "the STX figures are read as before")
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionTrue, faucetv1alpha1.ReasonFunded)
+			g.Expect(c.Message).To(ContainSubstring("sBTC: 12 drips left (12500 sats on 2 key(s), 1000 sats per drip)"))
+		}).Should(Succeed())
+
+		By("turning Funded False, reason Low, naming sBTC, when its drips fall below the threshold")
+		sbtc.set(a0, 2_000)
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			g.Expect(got.Status.Funding.Assets.SBTC.DripsLeft).To(Equal(int64(6)))
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonLow)
+			g.Expect(c.Message).To(HavePrefix("sBTC: 6 drips left, below 10 (6500 sats on 2 key(s), 1000 sats per drip); "))
+		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonLow)
+
+		By("reason Empty once no key can pay one sBTC drip, though the STX is plenty")
+		sbtc.set(a0, 999)
+		sbtc.set(a1, 999)
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
+			g.Expect(c.Message).To(ContainSubstring("send sBTC to " + a0 + ", " + a1))
+		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonEmpty)
+
+		By("reporting a failing sBTC read as NodeUnreachable, naming sBTC, with the last figures kept")
+		sbtc.setDown(true)
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
+			g.Expect(c.Message).To(ContainSubstring("sBTC (" + testnetSBTC + ") balance of"))
+			g.Expect(got.Status.Funding.Assets.SBTC.Balance).To(Equal(int64(1998)))
+		}).Should(Succeed())
+		expectNoSecretText(ns, keys[0].Hex())
+		expectNoSecretText(ns, holder.Hex())
+	})
+
+	It("stalls on an sBTC asset identifier with a bad checksum, leaving the pod alone, and resumes once fixed", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, nil)
+		eventuallyDeployment(ns)
+
+		By("editing in an address with a typo, which the CRD's pattern cannot catch")
+		typo := strings.Replace(testnetSBTC, "GWXT.", "GWXZ.", 1)
+		Eventually(func() error {
+			fs := getFaucetServer(Default, ns)
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: typo, Amount: 1000}}
+			return k8sClient.Update(suiteCtx, fs)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonInvalidAsset)
+			g.Expect(c.Message).To(ContainSubstring("spec.assets.sbtc.assetIdentifier: bad asset identifier"))
+			g.Expect(c.Message).To(ContainSubstring("bad checksum"))
+			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		}).Should(Succeed())
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--sbtc")),
+			"the running pod keeps what it started with")
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonInvalidAsset)
+
+		By("fixing it")
+		Eventually(func() error {
+			fs := getFaucetServer(Default, ns)
+			fs.Spec.Assets.SBTC.AssetIdentifier = testnetSBTC
+			return k8sClient.Update(suiteCtx, fs)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--sbtc-asset=" + testnetSBTC))
+		}).Should(Succeed())
+	})
+
 	It("rejects a treasury Secret with more than one key", func() {
 		createKeySecret(ns, newKeys(1))
 		both := newKeys(2)
@@ -238,6 +356,22 @@ func startDevnode(genesis map[stacks.Address]uint64) (*devnode.Node, string) {
 		srv.Close()
 	})
 	return dn, srv.URL
+}
+
+// startSBTCNode serves a simulated node with these µSTX balances whose
+// testnet sBTC balances the returned sbtcNode sets, until the spec ends.
+func startSBTCNode(genesis map[stacks.Address]uint64) (*sbtcNode, string) {
+	GinkgoHelper()
+	asset, err := stacks.ParseAssetID(testnetSBTC)
+	Expect(err).NotTo(HaveOccurred())
+	dn := devnode.New(devnode.Config{Genesis: genesis})
+	sn := newSBTCNode(asset.Contract, dn.Handler())
+	srv := httptest.NewServer(sn)
+	DeferCleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return sn, srv.URL
 }
 
 // transfer moves amount µSTX off key through the node's RPC (fee 180) and

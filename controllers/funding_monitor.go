@@ -16,6 +16,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Defaults of the FundingMonitor.
@@ -37,11 +38,21 @@ type fundingTarget struct {
 	nodeURL   string
 	timeout   time.Duration
 	addresses []string
-	treasury  string // "" without spec.treasury
+	treasury  string           // "" without spec.treasury
+	sbtc      stacks.AssetInfo // zero without spec.assets.sbtc
+}
+
+// sbtcID is the sBTC asset identifier read, "" for none.
+func (t fundingTarget) sbtcID() string {
+	if t.sbtc.IsZero() {
+		return ""
+	}
+	return t.sbtc.String()
 }
 
 func (t fundingTarget) equal(o fundingTarget) bool {
-	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury && slices.Equal(t.addresses, o.addresses)
+	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury && t.sbtc == o.sbtc &&
+		slices.Equal(t.addresses, o.addresses)
 }
 
 // fundingEntry is the monitor's state for one FaucetServer.
@@ -152,6 +163,7 @@ func (m *FundingMonitor) Result(key types.NamespacedName, t fundingTarget) (fund
 	r := e.result
 	r.samples = slices.Clone(r.samples)
 	r.balances = slices.Clone(r.balances)
+	r.sbtc = slices.Clone(r.sbtc)
 	return r, true
 }
 
@@ -242,7 +254,7 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	t := e.target
 	m.mu.Unlock()
 
-	balances, treasury, err := m.read(ctx, t)
+	rd, err := m.read(ctx, t)
 	if ctx.Err() != nil {
 		return
 	}
@@ -264,10 +276,11 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	r.err = err
 	if err == nil {
 		var total uint64
-		for _, b := range balances {
+		for _, b := range rd.balances {
 			total += b
 		}
-		r.ok, r.balances, r.treasury, r.checked = true, balances, treasury, now
+		r.ok, r.checked = true, now
+		r.balances, r.treasury, r.sbtc, r.sbtcTreasury = rd.balances, rd.treasury, rd.sbtc, rd.sbtcTreasury
 		r.samples = append(r.samples, fundingSample{at: now, total: total})
 		if n := len(r.samples); n > fundingHistory {
 			r.samples = slices.Delete(r.samples, 0, n-fundingHistory)
@@ -285,9 +298,18 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	}
 }
 
-// read fetches the balances of t's addresses and treasury, one call at a
-// time, each bounded by the call timeout.
-func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) ([]uint64, uint64, error) {
+// reading is one read of a target's accounts.
+type reading struct {
+	balances     []uint64 // µSTX, aligned with target.addresses
+	treasury     uint64
+	sbtc         []uint64 // sBTC base units, aligned with target.addresses; nil without sBTC
+	sbtcTreasury uint64
+}
+
+// read fetches the balances of t's addresses and treasury, and their sBTC
+// when t has it, one call at a time, each bounded by the call timeout. Any
+// failed call fails the read: a status mixing two reads would not add up.
+func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, error) {
 	timeout := m.CallTimeout
 	if timeout <= 0 {
 		timeout = DefaultFundingCallTimeout
@@ -298,7 +320,7 @@ func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) ([]uint64, u
 	c, err := node.New(t.nodeURL, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
 		node.WithUserAgent("faucet-operator-funding/1"))
 	if err != nil {
-		return nil, 0, err
+		return reading{}, err
 	}
 	balance := func(addr string) (uint64, error) {
 		acct, err := c.Account(ctx, addr)
@@ -307,17 +329,42 @@ func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) ([]uint64, u
 		}
 		return acct.Balance, nil
 	}
-	balances := make([]uint64, len(t.addresses))
+	sbtc := !t.sbtc.IsZero()
+	token := func(addr string) (uint64, error) {
+		owner, err := stacks.ParsePrincipal(addr)
+		if err != nil {
+			return 0, fmt.Errorf("sBTC balance of %s: %w", addr, err)
+		}
+		bal, err := c.TokenBalance(ctx, t.sbtc.Contract, owner)
+		if err != nil {
+			return 0, fmt.Errorf("sBTC (%s) balance of %s: %w", t.sbtc, addr, err)
+		}
+		return bal, nil
+	}
+	var rd reading
+	rd.balances = make([]uint64, len(t.addresses))
+	if sbtc {
+		rd.sbtc = make([]uint64, len(t.addresses))
+	}
 	for i, addr := range t.addresses {
-		if balances[i], err = balance(addr); err != nil {
-			return nil, 0, err
+		if rd.balances[i], err = balance(addr); err != nil {
+			return reading{}, err
+		}
+		if sbtc {
+			if rd.sbtc[i], err = token(addr); err != nil {
+				return reading{}, err
+			}
 		}
 	}
-	var treasury uint64
 	if t.treasury != "" {
-		if treasury, err = balance(t.treasury); err != nil {
-			return nil, 0, fmt.Errorf("treasury: %w", err)
+		if rd.treasury, err = balance(t.treasury); err != nil {
+			return reading{}, fmt.Errorf("treasury: %w", err)
+		}
+		if sbtc {
+			if rd.sbtcTreasury, err = token(t.treasury); err != nil {
+				return reading{}, fmt.Errorf("treasury: %w", err)
+			}
 		}
 	}
-	return balances, treasury, nil
+	return rd, nil
 }

@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +385,302 @@ func TestFundingMonitor(t *testing.T) {
 	m.Forget(fastKey)
 	if m.Tracking(fastKey) || !m.Tracking(slowKeys[0]) {
 		t.Error("Forget")
+	}
+}
+
+// sbtcAssetInfo is testnet sBTC, parsed.
+func sbtcAssetInfo(t testing.TB) stacks.AssetInfo {
+	t.Helper()
+	a, err := stacks.ParseAssetID(testnetSBTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestSBTCDripCost(t *testing.T) {
+	// The amount alone: the fee is paid in STX and budgeted there.
+	if got := sbtcDripCost(sbtcSpec(1000, nil)); got != 1000 {
+		t.Errorf("sBTC drip cost %d, want 1000", got)
+	}
+	if got := sbtcDripCost(sbtcSpec(0, nil)); got != 1 {
+		t.Errorf("sBTC drip cost of an unvalidated 0 amount %d, want 1 (no division by zero)", got)
+	}
+}
+
+// TestComputeFundingSBTC: with spec.assets.sbtc the keys' sBTC gets a block
+// of its own in status.funding, and Funded is as bad as the worse asset,
+// its message leading with it.
+func TestComputeFundingSBTC(t *testing.T) {
+	asset := sbtcAssetInfo(t)
+	const sats = uint64(1000) // one sBTC drip
+	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}, sbtc: asset}
+	result := func(stx, sbtc []uint64) fundingResult {
+		return fundingResult{target: target, ok: true, balances: stx, sbtc: sbtc, checked: t0}
+	}
+	tests := map[string]struct {
+		res        fundingResult
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		// wantPrefix is how the message starts: the worst asset first
+		wantPrefix string
+		wantIn     []string
+	}{
+		"both funded": {
+			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{70*sats + 999, 30 * sats}),
+			wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+			wantPrefix: "100000.2 STX on 2 key(s): 200 drip(s)",
+			wantIn:     []string{"; sBTC: 100 drips left (100999 sats on 2 key(s), 1000 sats per drip)"},
+		},
+		"sBTC low, STX funded": {
+			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{2 * sats, sats}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			wantPrefix: "sBTC: 3 drips left, below 100 (3000 sats on 2 key(s), 1000 sats per drip); 100000.2 STX",
+		},
+		"sBTC empty though the keys together hold a drip's worth": {
+			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{sats - 1, sats - 1}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			wantPrefix: "sBTC: 0 drips left (1998 sats on 2 key(s), 1000 sats per drip): no key can pay one drip; send sBTC to ST1A, ST1B; ",
+		},
+		"STX low, sBTC funded": {
+			res:        result([]uint64{10 * cost, 0}, []uint64{100 * sats, 100 * sats}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			wantPrefix: "5000.01 STX on 2 key(s): 10 drip(s) of 500.001 STX (amount plus fee fallback) left, below the low threshold of 100; sBTC: 200 drips left",
+		},
+		"empty beats low: sBTC empty, STX low": {
+			res:        result([]uint64{10 * cost, 0}, []uint64{0, 0}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			wantPrefix: "sBTC: 0 drips left",
+			wantIn:     []string{"; 5000.01 STX on 2 key(s): 10 drip(s)", "below the low threshold of 100"},
+		},
+		"both empty: STX first": {
+			res:        result([]uint64{0, 0}, []uint64{0, 0}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			wantPrefix: "0 STX on 2 key(s): 0 drip(s) of 500.001 STX (amount plus fee fallback) left: no key can pay one drip; fund ST1A, ST1B; sBTC: 0 drips left",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := fundingFS()
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(int64(sats), nil)}
+			out := computeFunding(fs, tt.res, nil)
+			if out.condStatus != tt.wantStatus || out.condReason != tt.wantReason {
+				t.Fatalf("Funded %s %s (%s), want %s %s", out.condStatus, out.condReason, out.condMessage, tt.wantStatus, tt.wantReason)
+			}
+			if !strings.HasPrefix(out.condMessage, tt.wantPrefix) {
+				t.Errorf("message\n %q\nwant it to start with\n %q", out.condMessage, tt.wantPrefix)
+			}
+			for _, s := range tt.wantIn {
+				if !strings.Contains(out.condMessage, s) {
+					t.Errorf("message %q lacks %q", out.condMessage, s)
+				}
+			}
+		})
+	}
+
+	t.Run("the status block", func(t *testing.T) {
+		fs := fundingFS()
+		fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(int64(sats), nil)}
+		res := result([]uint64{cost, cost}, []uint64{7*sats + 999, 3 * sats})
+		res.target.treasury, res.treasury, res.sbtcTreasury = "ST1T", 42, 5_000_000
+		st := computeFunding(fs, res, nil).status
+		want := &faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{
+			AssetIdentifier: testnetSBTC,
+			Keys: []faucetv1alpha1.KeyTokenFunding{
+				{Address: "ST1A", Balance: 7999, DripsLeft: 7},
+				{Address: "ST1B", Balance: 3000, DripsLeft: 3},
+			},
+			Balance: 10999, DripsLeft: 10, TreasuryBalance: ptr.To(int64(5_000_000)),
+		}}
+		if !equalJSON(st.Assets, want) {
+			t.Errorf("assets\n %s\nwant\n %s", mustJSON(st.Assets), mustJSON(want))
+		}
+		// The STX figures are as they were without sBTC.
+		if st.DripsLeft != 2 || st.TotalUSTX != int64(2*cost) || st.Treasury.BalanceUSTX != 42 {
+			t.Errorf("STX figures %+v", st)
+		}
+	})
+
+	t.Run("without spec.assets.sbtc there is no block and the message is STX's alone", func(t *testing.T) {
+		res := fundingResult{target: fundingTarget{addresses: []string{"ST1A"}}, ok: true, balances: []uint64{200 * cost}, checked: t0}
+		out := computeFunding(fundingFS(), res, nil)
+		if out.status.Assets != nil || strings.Contains(out.condMessage, "sBTC") {
+			t.Errorf("assets %+v, message %q", out.status.Assets, out.condMessage)
+		}
+	})
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestFundingMatchesSBTC(t *testing.T) {
+	st := &faucetv1alpha1.FundingStatus{
+		Keys:   []faucetv1alpha1.KeyFunding{{Address: "ST1A"}},
+		Assets: &faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{AssetIdentifier: testnetSBTC}},
+	}
+	const other = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+	for _, tc := range []struct {
+		st   *faucetv1alpha1.FundingStatus
+		sbtc string
+		want bool
+	}{
+		{st, testnetSBTC, true},
+		{st, other, false},
+		{st, "", false},
+		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, testnetSBTC, false},
+		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, "", true},
+	} {
+		if got := fundingMatches(tc.st, []string{"ST1A"}, "", tc.sbtc); got != tc.want {
+			t.Errorf("fundingMatches(assets %+v, %q) = %v, want %v", tc.st.Assets, tc.sbtc, got, tc.want)
+		}
+	}
+}
+
+// TestComputeStatusFundingSBTC: figures of another sBTC asset, or of sBTC
+// once it is turned off, are not kept while the next read is pending.
+func TestComputeStatusFundingSBTC(t *testing.T) {
+	fs := fundingFS()
+	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1000, nil)}
+	keys := secretState{addresses: []string{"ST1A"}}
+	res := &fundingResult{
+		target: fundingTarget{addresses: []string{"ST1A"}, sbtc: sbtcAssetInfo(t)}, ok: true,
+		balances: []uint64{200 * cost}, sbtc: []uint64{2000}, checked: t0,
+	}
+	st := computeStatus(fs, observation{keys: keys, funding: res, deployment: deployment(available)}, t0)
+	c := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionFunded)
+	if c == nil || c.Reason != faucetv1alpha1.ReasonLow || !strings.HasPrefix(c.Message, "sBTC: 2 drips left, below 100") {
+		t.Fatalf("Funded %+v", c)
+	}
+	if sbtcFunding(st.Funding) == nil || st.Funding.Assets.SBTC.DripsLeft != 2 {
+		t.Fatalf("funding %+v", st.Funding)
+	}
+	fs.Status = st
+
+	t.Run("the same asset keeps the figures until the next read", func(t *testing.T) {
+		got := computeStatus(fs, observation{keys: keys, deployment: deployment(available)}, t0)
+		if sbtcFunding(got.Funding) == nil {
+			t.Errorf("funding %+v", got.Funding)
+		}
+	})
+	t.Run("another asset drops them", func(t *testing.T) {
+		other := fs.DeepCopy()
+		other.Spec.Assets.SBTC.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		got := computeStatus(other, observation{keys: keys, deployment: deployment(available)}, t0)
+		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
+			t.Errorf("funding kept: %+v", got.Funding)
+		}
+	})
+	t.Run("turning sBTC off drops them", func(t *testing.T) {
+		off := fs.DeepCopy()
+		off.Spec.Assets = nil
+		got := computeStatus(off, observation{keys: keys, deployment: deployment(available)}, t0)
+		if got.Funding != nil {
+			t.Errorf("funding kept: %+v", got.Funding)
+		}
+	})
+	t.Run("a failed first read of another asset shows no old figures", func(t *testing.T) {
+		other := fs.DeepCopy()
+		other.Spec.Assets.SBTC.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		a, err := stacks.ParseAssetID(other.Spec.Assets.SBTC.AssetIdentifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := &fundingResult{target: fundingTarget{addresses: []string{"ST1A"}, sbtc: a}, err: errors.New("down")}
+		got := computeStatus(other, observation{keys: keys, funding: failed, deployment: deployment(available)}, t0)
+		c := meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded)
+		if got.Funding != nil || c == nil || c.Status != metav1.ConditionUnknown {
+			t.Errorf("funding %+v, Funded %+v", got.Funding, c)
+		}
+	})
+}
+
+// TestFundingMonitorReadsSBTC reads one target through the monitor's read
+// against a node that serves STX (a devnode) and sBTC (the call-read wire
+// of sbtcNode): every key's and the treasury's sBTC balance, and a read
+// that fails as a whole, naming sBTC, when a token call fails.
+func TestFundingMonitorReadsSBTC(t *testing.T) {
+	asset := sbtcAssetInfo(t)
+	keys := make([]*stacks.PrivateKey, 3)
+	genesis := map[stacks.Address]uint64{}
+	for i := range keys {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k
+		genesis[k.TestnetAddress()] = uint64(i+1) * cost
+	}
+	dn := devnode.New(devnode.Config{Genesis: genesis})
+	sn := newSBTCNode(asset.Contract, dn.Handler())
+	srv := httptest.NewServer(sn)
+	defer srv.Close()
+	addr := func(i int) string { return keys[i].TestnetAddress().String() }
+	sn.set(addr(0), 12_345)
+	sn.set(addr(2), 1) // the treasury
+	target := fundingTarget{nodeURL: srv.URL, addresses: []string{addr(0), addr(1)}, treasury: addr(2), sbtc: asset}
+	m := &FundingMonitor{HTTPClient: srv.Client()}
+	ctx := context.Background()
+
+	rd, err := m.read(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rd.balances, []uint64{cost, 2 * cost}) || rd.treasury != 3*cost {
+		t.Errorf("STX balances %v, treasury %d", rd.balances, rd.treasury)
+	}
+	if !slices.Equal(rd.sbtc, []uint64{12_345, 0}) || rd.sbtcTreasury != 1 {
+		t.Errorf("sBTC balances %v, treasury %d; want [12345 0], 1", rd.sbtc, rd.sbtcTreasury)
+	}
+
+	t.Run("without sBTC no token is read", func(t *testing.T) {
+		sn.setDown(true)
+		defer sn.setDown(false)
+		plain := target
+		plain.sbtc = stacks.AssetInfo{}
+		rd, err := m.read(ctx, plain)
+		if err != nil || rd.sbtc != nil {
+			t.Errorf("read %+v, %v", rd, err)
+		}
+	})
+	t.Run("a failing token read fails the read, naming sBTC and the key", func(t *testing.T) {
+		sn.setDown(true)
+		defer sn.setDown(false)
+		_, err := m.read(ctx, target)
+		if err == nil || !strings.Contains(err.Error(), "sBTC ("+testnetSBTC+") balance of "+addr(0)) {
+			t.Errorf("err %v", err)
+		}
+	})
+	t.Run("a token the node does not have fails the read with the node's answer", func(t *testing.T) {
+		other, err := stacks.ParseAssetID("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := target
+		missing.sbtc = other
+		_, err = m.read(ctx, missing)
+		if err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("err %v", err)
+		}
+	})
+}
+
+// TestSBTCAsset: the operator parses the asset identifier as the faucet
+// will, so a typo the CRD's pattern lets through (a bad checksum) is
+// reported instead of crash-looping the pod.
+func TestSBTCAsset(t *testing.T) {
+	if a, err := sbtcAsset(fundingFS()); err != nil || !a.IsZero() {
+		t.Errorf("without sBTC: %v, %v", a, err)
+	}
+	fs := fundingFS()
+	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1, nil)}
+	if a, err := sbtcAsset(fs); err != nil || a.String() != testnetSBTC || a.Name != "sbtc-token" {
+		t.Errorf("testnet sBTC: %v, %v", a, err)
+	}
+	fs.Spec.Assets.SBTC.AssetIdentifier = strings.Replace(testnetSBTC, "GWXT.", "GWXZ.", 1)
+	_, err := sbtcAsset(fs)
+	if err == nil || !errors.Is(err, stacks.ErrBadAssetID) || !strings.HasPrefix(err.Error(), "spec.assets.sbtc.assetIdentifier: ") {
+		t.Errorf("a typo in the address: %v", err)
 	}
 }

@@ -349,8 +349,8 @@ func secretVolume(name, secret, key string) corev1.Volume {
 }
 
 // serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
-// pass no flag, so the server's own defaults apply. spec.abuse, spec.page
-// and spec.batching have no CRD default of their own (their fields'
+// pass no flag, so the server's own defaults apply. spec.abuse, spec.page,
+// spec.batching and spec.assets have no CRD default of their own (their fields'
 // defaults apply once a group is set), so a FaucetServer without them
 // passes none of their flags: upgrading the operator neither rolls its pods
 // nor hands an older spec.image flags it does not know. A Postgres URI is
@@ -443,6 +443,20 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))
 		i64("refill-below", s.Treasury.RefillBelowUSTX)
 		i64("refill-amount", s.Treasury.RefillAmountUSTX)
+	}
+	if sb := fs.SBTC(); sb != nil {
+		flag("sbtc-asset", sb.AssetIdentifier)
+		flag("sbtc-amount", strconv.FormatInt(sb.Amount, 10))
+		if rl := sb.RateLimits; rl != nil {
+			limit("sbtc-limit-address", rl.PerAddress)
+			limit("sbtc-limit-ip", rl.PerIP)
+		}
+		// The server refuses refill flags without a treasury; the CRD
+		// refuses them too, so this only guards an unvalidated object.
+		if s.Treasury != nil {
+			i64("sbtc-refill-below", sb.RefillBelow)
+			i64("sbtc-refill-amount", sb.RefillAmount)
+		}
 	}
 	if s.Suspend {
 		args = append(args, "--suspend")

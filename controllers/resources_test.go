@@ -38,6 +38,14 @@ func fixture(opts ...func(*faucetv1alpha1.FaucetServer)) *faucetv1alpha1.FaucetS
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
+// testnetSBTC is the testnet sBTC token.
+const testnetSBTC = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+
+// sbtcSpec is spec.assets.sbtc for testnet sBTC, amount sats per drip.
+func sbtcSpec(amount int64, limits *faucetv1alpha1.TokenRateLimits) *faucetv1alpha1.SBTCSpec {
+	return &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC, Amount: amount, RateLimits: limits}
+}
+
 // postgres sets a Postgres store whose URI is in Secret faucet-db-app.
 func postgres(replicas int32) func(*faucetv1alpha1.FaucetServer) {
 	return func(fs *faucetv1alpha1.FaucetServer) {
@@ -188,6 +196,48 @@ func TestServerArgs(t *testing.T) {
 		"the API tokens key defaults to tokens": {
 			mutate: apiTokens("faucet-api-tokens", ""),
 			want:   append(slices.Clone(base), "--api-tokens-file=/etc/faucet/api-tokens/tokens", embeddedStore),
+		},
+		"sBTC with the CRD's default rate limits filled in maps to its flags": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(100_000, &faucetv1alpha1.TokenRateLimits{
+					PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: duration(5 * time.Minute)},
+					PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: duration(5 * time.Minute)},
+				})}
+			},
+			want: append(slices.Clone(base),
+				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
+				"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s", embeddedStore),
+		},
+		"sBTC without rate limits passes only the asset and the amount": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1, nil)}
+			},
+			want: append(slices.Clone(base),
+				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1", embeddedStore),
+		},
+		"an empty assets group passes nothing": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{} },
+			want:   append(slices.Clone(base), embeddedStore),
+		},
+		"sBTC refills follow the treasury's flags": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
+				sb := sbtcSpec(1000, &faucetv1alpha1.TokenRateLimits{PerIP: &faucetv1alpha1.RateLimit{Requests: 3, Window: duration(time.Hour)}})
+				sb.RefillBelow, sb.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(200_000))
+				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+			},
+			want: append(slices.Clone(base), "--treasury-key-file=/etc/faucet/treasury/keys",
+				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1000",
+				"--sbtc-limit-ip=3/1h0m0s", "--sbtc-refill-below=20000", "--sbtc-refill-amount=200000", embeddedStore),
+		},
+		"sBTC refills without a treasury, which the CRD refuses, pass no flag the server would refuse": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				sb := sbtcSpec(1000, nil)
+				sb.RefillBelow = ptr.To(int64(20_000))
+				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+			},
+			want: append(slices.Clone(base),
+				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1000", embeddedStore),
 		},
 		"a proof of work with the CRD's defaults filled in": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -692,6 +742,29 @@ func TestTreasury(t *testing.T) {
 	}
 	if got := secretNames(fs); !slices.Contains(got, "holder") {
 		t.Errorf("secretNames %v lack the treasury Secret", got)
+	}
+}
+
+// TestSBTCRollsThePod: turning sBTC on or changing it changes the config
+// hash, so the pods restart with the new flags; the args of a FaucetServer
+// without it are what they were, so upgrading the operator rolls nothing.
+func TestSBTCRollsThePod(t *testing.T) {
+	hash := func(fs *faucetv1alpha1.FaucetServer) string {
+		return deploymentFor(fs, "img", secretDigests{keys: "k"}).Spec.Template.Annotations[ConfigHashAnnotation]
+	}
+	withSBTC := func(amount int64) *faucetv1alpha1.FaucetServer {
+		return fixture(func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(amount, nil)}
+		})
+	}
+	plain := fixture()
+	if hash(plain) == hash(withSBTC(1000)) || hash(withSBTC(1000)) == hash(withSBTC(2000)) {
+		t.Error("turning sBTC on or changing its amount keeps the config hash")
+	}
+	for _, a := range deploymentFor(plain, "img", secretDigests{keys: "k"}).Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--sbtc") {
+			t.Errorf("flag %s without spec.assets.sbtc", a)
+		}
 	}
 }
 

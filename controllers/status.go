@@ -19,6 +19,9 @@ type observation struct {
 	store    secretState // a Postgres store's URI
 	tokens   secretState // the API tokens file
 	treasury secretState // the treasury's key
+	// invalidAsset says why an asset identifier of spec.assets does not
+	// parse; "" when every one does.
+	invalidAsset string
 	// funding is the FundingMonitor's latest result for the current keys,
 	// nil when there is none (yet, or without a monitor).
 	funding    *fundingResult
@@ -115,6 +118,11 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		reconciling("", "")
 		stalled(obs.treasury.reason, obs.treasury.message)
 
+	case obs.invalidAsset != "":
+		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
+		reconciling("", "")
+		stalled(faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
+
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.
 		msg := "waiting for the Deployment to be created"
@@ -162,8 +170,9 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	}
 	switch {
 	case obs.funding != nil:
+		t := obs.funding.target
 		out := computeFunding(fs, *obs.funding, st.Funding)
-		if out.status != nil && !fundingMatches(out.status, obs.funding.target.addresses, obs.funding.target.treasury) {
+		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.sbtcID()) {
 			out.status = nil // a failed first read of new keys: the old figures are of other keys
 		}
 		st.Funding = out.status
@@ -175,8 +184,10 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 		drop() // no keys, nothing to fund
 	case obs.keys.addresses == nil:
 		// An error came before the keys were read: keep what was there.
-	case st.Funding == nil || !fundingMatches(&faucetv1alpha1.FundingStatus{Keys: st.Funding.Keys}, obs.keys.addresses, ""):
-		// Other keys than the figures describe, and no read of them yet.
+	case st.Funding == nil || !fundingMatches(&faucetv1alpha1.FundingStatus{Keys: st.Funding.Keys, Assets: st.Funding.Assets},
+		obs.keys.addresses, "", specSBTCID(fs)):
+		// Other keys or another sBTC asset than the figures describe,
+		// and no read of them yet.
 		drop()
 	default:
 		// No read yet (a restarted operator, a monitor not reached): the

@@ -117,6 +117,14 @@ func TestComputeStatus(t *testing.T) {
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidKeys,
 			stalled: faucetv1alpha1.ReasonInvalidKeys, observed: true,
 		},
+		"an asset identifier that does not parse stalls, keeping the running pod's count": {
+			obs: observation{
+				keys: goodKeys, service: svc, deployment: deployment(available),
+				invalidAsset: `spec.assets.sbtc.assetIdentifier: bad asset identifier "ST1…": bad checksum`,
+			},
+			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidAsset,
+			stalled: faucetv1alpha1.ReasonInvalidAsset, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,
+		},
 		"a child's name taken by someone else's object stalls, with no retry": {
 			obs:   observation{keys: goodKeys, conflict: `Service "faucet" already exists and is not controlled by this FaucetServer`},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonNameConflict,

@@ -34,14 +34,18 @@ const (
 // Reasons of the Funded condition.
 const (
 	// ReasonFunded (Funded=True): the keys hold at least
-	// spec.funding.lowThreshold default drips.
+	// spec.funding.lowThreshold default drips, of STX and of every asset
+	// of spec.assets.
 	ReasonFunded = "Funded"
 
 	// ReasonLow (Funded=False): fewer drips left than
-	// spec.funding.lowThreshold, but at least one.
+	// spec.funding.lowThreshold, but at least one, of STX or of an asset
+	// of spec.assets; the message names which.
 	ReasonLow = "Low"
 
-	// ReasonEmpty (Funded=False): no key can pay one default drip.
+	// ReasonEmpty (Funded=False): no key can pay one default drip of STX,
+	// or one drip of an asset of spec.assets; the message names which.
+	// Empty wins over Low when one asset is empty and another low.
 	ReasonEmpty = "Empty"
 
 	// ReasonNodeUnreachable (Funded=Unknown): the operator could not read
@@ -111,6 +115,12 @@ const (
 	// Secret lacks the data key, or it does not hold exactly one hex
 	// private key. Messages never quote the key.
 	ReasonInvalidTreasuryKey = "InvalidTreasuryKey"
+
+	// ReasonInvalidAsset (Ready=False, Stalled=True): an asset identifier
+	// of spec.assets passed the CRD's checks but does not parse, e.g. its
+	// address fails the c32 checksum (a typo). The faucet would refuse to
+	// start with it, so running pods are left alone until it is fixed.
+	ReasonInvalidAsset = "InvalidAsset"
 
 	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,
 	// Service, ServiceAccount or PersistentVolumeClaim with the name of one

@@ -50,6 +50,14 @@ func (fs *FaucetServer) TreasurySecretKey() *corev1.SecretKeySelector {
 	return secretKey(ref.Name, ref.Key, DefaultKeySecretKey)
 }
 
+// SBTC is spec.assets.sbtc; nil when sBTC drips are off.
+func (fs *FaucetServer) SBTC() *SBTCSpec {
+	if fs.Spec.Assets == nil {
+		return nil
+	}
+	return fs.Spec.Assets.SBTC
+}
+
 // secretKey selects key (or def when key is empty) of the Secret name.
 func secretKey(name, key, def string) *corev1.SecretKeySelector {
 	if key == "" {

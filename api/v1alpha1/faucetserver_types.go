@@ -44,6 +44,7 @@ const (
 // store several replicas share the keys, each key owned by one replica at a
 // time, and roll without a gap.
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
+// +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || !has(self.assets.sbtc) || (!has(self.assets.sbtc.refillBelow) && !has(self.assets.sbtc.refillAmount))",message="spec.assets.sbtc.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
 type FaucetServerSpec struct {
 	// node is the Stacks node the faucet reads chain state from and
 	// broadcasts transactions to.
@@ -189,6 +190,82 @@ type FaucetServerSpec struct {
 	// status.funding.treasury.
 	// +optional
 	Treasury *TreasurySpec `json:"treasury,omitempty"`
+
+	// assets are what the faucet hands out besides STX. Unset, it hands
+	// out STX only.
+	// +optional
+	Assets *AssetsSpec `json:"assets,omitempty"`
+}
+
+// AssetsSpec lists the fungible tokens the faucet hands out besides STX.
+type AssetsSpec struct {
+	// sbtc turns on sBTC drips: a SIP-010 transfer of amount sats from one
+	// of the faucet's keys, with rate limits of its own. The keys pay the
+	// sBTC and also the transaction fee, in STX, so fund them with both.
+	// status.funding.assets.sbtc reports the keys' sBTC, and the Funded
+	// condition turns False when it runs low. Unset, sBTC drips are off.
+	// +optional
+	SBTC *SBTCSpec `json:"sbtc,omitempty"`
+}
+
+// SBTCSpec configures sBTC drips.
+// +kubebuilder:validation:XValidation:rule="!has(self.refillBelow) || !has(self.refillAmount) || self.refillAmount >= self.refillBelow",message="assets.sbtc.refillAmount must be at least refillBelow, so that one refill lifts a key above the threshold"
+type SBTCSpec struct {
+	// assetIdentifier names the token: its contract's testnet principal
+	// and the token's name in that contract, ADDRESS.contract-name::token-name.
+	// Testnet sBTC is
+	// ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token; a
+	// devnet has its own deployer. Mainnet (SP…/SM…) contracts are
+	// refused. The operator also checks the address's checksum and
+	// reports a bad one as Stalled, reason InvalidAsset.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=212
+	// +kubebuilder:validation:XValidation:rule="self.matches('^S[MNPT][0-9A-HJKMNP-TV-Z]{24,39}[.][a-zA-Z][-_a-zA-Z0-9]{0,39}::[a-zA-Z][-_!?+<>=/*a-zA-Z0-9]{0,127}$')",message="assets.sbtc.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name (a contract name of up to 40 letters, digits, - and _, a token name of up to 128 characters, each starting with a letter), e.g. ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^S[MP]')",message="assets.sbtc.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract, e.g. ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+	AssetIdentifier string `json:"assetIdentifier"`
+
+	// amount is what one sBTC drip sends, in the token's base units: sats
+	// for sBTC (1 sBTC = 100000000 sats), e.g. 100000 for 0.001 sBTC.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="assets.sbtc.amount must be at least 1: the sats each sBTC drip sends"
+	Amount int64 `json:"amount"`
+
+	// rateLimits caps how often an address or a client IP may get sBTC, in
+	// buckets of their own: sBTC drips do not count against
+	// spec.rateLimits, nor STX drips against these.
+	// +optional
+	// +kubebuilder:default={}
+	RateLimits *TokenRateLimits `json:"rateLimits,omitempty"`
+
+	// refillBelow: with spec.treasury, a faucet key whose sBTC falls below
+	// this many sats is refilled from the treasury's sBTC. Unset, the
+	// faucet's default applies: 20 drips' worth (20 × amount).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillBelow *int64 `json:"refillBelow,omitempty"`
+
+	// refillAmount is the sats one sBTC refill sends; at least
+	// refillBelow. Unset, the faucet's default applies: 10 × refillBelow.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillAmount *int64 `json:"refillAmount,omitempty"`
+}
+
+// TokenRateLimits are the sliding-window limits of a token's drips.
+type TokenRateLimits struct {
+	// perAddress limits the token's drips per recipient address.
+	// Defaults to 5 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 5, window: "5m"}
+	PerAddress *RateLimit `json:"perAddress,omitempty"`
+
+	// perIP limits the token's drips per client IP (IPv6 grouped by /64;
+	// the client IP as spec.rateLimits.trustedProxyHops selects it).
+	// Defaults to 30 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 30, window: "5m"}
+	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
 // FundingSpec configures the Funded condition.
@@ -723,6 +800,62 @@ type FundingStatus struct {
 	// treasury is the holder account of spec.treasury.
 	// +optional
 	Treasury *AccountFunding `json:"treasury,omitempty"`
+
+	// assets are the balances of the tokens of spec.assets, read with the
+	// STX balances above; absent when the faucet hands out STX only.
+	// +optional
+	Assets *AssetsFunding `json:"assets,omitempty"`
+}
+
+// AssetsFunding reports the tokens of spec.assets, one field per asset.
+type AssetsFunding struct {
+	// sbtc is the faucet's sBTC, when spec.assets.sbtc is set.
+	// +optional
+	SBTC *TokenFunding `json:"sbtc,omitempty"`
+}
+
+// TokenFunding is how much of a token the faucet's keys hold, in the
+// token's base units (sats for sBTC).
+type TokenFunding struct {
+	// assetIdentifier is the token read, ADDRESS.contract-name::token-name.
+	// +required
+	AssetIdentifier string `json:"assetIdentifier"`
+
+	// keys are the faucet's keys, in the order of the key Secret.
+	// +optional
+	// +listType=atomic
+	Keys []KeyTokenFunding `json:"keys,omitempty"`
+
+	// balance is the sum of the keys' balances.
+	// +optional
+	Balance int64 `json:"balance"`
+
+	// dripsLeft is how many drips of the asset's amount the keys can
+	// still pay, each key counted on its own (a drip is paid by one key).
+	// The transaction fee is paid in STX, from the keys' STX balances.
+	// +optional
+	DripsLeft int64 `json:"dripsLeft"`
+
+	// treasuryBalance is the token balance of the treasury account
+	// (status.funding.treasury), when spec.treasury is set.
+	// +optional
+	TreasuryBalance *int64 `json:"treasuryBalance,omitempty"`
+}
+
+// KeyTokenFunding is the token balance of one faucet key.
+type KeyTokenFunding struct {
+	// address is the key's testnet (ST…) address.
+	// +required
+	Address string `json:"address"`
+
+	// balance is the key's confirmed balance of the token, in its base
+	// units.
+	// +optional
+	Balance int64 `json:"balance"`
+
+	// dripsLeft is how many drips of the asset this key can pay.
+	// +optional
+	DripsLeft int64 `json:"dripsLeft"`
 }
 
 // KeyFunding is the balance of one faucet key.
@@ -768,6 +901,7 @@ type AccountFunding struct {
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
 // +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
+// +kubebuilder:printcolumn:name="sBTC Drips Left",type="integer",JSONPath=`.status.funding.assets.sbtc.dripsLeft`,priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1

@@ -137,6 +137,22 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr:       `namespace "faucet-system" is not in watchNamespaces`,
 			templateCheck: true,
 		},
+		"mainnet sBTC asset": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token', amount: 1000}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/sbtc/assetIdentifier",
+		},
+		"sBTC asset without a token name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token', amount: 1000}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/sbtc/assetIdentifier",
+		},
+		"sBTC without an amount": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token'}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/sbtc",
+		},
+		"zero sBTC amount": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 0}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/sbtc/amount",
+		},
 		"faucetServer listed twice": {
 			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr:       "faucet-system/a is listed twice",

@@ -212,6 +212,10 @@ func TestExportedMetrics(t *testing.T) {
 		"faucet_key_synced", "faucet_key_dry", "faucet_key_owned",
 		"faucet_drips_left", "faucet_funds_available_ustx", "faucet_low_drips_threshold", "faucet_node_up",
 		"go_goroutines", "process_cpu_seconds_total",
+		// Per asset (label asset: stx, sbtc), which the alerts and the
+		// dashboard read.
+		"faucet_asset_enabled", "faucet_key_token_balance", "faucet_key_token_available",
+		"faucet_token_funds_available", "faucet_dispensed_token_total", "faucet_treasury_token_balance",
 	} {
 		if !names[want] {
 			t.Errorf("the faucet's metrics lack %s", want)

@@ -297,8 +297,8 @@ func TestRenderFull(t *testing.T) {
 		if got := nested(t, testnet, "spec", "replicas"); got != float64(2) && got != int64(2) {
 			t.Errorf("testnet replicas %v (%T), want 2", got, got)
 		}
-		// The abuse controls, page and batching settings pass through as
-		// given.
+		// The abuse controls, page, batching and asset settings pass
+		// through as given.
 		for path, want := range map[string]any{
 			"abuse.proofOfWork.difficulty":        int64(18),
 			"abuse.proofOfWork.raiseAbove.window": "1m",
@@ -310,6 +310,9 @@ func TestRenderFull(t *testing.T) {
 			"batching.maxRecipients":              int64(200),
 			"batching.window":                     "500ms",
 			"batching.contract":                   "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo",
+			"assets.sbtc.assetIdentifier":         "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token",
+			"assets.sbtc.amount":                  int64(100000),
+			"assets.sbtc.rateLimits.perIP.window": "5m",
 		} {
 			got := dig(nested(t, testnet, "spec"), strings.Split(path, ".")...)
 			if f, ok := got.(float64); ok {
