@@ -188,6 +188,13 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"rateLimits.perIP": func(raw string) {
 			same("rateLimits.perIP", limit(raw), guard.DefaultLimits().PerIP, o.limits.PerIP)
 		},
+		"assets.sbtc.rateLimits": func(raw string) { same("assets.sbtc.rateLimits", raw, "{}", raw) },
+		"assets.sbtc.rateLimits.perAddress": func(raw string) {
+			same("assets.sbtc.rateLimits.perAddress", limit(raw), guard.DefaultLimits().SBTC.PerAddress, o.limits.SBTC.PerAddress)
+		},
+		"assets.sbtc.rateLimits.perIP": func(raw string) {
+			same("assets.sbtc.rateLimits.perIP", limit(raw), guard.DefaultLimits().SBTC.PerIP, o.limits.SBTC.PerIP)
+		},
 		"abuse.proofOfWork.difficulty": func(raw string) {
 			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.abuse.powDifficulty))
 			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(guard.DefaultDifficulty), uint64(o.abuse.powDifficulty))
@@ -349,6 +356,21 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				Window:        &metav1.Duration{Duration: 400 * time.Millisecond},
 				Contract:      ptr.To("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"),
 			},
+			Treasury: &faucetv1alpha1.TreasurySpec{
+				KeySecretRef:     faucetv1alpha1.TreasuryKeyReference{Name: "faucet-treasury", Key: "treasury.txt"},
+				RefillBelowUSTX:  ptr.To(int64(40_000_000)),
+				RefillAmountUSTX: ptr.To(int64(400_000_000)),
+			},
+			Assets: &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
+				AssetIdentifier: stacks.SBTCTestnet,
+				Amount:          250_000,
+				RateLimits: &faucetv1alpha1.TokenRateLimits{
+					PerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: metav1.Duration{Duration: time.Hour}},
+					PerIP:      &faucetv1alpha1.RateLimit{Requests: 9, Window: metav1.Duration{Duration: 10 * time.Minute}},
+				},
+				RefillBelow:  ptr.To(int64(5_000_000)),
+				RefillAmount: ptr.To(int64(50_000_000)),
+			}},
 		}
 		return fs
 	}
@@ -421,6 +443,12 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			if _, err := got.batch.validate(); err != nil {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			if err := got.validateRefill(); err != nil {
+				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
+			}
+			if _, err := got.sbtc.token(false, got.treasuryKeyFile != ""); err != nil {
+				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
+			}
 			want := defaults
 			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
 			want.log.format = "json"
@@ -431,6 +459,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			checkOnVolume(t, pod, got.keyFile, true)
 			if got.abuse.tokensFile != "" {
 				checkOnVolume(t, pod, got.abuse.tokensFile, true)
+			}
+			if got.treasuryKeyFile != "" {
+				checkOnVolume(t, pod, got.treasuryKeyFile, true)
 			}
 			if !strings.Contains(got.store, "://") {
 				checkOnVolume(t, pod, got.store, false)
@@ -464,8 +495,14 @@ func fullOptions(store string) func(o *serveOptions) {
 			PerAddress:         guard.Limit{Requests: 3, Window: 10 * time.Minute},
 			StackingPerAddress: guard.Limit{Requests: 2, Window: 24 * time.Hour},
 			PerIP:              guard.Limit{Requests: 20, Window: 90 * time.Second},
-			SBTC:               guard.DefaultLimits().SBTC, // sBTC off: its flags are left at their defaults
+			SBTC: guard.AssetLimits{
+				PerAddress: guard.Limit{Requests: 2, Window: time.Hour},
+				PerIP:      guard.Limit{Requests: 9, Window: 10 * time.Minute},
+			},
 		}
+		o.treasuryKeyFile = "/etc/faucet/treasury/treasury.txt"
+		o.refillBelow, o.refillAmount = 40_000_000, 400_000_000
+		o.sbtc = sbtcOptions{devnet: true, asset: stacks.SBTCTestnet, amount: 250_000, refillBelow: 5_000_000, refillAmount: 50_000_000}
 		o.trustedHops = 2
 		o.suspend = true
 		o.store = store
