@@ -79,6 +79,11 @@ const (
 	batchDrips    = 60
 	perIPRequests = 1000
 	perIPWindow   = 5 * time.Minute
+
+	// sBTC (step 11): the node deploys the token at the testnet sBTC
+	// identifier and mints each key sbtcFunding sats; a drip is sbtcAmount.
+	sbtcFunding = uint64(10) * 100_000_000 // 10 sBTC per key
+	sbtcAmount  = int64(250_000)
 )
 
 // repo is the repository root (this file lives in hack/e2e).
@@ -97,13 +102,16 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	k8s, adminConfig, managerKubeconfig := startControlPlane(t)
 
 	// 2. A simulated Stacks node with two funded faucet keys, mining every
-	// 500 ms, with the send-many-memo contract deployed at its testnet id.
+	// 500 ms, with the send-many-memo contract deployed at its testnet id
+	// and an sBTC token at testnet sBTC's, the keys holding STX and sBTC.
 	keys := []*stacks.PrivateKey{newKey(t), newKey(t)}
-	genesis := map[stacks.Address]uint64{}
+	genesis, sbtcGenesis := map[stacks.Address]uint64{}, map[stacks.Address]uint64{}
 	for _, k := range keys {
 		genesis[k.TestnetAddress()] = funding
+		sbtcGenesis[k.TestnetAddress()] = sbtcFunding
 	}
-	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond, SendManyContract: stacks.SendManyMemoTestnet})
+	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond, SendManyContract: stacks.SendManyMemoTestnet,
+		TokenAsset: stacks.SBTCTestnet, TokenGenesis: sbtcGenesis})
 	nodeURL := serve(t, ctx, dn.Handler())
 	go func() { _ = dn.Run(ctx) }()
 
@@ -240,7 +248,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	dep = waitDeployment(t, ctx, k8s, oldHash)
 	checkBatchDeployment(t, dep)
 	stop()
-	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
+	faucetURL, stop = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
 	checkBatching(t, ctx, dn, faucetURL, keys)
 	// The official client, alone: a batch of one is a plain transfer, the
 	// token transfer the client checks for.
@@ -251,7 +259,32 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	markAvailable(t, ctx, k8s, dep)
 	waitReady(t, ctx, k8s, keys)
 
-	// 11. Delete: the children carry controller owner references, so the
+	// 11. sBTC: spec.assets.sbtc rolls the pod with the --sbtc-* flags. The
+	// official client's sBTC operation gets a SIP-010 transfer with its
+	// post-condition, the recipient's get-balance read through the node's
+	// call-read RPC rises by the amount, STX drips go on beside it, and
+	// the operator reports the keys' sBTC in status.funding.assets.sbtc.
+	oldHash = dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
+	patchSBTC(t, ctx, k8s)
+	dep = waitDeployment(t, ctx, k8s, oldHash)
+	checkSBTCDeployment(t, dep)
+	stop()
+	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
+	recipient5 := newKey(t).TestnetAddress()
+	sbtcOut, err := e2eclient.DripSBTC(ctx, repo, faucetURL, recipient5.String(), sbtcAmount, stacks.SBTCTestnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sBTC drip via @stacks/blockchain-api-client: txId %s from %s nonce %s", sbtcOut.TxID, sbtcOut.Sender, sbtcOut.Nonce)
+	waitTokenBalance(t, ctx, nodeURL, recipient5, uint64(sbtcAmount))
+	recipient6 := newKey(t).TestnetAddress()
+	officialClientDrip(t, ctx, faucetURL, recipient6, newAmount)
+	waitBalance(t, ctx, dn, recipient6, uint64(newAmount))
+	markAvailable(t, ctx, k8s, dep)
+	waitReady(t, ctx, k8s, keys)
+	checkSBTCFunding(t, ctx, k8s, dn, keys)
+
+	// 12. Delete: the children carry controller owner references, so the
 	// garbage collector (absent in envtest) removes them.
 	var current faucetv1alpha1.FaucetServer
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &current); err != nil {
@@ -691,6 +724,97 @@ func patchBatching(t *testing.T, ctx context.Context, c client.Client) {
 	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// patchSBTC sets spec.assets.sbtc: the testnet sBTC identifier and the
+// drip amount, the rate limits left to the CRD defaults.
+func patchSBTC(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	orig := fs.DeepCopy()
+	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: stacks.SBTCTestnet, Amount: sbtcAmount}}
+	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSBTCDeployment checks the sBTC flags in the pod template, the
+// limits from the CRD defaults.
+func checkSBTCDeployment(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{
+		"--sbtc-asset=" + stacks.SBTCTestnet,
+		"--sbtc-amount=" + strconv.FormatInt(sbtcAmount, 10),
+		"--sbtc-limit-address=5/5m0s",
+		"--sbtc-limit-ip=30/5m0s",
+	} {
+		if !strings.Contains(args, want) {
+			t.Fatalf("faucet args %q lack %s", args, want)
+		}
+	}
+}
+
+// waitTokenBalance waits until to's sBTC, read as any client reads it (the
+// token's get-balance through the node's call-read RPC), is want.
+func waitTokenBalance(t *testing.T, ctx context.Context, nodeURL string, to stacks.Address, want uint64) {
+	t.Helper()
+	nc, err := node.New(nodeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the sBTC drip to be mined", 30*time.Second, func() (bool, error) {
+		bal, err := nc.TokenBalance(ctx, asset.Contract, stacks.Principal{Address: to})
+		if err != nil {
+			return false, err
+		}
+		if bal > want {
+			return false, fmt.Errorf("sBTC balance %d exceeds %d", bal, want)
+		}
+		return bal == want, fmt.Errorf("sBTC balance %d", bal)
+	})
+}
+
+// checkSBTCFunding waits for status.funding.assets.sbtc to report what the
+// node's token ledger holds for each key, and Funded to stay True.
+func checkSBTCFunding(t *testing.T, ctx context.Context, c client.Client, dn *devnode.Node, keys []*stacks.PrivateKey) {
+	t.Helper()
+	poll(t, ctx, "status.funding.assets.sbtc to match the node", 30*time.Second, func() (bool, error) {
+		var fs faucetv1alpha1.FaucetServer
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
+			return false, err
+		}
+		f := fs.Status.Funding
+		if f == nil || f.Assets == nil || f.Assets.SBTC == nil {
+			return false, errors.New("no status.funding.assets.sbtc yet")
+		}
+		sb := f.Assets.SBTC
+		var total, drips int64
+		for i, k := range keys {
+			bal := int64(dn.TokenBalance(stacks.Principal{Address: k.TestnetAddress()}))
+			if i >= len(sb.Keys) || sb.Keys[i].Address != k.TestnetAddress().String() || sb.Keys[i].Balance != bal {
+				return false, fmt.Errorf("key %d: status %+v, node %d sats", i, sb.Keys, bal)
+			}
+			total += bal
+			drips += bal / sbtcAmount
+		}
+		if sb.AssetIdentifier != stacks.SBTCTestnet || sb.Balance != total || sb.DripsLeft != drips {
+			return false, fmt.Errorf("sbtc status %s %d sats, %d drips; node %d sats, %d drips", sb.AssetIdentifier, sb.Balance, sb.DripsLeft, total, drips)
+		}
+		for _, cond := range fs.Status.Conditions {
+			if cond.Type == "Funded" && cond.Status != metav1.ConditionTrue {
+				return false, fmt.Errorf("Funded %s %s: %s", cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		return true, nil
+	})
 }
 
 // checkBatchDeployment checks the batching and per-IP flags in the pod
