@@ -236,10 +236,16 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 		f.pool.signalFreed()
 	}
 	if out.applied {
-		if err := f.syncToken(ctx, k, seq); err != nil {
-			// STX drips go on; token drips see the last balance, less
-			// what confirmed since (see applySync).
-			f.log.Warn("token balance read failed", "sender", k.addr.String(), "err", err)
+		// STX drips go on when the token read fails; token drips see the
+		// last balance, less what confirmed since (see applySync). Logged
+		// when it starts and stops failing, not at every block.
+		err := f.syncToken(ctx, k, seq)
+		switch k.noteTokenRead(err) {
+		case readStartedFailing:
+			f.log.Warn("token balance read failed; sBTC drips from this key use its last known balance until it works again",
+				"sender", k.addr.String(), "err", err)
+		case readRecovered:
+			f.log.Info("token balance read works again", "sender", k.addr.String())
 		}
 	}
 	if !out.owned || len(out.confirmed) == 0 {

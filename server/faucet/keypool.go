@@ -290,6 +290,7 @@ type keyState struct {
 	token        uint64
 	tokenKnown   bool
 	tokenApplied uint64 // the account read number the token read belongs to
+	tokenFailing bool   // the last token read failed (logged once)
 	confirmed    uint64 // the node's next nonce (confirmed txs only)
 	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
 	pending map[uint64]*PendingTx
@@ -522,6 +523,30 @@ func (k *keyState) applyTokenSync(seq, balance uint64) {
 		return
 	}
 	k.token, k.tokenKnown, k.tokenApplied = balance, true, seq
+}
+
+// readTransition is how a read's outcome changed from the previous one.
+type readTransition int
+
+const (
+	readUnchanged readTransition = iota
+	readStartedFailing
+	readRecovered
+)
+
+// noteTokenRead records whether the latest token read failed.
+func (k *keyState) noteTokenRead(err error) readTransition {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	was := k.tokenFailing
+	k.tokenFailing = err != nil
+	switch {
+	case err != nil && !was:
+		return readStartedFailing
+	case err == nil && was:
+		return readRecovered
+	}
+	return readUnchanged
 }
 
 // needsLoad reports whether the key is ours and its ledger not yet loaded.

@@ -2,6 +2,7 @@ package faucet
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
@@ -183,5 +184,32 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	e.mine()
 	if s := e.treasury(); !s.Token.Dry || s.Dry {
 		t.Fatalf("treasury short of sBTC: token dry %v, STX dry %v", s.Token.Dry, s.Dry)
+	}
+}
+
+// A token the node does not have (a wrong --sbtc-asset) leaves STX drips
+// alone: sBTC drips answer out of funds, and the failing read is logged once
+// per key, not at every block.
+func TestMissingTokenContract(t *testing.T) {
+	logs := &countingHandler{}
+	asset := sbtcAsset(t)
+	asset.Contract.Name = "not-deployed"
+	e := newEnv(t, 2, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
+		Config{Token: Token{Asset: asset, Amount: tokenDrip}, Logger: slog.New(logs)})
+	ctx := context.Background()
+	for range 3 {
+		e.mine()
+	}
+	if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); ReasonOf(err) != ReasonExhausted {
+		t.Fatalf("sBTC drip with an unreadable token: %v, want exhausted", err)
+	}
+	if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t)}); err != nil {
+		t.Fatalf("STX drip: %v", err)
+	}
+	if n := logs.count("token balance read failed"); n != 2 {
+		t.Fatalf("%d warnings of a failing token read over 4 reads of 2 keys, want one per key", n)
+	}
+	if fund, on := e.f.TokenFunding(); !on || fund.Keys != 0 || fund.DripsLeft != 0 {
+		t.Fatalf("token funding %+v (on %v): nothing is known", fund, on)
 	}
 }
