@@ -213,15 +213,23 @@ var _ = Describe("Funding", func() {
 
 	It("reads each key's and the treasury's sBTC, and names sBTC in Funded when it runs low or out", func() {
 		keys, holder := newKeys(2), newKeys(1)[0]
-		sbtc, url := startSBTCNode(map[stacks.Address]uint64{
-			keys[0].TestnetAddress(): 200 * cost,
-			keys[1].TestnetAddress(): 200 * cost,
-			holder.TestnetAddress():  7_000_000,
+		dn, url := startDevnodeConfig(devnode.Config{
+			Genesis: map[stacks.Address]uint64{
+				keys[0].TestnetAddress(): 200 * cost,
+				keys[1].TestnetAddress(): 200 * cost,
+				holder.TestnetAddress():  7_000_000,
+			},
+			TokenAsset: testnetSBTC,
+			TokenGenesis: map[stacks.Address]uint64{
+				keys[0].TestnetAddress(): 8_000,
+				keys[1].TestnetAddress(): 4_000,
+			},
 		})
-		a0, a1, treasury := keys[0].TestnetAddress().String(), keys[1].TestnetAddress().String(), holder.TestnetAddress().String()
-		sbtc.set(a0, 8_000)
-		sbtc.set(a1, 4_500)
-		sbtc.set(treasury, 1_000_000)
+		// The rest of each balance is minted after genesis, as a deployer
+		// would top a key up.
+		dn.FundToken(keys[1].TestnetAddress(), 500)
+		dn.FundToken(holder.TestnetAddress(), 1_000_000)
+		a0, a1 := keys[0].TestnetAddress().String(), keys[1].TestnetAddress().String()
 		createKeySecret(ns, keys)
 		createSecret(ns, "holder", map[string]string{"keys": holder.Hex()})
 		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
@@ -258,7 +266,7 @@ var _ = Describe("Funding", func() {
 		}).Should(Succeed())
 
 		By("turning Funded False, reason Low, naming sBTC, when its drips fall below the threshold")
-		sbtc.set(a0, 2_000)
+		sendSBTC(dn, url, keys[0], 6_000, 0) // 8000 → 2000
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			g.Expect(got.Status.Funding.Assets.SBTC.DripsLeft).To(Equal(int64(6)))
@@ -268,8 +276,8 @@ var _ = Describe("Funding", func() {
 		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonLow)
 
 		By("reason Empty once no key can pay one sBTC drip, though the STX is plenty")
-		sbtc.set(a0, 999)
-		sbtc.set(a1, 999)
+		sendSBTC(dn, url, keys[0], 1_001, 1) // 2000 → 999
+		sendSBTC(dn, url, keys[1], 3_501, 0) // 4500 → 999
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
@@ -277,13 +285,33 @@ var _ = Describe("Funding", func() {
 		}).Should(Succeed())
 		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonEmpty)
 
-		By("reporting a failing sBTC read as NodeUnreachable, naming sBTC, with the last figures kept")
-		sbtc.setDown(true)
+		By("reporting the node down as NodeUnreachable, with the last sBTC figures kept")
+		dn.SetDown(true)
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
-			g.Expect(c.Message).To(ContainSubstring("sBTC (" + testnetSBTC + ") balance of"))
+			g.Expect(c.Message).To(ContainSubstring(url))
 			g.Expect(got.Status.Funding.Assets.SBTC.Balance).To(Equal(int64(1998)))
+		}).Should(Succeed())
+		dn.SetDown(false)
+		Eventually(func(g Gomega) {
+			expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
+		}).Should(Succeed())
+
+		By("reporting a failing sBTC read as NodeUnreachable, naming sBTC: an asset whose contract the node does not have")
+		// The STX reads still succeed; the node answers the token's
+		// get-balance okay:false.
+		const missing = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		Eventually(func() error {
+			fs := getFaucetServer(Default, ns)
+			fs.Spec.Assets.SBTC.AssetIdentifier = missing
+			return k8sClient.Update(suiteCtx, fs)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
+			g.Expect(c.Message).To(ContainSubstring("sBTC (" + missing + ") balance of " + a0))
+			g.Expect(c.Message).To(ContainSubstring("NoSuchContract"))
 		}).Should(Succeed())
 		expectNoSecretText(ns, keys[0].Hex())
 		expectNoSecretText(ns, holder.Hex())
@@ -349,29 +377,20 @@ var _ = Describe("Funding", func() {
 // ends.
 func startDevnode(genesis map[stacks.Address]uint64) (*devnode.Node, string) {
 	GinkgoHelper()
-	dn := devnode.New(devnode.Config{Genesis: genesis})
+	return startDevnodeConfig(devnode.Config{Genesis: genesis})
+}
+
+// startDevnodeConfig serves a simulated node configured so until the spec
+// ends.
+func startDevnodeConfig(cfg devnode.Config) (*devnode.Node, string) {
+	GinkgoHelper()
+	dn := devnode.New(cfg)
 	srv := httptest.NewServer(dn.Handler())
 	DeferCleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
 	return dn, srv.URL
-}
-
-// startSBTCNode serves a simulated node with these µSTX balances whose
-// testnet sBTC balances the returned sbtcNode sets, until the spec ends.
-func startSBTCNode(genesis map[stacks.Address]uint64) (*sbtcNode, string) {
-	GinkgoHelper()
-	asset, err := stacks.ParseAssetID(testnetSBTC)
-	Expect(err).NotTo(HaveOccurred())
-	dn := devnode.New(devnode.Config{Genesis: genesis})
-	sn := newSBTCNode(asset.Contract, dn.Handler())
-	srv := httptest.NewServer(sn)
-	DeferCleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return sn, srv.URL
 }
 
 // transfer moves amount µSTX off key through the node's RPC (fee 180) and
@@ -383,12 +402,43 @@ func transfer(dn *devnode.Node, url string, key *stacks.PrivateKey, amount, nonc
 		Recipient: stacks.Principal{Address: sink}, Amount: amount, Nonce: nonce, Fee: 180,
 	}, key)
 	Expect(err).NotTo(HaveOccurred())
+	submit(url, tx)
+	dn.Mine()
+	bal, _ := dn.Account(sink)
+	Expect(bal).To(Equal(amount))
+}
+
+// sbtcTransferFee pays for a SIP-010 transfer: the mempool wants at least
+// 1 µSTX per byte, and the call with its post-condition is a few hundred.
+const sbtcTransferFee = 1000
+
+// sendSBTC moves amount testnet sBTC off key with a SIP-010 transfer signed
+// by key, submitted through the node's RPC and mined, so the token ledger
+// the monitor reads really goes down. nonce is key's next, which the caller
+// tracks as for transfer.
+func sendSBTC(dn *devnode.Node, url string, key *stacks.PrivateKey, amount, nonce uint64) {
+	GinkgoHelper()
+	asset, err := stacks.ParseAssetID(testnetSBTC)
+	Expect(err).NotTo(HaveOccurred())
+	sink := stacks.Principal{Address: newKeys(1)[0].TestnetAddress()}
+	tx, err := stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
+		Asset: asset, Recipient: sink, Amount: amount, Nonce: nonce, Fee: sbtcTransferFee,
+	}, key)
+	Expect(err).NotTo(HaveOccurred())
+	submit(url, tx)
+	dn.Mine()
+	// A transfer the contract refused would still be mined, as (err uN).
+	result, _ := dn.TxResult(tx.TxID())
+	Expect(result).To(Equal("(ok true)"))
+	Expect(dn.TokenBalance(sink)).To(Equal(amount))
+}
+
+// submit posts a signed tx to the node, which must admit it.
+func submit(url string, tx *stacks.Transaction) {
+	GinkgoHelper()
 	resp, err := http.Post(url+"/v2/transactions", "application/octet-stream", bytes.NewReader(tx.Serialize()))
 	Expect(err).NotTo(HaveOccurred())
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
-	dn.Mine()
-	bal, _ := dn.Account(sink)
-	Expect(bal).To(Equal(amount))
 }

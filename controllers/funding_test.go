@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -596,10 +599,26 @@ func TestComputeStatusFundingSBTC(t *testing.T) {
 	})
 }
 
+// callReadCounter counts the call-read requests reaching a devnode and
+// forwards every request unchanged: it lets a test see that no token was
+// read without standing in for any of the node's answers.
+type callReadCounter struct {
+	next  http.Handler
+	calls atomic.Int64
+}
+
+func (c *callReadCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v2/contracts/call-read/") {
+		c.calls.Add(1)
+	}
+	c.next.ServeHTTP(w, r)
+}
+
 // TestFundingMonitorReadsSBTC reads one target through the monitor's read
-// against a node that serves STX (a devnode) and sBTC (the call-read wire
-// of sbtcNode): every key's and the treasury's sBTC balance, and a read
-// that fails as a whole, naming sBTC, when a token call fails.
+// against a devnode that deploys testnet sBTC: every key's and the
+// treasury's sBTC balance as the node's token ledger holds it, no token
+// read without sBTC, and a read that fails as a whole, naming sBTC and the
+// node's answer, when the node has no such token contract.
 func TestFundingMonitorReadsSBTC(t *testing.T) {
 	asset := sbtcAssetInfo(t)
 	keys := make([]*stacks.PrivateKey, 3)
@@ -612,13 +631,18 @@ func TestFundingMonitorReadsSBTC(t *testing.T) {
 		keys[i] = k
 		genesis[k.TestnetAddress()] = uint64(i+1) * cost
 	}
-	dn := devnode.New(devnode.Config{Genesis: genesis})
-	sn := newSBTCNode(asset.Contract, dn.Handler())
-	srv := httptest.NewServer(sn)
+	dn := devnode.New(devnode.Config{
+		Genesis:    genesis,
+		TokenAsset: stacks.SBTCTestnet,
+		TokenGenesis: map[stacks.Address]uint64{
+			keys[0].TestnetAddress(): 12_345,
+			keys[2].TestnetAddress(): 1, // the treasury
+		},
+	})
+	counter := &callReadCounter{next: dn.Handler()}
+	srv := httptest.NewServer(counter)
 	defer srv.Close()
 	addr := func(i int) string { return keys[i].TestnetAddress().String() }
-	sn.set(addr(0), 12_345)
-	sn.set(addr(2), 1) // the treasury
 	target := fundingTarget{nodeURL: srv.URL, addresses: []string{addr(0), addr(1)}, treasury: addr(2), sbtc: asset}
 	m := &FundingMonitor{HTTPClient: srv.Client()}
 	ctx := context.Background()
@@ -633,35 +657,44 @@ func TestFundingMonitorReadsSBTC(t *testing.T) {
 	if !slices.Equal(rd.sbtc, []uint64{12_345, 0}) || rd.sbtcTreasury != 1 {
 		t.Errorf("sBTC balances %v, treasury %d; want [12345 0], 1", rd.sbtc, rd.sbtcTreasury)
 	}
+	if n := counter.calls.Load(); n != 3 {
+		t.Errorf("%d call-reads, want one per key and the treasury's", n)
+	}
 
+	t.Run("a mint shows in the next read", func(t *testing.T) {
+		dn.FundToken(keys[1].TestnetAddress(), 700)
+		rd, err := m.read(ctx, target)
+		if err != nil || !slices.Equal(rd.sbtc, []uint64{12_345, 700}) {
+			t.Errorf("sBTC balances %v, %v; want [12345 700]", rd.sbtc, err)
+		}
+	})
 	t.Run("without sBTC no token is read", func(t *testing.T) {
-		sn.setDown(true)
-		defer sn.setDown(false)
+		before := counter.calls.Load()
 		plain := target
 		plain.sbtc = stacks.AssetInfo{}
 		rd, err := m.read(ctx, plain)
 		if err != nil || rd.sbtc != nil {
 			t.Errorf("read %+v, %v", rd, err)
 		}
-	})
-	t.Run("a failing token read fails the read, naming sBTC and the key", func(t *testing.T) {
-		sn.setDown(true)
-		defer sn.setDown(false)
-		_, err := m.read(ctx, target)
-		if err == nil || !strings.Contains(err.Error(), "sBTC ("+testnetSBTC+") balance of "+addr(0)) {
-			t.Errorf("err %v", err)
+		if n := counter.calls.Load() - before; n != 0 {
+			t.Errorf("%d call-reads without sBTC", n)
 		}
 	})
-	t.Run("a token the node does not have fails the read with the node's answer", func(t *testing.T) {
-		other, err := stacks.ParseAssetID("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token")
+	t.Run("a token the node does not have fails the read, naming sBTC, the key and the node's answer", func(t *testing.T) {
+		const otherID = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		other, err := stacks.ParseAssetID(otherID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		missing := target
 		missing.sbtc = other
 		_, err = m.read(ctx, missing)
-		if err == nil || !strings.Contains(err.Error(), "404") {
+		if err == nil || !strings.Contains(err.Error(), "sBTC ("+otherID+") balance of "+addr(0)) {
 			t.Errorf("err %v", err)
+		}
+		var ro *node.ReadOnlyError
+		if !errors.As(err, &ro) || !strings.Contains(ro.Cause, `NoSuchContract("`+other.Contract.String()+`")`) {
+			t.Errorf("err %v, want the node's okay:false NoSuchContract", err)
 		}
 	})
 }
