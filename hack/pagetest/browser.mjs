@@ -154,6 +154,9 @@ export async function preflight(opts) {
   if (!help.includes('-pow-difficulty')) {
     throw new Error(`${opts.faucet} has no --pow-difficulty flag: it predates the proof of work; rebuild it (make build)`);
   }
+  if (!help.includes('-sbtc-limit-address')) {
+    throw new Error(`${opts.faucet} has no --sbtc-limit-address flag: it predates the sBTC faucet; rebuild it (make build)`);
+  }
 }
 
 // -------------------------------------------------------------- in the page
