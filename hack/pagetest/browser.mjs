@@ -1,11 +1,14 @@
-// Browser tests: a devnet faucet (the real bin/faucet) and Debian's
-// chromium driven by playwright-core.
+// Browser tests: devnet faucets (the real bin/faucet) and Debian's
+// chromium driven by playwright-core. The main faucet drips STX and sBTC;
+// short-lived ones have sBTC off (a separate devnet node, as --devnet always
+// turns sBTC on) and sBTC out of funds.
 
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, constants, mkdir } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
@@ -22,6 +25,10 @@ const MAINNET = 'SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE';
 const TYPO = 'ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXR';
 const BAD_CHARS = 'ST3M7N9Q9HDRM7RV!1Q26P0EE69358PZZAZD7KMXQ';
 
+// More satoshis than a devnet key is minted (1,000 sBTC), so the sBTC faucet
+// is empty from the start and answers its real 503.
+const SBTC_BEYOND_FUNDS = '100000000001';
+
 const LAUNCH_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'];
 
 /** freePort asks the kernel for a free TCP port on 127.0.0.1. */
@@ -37,20 +44,24 @@ function freePort() {
   });
 }
 
-/** FaucetProcess runs `faucet serve --devnet` and keeps its last log lines. */
+/**
+ * FaucetProcess runs one bin/faucet command listening on port and keeps its
+ * last log lines; readyPath answers 200 once it is up.
+ */
 class FaucetProcess {
-  constructor(bin, port) {
+  constructor(bin, port, args, readyPath = '/readyz') {
     this.bin = bin;
     this.port = port;
     this.base = `http://127.0.0.1:${port}`;
+    this.args = args;
+    this.readyPath = readyPath;
     this.lines = [];
     this.proc = null;
     this.exit = null;
   }
 
   start() {
-    const args = ['serve', '--devnet', '--block-time', '3s', '--listen', `127.0.0.1:${this.port}`,
-      '--log-format', 'text', '--pow-difficulty', String(POW_DIFFICULTY), '--limit-address', '1/1h'];
+    const args = this.args;
     this.command = `${this.bin} ${args.join(' ')}`;
     this.proc = spawn(this.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = (chunk) => {
@@ -88,7 +99,7 @@ class FaucetProcess {
         throw new Error(`the faucet exited early (${JSON.stringify(this.exit)}): ${this.command}\n${this.log()}`);
       }
       try {
-        const r = await fetch(`${this.base}/readyz`, { signal: AbortSignal.timeout(2000) });
+        const r = await fetch(`${this.base}${this.readyPath}`, { signal: AbortSignal.timeout(2000) });
         last = `HTTP ${r.status}`;
         await r.arrayBuffer();
         if (r.status === 200) return;
@@ -97,10 +108,11 @@ class FaucetProcess {
       }
       await sleep(200);
     }
-    throw new Error(`the faucet was not ready within ${timeoutMs / 1000} s (/readyz: ${last})\n${this.log()}`);
+    throw new Error(`${this.command} was not ready within ${timeoutMs / 1000} s (${this.readyPath}: ${last})\n${this.log()}`);
   }
 
   async stop() {
+    this.stopping = true;
     if (!this.running()) return;
     this.proc.kill('SIGTERM');
     const timedOut = await Promise.race([this.exited.then(() => false), sleep(8000).then(() => true)]);
@@ -113,6 +125,11 @@ class FaucetProcess {
   killNow() {
     if (this.running()) this.proc.kill('SIGKILL');
   }
+}
+
+/** devnetArgs are `faucet serve --devnet` on port with extra flags. */
+function devnetArgs(port, extra = []) {
+  return ['serve', '--devnet', '--block-time', '3s', '--listen', `127.0.0.1:${port}`, '--log-format', 'text', ...extra];
 }
 
 /** preflight fails with a clear message when the tools are missing. */
@@ -136,6 +153,9 @@ export async function preflight(opts) {
   }
   if (!help.includes('-pow-difficulty')) {
     throw new Error(`${opts.faucet} has no --pow-difficulty flag: it predates the proof of work; rebuild it (make build)`);
+  }
+  if (!help.includes('-sbtc-limit-address')) {
+    throw new Error(`${opts.faucet} has no --sbtc-limit-address flag: it predates the sBTC faucet; rebuild it (make build)`);
   }
 }
 
@@ -280,14 +300,30 @@ export function registerBrowserTests(opts) {
     let address = '';
     let txid = '';
     let firstTip = 0;
+    let sbtc = null; // the main faucet's sBTC entry of /faucet/v1/info
+    let sbtcTxid = '';
+    let stxOnly = null; // {node, faucet} with sBTC off, started by its step
+    const procs = new Set(); // every process started, killed on exit
 
-    process.on('exit', () => faucet?.killNow());
+    process.on('exit', () => {
+      for (const p of procs) p.killNow();
+    });
     for (const sig of ['SIGINT', 'SIGTERM']) {
       process.once(sig, () => {
-        faucet?.killNow();
+        for (const p of procs) p.killNow();
         process.exit(130);
       });
     }
+
+    /** launch starts a bin/faucet command on a free port and waits for it. */
+    const launch = async (argsFor, readyPath) => {
+      const port = await freePort();
+      const p = new FaucetProcess(opts.faucet, port, argsFor(port), readyPath);
+      procs.add(p);
+      p.start();
+      await p.waitReady(60_000);
+      return p;
+    };
 
     // step runs a scenario after the steps it needs: by default every
     // earlier one; needs lists the names of the only ones it depends on.
@@ -303,35 +339,89 @@ export function registerBrowserTests(opts) {
         passed.add(name);
       } catch (err) {
         failed ??= name;
-        if (faucet && !faucet.running()) {
-          err.message += `\n  the faucet exited (${JSON.stringify(faucet.exit)}):\n${faucet.log()}`;
+        for (const p of procs) {
+          if (!p.stopping && !p.running()) {
+            err.message += `\n  ${p.command} exited (${JSON.stringify(p.exit)}):\n${p.log()}`;
+          }
         }
         throw err;
       }
     });
 
-    const shot = async (name, fullPage = false) => {
+    const shot = async (name, fullPage = false, p = page) => {
       const file = path.join(opts.out, name);
-      await page.screenshot({ path: file, fullPage });
+      await p.screenshot({ path: file, fullPage });
       console.log(`# screenshot ${file}`);
     };
 
-    const typeInto = async (value) => {
-      const field = page.locator('#address');
+    const typeInto = async (value, p = page) => {
+      const field = p.locator('#address');
       await field.fill('');
       await field.pressSequentially(value, { delay: 8 });
       // Past the 150 ms debounce.
-      await page.waitForTimeout(350);
+      await p.waitForTimeout(350);
     };
 
-    const extendedRequests = () => requests.filter((r) => new URL(r.url).pathname.startsWith('/extended/'));
+    /** watch records a page's requests into list and its console problems. */
+    const watch = (p, list) => {
+      p.on('request', async (r) => {
+        const entry = { url: r.url(), method: r.method(), headers: {} };
+        list.push(entry);
+        try {
+          entry.headers = await r.allHeaders();
+        } catch {
+          // the page moved on
+        }
+      });
+      p.on('console', (m) => {
+        if (m.type() !== 'error' && m.type() !== 'warning') return;
+        // Chromium logs every 4xx/5xx fetch; those answers are expected here.
+        if (/^Failed to load resource: the server responded with a status of/.test(m.text())) return;
+        consoleProblems.push(`${m.type()}: ${m.text()}`);
+      });
+      p.on('pageerror', (err) => consoleProblems.push(`page error: ${err.message}`));
+    };
+
+    const extendedRequests = (list = requests) => list.filter((r) => new URL(r.url).pathname.startsWith('/extended/'));
+
+    /** assertProof checks a drip request's proof-of-work headers. */
+    const assertProof = (headers) => {
+      const token = headers['x-faucet-challenge'];
+      const solution = headers['x-faucet-solution'];
+      assert.ok(token && /^\d+$/.test(solution || ''), `proof headers: ${JSON.stringify(headers)}`);
+      const digest = createHash('sha256').update(`${token}:${solution}`).digest();
+      const zeros = digest.findIndex((b) => b !== 0) * 8 + Math.clz32(digest[digest.findIndex((b) => b !== 0)]) - 24;
+      assert.ok(zeros >= POW_DIFFICULTY, `the solution has ${zeros} zero bits`);
+    };
+
+    /** waitText waits until #id's text matches re; the failure says what it was. */
+    const waitText = async (p, id, re, timeout = 30_000) => {
+      await p.waitForFunction(([i, src]) => new RegExp(src).test(document.getElementById(i).textContent), [id, re.source], { timeout })
+        .catch(async (err) => {
+          throw new Error(`${err.message}; #${id} says ${JSON.stringify(await p.locator(`#${id}`).textContent())}`);
+        });
+      return p.locator(`#${id}`).textContent();
+    };
+
+    const waitReadyState = (p, state = 'ready') => p.waitForFunction(
+      (s) => document.getElementById('faucet-state').dataset.state === s, state, { timeout: 15_000 });
+
+    /** focusRing is the active element's id and its (or its segment's) outline. */
+    const focusRing = (p) => p.evaluate(() => {
+      const el = document.activeElement;
+      const ringed = el.closest('.segment') || el;
+      const cs = getComputedStyle(ringed);
+      return { id: el.id, checked: el.checked, outline: cs.outlineStyle, width: parseFloat(cs.outlineWidth) };
+    });
+
+    const getInfo = async (b) => (await fetch(`${b}/faucet/v1/info`)).json();
 
     before(async () => {
       await mkdir(opts.out, { recursive: true });
-      faucet = new FaucetProcess(opts.faucet, await freePort());
+      // sBTC has its own bucket: one an hour, so the page meets its 429.
+      faucet = await launch((port) => devnetArgs(port, ['--pow-difficulty', String(POW_DIFFICULTY),
+        '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h']));
       base = faucet.base;
-      faucet.start();
-      await faucet.waitReady(60_000);
       browser = await chromium.launch({
         executablePath: opts.chromium,
         headless: !opts.headed,
@@ -339,27 +429,12 @@ export function registerBrowserTests(opts) {
       });
       context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light', reducedMotion: 'reduce' });
       page = await context.newPage();
-      page.on('request', async (r) => {
-        const entry = { url: r.url(), method: r.method(), headers: {} };
-        requests.push(entry);
-        try {
-          entry.headers = await r.allHeaders();
-        } catch {
-          // the page moved on
-        }
-      });
-      page.on('console', (m) => {
-        if (m.type() !== 'error' && m.type() !== 'warning') return;
-        // Chromium logs every 4xx/5xx fetch; those answers are expected here.
-        if (/^Failed to load resource: the server responded with a status of/.test(m.text())) return;
-        consoleProblems.push(`${m.type()}: ${m.text()}`);
-      });
-      page.on('pageerror', (err) => consoleProblems.push(`page error: ${err.message}`));
+      watch(page, requests);
     });
 
     after(async () => {
       await browser?.close().catch(() => {});
-      await faucet?.stop();
+      for (const p of procs) await p.stop();
       if (faucet) console.log(`# faucet stopped (${JSON.stringify(faucet.exit)})`);
     });
 
@@ -404,6 +479,21 @@ export function registerBrowserTests(opts) {
       assert.equal(await box.count(), 1, 'the checkbox is named by its label, amount included');
       assert.equal(await page.getByRole('textbox', { name: 'Your testnet address' }).count(), 1);
       assert.equal(await page.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
+    }, { needs: [LOADED] });
+
+    const CHOOSER = 'the asset chooser: a named radio group of the assets info lists, STX chosen';
+    step(CHOOSER, async () => {
+      const info = await getInfo(base);
+      assert.deepEqual(info.assets.map((a) => a.asset), ['stx', 'sbtc'], 'the devnet drips STX and sBTC');
+      const group = page.getByRole('group', { name: 'What to request' });
+      assert.equal(await group.isVisible(), true, 'no visible chooser');
+      const radios = await group.getByRole('radio').evaluateAll((rs) => rs.map((r) => [r.value, r.labels[0].textContent.trim(), r.checked]));
+      assert.deepEqual(radios, [['stx', 'STX', true], ['sbtc', 'sBTC', false]]);
+      assert.equal(await page.getByRole('radio', { name: 'sBTC' }).count(), 1, 'the sBTC radio is named by its label');
+      assert.equal(await page.locator('h1').textContent(), 'Get testnet STX or sBTC');
+      assert.equal(await page.locator('#stacking').isVisible(), true, 'STX chosen: the stacking option shows');
+      assert.equal(await page.locator('#token-fact-row').isVisible(), false);
+      assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/stx');
     }, { needs: [LOADED] });
 
     step('a bad address typed character by character: inline message, button disabled, no request', async () => {
@@ -471,12 +561,7 @@ export function registerBrowserTests(opts) {
       assert.equal(u.pathname, '/extended/v1/faucets/stx');
       assert.equal(u.searchParams.get('address'), address);
       assert.equal(u.searchParams.get('stacking'), 'false');
-      const token = drips[0].headers['x-faucet-challenge'];
-      const solution = drips[0].headers['x-faucet-solution'];
-      assert.ok(token && /^\d+$/.test(solution || ''), `proof headers: ${JSON.stringify(drips[0].headers)}`);
-      const digest = createHash('sha256').update(`${token}:${solution}`).digest();
-      const zeros = digest.findIndex((b) => b !== 0) * 8 + Math.clz32(digest[digest.findIndex((b) => b !== 0)]) - 24;
-      assert.ok(zeros >= POW_DIFFICULTY, `the solution has ${zeros} zero bits`);
+      assertProof(drips[0].headers);
 
       const link = page.locator('#tx-link');
       assert.equal(await link.isVisible(), true);
@@ -524,12 +609,8 @@ export function registerBrowserTests(opts) {
     step('the same address again: 429 with the wait, counting down, button disabled', async () => {
       await page.locator('#address').focus();
       await page.locator('#address').press('Enter');
-      const re = /^Too many requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/;
-      await page.waitForFunction((src) => new RegExp(src).test(document.getElementById('message').textContent), re.source, { timeout: 20_000 })
-        .catch(async (err) => {
-          throw new Error(`${err.message}; message says ${JSON.stringify(await page.locator('#message').textContent())}`);
-        });
-      const first = await page.locator('#message').textContent();
+      // With a choice of assets the sentence names the asset: limits are per asset.
+      const first = await waitText(page, 'message', /^Too many STX requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
       assert.match(first, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --limit-address 1/1h');
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
       await page.waitForTimeout(2100);
@@ -537,6 +618,110 @@ export function registerBrowserTests(opts) {
       assert.notEqual(later, first, 'the countdown does not move');
       assert.equal(await page.locator('#submit').isDisabled(), true);
       await shot('page-desktop-429.png', true);
+    });
+
+    const SBTC_CHOSEN = 'keyboard: Shift+Tab to the chooser, arrow to sBTC: its amount, limits, state and token; no stacking';
+    step(SBTC_CHOSEN, async () => {
+      sbtc = (await getInfo(base)).assets.find((a) => a.asset === 'sbtc');
+      const stxLimits = await page.locator('#limits li').allTextContents();
+      await page.locator('#address').focus();
+      await page.keyboard.press('Shift+Tab');
+      const ring = await focusRing(page);
+      assert.deepEqual([ring.id, ring.checked], ['asset-stx', true], 'Shift+Tab from the address reaches the chosen radio');
+      assert.ok(ring.outline !== 'none' && ring.width >= 2, `focus ring on the segment: ${JSON.stringify(ring)}`);
+      await page.keyboard.press('ArrowRight');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-sbtc', true], 'the arrow key chooses sBTC');
+
+      assert.equal(await page.locator('#default-amount').textContent(), '0.001 sBTC', 'the devnet drips 100000 sats');
+      const limits = await page.locator('#limits li').allTextContents();
+      assert.deepEqual(sbtc.limits.address, { requests: 1, window_seconds: 3600 }, 'as --sbtc-limit-address 1/1h');
+      assert.ok(limits.includes('1 drip per address every hour.'), `sBTC limits: ${JSON.stringify(limits)}`);
+      assert.equal(limits.length, Object.values(sbtc.limits).filter(Boolean).length, `sBTC limits: ${JSON.stringify(limits)}`);
+      assert.ok(!limits.some((l) => /stacking/.test(l)), 'sBTC has no stacking limit');
+      assert.notDeepEqual(limits, stxLimits, 'the limits follow the asset');
+      assert.equal(await page.locator('#faucet-state').getAttribute('data-state'), sbtc.state);
+      assert.equal(await page.locator('#state-message').textContent(), sbtc.state_message);
+      assert.equal(await page.locator('#token-id').textContent(), sbtc.asset_identifier);
+      assert.equal(await page.locator('#stacking').isVisible(), false, 'no stacking option for sBTC');
+      assert.equal(await page.locator('#stacking-amount-fact').isVisible(), false);
+      assert.equal(await page.locator('#form-heading').textContent(), 'Request sBTC');
+      assert.equal(await page.getByRole('button', { name: 'Send testnet sBTC' }).count(), 1);
+      assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/sbtc');
+      // The address waits an hour for STX, but sBTC has its own limit.
+      assert.equal(await page.locator('#submit').isDisabled(), false, 'the STX wait holds sBTC back');
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await shot('page-desktop-sbtc.png');
+    });
+
+    step('keyboard-only sBTC drip: Tab, Enter: proof of work, the sBTC endpoint, txid', async () => {
+      const from = extendedRequests().length;
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((old) => {
+        const t = document.getElementById('txid').textContent;
+        return !document.getElementById('tx').hidden && t !== old && /^0x[0-9a-f]{64}$/.test(t);
+      }, txid, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no sBTC txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
+      });
+      sbtcTxid = await page.locator('#txid').textContent();
+
+      const drips = extendedRequests().slice(from);
+      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
+      const u = new URL(drips[0].url);
+      assert.equal(drips[0].method, 'POST');
+      assert.equal(u.pathname, '/extended/v1/faucets/sbtc');
+      assert.equal(u.searchParams.get('address'), address);
+      assert.equal(u.searchParams.has('stacking'), false, 'no stacking parameter for sBTC');
+      assertProof(drips[0].headers);
+
+      assert.equal(await page.locator('#result-heading').textContent(), 'sBTC on the way');
+      assert.equal(await page.locator('#message').textContent(),
+        `The faucet sent 0.001 sBTC to ${address}. It arrives when the transaction is in a block.`);
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'result-heading', 'focus moves to the result');
+      const d = await (await fetch(`${base}/faucet/v1/drips/${sbtcTxid}`)).json();
+      assert.deepEqual([d.asset, d.amount, d.amount_ustx], ['sbtc', sbtc.amount, null], `drip status: ${JSON.stringify(d)}`);
+    });
+
+    step('the sBTC transfer is confirmed after the devnode mines', async () => {
+      await waitText(page, 'tx-state', /^Confirmed in block \d+\.$/);
+      const polls = requests.filter((r) => new URL(r.url).pathname === `/faucet/v1/drips/${sbtcTxid}`);
+      assert.ok(polls.length >= 1, 'the page never polled the sBTC drip status');
+    });
+
+    step('sBTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshot', async () => {
+      await page.setViewportSize({ width: 360, height: 800 });
+      await page.locator('#asset-choice').scrollIntoViewIfNeeded();
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'scrollWidth > 360');
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 360 px, sBTC)`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px, sBTC)`);
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+      await shot('page-360-sbtc.png');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop, sBTC)`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop, sBTC)`);
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+    });
+
+    step('the same address for sBTC again: its own 429; back to STX by keyboard, whose wait still holds', async () => {
+      await page.locator('#address').focus();
+      await page.keyboard.press('Enter');
+      const wait = await waitText(page, 'message', /^Too many sBTC requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      assert.match(wait, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --sbtc-limit-address 1/1h');
+      assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
+      await page.locator('#address').focus();
+      await page.keyboard.press('Shift+Tab');
+      await page.keyboard.press('ArrowLeft');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-stx', true]);
+      assert.match(await page.locator('#default-amount').textContent(), /^\d[\d,]*(\.\d+)? STX$/);
+      assert.equal(await page.locator('#stacking').isVisible(), true, 'the stacking option is back');
+      assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
     });
 
     step('live facts: the tip height follows the chain', async () => {
@@ -565,6 +750,150 @@ export function registerBrowserTests(opts) {
         await p2.close();
       }
     }, { needs: [SERVED] });
+
+    // --devnet always turns sBTC on, so a faucet with sBTC off is a plain
+    // `faucet serve` on a node of its own (`faucet devnet`) with one key.
+    const STX_ONLY = 'sBTC off: no chooser, the page as before; an STX drip and its 429 without an asset name';
+    step(STX_ONLY, async () => {
+      const dir = await mkdtemp(path.join(tmpdir(), 'pagetest-'));
+      try {
+        const { stdout } = await promisify(execFile)(opts.faucet, ['keys', 'generate', '-n', '1']);
+        const keyFile = path.join(dir, 'key');
+        await writeFile(keyFile, stdout.trim().split(/\s+/)[0] + '\n', { mode: 0o600 });
+        const node = await launch((port) => ['devnet', '--listen', `127.0.0.1:${port}`, '--block-time', '3s',
+          '--log-format', 'text', '--fund-key-file', keyFile], '/v2/info');
+        stxOnly = {
+          node,
+          faucet: await launch((port) => ['serve', '--node-url', node.base, '--key-file', keyFile, '--store', 'memory',
+            '--listen', `127.0.0.1:${port}`, '--log-format', 'text', '--pow-difficulty', String(POW_DIFFICULTY), '--limit-address', '1/1h']),
+        };
+      } finally {
+        await rm(dir, { recursive: true, force: true }); // read at start-up
+      }
+      const info = await getInfo(stxOnly.faucet.base);
+      assert.deepEqual(info.assets.map((a) => a.asset), ['stx'], 'sBTC is off');
+
+      const p = await context.newPage();
+      const reqs = [];
+      watch(p, reqs);
+      try {
+        await p.goto(`${stxOnly.faucet.base}/`);
+        await waitReadyState(p);
+        await p.waitForFunction(() => /^\d[\d,]*$/.test(document.getElementById('tip-height').textContent), null, { timeout: 15_000 });
+        assert.equal(await p.locator('#asset-choice').isVisible(), false, 'a chooser with one asset');
+        assert.equal(await p.getByRole('radio').count(), 0);
+        assert.equal(await p.locator('h1').textContent(), 'Get testnet STX');
+        assert.equal(await p.locator('#form-heading').textContent(), 'Request STX');
+        assert.equal(await p.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
+        assert.match(await p.locator('#default-amount').textContent(), /^\d[\d,]*(\.\d+)? STX$/);
+        assert.match(await p.locator('#stacking-amount-fact').textContent(), /^\d[\d,]*(\.\d+)? STX$/);
+        assert.equal(await p.locator('#stacking').isVisible(), true);
+        assert.equal(await p.locator('#token-fact-row').isVisible(), false);
+        assert.equal(await p.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/stx');
+        assert.ok((await p.locator('#limits li').allTextContents()).includes('1 drip per address every hour.'));
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'address');
+        // Taken before anything moves the focus: comparable with an older page-desktop.png.
+        await shot('page-desktop-stx-only.png', false, p);
+        await p.keyboard.press('Tab');
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'stacking', 'Tab order as before');
+        await p.keyboard.press('Shift+Tab');
+        await p.keyboard.press('Shift+Tab');
+        assert.equal(await p.evaluate(() => document.activeElement?.tagName), 'BODY', 'nothing to focus before the address');
+        assert.deepEqual(await p.evaluate(a11ySmoke), []);
+        assert.deepEqual(await p.evaluate(contrastProblems), []);
+
+        const to = randomTestnetAddress();
+        await typeInto(to, p);
+        await p.locator('#address').press('Enter');
+        await waitText(p, 'txid', /^0x[0-9a-f]{64}$/);
+        const drips = extendedRequests(reqs);
+        assert.equal(drips.length, 1);
+        const u = new URL(drips[0].url);
+        assert.deepEqual([u.pathname, u.searchParams.get('address'), u.searchParams.get('stacking')], ['/extended/v1/faucets/stx', to, 'false']);
+        assertProof(drips[0].headers);
+        assert.equal(await p.locator('#result-heading').textContent(), 'STX on the way');
+        await p.locator('#address').press('Enter');
+        await waitText(p, 'message', /^Too many requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      } finally {
+        await p.close();
+      }
+    }, { needs: [] });
+
+    step('a page still offering sBTC after it was turned off: the server\'s 403, then no choice', async () => {
+      // As if the page read /faucet/v1/info while sBTC was still on: the
+      // main faucet's real sBTC entry, until the drip is sent.
+      const real = (await getInfo(base)).assets.find((a) => a.asset === 'sbtc');
+      let stale = true;
+      const p = await context.newPage();
+      watch(p, []);
+      try {
+        await p.route('**/faucet/v1/info', async (route) => {
+          const response = await route.fetch();
+          const json = await response.json();
+          if (stale) json.assets.push(real);
+          await route.fulfill({ response, json });
+        });
+        await p.goto(`${stxOnly.faucet.base}/`);
+        await waitReadyState(p);
+        await p.getByRole('group', { name: 'What to request' }).waitFor();
+        await p.keyboard.press('Shift+Tab');
+        await p.keyboard.press('ArrowRight');
+        await p.keyboard.press('Tab');
+        await typeInto(randomTestnetAddress(), p);
+        stale = false;
+        const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/sbtc');
+        await p.keyboard.press('Enter');
+        const r = await answer;
+        assert.equal(r.status(), 403);
+        assert.equal((await r.json()).error, 'sBTC faucet is not available');
+        await waitText(p, 'message', /\S/);
+        assert.equal(await p.locator('#result-heading').textContent(), 'No sBTC sent');
+        assert.equal(await p.locator('#message').textContent(), 'sBTC faucet is not available.');
+        // The page reads the facts again at once, not at its next 10 s
+        // refresh (7 s away or more): the choice is gone.
+        await p.waitForFunction(() => document.getElementById('asset-choice').hidden, null, { timeout: 3_000 });
+        assert.equal(await p.locator('h1').textContent(), 'Get testnet STX');
+        assert.equal(await p.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
+        assert.equal(await p.locator('#stacking').isVisible(), true);
+      } finally {
+        await p.close();
+      }
+    }, { needs: [SERVED, STX_ONLY] });
+
+    step('sBTC out of funds: its state and amount, STX unaffected, the server\'s 503 text', async () => {
+      const dry = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--sbtc-amount', SBTC_BEYOND_FUNDS]));
+      const p = await context.newPage();
+      watch(p, []);
+      try {
+        const token = (await getInfo(dry.base)).assets.find((a) => a.asset === 'sbtc');
+        assert.equal(token?.state, 'empty', `a drip beyond a key's sBTC: ${JSON.stringify(token)}`);
+        await p.goto(`${dry.base}/`);
+        await waitReadyState(p);
+        await p.locator('label.segment', { hasText: 'sBTC' }).click(); // the whole segment takes a click
+        await waitReadyState(p, 'empty');
+        assert.match(await p.locator('#faucet-state').textContent(), /Empty/);
+        assert.equal(await p.locator('#state-message').textContent(), token.state_message);
+        assert.match(token.state_message, /out of funds of sBTC/);
+        assert.equal(await p.locator('#default-amount').textContent(), '1,000.00000001 sBTC');
+        await p.getByRole('radio', { name: 'STX' }).check();
+        await waitReadyState(p, 'ready');
+        await p.getByRole('radio', { name: 'sBTC' }).check();
+        await typeInto(randomTestnetAddress(), p);
+        const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/sbtc');
+        await p.locator('#address').press('Enter');
+        const r = await answer;
+        assert.equal(r.status(), 503);
+        assert.equal((await r.json()).reason, 'exhausted');
+        await waitText(p, 'message', /\S/);
+        assert.equal(await p.locator('#result-heading').textContent(), 'No sBTC sent');
+        assert.equal(await p.locator('#message').textContent(), 'The faucet is temporarily out of funds; try again later.');
+        assert.deepEqual(await p.evaluate(contrastProblems), [], 'contrast of the empty state and the error');
+        await shot('page-desktop-sbtc-503.png', true, p);
+      } finally {
+        await p.close();
+        await dry.stop();
+      }
+    }, { needs: [] });
 
     step('no console errors, page errors or CSP violations', async () => {
       assert.deepEqual(consoleProblems, []);

@@ -6,9 +6,10 @@
 //
 // First the page's pure modules run in Node: the address validator against
 // c32check on random vectors, SHA-256 against node:crypto, the proof of work
-// and the formatting. Then a devnet faucet is started from --faucet and
-// Debian's chromium drives the page through playwright-core; screenshots go
-// to --out. The faucet is always stopped; any failure exits non-zero.
+// and the formatting. Then devnet faucets (STX and sBTC; sBTC off; sBTC
+// out of funds) are started from --faucet and Debian's chromium drives the
+// page through playwright-core; screenshots go to --out. The faucets are
+// always stopped; any failure exits non-zero.
 //
 // Environment: CHROMIUM (browser binary, default /usr/bin/chromium),
 // PAGETEST_SEED (reproduce the random validator vectors), PAGETEST_HEADED=1.

@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { c32address, c32addressDecode } from 'c32check';
 
 import { c32Address, C32_ALPHABET, MAINNET_MESSAGE, validateAddress } from '../../server/web/assets/c32.js';
-import { explorerURL, formatSTX, formatWait, formatWindow, limitSentence } from '../../server/web/assets/format.js';
+import { explorerURL, formatAmount, formatSTX, formatWait, formatWindow, limitSentence } from '../../server/web/assets/format.js';
 import { solve } from '../../server/web/assets/pow-worker.js';
 import { hex, leadingZeroBits, PrefixHasher, sha256, utf8 } from '../../server/web/assets/sha256.js';
 
@@ -235,6 +235,14 @@ export function registerValidatorTests() {
       assert.equal(formatSTX('1500001'), '1.500001 STX');
       assert.equal(formatSTX(null), null);
       assert.equal(formatSTX('-1'), null);
+      // Other assets by their decimals: sBTC in satoshis (8).
+      assert.equal(formatAmount('100000', 8, 'sBTC'), '0.001 sBTC');
+      assert.equal(formatAmount('100000000001', 8, 'sBTC'), '1,000.00000001 sBTC');
+      assert.equal(formatAmount('0', 8, 'sBTC'), '0 sBTC');
+      assert.equal(formatAmount(12, 0, 'T'), '12 T');
+      assert.equal(formatAmount('1', 8.5, 'sBTC'), null);
+      assert.equal(formatAmount('1', -1, 'sBTC'), null);
+      assert.equal(formatAmount('1e5', 8, 'sBTC'), null);
       assert.equal(formatWindow(300), '5 minutes');
       assert.equal(formatWindow(3600), 'hour');
       assert.equal(formatWindow(172800), '2 days');

@@ -329,11 +329,45 @@ func TestNoUnsafeScripting(t *testing.T) {
 	}
 }
 
+// TestIDsUsedExist checks that every id app.js looks up is in the page:
+// a renamed id would otherwise only fail in the browser.
+func TestIDsUsedExist(t *testing.T) {
+	page := readAsset(t, indexFile)
+	used := regexp.MustCompile(`\$\('([a-z0-9-]+)'\)`).FindAllStringSubmatch(readAsset(t, "app.js"), -1)
+	if len(used) < 10 {
+		t.Fatalf("app.js looks up only %d ids with $('…')", len(used))
+	}
+	for _, m := range used {
+		if !strings.Contains(page, `id="`+m[1]+`"`) {
+			t.Errorf("app.js looks up #%s, which index.html lacks", m[1])
+		}
+	}
+}
+
+// TestNoClientStorage: the page has never remembered anything across loads,
+// so the chosen asset is not remembered either.
+func TestNoClientStorage(t *testing.T) {
+	for _, name := range assetNames(t) {
+		if path.Ext(name) != ".js" {
+			continue
+		}
+		src := readAsset(t, name)
+		for _, f := range []string{"localStorage", "sessionStorage", "indexedDB", "document.cookie"} {
+			if strings.Contains(src, f) {
+				t.Errorf("%s uses %s", name, f)
+			}
+		}
+	}
+}
+
 func TestPageStructure(t *testing.T) {
 	page := readAsset(t, indexFile)
 	ids := []string{
 		"address", "address-error", "stacking", "stacking-amount", "submit", "result", "txid",
 		"tx-link", "tx-state", "pow-progress", "faucet-state", "tip-height", "message",
+		// The asset choice and what follows it (app.js looks them up by id).
+		"page-heading", "asset-choice", "asset-options", "form-heading", "stacking-row",
+		"stacking-fact-row", "token-fact-row", "token-id", "api-endpoint", "default-amount", "limits",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {
@@ -349,6 +383,11 @@ func TestPageStructure(t *testing.T) {
 		if !strings.Contains(page, tag) {
 			t.Errorf("index.html lacks %s", tag)
 		}
+	}
+	// The chooser is a named group, hidden until /faucet/v1/info lists a
+	// second asset: with STX alone the page is what it always was.
+	if !regexp.MustCompile(`<fieldset id="asset-choice"[^>]*\bhidden\b[^>]*>\s*<legend>[^<]+</legend>`).MatchString(page) {
+		t.Error(`index.html lacks <fieldset id="asset-choice" … hidden> with a <legend> first`)
 	}
 	css := readAsset(t, "app.css")
 	for _, want := range []string{"prefers-color-scheme: dark", "prefers-reduced-motion", ":focus-visible"} {

@@ -1,16 +1,20 @@
-// The faucet page: live facts from /faucet/v1/info, address validation as
-// the user types, the proof of work in a Web Worker, the drip, and the
-// transaction's progress.
+// The faucet page: live facts from /faucet/v1/info, the choice of asset
+// when the faucet drips more than STX, address validation as the user
+// types, the proof of work in a Web Worker, the drip, and the transaction's
+// progress.
 //
 // Everything the server sends is shown with textContent; no HTML is ever
 // built from server data.
 
 import { validateAddress } from './c32.js';
-import { explorerURL, formatSTX, formatWait, limitSentence } from './format.js';
+import { explorerURL, formatAmount, formatSTX, formatWait, limitSentence } from './format.js';
 
 const INFO_URL = 'faucet/v1/info';
 const DEFAULT_CHALLENGE_URL = 'faucet/v1/challenge';
 const DRIP_URL = 'extended/v1/faucets/stx';
+// Other assets' v1 endpoints, relative like DRIP_URL so the page keeps
+// working behind a path prefix.
+const ASSET_DRIP_URL = 'extended/v1/faucets/';
 const DRIPS_URL = 'faucet/v1/drips/';
 
 const INFO_INTERVAL_MS = 10_000;
@@ -26,6 +30,15 @@ const MAX_MESSAGE_CHARS = 400;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
+  pageHeading: $('page-heading'),
+  assetChoice: $('asset-choice'),
+  assetOptions: $('asset-options'),
+  formHeading: $('form-heading'),
+  stackingRow: $('stacking-row'),
+  stackingFactRow: $('stacking-fact-row'),
+  tokenFactRow: $('token-fact-row'),
+  tokenId: $('token-id'),
+  apiEndpoint: $('api-endpoint'),
   form: $('drip-form'),
   address: $('address'),
   addressError: $('address-error'),
@@ -58,10 +71,14 @@ const ui = {
 };
 
 let info = null; // the last /faucet/v1/info answer
+let assets = [stxAsset({})]; // what the faucet drips, STX first (see assetList)
+let selected = 'stx'; // the chosen asset's id; not remembered across loads
+let infoFailed = false; // the last /faucet/v1/info read failed
 let busy = false; // a drip is being prepared or sent
 let lastValidation = validateAddress('');
-// Rate-limit waits: "address|stacking" → epoch ms when that kind of drip
-// may be asked for again (the server limits default and stacking drips apart).
+// Rate-limit waits: "asset|address|stacking" → epoch ms when that kind of
+// drip may be asked for again (the server limits each asset, and default
+// and stacking STX drips, apart).
 const cooldowns = new Map();
 let countdownTimer = null;
 let pollGeneration = 0; // bumps to abandon an older transaction's polling
@@ -74,6 +91,7 @@ class Cancelled extends Error {}
 class NetworkError extends Error {}
 
 const NETWORK_MESSAGE = 'Could not reach the faucet. Check your connection and try again.';
+const UNREACHABLE_MESSAGE = 'The faucet server is unreachable. Retrying…';
 
 function setText(node, text) {
   if (node.textContent !== text) node.textContent = text;
@@ -142,26 +160,122 @@ function setState(state, message) {
   setText(ui.stateMessage, clip(message));
 }
 
-function renderInfo(data) {
-  const st = typeof data.state === 'string' ? data.state : 'unknown';
-  setState(st, data.state_message || '');
+// ------------------------------------------------------------------ assets
 
-  const h = data.chain_tip && Number.isInteger(data.chain_tip.height) ? data.chain_tip.height : null;
-  setText(ui.tip, h === null ? 'unknown' : h.toLocaleString('en-US'));
+const ASSET_ID = /^[a-z][a-z0-9-]{0,31}$/;
+
+/**
+ * stxAsset is STX as the page always knew it, from info's top-level fields
+ * (which are STX's): with only STX on, the page is what it was before
+ * other assets existed.
+ */
+function stxAsset(data) {
+  const amounts = data.amounts || {};
+  return {
+    id: 'stx', name: 'STX', decimals: 6, amount: amounts.default_ustx, identifier: null,
+    limits: data.limits || {}, state: data.state, stateMessage: data.state_message, stacking: true,
+  };
+}
+
+/** assetList reads info's assets, STX first; malformed entries are skipped. */
+function assetList(data) {
+  const list = [stxAsset(data)];
+  for (const a of Array.isArray(data.assets) ? data.assets : []) {
+    if (!a || typeof a !== 'object' || typeof a.asset !== 'string' || !ASSET_ID.test(a.asset)) continue;
+    if (list.some((x) => x.id === a.asset)) continue;
+    const name = typeof a.name === 'string' ? clip(a.name).slice(0, 24) : '';
+    if (!name || formatAmount(a.amount, a.decimals, name) === null) continue;
+    list.push({
+      id: a.asset, name, decimals: a.decimals, amount: a.amount,
+      identifier: typeof a.asset_identifier === 'string' ? clip(a.asset_identifier) : null,
+      limits: a.limits && typeof a.limits === 'object' ? a.limits : {},
+      // An asset without its own state shares the faucet's.
+      state: typeof a.state === 'string' ? a.state : data.state,
+      stateMessage: typeof a.state_message === 'string' ? a.state_message : data.state_message,
+      stacking: false,
+    });
+  }
+  return list;
+}
+
+function currentAsset() {
+  return assets.find((a) => a.id === selected) || assets[0];
+}
+
+function dripURL(asset) {
+  return asset.id === 'stx' ? DRIP_URL : ASSET_DRIP_URL + asset.id;
+}
+
+/**
+ * renderChooser shows one radio per asset when there is a choice. The
+ * radios are rebuilt only when the list changes, so the 10 s refresh never
+ * takes the focus away from them.
+ */
+function renderChooser() {
+  const key = assets.map((a) => `${a.id}:${a.name}`).join('|');
+  if (ui.assetOptions.dataset.key !== key) {
+    ui.assetOptions.dataset.key = key;
+    ui.assetOptions.replaceChildren(...assets.map((a) => {
+      const label = document.createElement('label');
+      label.className = 'segment';
+      const radio = document.createElement('input');
+      radio.type = 'radio';
+      radio.name = 'asset';
+      radio.value = a.id;
+      radio.id = `asset-${a.id}`;
+      radio.addEventListener('change', () => {
+        if (!radio.checked) return;
+        selected = a.id;
+        renderAsset();
+        updateButton();
+      });
+      const text = document.createElement('span');
+      text.textContent = a.name;
+      label.append(radio, text);
+      return label;
+    }));
+  }
+  for (const radio of ui.assetOptions.querySelectorAll('input[type="radio"]')) {
+    radio.checked = radio.value === selected;
+  }
+  ui.assetChoice.hidden = assets.length < 2;
+  setText(ui.pageHeading, `Get testnet ${assets.map((a) => a.name).join(' or ')}`);
+}
+
+/** renderAsset shows the chosen asset's amount, limits, state and texts. */
+function renderAsset() {
+  const data = info || {};
+  const a = currentAsset();
+  if (infoFailed) {
+    // A switch of asset must not show a stale state over this.
+    setState('unreachable', UNREACHABLE_MESSAGE);
+  } else {
+    setState(typeof a.state === 'string' ? a.state : 'unknown', a.stateMessage || '');
+  }
 
   const amounts = data.amounts || {};
-  const def = formatSTX(amounts.default_ustx);
+  const def = a.stacking ? formatSTX(amounts.default_ustx) : formatAmount(a.amount, a.decimals, a.name);
   setText(ui.defaultAmount, def || 'unknown');
   const stk = formatSTX(amounts.stacking_ustx);
   setText(ui.stackingAmount, stk || 'amount unavailable right now');
   setText(ui.stackingFact, stk || 'unavailable');
+  // Stacking is STX's alone; the checkbox keeps its state for the way back.
+  ui.stackingRow.hidden = !a.stacking;
+  ui.stackingFactRow.hidden = !a.stacking;
+  ui.tokenFactRow.hidden = a.identifier === null;
+  setText(ui.tokenId, a.identifier || '');
 
-  const limits = data.limits || {};
+  setText(ui.formHeading, `Request ${a.name}`);
+  setText(ui.submit, `Send testnet ${a.name}`);
+  setText(ui.apiEndpoint, `POST /extended/v3/faucets/${a.id}`);
+
+  const limits = a.limits || {};
   const lines = [
     limitSentence(limits.address, ['drip', 'drips', 'address']),
     limitSentence(limits.stacking, ['stacking drip', 'stacking drips', 'address']),
     limitSentence(limits.ip, ['drip', 'drips', 'IP address']),
   ].filter(Boolean);
+  // The server's balance cap is on STX held, whichever asset is asked for.
   const cap = formatSTX(data.balance_cap_ustx);
   if (cap) lines.push(`Only for addresses holding less than ${cap}`);
   const old = [...ui.limits.children].map((li) => li.textContent);
@@ -172,6 +286,17 @@ function renderInfo(data) {
       return li;
     }));
   }
+}
+
+function renderInfo(data) {
+  assets = assetList(data);
+  // An asset that was turned off falls back to STX.
+  if (!assets.some((a) => a.id === selected)) selected = assets[0].id;
+  renderChooser();
+  renderAsset();
+
+  const h = data.chain_tip && Number.isInteger(data.chain_tip.height) ? data.chain_tip.height : null;
+  setText(ui.tip, h === null ? 'unknown' : h.toLocaleString('en-US'));
 
   if (typeof data.network === 'string' && data.network) setText(ui.network, data.network);
   if (typeof data.server_version === 'string') setText(ui.version, clip(data.server_version));
@@ -189,9 +314,12 @@ async function loadInfo() {
     const res = await request(apiURL(INFO_URL));
     if (res.status !== 200 || !res.body) throw new Error('bad info answer');
     info = res.body;
+    infoFailed = false;
     renderInfo(info);
+    updateButton();
   } catch {
-    setState('unreachable', 'The faucet server is unreachable. Retrying…');
+    infoFailed = true;
+    setState('unreachable', UNREACHABLE_MESSAGE);
     setText(ui.tip, 'unknown');
   } finally {
     infoInFlight = false;
@@ -212,8 +340,13 @@ document.addEventListener('visibilitychange', () => {
 
 // -------------------------------------------------------------- validation
 
-function cooldownKey(address, stacking) {
-  return `${address}|${stacking ? 'stacking' : 'default'}`;
+function cooldownKey(asset, address, stacking) {
+  return `${asset.id}|${address}|${stacking ? 'stacking' : 'default'}`;
+}
+
+/** stackingChosen is whether a drip of asset would be a stacking drip. */
+function stackingChosen(asset) {
+  return asset.stacking && ui.stacking.checked;
 }
 
 function cooldownLeft(key) {
@@ -229,7 +362,8 @@ function cooldownLeft(key) {
 
 function updateButton() {
   const v = lastValidation;
-  ui.submit.disabled = busy || !v.ok || cooldownLeft(cooldownKey(v.address, ui.stacking.checked)) > 0;
+  const a = currentAsset();
+  ui.submit.disabled = busy || validationPending || !v.ok || cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0;
 }
 
 /** showValidation reflects a validation result on the field. */
@@ -244,16 +378,21 @@ function showValidation(v, { showEmpty = false } = {}) {
 
 function validateNow(opts) {
   clearTimeout(validateTimer);
+  validationPending = false;
   const v = validateAddress(ui.address.value);
   showValidation(v, opts);
   return v;
 }
 
 let validateTimer = null;
+// The field changed and is not checked yet: nothing may enable the button
+// (an info refresh, a switch of asset) on the old verdict meanwhile.
+let validationPending = false;
 ui.address.addEventListener('input', () => {
   clearTimeout(validateTimer);
   // Disable at once while the new value is unchecked; an old verdict must
   // not let a changed address through.
+  validationPending = true;
   ui.submit.disabled = true;
   validateTimer = setTimeout(() => validateNow(), VALIDATE_DEBOUNCE_MS);
 });
@@ -418,10 +557,11 @@ function needsNewChallenge(res) {
   return (res.status === 400 || res.status === 403) && RETRY_REASONS.has(reason);
 }
 
-function sendDrip(address, stacking, proof) {
-  const u = apiURL(DRIP_URL);
+function sendDrip(asset, address, stacking, proof) {
+  const u = apiURL(dripURL(asset));
   u.searchParams.set('address', address);
-  u.searchParams.set('stacking', stacking ? 'true' : 'false');
+  // Only STX has stacking drips; the server refuses stacking=true otherwise.
+  if (asset.stacking) u.searchParams.set('stacking', stacking ? 'true' : 'false');
   const headers = {};
   if (proof) {
     headers['X-Faucet-Challenge'] = proof.token;
@@ -453,14 +593,18 @@ function focusResult() {
   ui.resultHeading.focus();
 }
 
-function startCountdown(key, secs) {
+/**
+ * startCountdown shows the wait for key; name, when given, says which
+ * asset's limit it is (each asset has its own).
+ */
+function startCountdown(key, secs, name) {
   cooldowns.set(key, Date.now() + secs * 1000);
   clearInterval(countdownTimer);
   // The sentence is announced once; the ticking number is not (aria-live off).
   const wait = document.createElement('span');
   wait.setAttribute('aria-live', 'off');
   ui.message.replaceChildren(
-    document.createTextNode('Too many requests for this address. Try again in '),
+    document.createTextNode(`Too many ${name ? name + ' ' : ''}requests for this address. Try again in `),
     wait,
     document.createTextNode('.'),
   );
@@ -484,10 +628,12 @@ function explorerLink(txid) {
   return explorerURL(info && info.explorer_tx_url, txid);
 }
 
-function showTx(txid, address, stacking) {
-  const amount = formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx));
-  showResult('success', 'STX on the way',
-    `The faucet sent ${amount || 'testnet STX'} to ${address}. It arrives when the transaction is in a block.`);
+function showTx(txid, address, asset, stacking) {
+  const amount = asset.stacking
+    ? formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx))
+    : formatAmount(asset.amount, asset.decimals, asset.name);
+  showResult('success', `${asset.name} on the way`,
+    `The faucet sent ${amount || `testnet ${asset.name}`} to ${address}. It arrives when the transaction is in a block.`);
   ui.tx.hidden = false;
   setText(ui.txid, txid);
   setText(ui.copyStatus, '');
@@ -511,8 +657,12 @@ async function submit() {
     return;
   }
   const address = v.address;
-  const stacking = ui.stacking.checked;
-  if (cooldownLeft(cooldownKey(address, stacking)) > 0) return;
+  // The drip is of the asset chosen now, whatever is chosen while it runs.
+  const asset = currentAsset();
+  const stacking = stackingChosen(asset);
+  const key = cooldownKey(asset, address, stacking);
+  const failed = `No ${asset.name} sent`;
+  if (cooldownLeft(key) > 0) return;
 
   busy = true;
   updateButton();
@@ -523,29 +673,34 @@ async function submit() {
   ui.tx.hidden = true;
   try {
     let proof = info && info.challenge && info.challenge.required === true ? await getProof() : null;
-    let res = await sendDrip(address, stacking, proof);
+    let res = await sendDrip(asset, address, stacking, proof);
     if (needsNewChallenge(res)) {
       proof = await getProof();
-      res = await sendDrip(address, stacking, proof);
+      res = await sendDrip(asset, address, stacking, proof);
     }
     hidePow();
     if (res.status === 200 && res.body && res.body.success === true && typeof res.body.txId === 'string') {
-      showTx(res.body.txId, address, stacking);
+      showTx(res.body.txId, address, asset, stacking);
       startPolling(res.body.txId);
     } else if (res.status === 429) {
       showResult('wait', 'Please wait', '');
-      startCountdown(cooldownKey(address, stacking), retryAfterSeconds(res));
+      // Name the asset only when there is a choice: its limit is its own.
+      startCountdown(key, retryAfterSeconds(res), assets.length > 1 ? asset.name : null);
     } else {
-      showResult('error', 'No STX sent', errorText(res, 'The faucet could not send STX'));
+      showResult('error', failed, errorText(res, `The faucet could not send ${asset.name}`));
+      const reason = res.body && res.body.reason;
+      // The asset was turned off or ran dry since the facts were read:
+      // show that now (and drop a switched-off asset from the choice).
+      if (reason === 'disabled' || reason === 'exhausted') loadInfo();
     }
   } catch (err) {
     hidePow();
     if (err instanceof Cancelled) {
       showResult('info', 'Cancelled', 'Nothing was sent. Submit again when you are ready.');
     } else if (err instanceof UserError || err instanceof NetworkError) {
-      showResult('error', 'No STX sent', err.message);
+      showResult('error', failed, err.message);
     } else {
-      showResult('error', 'No STX sent', 'Something went wrong in this page. Reload it and try again.');
+      showResult('error', failed, 'Something went wrong in this page. Reload it and try again.');
     }
   } finally {
     busy = false;

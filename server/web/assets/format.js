@@ -1,13 +1,24 @@
 // Text formatting for the faucet page; an ES module for the page and Node.
 
+/**
+ * formatAmount renders a decimal string of base units (µSTX, satoshis) as
+ * "1,234.5 STX" or "0.001 sBTC", given the asset's decimals and name; null
+ * if unusable. BigInt: amounts above 2^53 lose precision as numbers.
+ */
+export function formatAmount(base, decimals, name) {
+  if (typeof base === 'number' && Number.isSafeInteger(base) && base >= 0) base = String(base);
+  if (typeof base !== 'string' || !/^\d{1,30}$/.test(base)) return null;
+  if (!Number.isInteger(decimals) || decimals < 0 || decimals > 30) return null;
+  const v = BigInt(base);
+  const unit = 10n ** BigInt(decimals);
+  const whole = (v / unit).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  const frac = decimals === 0 ? '' : (v % unit).toString().padStart(decimals, '0').replace(/0+$/, '');
+  return `${whole}${frac ? '.' + frac : ''} ${name}`;
+}
+
 /** formatSTX renders a decimal µSTX string as "1,234.5 STX"; null if unusable. */
 export function formatSTX(ustx) {
-  if (typeof ustx === 'number' && Number.isSafeInteger(ustx) && ustx >= 0) ustx = String(ustx);
-  if (typeof ustx !== 'string' || !/^\d{1,30}$/.test(ustx)) return null;
-  const v = BigInt(ustx);
-  const whole = (v / 1_000_000n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  const frac = (v % 1_000_000n).toString().padStart(6, '0').replace(/0+$/, '');
-  return `${whole}${frac ? '.' + frac : ''} STX`;
+  return formatAmount(ustx, 6, 'STX');
 }
 
 /** formatWindow renders a window in seconds as "5 minutes", "hour", "2 days". */
