@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
@@ -168,6 +170,13 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 	if res.err != nil {
 		out.condStatus = metav1.ConditionUnknown
 		out.condReason = faucetv1alpha1.ReasonNodeUnreachable
+		// A node that ran the token's read-only call and refused it is up:
+		// what is wrong is the asset, and the operator on call should look
+		// at spec.assets, not at the node.
+		var refused *node.ReadOnlyError
+		if errors.As(res.err, &refused) {
+			out.condReason = faucetv1alpha1.ReasonAssetUnreadable
+		}
 		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
 		return out
 	}

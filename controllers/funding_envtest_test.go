@@ -298,7 +298,7 @@ var _ = Describe("Funding", func() {
 			expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
 		}).Should(Succeed())
 
-		By("reporting a failing sBTC read as NodeUnreachable, naming sBTC: an asset whose contract the node does not have")
+		By("reporting a refused sBTC read as AssetUnreadable, naming sBTC: an asset whose contract the node does not have")
 		// The STX reads still succeed; the node answers the token's
 		// get-balance okay:false.
 		const missing = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
@@ -309,7 +309,7 @@ var _ = Describe("Funding", func() {
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
-			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonAssetUnreadable)
 			g.Expect(c.Message).To(ContainSubstring("sBTC (" + missing + ") balance of " + a0))
 			g.Expect(c.Message).To(ContainSubstring("NoSuchContract"))
 		}).Should(Succeed())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -223,6 +224,19 @@ func TestComputeFunding(t *testing.T) {
 			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
 			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
 				if st == nil || st.DripsLeft != 200 || !strings.Contains(msg, "connection refused") || !strings.Contains(msg, "http://node:20443") {
+					t.Errorf("status %+v message %q", st, msg)
+				}
+			},
+		},
+		"a token the node refuses to read is the asset's fault, not the node's": {
+			res: func() fundingResult {
+				r := result(200*cost, 0)
+				r.err = fmt.Errorf("sBTC balance of ST1A: %w", &node.ReadOnlyError{Function: "get-balance", Cause: "RuntimeCheck(NoSuchContract(\"ST1.x\"))"})
+				return r
+			}(),
+			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonAssetUnreadable,
+			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
+				if st == nil || st.DripsLeft != 200 || !strings.Contains(msg, "NoSuchContract") || !strings.Contains(msg, "sBTC") {
 					t.Errorf("status %+v message %q", st, msg)
 				}
 			},

@@ -44,7 +44,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 
 	if s.cfg.Guard != nil {
 		g, err := s.cfg.Guard.Check(ctx, guard.Request{
-			ClientIP: adm.ClientIP, Recipient: req.Recipient, Stacking: req.Stacking,
+			ClientIP: adm.ClientIP, Recipient: req.Recipient, Asset: adm.Asset, Stacking: req.Stacking,
 			Authorization: r.Header.Get("Authorization"),
 			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
 		})

@@ -216,15 +216,15 @@ func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, 
 // fundingState words an asset's funding level; asset names it in the
 // message ("" for the faucet as a whole).
 func fundingState(fund faucet.Funding, lowDrips int, asset string) (state, message string) {
-	of := ""
+	funds := "funds"
 	if asset != "" {
-		of = " of " + asset
+		funds = asset
 	}
 	switch faucet.LevelOf(fund.DripsLeft, uint64(lowDrips)) {
 	case faucet.FundsEmpty:
-		return stateEmpty, "The faucet is out of funds" + of + "; its operator has been asked to refill it."
+		return stateEmpty, "The faucet is out of " + funds + "; its operator has been asked to refill it."
 	case faucet.FundsLow:
-		return stateLow, "The faucet is running low on funds" + of + " (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
+		return stateLow, "The faucet is running low on " + funds + " (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
 	}
 	return stateReady, "The faucet is ready."
 }

@@ -51,6 +51,12 @@ const (
 	// ReasonNodeUnreachable (Funded=Unknown): the operator could not read
 	// the balances from the node; status.funding keeps the last values read.
 	ReasonNodeUnreachable = "NodeUnreachable"
+
+	// ReasonAssetUnreadable (Funded=Unknown): the node answers, but refuses
+	// to read a token of spec.assets (its read-only get-balance call
+	// fails: typically no such contract at that identifier on this
+	// network); the message names the asset and the node's cause.
+	ReasonAssetUnreadable = "AssetUnreadable"
 )
 
 // Reasons of the conditions above.

@@ -873,7 +873,7 @@ export function registerBrowserTests(opts) {
         await waitReadyState(p, 'empty');
         assert.match(await p.locator('#faucet-state').textContent(), /Empty/);
         assert.equal(await p.locator('#state-message').textContent(), token.state_message);
-        assert.match(token.state_message, /out of funds of sBTC/);
+        assert.match(token.state_message, /out of sBTC/);
         assert.equal(await p.locator('#default-amount').textContent(), '1,000.00000001 sBTC');
         await p.getByRole('radio', { name: 'STX' }).check();
         await waitReadyState(p, 'ready');

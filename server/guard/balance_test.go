@@ -43,6 +43,15 @@ func TestBalanceCap(t *testing.T) {
 	if !strings.Contains(contract.String(), ".vault") {
 		t.Fatalf("contract principal %s", contract)
 	}
+	// The cap is on STX: an sBTC drip to an STX-rich address passes, with
+	// no account read.
+	reads := accts.Reads()
+	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(4), Asset: AssetSBTC}); err != nil {
+		t.Errorf("sBTC drip refused by the STX balance cap: %v", err)
+	}
+	if n := accts.Reads(); n != reads {
+		t.Errorf("%d account reads for an sBTC drip", n-reads)
+	}
 }
 
 func TestBalanceCache(t *testing.T) {

@@ -58,6 +58,7 @@ const (
 type Request struct {
 	ClientIP      netip.Addr // zero when unknown
 	Recipient     stacks.Principal
+	Asset         string // "" for STX, or AssetSBTC
 	Stacking      bool
 	Authorization string // the raw Authorization header ("" when absent)
 	Challenge     string // X-Faucet-Challenge header
@@ -353,8 +354,11 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 				"This challenge was already used: fetch a new one from POST /faucet/v1/challenge for each drip.")
 		}
 	}
-	if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
-		return c.rejectWith(rej)
+	// The cap is on STX held: a rich STX account may still need sBTC.
+	if r.Asset == "" {
+		if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
+			return c.rejectWith(rej)
+		}
 	}
 	return g, nil
 }
