@@ -491,6 +491,7 @@ export function registerBrowserTests(opts) {
       assert.deepEqual(radios, [['stx', 'STX', true], ['sbtc', 'sBTC', false]]);
       assert.equal(await page.getByRole('radio', { name: 'sBTC' }).count(), 1, 'the sBTC radio is named by its label');
       assert.equal(await page.locator('h1').textContent(), 'Get testnet STX or sBTC');
+      assert.match(await page.locator('.lede').innerText(), /testnet sBTC, a SIP-010 token/, 'the lede says what sBTC is');
       assert.equal(await page.locator('#stacking').isVisible(), true, 'STX chosen: the stacking option shows');
       assert.equal(await page.locator('#token-fact-row').isVisible(), false);
       assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/stx');
@@ -783,6 +784,7 @@ export function registerBrowserTests(opts) {
         assert.equal(await p.locator('#asset-choice').isVisible(), false, 'a chooser with one asset');
         assert.equal(await p.getByRole('radio').count(), 0);
         assert.equal(await p.locator('h1').textContent(), 'Get testnet STX');
+        assert.doesNotMatch(await p.locator('.lede').innerText(), /sBTC/, 'an STX-only page never mentions sBTC');
         assert.equal(await p.locator('#form-heading').textContent(), 'Request STX');
         assert.equal(await p.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
         assert.match(await p.locator('#default-amount').textContent(), /^\d[\d,]*(\.\d+)? STX$/);

@@ -31,6 +31,7 @@ const MAX_MESSAGE_CHARS = 400;
 const $ = (id) => document.getElementById(id);
 const ui = {
   pageHeading: $('page-heading'),
+  ledeSBTC: $('lede-sbtc'),
   assetChoice: $('asset-choice'),
   assetOptions: $('asset-options'),
   formHeading: $('form-heading'),
@@ -240,6 +241,7 @@ function renderChooser() {
   }
   ui.assetChoice.hidden = assets.length < 2;
   setText(ui.pageHeading, `Get testnet ${assets.map((a) => a.name).join(' or ')}`);
+  ui.ledeSBTC.hidden = !assets.some((a) => a.id === 'sbtc');
 }
 
 /** renderAsset shows the chosen asset's amount, limits, state and texts. */
