@@ -166,6 +166,26 @@ func newHarness(t *testing.T, o options) *harness {
 	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h, guard: checks}
 }
 
+// mineEvery mines a block every d until ctx ends; the channel closes once
+// the miner has stopped.
+func (h *harness) mineEvery(ctx context.Context, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				h.dn.Mine()
+			}
+		}
+	}()
+	return done
+}
+
 // do serves one request in process. RemoteAddr is a fixed documentation
 // address unless hdr sets "RemoteAddr".
 func (h *harness) do(method, target string, body io.Reader, hdr map[string]string) *httptest.ResponseRecorder {

@@ -35,20 +35,7 @@ func TestConcurrentDripsSettleExactly(t *testing.T) {
 	defer cancel()
 	go func() { _ = h.f.Run(ctx) }()
 	// Mine every 20 ms while the load runs.
-	mining := make(chan struct{})
-	go func() {
-		defer close(mining)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				h.dn.Mine()
-			}
-		}
-	}()
+	mining := h.mineEvery(ctx, 20*time.Millisecond)
 
 	srv := httptest.NewServer(h.h)
 	defer srv.Close()

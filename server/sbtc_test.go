@@ -338,20 +338,7 @@ func TestConcurrentMixedDripsSettleExactly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = h.f.Run(ctx) }()
-	mining := make(chan struct{})
-	go func() {
-		defer close(mining)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				h.dn.Mine()
-			}
-		}
-	}()
+	mining := h.mineEvery(ctx, 20*time.Millisecond)
 	srv := httptest.NewServer(h.h)
 	defer srv.Close()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: drips}}

@@ -59,32 +59,20 @@ func (f *Faucet) Assets() []Asset {
 func (f *Faucet) TokenConfig() (Token, bool) { return f.cfg.Token, f.cfg.Token.Enabled() }
 
 // sendToken pays the token's drip amount to to in one SIP-010 transfer call,
-// placed like every transaction. Any key may pay it that holds the amount
-// beyond its in-flight token transfers and the fee in STX; it shares that
-// key's nonces with STX drips.
+// placed like every drip. Any key may pay it that holds the amount beyond
+// its in-flight token transfers and the fee in STX; it shares that key's
+// nonces with STX drips.
 func (f *Faucet) sendToken(ctx context.Context, to stacks.Principal) (*Result, error) {
 	tok := f.cfg.Token
 	chainID := f.chainID()
 	memo := []byte(f.cfg.Amounts.Memo)
-	pl := placement{to: to, asset: AssetSBTC, amount: tok.Amount, fee: f.tokenFee(ctx, to, memo),
-		choose: f.chooseDistributor(f.cfg.Timing.BusyWait), excluded: map[*keyState]bool{}}
-	pl.build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-		return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
-			Asset: tok.Asset, Recipient: to, Amount: tok.Amount, Memo: memo,
-			Nonce: nonce, Fee: pl.fee, ChainID: chainID,
-		}, key)
-	}
-	for _, k := range f.pool.keys {
-		if !to.IsContract() && to.Address == k.addr {
-			pl.excluded[k] = true
-			pl.lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
-		}
-	}
-	done, err := f.place(ctx, pl)
-	if err != nil {
-		return nil, err
-	}
-	return f.placedResult(done, tok.Amount), nil
+	fee := f.tokenFee(ctx, to, memo)
+	return f.placeDrip(ctx, placement{to: to, asset: AssetSBTC, amount: tok.Amount, fee: fee,
+		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
+				Asset: tok.Asset, Recipient: to, Amount: tok.Amount, Memo: memo, Nonce: nonce, Fee: fee, ChainID: chainID,
+			}, key)
+		}})
 }
 
 // tokenFee prices a token transfer to to like an STX transfer: the node's

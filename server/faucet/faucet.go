@@ -196,19 +196,25 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	return f.send(ctx, req.Recipient, amount)
 }
 
-// send pays amount to to in one token transfer. A key cannot pay itself
-// (the node refuses transfers to the sender), so such keys are skipped.
+// send pays amount to to in one token transfer.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
-	pl := placement{to: to, asset: AssetSTX, amount: amount, fee: f.fee(ctx, to), choose: f.chooseDistributor(f.cfg.Timing.BusyWait),
-		excluded: map[*keyState]bool{}}
-	pl.build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-		return stacks.NewTokenTransfer(stacks.TransferParams{
-			Recipient: to, Amount: amount, Nonce: nonce, Fee: pl.fee, Memo: f.memo, ChainID: chainID,
-		}, key)
-	}
+	fee := f.fee(ctx, to)
+	return f.placeDrip(ctx, placement{to: to, asset: AssetSTX, amount: amount, fee: fee,
+		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
+			return stacks.NewTokenTransfer(stacks.TransferParams{
+				Recipient: to, Amount: amount, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID,
+			}, key)
+		}})
+}
+
+// placeDrip places one drip on the least-loaded distributor that can pay
+// it. A key cannot pay itself (the node refuses an STX transfer to its
+// sender, the token contract one to its sender), so such keys are skipped.
+func (f *Faucet) placeDrip(ctx context.Context, pl placement) (*Result, error) {
+	pl.choose, pl.excluded = f.chooseDistributor(f.cfg.Timing.BusyWait), map[*keyState]bool{}
 	for _, k := range f.pool.keys {
-		if !to.IsContract() && to.Address == k.addr {
+		if !pl.to.IsContract() && pl.to.Address == k.addr {
 			pl.excluded[k] = true
 			pl.lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
 		}
@@ -217,7 +223,7 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 	if err != nil {
 		return nil, err
 	}
-	return f.placedResult(done, amount), nil
+	return f.placedResult(done, pl.amount), nil
 }
 
 // syncKey reads the key's account from the node and applies it. Reads run
