@@ -53,6 +53,8 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	keyFunding := fs.Uint64("fund-amount", devnetFunding, "µSTX for each address from --fund-key-file")
 	minStacking := fs.Uint64("pox-min-amount", 0, "PoX min_amount_ustx the node reports (0 = devnode default)")
 	sendMany := fs.String("send-many-contract", stacks.SendManyMemoTestnet, "contract id of the send-many-memo contract the node deploys (\"\" = none)")
+	token := fs.String("token-asset", stacks.SBTCTestnet, "asset identifier ADDR.contract::"+devnode.TokenName+" of the SIP-010 token (sBTC) the node deploys (\"\" = none)")
+	tokenFunding := fs.Uint64("fund-token-amount", devnetTokenFunding, "token base units (sats) for each address from --fund-key-file")
 	fund := fundList{}
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
 	var lf logFlags
@@ -64,6 +66,7 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tokenGenesis := map[stacks.Address]uint64{}
 	if *keyFile != "" {
 		keys, err := readKeyFile(*keyFile)
 		if err != nil {
@@ -71,6 +74,9 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		for _, k := range keys {
 			fund[k.TestnetAddress()] = *keyFunding
+			if *tokenFunding > 0 {
+				tokenGenesis[k.TestnetAddress()] = *tokenFunding
+			}
 		}
 	}
 	if len(fund) == 0 {
@@ -81,8 +87,19 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("--send-many-contract: %w", err)
 		}
 	}
-	dn := devnode.New(devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking,
-		SendManyContract: *sendMany, Logger: logger})
+	cfg := devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking,
+		SendManyContract: *sendMany, Logger: logger}
+	if *token != "" {
+		a, err := stacks.ParseAssetID(*token)
+		if err != nil {
+			return fmt.Errorf("--token-asset: %w", err)
+		}
+		if a.Name != devnode.TokenName || a.Contract.String() == *sendMany {
+			return fmt.Errorf("--token-asset %s: the node deploys its own token, named %s, at a contract other than send-many's", *token, devnode.TokenName)
+		}
+		cfg.TokenAsset, cfg.TokenGenesis = *token, tokenGenesis
+	}
+	dn := devnode.New(cfg)
 	url, err := serveDevnode(ctx, dn, *listen, logger)
 	if err != nil {
 		return err

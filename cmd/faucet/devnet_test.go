@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -58,5 +59,56 @@ func TestDevnetSendManyContract(t *testing.T) {
 	}
 	if _, err := client.Broadcast(context.Background(), tx.Serialize()); err != nil {
 		t.Fatalf("send-many refused by the devnet: %v", err)
+	}
+}
+
+// `faucet devnet` deploys the sBTC token at its testnet id and mints each
+// --fund-key-file key its share, so a separate `faucet serve --sbtc-…`
+// drips sBTC; a token the node cannot deploy is refused.
+func TestDevnetToken(t *testing.T) {
+	if err := runDevnet(context.Background(), []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1",
+		"--token-asset", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::other-token"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "--token-asset") {
+		t.Fatalf("a token the node does not define: %v", err)
+	}
+	key, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := t.TempDir() + "/keys"
+	if err := os.WriteFile(keyFile, []byte(key.Hex()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- runDevnet(ctx, []string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text",
+			"--fund-key-file", keyFile, "--fund-token-amount", "12345"}, pw)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("devnet: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("devnet did not start: %v", err)
+	}
+	_, rest, _ := strings.Cut(line, "RPC at ")
+	url, _, _ := strings.Cut(rest, " ")
+	client, err := node.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal, err := client.TokenBalance(context.Background(), asset.Contract, stacks.Principal{Address: key.TestnetAddress()})
+	if err != nil || bal != 12345 {
+		t.Fatalf("the key's sBTC: %d, %v; want 12345", bal, err)
 	}
 }
