@@ -22,7 +22,14 @@ log() { echo "vuln/check.sh: $*" >&2; }
 export GOWORK=off # a standalone module, never part of a workspace
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
+# `go list -m` reports no directory for a module not yet in the module
+# cache (a fresh machine): download the pins first.
+(cd "${script_dir}" && go mod download golang.org/x/vulndb golang.org/x/vuln)
 vulndb_dir=$(cd "${script_dir}" && go list -m -f '{{.Dir}}' golang.org/x/vulndb)
+if [[ -z ${vulndb_dir} || ! -d ${vulndb_dir}/data/osv ]]; then
+	log "the vulnerability database golang.org/x/vulndb is not in the module cache (${vulndb_dir:-no directory})"
+	exit 1
+fi
 vulndb_version=$(cd "${script_dir}" && go list -m -f '{{.Version}}' golang.org/x/vulndb)
 vuln_version=$(cd "${script_dir}" && go list -m -f '{{.Version}}' golang.org/x/vuln)
 
