@@ -42,6 +42,7 @@ GINKGO_FLAGS   ?=
 E2E_CLIENT_DIR := hack/e2e-client
 HELM_BUILD     := hack/tools/helm/build.sh
 PROMTOOL_BUILD := hack/tools/promtool/build.sh
+BTCD_BUILD     := hack/tools/btcd/build.sh
 
 # One version for the chart, its appVersion and the image tag: Chart.yaml's
 # appVersion. The chart's default image is $(IMAGE_REPO):<appVersion>, so
@@ -83,8 +84,8 @@ vet: ## Run go vet.
 test: verify test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-image release e2e-cluster ## Run every check CI runs.
 
 .PHONY: test-unit
-test-unit: envtest postgres ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
-	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hack/charttest)
+test-unit: envtest postgres btcd ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" FAUCET_BTCD="$$($(BTCD_BUILD))" $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hack/charttest)
 
 .PHONY: test-conformance
 test-conformance: $(CONFORMANCE_DIR)/node_modules/.installed ## Check the signer against fresh stacks.js vectors.
@@ -209,6 +210,10 @@ helm: ## Build the pinned helm (hack/tools/helm/go.mod) into bin/helm (~4 min co
 .PHONY: promtool
 promtool: ## Build the pinned promtool (hack/tools/promtool/go.mod) into bin/promtool (~3 min cold).
 	@$(PROMTOOL_BUILD) >/dev/null
+
+.PHONY: btcd
+btcd: ## Build the pinned btcd and btcctl (hack/tools/btcd/go.mod) into bin/ for the BTC node tests (~1 min cold).
+	@$(BTCD_BUILD) >/dev/null
 
 .PHONY: chart-sync
 chart-sync: ## Copy the CRD and RBAC rules from config/ into charts/faucet-operator/files.
