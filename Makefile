@@ -28,6 +28,7 @@ CLARITY_OUTCOMES := $(BIN)/clarity-outcomes.json
 FUZZ_SMOKE_TIME ?= 5s
 FUZZ_TIME       ?= 60s
 FUZZ_TARGETS    := ./server/chain/stacks:FuzzParsePrincipal ./server/chain/stacks:FuzzC32 ./server/chain/stacks:FuzzDecodeTransaction ./server/chain/stacks:FuzzDecodeClarityValue ./server/chain/stacks:FuzzParseAssetID
+FUZZ_TARGETS    += ./server/chain/bitcoin:FuzzParseAddress ./server/chain/bitcoin:FuzzParsePrivateKey ./server/chain/bitcoin:FuzzDecodeTx
 
 # Operator code generation: controller-gen is pinned in hack/tools/go.mod.
 # The envtest control plane is built from source by hack/envtest/build.sh,

@@ -8,23 +8,40 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
+const keysUsage = "usage: faucet keys generate [-n N] [-json] [--btc [--btc-network regtest|signet|testnet]]"
+
 // runKeys implements `faucet keys generate`: fresh compressed testnet keys and
 // their addresses, which is what an operator needs to create the key Secret.
+// With --btc the keys are Bitcoin keys for the BTC faucet: compressed WIF
+// (what a BTC key file holds and bitcoin.ParsePrivateKey reads) and the
+// P2WPKH address to fund.
 func runKeys(_ context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "generate" {
-		return errors.New("usage: faucet keys generate [-n N] [-json]")
+		return errors.New(keysUsage)
 	}
 	fs := flag.NewFlagSet("keys generate", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of keys to generate")
 	asJSON := fs.Bool("json", false, "print a JSON array of {privateKey, address}")
+	btc := fs.Bool("btc", false, "generate Bitcoin keys (WIF and P2WPKH address) instead of Stacks keys")
+	btcNetwork := bitcoin.Regtest
+	fs.TextVar(&btcNetwork, "btc-network", bitcoin.Regtest, "with --btc: the network of the addresses: regtest, signet or testnet")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected argument %q; %s", fs.Arg(0), keysUsage)
+	}
 	if *n < 1 || *n > 1000 {
 		return fmt.Errorf("-n must be between 1 and 1000, got %d", *n)
+	}
+	networkSet := false
+	fs.Visit(func(f *flag.Flag) { networkSet = networkSet || f.Name == "btc-network" })
+	if networkSet && !*btc {
+		return errors.New("--btc-network applies to Bitcoin keys: add --btc")
 	}
 	type entry struct {
 		PrivateKey string `json:"privateKey"`
@@ -32,6 +49,14 @@ func runKeys(_ context.Context, args []string, stdout io.Writer) error {
 	}
 	out := make([]entry, 0, *n)
 	for range *n {
+		if *btc {
+			k, err := bitcoin.GeneratePrivateKey(btcNetwork)
+			if err != nil {
+				return err
+			}
+			out = append(out, entry{PrivateKey: k.WIF(), Address: k.Address().String()})
+			continue
+		}
 		k, err := stacks.GeneratePrivateKey()
 		if err != nil {
 			return err

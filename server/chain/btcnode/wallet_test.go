@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/btcsuite/btcd/address/v2"
 	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/chaincfg/v2"
-	"github.com/btcsuite/btcd/chainhash/v2"
-	"github.com/btcsuite/btcd/txscript/v2"
-	"github.com/btcsuite/btcd/wire/v2"
+	"github.com/btcsuite/btcd/btcutil"
+	"github.com/btcsuite/btcd/chaincfg"
+	"github.com/btcsuite/btcd/chaincfg/chainhash"
+	"github.com/btcsuite/btcd/txscript"
+	"github.com/btcsuite/btcd/wire"
 )
 
 // testKey is a P2WPKH key on regtest, built and signed with btcd's own
@@ -27,7 +27,7 @@ func newTestKey(t *testing.T) *testKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := address.NewAddressWitnessPubKeyHash(address.Hash160(priv.PubKey().SerializeCompressed()), &chaincfg.RegressionNetParams)
+	a, err := btcutil.NewAddressWitnessPubKeyHash(btcutil.Hash160(priv.PubKey().SerializeCompressed()), &chaincfg.RegressionNetParams)
 	if err != nil {
 		t.Fatal(err)
 	}
