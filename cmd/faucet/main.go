@@ -30,7 +30,7 @@ func commands() []command {
 		{"manager", "run the FaucetServer Kubernetes operator", runManager},
 		{"serve", "run the faucet HTTP server (--node-url/--key-file, or --devnet)", runServe},
 		{"devnet", "run the simulated Stacks node alone", runDevnet},
-		{"keys", "manage faucet keys: keys generate [-n N]", runKeys},
+		{"keys", "manage faucet keys: keys generate [-n N] [--btc [--btc-network regtest|signet|testnet]]", runKeys},
 		{"version", "print the version", runVersion},
 	}
 }
