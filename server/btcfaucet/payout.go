@@ -1,0 +1,398 @@
+package btcfaucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/btcsuite/btcd/wire"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+)
+
+// Payout placement: the crash-safety rule of the STX engine, for UTXOs.
+// A payout is signed, recorded in the Ledger (state broadcasting) and only
+// then sent; a crash at any point leaves either no trace or recorded bytes
+// that Resume sends again byte for byte (the node answers "already have
+// it" or "already in the chain"). Coins an in-flight payout spends are
+// reserved, so no two payouts spend one coin; the change of an in-flight
+// payout may be spent by the next one, up to MaxChain unconfirmed
+// ancestors (Bitcoin Core's mempool limit of 25).
+
+// MaxChain is the longest chain of unconfirmed payouts: a payout spending
+// in-flight change has one more ancestor than its parent.
+const MaxChain = 25
+
+// PayoutState is where a recorded payout stands.
+type PayoutState string
+
+const (
+	// PayoutBroadcasting: recorded, not yet known to be at the node.
+	PayoutBroadcasting PayoutState = "broadcasting"
+	// PayoutPending: the node took it; waiting for a block.
+	PayoutPending PayoutState = "pending"
+)
+
+// Output is one drip a payout pays.
+type Output struct {
+	Address string
+	Amount  int64 // sats
+}
+
+// PayoutRecord is a signed payout the faucet holds until a block confirms
+// it.
+type PayoutRecord struct {
+	TxID    string
+	Raw     []byte
+	Coins   []bitcoin.Coin // the coins it spends, in input order
+	Outputs []Output
+	Fee     int64
+	// Change is the payout's change output back to the faucet, when it has
+	// one: spendable by later payouts before it confirms.
+	Change *bitcoin.Coin
+	// Depth is how many unconfirmed payouts it and its in-flight ancestors
+	// make, itself included.
+	Depth  int
+	State  PayoutState
+	SentAt time.Time
+}
+
+// Ledger keeps the payouts not yet confirmed. A persistent one lets a
+// restarted faucet resume them.
+type Ledger interface {
+	Put(ctx context.Context, p PayoutRecord) error
+	Delete(ctx context.Context, txid string) error
+	List(ctx context.Context) ([]PayoutRecord, error)
+}
+
+// MemoryLedger is a Ledger in process memory.
+type MemoryLedger struct {
+	mu sync.Mutex
+	m  map[string]PayoutRecord
+}
+
+// NewMemoryLedger returns an empty MemoryLedger.
+func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]PayoutRecord{}} }
+
+// Put stores or replaces p.
+func (l *MemoryLedger) Put(_ context.Context, p PayoutRecord) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p.Raw, p.Coins, p.Outputs = slices.Clone(p.Raw), slices.Clone(p.Coins), slices.Clone(p.Outputs)
+	l.m[p.TxID] = p
+	return nil
+}
+
+// Delete removes the payout with txid, if present.
+func (l *MemoryLedger) Delete(_ context.Context, txid string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, txid)
+	return nil
+}
+
+// List returns every payout, oldest first.
+func (l *MemoryLedger) List(context.Context) ([]PayoutRecord, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]PayoutRecord, 0, len(l.m))
+	for _, p := range l.m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b PayoutRecord) int {
+		if c := a.SentAt.Compare(b.SentAt); c != 0 {
+			return c
+		}
+		return a.Depth - b.Depth
+	})
+	return out, nil
+}
+
+// Node is what the payout engine asks of the Bitcoin node.
+type Node interface {
+	BlockSource
+	SendRawTransaction(ctx context.Context, raw []byte) (string, error)
+	EstimateFee(ctx context.Context, confTarget int) (*btcnode.FeeEstimate, error)
+}
+
+var _ Node = (*btcnode.Client)(nil)
+
+// Fees bound the fee rate, in sat/vB: the node's estimate clamped to
+// [Min, Max], or Fallback when it has none.
+type Fees struct {
+	Min, Max, Fallback int64
+}
+
+// Errors of Pay.
+var (
+	// ErrNoCoins: not enough mature, unreserved coins for the payouts.
+	ErrNoCoins = errors.New("not enough spendable coins")
+	// ErrBusy: the coins there are sit at the end of chains of MaxChain
+	// unconfirmed payouts; the next block frees them.
+	ErrBusy = errors.New("every spendable coin is at the unconfirmed-chain limit")
+	// ErrRefused: the node refused the payout for good.
+	ErrRefused = errors.New("the node refused the payout")
+	// ErrNodeDown: the node could not be reached; the payout was surely
+	// not sent (the connection was refused) and is not recorded.
+	ErrNodeDown = errors.New("the Bitcoin node is unreachable")
+)
+
+// Payer places payouts from one key. Safe for concurrent use; placements
+// are serialised (coin choice and reservation must be atomic).
+type Payer struct {
+	key    *bitcoin.PrivateKey
+	node   Node
+	chain  *chainFollower
+	ledger Ledger
+	fees   Fees
+	now    func() time.Time
+
+	mu       sync.Mutex
+	inflight map[string]*PayoutRecord
+	// beforeSend, when set (tests), runs after the record and before the
+	// broadcast; an error stops there, as a crash would.
+	beforeSend func(PayoutRecord) error
+}
+
+// NewPayer builds a payer of key's coins found from height start on.
+func NewPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, start int64) *Payer {
+	if ledger == nil {
+		ledger = NewMemoryLedger()
+	}
+	return &Payer{key: key, node: node, chain: newChainFollower(node, key.Address().PkScript(), start, 0),
+		ledger: ledger, fees: fees, now: time.Now, inflight: map[string]*PayoutRecord{}}
+}
+
+// Resume loads the ledger and sends every recorded payout again, byte for
+// byte, then syncs: what a restarted faucet does before paying.
+func (p *Payer) Resume(ctx context.Context) error {
+	recs, err := p.ledger.List(ctx)
+	if err != nil {
+		return fmt.Errorf("btc payer: load ledger: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range recs {
+		r := recs[i]
+		p.inflight[r.TxID] = &r
+	}
+	if err := p.syncLocked(ctx); err != nil {
+		return err
+	}
+	for _, r := range p.sortedInflight() {
+		if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) {
+			return fmt.Errorf("btc payer: resend %s: %w", r.TxID, err)
+		}
+	}
+	return nil
+}
+
+// Sync reads new blocks and forgets the payouts they confirmed.
+func (p *Payer) Sync(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.syncLocked(ctx)
+}
+
+func (p *Payer) syncLocked(ctx context.Context) error {
+	if _, err := p.chain.Sync(ctx); err != nil {
+		return err
+	}
+	for txid, r := range p.inflight {
+		confirmed := true
+		for _, c := range r.Coins {
+			cc, ok := p.chain.Coin(c.OutPoint)
+			if !ok || cc.SpentBy != txid {
+				confirmed = false
+				break
+			}
+		}
+		if !confirmed {
+			continue
+		}
+		if err := p.ledger.Delete(context.WithoutCancel(ctx), txid); err != nil {
+			return fmt.Errorf("btc payer: forget confirmed %s: %w", txid, err)
+		}
+		delete(p.inflight, txid)
+	}
+	// Payouts in doubt (their broadcast's answer was lost) are sent again,
+	// byte for byte, parents first.
+	for _, r := range p.sortedInflight() {
+		if r.State == PayoutBroadcasting {
+			if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// neverSent is true when the request provably did not reach the node: the
+// connection was refused.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Pay signs one transaction paying every payout, records it and sends it.
+// It answers once the node holds it (or may hold it: a lost answer is
+// success in doubt, never an error, since the recorded bytes are sent
+// again until a block confirms them).
+func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecord, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var total int64
+	for _, po := range payouts {
+		total += po.Amount
+	}
+	rate := p.feeRate(ctx)
+	coins, depth, err := p.spendable()
+	if err != nil {
+		return nil, err
+	}
+	sel, err := bitcoin.SelectCoins(coins, total, rate, len(payouts))
+	if err != nil {
+		if errors.Is(err, bitcoin.ErrInsufficientFunds) {
+			return nil, fmt.Errorf("btc payer: %w: %w", ErrNoCoins, err)
+		}
+		return nil, fmt.Errorf("btc payer: %w", err)
+	}
+	tx, err := bitcoin.BuildPayout(bitcoin.BuildParams{Key: p.key, Coins: sel, Payouts: payouts, FeeRate: rate})
+	if err != nil {
+		return nil, fmt.Errorf("btc payer: %w", err)
+	}
+	rec := &PayoutRecord{TxID: tx.TxID().String(), Raw: tx.Raw(), Coins: tx.Coins(), Fee: tx.Fee(),
+		State: PayoutBroadcasting, SentAt: p.now()}
+	for _, po := range payouts {
+		rec.Outputs = append(rec.Outputs, Output{Address: po.Address.String(), Amount: po.Amount})
+	}
+	for _, c := range sel {
+		rec.Depth = max(rec.Depth, depth[c.OutPoint])
+	}
+	rec.Depth++
+	if i := tx.ChangeIndex(); i >= 0 {
+		rec.Change = &bitcoin.Coin{OutPoint: wire.OutPoint{Hash: tx.TxID(), Index: uint32(i)}, Value: tx.Change(),
+			PkScript: p.key.Address().PkScript()}
+	}
+	if err := p.ledger.Put(ctx, *rec); err != nil {
+		return nil, fmt.Errorf("btc payer: record payout: %w", err)
+	}
+	p.inflight[rec.TxID] = rec
+	if p.beforeSend != nil {
+		if err := p.beforeSend(*rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.send(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// send broadcasts r. Accepted (or already known) → pending; refused for
+// good → forgotten, its coins free again; anything else leaves it
+// recorded, in doubt, for the next Resume or send.
+func (p *Payer) send(ctx context.Context, r *PayoutRecord) error {
+	_, err := p.node.SendRawTransaction(ctx, r.Raw)
+	switch {
+	case err == nil, btcnode.IsAlreadyInMempool(err), btcnode.IsAlreadyInChain(err):
+		if r.State != PayoutPending {
+			r.State = PayoutPending
+			// A failed write leaves it "broadcasting" in the store: sent
+			// again on resume, which the node answers "already have it".
+			_ = p.ledger.Put(context.WithoutCancel(ctx), *r)
+		}
+		return nil
+	case neverSent(err):
+		// Refused at dial: nothing reached the node, so the coins are free
+		// again, as if the payout had never been recorded.
+		if derr := p.ledger.Delete(context.WithoutCancel(ctx), r.TxID); derr != nil {
+			return fmt.Errorf("btc payer: %w (%w); forgetting it failed: %w", ErrNodeDown, err, derr)
+		}
+		delete(p.inflight, r.TxID)
+		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, err)
+	case btcnode.IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return nil // in doubt: recorded, sent again at every Sync until a block holds it
+	}
+	if derr := p.ledger.Delete(context.WithoutCancel(ctx), r.TxID); derr != nil {
+		return fmt.Errorf("btc payer: %w (%w); forgetting it failed: %w", ErrRefused, err, derr)
+	}
+	delete(p.inflight, r.TxID)
+	return fmt.Errorf("btc payer: %w: %w", ErrRefused, err)
+}
+
+// spendable lists the coins a new payout may spend: mature coins unspent
+// on chain and the change of in-flight payouts, less every coin an
+// in-flight payout spends and less change at the chain limit; depth gives
+// each coin's unconfirmed ancestors.
+func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
+	reserved := map[wire.OutPoint]bool{}
+	for _, r := range p.inflight {
+		for _, c := range r.Coins {
+			reserved[c.OutPoint] = true
+		}
+	}
+	depth := map[wire.OutPoint]int{}
+	var out []bitcoin.Coin
+	tip := p.chain.Tip()
+	for _, c := range p.chain.Coins() {
+		if !reserved[c.OutPoint] && c.Mature(tip) {
+			out = append(out, c.Coin)
+		}
+	}
+	atLimit := false
+	for _, r := range p.sortedInflight() {
+		if r.Change == nil || reserved[r.Change.OutPoint] {
+			continue
+		}
+		if _, mined := p.chain.Coin(r.Change.OutPoint); mined {
+			continue // listed above once its payout confirmed
+		}
+		if r.Depth >= MaxChain {
+			atLimit = true
+			continue
+		}
+		depth[r.Change.OutPoint] = r.Depth
+		out = append(out, *r.Change)
+	}
+	if len(out) == 0 && atLimit {
+		return nil, nil, fmt.Errorf("btc payer: %w", ErrBusy)
+	}
+	return out, depth, nil
+}
+
+func (p *Payer) sortedInflight() []*PayoutRecord {
+	out := make([]*PayoutRecord, 0, len(p.inflight))
+	for _, r := range p.inflight {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *PayoutRecord) int {
+		if a.Depth != b.Depth {
+			return a.Depth - b.Depth
+		}
+		return a.SentAt.Compare(b.SentAt)
+	})
+	return out
+}
+
+// feeRate is the node's estimate for the next few blocks in sat/vB,
+// clamped, or the fallback.
+func (p *Payer) feeRate(ctx context.Context) int64 {
+	rate := p.fees.Fallback
+	if est, err := p.node.EstimateFee(ctx, 6); err == nil && est.SatPerKvB > 0 {
+		rate = (est.SatPerKvB + 999) / 1000
+	}
+	return min(max(rate, p.fees.Min, bitcoin.MinFeeRate), max(p.fees.Max, p.fees.Min))
+}
+
+// InFlight counts the payouts not yet confirmed.
+func (p *Payer) InFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inflight)
+}

@@ -1,0 +1,290 @@
+package btcfaucet
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/btcsuite/btcd/btcutil"
+	"github.com/btcsuite/btcd/chaincfg"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode/btcdtest"
+)
+
+const dripSats = 10_000
+
+var testFees = Fees{Min: 1, Max: 50, Fallback: 2}
+
+// recipients returns n fresh regtest addresses, cycling through every
+// type a payout may pay: P2WPKH, P2PKH, P2SH, P2WSH, P2TR.
+func recipients(t *testing.T, n int) []bitcoin.Address {
+	t.Helper()
+	params := &chaincfg.RegressionNetParams
+	out := make([]bitcoin.Address, n)
+	for i := range out {
+		k := regtestKey(t)
+		h160 := btcutil.Hash160(k.PublicKey())
+		var a btcutil.Address
+		var err error
+		switch i % 5 {
+		case 0:
+			a, err = btcutil.NewAddressWitnessPubKeyHash(h160, params)
+		case 1:
+			a, err = btcutil.NewAddressPubKeyHash(h160, params)
+		case 2:
+			a, err = btcutil.NewAddressScriptHashFromHash(h160, params)
+		case 3:
+			a, err = btcutil.NewAddressWitnessScriptHash(append(h160, h160[:12]...), params)
+		case 4:
+			a, err = btcutil.NewAddressTaproot(k.PublicKey()[1:], params)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[i], err = bitcoin.ParseAddress(a.EncodeAddress(), bitcoin.Regtest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// paidTo reads the main chain from height 1 and lists, by output script
+// (hex), the values of every output: what each address was paid.
+func paidTo(t *testing.T, c *btcnode.Client) map[string][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	height, err := c.BlockCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]int64{}
+	for h := int64(1); h <= height; h++ {
+		hash, err := c.BlockHash(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Block(ctx, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range b.Txs {
+			for _, o := range tx.Vout {
+				out[o.ScriptPubKey] = append(out[o.ScriptPubKey], o.Value)
+			}
+		}
+	}
+	return out
+}
+
+// mineAll mines until the mempool is empty, then syncs the payer.
+func mineAll(t *testing.T, c *btcnode.Client, p *Payer) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		pool, err := c.RawMempool(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pool) == 0 {
+			break
+		}
+		if i > 5 {
+			t.Fatalf("%d transactions still in the mempool", len(pool))
+		}
+		if _, err := c.Generate(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fundedPayer starts btcd paying the key's coinbases, mines blocks so
+// that mature coins exist, and syncs a payer.
+func fundedPayer(t *testing.T, blocks int, ledger Ledger) (*bitcoin.PrivateKey, *btcnode.Client, *Payer) {
+	t.Helper()
+	ctx := context.Background()
+	key := regtestKey(t)
+	node := btcdtest.Start(t, key.Address().String())
+	c := node.Client()
+	if _, err := c.Generate(ctx, blocks); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPayer(key, c, ledger, testFees, 1)
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return key, c, p
+}
+
+// 60 concurrent payouts from one key with 3 mature coins: each is placed
+// (chaining on in-flight change, never past the unconfirmed-chain limit),
+// none spends a coin twice, and once mined every recipient, of every
+// address type, holds exactly one output of exactly the drip, and the
+// key holds exactly what is left.
+func TestConcurrentPayoutsSettleExactly(t *testing.T) {
+	const n = 60
+	key, c, p := fundedPayer(t, 102, nil) // mature coinbases of blocks 1..3
+	to := recipients(t, n)
+	recs := make([]*PayoutRecord, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := p.Pay(context.Background(), []bitcoin.Payout{{Address: to[i], Amount: dripSats}})
+			if err != nil {
+				t.Errorf("payout %d: %v", i, err)
+				return
+			}
+			recs[i] = r
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	seen := map[string]bool{}
+	var fees int64
+	for i, r := range recs {
+		if r.State != PayoutPending || r.Depth < 1 || r.Depth > MaxChain {
+			t.Fatalf("payout %d: %+v", i, r)
+		}
+		for _, co := range r.Coins {
+			if seen[co.OutPoint.String()] {
+				t.Fatalf("coin %s spent by two payouts", co.OutPoint)
+			}
+			seen[co.OutPoint.String()] = true
+		}
+		fees += r.Fee
+	}
+	mineAll(t, c, p)
+	if n := p.InFlight(); n != 0 {
+		t.Fatalf("%d payouts still in flight after mining", n)
+	}
+	paid := paidTo(t, c)
+	for i, a := range to {
+		if got := paid[hex.EncodeToString(a.PkScript())]; len(got) != 1 || got[0] != dripSats {
+			t.Fatalf("recipient %d (%s, %s) got %v, want one output of %d", i, a, a.Type(), got, dripSats)
+		}
+	}
+	tip, err := c.BlockCount(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for _, co := range p.chain.Coins() {
+		held += co.Value
+	}
+	// Every block pays its coinbase, subsidy and fees, to the key: the
+	// fees come back, the drips do not.
+	if want := tip*50e8 - n*dripSats; held != want || fees <= 0 {
+		t.Fatalf("the key holds %d sats, want %d (subsidies − drips; the fees, %d, return in the coinbases)", held, want, fees)
+	}
+	if p.chain.Tip() != tip || key.Address().String() == "" {
+		t.Fatalf("payer at %d, node at %d", p.chain.Tip(), tip)
+	}
+}
+
+// A payout recorded but never sent (the process died in between) is sent
+// by the next process, byte for byte, and paid exactly once; the payouts
+// sent before the crash are not paid again, and new payouts do not touch
+// the coins the resumed one spends.
+func TestPayoutResumedAfterCrash(t *testing.T) {
+	ctx := context.Background()
+	ledger := NewMemoryLedger()
+	key, c, p := fundedPayer(t, 101, ledger)
+	to := recipients(t, 4)
+	for i := range 2 {
+		if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[i], Amount: dripSats}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash := errors.New("process killed")
+	p.beforeSend = func(PayoutRecord) error { return crash }
+	if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[2], Amount: dripSats}}); !errors.Is(err, crash) {
+		t.Fatalf("the crashing payout: %v", err)
+	}
+	pool, err := c.RawMempool(ctx)
+	if err != nil || len(pool) != 2 {
+		t.Fatalf("mempool %v, %v: want the two payouts sent before the crash", pool, err)
+	}
+
+	// The next process.
+	p2 := NewPayer(key, c, ledger, testFees, 1)
+	if err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pool, err := c.RawMempool(ctx); err != nil || len(pool) != 3 {
+		t.Fatalf("mempool after resume %v, %v: want all three payouts", pool, err)
+	}
+	if _, err := p2.Pay(ctx, []bitcoin.Payout{{Address: to[3], Amount: dripSats}}); err != nil {
+		t.Fatalf("a payout after the resume: %v", err)
+	}
+	mineAll(t, c, p2)
+	paid := paidTo(t, c)
+	for i, a := range to {
+		if got := paid[hex.EncodeToString(a.PkScript())]; len(got) != 1 || got[0] != dripSats {
+			t.Fatalf("recipient %d got %v, want exactly one drip", i, got)
+		}
+	}
+	if recs, _ := ledger.List(ctx); len(recs) != 0 || p2.InFlight() != 0 {
+		t.Fatalf("%d records, %d in flight after everything confirmed", len(recs), p2.InFlight())
+	}
+}
+
+// With no mature coin the payer says so, and sends nothing.
+func TestPayoutWithoutMatureCoins(t *testing.T) {
+	_, c, p := fundedPayer(t, 50, nil)
+	_, err := p.Pay(context.Background(), []bitcoin.Payout{{Address: recipients(t, 1)[0], Amount: dripSats}})
+	if !errors.Is(err, ErrNoCoins) {
+		t.Fatalf("payout with only immature coinbases: %v, want ErrNoCoins", err)
+	}
+	if pool, _ := c.RawMempool(context.Background()); len(pool) != 0 {
+		t.Fatalf("mempool %v", pool)
+	}
+}
+
+// A node that cannot be reached gets nothing recorded: the payout fails
+// as unreachable, its coins stay free, and once the node is back the next
+// payout is paid exactly once.
+func TestPayoutNodeDown(t *testing.T) {
+	ctx := context.Background()
+	key := regtestKey(t)
+	node := btcdtest.Start(t, key.Address().String())
+	c := node.Client()
+	if _, err := c.Generate(ctx, 101); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPayer(key, c, nil, testFees, 1)
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	to := recipients(t, 2)
+	if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[0], Amount: dripSats}}); !errors.Is(err, ErrNodeDown) {
+		t.Fatalf("payout with the node down: %v, want ErrNodeDown", err)
+	}
+	if n := p.InFlight(); n != 0 {
+		t.Fatalf("%d payouts recorded while the node was down", n)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[1], Amount: dripSats}}); err != nil {
+		t.Fatalf("payout after the node came back: %v", err)
+	}
+	mineAll(t, c, p)
+	paid := paidTo(t, c)
+	if got := paid[hex.EncodeToString(to[0].PkScript())]; len(got) != 0 {
+		t.Fatalf("the refused payout was paid: %v", got)
+	}
+	if got := paid[hex.EncodeToString(to[1].PkScript())]; len(got) != 1 || got[0] != dripSats {
+		t.Fatalf("the payout after recovery: %v", got)
+	}
+}
