@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/btcsuite/btcd/chaincfg/chainhash"
+	"github.com/btcsuite/btcd/wire"
+
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+)
+
+// The BTC payout ledger: one row per unconfirmed payout of a key, the raw
+// transaction in a column and the rest of the record as JSON, which both
+// drivers store as text.
+
+const (
+	sqlBTCPut = `INSERT INTO btc_payouts (key_address, txid, raw, record, state, sent_at) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (key_address, txid) DO UPDATE SET raw = excluded.raw, record = excluded.record, state = excluded.state, sent_at = excluded.sent_at`
+	sqlBTCDelete = `DELETE FROM btc_payouts WHERE key_address = $1 AND txid = $2`
+	sqlBTCList   = `SELECT txid, raw, record, state, sent_at FROM btc_payouts WHERE key_address = $1 ORDER BY sent_at, txid`
+)
+
+// btcRecord is a PayoutRecord's JSON column: the parts without a column.
+type btcRecord struct {
+	Coins   []btcCoin          `json:"coins"`
+	Outputs []btcfaucet.Output `json:"outputs"`
+	Fee     int64              `json:"fee"`
+	Change  *btcCoin           `json:"change,omitempty"`
+	Depth   int                `json:"depth"`
+}
+
+type btcCoin struct {
+	TxID     string `json:"txid"`
+	Vout     uint32 `json:"vout"`
+	Value    int64  `json:"value"`
+	PkScript string `json:"pk_script"` // hex
+}
+
+func toBTCCoin(c bitcoin.Coin) btcCoin {
+	return btcCoin{TxID: c.OutPoint.Hash.String(), Vout: c.OutPoint.Index, Value: c.Value, PkScript: hex.EncodeToString(c.PkScript)}
+}
+
+func (c btcCoin) coin() (bitcoin.Coin, error) {
+	h, err := chainhash.NewHashFromStr(c.TxID)
+	if err != nil {
+		return bitcoin.Coin{}, fmt.Errorf("coin txid: %w", err)
+	}
+	script, err := hex.DecodeString(c.PkScript)
+	if err != nil {
+		return bitcoin.Coin{}, fmt.Errorf("coin script: %w", err)
+	}
+	return bitcoin.Coin{OutPoint: wire.OutPoint{Hash: *h, Index: c.Vout}, Value: c.Value, PkScript: script}, nil
+}
+
+func btcPutArgs(key string, p btcfaucet.PayoutRecord) ([]any, error) {
+	rec := btcRecord{Outputs: p.Outputs, Fee: p.Fee, Depth: p.Depth}
+	for _, c := range p.Coins {
+		rec.Coins = append(rec.Coins, toBTCCoin(c))
+	}
+	if p.Change != nil {
+		c := toBTCCoin(*p.Change)
+		rec.Change = &c
+	}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("btc payout %s: %w", p.TxID, err)
+	}
+	return []any{key, p.TxID, p.Raw, string(body), string(p.State), nanos(p.SentAt)}, nil
+}
+
+// scanBTC rebuilds a record from its row.
+func scanBTC(txid string, raw []byte, body, state string, sentAt int64) (btcfaucet.PayoutRecord, error) {
+	var rec btcRecord
+	if err := json.Unmarshal([]byte(body), &rec); err != nil {
+		return btcfaucet.PayoutRecord{}, fmt.Errorf("btc payout %s: record: %w", txid, err)
+	}
+	p := btcfaucet.PayoutRecord{TxID: txid, Raw: raw, Outputs: rec.Outputs, Fee: rec.Fee, Depth: rec.Depth,
+		State: btcfaucet.PayoutState(state), SentAt: fromNanos(sentAt)}
+	for _, c := range rec.Coins {
+		coin, err := c.coin()
+		if err != nil {
+			return btcfaucet.PayoutRecord{}, fmt.Errorf("btc payout %s: %w", txid, err)
+		}
+		p.Coins = append(p.Coins, coin)
+	}
+	if rec.Change != nil {
+		coin, err := rec.Change.coin()
+		if err != nil {
+			return btcfaucet.PayoutRecord{}, fmt.Errorf("btc payout %s: change: %w", txid, err)
+		}
+		p.Change = &coin
+	}
+	return p, nil
+}
+
+// BTCLedger is the BTC payout ledger of the key whose address is key.
+func (s *SQLite) BTCLedger(key string) btcfaucet.Ledger { return sqliteBTC{s: s, key: key} }
+
+type sqliteBTC struct {
+	s   *SQLite
+	key string
+}
+
+func (l sqliteBTC) Put(ctx context.Context, p btcfaucet.PayoutRecord) error {
+	args, err := btcPutArgs(l.key, p)
+	if err != nil {
+		return err
+	}
+	if err := l.s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.ExecContext(ctx, sqlBTCPut, args...)
+		return err
+	}); err != nil {
+		return sqliteErr("btc ledger put "+p.TxID, err)
+	}
+	return nil
+}
+
+func (l sqliteBTC) Delete(ctx context.Context, txid string) error {
+	if err := l.s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.ExecContext(ctx, sqlBTCDelete, l.key, txid)
+		return err
+	}); err != nil {
+		return sqliteErr("btc ledger delete "+txid, err)
+	}
+	return nil
+}
+
+func (l sqliteBTC) List(ctx context.Context) ([]btcfaucet.PayoutRecord, error) {
+	op := "btc ledger list " + l.key
+	rows, err := l.s.reader.QueryContext(ctx, sqlBTCList, l.key)
+	if err != nil {
+		return nil, sqliteErr(op, err)
+	}
+	defer rows.Close()
+	var out []btcfaucet.PayoutRecord
+	for rows.Next() {
+		var txid, body, state string
+		var raw []byte
+		var sentAt int64
+		if err := rows.Scan(&txid, &raw, &body, &state, &sentAt); err != nil {
+			return nil, sqliteErr(op, err)
+		}
+		p, err := scanBTC(txid, raw, body, state, sentAt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqliteErr(op, err)
+	}
+	return out, nil
+}
+
+// BTCLedger is the BTC payout ledger of the key whose address is key.
+// (Key ownership across replicas is not fenced here yet: the BTC faucet
+// runs one writer per key.)
+func (p *Postgres) BTCLedger(key string) btcfaucet.Ledger { return pgBTC{p: p, key: key} }
+
+type pgBTC struct {
+	p   *Postgres
+	key string
+}
+
+func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
+	args, err := btcPutArgs(l.key, rec)
+	if err != nil {
+		return err
+	}
+	if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
+		return l.p.err("btc ledger put "+rec.TxID, err)
+	}
+	return nil
+}
+
+func (l pgBTC) Delete(ctx context.Context, txid string) error {
+	if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {
+		return l.p.err("btc ledger delete "+txid, err)
+	}
+	return nil
+}
+
+func (l pgBTC) List(ctx context.Context) ([]btcfaucet.PayoutRecord, error) {
+	op := "btc ledger list " + l.key
+	rows, err := l.p.pool.Query(ctx, sqlBTCList, l.key)
+	if err != nil {
+		return nil, l.p.err(op, err)
+	}
+	defer rows.Close()
+	var out []btcfaucet.PayoutRecord
+	for rows.Next() {
+		var txid, body, state string
+		var raw []byte
+		var sentAt int64
+		if err := rows.Scan(&txid, &raw, &body, &state, &sentAt); err != nil {
+			return nil, l.p.err(op, err)
+		}
+		p, err := scanBTC(txid, raw, body, state, sentAt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.p.err(op, err)
+	}
+	return out, nil
+}
