@@ -24,31 +24,7 @@ func TestDevnetSendManyContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- runDevnet(ctx, []string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text",
-			"--fund", key.TestnetAddress().String() + "=1000000000"}, pw)
-		pw.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("devnet: %v", err)
-		}
-	})
-	// The one line it prints names the RPC URL.
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("devnet did not start: %v", err)
-	}
-	_, rest, _ := strings.Cut(line, "RPC at ")
-	url, _, _ := strings.Cut(rest, " ")
-	client, err := node.New(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := startDevnet(t, "--fund", key.TestnetAddress().String()+"=1000000000")
 	to, _ := stacks.GeneratePrivateKey()
 	tx, err := stacks.NewSendMany(stacks.SendManyParams{
 		Recipients: []stacks.SendManyEntry{{To: stacks.Principal{Address: to.TestnetAddress()}, Amount: 1_000, Memo: []byte("hi")}},
@@ -79,12 +55,26 @@ func TestDevnetToken(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(key.Hex()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	client := startDevnet(t, "--fund-key-file", keyFile, "--fund-token-amount", "12345")
+	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal, err := client.TokenBalance(context.Background(), asset.Contract, stacks.Principal{Address: key.TestnetAddress()})
+	if err != nil || bal != 12345 {
+		t.Fatalf("the key's sBTC: %d, %v; want 12345", bal, err)
+	}
+}
+
+// startDevnet runs `faucet devnet` with args on a free port until the test
+// ends, and returns a client of its RPC (the one line it prints names it).
+func startDevnet(t *testing.T, args ...string) *node.Client {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- runDevnet(ctx, []string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text",
-			"--fund-key-file", keyFile, "--fund-token-amount", "12345"}, pw)
+		done <- runDevnet(ctx, append([]string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text"}, args...), pw)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -103,12 +93,5 @@ func TestDevnetToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bal, err := client.TokenBalance(context.Background(), asset.Contract, stacks.Principal{Address: key.TestnetAddress()})
-	if err != nil || bal != 12345 {
-		t.Fatalf("the key's sBTC: %d, %v; want 12345", bal, err)
-	}
+	return client
 }

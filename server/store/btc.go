@@ -137,24 +137,37 @@ func (l sqliteBTC) List(ctx context.Context) ([]btcfaucet.PayoutRecord, error) {
 		return nil, sqliteErr(op, err)
 	}
 	defer rows.Close()
+	out, err := scanBTCRows(rows)
+	if err != nil {
+		return nil, sqliteErr(op, err)
+	}
+	return out, nil
+}
+
+// btcRows is the part of a driver's result set scanBTCRows reads.
+type btcRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanBTCRows reads every row of sqlBTCList.
+func scanBTCRows(rows btcRows) ([]btcfaucet.PayoutRecord, error) {
 	var out []btcfaucet.PayoutRecord
 	for rows.Next() {
 		var txid, body, state string
 		var raw []byte
 		var sentAt int64
 		if err := rows.Scan(&txid, &raw, &body, &state, &sentAt); err != nil {
-			return nil, sqliteErr(op, err)
+			return nil, err
 		}
 		p, err := scanBTC(txid, raw, body, state, sentAt)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+			return nil, err
 		}
 		out = append(out, p)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, sqliteErr(op, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // BTCLedger is the BTC payout ledger of the key whose address is key.
@@ -192,21 +205,8 @@ func (l pgBTC) List(ctx context.Context) ([]btcfaucet.PayoutRecord, error) {
 		return nil, l.p.err(op, err)
 	}
 	defer rows.Close()
-	var out []btcfaucet.PayoutRecord
-	for rows.Next() {
-		var txid, body, state string
-		var raw []byte
-		var sentAt int64
-		if err := rows.Scan(&txid, &raw, &body, &state, &sentAt); err != nil {
-			return nil, l.p.err(op, err)
-		}
-		p, err := scanBTC(txid, raw, body, state, sentAt)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanBTCRows(rows)
+	if err != nil {
 		return nil, l.p.err(op, err)
 	}
 	return out, nil
