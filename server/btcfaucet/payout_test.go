@@ -122,22 +122,18 @@ func fundedPayer(t *testing.T, blocks int, ledger Ledger) (*bitcoin.PrivateKey, 
 	return key, c, p
 }
 
-// 60 concurrent payouts from one key with 3 mature coins: each is placed
-// (chaining on in-flight change, never past the unconfirmed-chain limit),
-// none spends a coin twice, and once mined every recipient, of every
-// address type, holds exactly one output of exactly the drip, and the
-// key holds exactly what is left.
-func TestConcurrentPayoutsSettleExactly(t *testing.T) {
-	const n = 60
-	key, c, p := fundedPayer(t, 102, nil) // mature coinbases of blocks 1..3
+// payConcurrently runs pay for each of n fresh recipients at once and
+// returns the recipients and the records, failing on any error.
+func payConcurrently(t *testing.T, n int, pay func(bitcoin.Payout) (*PayoutRecord, error)) ([]bitcoin.Address, []*PayoutRecord) {
+	t.Helper()
 	to := recipients(t, n)
 	recs := make([]*PayoutRecord, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r, err := p.Pay(context.Background(), []bitcoin.Payout{{Address: to[i], Amount: dripSats}})
+			r, err := pay(bitcoin.Payout{Address: to[i], Amount: dripSats})
 			if err != nil {
-				t.Errorf("payout %d: %v", i, err)
+				t.Errorf("drip %d: %v", i, err)
 				return
 			}
 			recs[i] = r
@@ -145,21 +141,39 @@ func TestConcurrentPayoutsSettleExactly(t *testing.T) {
 	}
 	wg.Wait()
 	if t.Failed() {
-		return
+		t.FailNow()
 	}
-	seen := map[string]bool{}
-	var fees int64
-	for i, r := range recs {
-		if r.State != PayoutPending || r.Depth < 1 || r.Depth > MaxChain {
-			t.Fatalf("payout %d: %+v", i, r)
+	return to, recs
+}
+
+// checkSettled checks the distinct payouts among recs (no coin spent by
+// two, each within the unconfirmed-chain limit), mines them, and checks
+// that every recipient holds exactly one output of exactly the drip and
+// the key exactly the subsidies less the drips (every block's coinbase,
+// subsidy and fees, pays the key: the fees come back, the drips do not).
+// It returns the number of payout transactions.
+func checkSettled(t *testing.T, c *btcnode.Client, p *Payer, to []bitcoin.Address, recs []*PayoutRecord) int {
+	t.Helper()
+	txs := map[string]*PayoutRecord{}
+	for _, r := range recs {
+		txs[r.TxID] = r
+	}
+	spent := map[string]bool{}
+	outputs := 0
+	for _, r := range txs {
+		if r.State != PayoutPending || r.Depth < 1 || r.Depth > MaxChain || r.Fee <= 0 {
+			t.Fatalf("payout %+v", r)
 		}
 		for _, co := range r.Coins {
-			if seen[co.OutPoint.String()] {
+			if spent[co.OutPoint.String()] {
 				t.Fatalf("coin %s spent by two payouts", co.OutPoint)
 			}
-			seen[co.OutPoint.String()] = true
+			spent[co.OutPoint.String()] = true
 		}
-		fees += r.Fee
+		outputs += len(r.Outputs)
+	}
+	if outputs != len(to) {
+		t.Fatalf("%d payouts pay %d outputs for %d drips", len(txs), outputs, len(to))
 	}
 	mineAll(t, c, p)
 	if n := p.InFlight(); n != 0 {
@@ -179,13 +193,22 @@ func TestConcurrentPayoutsSettleExactly(t *testing.T) {
 	for _, co := range p.chain.Coins() {
 		held += co.Value
 	}
-	// Every block pays its coinbase, subsidy and fees, to the key: the
-	// fees come back, the drips do not.
-	if want := tip*50e8 - n*dripSats; held != want || fees <= 0 {
-		t.Fatalf("the key holds %d sats, want %d (subsidies − drips; the fees, %d, return in the coinbases)", held, want, fees)
+	if want := tip*50e8 - int64(len(to))*dripSats; held != want || p.chain.Tip() != tip {
+		t.Fatalf("the key holds %d sats at %d, want %d at %d (subsidies − drips)", held, p.chain.Tip(), want, tip)
 	}
-	if p.chain.Tip() != tip || key.Address().String() == "" {
-		t.Fatalf("payer at %d, node at %d", p.chain.Tip(), tip)
+	return len(txs)
+}
+
+// 60 concurrent payouts from one key with 3 mature coins, one drip each:
+// each is placed (chaining on in-flight change, never past the
+// unconfirmed-chain limit) and settles exactly.
+func TestConcurrentPayoutsSettleExactly(t *testing.T) {
+	_, c, p := fundedPayer(t, 102, nil) // mature coinbases of blocks 1..3
+	to, recs := payConcurrently(t, 60, func(po bitcoin.Payout) (*PayoutRecord, error) {
+		return p.Pay(context.Background(), []bitcoin.Payout{po})
+	})
+	if n := checkSettled(t, c, p, to, recs); n != 60 {
+		t.Fatalf("%d transactions for 60 unbatched payouts", n)
 	}
 }
 
