@@ -39,7 +39,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	if s.cfg.Suspended {
 		s.metrics.observeDrip(req.Asset, string(faucet.ReasonDisabled), nil)
 		log.Info("drip refused: the faucet is suspended")
-		return nil, disabledFailure("the faucet is suspended")
+		return nil, disabledFailure(req.Asset, "the faucet is suspended")
 	}
 
 	if s.cfg.Guard != nil {

@@ -39,7 +39,7 @@ func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		if !s.assetOn(asset) {
 			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-			assetOff(asset).writeV1(w, s.cfg.Now(), asset)
+			assetOff(asset).writeV1(w, s.cfg.Now())
 			return
 		}
 		req, bad := s.parseDrip(r, asset)
@@ -50,7 +50,7 @@ func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 		}
 		res, fail := s.dispense(r, req)
 		if fail != nil {
-			fail.writeV1(w, s.cfg.Now(), asset)
+			fail.writeV1(w, s.cfg.Now())
 			return
 		}
 		writeJSON(w, http.StatusOK, dripSuccess{
@@ -245,21 +245,15 @@ type dripFailure struct {
 	v3Message  string
 }
 
-// writeV1 renders the failure for /extended/v1/faucets/{asset}. The
-// incumbent's v1 sBTC faucet answers an empty faucet with 503, its STX one
-// with 500.
-func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time, asset faucet.Asset) {
-	status := f.status
-	if asset.IsToken() && f.reason == string(faucet.ReasonExhausted) {
-		status = http.StatusServiceUnavailable
-	}
+// writeV1 renders the failure for /extended/v1/faucets/{asset}.
+func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
 	body := errorBody{Error: f.message, Reason: f.reason, Detail: f.detail}
 	if f.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
 		body.RetryAfterSeconds = f.retryAfter
 		body.NextAllowedAt = now.Add(time.Duration(f.retryAfter) * time.Second).UTC().Format(time.RFC3339)
 	}
-	writeError(w, status, body)
+	writeError(w, f.status, body)
 }
 
 // Texts of v3 failures: the incumbent's, word for word, so clients that
@@ -268,7 +262,6 @@ const (
 	v3Unavailable = "Faucet is temporarily unavailable, please try again later"
 	v3OutOfFunds  = "The faucet is temporarily out of funds, please try again later"
 	v3Failed      = "Faucet request failed, please try again later"
-	v3Disabled    = "STX faucet is not available"
 	v3TooMany     = "Too many requests"
 )
 
@@ -296,7 +289,7 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 		s.metrics.observeDrip(req.Asset, reason, nil)
 		// The engine's disabled messages name only the cause (a mainnet
 		// node, another chain id), so they are shown as detail.
-		return disabledFailure(fe.Message)
+		return disabledFailure(req.Asset, fe.Message)
 	}
 	text, known := dripErrorText[fe.Reason]
 	if !known {
@@ -307,6 +300,11 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 	switch fe.Reason {
 	case faucet.ReasonExhausted:
 		f.v3Message = v3OutOfFunds
+		if req.Asset.IsToken() {
+			// The incumbent's v1 sBTC faucet answers an empty faucet with
+			// 503, its STX one with 500.
+			f.status = http.StatusServiceUnavailable
+		}
 	case faucet.ReasonRejected:
 		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
 	}
@@ -316,10 +314,12 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 	return f
 }
 
-// disabledFailure is the 403 of a faucet that cannot pay on this chain or
-// that its operator suspended; detail names which.
-func disabledFailure(detail string) *dripFailure {
-	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: "Faucet is not available", detail: detail, v3Message: v3Disabled}
+// disabledFailure is the 403 of a faucet that cannot pay asset on this
+// chain or that its operator suspended; detail names which. v3 answers
+// with the incumbent's per-asset text.
+func disabledFailure(asset faucet.Asset, detail string) *dripFailure {
+	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: "Faucet is not available", detail: detail,
+		v3Message: assetOff(asset).v3Message}
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After

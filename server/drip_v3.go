@@ -72,11 +72,7 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 			if fail.v3Status != 0 {
 				st = fail.v3Status
 			}
-			msg := fail.v3Message
-			if msg == v3Disabled {
-				msg = assetOff(asset).v3Message
-			}
-			writeJSON(w, st, v3Error{Error: msg})
+			writeJSON(w, st, v3Error{Error: fail.v3Message})
 			return
 		}
 		amount := strconv.FormatUint(res.Amount, 10)

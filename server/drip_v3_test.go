@@ -179,7 +179,7 @@ func TestDripV3Failures(t *testing.T) {
 	t.Run("suspended", func(t *testing.T) {
 		h := newHarness(t, options{disabled: true})
 		w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, nil)
-		assertV3Error(t, w, w.Body.Bytes(), http.StatusForbidden, v3Disabled)
+		assertV3Error(t, w, w.Body.Bytes(), http.StatusForbidden, "STX faucet is not available")
 	})
 	t.Run("out of funds", func(t *testing.T) {
 		h := newHarness(t, options{unfunded: true})

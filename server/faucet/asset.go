@@ -47,14 +47,6 @@ func (c cost) plus(o cost) cost {
 	return cost{stx: satAdd(c.stx, o.stx), token: satAdd(c.token, o.token)}
 }
 
-// Assets lists what this faucet drips: STX always, the token when it is on.
-func (f *Faucet) Assets() []Asset {
-	if f.cfg.Token.Enabled() {
-		return []Asset{AssetSTX, AssetSBTC}
-	}
-	return []Asset{AssetSTX}
-}
-
 // TokenConfig is the configured token; ok is false when it is off.
 func (f *Faucet) TokenConfig() (Token, bool) { return f.cfg.Token, f.cfg.Token.Enabled() }
 
