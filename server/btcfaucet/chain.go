@@ -72,10 +72,11 @@ type blockDelta struct {
 // to the node's tip, block by block, undoing the blocks a reorg removes.
 // Safe for concurrent use.
 type chainFollower struct {
-	src    BlockSource
-	script string // hex, as the node describes outputs
-	start  int64
-	depth  int
+	src       BlockSource
+	script    []byte
+	scriptHex string // as the node describes outputs
+	start     int64
+	depth     int
 
 	mu     sync.Mutex
 	coins  map[wire.OutPoint]*ChainCoin
@@ -87,7 +88,7 @@ func newChainFollower(src BlockSource, script []byte, start int64, depth int) *c
 	if depth <= 0 {
 		depth = DefaultReorgDepth
 	}
-	return &chainFollower{src: src, script: hex.EncodeToString(script), start: start, depth: depth,
+	return &chainFollower{src: src, script: slices.Clone(script), scriptHex: hex.EncodeToString(script), start: start, depth: depth,
 		coins: map[wire.OutPoint]*ChainCoin{}, tip: start - 1}
 }
 
@@ -165,10 +166,6 @@ func (f *chainFollower) Sync(ctx context.Context) (SyncResult, error) {
 // spent in the same block is seen in that order (block order).
 func (f *chainFollower) apply(b *btcnode.Block, height int64) error {
 	d := blockDelta{height: height, hash: b.Hash}
-	raw, err := hex.DecodeString(f.script)
-	if err != nil {
-		return fmt.Errorf("chain follower: our script: %w", err)
-	}
 	for i, tx := range b.Txs {
 		for _, in := range tx.Vin {
 			if in.IsCoinbase() {
@@ -184,14 +181,14 @@ func (f *chainFollower) apply(b *btcnode.Block, height int64) error {
 			}
 		}
 		for _, out := range tx.Vout {
-			if out.ScriptPubKey != f.script {
+			if out.ScriptPubKey != f.scriptHex {
 				continue
 			}
 			op, err := outPoint(tx.TxID, out.N)
 			if err != nil {
 				return fmt.Errorf("chain follower: block %s: %w", b.Hash, err)
 			}
-			f.coins[op] = &ChainCoin{Coin: bitcoin.Coin{OutPoint: op, Value: out.Value, PkScript: slices.Clone(raw)},
+			f.coins[op] = &ChainCoin{Coin: bitcoin.Coin{OutPoint: op, Value: out.Value, PkScript: slices.Clone(f.script)},
 				Height: height, Coinbase: i == 0}
 			d.added = append(d.added, op)
 		}

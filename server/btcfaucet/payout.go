@@ -13,7 +13,13 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
 )
+
+// FeeRateTTL is how long the node's fee estimate is reused: one estimate
+// per payout would put a node round trip on every drip, for a figure that
+// moves per block.
+const FeeRateTTL = 10 * time.Second
 
 // Payout placement: the crash-safety rule of the STX engine, for UTXOs.
 // A payout is signed, recorded in the Ledger (state broadcasting) and only
@@ -151,6 +157,8 @@ type Payer struct {
 	ledger Ledger
 	fees   Fees
 	now    func() time.Time
+	// estimate caches the node's estimate in sat/vB; 0 when it has none.
+	estimate ttlcache.Value[int64]
 
 	mu       sync.Mutex
 	inflight map[string]*PayoutRecord
@@ -164,8 +172,10 @@ func NewPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, star
 	if ledger == nil {
 		ledger = NewMemoryLedger()
 	}
-	return &Payer{key: key, node: node, chain: newChainFollower(node, key.Address().PkScript(), start, 0),
+	p := &Payer{key: key, node: node, chain: newChainFollower(node, key.Address().PkScript(), start, 0),
 		ledger: ledger, fees: fees, now: time.Now, inflight: map[string]*PayoutRecord{}}
+	p.estimate.TTL = FeeRateTTL
+	return p
 }
 
 // Resume loads the ledger and sends every recorded payout again, byte for
@@ -384,8 +394,18 @@ func (p *Payer) sortedInflight() []*PayoutRecord {
 // clamped, or the fallback.
 func (p *Payer) feeRate(ctx context.Context) int64 {
 	rate := p.fees.Fallback
-	if est, err := p.node.EstimateFee(ctx, 6); err == nil && est.SatPerKvB > 0 {
-		rate = (est.SatPerKvB + 999) / 1000
+	est, err := p.estimate.Get(ctx, func(ctx context.Context) (int64, error) {
+		e, err := p.node.EstimateFee(ctx, 6)
+		if errors.Is(err, btcnode.ErrNoFeeEstimate) {
+			return 0, nil // a fact worth caching: the fallback applies
+		}
+		if err != nil {
+			return 0, err
+		}
+		return (e.SatPerKvB + 999) / 1000, nil
+	})
+	if err == nil && est > 0 {
+		rate = est
 	}
 	return min(max(rate, p.fees.Min, bitcoin.MinFeeRate), max(p.fees.Max, p.fees.Min))
 }
