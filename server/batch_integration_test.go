@@ -118,8 +118,19 @@ func TestBatchedThousandDripsOneKey(t *testing.T) {
 		if err != nil || tx.TxID().Hex0x() != r.txid {
 			t.Fatalf("drip %d: tx %s does not decode to its txid: %v", i, r.txid, err)
 		}
-		if tx.SenderAddress() != key || tx.ContractCall == nil || tx.ContractCall.Function != stacks.SendManyFunction {
-			t.Fatalf("drip %d: not a send-many call from the key: %+v", i, tx.ContractCall)
+		if tx.SenderAddress() != key {
+			t.Fatalf("drip %d: tx %s is not from the key", i, r.txid)
+		}
+		// A drip that found no company (a straggler under a loaded CPU) is
+		// sent as a plain transfer; that is the engine's rule for a batch of one.
+		if tx.ContractCall == nil {
+			if tx.Payload.Recipient != (stacks.Principal{Address: r.to}) || tx.Payload.Amount != faucet.DefaultAmount {
+				t.Fatalf("drip %d: lone transfer %+v does not pay %s", i, tx.Payload, r.to)
+			}
+			continue
+		}
+		if tx.ContractCall.Function != stacks.SendManyFunction {
+			t.Fatalf("drip %d: not a send-many call: %+v", i, tx.ContractCall)
 		}
 		if recipientsOf[r.txid] == nil {
 			list := tx.ContractCall.Args[0].(stacks.List)
@@ -176,6 +187,10 @@ func TestBatchedThousandDripsOneKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		fees += tx.Auth.Fee
+		if tx.ContractCall == nil {
+			paid++ // a batch of one goes as a plain transfer
+			continue
+		}
 		paid += len(tx.ContractCall.Args[0].(stacks.List))
 	}
 	if paid != drips {
