@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -36,46 +37,9 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	defer cancel()
 	log := s.log.With("recipient", req.Recipient.String(), "asset", string(req.Asset.OrSTX()), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
-	if s.cfg.Suspended {
-		s.metrics.observeDrip(req.Asset, string(faucet.ReasonDisabled), nil)
-		log.Info("drip refused: the faucet is suspended")
-		return nil, disabledFailure(req.Asset, "the faucet is suspended")
-	}
-
-	if s.cfg.Guard != nil {
-		g, err := s.cfg.Guard.Check(ctx, guard.Request{
-			ClientIP: adm.ClientIP, Recipient: req.Recipient, Asset: adm.Asset, Stacking: req.Stacking,
-			Authorization: r.Header.Get("Authorization"),
-			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
-		})
-		var rej *guard.Rejection
-		switch {
-		case errors.As(err, &rej):
-			s.metrics.observeRejection(req.Asset, rej.Check)
-			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
-			return nil, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
-		case err != nil:
-			log.Warn("abuse checks failed", "err", err)
-			return nil, s.storeFailure(req.Asset)
-		}
-		adm.Grant = g
-	}
-
-	// Limits before the engine: a limited client learns that even while
-	// the node is down.
-	res, err := s.cfg.Limits.Reserve(ctx, adm)
-	var limited *guard.Limited
-	switch {
-	case errors.As(err, &limited):
-		s.metrics.observeDrip(req.Asset, reasonRateLimited, nil)
-		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
-		return nil, &dripFailure{
-			status: http.StatusTooManyRequests, reason: reasonRateLimited, message: "Too many requests",
-			retryAfter: retryAfterSeconds(limited.RetryAfter), v3Message: v3TooMany,
-		}
-	case err != nil:
-		log.Warn("rate limits unavailable", "err", err)
-		return nil, s.storeFailure(req.Asset)
+	adm, res, fail := s.admit(ctx, r, req.Asset, adm, log)
+	if fail != nil {
+		return nil, fail
 	}
 
 	result, err := s.cfg.Faucet.Drip(ctx, req)
@@ -114,6 +78,55 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	}
 	log.Info("drip sent", attrs...)
 	return result, nil
+}
+
+// admit runs steps 1 to 3 for a drip of any asset: the suspension switch,
+// the abuse checks and the rate limits. It returns the admission with its
+// grant and the reservation to release if the drip then fails.
+func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
+	if s.cfg.Suspended {
+		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
+		log.Info("drip refused: the faucet is suspended")
+		return adm, guard.Reservation{}, disabledFailure(asset, "the faucet is suspended")
+	}
+
+	if s.cfg.Guard != nil {
+		g, err := s.cfg.Guard.Check(ctx, guard.Request{
+			ClientIP: adm.ClientIP, Recipient: adm.Recipient, Asset: adm.Asset, Stacking: adm.Stacking,
+			Authorization: r.Header.Get("Authorization"),
+			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
+		})
+		var rej *guard.Rejection
+		switch {
+		case errors.As(err, &rej):
+			s.metrics.observeRejection(asset, rej.Check)
+			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
+			return adm, guard.Reservation{}, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
+		case err != nil:
+			log.Warn("abuse checks failed", "err", err)
+			return adm, guard.Reservation{}, s.storeFailure(asset)
+		}
+		adm.Grant = g
+	}
+
+	// Limits before the engine: a limited client learns that even while
+	// the node is down.
+	res, err := s.cfg.Limits.Reserve(ctx, adm)
+	var limited *guard.Limited
+	switch {
+	case errors.As(err, &limited):
+		s.metrics.observeDrip(asset, reasonRateLimited, nil)
+		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
+		return adm, guard.Reservation{}, &dripFailure{
+			status: http.StatusTooManyRequests, reason: reasonRateLimited, message: "Too many requests",
+			retryAfter: retryAfterSeconds(limited.RetryAfter), v3Message: v3TooMany,
+		}
+	case err != nil:
+		log.Warn("rate limits unavailable", "err", err)
+		return adm, guard.Reservation{}, s.storeFailure(asset)
+	}
+
+	return adm, res, nil
 }
 
 // storeFailure is the answer when the state store behind the checks or the

@@ -334,3 +334,5 @@ func retryAfterSeconds(d time.Duration) int64 {
 	}
 	return secs
 }
+
+func hexString(b []byte) string { return hex.EncodeToString(b) }

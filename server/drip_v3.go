@@ -31,6 +31,7 @@ type v3Tx struct {
 type v3Amount struct {
 	STX  string `json:"stx,omitempty"`
 	SBTC string `json:"sbtc,omitempty"`
+	BTC  string `json:"btc,omitempty"` // sats
 }
 
 // v3Error is every v3 failure: the incumbent answers {error} and nothing else.
@@ -87,30 +88,45 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 // parseDripV3 validates a v3 request: the address only in a JSON body.
 // On failure it returns the status and the {error} text.
 func parseDripV3(r *http.Request) (faucet.Request, int, string) {
+	addr, status, msg := readV3Address(r)
+	if status != 0 {
+		return faucet.Request{}, status, msg
+	}
+	p, err := stacks.ParseTestnetPrincipal(addr)
+	if err != nil {
+		return faucet.Request{}, http.StatusBadRequest, v3InvalidAddress
+	}
+	return faucet.Request{Recipient: p}, 0, ""
+}
+
+// readV3Address reads the address of a v3 request of any asset: only from
+// a JSON body {"address": "…"}, trimmed. On failure it returns the status
+// and the {error} text.
+func readV3Address(r *http.Request) (string, int, string) {
 	if q, err := url.ParseQuery(r.URL.RawQuery); err != nil || q.Has("address") {
 		// A proxy limiting on the URL would see another address than the
 		// one paid; v3 takes it from the body only.
-		return faucet.Request{}, http.StatusBadRequest, "the address must be sent in the JSON body, not in the query string: " + v3NeedBody
+		return "", http.StatusBadRequest, "the address must be sent in the JSON body, not in the query string: " + v3NeedBody
 	}
 	var body []byte
 	if r.Body != nil {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 		if err != nil {
-			return faucet.Request{}, http.StatusBadRequest, "could not read the request body"
+			return "", http.StatusBadRequest, "could not read the request body"
 		}
 		body = b
 	}
 	if len(body) > maxBodyBytes {
-		return faucet.Request{}, http.StatusRequestEntityTooLarge, "request body too large"
+		return "", http.StatusRequestEntityTooLarge, "request body too large"
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return faucet.Request{}, http.StatusBadRequest, v3NeedBody
+		return "", http.StatusBadRequest, v3NeedBody
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSONMediaType(ct) {
 		if ct == "" {
 			ct = "none"
 		}
-		return faucet.Request{}, http.StatusUnsupportedMediaType, "Unsupported Media Type: " + shorten(ct) + "; send application/json"
+		return "", http.StatusUnsupportedMediaType, "Unsupported Media Type: " + shorten(ct) + "; send application/json"
 	}
 	var v struct {
 		Address *string `json:"address"`
@@ -120,27 +136,23 @@ func parseDripV3(r *http.Request) (faucet.Request, int, string) {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "address" {
-				return faucet.Request{}, http.StatusBadRequest, "body/address must be a string"
+				return "", http.StatusBadRequest, "body/address must be a string"
 			}
-			return faucet.Request{}, http.StatusBadRequest, v3NeedBody
+			return "", http.StatusBadRequest, v3NeedBody
 		}
-		return faucet.Request{}, http.StatusBadRequest, "malformed JSON body"
+		return "", http.StatusBadRequest, "malformed JSON body"
 	}
 	if dec.More() || dec.InputOffset() < int64(len(bytes.TrimRight(body, " \t\r\n"))) {
-		return faucet.Request{}, http.StatusBadRequest, "malformed JSON body"
+		return "", http.StatusBadRequest, "malformed JSON body"
 	}
 	if v.Address == nil {
-		return faucet.Request{}, http.StatusBadRequest, "body must have required property 'address'"
+		return "", http.StatusBadRequest, "body must have required property 'address'"
 	}
 	addr := strings.TrimSpace(*v.Address)
 	if addr == "" {
-		return faucet.Request{}, http.StatusBadRequest, "body/address must not be empty"
+		return "", http.StatusBadRequest, "body/address must not be empty"
 	}
-	p, err := stacks.ParseTestnetPrincipal(addr)
-	if err != nil {
-		return faucet.Request{}, http.StatusBadRequest, v3InvalidAddress
-	}
-	return faucet.Request{Recipient: p}, 0, ""
+	return addr, 0, ""
 }
 
 // isJSONMediaType accepts application/json and any application/*+json.

@@ -86,6 +86,9 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		out.SentAt = &at
 		out.setAmount(inflight.Asset, amount)
 	default:
+		if s.cfg.BTC != nil && s.btcDripStatus(ctx, w, id.String()) {
+			return
+		}
 		out.State, out.Message = dripUnknown, "This faucet has no record of that transaction."
 		writeJSON(w, http.StatusOK, out)
 		return
@@ -197,4 +200,33 @@ func confirmedPast(keys []faucet.KeyStatus, sender string, nonce uint64) bool {
 		}
 	}
 	return false
+}
+
+// btcDripStatus answers for a BTC payout of this faucet; false when txid
+// is not one.
+func (s *server) btcDripStatus(ctx context.Context, w http.ResponseWriter, txid string) bool {
+	p, ok, err := s.cfg.BTC.Payout(ctx, txid)
+	if err != nil {
+		s.log.Warn("drip status: btc lookup failed", "err", err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	out := dripStatusBody{TxID: txid, Asset: string(assetBTC)}
+	if len(p.Outputs) == 1 {
+		rcpt, amt := p.Outputs[0].Address, strconv.FormatInt(p.Outputs[0].Amount, 10)
+		out.Recipient, out.Amount = &rcpt, &amt
+	} else if len(p.Outputs) > 1 {
+		out.Batch = len(p.Outputs)
+	}
+	switch {
+	case p.Confirmations > 0:
+		out.State = dripConfirmed
+		out.Message = "Confirmed (" + strconv.FormatInt(p.Confirmations, 10) + " confirmations)."
+	default:
+		out.State, out.Message = dripPending, "Pending: waiting for the next Bitcoin block."
+	}
+	writeJSON(w, http.StatusOK, out)
+	return true
 }

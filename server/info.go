@@ -63,6 +63,16 @@ type infoAsset struct {
 	StateMessage    string       `json:"state_message"`
 	Funding         *infoFunding `json:"funding"`
 	Endpoints       infoRoutes   `json:"endpoints"`
+	// Network is the Bitcoin network BTC is paid on (regtest, signet,
+	// testnet); absent for the Stacks assets.
+	Network string `json:"network,omitempty"`
+	// Sizes are BTC's larger amounts (v1's large=true and xlarge=true).
+	Sizes *infoSizes `json:"sizes,omitempty"`
+}
+
+type infoSizes struct {
+	Large  string `json:"large"`
+	XLarge string `json:"xlarge"`
 }
 
 type infoRoutes struct {
@@ -74,6 +84,7 @@ type infoRoutes struct {
 const (
 	decimalsSTX  = 6
 	decimalsSBTC = 8
+	decimalsBTC  = 8
 )
 
 type infoTip struct {
@@ -176,7 +187,38 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		}
 		body.Assets = append(body.Assets, a)
 	}
+	if b := s.cfg.BTC; b != nil {
+		body.Assets = append(body.Assets, s.btcInfo(b, lim))
+	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// btcInfo describes the BTC faucet, whose state is its own: it pays from
+// another chain's node.
+func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
+	st, am := b.Status(), b.Amounts()
+	a := infoAsset{
+		Asset: string(assetBTC), Name: "BTC", Decimals: decimalsBTC, Amount: strconv.FormatInt(am.Default, 10),
+		Limits:    infoLimits{Address: limitInfo(lim.BTC.PerAddress), IP: limitInfo(lim.BTC.PerIP)},
+		Endpoints: assetRoutes(assetBTC), Network: st.Network,
+		Sizes: &infoSizes{Large: strconv.FormatInt(am.Large, 10), XLarge: strconv.FormatInt(am.XLarge, 10)},
+	}
+	switch {
+	case s.cfg.Suspended:
+		a.State, a.StateMessage = stateSuspended, "The faucet is suspended by its operator."
+	case !st.Ready && !st.NodeUp:
+		a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
+	case !st.Ready:
+		a.State, a.StateMessage = stateReady, "The BTC faucet is starting."
+	default:
+		left := btcDripsLeft(st, am)
+		a.Funding = &infoFunding{DripsLeft: strconv.FormatInt(left, 10)}
+		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.LowDrips, "BTC")
+		if !st.NodeUp {
+			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
+		}
+	}
+	return a
 }
 
 func assetRoutes(a faucet.Asset) infoRoutes {

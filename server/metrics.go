@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -28,6 +29,8 @@ type Metrics struct {
 	nodeCalls      *prometheus.HistogramVec
 	httpReqs       *prometheus.HistogramVec
 	keys           *keyCollector
+	// dispensedBTC counts sats sent by BTC drips, by size.
+	dispensedBTC *prometheus.CounterVec
 	// rejections counts drips refused by an abuse check, by check.
 	rejections *prometheus.CounterVec
 	guard      *guardCollector
@@ -80,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "method", "code"}),
 		keys: newKeyCollector(),
+		dispensedBTC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_dispensed_btc_sats_total",
+			Help: "Satoshis sent by accepted BTC drips (payout fees excluded).",
+		}, nil),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_check_rejections_total",
 			Help: "Drip requests refused by an abuse check (ip_deny, api_token, proof_of_work, balance_cap).",
@@ -94,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Start the known series at zero so rate() and alerts work before the
 	// first occurrence.
-	for _, a := range []faucet.Asset{faucet.AssetSTX, faucet.AssetSBTC} {
+	for _, a := range []faucet.Asset{faucet.AssetSTX, faucet.AssetSBTC, assetBTC} {
 		m.drips.WithLabelValues(string(a), outcomeSuccess, "")
 		for _, r := range []string{
 			string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
@@ -102,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
 			reasonRejectedByCheck,
 		} {
-			if a.IsToken() && r == string(faucet.ReasonStackingUnavailable) {
+			if a != faucet.AssetSTX && r == string(faucet.ReasonStackingUnavailable) {
 				continue // stacking drips are STX only
 			}
 			m.drips.WithLabelValues(string(a), outcomeError, r)
@@ -112,7 +119,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.dispensed.WithLabelValues("stacking")
 	m.dispensedToken.WithLabelValues(string(faucet.AssetSBTC))
 
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
+	m.dispensedBTC.WithLabelValues()
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.
@@ -145,6 +153,18 @@ func (m *Metrics) Handler() http.Handler {
 // wins); nothing is registered twice.
 func (m *Metrics) registerFaucet(f Reporter, lowDrips int) {
 	m.keys.set(f, lowDrips)
+}
+
+// registerBTC makes the BTC gauges report b (nil: BTC is off).
+func (m *Metrics) registerBTC(b BTCFaucet, lowDrips int) {
+	m.keys.mu.Lock()
+	m.keys.btc = b
+	m.keys.mu.Unlock()
+}
+
+func (m *Metrics) observeBTCDrip(d *btcfaucet.Drip) {
+	m.drips.WithLabelValues(string(assetBTC), outcomeSuccess, "").Inc()
+	m.dispensedBTC.WithLabelValues().Add(float64(d.Amount))
 }
 
 // ObserveNodeCall records one node RPC. Its signature matches
@@ -208,6 +228,10 @@ type keyCollector struct {
 	treasuryBalance, treasuryAvailable, treasuryInFlight, refills *prometheus.Desc
 	// Send-many batching, when on.
 	batchTxs, batchedDrips, batchSplits, batchFallbacks *prometheus.Desc
+	// The BTC faucet, when on; its drips left, low threshold and enabled
+	// flag are the series above with asset="btc".
+	btc                                                       BTCFaucet
+	btcBalance, btcImmature, btcInFlight, btcNodeUp, btcReady *prometheus.Desc
 }
 
 func newKeyCollector() *keyCollector {
@@ -224,7 +248,7 @@ func newKeyCollector() *keyCollector {
 		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
 		lowDrips:     prometheus.NewDesc("faucet_low_drips_threshold", "Drips left of an asset below which the faucet reports itself low (--low-drips).", []string{"asset"}, nil),
-		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always; sbtc when configured), 0 for one that is off.", []string{"asset"}, nil),
+		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always; sbtc and btc when configured), 0 for one that is off.", []string{"asset"}, nil),
 		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units (sBTC: satoshis).",
 			[]string{"asset", "address"}, nil),
 		keyTokenAvailable: prometheus.NewDesc("faucet_key_token_available",
@@ -246,6 +270,11 @@ func newKeyCollector() *keyCollector {
 		batchedDrips:   prometheus.NewDesc("faucet_batched_drips_total", "Drips paid by send-many calls since start.", nil, nil),
 		batchSplits:    prometheus.NewDesc("faucet_batch_splits_total", "Send-many batches the node refused that were retried as two halves.", nil, nil),
 		batchFallbacks: prometheus.NewDesc("faucet_batch_fallbacks_total", "Batched drips sent as plain transfers because the send-many contract was missing.", nil, nil),
+		btcBalance:     prometheus.NewDesc("faucet_btc_balance_sats", "Satoshis the BTC faucet's key can spend on new payouts: mature coins no payout in flight spends, plus in-flight change.", addr, nil),
+		btcImmature:    prometheus.NewDesc("faucet_btc_immature_sats", "Coinbase satoshis of the BTC key still short of 100 confirmations.", addr, nil),
+		btcInFlight:    prometheus.NewDesc("faucet_btc_payouts_in_flight", "BTC payout transactions sent and not yet confirmed.", addr, nil),
+		btcNodeUp:      prometheus.NewDesc("faucet_btc_node_up", "1 when the BTC faucet's last read of the Bitcoin node succeeded.", nil, nil),
+		btcReady:       prometheus.NewDesc("faucet_btc_ready", "1 once the BTC faucet has resumed its payouts and read its coins from the chain.", nil, nil),
 	}
 }
 
@@ -259,18 +288,20 @@ func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
 		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills,
 		c.batchTxs, c.batchedDrips, c.batchSplits, c.batchFallbacks,
-		c.assetEnabled, c.keyToken, c.keyTokenAvailable, c.tokenFunds, c.treasuryToken} {
+		c.assetEnabled, c.keyToken, c.keyTokenAvailable, c.tokenFunds, c.treasuryToken,
+		c.btcBalance, c.btcImmature, c.btcInFlight, c.btcNodeUp, c.btcReady} {
 		ch <- d
 	}
 }
 
 func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
-	f, low := c.f, c.low
+	f, low, btc := c.f, c.low, c.btc
 	c.mu.RUnlock()
 	if f == nil {
 		return
 	}
+	c.collectBTC(ch, btc, low)
 	fund := f.Funding()
 	stx, sbtc := string(faucet.AssetSTX), string(faucet.AssetSBTC)
 	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft), stx)
@@ -352,4 +383,34 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// collectBTC reports the BTC faucet b (nil: off).
+func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low int) {
+	asset := string(assetBTC)
+	if b == nil {
+		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, asset)
+		return
+	}
+	st := b.Status()
+	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, asset)
+	ch <- prometheus.MustNewConstMetric(c.btcNodeUp, prometheus.GaugeValue, b2f(st.NodeUp))
+	ch <- prometheus.MustNewConstMetric(c.btcReady, prometheus.GaugeValue, b2f(st.Ready))
+	if !st.Ready {
+		return // no chain view yet: zeros would fire the funding alerts
+	}
+	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(btcDripsLeft(st, b.Amounts())), asset)
+	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), asset)
+	ch <- prometheus.MustNewConstMetric(c.btcBalance, prometheus.GaugeValue, float64(st.Balance), st.Address)
+	ch <- prometheus.MustNewConstMetric(c.btcImmature, prometheus.GaugeValue, float64(st.Immature), st.Address)
+	ch <- prometheus.MustNewConstMetric(c.btcInFlight, prometheus.GaugeValue, float64(st.InFlight), st.Address)
+}
+
+// btcDripsLeft is how many default drips the spendable balance pays, fees
+// aside (a batched output costs ~31 vbytes, far below one drip).
+func btcDripsLeft(st btcfaucet.Status, a btcfaucet.Amounts) int64 {
+	if a.Default <= 0 {
+		return 0
+	}
+	return st.Balance / a.Default
 }

@@ -30,6 +30,10 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		// sBTC answers 403 unless it is configured, like the incumbent's.
 		{http.MethodPost, "/extended/v1/faucets/sbtc", s.handleDrip(faucet.AssetSBTC)},
 		{http.MethodPost, "/extended/v3/faucets/sbtc", s.handleDripV3(faucet.AssetSBTC)},
+		// BTC, likewise 403 unless configured.
+		{http.MethodPost, "/extended/v1/faucets/btc", http.HandlerFunc(s.handleBTCDrip)},
+		{http.MethodGet, "/extended/v1/faucets/btc/{address}", http.HandlerFunc(s.handleBTCBalance)},
+		{http.MethodPost, "/extended/v3/faucets/btc", http.HandlerFunc(s.handleBTCDripV3)},
 		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
 		// The incumbent moved status to /extended and redirects the old path;
 		// we serve the same body on all three.

@@ -61,6 +61,9 @@ type Config struct {
 	// Limits charges every drip the checks let through against the rate
 	// limits; nil limits nothing.
 	Limits *guard.RateLimits
+	// BTC is the BTC faucet (a *btcfaucet.Faucet); nil answers its
+	// endpoints with 403, as the incumbent does when BTC is off.
+	BTC BTCFaucet
 	// Suspended refuses every drip with 403 (the operator's switch).
 	Suspended bool
 
@@ -151,6 +154,7 @@ func New(cfg Config) http.Handler {
 		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Now)
 	}
 	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.LowDrips)
+	cfg.Metrics.registerBTC(cfg.BTC, cfg.LowDrips)
 	if cfg.Guard != nil {
 		cfg.Metrics.RegisterGuard(cfg.Guard)
 	}
@@ -167,11 +171,14 @@ func New(cfg Config) http.Handler {
 	return s.observe(s.cors(s.recoverPanics(mux)))
 }
 
-// faucetNames lists the assets f drips, for the status answers.
-func faucetNames(f Reporter) []string {
+// faucetNames lists the assets f and btc drip, for the status answers.
+func faucetNames(f Reporter, btc BTCFaucet) []string {
 	names := []string{string(faucet.AssetSTX)}
 	if _, on := f.TokenConfig(); on {
 		names = append(names, string(faucet.AssetSBTC))
+	}
+	if btc != nil {
+		names = append(names, string(assetBTC))
 	}
 	return names
 }

@@ -178,7 +178,7 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the shared read ran
 	}
 	h := w.Header()
-	h.Set(headerFaucets, strings.Join(faucetNames(s.cfg.Faucet), ", "))
+	h.Set(headerFaucets, strings.Join(faucetNames(s.cfg.Faucet, s.cfg.BTC), ", "))
 	h.Set("ETag", snap.etag)
 	// Clients may store it but must revalidate; the ETag makes that cheap.
 	h.Set("Cache-Control", "no-cache")

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -55,6 +57,7 @@ type serveOptions struct {
 	busyWait        time.Duration
 	batch           batchOptions
 	sbtc            sbtcOptions
+	btc             btcOptions
 	limits          guard.Limits
 	trustedHops     int
 	suspend         bool
@@ -133,6 +136,9 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Var(limitValue{&o.limits.SBTC.PerIP}, "sbtc-limit-ip", "sBTC drips per client IP (IPv6 by /64), N/window (0 disables)")
 	fs.Uint64Var(&o.sbtc.refillBelow, "sbtc-refill-below", 0, "with a treasury: refill a faucet key whose available sBTC falls below this many satoshis (0 = 20 sBTC drips' worth)")
 	fs.Uint64Var(&o.sbtc.refillAmount, "sbtc-refill-amount", 0, "with a treasury: satoshis per sBTC refill (0 = 10 × --sbtc-refill-below)")
+	o.btc.register(fs)
+	fs.Var(limitValue{&o.limits.BTC.PerAddress}, "btc-limit-address", "BTC drips per address, N/window, a bucket apart from the Stacks assets' (0 disables)")
+	fs.Var(limitValue{&o.limits.BTC.PerIP}, "btc-limit-ip", "BTC drips per client IP (IPv6 by /64), N/window (0 disables)")
 	fs.IntVar(&o.trustedHops, "trusted-proxy-hops", 0, "X-Forwarded-For hops appended by trusted proxies (0 = use the peer address)")
 	fs.BoolVar(&o.suspend, "suspend", false, "answer drips with 403 while still serving status")
 	fs.DurationVar(&o.statusCacheTTL, "status-cache-ttl", server.DefaultStatusCacheTTL, "how long node reads for the status endpoint are cached")
@@ -193,6 +199,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := o.btc.validate(o.devnet); err != nil {
+		return err
+	}
+	var btcKey *bitcoin.PrivateKey
+	if o.btc.on() {
+		if btcKey, err = readBTCKeyFile(o.btc.keyFile, o.btc.network); err != nil {
+			return err
+		}
+	}
 
 	var keys []*stacks.PrivateKey
 	var treasury *stacks.PrivateKey
@@ -207,6 +222,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		o.nodeURL = devnetURL
+		if o.btc.devnet {
+			if btcKey, err = o.startDevnetBTC(ctx, logger); err != nil {
+				return err
+			}
+		}
 	case o.nodeURL == "" || o.keyFile == "":
 		fs.Usage()
 		return errors.New("--node-url and --key-file are required (or use --devnet)")
@@ -252,6 +272,16 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var btcFaucet *btcfaucet.Faucet
+	if btcKey != nil {
+		client, err := o.btc.client(nil)
+		if err != nil {
+			return err
+		}
+		if btcFaucet, err = o.btc.newBTCFaucet(btcKey, client, state.btcLedger(btcKey.Address().String()), logger); err != nil {
+			return err
+		}
+	}
 	checks, err := guard.New(guard.Config{
 		Allow: o.abuse.ipAllow, Deny: o.abuse.ipDeny,
 		TokensFile: o.abuse.tokensFile,
@@ -283,9 +313,16 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		logger.Info("sBTC faucet on", "asset", tok.Asset.String(), "amount_sats", tok.Amount,
 			"limit_address", limitValue{&o.limits.SBTC.PerAddress}.String(), "limit_ip", limitValue{&o.limits.SBTC.PerIP}.String())
 	}
+	if btcFaucet != nil {
+		am := btcFaucet.Amounts()
+		logger.Info("BTC faucet on", "network", btcFaucet.Network().String(), "address", btcFaucet.Address().String(),
+			"btc_node", o.btc.publicURL, "amount_sats", am.Default, "large_sats", am.Large, "xlarge_sats", am.XLarge,
+			"limit_address", limitValue{&o.limits.BTC.PerAddress}.String(), "limit_ip", limitValue{&o.limits.BTC.PerIP}.String())
+	}
 	if o.devnet {
 		tok, _ := f.TokenConfig()
 		printDevnetBanner(stdout, ln.Addr(), devnetURL, f.Addresses(), tok)
+		printDevnetBTCBanner(stdout, ln.Addr(), btcFaucet, o.btc)
 		if ts, ok := f.Treasury(); ok {
 			fmt.Fprintf(stdout, "  treasury:         %s (refills a faucet key below %d µSTX with %d µSTX)\n\n", ts.Address, ts.RefillBelow, ts.RefillAmount)
 		}
@@ -293,6 +330,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 
 	h := server.New(server.Config{
 		Faucet: f, Node: client, Txs: client, Guard: checks, Version: version, Commit: commit,
+		BTC:    btcOrNil(btcFaucet),
 		Limits: guard.NewRateLimits(o.limits, state.limiter, nil), Suspended: o.suspend,
 		ExplorerTxURL: o.explorerTxURL, LowDrips: o.lowDrips,
 		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
@@ -304,6 +342,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	defer stopEngine()
 	return supervise(ctx, logger,
 		task{"faucet engine", func(context.Context) error { return f.Run(engineCtx) }},
+		task{"btc faucet", func(context.Context) error { return btcTask(btcFaucet)(engineCtx) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
 			return server.Serve(ctx, ln, h, logger)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/store"
@@ -22,6 +23,8 @@ type engineState struct {
 	// spent remembers used proof-of-work challenges (shared by replicas on
 	// Postgres).
 	spent guard.SpentChallenges
+	// btcLedger keeps the BTC faucet's unconfirmed payouts of a key.
+	btcLedger func(key string) btcfaucet.Ledger
 	// background runs until ctx ends (history and slot pruning).
 	background func(ctx context.Context) error
 	close      func() error
@@ -48,6 +51,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 		return &engineState{
 			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter(),
 			spent:      guard.NewMemorySpent(),
+			btcLedger:  func(string) btcfaucet.Ledger { return btcfaucet.NewMemoryLedger() },
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
 		}, nil
@@ -63,6 +67,12 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 			return nil
 		},
 		close: st.Close,
+	}
+	switch st := st.(type) {
+	case *store.SQLite:
+		es.btcLedger = st.BTCLedger
+	case *store.Postgres:
+		es.btcLedger = st.BTCLedger
 	}
 	if owner, ok := any(st).(faucet.KeyOwner); ok && st.Kind() == "postgres" {
 		es.owner = owner

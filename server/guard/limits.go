@@ -25,6 +25,7 @@ type Limits struct {
 	StackingPerAddress Limit // stacking drips per recipient, a bucket of its own
 	PerIP              Limit // all STX drips per client IP (IPv6 grouped by /64)
 	SBTC               AssetLimits
+	BTC                AssetLimits
 }
 
 // AssetLimits are the buckets of a token's drips.
@@ -33,8 +34,11 @@ type AssetLimits struct {
 	PerIP      Limit // drips per client IP (IPv6 grouped by /64)
 }
 
-// AssetSBTC is Admission.Asset for an sBTC drip; "" is STX.
-const AssetSBTC = "sbtc"
+// Admission.Asset of the other assets; "" is STX.
+const (
+	AssetSBTC = "sbtc"
+	AssetBTC  = "btc"
+)
 
 // DefaultLimits are the incumbent's per-address figures plus a per-IP cap.
 func DefaultLimits() Limits {
@@ -43,6 +47,10 @@ func DefaultLimits() Limits {
 		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour},
 		PerIP:              Limit{Requests: 30, Window: 5 * time.Minute},
 		SBTC: AssetLimits{
+			PerAddress: Limit{Requests: 5, Window: 5 * time.Minute},
+			PerIP:      Limit{Requests: 30, Window: 5 * time.Minute},
+		},
+		BTC: AssetLimits{
 			PerAddress: Limit{Requests: 5, Window: 5 * time.Minute},
 			PerIP:      Limit{Requests: 30, Window: 5 * time.Minute},
 		},
@@ -224,7 +232,10 @@ type TokenQuota struct {
 // Admission is a request that passed the checks, as the limits count it.
 type Admission struct {
 	Recipient stacks.Principal
-	// Asset is "" for STX or AssetSBTC: each asset has its own buckets.
+	// Address is the recipient of an asset paid outside Stacks (AssetBTC),
+	// as its canonical address text; Recipient is then zero.
+	Address string
+	// Asset is "", AssetSBTC or AssetBTC: each asset has its own buckets.
 	Asset    string
 	Stacking bool
 	// ClientIP is counted by the per-IP limit unless Grant.SkipIPLimit; the
@@ -295,8 +306,11 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	addr := a.Recipient.Address.String()
 	refs := make([]Bucket, 0, 3)
 	token := a.Grant.Token
-	if a.Asset == AssetSBTC {
+	switch a.Asset {
+	case AssetSBTC:
 		return r.assetBuckets(a, "sbtc:", r.limits.SBTC)
+	case AssetBTC:
+		return r.assetBuckets(a, "btc:", r.limits.BTC)
 	}
 	switch {
 	case a.Stacking:
@@ -322,7 +336,10 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 // asset so they never share a slot with STX's. An API token's quota is one
 // for all assets; its per-address allowance is per asset.
 func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) []Bucket {
-	addr := a.Recipient.Address.String()
+	addr := a.Address
+	if addr == "" {
+		addr = a.Recipient.Address.String()
+	}
 	refs := make([]Bucket, 0, 3)
 	if token := a.Grant.Token; token != nil {
 		refs = append(refs, Bucket{prefix + "token:" + token.Name + ":address:" + addr, token.PerAddress},

@@ -215,3 +215,32 @@ func TestRateLimitsPerAsset(t *testing.T) {
 		t.Fatalf("third token drip across assets: %v, want the shared quota to refuse it", err)
 	}
 }
+
+// BTC drips have their own buckets too, keyed by the Bitcoin address: two
+// addresses never share a slot, and neither STX nor sBTC drips use one up.
+func TestRateLimitsBTC(t *testing.T) {
+	hour := Limit{Requests: 1, Window: time.Hour}
+	r := NewRateLimits(Limits{PerAddress: hour, PerIP: hour,
+		SBTC: AssetLimits{PerAddress: hour, PerIP: hour},
+		BTC:  AssetLimits{PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}, nil, nil)
+	ip := netip.MustParseAddr("198.51.100.10")
+	btc := func(addr string) Admission { return Admission{Address: addr, Asset: AssetBTC, ClientIP: ip} }
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(9), ClientIP: ip}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, btc("bcrt1qexampleaddressone")); err != nil {
+		t.Fatalf("BTC drip after an STX drip from the same IP: %v", err)
+	}
+	if err := reserveErr(t, r, btc("bcrt1qexampleaddressone")); !isLimited(err) {
+		t.Fatalf("second BTC drip to one address: %v, want limited", err)
+	}
+	if err := reserveErr(t, r, btc("bcrt1qexampleaddresstwo")); err != nil {
+		t.Fatalf("BTC drip to another address: %v", err)
+	}
+	if err := reserveErr(t, r, btc("bcrt1qexampleaddressthree")); !isLimited(err) {
+		t.Fatalf("third BTC drip from one IP: %v, want BTC's IP bucket to refuse it", err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(9), Asset: AssetSBTC, ClientIP: ip}); err != nil {
+		t.Fatalf("sBTC drip refused by BTC's buckets: %v", err)
+	}
+}

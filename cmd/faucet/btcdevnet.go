@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+)
+
+// The devnet's Bitcoin node: btcd in regtest mode, on a loopback port with
+// random credentials and a throwaway directory, mining to the faucet's
+// generated key until its first coinbase is spendable, then a block every
+// --btc-block-time. It stops with the command (and dies with it if the
+// command is killed).
+
+// btcdEnv names the btcd binary, as for the tests.
+const btcdEnv = "FAUCET_BTCD"
+
+// devnetBTCBlocks is mined at start: coinbase outputs need 100
+// confirmations, so 110 blocks leave 10 spendable 50-BTC coinbases.
+const devnetBTCBlocks = btcfaucet.CoinbaseMaturity + 10
+
+// errNoBtcd: no btcd binary was found; the devnet runs without BTC.
+var errNoBtcd = errors.New("no btcd binary found")
+
+// findBtcd looks for btcd: $FAUCET_BTCD, then beside this executable (make
+// builds both into bin/), then on PATH.
+func findBtcd() (string, error) {
+	if p := os.Getenv(btcdEnv); p != "" {
+		if isExecutable(p) {
+			return p, nil
+		}
+		return "", fmt.Errorf("%s=%s is not an executable file", btcdEnv, p)
+	}
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), "btcd"); isExecutable(p) {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("btcd"); err == nil {
+		return p, nil
+	}
+	return "", errNoBtcd
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// devnetBtcd is a running devnet btcd.
+type devnetBtcd struct {
+	url    string // with credentials: for the faucet's own client only
+	public string // without them, for banners and logs
+	key    *bitcoin.PrivateKey
+	client *btcnode.Client
+}
+
+// startDevnetBtcd starts btcd, mines the faucet key's first coins and keeps
+// mining every blockTime until ctx ends, when btcd is stopped and its
+// directory removed.
+func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, logger *slog.Logger) (*devnetBtcd, error) {
+	key, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "faucet-devnet-btcd-")
+	if err != nil {
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	ports, err := loopbackPorts(2)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	user, pass := "faucet", randomToken()
+	rpcAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	for _, sub := range []string{"home", "data", "logs"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("btcd: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "btcd.conf"), nil, 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	args := []string{
+		"--regtest", "--notls",
+		"--configfile=" + filepath.Join(dir, "btcd.conf"),
+		"--datadir=" + filepath.Join(dir, "data"), "--logdir=" + filepath.Join(dir, "logs"),
+		"--listen=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])), "--rpclisten=" + rpcAddr,
+		"--rpcuser=" + user, "--rpcpass=" + pass,
+		"--miningaddr=" + key.Address().String(),
+		// txindex for the drip status page, addrindex for the balance endpoint.
+		"--txindex", "--addrindex", "--nocfilters", "--utxocachemaxsize=16",
+	}
+	out, err := os.Create(filepath.Join(dir, "btcd.out"))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"))
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	exited := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the starting thread ends: keep it.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(exited)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		out.Close()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start btcd: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		out.Close()
+		_ = os.RemoveAll(dir)
+	}
+	d := &devnetBtcd{
+		url:    "http://" + user + ":" + pass + "@" + rpcAddr,
+		public: "http://" + rpcAddr,
+		key:    key,
+	}
+	if d.client, err = btcnode.New(d.url, btcnode.WithTimeout(30*time.Second)); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := d.waitAndMine(ctx, exited); err != nil {
+		stop()
+		return nil, fmt.Errorf("btcd (log in %s): %w", filepath.Join(dir, "btcd.out"), err)
+	}
+	go func() {
+		defer stop()
+		t := time.NewTicker(blockTime)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-exited:
+				logger.Error("devnet btcd exited")
+				return
+			case <-t.C:
+				if _, err := d.client.Generate(ctx, 1); err != nil && ctx.Err() == nil {
+					logger.Warn("devnet btcd: mining a block failed", "err", err)
+				}
+			}
+		}
+	}()
+	return d, nil
+}
+
+// waitAndMine waits for btcd's RPC, then mines devnetBTCBlocks.
+func (d *devnetBtcd) waitAndMine(ctx context.Context, exited <-chan struct{}) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := d.client.BlockCount(ctx)
+		if err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return errors.New("btcd exited during start-up")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("RPC not ready after 60s: %w", err)
+		}
+	}
+	// btcd mines at most a few hundred blocks per generate call comfortably.
+	if _, err := d.client.Generate(ctx, devnetBTCBlocks); err != nil {
+		return fmt.Errorf("mine the first %d blocks: %w", devnetBTCBlocks, err)
+	}
+	return nil
+}
+
+// loopbackPorts reserves k free loopback ports (released before btcd binds
+// them: a race only with another process picking the same port at once).
+func loopbackPorts(k int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, k)
+	for range k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

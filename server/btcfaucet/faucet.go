@@ -1,0 +1,457 @@
+package btcfaucet
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+)
+
+// The BTC faucet: the Payer and Batcher behind one service with a
+// background loop, which is what the HTTP layer and `faucet serve` use.
+// The loop resumes the ledger's payouts (sending them again byte for byte),
+// then follows the chain, forgets confirmed payouts, resends those in doubt
+// and fee-bumps stuck ones.
+
+// The incumbent's three drip sizes: 0.0001, 0.01 and 0.5 BTC.
+const (
+	DefaultAmount       int64 = 10_000
+	DefaultLargeAmount  int64 = 1_000_000
+	DefaultXLargeAmount int64 = 50_000_000
+)
+
+// Defaults of the service's timing.
+const (
+	DefaultPollInterval = time.Second
+	// DefaultBatchMax and DefaultBatchWindow: drips arriving within a
+	// quarter second share a transaction, so a burst is paid in a few
+	// transactions instead of one chain of 25.
+	DefaultBatchMax    = 100
+	DefaultBatchWindow = 250 * time.Millisecond
+	// DefaultBumpAfter is how long a payout may wait for a block before its
+	// fee is raised to the node's current estimate.
+	DefaultBumpAfter = 20 * time.Minute
+)
+
+// Size is which of the three amounts a drip asks for.
+type Size uint8
+
+const (
+	SizeDefault Size = iota
+	SizeLarge
+	SizeXLarge
+)
+
+// Amounts are the sats of each drip size.
+type Amounts struct {
+	Default, Large, XLarge int64
+}
+
+// Of returns the amount of size s.
+func (a Amounts) Of(s Size) int64 {
+	switch s {
+	case SizeLarge:
+		return a.Large
+	case SizeXLarge:
+		return a.XLarge
+	default:
+		return a.Default
+	}
+}
+
+// ErrNotReady: the faucet has not yet read its coins from the node (it is
+// starting, or the node has been unreachable since it started).
+var ErrNotReady = errors.New("the BTC faucet has not read its coins from the node yet")
+
+// FaucetNode is the node RPC the service uses; *btcnode.Client has it.
+type FaucetNode interface {
+	Node
+	RequireTestChain(ctx context.Context) (btcnode.Chain, error)
+	RawTransaction(ctx context.Context, txid string) (*btcnode.Tx, error)
+}
+
+var _ FaucetNode = (*btcnode.Client)(nil)
+
+// Config configures a Faucet.
+type Config struct {
+	Key  *bitcoin.PrivateKey // required; its network is the faucet's
+	Node FaucetNode          // required
+	// Ledger keeps unconfirmed payouts across restarts; nil keeps them in
+	// memory only.
+	Ledger  Ledger
+	Fees    Fees
+	Amounts Amounts // zero fields take the defaults
+	// StartHeight is the first block scanned for the key's coins.
+	StartHeight  int64
+	BatchMax     int           // 1 pays every drip alone; 0 = DefaultBatchMax
+	BatchWindow  time.Duration // 0 = DefaultBatchWindow
+	PollInterval time.Duration // 0 = DefaultPollInterval
+	BumpAfter    time.Duration // 0 = DefaultBumpAfter
+	Logger       *slog.Logger
+}
+
+// Faucet pays BTC drips from one key. Safe for concurrent use.
+type Faucet struct {
+	cfg     Config
+	payer   *Payer
+	batcher *Batcher
+	log     *slog.Logger
+
+	ready  atomic.Bool // the ledger was resumed and the chain read
+	nodeUp atomic.Bool
+	// lastErr is the node error that keeps it not ready, for readiness.
+	mu      sync.Mutex
+	lastErr error
+}
+
+// New checks cfg and builds the faucet; Run starts it.
+func New(cfg Config) (*Faucet, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("btc faucet: a key is required")
+	}
+	if cfg.Node == nil {
+		return nil, errors.New("btc faucet: a node is required")
+	}
+	def := Amounts{DefaultAmount, DefaultLargeAmount, DefaultXLargeAmount}
+	if cfg.Amounts.Default == 0 {
+		cfg.Amounts.Default = def.Default
+	}
+	if cfg.Amounts.Large == 0 {
+		cfg.Amounts.Large = def.Large
+	}
+	if cfg.Amounts.XLarge == 0 {
+		cfg.Amounts.XLarge = def.XLarge
+	}
+	// Dust is judged against the largest standard output script (P2WSH and
+	// P2TR take 43 vbytes): an amount paid to any address type must relay.
+	dust := bitcoin.DustThreshold(make([]byte, 34))
+	for _, a := range []struct {
+		name string
+		v    int64
+	}{{"default", cfg.Amounts.Default}, {"large", cfg.Amounts.Large}, {"xlarge", cfg.Amounts.XLarge}} {
+		if a.v < dust {
+			return nil, fmt.Errorf("btc faucet: the %s amount %d sats is below the dust limit (%d sats)", a.name, a.v, dust)
+		}
+	}
+	if cfg.StartHeight < 0 {
+		return nil, fmt.Errorf("btc faucet: start height %d is negative", cfg.StartHeight)
+	}
+	if cfg.Fees.Min < 0 || cfg.Fees.Max < 0 || cfg.Fees.Fallback < 0 {
+		return nil, errors.New("btc faucet: fee rates must not be negative")
+	}
+	if cfg.Fees.Max != 0 && cfg.Fees.Min > cfg.Fees.Max {
+		return nil, fmt.Errorf("btc faucet: the minimum fee rate %d sat/vB is above the maximum %d", cfg.Fees.Min, cfg.Fees.Max)
+	}
+	if cfg.Fees.Max == 0 {
+		cfg.Fees.Max = bitcoin.MaxFeeRate
+	}
+	if cfg.Fees.Fallback == 0 {
+		cfg.Fees.Fallback = max(cfg.Fees.Min, bitcoin.MinFeeRate)
+	}
+	if cfg.BatchMax == 0 {
+		cfg.BatchMax = DefaultBatchMax
+	}
+	if cfg.BatchWindow == 0 {
+		cfg.BatchWindow = DefaultBatchWindow
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.BumpAfter <= 0 {
+		cfg.BumpAfter = DefaultBumpAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	payer := NewPayer(cfg.Key, cfg.Node, cfg.Ledger, cfg.Fees, cfg.StartHeight)
+	batcher, err := NewBatcher(payer, cfg.BatchMax, cfg.BatchWindow)
+	if err != nil {
+		return nil, fmt.Errorf("btc faucet: %w", err)
+	}
+	return &Faucet{cfg: cfg, payer: payer, batcher: batcher, log: cfg.Logger}, nil
+}
+
+// Address is the faucet's address: where its operator sends coins.
+func (f *Faucet) Address() bitcoin.Address { return f.cfg.Key.Address() }
+
+// Network is the network the faucet pays on.
+func (f *Faucet) Network() bitcoin.Network { return f.cfg.Key.Network() }
+
+// Amounts are the three drip sizes.
+func (f *Faucet) Amounts() Amounts { return f.cfg.Amounts }
+
+// Run checks the node's chain, resumes the ledger's payouts and then follows
+// the chain every PollInterval until ctx ends. It retries an unreachable
+// node for as long as it takes; it fails only when the node is on another
+// network than the key (a configuration error no retry cures).
+func (f *Faucet) Run(ctx context.Context) error {
+	tick := time.NewTicker(f.cfg.PollInterval)
+	defer tick.Stop()
+	for !f.ready.Load() {
+		err := f.start(ctx)
+		if errors.Is(err, errWrongChain) {
+			return err
+		}
+		f.observe(err)
+		if err != nil {
+			f.log.Warn("btc faucet: cannot start yet; retrying", "err", err)
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+	f.log.Info("btc faucet ready", "address", f.Address().String(), "network", f.Network().String(),
+		"tip", f.payer.chain.Tip(), "in_flight", f.payer.InFlight())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		err := f.payer.Sync(ctx)
+		if errors.Is(err, ErrReorgTooDeep) {
+			return fmt.Errorf("btc faucet: %w; restart to rescan from the start height", err)
+		}
+		f.observe(err)
+		if err != nil {
+			continue
+		}
+	}
+}
+
+var errWrongChain = errors.New("the node is on another network than the faucet's key")
+
+// start checks the chain and resumes the ledger.
+func (f *Faucet) start(ctx context.Context) error {
+	chain, err := f.cfg.Node.RequireTestChain(ctx)
+	if err != nil {
+		if errors.Is(err, btcnode.ErrMainChain) {
+			return fmt.Errorf("btc faucet: %w: %w", errWrongChain, err)
+		}
+		return fmt.Errorf("btc faucet: read the node's chain: %w", err)
+	}
+	if !chainMatches(chain, f.Network()) {
+		return fmt.Errorf("btc faucet: %w: the node runs %s, the key is for %s", errWrongChain, chain, f.Network())
+	}
+	if err := f.payer.Resume(ctx); err != nil {
+		return err
+	}
+	f.ready.Store(true)
+	return nil
+}
+
+func chainMatches(c btcnode.Chain, n bitcoin.Network) bool {
+	switch n {
+	case bitcoin.Regtest:
+		return c == btcnode.ChainRegtest
+	case bitcoin.Signet:
+		return c == btcnode.ChainSignet
+	case bitcoin.Testnet:
+		// testnet4 uses testnet3's address formats.
+		return c == btcnode.ChainTestnet3 || c == btcnode.ChainTestnet4
+	}
+	return false
+}
+
+// observe records whether the node answered the last loop step.
+func (f *Faucet) observe(err error) {
+	up := err == nil || !btcnode.IsUnavailable(err) && !neverSent(err)
+	if was := f.nodeUp.Swap(up); was != up {
+		if up {
+			f.log.Info("btc node reachable again")
+		} else {
+			f.log.Warn("btc node unreachable", "err", err)
+		}
+	}
+	f.mu.Lock()
+	f.lastErr = err
+	f.mu.Unlock()
+	if err != nil && up {
+		f.log.Warn("btc faucet: following the chain failed", "err", err)
+	}
+}
+
+// Drip is a paid BTC drip.
+type Drip struct {
+	TxID   string // the payout's txid, as the node prints it
+	Raw    []byte
+	Amount int64 // sats to the recipient
+	// Batch is how many drips the payout pays (1 when alone).
+	Batch int
+	Fee   int64 // the whole payout's fee, sats
+}
+
+// Drip pays size to addr. It answers once the node holds the payout (or
+// may hold it: a lost answer is success, since the recorded bytes are sent
+// again until a block confirms them).
+func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Drip, error) {
+	if !f.ready.Load() {
+		f.mu.Lock()
+		cause := f.lastErr
+		f.mu.Unlock()
+		if cause != nil {
+			return nil, fmt.Errorf("btc faucet: %w: %w", ErrNotReady, cause)
+		}
+		return nil, fmt.Errorf("btc faucet: %w", ErrNotReady)
+	}
+	amount := f.cfg.Amounts.Of(size)
+	rec, err := f.batcher.Pay(ctx, bitcoin.Payout{Address: addr, Amount: amount})
+	if err != nil {
+		if errors.Is(err, ErrNodeDown) {
+			f.nodeUp.Store(false)
+		}
+		return nil, err
+	}
+	f.nodeUp.Store(true)
+	return &Drip{TxID: rec.TxID, Raw: rec.Raw, Amount: amount, Batch: len(rec.Outputs), Fee: rec.Fee}, nil
+}
+
+// Status is what the faucet knows of its funds and its node.
+type Status struct {
+	Address string
+	Network string
+	Ready   bool // resumed and following the chain
+	NodeUp  bool
+	Tip     int64
+	// Balance is what new payouts can spend: mature coins no payout in
+	// flight spends, plus the change of payouts in flight.
+	Balance int64
+	// Immature is coinbase value still short of 100 confirmations.
+	Immature int64
+	InFlight int // payouts not yet confirmed
+}
+
+// Status reports the faucet's funds as its own chain view has them.
+func (f *Faucet) Status() Status {
+	st := Status{Address: f.Address().String(), Network: f.Network().String(),
+		Ready: f.ready.Load(), NodeUp: f.nodeUp.Load()}
+	p := f.payer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.Tip = p.chain.Tip()
+	st.InFlight = len(p.inflight)
+	reserved := map[string]bool{}
+	for _, r := range p.inflight {
+		for _, c := range r.Coins {
+			reserved[c.OutPoint.String()] = true
+		}
+	}
+	for _, c := range p.chain.Coins() {
+		switch {
+		case reserved[c.OutPoint.String()]:
+		case c.Mature(st.Tip):
+			st.Balance += c.Value
+		default:
+			st.Immature += c.Value
+		}
+	}
+	for _, r := range p.inflight {
+		if r.Change == nil || reserved[r.Change.OutPoint.String()] {
+			continue
+		}
+		if _, mined := p.chain.Coin(r.Change.OutPoint); mined {
+			continue // counted above
+		}
+		st.Balance += r.Change.Value
+	}
+	return st
+}
+
+// PayoutStatus is what became of a payout the faucet sent.
+type PayoutStatus struct {
+	TxID          string
+	Outputs       []Output
+	Confirmations int64 // 0 while in the mempool
+	BlockHash     string
+	InFlight      bool // the faucet holds it as unconfirmed
+}
+
+// Payout looks up a payout by txid: the faucet's in-flight records first,
+// then the node (which needs a transaction index for confirmed ones). ok is
+// false for a txid that is not a payout of this faucet.
+func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, error) {
+	f.payer.mu.Lock()
+	r, inflight := f.payer.inflight[txid]
+	var st PayoutStatus
+	if inflight {
+		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true}
+	}
+	f.payer.mu.Unlock()
+	tx, err := f.cfg.Node.RawTransaction(ctx, txid)
+	switch {
+	case err == nil:
+	case inflight:
+		return st, true, nil // not at the node (yet): it is resent
+	case errors.Is(err, btcnode.ErrTxNotFound), errors.Is(err, btcnode.ErrTxIndexDisabled):
+		return PayoutStatus{}, false, nil
+	default:
+		return PayoutStatus{}, false, fmt.Errorf("btc faucet: look up %s: %w", txid, err)
+	}
+	if !inflight {
+		// Ours only if it spends the faucet's script: the follower saw it.
+		if !f.spendsOurs(tx) {
+			return PayoutStatus{}, false, nil
+		}
+		st = PayoutStatus{TxID: txid}
+		script := hex.EncodeToString(f.Address().PkScript())
+		for _, o := range tx.Vout {
+			if o.ScriptPubKey == script {
+				continue // change
+			}
+			st.Outputs = append(st.Outputs, Output{Address: o.Address, Amount: o.Value})
+		}
+	}
+	st.Confirmations, st.BlockHash = tx.Confirmations, tx.BlockHash
+	return st, true, nil
+}
+
+// spendsOurs reports whether the main chain shows tx spending a coin of the
+// faucet.
+func (f *Faucet) spendsOurs(tx *btcnode.Tx) bool {
+	for _, in := range tx.Vin {
+		op, err := outPoint(in.TxID, in.Vout)
+		if err != nil {
+			continue
+		}
+		if c, ok := f.payer.chain.Coin(op); ok && c.SpentBy == tx.TxID {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoAddressIndex: the node cannot report an address's balance (btcd
+// without --addrindex, or a node with neither scantxoutset nor an index).
+var ErrNoAddressIndex = errors.New("the node has no address index")
+
+// AddressBalancer reads any address's confirmed balance; *btcnode.Client
+// does, through scantxoutset (Core) or searchrawtransactions (btcd with
+// --addrindex).
+type AddressBalancer interface {
+	AddressBalance(ctx context.Context, address string) (int64, error)
+}
+
+// Balance is addr's confirmed balance in sats, as the node reports it.
+func (f *Faucet) Balance(ctx context.Context, addr bitcoin.Address) (int64, error) {
+	ab, ok := f.cfg.Node.(AddressBalancer)
+	if !ok {
+		return 0, fmt.Errorf("btc faucet: %w", ErrNoAddressIndex)
+	}
+	sats, err := ab.AddressBalance(ctx, addr.String())
+	if err != nil {
+		return 0, fmt.Errorf("btc faucet: balance of %s: %w", addr, err)
+	}
+	return sats, nil
+}
