@@ -50,6 +50,8 @@ type options struct {
 	// key sbtc.funding satoshis and turns the sBTC faucet on at
 	// sbtc.amount per drip.
 	sbtc *sbtcOptions
+	// btc, when set, is the BTC faucet the handler serves.
+	btc BTCFaucet
 }
 
 type sbtcOptions struct{ funding, amount uint64 }
@@ -154,6 +156,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Suspended:        o.disabled,
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
+		BTC:              o.btc,
 		Node:             counting,
 		Version:          "v0.1.0",
 		Commit:           "abc1234",

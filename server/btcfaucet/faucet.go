@@ -106,6 +106,7 @@ type Faucet struct {
 
 	ready  atomic.Bool // the ledger was resumed and the chain read
 	nodeUp atomic.Bool
+	seen   atomic.Bool // the node was asked at least once
 	// lastErr is the node error that keeps it not ready, for readiness.
 	mu      sync.Mutex
 	lastErr error
@@ -268,7 +269,7 @@ func chainMatches(c btcnode.Chain, n bitcoin.Network) bool {
 // observe records whether the node answered the last loop step.
 func (f *Faucet) observe(err error) {
 	up := err == nil || !btcnode.IsUnavailable(err) && !neverSent(err)
-	if was := f.nodeUp.Swap(up); was != up {
+	if was := f.nodeUp.Swap(up); f.seen.Swap(true) && was != up {
 		if up {
 			f.log.Info("btc node reachable again")
 		} else {
