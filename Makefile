@@ -70,7 +70,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: run
-run: build ## Run the faucet on :3999 against an embedded simulated Stacks node (devnet).
+run: build btcd ## Run the faucet on :3999 against an embedded simulated Stacks node and a btcd regtest node (devnet).
 	$(BIN)/faucet serve --devnet --log-format text $(RUN_ARGS)
 
 .PHONY: fmt

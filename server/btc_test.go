@@ -335,7 +335,7 @@ func TestBTCNodeDownAndBack(t *testing.T) {
 	if err := eventually.Wait(t, 10*time.Second, func() bool { return !e.bf.Status().NodeUp }); err != nil {
 		t.Fatal("the faucet still reports the node up")
 	}
-	if !strings.Contains(scrape(t, e.harness), "faucet_btc_node_up 0") {
+	if !strings.Contains(scrape(t, e.harness), "\nfaucet_btc_node_up 0\n") {
 		t.Error("faucet_btc_node_up is not 0 while the node is down")
 	}
 	if err := e.node.Start(); err != nil {
