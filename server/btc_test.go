@@ -427,8 +427,8 @@ func TestBTCConcurrentDripsOneKey(t *testing.T) {
 	}
 	after := e.bf.Status()
 	// One more block matured one more 50 BTC coinbase.
-	if want := before.Balance + 50*1e8 - n*10_000 - fees; after.Balance != want {
-		t.Fatalf("spendable %d sats, want %d (before %d + one matured coinbase − drips − %d fees)", after.Balance, int64(want), before.Balance, fees)
+	if want := before.Balance + 50*100_000_000 - n*10_000 - fees; after.Balance != want {
+		t.Fatalf("spendable %d sats, want %d (before %d + one matured coinbase − drips − %d fees)", after.Balance, want, before.Balance, fees)
 	}
 	m := scrape(t, e.harness)
 	if !strings.Contains(m, `faucet_drips_total{asset="btc",outcome="success",reason=""} 200`) ||

@@ -46,8 +46,8 @@ func TestBTCKeyFileRoundTrip(t *testing.T) {
 		net  bitcoin.Network
 		want string
 	}{
-		"key only":        {body: wif + "\n", net: bitcoin.Regtest},
-		"wrong address":   {body: wif + " " + other + "\n", net: bitcoin.Regtest, want: "the address after the key is"},
+		"key only":      {body: wif + "\n", net: bitcoin.Regtest},
+		"wrong address": {body: wif + " " + other + "\n", net: bitcoin.Regtest, want: "the address after the key is"},
 		// Test networks share WIF's version byte; the address tells them apart.
 		"another network": {body: lines[0] + "\n", net: bitcoin.Signet, want: "the address after the key is"},
 		"empty":           {body: "# nothing\n", net: bitcoin.Regtest, want: "no key in it"},

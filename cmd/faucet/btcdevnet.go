@@ -82,7 +82,7 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 	if err != nil {
 		return nil, fmt.Errorf("btcd: %w", err)
 	}
-	ports, err := loopbackPorts(2)
+	ports, err := loopbackPorts(ctx, 2)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("btcd: %w", err)
@@ -211,7 +211,7 @@ func (d *devnetBtcd) waitAndMine(ctx context.Context, exited <-chan struct{}) er
 
 // loopbackPorts reserves k free loopback ports (released before btcd binds
 // them: a race only with another process picking the same port at once).
-func loopbackPorts(k int) ([]int, error) {
+func loopbackPorts(ctx context.Context, k int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, l := range lns {
@@ -220,7 +220,7 @@ func loopbackPorts(k int) ([]int, error) {
 	}()
 	ports := make([]int, 0, k)
 	for range k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
