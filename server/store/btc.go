@@ -32,6 +32,9 @@ type btcRecord struct {
 	Fee     int64              `json:"fee"`
 	Change  *btcCoin           `json:"change,omitempty"`
 	Depth   int                `json:"depth"`
+	// Replaces links a fee bump to the payout it replaces; absent in rows
+	// written before bumps existed, which replace nothing.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 type btcCoin struct {
@@ -58,7 +61,7 @@ func (c btcCoin) coin() (bitcoin.Coin, error) {
 }
 
 func btcPutArgs(key string, p btcfaucet.PayoutRecord) ([]any, error) {
-	rec := btcRecord{Outputs: p.Outputs, Fee: p.Fee, Depth: p.Depth}
+	rec := btcRecord{Outputs: p.Outputs, Fee: p.Fee, Depth: p.Depth, Replaces: p.Replaces}
 	for _, c := range p.Coins {
 		rec.Coins = append(rec.Coins, toBTCCoin(c))
 	}
@@ -80,7 +83,7 @@ func scanBTC(txid string, raw []byte, body, state string, sentAt int64) (btcfauc
 		return btcfaucet.PayoutRecord{}, fmt.Errorf("btc payout %s: record: %w", txid, err)
 	}
 	p := btcfaucet.PayoutRecord{TxID: txid, Raw: raw, Outputs: rec.Outputs, Fee: rec.Fee, Depth: rec.Depth,
-		State: btcfaucet.PayoutState(state), SentAt: fromNanos(sentAt)}
+		State: btcfaucet.PayoutState(state), SentAt: fromNanos(sentAt), Replaces: rec.Replaces}
 	for _, c := range rec.Coins {
 		coin, err := c.coin()
 		if err != nil {
