@@ -275,7 +275,9 @@ func neverSent(err error) bool {
 // Pay signs one transaction paying every payout, records it and sends it.
 // It answers once the node holds it (or may hold it: a lost answer is
 // success in doubt, never an error, since the recorded bytes are sent
-// again until a block confirms them).
+// again until a block confirms them). A refused record (among others a
+// replica that lost the key: faucet.ErrNotOwner, see Owner) fails it
+// before anything is sent.
 func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecord, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

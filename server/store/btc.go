@@ -12,6 +12,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
 // The BTC payout ledger: one row per unconfirmed payout of a key, the raw
@@ -104,6 +105,11 @@ func scanBTC(txid string, raw []byte, body, state string, sentAt int64) (btcfauc
 // BTCLedger is the BTC payout ledger of the key whose address is key.
 func (s *SQLite) BTCLedger(key string) btcfaucet.Ledger { return sqliteBTC{s: s, key: key} }
 
+// BTCOwner is this process's hold on the BTC key whose address is key:
+// always held, since one process at a time opens an SQLite store (the
+// file lock of OpenSQLite), as with the STX keys.
+func (s *SQLite) BTCOwner(key string) btcfaucet.Owner { return btcfaucet.SoleOwner(s.BTCLedger(key)) }
+
 type sqliteBTC struct {
 	s   *SQLite
 	key string
@@ -174,8 +180,9 @@ func scanBTCRows(rows btcRows) ([]btcfaucet.PayoutRecord, error) {
 }
 
 // BTCLedger is the BTC payout ledger of the key whose address is key.
-// (Key ownership across replicas is not fenced here yet: the BTC faucet
-// runs one writer per key.)
+// Once BTCOwner(key) has been called on this store its writes are fenced:
+// they succeed only while that hold is held, and otherwise fail wrapping
+// faucet.ErrNotOwner. Before, they are not (a single replica).
 func (p *Postgres) BTCLedger(key string) btcfaucet.Ledger { return pgBTC{p: p, key: key} }
 
 type pgBTC struct {
@@ -184,19 +191,49 @@ type pgBTC struct {
 }
 
 func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
+	op := "btc ledger put " + rec.TxID
 	args, err := btcPutArgs(l.key, rec)
 	if err != nil {
 		return err
 	}
-	if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
-		return l.p.err("btc ledger put "+rec.TxID, err)
+	epoch, fenced := l.p.btcEpoch(l.key)
+	switch {
+	case !fenced:
+		if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
+			return l.p.err(op, err)
+		}
+		return nil
+	case epoch == 0:
+		return fmt.Errorf("%s: key %s: %w", op, l.key, faucet.ErrNotOwner)
+	}
+	tag, err := l.p.pool.Exec(ctx, sqlBTCPutFenced, append(args, epoch)...)
+	if err != nil {
+		return l.p.err(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: key %s: %w (epoch %d is stale)", op, l.key, faucet.ErrNotOwner, epoch)
 	}
 	return nil
 }
 
 func (l pgBTC) Delete(ctx context.Context, txid string) error {
-	if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {
-		return l.p.err("btc ledger delete "+txid, err)
+	op := "btc ledger delete " + txid
+	epoch, fenced := l.p.btcEpoch(l.key)
+	switch {
+	case !fenced:
+		if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {
+			return l.p.err(op, err)
+		}
+		return nil
+	case epoch == 0:
+		return fmt.Errorf("%s: key %s: %w", op, l.key, faucet.ErrNotOwner)
+	}
+	var ok bool
+	if err := l.p.pool.QueryRow(ctx, sqlBTCDeleteFenced, l.key, txid, epoch).Scan(&ok); err != nil {
+		return l.p.err(op, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: key %s: %w (epoch %d is stale)", op, l.key, faucet.ErrNotOwner, epoch)
 	}
 	return nil
 }
