@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -66,6 +67,11 @@ type PayoutRecord struct {
 	Depth  int
 	State  PayoutState
 	SentAt time.Time
+	// Replaces is the txid of the payout this one replaces (a fee bump,
+	// BumpStuck): the same coins, the same outputs, less change. Both stay
+	// recorded until a block confirms one of them; the other is then
+	// forgotten.
+	Replaces string
 }
 
 // Ledger keeps the payouts not yet confirmed. A persistent one lets a
@@ -161,6 +167,7 @@ type Payer struct {
 	estimate ttlcache.Value[int64]
 
 	mu       sync.Mutex
+	log      *slog.Logger
 	inflight map[string]*PayoutRecord
 	// beforeSend, when set (tests), runs after the record and before the
 	// broadcast; an error stops there, as a crash would.
@@ -173,9 +180,20 @@ func NewPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, star
 		ledger = NewMemoryLedger()
 	}
 	p := &Payer{key: key, node: node, chain: newChainFollower(node, key.Address().PkScript(), start, 0),
-		ledger: ledger, fees: fees, now: time.Now, inflight: map[string]*PayoutRecord{}}
+		ledger: ledger, fees: fees, now: time.Now, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{}}
 	p.estimate.TTL = FeeRateTTL
 	return p
+}
+
+// SetLogger sets where the payer reports what it decides on its own (fee
+// bumps made or skipped); nil discards. By default nothing is logged.
+func (p *Payer) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = l
 }
 
 // Resume loads the ledger and sends every recorded payout again, byte for
@@ -214,19 +232,24 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 		return err
 	}
 	for txid, r := range p.inflight {
-		confirmed := true
+		confirmed, lost := true, false
 		for _, c := range r.Coins {
 			cc, ok := p.chain.Coin(c.OutPoint)
 			if !ok || cc.SpentBy != txid {
 				confirmed = false
-				break
+			}
+			if ok && cc.SpentBy != "" && cc.SpentBy != txid {
+				// Spent by another transaction: a version of this payout
+				// (a fee bump, or the payout a bump replaced) confirmed
+				// instead, and this one never can.
+				lost = true
 			}
 		}
-		if !confirmed {
+		if !confirmed && !lost {
 			continue
 		}
 		if err := p.ledger.Delete(context.WithoutCancel(ctx), txid); err != nil {
-			return fmt.Errorf("btc payer: forget confirmed %s: %w", txid, err)
+			return fmt.Errorf("btc payer: forget settled %s: %w", txid, err)
 		}
 		delete(p.inflight, txid)
 	}
@@ -252,7 +275,9 @@ func neverSent(err error) bool {
 // Pay signs one transaction paying every payout, records it and sends it.
 // It answers once the node holds it (or may hold it: a lost answer is
 // success in doubt, never an error, since the recorded bytes are sent
-// again until a block confirms them).
+// again until a block confirms them). A refused record (among others a
+// replica that lost the key: faucet.ErrNotOwner, see Owner) fails it
+// before anything is sent.
 func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecord, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -355,9 +380,19 @@ func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
 			out = append(out, c.Coin)
 		}
 	}
+	// The versions of a bumped payout spend the same coins, and which one
+	// a block confirms is unknown until it does (a miner may hold the
+	// replaced one): a payout spending one version's change would be
+	// invalid if the other won. So their change waits for that block.
+	bumped := map[string]bool{}
+	for _, r := range p.inflight {
+		if r.Replaces != "" {
+			bumped[r.TxID], bumped[r.Replaces] = true, true
+		}
+	}
 	atLimit := false
 	for _, r := range p.sortedInflight() {
-		if r.Change == nil || reserved[r.Change.OutPoint] {
+		if r.Change == nil || reserved[r.Change.OutPoint] || bumped[r.TxID] {
 			continue
 		}
 		if _, mined := p.chain.Coin(r.Change.OutPoint); mined {

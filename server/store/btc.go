@@ -12,6 +12,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
 // The BTC payout ledger: one row per unconfirmed payout of a key, the raw
@@ -32,6 +33,9 @@ type btcRecord struct {
 	Fee     int64              `json:"fee"`
 	Change  *btcCoin           `json:"change,omitempty"`
 	Depth   int                `json:"depth"`
+	// Replaces links a fee bump to the payout it replaces; absent in rows
+	// written before bumps existed, which replace nothing.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 type btcCoin struct {
@@ -58,7 +62,7 @@ func (c btcCoin) coin() (bitcoin.Coin, error) {
 }
 
 func btcPutArgs(key string, p btcfaucet.PayoutRecord) ([]any, error) {
-	rec := btcRecord{Outputs: p.Outputs, Fee: p.Fee, Depth: p.Depth}
+	rec := btcRecord{Outputs: p.Outputs, Fee: p.Fee, Depth: p.Depth, Replaces: p.Replaces}
 	for _, c := range p.Coins {
 		rec.Coins = append(rec.Coins, toBTCCoin(c))
 	}
@@ -80,7 +84,7 @@ func scanBTC(txid string, raw []byte, body, state string, sentAt int64) (btcfauc
 		return btcfaucet.PayoutRecord{}, fmt.Errorf("btc payout %s: record: %w", txid, err)
 	}
 	p := btcfaucet.PayoutRecord{TxID: txid, Raw: raw, Outputs: rec.Outputs, Fee: rec.Fee, Depth: rec.Depth,
-		State: btcfaucet.PayoutState(state), SentAt: fromNanos(sentAt)}
+		State: btcfaucet.PayoutState(state), SentAt: fromNanos(sentAt), Replaces: rec.Replaces}
 	for _, c := range rec.Coins {
 		coin, err := c.coin()
 		if err != nil {
@@ -100,6 +104,11 @@ func scanBTC(txid string, raw []byte, body, state string, sentAt int64) (btcfauc
 
 // BTCLedger is the BTC payout ledger of the key whose address is key.
 func (s *SQLite) BTCLedger(key string) btcfaucet.Ledger { return sqliteBTC{s: s, key: key} }
+
+// BTCOwner is this process's hold on the BTC key whose address is key:
+// always held, since one process at a time opens an SQLite store (the
+// file lock of OpenSQLite), as with the STX keys.
+func (s *SQLite) BTCOwner(key string) btcfaucet.Owner { return btcfaucet.SoleOwner(s.BTCLedger(key)) }
 
 type sqliteBTC struct {
 	s   *SQLite
@@ -171,8 +180,9 @@ func scanBTCRows(rows btcRows) ([]btcfaucet.PayoutRecord, error) {
 }
 
 // BTCLedger is the BTC payout ledger of the key whose address is key.
-// (Key ownership across replicas is not fenced here yet: the BTC faucet
-// runs one writer per key.)
+// Once BTCOwner(key) has been called on this store its writes are fenced:
+// they succeed only while that hold is held, and otherwise fail wrapping
+// faucet.ErrNotOwner. Before, they are not (a single replica).
 func (p *Postgres) BTCLedger(key string) btcfaucet.Ledger { return pgBTC{p: p, key: key} }
 
 type pgBTC struct {
@@ -181,19 +191,49 @@ type pgBTC struct {
 }
 
 func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
+	op := "btc ledger put " + rec.TxID
 	args, err := btcPutArgs(l.key, rec)
 	if err != nil {
 		return err
 	}
-	if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
-		return l.p.err("btc ledger put "+rec.TxID, err)
+	epoch, fenced := l.p.btcEpoch(l.key)
+	switch {
+	case !fenced:
+		if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
+			return l.p.err(op, err)
+		}
+		return nil
+	case epoch == 0:
+		return fmt.Errorf("%s: key %s: %w", op, l.key, faucet.ErrNotOwner)
+	}
+	tag, err := l.p.pool.Exec(ctx, sqlBTCPutFenced, append(args, epoch)...)
+	if err != nil {
+		return l.p.err(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: key %s: %w (epoch %d is stale)", op, l.key, faucet.ErrNotOwner, epoch)
 	}
 	return nil
 }
 
 func (l pgBTC) Delete(ctx context.Context, txid string) error {
-	if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {
-		return l.p.err("btc ledger delete "+txid, err)
+	op := "btc ledger delete " + txid
+	epoch, fenced := l.p.btcEpoch(l.key)
+	switch {
+	case !fenced:
+		if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {
+			return l.p.err(op, err)
+		}
+		return nil
+	case epoch == 0:
+		return fmt.Errorf("%s: key %s: %w", op, l.key, faucet.ErrNotOwner)
+	}
+	var ok bool
+	if err := l.p.pool.QueryRow(ctx, sqlBTCDeleteFenced, l.key, txid, epoch).Scan(&ok); err != nil {
+		return l.p.err(op, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: key %s: %w (epoch %d is stale)", op, l.key, faucet.ErrNotOwner, epoch)
 	}
 	return nil
 }

@@ -78,6 +78,7 @@ func testBTCLedger(t *testing.T, open func(key string) btcfaucet.Ledger, reopen 
 	ctx := t.Context()
 	a, b := open("bcrt1qkeya"), open("bcrt1qkeyb")
 	r1, r2 := btcRecord(t, 1, 1, true), btcRecord(t, 2, 2, false)
+	r2.Replaces = btcRecord(t, 5, 2, false).TxID // a fee bump
 	for _, r := range []btcfaucet.PayoutRecord{r2, r1} {
 		if err := a.Put(ctx, r); err != nil {
 			t.Fatal(err)

@@ -40,6 +40,7 @@ type Postgres struct {
 	secrets []string        // password forms to scrub from errors
 
 	own       ownership
+	btc       btcOwners
 	closeOnce sync.Once
 }
 
@@ -198,10 +199,11 @@ func (p *Postgres) Ping(ctx context.Context) error {
 }
 
 // Close stops key ownership (if Run is under way, its locks go with its
-// connection) and closes the pool.
+// connection), releases the BTC key holds and closes the pool.
 func (p *Postgres) Close() error {
 	p.closeOnce.Do(func() {
 		p.own.stop()
+		p.closeBTCOwners()
 		p.pool.Close()
 	})
 	return nil

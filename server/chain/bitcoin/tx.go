@@ -346,6 +346,12 @@ func (t *Tx) Weight() int64 { return txWeight(t.msg) }
 // rates are per.
 func (t *Tx) VSize() int64 { return vsizeOf(t.Weight()) }
 
+// FeeVSize is the virtual size fees are reckoned on: VSize with every
+// input's signature at its largest. BuildPayout pays FeeRate × FeeVSize
+// (so the fee covers whatever length the signatures came out at), and a
+// rate cap is compared against it the same way.
+func (t *Tx) FeeVSize() int64 { return vsizeOf(estimateWeight(t.msg)) }
+
 // Fee is inputs minus outputs, in sats.
 func (t *Tx) Fee() int64 { return t.fee }
 

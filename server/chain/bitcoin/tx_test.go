@@ -83,6 +83,9 @@ func TestBuildPayout(t *testing.T) {
 	if tx.FeeRate() < rate {
 		t.Errorf("fee rate %.2f", tx.FeeRate())
 	}
+	if fv := tx.FeeVSize(); fv < vsize || fv > vsize+int64(len(coins)) || tx.Fee() != rate*fv {
+		t.Errorf("fee vsize %d (signed %d): fee %d, want %d × it", fv, vsize, tx.Fee(), rate)
+	}
 
 	// IDs: txid is the double SHA-256 of the stripped form, wtxid of all of it.
 	if tx.TxID() != chainhash.DoubleHashH(stripped.Bytes()) || tx.WTxID() != chainhash.DoubleHashH(raw) || tx.TxID() == tx.WTxID() {
