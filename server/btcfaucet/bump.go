@@ -103,7 +103,7 @@ func (p *Payer) bumpCandidates(cutoff time.Time) []*PayoutRecord {
 	var out []*PayoutRecord
 	for _, r := range p.sortedInflight() {
 		switch {
-		case r.State != PayoutPending, r.SentAt.After(cutoff), replaced[r.TxID]:
+		case r.State != PayoutPending, r.MinedAt != 0, r.SentAt.After(cutoff), replaced[r.TxID]:
 		case r.Change != nil && spentChange[r.Change.OutPoint]: // not a tip
 		default:
 			out = append(out, r)

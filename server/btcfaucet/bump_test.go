@@ -209,8 +209,8 @@ func TestBumpStuckReplacesUnderpaidPayout(t *testing.T) {
 	if !slices.Equal(txids, []string{rep.TxID}) || coinbase != 50e8+rep.Fee {
 		t.Fatalf("block holds %v paying the miner %d; want the replacement %s and 50 BTC + its fee %d", txids, coinbase, rep.TxID, rep.Fee)
 	}
-	if n := p.InFlight(); n != 0 || len(listed(t, ledger)) != 0 {
-		t.Fatalf("%d in flight, ledger %+v after the replacement confirmed", n, listed(t, ledger))
+	if n := p.InFlight(); n != 0 || !slices.Equal(keptMined(t, p, ledger), []string{rep.TxID}) {
+		t.Fatalf("%d in flight, ledger %+v after the replacement confirmed; want only the replacement, kept until settled", n, listed(t, ledger))
 	}
 	// The confirmed change and the newly matured coinbase pay the next.
 	if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[1], Amount: dripSats}}); err != nil {
@@ -305,8 +305,8 @@ func TestBumpStuckRules(t *testing.T) {
 	if !slices.Equal(sorted(txids...), sorted(parent.TxID, rep2.TxID)) {
 		t.Fatalf("block holds %v", txids)
 	}
-	if n := len(listed(t, ledger)); n != 0 || p.InFlight() != 0 {
-		t.Fatalf("%d records, %d in flight once the block decided", n, p.InFlight())
+	if kept := keptMined(t, p, ledger); !slices.Equal(kept, sorted(parent.TxID, rep2.TxID)) || p.InFlight() != 0 {
+		t.Fatalf("kept %v, %d in flight once the block decided", kept, p.InFlight())
 	}
 
 	// A payout leaving less than 1000 sats of change cannot pay 5 sat/vB
@@ -330,8 +330,8 @@ func TestBumpStuckRules(t *testing.T) {
 	rig.node.satPerVB.Store(6)
 	rig.clock = rig.clock.Add(time.Hour)
 	rig.bump(t, p, 0)
-	if pool := rig.mempool(t); !slices.Equal(pool, []string{big.TxID}) || len(listed(t, ledger)) != 1 {
-		t.Fatalf("mempool %v, ledger %+v: want the large payout alone", pool, listed(t, ledger))
+	if pool := rig.mempool(t); !slices.Equal(pool, []string{big.TxID}) || p.InFlight() != 1 {
+		t.Fatalf("mempool %v, %d in flight: want the large payout alone", pool, p.InFlight())
 	}
 	mineAll(t, rig.c, p)
 	if got := paidTo(t, rig.c)[hex.EncodeToString(to[2].PkScript())]; len(got) != 1 || got[0] != spendable-1000 {
@@ -391,8 +391,8 @@ func TestBumpResumedAfterCrash(t *testing.T) {
 	if !slices.Equal(txids, pool) {
 		t.Fatalf("block holds %v, want %v", txids, pool)
 	}
-	if n := len(listed(t, ledger)); n != 0 || p2.InFlight() != 0 {
-		t.Fatalf("%d records, %d in flight once one version confirmed", n, p2.InFlight())
+	if kept := keptMined(t, p2, ledger); !slices.Equal(kept, sorted(txids...)) || p2.InFlight() != 0 {
+		t.Fatalf("kept %v, %d in flight once one version confirmed", kept, p2.InFlight())
 	}
 	checkPaidOnce(t, rig.c, p2, to)
 }
@@ -430,8 +430,27 @@ func TestBumpCrashOriginalConfirms(t *testing.T) {
 	if pool := rig.mempool(t); len(pool) != 0 {
 		t.Fatalf("mempool after resume %v: the replacement of a confirmed payout was sent", pool)
 	}
-	if n := len(listed(t, ledger)); n != 0 || p2.InFlight() != 0 {
-		t.Fatalf("%d records, %d in flight after resume", n, p2.InFlight())
+	if kept := keptMined(t, p2, ledger); len(kept) != 1 || p2.InFlight() != 0 {
+		t.Fatalf("kept %v, %d in flight after resume; want the confirmed original only", kept, p2.InFlight())
 	}
 	checkPaidOnce(t, rig.c, p2, to)
+}
+
+// keptMined returns the txids the ledger still holds, sorted, failing if
+// any is not in a block: confirmed payouts are kept (against a reorg)
+// until SettleDepth deep, and only they.
+func keptMined(t *testing.T, p *Payer, l Ledger) []string {
+	t.Helper()
+	var out []string
+	for txid := range listed(t, l) {
+		p.mu.Lock()
+		r, ok := p.inflight[txid]
+		mined := ok && r.MinedAt != 0
+		p.mu.Unlock()
+		if !mined {
+			t.Fatalf("ledger holds %s, which is not in a block", txid)
+		}
+		out = append(out, txid)
+	}
+	return sorted(out...)
 }

@@ -49,8 +49,9 @@ type ChainCoin struct {
 	Height   int64 // the block that created it
 	Coinbase bool
 	// SpentBy is the txid of the main-chain transaction that spent it, ""
-	// while it is unspent on chain.
-	SpentBy string
+	// while it is unspent on chain; SpentHeight is that block's height.
+	SpentBy     string
+	SpentHeight int64
 }
 
 // Mature reports whether the coin may be spent in the block after tip.
@@ -176,7 +177,7 @@ func (f *chainFollower) apply(b *btcnode.Block, height int64) error {
 				return fmt.Errorf("chain follower: block %s: %w", b.Hash, err)
 			}
 			if c, ok := f.coins[op]; ok && c.SpentBy == "" {
-				c.SpentBy = tx.TxID
+				c.SpentBy, c.SpentHeight = tx.TxID, height
 				d.spent = append(d.spent, op)
 			}
 		}
@@ -205,7 +206,7 @@ func (f *chainFollower) apply(b *btcnode.Block, height int64) error {
 func (f *chainFollower) undo(d blockDelta) {
 	for _, op := range d.spent {
 		if c, ok := f.coins[op]; ok {
-			c.SpentBy = ""
+			c.SpentBy, c.SpentHeight = "", 0
 		}
 	}
 	for _, op := range d.added {

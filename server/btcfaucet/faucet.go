@@ -331,7 +331,7 @@ type Status struct {
 	Balance int64
 	// Immature is coinbase value still short of 100 confirmations.
 	Immature int64
-	InFlight int // payouts not yet confirmed
+	InFlight int // payouts not yet in a block
 }
 
 // Status reports the faucet's funds as its own chain view has them.
@@ -342,7 +342,11 @@ func (f *Faucet) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st.Tip = p.chain.Tip()
-	st.InFlight = len(p.inflight)
+	for _, r := range p.inflight {
+		if r.MinedAt == 0 {
+			st.InFlight++
+		}
+	}
 	reserved := map[string]bool{}
 	for _, r := range p.inflight {
 		for _, c := range r.Coins {

@@ -31,6 +31,12 @@ const FeeRateTTL = 10 * time.Second
 // payout may be spent by the next one, up to MaxChain unconfirmed
 // ancestors (Bitcoin Core's mempool limit of 25).
 
+// SettleDepth is how deep a payout's block must be before the payout is
+// forgotten. Until then a reorg that drops the block makes the payout
+// unconfirmed again, and it is sent again, byte for byte: a drip the
+// faucet answered is paid even when the block that paid it is orphaned.
+const SettleDepth = 6
+
 // MaxChain is the longest chain of unconfirmed payouts: a payout spending
 // in-flight change has one more ancestor than its parent.
 const MaxChain = 25
@@ -67,6 +73,10 @@ type PayoutRecord struct {
 	Depth  int
 	State  PayoutState
 	SentAt time.Time
+	// MinedAt is the height of the main-chain block holding it, 0 while
+	// unconfirmed. Set by Sync (not stored: a restart reads it from the
+	// chain again).
+	MinedAt int64
 	// Replaces is the txid of the payout this one replaces (a fee bump,
 	// BumpStuck): the same coins, the same outputs, less change. Both stay
 	// recorded until a block confirms one of them; the other is then
@@ -213,6 +223,9 @@ func (p *Payer) Resume(ctx context.Context) error {
 		return err
 	}
 	for _, r := range p.sortedInflight() {
+		if r.MinedAt != 0 {
+			continue // in a block already, kept only against a reorg
+		}
 		if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) {
 			return fmt.Errorf("btc payer: resend %s: %w", r.TxID, err)
 		}
@@ -228,15 +241,20 @@ func (p *Payer) Sync(ctx context.Context) error {
 }
 
 func (p *Payer) syncLocked(ctx context.Context) error {
-	if _, err := p.chain.Sync(ctx); err != nil {
+	res, err := p.chain.Sync(ctx)
+	if err != nil {
 		return err
 	}
+	tip := p.chain.Tip()
 	for txid, r := range p.inflight {
 		confirmed, lost := true, false
+		var at int64
 		for _, c := range r.Coins {
 			cc, ok := p.chain.Coin(c.OutPoint)
 			if !ok || cc.SpentBy != txid {
 				confirmed = false
+			} else {
+				at = cc.SpentHeight
 			}
 			if ok && cc.SpentBy != "" && cc.SpentBy != txid {
 				// Spent by another transaction: a version of this payout
@@ -245,7 +263,17 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 				lost = true
 			}
 		}
-		if !confirmed && !lost {
+		switch {
+		case confirmed && tip-at+1 < SettleDepth:
+			r.MinedAt = at // kept: a reorg may still undo its block
+			continue
+		case !confirmed && !lost:
+			if r.MinedAt != 0 {
+				// Its block left the main chain: in flight again, and
+				// sent again below.
+				p.log.Warn("btc payout unconfirmed by a reorg; sending it again", "txid", txid, "was_at", r.MinedAt)
+				r.MinedAt = 0
+			}
 			continue
 		}
 		if err := p.ledger.Delete(context.WithoutCancel(ctx), txid); err != nil {
@@ -254,9 +282,12 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 		delete(p.inflight, txid)
 	}
 	// Payouts in doubt (their broadcast's answer was lost) are sent again,
-	// byte for byte, parents first.
+	// byte for byte, parents first; after a new block or a reorg, every
+	// unconfirmed one is: a restarted node forgets its mempool, and a reorg
+	// may have dropped a payout it does not take back.
+	resendAll := res.Applied > 0 || res.Undone > 0
 	for _, r := range p.sortedInflight() {
-		if r.State == PayoutBroadcasting {
+		if r.MinedAt == 0 && (resendAll || r.State == PayoutBroadcasting) {
 			if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
 				return err
 			}
@@ -449,5 +480,11 @@ func (p *Payer) feeRate(ctx context.Context) int64 {
 func (p *Payer) InFlight() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.inflight)
+	n := 0
+	for _, r := range p.inflight {
+		if r.MinedAt == 0 {
+			n++
+		}
+	}
+	return n
 }

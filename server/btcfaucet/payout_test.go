@@ -254,8 +254,17 @@ func TestPayoutResumedAfterCrash(t *testing.T) {
 			t.Fatalf("recipient %d got %v, want exactly one drip", i, got)
 		}
 	}
-	if recs, _ := ledger.List(ctx); len(recs) != 0 || p2.InFlight() != 0 {
-		t.Fatalf("%d records, %d in flight after everything confirmed", len(recs), p2.InFlight())
+	if kept := keptMined(t, p2, ledger); len(kept) == 0 || p2.InFlight() != 0 {
+		t.Fatalf("kept %v, %d in flight after everything confirmed", kept, p2.InFlight())
+	}
+	if _, err := c.Generate(ctx, SettleDepth); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := ledger.List(ctx); len(recs) != 0 {
+		t.Fatalf("%d records %d blocks after everything confirmed", len(recs), SettleDepth)
 	}
 }
 
