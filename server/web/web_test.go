@@ -372,6 +372,9 @@ func TestPageStructure(t *testing.T) {
 		// The asset choice and what follows it (app.js looks them up by id).
 		"page-heading", "asset-choice", "asset-options", "form-heading", "stacking-row",
 		"stacking-fact-row", "token-fact-row", "token-id", "api-endpoint", "default-amount", "limits",
+		// BTC's address texts, sizes and link text.
+		"address-hint", "api-body", "size-row", "size-default", "size-large", "size-xlarge",
+		"tip-fact-row", "lede-btc", "tx-link-text",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {
@@ -392,6 +395,10 @@ func TestPageStructure(t *testing.T) {
 	// second asset: with STX alone the page is what it always was.
 	if !regexp.MustCompile(`<fieldset id="asset-choice"[^>]*\bhidden\b[^>]*>\s*<legend>[^<]+</legend>`).MatchString(page) {
 		t.Error(`index.html lacks <fieldset id="asset-choice" … hidden> with a <legend> first`)
+	}
+	// BTC's sizes likewise: a named group, hidden until BTC is chosen.
+	if !regexp.MustCompile(`<fieldset id="size-row"[^>]*\bhidden\b[^>]*>\s*<legend>[^<]+</legend>`).MatchString(page) {
+		t.Error(`index.html lacks <fieldset id="size-row" … hidden> with a <legend> first`)
 	}
 	css := readAsset(t, "app.css")
 	for _, want := range []string{"prefers-color-scheme: dark", "prefers-reduced-motion", ":focus-visible"} {
