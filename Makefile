@@ -276,7 +276,7 @@ chromium: ## Install Debian's chromium for the page tests if missing (apt-get, a
 	@hack/install-chromium.sh
 
 .PHONY: test-page
-test-page: build chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive the web page in chromium against the devnode (screenshots in bin/).
+test-page: build btcd chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive the web page in chromium against the devnode (screenshots in bin/).
 	node $(PAGETEST_DIR)/run.mjs --faucet $(BIN)/faucet --out $(BIN)
 
 $(PAGETEST_DIR)/node_modules/.installed: $(PAGETEST_DIR)/package-lock.json

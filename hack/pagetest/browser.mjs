@@ -1,7 +1,8 @@
 // Browser tests: devnet faucets (the real bin/faucet) and Debian's
-// chromium driven by playwright-core. The main faucet drips STX and sBTC;
-// short-lived ones have sBTC off (a separate devnet node, as --devnet always
-// turns sBTC on) and sBTC out of funds.
+// chromium driven by playwright-core. The main faucet drips STX, sBTC and
+// BTC (its devnet runs a real btcd in regtest mode); short-lived ones have
+// sBTC off (a separate devnet node, as --devnet always turns sBTC on) and
+// sBTC out of funds with BTC off.
 
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -16,14 +17,18 @@ import { promisify } from 'node:util';
 
 import { chromium } from 'playwright-core';
 
+import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
 import { MAINNET_MESSAGE } from '../../server/web/assets/c32.js';
-import { randomTestnetAddress } from './validator.mjs';
+import { randomRegtestAddress, randomTestnetAddress } from './validator.mjs';
 
 const POW_DIFFICULTY = 10;
 const MAINNET = 'SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE';
 // A checksum typo (last character) and a character that never belongs.
 const TYPO = 'ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXR';
 const BAD_CHARS = 'ST3M7N9Q9HDRM7RV!1Q26P0EE69358PZZAZD7KMXQ';
+
+// A Bitcoin mainnet address (BIP-173's P2WPKH vector).
+const BTC_MAINNET = 'bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4';
 
 // More satoshis than a devnet key is minted (1,000 sBTC), so the sBTC faucet
 // is empty from the start and answers its real 503.
@@ -49,8 +54,9 @@ function freePort() {
  * last log lines; readyPath answers 200 once it is up.
  */
 class FaucetProcess {
-  constructor(bin, port, args, readyPath = '/readyz') {
+  constructor(bin, port, args, readyPath = '/readyz', env = process.env) {
     this.bin = bin;
+    this.env = env;
     this.port = port;
     this.base = `http://127.0.0.1:${port}`;
     this.args = args;
@@ -63,7 +69,7 @@ class FaucetProcess {
   start() {
     const args = this.args;
     this.command = `${this.bin} ${args.join(' ')}`;
-    this.proc = spawn(this.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(this.bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: this.env });
     const keep = (chunk) => {
       for (const line of chunk.toString().split('\n')) {
         if (line.trim()) this.lines.push(line);
@@ -156,6 +162,14 @@ export async function preflight(opts) {
   }
   if (!help.includes('-sbtc-limit-address')) {
     throw new Error(`${opts.faucet} has no --sbtc-limit-address flag: it predates the sBTC faucet; rebuild it (make build)`);
+  }
+  if (!help.includes('-btc-block-time')) {
+    throw new Error(`${opts.faucet} has no --btc-block-time flag: it predates the BTC faucet; rebuild it (make build)`);
+  }
+  try {
+    await access(opts.btcd, constants.X_OK);
+  } catch {
+    throw new Error(`no btcd at ${opts.btcd}: the devnet's BTC faucet needs it; run make btcd (or set FAUCET_BTCD)`);
   }
 }
 
@@ -302,6 +316,9 @@ export function registerBrowserTests(opts) {
     let firstTip = 0;
     let sbtc = null; // the main faucet's sBTC entry of /faucet/v1/info
     let sbtcTxid = '';
+    let btc = null; // the main faucet's BTC entry of /faucet/v1/info
+    let btcAddress = '';
+    let btcTxid = '';
     let stxOnly = null; // {node, faucet} with sBTC off, started by its step
     const procs = new Set(); // every process started, killed on exit
 
@@ -318,7 +335,8 @@ export function registerBrowserTests(opts) {
     /** launch starts a bin/faucet command on a free port and waits for it. */
     const launch = async (argsFor, readyPath) => {
       const port = await freePort();
-      const p = new FaucetProcess(opts.faucet, port, argsFor(port), readyPath);
+      // Every devnet finds the same btcd (--devnet-btc=false turns it off).
+      const p = new FaucetProcess(opts.faucet, port, argsFor(port), readyPath, { ...process.env, FAUCET_BTCD: opts.btcd });
       procs.add(p);
       p.start();
       await p.waitReady(60_000);
@@ -365,7 +383,7 @@ export function registerBrowserTests(opts) {
     /** watch records a page's requests into list and its console problems. */
     const watch = (p, list) => {
       p.on('request', async (r) => {
-        const entry = { url: r.url(), method: r.method(), headers: {} };
+        const entry = { url: r.url(), method: r.method(), headers: {}, body: r.postData() };
         list.push(entry);
         try {
           entry.headers = await r.allHeaders();
@@ -418,9 +436,11 @@ export function registerBrowserTests(opts) {
 
     before(async () => {
       await mkdir(opts.out, { recursive: true });
-      // sBTC has its own bucket: one an hour, so the page meets its 429.
+      // sBTC and BTC have their own buckets: one an hour, so the page meets
+      // their 429s. The devnet's btcd mines every 2 s, so a BTC drip is
+      // confirmed within the step.
       faucet = await launch((port) => devnetArgs(port, ['--pow-difficulty', String(POW_DIFFICULTY),
-        '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h']));
+        '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h', '--btc-limit-address', '1/1h', '--btc-block-time', '2s']));
       base = faucet.base;
       browser = await chromium.launch({
         executablePath: opts.chromium,
@@ -484,13 +504,16 @@ export function registerBrowserTests(opts) {
     const CHOOSER = 'the asset chooser: a named radio group of the assets info lists, STX chosen';
     step(CHOOSER, async () => {
       const info = await getInfo(base);
-      assert.deepEqual(info.assets.map((a) => a.asset), ['stx', 'sbtc'], 'the devnet drips STX and sBTC');
+      assert.deepEqual(info.assets.map((a) => a.asset), ['stx', 'sbtc', 'btc'], 'the devnet drips STX, sBTC and BTC (its btcd)');
       const group = page.getByRole('group', { name: 'What to request' });
       assert.equal(await group.isVisible(), true, 'no visible chooser');
       const radios = await group.getByRole('radio').evaluateAll((rs) => rs.map((r) => [r.value, r.labels[0].textContent.trim(), r.checked]));
-      assert.deepEqual(radios, [['stx', 'STX', true], ['sbtc', 'sBTC', false]]);
+      assert.deepEqual(radios, [['stx', 'STX', true], ['sbtc', 'sBTC', false], ['btc', 'BTC', false]]);
       assert.equal(await page.getByRole('radio', { name: 'sBTC' }).count(), 1, 'the sBTC radio is named by its label');
-      assert.equal(await page.locator('h1').textContent(), 'Get testnet STX or sBTC');
+      assert.equal(await page.getByRole('radio', { name: 'BTC', exact: true }).count(), 1, 'the BTC radio is named by its label');
+      assert.equal(await page.locator('h1').textContent(), 'Get testnet STX, sBTC or BTC');
+      assert.match(await page.locator('.lede').innerText(), /on Stacks; test BTC is paid on a Bitcoin test network \(regtest\)\. They have no value\.$/, 'the lede says what BTC is');
+      assert.equal(await page.locator('#size-row').isVisible(), false, 'no sizes for STX');
       assert.match(await page.locator('.lede').innerText(), /testnet sBTC, a SIP-010 token/, 'the lede says what sBTC is');
       assert.equal(await page.locator('#stacking').isVisible(), true, 'STX chosen: the stacking option shows');
       assert.equal(await page.locator('#token-fact-row').isVisible(), false);
@@ -725,6 +748,201 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
     });
 
+    /** waitBTCReady waits until info's BTC entry has funds: the devnet's btcd mined its coins. */
+    const waitBTCReady = async (b) => {
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const entry = (await getInfo(b)).assets.find((a) => a.asset === 'btc');
+        if (entry?.state === 'ready' && entry.funding) return entry;
+        if (Date.now() > deadline) throw new Error(`the BTC faucet is not ready: ${JSON.stringify(entry)}`);
+        await sleep(500);
+      }
+    };
+
+    const BTC_CHOSEN = 'keyboard: arrows to BTC: its amount in BTC, limits, a regtest address field, sizes; no stacking, token or chain tip';
+    step(BTC_CHOSEN, async () => {
+      btc = await waitBTCReady(base);
+      assert.deepEqual([btc.network, btc.decimals, btc.amount], ['regtest', 8, '10000'], JSON.stringify(btc));
+      await page.locator('#address').focus();
+      await page.keyboard.press('Shift+Tab');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-stx', true]);
+      await page.keyboard.press('ArrowRight');
+      await page.keyboard.press('ArrowRight');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-btc', true], 'the arrow keys choose BTC');
+      await waitReadyState(page);
+      assert.equal(await page.locator('#state-message').textContent(), btc.state_message);
+      assert.equal(await page.locator('#default-amount').textContent(), '0.0001 BTC', '10000 sats');
+      const limits = await page.locator('#limits li').allTextContents();
+      assert.deepEqual(btc.limits.address, { requests: 1, window_seconds: 3600 }, 'as --btc-limit-address 1/1h');
+      assert.ok(limits.includes('1 drip per address every hour.'), `BTC limits: ${JSON.stringify(limits)}`);
+      assert.ok(!limits.some((l) => /stacking|holding/.test(l)), `BTC limits: ${JSON.stringify(limits)}`);
+      assert.equal(await page.locator('#stacking').isVisible(), false, 'no stacking option for BTC');
+      assert.equal(await page.locator('#token-fact-row').isVisible(), false, 'BTC has no token contract');
+      assert.equal(await page.locator('#tip-fact-row').isVisible(), false, 'the Stacks chain tip says nothing of BTC');
+      assert.equal(await page.locator('#form-heading').textContent(), 'Request BTC');
+      assert.equal(await page.getByRole('button', { name: 'Send testnet BTC' }).count(), 1);
+      assert.equal(await page.getByRole('textbox', { name: 'Your Bitcoin regtest address' }).count(), 1, 'the field names the network');
+      assert.equal(await page.locator('#address-hint').textContent(),
+        'It starts with bcrt1, m, n or 2. This faucet pays regtest BTC, not mainnet BTC.');
+      assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/btc');
+      assert.equal(await page.locator('#api-body').textContent(), '{"address":"bcrt1…"}');
+      // The sizes: a named radio group, the usual drip chosen.
+      const sizes = page.getByRole('group', { name: 'How much' });
+      assert.equal(await sizes.isVisible(), true, 'no size choice');
+      const radios = await sizes.getByRole('radio').evaluateAll((rs) => rs.map((r) => [r.value, r.labels[0].textContent.trim(), r.checked]));
+      assert.deepEqual(radios, [['default', '0.0001 BTC (the usual drip)', true], ['large', '0.01 BTC (large)', false],
+        ['xlarge', '0.5 BTC (extra large)', false]], 'the sizes from info.sizes, in BTC');
+      // The Stacks address still in the field is checked again as a Bitcoin one.
+      assert.equal(await page.locator('#address').inputValue(), address);
+      assert.match(await page.locator('#address-error').textContent(), /^This is a Stacks address; for BTC enter a Bitcoin regtest address/);
+      assert.equal(await page.locator('#submit').isDisabled(), true, 'a Stacks address for BTC');
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await shot('page-desktop-btc.png');
+    });
+
+    step('BTC: a mainnet address gets the sentence that the faucet pays test BTC; no request', async () => {
+      const from = extendedRequests().length;
+      await typeInto(BTC_MAINNET);
+      assert.equal(await page.locator('#address-error').textContent(), btcMainnetMessage('regtest'));
+      assert.match(await page.locator('#address-error').textContent(), /mainnet address; this faucet pays regtest BTC, which has no value/);
+      assert.equal(await page.locator('#address').getAttribute('aria-invalid'), 'true');
+      assert.equal(await page.locator('#submit').isDisabled(), true);
+      await page.locator('#address').press('Enter');
+      await page.waitForTimeout(300);
+      assert.deepEqual(extendedRequests().slice(from).map((r) => r.url), [], 'a mainnet address sent a request');
+      // The server is the judge: it refuses the address too.
+      const r = await fetch(`${base}/extended/v3/faucets/btc`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ address: BTC_MAINNET }),
+      });
+      assert.equal(r.status, 400);
+      assert.match((await r.json()).error, /is a mainnet address; this faucet sends regtest BTC/);
+    });
+
+    step('keyboard-only BTC drip to a fresh regtest address: proof of work, the v3 endpoint, a 64-hex txid, no explorer link', async () => {
+      btcAddress = randomRegtestAddress();
+      await typeInto(btcAddress);
+      assert.equal(await page.locator('#address-error').isVisible(), false, await page.locator('#address-error').textContent());
+      assert.equal(await page.locator('#submit').isDisabled(), false, 'the button is enabled for a regtest address');
+      const from = extendedRequests().length;
+      await page.locator('#address').press('Enter');
+      await page.waitForFunction(() => !document.getElementById('tx').hidden && /^[0-9a-f]{64}$/.test(document.getElementById('txid').textContent),
+        null, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no BTC txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
+      });
+      btcTxid = await page.locator('#txid').textContent();
+
+      const drips = extendedRequests().slice(from);
+      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
+      const u = new URL(drips[0].url);
+      assert.equal(drips[0].method, 'POST');
+      assert.deepEqual([u.pathname, u.search], ['/extended/v3/faucets/btc', ''], 'the default drip is v3, the address in the body');
+      assert.deepEqual(JSON.parse(drips[0].body), { address: btcAddress });
+      assert.match(drips[0].headers['content-type'] || '', /^application\/json/);
+      assertProof(drips[0].headers);
+
+      assert.equal(await page.locator('#result-heading').textContent(), 'BTC on the way');
+      assert.equal(await page.locator('#message').textContent(),
+        `The faucet sent 0.0001 BTC to ${btcAddress}. It arrives when the transaction is in a block.`);
+      assert.equal(await page.locator('#tx-link').isVisible(), false, 'regtest has no explorer; the Stacks one does not apply');
+      assert.match(await page.locator('#tx-state').textContent(), /^(Pending — waiting for the next Bitcoin block…|Confirmed \((1 confirmation|([2-9]|[1-9]\d+) confirmations)\)\.)$/);
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'result-heading', 'focus moves to the result');
+      const d = await (await fetch(`${base}/faucet/v1/drips/${btcTxid}`)).json();
+      assert.deepEqual([d.asset, d.recipient, d.amount], ['btc', btcAddress, '10000'], `drip status: ${JSON.stringify(d)}`);
+    });
+
+    step('the BTC payout is confirmed after the devnet\'s btcd mines', async () => {
+      await waitText(page, 'tx-state', /^Confirmed \((1 confirmation|([2-9]|[1-9]\d+) confirmations)\)\.$/);
+      const polls = requests.filter((r) => new URL(r.url).pathname === `/faucet/v1/drips/${btcTxid}`);
+      assert.ok(polls.length >= 1, 'the page never polled the BTC drip status');
+      assert.equal((await (await fetch(`${base}/faucet/v1/drips/${btcTxid}`)).json()).state, 'confirmed');
+    });
+
+    step('BTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshots', async () => {
+      await page.setViewportSize({ width: 360, height: 800 });
+      await page.locator('#form-heading').scrollIntoViewIfNeeded();
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'scrollWidth > 360');
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 360 px, BTC)`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px, BTC)`);
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+      await shot('page-360-btc.png');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop, BTC)`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop, BTC)`);
+      }
+      await page.emulateMedia({ colorScheme: 'dark' });
+      await shot('page-desktop-btc-result-dark.png', true);
+      await page.emulateMedia({ colorScheme: 'light' });
+      await shot('page-desktop-btc-result.png', true);
+    });
+
+    step('the same address for BTC again: its own 429 from v3\'s Retry-After', async () => {
+      await page.locator('#address').focus();
+      await page.keyboard.press('Enter');
+      const wait = await waitText(page, 'message', /^Too many BTC requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      assert.match(wait, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --btc-limit-address 1/1h');
+      assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
+    });
+
+    step('a large BTC drip by keyboard: Tab to the sizes, arrow to large: the v1 endpoint with large=true', async () => {
+      const to = randomRegtestAddress();
+      await typeInto(to);
+      await page.keyboard.press('Tab');
+      assert.deepEqual(await page.evaluate(() => [document.activeElement?.id, document.activeElement?.checked]), ['size-default', true],
+        'Tab from the address reaches the chosen size');
+      await page.keyboard.press('ArrowDown');
+      assert.deepEqual(await page.evaluate(() => [document.activeElement?.id, document.activeElement?.checked]), ['size-large', true]);
+      const ring = await page.evaluate(() => {
+        const cs = getComputedStyle(document.activeElement);
+        return { outline: cs.outlineStyle, width: parseFloat(cs.outlineWidth) };
+      });
+      assert.ok(ring.outline !== 'none' && ring.width >= 2, `focus ring on the size: ${JSON.stringify(ring)}`);
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'submit', 'then the button');
+      const from = extendedRequests().length;
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((old) => {
+        const t = document.getElementById('txid').textContent;
+        return !document.getElementById('tx').hidden && t !== old && /^[0-9a-f]{64}$/.test(t);
+      }, btcTxid, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no large BTC txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
+      });
+      const largeTxid = await page.locator('#txid').textContent();
+      const drips = extendedRequests().slice(from);
+      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
+      const u = new URL(drips[0].url);
+      assert.deepEqual([drips[0].method, u.pathname, u.searchParams.get('address'), u.searchParams.get('large'), u.searchParams.has('xlarge')],
+        ['POST', '/extended/v1/faucets/btc', to, 'true', false]);
+      assertProof(drips[0].headers);
+      assert.equal(await page.locator('#message').textContent(),
+        `The faucet sent 0.01 BTC to ${to}. It arrives when the transaction is in a block.`);
+      const d = await (await fetch(`${base}/faucet/v1/drips/0x${largeTxid}`)).json();
+      assert.deepEqual([d.asset, d.recipient, d.amount], ['btc', to, btc.sizes.large], `drip status: ${JSON.stringify(d)}`);
+      await waitText(page, 'tx-state', /^Confirmed \((1 confirmation|([2-9]|[1-9]\d+) confirmations)\)\.$/);
+    });
+
+    step('back to STX by keyboard: the Stacks field, stacking and chain tip again, no sizes', async () => {
+      assert.equal(await page.locator('#size-large').isChecked(), true, 'large stays chosen, hidden: STX ignores it');
+      await page.locator('#address').focus();
+      await page.keyboard.press('Shift+Tab');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-btc', true]);
+      await page.keyboard.press('ArrowRight'); // wraps round to the first
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-stx', true]);
+      assert.equal(await page.getByRole('textbox', { name: 'Your testnet address' }).count(), 1);
+      assert.equal(await page.locator('#address-hint').textContent(), 'It starts with ST. A contract principal (ST….contract-name) works too.');
+      assert.equal(await page.locator('#size-row').isVisible(), false);
+      assert.equal(await page.locator('#stacking').isVisible(), true);
+      assert.equal(await page.locator('#tip-fact-row').isVisible(), true);
+      assert.equal(await page.locator('#api-body').textContent(), '{"address":"ST…"}');
+      assert.match(await page.locator('#address-error').textContent(), /^A Stacks address starts with S/, 'the regtest address is checked as a Stacks one');
+      await typeInto(address);
+      assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
+    });
+
     step('live facts: the tip height follows the chain', async () => {
       // The page reads /faucet/v1/info every 10 s; blocks come every 3 s.
       await page.waitForFunction((h) => Number(document.getElementById('tip-height').textContent.replace(/,/g, '')) > h,
@@ -862,15 +1080,21 @@ export function registerBrowserTests(opts) {
       }
     }, { needs: [SERVED, STX_ONLY] });
 
-    step('sBTC out of funds: its state and amount, STX unaffected, the server\'s 503 text', async () => {
-      const dry = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--sbtc-amount', SBTC_BEYOND_FUNDS]));
+    step('sBTC out of funds, BTC off: no BTC option; sBTC\'s state and amount, STX unaffected, the server\'s 503 text', async () => {
+      // BTC off (no btcd): a devnet whose info lists no BTC, and a page without the choice.
+      const dry = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--sbtc-amount', SBTC_BEYOND_FUNDS, '--devnet-btc=false']));
       const p = await context.newPage();
       watch(p, []);
       try {
-        const token = (await getInfo(dry.base)).assets.find((a) => a.asset === 'sbtc');
+        const dryInfo = await getInfo(dry.base);
+        assert.deepEqual(dryInfo.assets.map((a) => a.asset), ['stx', 'sbtc'], '--devnet-btc=false: no BTC');
+        const token = dryInfo.assets.find((a) => a.asset === 'sbtc');
         assert.equal(token?.state, 'empty', `a drip beyond a key's sBTC: ${JSON.stringify(token)}`);
         await p.goto(`${dry.base}/`);
         await waitReadyState(p);
+        assert.deepEqual(await p.getByRole('radio').evaluateAll((rs) => rs.map((r) => r.value)), ['stx', 'sbtc'], 'BTC off: no BTC option');
+        assert.equal(await p.locator('h1').textContent(), 'Get testnet STX or sBTC');
+        assert.equal(await p.locator('#lede-btc').isVisible(), false);
         await p.locator('label.segment', { hasText: 'sBTC' }).click(); // the whole segment takes a click
         await waitReadyState(p, 'empty');
         assert.match(await p.locator('#faucet-state').textContent(), /Empty/);

@@ -5,14 +5,17 @@
 //   node hack/pagetest/run.mjs --validator-only
 //
 // First the page's pure modules run in Node: the address validator against
-// c32check on random vectors, SHA-256 against node:crypto, the proof of work
-// and the formatting. Then devnet faucets (STX and sBTC; sBTC off; sBTC
-// out of funds) are started from --faucet and Debian's chromium drives the
-// page through playwright-core; screenshots go to --out. The faucets are
-// always stopped; any failure exits non-zero.
+// c32check on random vectors, the Bitcoin address validator on the BIP
+// vectors, SHA-256 against node:crypto, the proof of work and the
+// formatting. Then devnet faucets (STX, sBTC and BTC on a regtest btcd; sBTC
+// off; sBTC out of funds, BTC off) are started from --faucet and Debian's
+// chromium drives the page through playwright-core; screenshots go to
+// --out. The faucets are always stopped; any failure exits non-zero.
 //
 // Environment: CHROMIUM (browser binary, default /usr/bin/chromium),
-// PAGETEST_SEED (reproduce the random validator vectors), PAGETEST_HEADED=1.
+// FAUCET_BTCD (the btcd the devnet runs; default bin/btcd, else a btcd
+// beside --faucet), PAGETEST_SEED (reproduce the random validator vectors),
+// PAGETEST_HEADED=1.
 
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -59,11 +62,13 @@ async function main() {
   if (!args['validator-only']) {
     const { preflight, registerBrowserTests } = await import('./browser.mjs');
     const { test } = await import('node:test');
+    const faucet = path.resolve(args.faucet);
     const opts = {
-      faucet: path.resolve(args.faucet),
+      faucet,
       out: path.resolve(args.out),
       chromium: process.env.CHROMIUM || '/usr/bin/chromium',
       headed: process.env.PAGETEST_HEADED === '1',
+      btcd: await findBtcd(faucet),
     };
     // Missing tools fail once, clearly, instead of failing every scenario.
     const missing = await preflight(opts).then(() => null, (err) => err);
@@ -75,4 +80,22 @@ async function main() {
       registerBrowserTests(opts);
     }
   }
+}
+
+/**
+ * findBtcd is the btcd the devnet faucets run: $FAUCET_BTCD, else the
+ * repository's bin/btcd (make btcd), else one beside the faucet binary.
+ */
+async function findBtcd(faucet) {
+  if (process.env.FAUCET_BTCD) return path.resolve(process.env.FAUCET_BTCD);
+  const { access, constants } = await import('node:fs/promises');
+  for (const p of [path.join(repo, 'bin', 'btcd'), path.join(path.dirname(faucet), 'btcd')]) {
+    try {
+      await access(p, constants.X_OK);
+      return p;
+    } catch {
+      // try the next one
+    }
+  }
+  return path.join(repo, 'bin', 'btcd'); // preflight says it is missing
 }

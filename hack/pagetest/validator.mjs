@@ -1,6 +1,7 @@
 // Node tests of the page's pure modules: the address validator against
-// c32check on random vectors, SHA-256 against node:crypto, the proof-of-work
-// solver and the text formatting.
+// c32check on random vectors, the Bitcoin address validator on the BIP and
+// Bitcoin Core vectors and on addresses encoded here, SHA-256 against
+// node:crypto, the proof-of-work solver and the text formatting.
 
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -8,8 +9,11 @@ import { describe, test } from 'node:test';
 
 import { c32address, c32addressDecode } from 'c32check';
 
+import { btcMainnetMessage, validateBtcAddress } from '../../server/web/assets/btcaddr.js';
 import { c32Address, C32_ALPHABET, MAINNET_MESSAGE, validateAddress } from '../../server/web/assets/c32.js';
-import { explorerURL, formatAmount, formatSTX, formatWait, formatWindow, limitSentence } from '../../server/web/assets/format.js';
+import {
+  bitcoinExplorerURL, explorerURL, formatAmount, formatSTX, formatWait, formatWindow, joinNames, limitSentence,
+} from '../../server/web/assets/format.js';
 import { solve } from '../../server/web/assets/pow-worker.js';
 import { hex, leadingZeroBits, PrefixHasher, sha256, utf8 } from '../../server/web/assets/sha256.js';
 
@@ -31,6 +35,177 @@ export function rng(seed) {
 export function randomTestnetAddress() {
   return c32address(26, randomBytes(20).toString('hex'));
 }
+
+// ------------------------------------------------------ Bitcoin addresses
+//
+// The test's own encoders, written apart from the page's decoder
+// (btcaddr.js): bech32/bech32m after BIP-173 and BIP-350, base58check with
+// node:crypto and BigInt. The browser test pays a fresh regtest address
+// made here, so the server checks these encoders too.
+
+const BECH32_CHARS = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
+const BASE58_CHARS = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
+
+function bech32Checksum(hrp, data, m) {
+  const values = [...[...hrp].map((c) => c.charCodeAt(0) >> 5), 0, ...[...hrp].map((c) => c.charCodeAt(0) & 31), ...data, 0, 0, 0, 0, 0, 0];
+  let chk = 1;
+  for (const v of values) {
+    const b = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3].forEach((g, i) => {
+      if ((b >>> i) & 1) chk ^= g;
+    });
+  }
+  chk = (chk ^ (m ? 0x2bc830a3 : 1)) >>> 0;
+  return [0, 1, 2, 3, 4, 5].map((i) => (chk >>> (5 * (5 - i))) & 31);
+}
+
+/**
+ * segwitAddress encodes a witness program under hrp: bech32 for version 0,
+ * bech32m after (BIP-350), or the other one when wrongVariant is set.
+ */
+export function segwitAddress(hrp, version, program, wrongVariant = false) {
+  const five = [];
+  let acc = 0;
+  let bits = 0;
+  for (const byte of program) {
+    acc = (acc << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      five.push((acc >>> bits) & 31);
+    }
+    acc &= (1 << bits) - 1;
+  }
+  if (bits > 0) five.push((acc << (5 - bits)) & 31);
+  const data = [version, ...five];
+  const m = (version !== 0) !== wrongVariant;
+  return `${hrp}1${[...data, ...bech32Checksum(hrp, data, m)].map((v) => BECH32_CHARS[v]).join('')}`;
+}
+
+/** base58check encodes version ‖ payload with its double-SHA-256 checksum. */
+export function base58check(version, payload) {
+  const body = Buffer.concat([Buffer.from([version]), Buffer.from(payload)]);
+  const sum = createHash('sha256').update(createHash('sha256').update(body).digest()).digest().subarray(0, 4);
+  const all = Buffer.concat([body, sum]);
+  let n = BigInt('0x' + all.toString('hex'));
+  let out = '';
+  while (n > 0n) {
+    out = BASE58_CHARS[Number(n % 58n)] + out;
+    n /= 58n;
+  }
+  for (const b of all) {
+    if (b !== 0) break;
+    out = '1' + out;
+  }
+  return out;
+}
+
+/** randomRegtestAddress is a fresh P2WPKH regtest address (bcrt1q…) of 20 random bytes. */
+export function randomRegtestAddress() {
+  return segwitAddress('bcrt', 0, randomBytes(20));
+}
+
+// Regtest, signet and testnet vectors of Bitcoin Core's key_io_valid.json
+// and BIP-173/BIP-350, with their output scripts (as server/chain/bitcoin's
+// tests have them).
+const BTC_VALID = [
+  ['regtest', 'bcrt1qdavt4j2sd7dlhqsavtnfxvzppw6k7qy97tmnu9', '00146f58bac9506f9bfb821d62e69330410bb56f0085'],
+  ['regtest', 'bcrt1qan8gntac7z7me2ejt4hpru42ad2f759fmy0m3ejvs98656znv7eqga4uhv', '0020ecce89afb8f0bdbcab325d6e11f2aaeb549f50a9d91fb8e64c814faa685367b2'],
+  ['regtest', 'bcrt1pfwxjqvtt4tcxrtdluukfmy2dv7xd2qzdfy6kajv5nwn4yam3wxkq3553uh', '51204b8d20316baaf061adbfe72c9d914d678cd5004d49356ec9949ba752777171ac'],
+  ['regtest', 'bcrt1q65nhlm4hf2ptg3t264al57p7wjxj2c3s6kyt83', '0014d5277feeb74a82b4456ad57bfa783e748d256230'],
+  ['regtest', 'n4fajahJrAuKbN7uNsKjLjQkz9Qn5ewJXQ', '76a914fdeca3b08e38af53d7c4c60e3ad208ce5066441088ac'],
+  ['regtest', '2MxFajLApXpYk4VodBSZSt7rw8y4ryABkfA', 'a91436e9f191e0b75036a77f65e2eaa4752443233fbe87'],
+  ['regtest', 'mfhE6jAUwjUDNZhaX1PAsDTKfneQF2Nshc', '76a91401f15a4cc063dae4f4d56b89bfbc8bcc9ae5387c88ac'],
+  ['signet', 'tb1q3vya2h5435jkugq2few7dmktlrwq4ejmfaw7kr', '00148b09d55e958d256e200a4e5de6eecbf8dc0ae65b'],
+  ['signet', 'tb1qxkhrl2s6ttrclckldruea0e8anhrehffl8xv7t0pdyrzm08v2hyqy408nf', '002035ae3faa1a5ac78fe2df68f99ebf27ecee3cdd29f9cccf2de169062dbcec55c8'],
+  ['signet', 'tb1pae5um27ahn8n73pgexe3kcwlp8dhswpn684h2k2w6t9a7w3eq65qephd5y', '5120ee69cdabddbccf3f4428c9b31b61df09db783833d1eb75594ed2cbdf3a3906a8'],
+  ['signet', 'mww4LvqtTMKvmeQvizPz2EQv26xTneWrbg', '76a914b4110ba93ac54afc14da3bdd19614774a2d55d2988ac'],
+  ['signet', '2N1r7aC69VHeE7yQJPDLi9T1PYq4wnwvjuT', 'a9145e5a35ab44b3efaea5129ba22b88ba3e2976614587'],
+  ['testnet', 'tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3q0sl5k7', '00201863143c14c5166804bd19203356da136c985678cd4d27a1b8c6329604903262'],
+  ['testnet', 'tb1qqqqqp399et2xygdj5xreqhjjvcmzhxw4aywxecjdzew6hylgvsesrxh6hy', '0020000000c4a5cad46221b2a187905e5266362b99d5e91c6ce24d165dab93e86433'],
+  ['testnet', 'tb1pqqqqp399et2xygdj5xreqhjjvcmzhxw4aywxecjdzew6hylgvsesf3hn0c', '5120000000c4a5cad46221b2a187905e5266362b99d5e91c6ce24d165dab93e86433'],
+  ['testnet', 'tb1qcrh3yqn4nlleplcez2yndq2ry8h9ncg3qh7n54', '0014c0ef1202759fff90ff19128936814321ee59e111'],
+  ['testnet', 'mzK2FFDEhxqHcmrJw1ysqFkVyhUULo45hZ', '76a914ce28b26c57472737f5c3561a1761185bd8589a4388ac'],
+  ['testnet', '2NC2hEhe28ULKAJkW5MjZ3jtTMJdvXmByvK', 'a914ce0bba75891ff9ec60148d4bd4a09ee2dc5c933187'],
+];
+
+/** scriptOf is the output script a page verdict stands for, as hex. */
+function scriptOf(v) {
+  const p = Buffer.from(v.program).toString('hex');
+  switch (v.type) {
+    case 'p2wpkh': return `0014${p}`;
+    case 'p2wsh': return `0020${p}`;
+    case 'p2tr': return `5120${p}`;
+    case 'p2pkh': return `76a914${p}88ac`;
+    case 'p2sh': return `a914${p}87`;
+    default: return `unknown type ${v.type}`;
+  }
+}
+
+const BTC_MAINNET = [
+  'BC1QW508D6QEJXTDG4Y5R3ZARVARY0C5XW7KV8F3T4', // BIP-173 P2WPKH
+  'bc1qyucykdlhp62tezs0hagqury402qwhk589q80tqs5myh3rxq34nwqhkdhv7', // key_io P2WSH
+  'bc1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vqzk5jj0', // BIP-350 P2TR
+  '1FsSia9rv4NeEwvJ2GvXrX7LyxYspbN2mo', // key_io P2PKH
+  '36j4NfKv6Akva9amjWrLG6MuSQym1GuEmm', // key_io P2SH
+];
+
+// [input, network, the page's code]: BIP-173/BIP-350's invalid addresses
+// and others the server refuses.
+const BTC_INVALID = [
+  ['tc1qw508d6qejxtdg4y5r3zarvary0c5xw7kg3g4ty', 'testnet', 'prefix'],
+  ['bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t5', 'testnet', 'checksum'],
+  ['BC13W508D6QEJXTDG4Y5R3ZARVARY0C5XW7KN40WF2', 'testnet', 'invalid'], // witness version 17
+  ['bc1rw5uspcuh', 'testnet', 'invalid'], // program length
+  ['bc10w508d6qejxtdg4y5r3zarvary0c5xw7kw508d6qejxtdg4y5r3zarvary0c5xw7kw5rljs90', 'testnet', 'invalid'],
+  ['BC1QR508D6QEJXTDG4Y5R3ZARVARYV98GJ9P', 'testnet', 'invalid'], // v0 program of 16 bytes
+  ['tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3q0sL5k7', 'testnet', 'case'],
+  ['bc1zw508d6qejxtdg4y5r3zarvaryvqyzf3du', 'testnet', 'invalid'], // padding over 4 bits
+  ['tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3pjxtptv', 'testnet', 'invalid'], // non-zero padding
+  ['bc1gmk9yu', 'testnet', 'length'], // empty data
+  ['tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3q0sl5k8', 'testnet', 'checksum'],
+  ['bcrt1qdavt4j2sd7dlhqsavtnfxvzppw6k7qy97tmnu8', 'regtest', 'checksum'],
+  ['tc1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vq5zuyut', 'testnet', 'prefix'],
+  ['bc1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vqh2y7hd', 'testnet', 'checksum'], // bech32 for v1
+  ['tb1z0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vqglt7rf', 'testnet', 'checksum'],
+  ['BC1S0XLXVLHEMJA6C4DQV22UAPCTQUPFHLXM9H8Z3K2E72Q4K9HCZ7VQ54WELL', 'testnet', 'checksum'],
+  ['bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kemeawh', 'testnet', 'checksum'], // bech32m for v0
+  ['tb1q0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vq24jc47', 'testnet', 'checksum'],
+  ['bc1p38j9r5y49hruaue7wxjce0updqjuyyx0kh56v8s25huc6995vvpql3jow4', 'testnet', 'character'],
+  ['BC130XLXVLHEMJA6C4DQV22UAPCTQUPFHLXM9H8Z3K2E72Q4K9HCZ7VQ7ZWS8R', 'testnet', 'invalid'], // witness version 17
+  ['bc1pw5dgrnzv', 'testnet', 'invalid'], // 1-byte program
+  ['bc1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7v8n0nx0muaewav253zgeav', 'testnet', 'invalid'],
+  ['tb1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vq47Zagq', 'testnet', 'case'],
+  ['bc1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7v07qwwzcrf', 'testnet', 'invalid'], // padding over 4 bits
+  ['tb1p0xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vpggkg4j', 'testnet', 'invalid'], // non-zero padding
+  // Valid, but not a type the faucet pays: witness v2+ and pay-to-anchor.
+  ['tb1rgv5m6uvdk3kc7qsuz0c79v88ycr5w4wa', 'testnet', 'unsupported'],
+  ['tb1r3ss76jtsuxe8c8c8lxsehnpak55ylrgr345pww076l536ahjr6jsydamx3', 'signet', 'unsupported'],
+  ['bcrt1sx6p8njlx7h9mc2agz4yg82dzne23050ncq72cneeecez2pst8mahn8xecsf8g6hzx94420', 'regtest', 'unsupported'],
+  [segwitAddress('bcrt', 1, [0x4e, 0x73]), 'regtest', 'unsupported'],
+  // Each variant under the other's version.
+  [segwitAddress('tb', 1, new Uint8Array(32), true), 'testnet', 'checksum'],
+  [segwitAddress('bcrt', 0, new Uint8Array(20), true), 'regtest', 'checksum'],
+  // Base58.
+  ['n4fajahJrAuKbN7uNsKjLjQkz9Qn5ewJXR', 'regtest', 'checksum'],
+  ['2MxFajLApXpYk4VodBSZSt7rw8y4ryABkfB', 'regtest', 'checksum'],
+  ['cRez45VGSp5EXNqm89K3NJJPSKKapJg5Kbw3atxr2337x2gtgYed', 'regtest', 'prefix'], // a WIF key
+  [base58check(0xef, randomBytes(20)), 'regtest', ['prefix', 'invalid']], // 0xef, a WIF version: 2… or c…
+  ['0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798', 'regtest', 'prefix'], // a public key
+  ['not-an-address', 'regtest', 'character'], // starts like n…
+  ['0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed', 'regtest', 'prefix'],
+  ['', 'regtest', 'empty'],
+  ['   ', 'regtest', 'empty'],
+  ['q'.repeat(91), 'regtest', 'length'],
+  ['bcrt1', 'regtest', 'length'],
+  ['bcrt1 qdavt4j2sd7dlhqsavtnfxvzppw6k7qy97tmnu9', 'regtest', 'character'],
+  ['mfhE6jAUwjUDNZhaX1PAsDTKfneQF2Nsh', 'regtest', 'checksum'], // one character short
+  ['mfhE6jAUwjUDNZhaX1PAsDTKfneQF2NshcQ', 'regtest', 'length'],
+  ['mfhE6jAUwjUDNZha01PAsDTKfneQF2Nshc', 'regtest', 'character'],
+  [TESTNET, 'regtest', 'stacks'],
+  [MAINNET, 'regtest', 'stacks'],
+];
 
 /**
  * reference classifies input the way the server does, from c32check:
@@ -184,6 +359,95 @@ export function registerValidatorTests() {
     });
   });
 
+  describe('Bitcoin address validator', () => {
+    test('Bitcoin Core\'s and the BIPs\' valid vectors, on each network', () => {
+      for (const [net, addr, script] of BTC_VALID) {
+        const v = validateBtcAddress(addr, net);
+        assert.equal(v.ok, true, `${addr} on ${net}: ${v.message}`);
+        assert.equal(scriptOf(v), script, addr);
+        assert.equal(v.address, addr);
+        assert.equal(validateBtcAddress(` ${addr}\n`, net).address, addr, 'whitespace is trimmed');
+        const base58 = !/^(tb|bcrt)1/.test(addr);
+        if (!base58) {
+          const up = validateBtcAddress(addr.toUpperCase(), net);
+          assert.equal(up.ok && up.address, addr, 'upper-case bech32 is valid, sent in lower case');
+        }
+        for (const other of ['regtest', 'signet', 'testnet']) {
+          const sameHRP = addr.startsWith('tb1') === (other !== 'regtest');
+          const w = validateBtcAddress(addr, other);
+          if (base58 || sameHRP) assert.equal(w.ok, true, `${addr} on ${other}: ${w.message}`);
+          else assert.equal(w.code, 'network', `${addr} on ${other}: ${JSON.stringify(w)}`);
+        }
+      }
+      const w = validateBtcAddress('tb1q3vya2h5435jkugq2few7dmktlrwq4ejmfaw7kr', 'regtest');
+      assert.match(w.message, /testnet or signet address.*regtest BTC.*bcrt1, m, n or 2/);
+    });
+
+    test('mainnet addresses get the sentence that this faucet pays test BTC', () => {
+      for (const net of ['regtest', 'signet', 'testnet']) {
+        for (const addr of BTC_MAINNET) {
+          const v = validateBtcAddress(addr, net);
+          assert.equal(v.code, 'mainnet', `${addr} on ${net}: ${JSON.stringify(v)}`);
+          assert.equal(v.message, btcMainnetMessage(net));
+        }
+      }
+      assert.equal(btcMainnetMessage('regtest'),
+        'This is a Bitcoin mainnet address; this faucet pays regtest BTC, which has no value. Use a regtest address (it starts with bcrt1, m, n or 2).');
+      assert.match(btcMainnetMessage('signet'), /pays signet BTC.*starts with tb1, m, n or 2/);
+    });
+
+    test('invalid vectors: refused with the right kind of message', () => {
+      for (const [input, net, code] of BTC_INVALID) {
+        const v = validateBtcAddress(input, net);
+        assert.equal(v.ok, false, `${JSON.stringify(input)} on ${net} was accepted`);
+        assert.ok([code].flat().includes(v.code), `${JSON.stringify(input)} on ${net}: ${v.code}, want ${code}: ${v.message}`);
+        assert.ok(typeof v.message === 'string' && v.message.length > 20, input);
+      }
+      assert.match(validateBtcAddress('', 'regtest').message, /^Enter a Bitcoin regtest address \(it starts with bcrt1, m, n or 2\)\.$/);
+      assert.match(validateBtcAddress('bcrt1 q', 'regtest').message, /A space at position 6/);
+      assert.match(validateBtcAddress(TESTNET, 'regtest').message, /Stacks address/);
+      // A network the page does not know takes every test network's addresses.
+      assert.equal(validateBtcAddress('tb1qcrh3yqn4nlleplcez2yndq2ry8h9ncg3qh7n54', undefined).ok, true);
+      assert.equal(validateBtcAddress('bcrt1q65nhlm4hf2ptg3t264al57p7wjxj2c3s6kyt83', 'testnet4').ok, true);
+    });
+
+    test('random addresses encoded here: accepted with their program; one changed character: refused', () => {
+      const seed = Number(process.env.PAGETEST_SEED || Date.now() % 1e9);
+      const rand = rng(seed);
+      const bytes = (n) => Uint8Array.from({ length: n }, () => Math.floor(rand() * 256));
+      const kinds = [
+        ['p2wpkh', (hrp, p) => segwitAddress(hrp, 0, p), 20],
+        ['p2wsh', (hrp, p) => segwitAddress(hrp, 0, p), 32],
+        ['p2tr', (hrp, p) => segwitAddress(hrp, 1, p), 32],
+        ['p2pkh', (_, p) => base58check(111, p), 20],
+        ['p2sh', (_, p) => base58check(196, p), 20],
+      ];
+      let total = 0;
+      for (let i = 0; i < 300; i++) {
+        const net = ['regtest', 'signet', 'testnet'][i % 3];
+        const [type, encode, n] = kinds[i % kinds.length];
+        const program = bytes(n);
+        if (i % 7 === 0) program.fill(0, 0, 1 + (i % 3)); // leading zero bytes: base58 writes each as '1'
+        const addr = encode(net === 'regtest' ? 'bcrt' : 'tb', program);
+        const where = `seed ${seed} (rerun with PAGETEST_SEED=${seed}): ${addr} on ${net}`;
+        const v = validateBtcAddress(addr, net);
+        assert.equal(v.ok, true, `${where}: ${v.message}`);
+        assert.deepEqual([v.type, Buffer.from(v.program).toString('hex')], [type, Buffer.from(program).toString('hex')], where);
+        const alphabet = type.startsWith('p2w') || type === 'p2tr' ? BECH32_CHARS : BASE58_CHARS;
+        for (let k = 0; k < 3; k++) {
+          const pos = Math.floor(rand() * addr.length);
+          let c = alphabet[Math.floor(rand() * alphabet.length)];
+          while (c === addr[pos]) c = alphabet[Math.floor(rand() * alphabet.length)];
+          const bad = addr.slice(0, pos) + c + addr.slice(pos + 1);
+          assert.equal(validateBtcAddress(bad, net).ok, false, `${where}: ${bad} was accepted`);
+          total++;
+        }
+        total++;
+      }
+      console.log(`# btc validator: ${total} vectors (seed ${seed})`);
+    });
+  });
+
   describe('sha256', () => {
     test('matches node:crypto on 0..300-byte inputs', () => {
       for (let n = 0; n <= 300; n++) {
@@ -260,6 +524,17 @@ export function registerValidatorTests() {
       assert.equal(explorerURL('javascript:alert(1)//{txid}', tx), null);
       assert.equal(explorerURL(null, tx), null);
       assert.equal(explorerURL('https://example.org/no-placeholder', tx), null);
+      // BTC in satoshis (8), its links by network, and the heading's list.
+      assert.equal(formatAmount('10000', 8, 'BTC'), '0.0001 BTC');
+      assert.equal(formatAmount('50000000', 8, 'BTC'), '0.5 BTC');
+      const btcTx = 'ab'.repeat(32);
+      assert.equal(bitcoinExplorerURL('signet', btcTx), `https://mempool.space/signet/tx/${btcTx}`);
+      assert.equal(bitcoinExplorerURL('testnet', btcTx), `https://mempool.space/testnet/tx/${btcTx}`);
+      assert.equal(bitcoinExplorerURL('regtest', btcTx), null);
+      assert.equal(bitcoinExplorerURL('signet', `0x${btcTx}`), null);
+      assert.equal(joinNames(['STX']), 'STX');
+      assert.equal(joinNames(['STX', 'sBTC']), 'STX or sBTC');
+      assert.equal(joinNames(['STX', 'sBTC', 'BTC']), 'STX, sBTC or BTC');
     });
   });
 }

@@ -67,6 +67,7 @@ func TestContentTypes(t *testing.T) {
 		{"/assets/app.css", "text/css; charset=utf-8", "public, max-age=300"},
 		{"/assets/app.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/c32.js", "text/javascript; charset=utf-8", "public, max-age=300"},
+		{"/assets/btcaddr.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/sha256.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/pow-worker.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/format.js", "text/javascript; charset=utf-8", "public, max-age=300"},
@@ -282,13 +283,16 @@ func TestReferencedFilesExist(t *testing.T) {
 }
 
 func TestNoThirdPartyURLs(t *testing.T) {
-	// The SVG namespace is a name, never fetched. The explorer link is built
-	// at run time from /faucet/v1/info's explorer_tx_url, so no explorer
-	// host appears in the assets either.
+	// The SVG namespace is a name, never fetched. The Stacks explorer link
+	// is built at run time from /faucet/v1/info's explorer_tx_url, so no
+	// explorer host appears in the assets either. A BTC payout on signet or
+	// testnet links mempool.space (format.js): a link the visitor may
+	// follow, never loaded by the page, whose CSP allows no other origin.
 	allowed := map[string]bool{"http://www.w3.org/2000/svg": true}
+	linkOnly := map[string]string{"format.js": "https://mempool.space/${path}/tx/${txid}"}
 	for _, name := range assetNames(t) {
 		for _, u := range absURL.FindAllString(readAsset(t, name), -1) {
-			if !allowed[u] {
+			if !allowed[u] && linkOnly[name] != u {
 				t.Errorf("%s contains the URL %s: assets must not load or link anything off-site", name, u)
 			}
 		}
@@ -368,6 +372,9 @@ func TestPageStructure(t *testing.T) {
 		// The asset choice and what follows it (app.js looks them up by id).
 		"page-heading", "asset-choice", "asset-options", "form-heading", "stacking-row",
 		"stacking-fact-row", "token-fact-row", "token-id", "api-endpoint", "default-amount", "limits",
+		// BTC's address texts, sizes and link text.
+		"address-hint", "api-body", "size-row", "size-default", "size-large", "size-xlarge",
+		"tip-fact-row", "lede-btc", "tx-link-text",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {
@@ -388,6 +395,10 @@ func TestPageStructure(t *testing.T) {
 	// second asset: with STX alone the page is what it always was.
 	if !regexp.MustCompile(`<fieldset id="asset-choice"[^>]*\bhidden\b[^>]*>\s*<legend>[^<]+</legend>`).MatchString(page) {
 		t.Error(`index.html lacks <fieldset id="asset-choice" … hidden> with a <legend> first`)
+	}
+	// BTC's sizes likewise: a named group, hidden until BTC is chosen.
+	if !regexp.MustCompile(`<fieldset id="size-row"[^>]*\bhidden\b[^>]*>\s*<legend>[^<]+</legend>`).MatchString(page) {
+		t.Error(`index.html lacks <fieldset id="size-row" … hidden> with a <legend> first`)
 	}
 	css := readAsset(t, "app.css")
 	for _, want := range []string{"prefers-color-scheme: dark", "prefers-reduced-motion", ":focus-visible"} {

@@ -1,13 +1,14 @@
 // The faucet page: live facts from /faucet/v1/info, the choice of asset
-// when the faucet drips more than STX, address validation as the user
-// types, the proof of work in a Web Worker, the drip, and the transaction's
-// progress.
+// when the faucet drips more than STX (sBTC on Stacks, BTC on a Bitcoin
+// test network), address validation as the user types, the proof of work
+// in a Web Worker, the drip, and the transaction's progress.
 //
 // Everything the server sends is shown with textContent; no HTML is ever
 // built from server data.
 
+import { btcPrefixes, validateBtcAddress } from './btcaddr.js';
 import { validateAddress } from './c32.js';
-import { explorerURL, formatAmount, formatSTX, formatWait, limitSentence } from './format.js';
+import { bitcoinExplorerURL, explorerURL, formatAmount, formatSTX, formatWait, joinNames, limitSentence } from './format.js';
 
 const INFO_URL = 'faucet/v1/info';
 const DEFAULT_CHALLENGE_URL = 'faucet/v1/challenge';
@@ -15,6 +16,8 @@ const DRIP_URL = 'extended/v1/faucets/stx';
 // Other assets' v1 endpoints, relative like DRIP_URL so the page keeps
 // working behind a path prefix.
 const ASSET_DRIP_URL = 'extended/v1/faucets/';
+// BTC's default drip goes to v3 (a JSON body); its sizes to v1.
+const BTC_V3_URL = 'extended/v3/faucets/btc';
 const DRIPS_URL = 'faucet/v1/drips/';
 
 const INFO_INTERVAL_MS = 10_000;
@@ -32,6 +35,8 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   pageHeading: $('page-heading'),
   ledeSBTC: $('lede-sbtc'),
+  ledeBTC: $('lede-btc'),
+  btcNetwork: $('btc-network'),
   assetChoice: $('asset-choice'),
   assetOptions: $('asset-options'),
   formHeading: $('form-heading'),
@@ -40,8 +45,19 @@ const ui = {
   tokenFactRow: $('token-fact-row'),
   tokenId: $('token-id'),
   apiEndpoint: $('api-endpoint'),
+  apiBody: $('api-body'),
   form: $('drip-form'),
   address: $('address'),
+  addressLabel: document.querySelector('label[for="address"]'),
+  addressHint: $('address-hint'),
+  sizeRow: $('size-row'),
+  sizeDefault: $('size-default'),
+  sizeDefaultAmount: $('size-default-amount'),
+  sizeLargeRow: $('size-large-row'),
+  sizeLargeAmount: $('size-large-amount'),
+  sizeXLargeRow: $('size-xlarge-row'),
+  sizeXLargeAmount: $('size-xlarge-amount'),
+  tipFactRow: $('tip-fact-row'),
   addressError: $('address-error'),
   stacking: $('stacking'),
   stackingAmount: $('stacking-amount'),
@@ -68,6 +84,7 @@ const ui = {
   copy: $('copy'),
   copyStatus: $('copy-status'),
   txLink: $('tx-link'),
+  txLinkText: $('tx-link-text'),
   txState: $('tx-state'),
 };
 
@@ -175,7 +192,21 @@ function stxAsset(data) {
   return {
     id: 'stx', name: 'STX', decimals: 6, amount: amounts.default_ustx, identifier: null,
     limits: data.limits || {}, state: data.state, stateMessage: data.state_message, stacking: true,
+    bitcoin: false, network: null, sizes: null,
   };
+}
+
+// The Stacks texts of the address field, as the page always had them.
+const STACKS_LABEL = 'Your testnet address';
+const STACKS_HINT = 'It starts with ST. A contract principal (ST….contract-name) works too.';
+const STACKS_BODY = '{"address":"ST…"}';
+
+/** btcSizes reads BTC's larger amounts; null without any usable one. */
+function btcSizes(a) {
+  const s = a.sizes && typeof a.sizes === 'object' ? a.sizes : {};
+  const ok = (v) => typeof v === 'string' && /^[1-9]\d{0,17}$/.test(v) ? v : null;
+  const sizes = { large: ok(s.large), xlarge: ok(s.xlarge) };
+  return sizes.large || sizes.xlarge ? sizes : null;
 }
 
 /** assetList reads info's assets, STX first; malformed entries are skipped. */
@@ -194,6 +225,10 @@ function assetList(data) {
       state: typeof a.state === 'string' ? a.state : data.state,
       stateMessage: typeof a.state_message === 'string' ? a.state_message : data.state_message,
       stacking: false,
+      // BTC is paid on a Bitcoin network: its addresses, sizes and links are its own.
+      bitcoin: a.asset === 'btc',
+      network: a.asset === 'btc' && typeof a.network === 'string' && /^[a-z0-9-]{1,20}$/.test(a.network) ? a.network : null,
+      sizes: a.asset === 'btc' ? btcSizes(a) : null,
     });
   }
   return list;
@@ -226,8 +261,11 @@ function renderChooser() {
       radio.id = `asset-${a.id}`;
       radio.addEventListener('change', () => {
         if (!radio.checked) return;
+        const wasBitcoin = currentAsset().bitcoin;
         selected = a.id;
         renderAsset();
+        // Stacks and Bitcoin addresses differ: check the field again.
+        if (currentAsset().bitcoin !== wasBitcoin) validateNow();
         updateButton();
       });
       const text = document.createElement('span');
@@ -240,8 +278,11 @@ function renderChooser() {
     radio.checked = radio.value === selected;
   }
   ui.assetChoice.hidden = assets.length < 2;
-  setText(ui.pageHeading, `Get testnet ${assets.map((a) => a.name).join(' or ')}`);
+  setText(ui.pageHeading, `Get testnet ${joinNames(assets.map((a) => a.name))}`);
   ui.ledeSBTC.hidden = !assets.some((a) => a.id === 'sbtc');
+  const btc = assets.find((a) => a.bitcoin);
+  ui.ledeBTC.hidden = !btc;
+  setText(ui.btcNetwork, (btc && btc.network) || 'test network');
 }
 
 /** renderAsset shows the chosen asset's amount, limits, state and texts. */
@@ -270,6 +311,10 @@ function renderAsset() {
   setText(ui.formHeading, `Request ${a.name}`);
   setText(ui.submit, `Send testnet ${a.name}`);
   setText(ui.apiEndpoint, `POST /extended/v3/faucets/${a.id}`);
+  renderAddressTexts(a);
+  renderSizes(a);
+  // The chain tip is the Stacks chain's: it says nothing of a BTC drip.
+  ui.tipFactRow.hidden = a.bitcoin;
 
   const limits = a.limits || {};
   const lines = [
@@ -277,8 +322,8 @@ function renderAsset() {
     limitSentence(limits.stacking, ['stacking drip', 'stacking drips', 'address']),
     limitSentence(limits.ip, ['drip', 'drips', 'IP address']),
   ].filter(Boolean);
-  // The server's balance cap is on STX held, whichever asset is asked for.
-  const cap = formatSTX(data.balance_cap_ustx);
+  // The server's balance cap is on STX held by a Stacks address.
+  const cap = a.bitcoin ? null : formatSTX(data.balance_cap_ustx);
   if (cap) lines.push(`Only for addresses holding less than ${cap}`);
   const old = [...ui.limits.children].map((li) => li.textContent);
   if (old.join('\n') !== lines.join('\n')) {
@@ -288,6 +333,44 @@ function renderAsset() {
       return li;
     }));
   }
+}
+
+/** renderAddressTexts labels the address field for a's kind of address. */
+function renderAddressTexts(a) {
+  if (a.bitcoin) {
+    const net = a.network || 'test network';
+    setText(ui.addressLabel, `Your Bitcoin ${net} address`);
+    setText(ui.addressHint, `It starts with ${btcPrefixes(a.network)}. This faucet pays ${net} BTC, not mainnet BTC.`);
+    setText(ui.apiBody, `{"address":"${a.network === 'regtest' ? 'bcrt1' : 'tb1'}…"}`);
+  } else {
+    setText(ui.addressLabel, STACKS_LABEL);
+    setText(ui.addressHint, STACKS_HINT);
+    setText(ui.apiBody, STACKS_BODY);
+  }
+}
+
+/** renderSizes offers BTC's sizes; other assets have one amount. */
+function renderSizes(a) {
+  const sizes = a.bitcoin ? a.sizes : null;
+  ui.sizeRow.hidden = sizes === null;
+  if (sizes === null) return;
+  const fmt = (v) => formatAmount(v, a.decimals, a.name);
+  setText(ui.sizeDefaultAmount, fmt(a.amount) || 'the usual amount');
+  ui.sizeLargeRow.hidden = !sizes.large;
+  ui.sizeXLargeRow.hidden = !sizes.xlarge;
+  setText(ui.sizeLargeAmount, (sizes.large && fmt(sizes.large)) || '');
+  setText(ui.sizeXLargeAmount, (sizes.xlarge && fmt(sizes.xlarge)) || '');
+  // A size the faucet stopped offering falls back to the default.
+  const chosen = ui.form.querySelector('input[name="size"]:checked');
+  if (!chosen || chosen.closest('[hidden]')) ui.sizeDefault.checked = true;
+}
+
+/** sizeChosen is "default", "large" or "xlarge" for a drip of asset. */
+function sizeChosen(asset) {
+  if (!asset.bitcoin || asset.sizes === null) return 'default';
+  const chosen = ui.form.querySelector('input[name="size"]:checked');
+  const v = chosen ? chosen.value : 'default';
+  return v === 'large' || v === 'xlarge' ? v : 'default';
 }
 
 function renderInfo(data) {
@@ -378,10 +461,15 @@ function showValidation(v, { showEmpty = false } = {}) {
   updateButton();
 }
 
+/** validateFor checks input as an address asset can be sent to. */
+function validateFor(asset, input) {
+  return asset.bitcoin ? validateBtcAddress(input, asset.network) : validateAddress(input);
+}
+
 function validateNow(opts) {
   clearTimeout(validateTimer);
   validationPending = false;
-  const v = validateAddress(ui.address.value);
+  const v = validateFor(currentAsset(), ui.address.value);
   showValidation(v, opts);
   return v;
 }
@@ -408,6 +496,7 @@ ui.address.addEventListener('keydown', (ev) => {
   }
 });
 ui.stacking.addEventListener('change', updateButton);
+for (const radio of ui.sizeRow.querySelectorAll('input[name="size"]')) radio.addEventListener('change', updateButton);
 ui.form.addEventListener('submit', (ev) => {
   ev.preventDefault();
   submit();
@@ -559,17 +648,42 @@ function needsNewChallenge(res) {
   return (res.status === 400 || res.status === 403) && RETRY_REASONS.has(reason);
 }
 
-function sendDrip(asset, address, stacking, proof) {
-  const u = apiURL(dripURL(asset));
-  u.searchParams.set('address', address);
-  // Only STX has stacking drips; the server refuses stacking=true otherwise.
-  if (asset.stacking) u.searchParams.set('stacking', stacking ? 'true' : 'false');
+function sendDrip(asset, address, stacking, size, proof) {
   const headers = {};
   if (proof) {
     headers['X-Faucet-Challenge'] = proof.token;
     headers['X-Faucet-Solution'] = proof.solution;
   }
+  if (asset.bitcoin && size === 'default') {
+    headers['Content-Type'] = 'application/json';
+    return request(apiURL(BTC_V3_URL), { method: 'POST', headers, body: JSON.stringify({ address }) });
+  }
+  const u = apiURL(dripURL(asset));
+  u.searchParams.set('address', address);
+  // Only STX has stacking drips; the server refuses stacking=true otherwise.
+  if (asset.stacking) u.searchParams.set('stacking', stacking ? 'true' : 'false');
+  // BTC's larger sizes are v1's.
+  if (asset.bitcoin) u.searchParams.set(size, 'true');
   return request(u, { method: 'POST', headers });
+}
+
+const BTC_TXID = /^(?:0x)?([0-9a-fA-F]{64})$/;
+
+/**
+ * dripSent reads a successful drip answer: {txid, amount} (amount in base
+ * units, or null when the answer has none), or null when it is not one.
+ * A Bitcoin txid is shown as Bitcoin tools print it: 64 hex digits, no 0x.
+ */
+function dripSent(asset, res) {
+  const b = res.body;
+  if (res.status !== 200 || !b) return null;
+  if (!asset.bitcoin) {
+    return b.success === true && typeof b.txId === 'string' ? { txid: b.txId, amount: null } : null;
+  }
+  const v3 = b.transaction && typeof b.transaction.tx_id === 'string' ? BTC_TXID.exec(b.transaction.tx_id) : null;
+  if (v3) return { txid: v3[1].toLowerCase(), amount: b.amount && typeof b.amount.btc === 'string' ? b.amount.btc : null };
+  const v1 = b.success === true && typeof b.txid === 'string' ? BTC_TXID.exec(b.txid) : null;
+  return v1 ? { txid: v1[1].toLowerCase(), amount: null } : null;
 }
 
 function retryAfterSeconds(res) {
@@ -626,24 +740,49 @@ function startCountdown(key, secs, name) {
   updateButton();
 }
 
-function explorerLink(txid) {
+function explorerLink(txid, asset) {
+  // The Stacks explorer does not show Bitcoin transactions; regtest has no
+  // public explorer at all.
+  if (asset.bitcoin) return bitcoinExplorerURL(asset.network, txid);
   return explorerURL(info && info.explorer_tx_url, txid);
 }
 
-function showTx(txid, address, asset, stacking) {
-  const amount = asset.stacking
-    ? formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx))
-    : formatAmount(asset.amount, asset.decimals, asset.name);
+/** pendingText is what a sent, unconfirmed drip of asset waits for. */
+function pendingText(asset) {
+  return asset.bitcoin ? 'Pending — waiting for the next Bitcoin block…' : 'Pending — waiting for the next block…';
+}
+
+function showTx(txid, address, asset, stacking, size, sent) {
+  let amount;
+  if (asset.stacking) {
+    amount = formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx));
+  } else {
+    const base = sent ?? (size !== 'default' && asset.sizes ? asset.sizes[size] : asset.amount);
+    amount = formatAmount(base, asset.decimals, asset.name);
+  }
   showResult('success', `${asset.name} on the way`,
     `The faucet sent ${amount || `testnet ${asset.name}`} to ${address}. It arrives when the transaction is in a block.`);
   ui.tx.hidden = false;
   setText(ui.txid, txid);
   setText(ui.copyStatus, '');
-  const link = explorerLink(txid);
+  const link = explorerLink(txid, asset);
   ui.txLink.hidden = link === null;
+  setText(ui.txLinkText, asset.bitcoin ? 'View it on mempool.space' : 'View it in the explorer');
   if (link) ui.txLink.href = link;
   else ui.txLink.removeAttribute('href');
-  setTxState('pending', 'Pending — waiting for the next block…');
+  setTxState('pending', pendingText(asset));
+}
+
+/**
+ * btcConfirmedText says how deep a BTC payout is: its status has no block
+ * height, but its message counts the confirmations ("Confirmed (2
+ * confirmations).").
+ */
+function btcConfirmedText(d) {
+  const m = d && typeof d.message === 'string' ? /^Confirmed \((\d{1,9}) confirmations?\)/.exec(d.message) : null;
+  if (!m) return 'Confirmed.';
+  const n = Number(m[1]);
+  return `Confirmed (${n} confirmation${n === 1 ? '' : 's'}).`;
 }
 
 function setTxState(state, text) {
@@ -662,6 +801,7 @@ async function submit() {
   // The drip is of the asset chosen now, whatever is chosen while it runs.
   const asset = currentAsset();
   const stacking = stackingChosen(asset);
+  const size = sizeChosen(asset);
   const key = cooldownKey(asset, address, stacking);
   const failed = `No ${asset.name} sent`;
   if (cooldownLeft(key) > 0) return;
@@ -675,15 +815,16 @@ async function submit() {
   ui.tx.hidden = true;
   try {
     let proof = info && info.challenge && info.challenge.required === true ? await getProof() : null;
-    let res = await sendDrip(asset, address, stacking, proof);
+    let res = await sendDrip(asset, address, stacking, size, proof);
     if (needsNewChallenge(res)) {
       proof = await getProof();
-      res = await sendDrip(asset, address, stacking, proof);
+      res = await sendDrip(asset, address, stacking, size, proof);
     }
     hidePow();
-    if (res.status === 200 && res.body && res.body.success === true && typeof res.body.txId === 'string') {
-      showTx(res.body.txId, address, asset, stacking);
-      startPolling(res.body.txId);
+    const sent = dripSent(asset, res);
+    if (sent) {
+      showTx(sent.txid, address, asset, stacking, size, sent.amount);
+      startPolling(sent.txid, asset);
     } else if (res.status === 429) {
       showResult('wait', 'Please wait', '');
       // Name the asset only when there is a choice: its limit is its own.
@@ -692,8 +833,9 @@ async function submit() {
       showResult('error', failed, errorText(res, `The faucet could not send ${asset.name}`));
       const reason = res.body && res.body.reason;
       // The asset was turned off or ran dry since the facts were read:
-      // show that now (and drop a switched-off asset from the choice).
-      if (reason === 'disabled' || reason === 'exhausted') loadInfo();
+      // show that now (and drop a switched-off asset from the choice). A
+      // v3 answer (BTC's default drip) has no reason, only its status.
+      if (reason === 'disabled' || reason === 'exhausted' || (!reason && (res.status === 403 || res.status === 503))) loadInfo();
     }
   } catch (err) {
     hidePow();
@@ -719,7 +861,7 @@ function stopPolling() {
   pollTimer = null;
 }
 
-function startPolling(txid) {
+function startPolling(txid, asset) {
   const gen = ++pollGeneration;
   const started = Date.now();
   let unknownSince = null;
@@ -743,7 +885,7 @@ function startPolling(txid) {
     switch (state) {
       case 'confirmed': {
         const h = d && Number.isInteger(d.block_height) ? ` in block ${d.block_height}` : '';
-        setTxState('confirmed', `Confirmed${h}.`);
+        setTxState('confirmed', asset.bitcoin && !h ? btcConfirmedText(d) : `Confirmed${h}.`);
         loadInfo(); // the tip moved: show it now rather than in up to 10 s
         return;
       }
@@ -753,7 +895,7 @@ function startPolling(txid) {
       case 'pending':
         unknownSince = null;
         // A fee-bumped transfer travels under another txid; the server says which.
-        setTxState('pending', d && d.replaced_by && d.message ? clip(d.message) : 'Pending — waiting for the next block…');
+        setTxState('pending', d && d.replaced_by && d.message ? clip(d.message) : pendingText(asset));
         break;
       case 'unknown':
         if (unknownSince === null) unknownSince = now;

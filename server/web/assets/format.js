@@ -70,3 +70,20 @@ export function explorerURL(template, txid) {
     return null;
   }
 }
+
+/**
+ * bitcoinExplorerURL is a BTC payout's page on mempool.space for signet and
+ * testnet; null for regtest (a private chain no explorer knows) and any
+ * other network.
+ */
+export function bitcoinExplorerURL(network, txid) {
+  const path = { signet: 'signet', testnet: 'testnet' }[network];
+  if (!path || typeof txid !== 'string' || !/^[0-9a-f]{64}$/.test(txid)) return null;
+  return `https://mempool.space/${path}/tx/${txid}`;
+}
+
+/** joinNames lists names in a sentence: "STX", "STX or sBTC", "STX, sBTC or BTC". */
+export function joinNames(names) {
+  if (names.length <= 2) return names.join(' or ');
+  return `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
+}
