@@ -97,4 +97,3 @@ func TestPayoutSurvivesAReorg(t *testing.T) {
 		})
 	}
 }
-
