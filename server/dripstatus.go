@@ -223,10 +223,17 @@ func (s *server) btcDripStatus(ctx context.Context, w http.ResponseWriter, txid 
 	switch {
 	case p.Confirmations > 0:
 		out.State = dripConfirmed
-		out.Message = "Confirmed (" + strconv.FormatInt(p.Confirmations, 10) + " confirmations)."
+		out.Message = confirmationsText(p.Confirmations)
 	default:
 		out.State, out.Message = dripPending, "Pending: waiting for the next Bitcoin block."
 	}
 	writeJSON(w, http.StatusOK, out)
 	return true
+}
+
+func confirmationsText(n int64) string {
+	if n == 1 {
+		return "Confirmed (1 confirmation)."
+	}
+	return "Confirmed (" + strconv.FormatInt(n, 10) + " confirmations)."
 }
