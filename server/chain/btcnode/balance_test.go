@@ -104,18 +104,18 @@ func TestAddressBalanceRefusesNonAddresses(t *testing.T) {
 func searchTx(txid string, confirmations int, ins, outs [][2]string) string {
 	var vin, vout []string
 	for i, in := range ins {
-		vin = append(vin, fmt.Sprintf(`{"txid":"%s","vout":%d,"scriptSig":{"asm":"","hex":""},"prevOut":{"addresses":["%s"],"value":%s},"sequence":4294967295}`,
+		vin = append(vin, fmt.Sprintf(`{"txid":%q,"vout":%d,"scriptSig":{"asm":"","hex":""},"prevOut":{"addresses":[%q],"value":%s},"sequence":4294967295}`,
 			hashC, i, in[0], in[1]))
 	}
 	for i, out := range outs {
-		vout = append(vout, fmt.Sprintf(`{"value":%s,"n":%d,"scriptPubKey":{"asm":"","hex":"0014","type":"witness_v0_keyhash","addresses":["%s"],"address":"%s"}}`,
+		vout = append(vout, fmt.Sprintf(`{"value":%s,"n":%d,"scriptPubKey":{"asm":"","hex":"0014","type":"witness_v0_keyhash","addresses":[%q],"address":%q}}`,
 			out[1], i, out[0], out[0]))
 	}
 	conf := ""
 	if confirmations > 0 {
-		conf = fmt.Sprintf(`,"blockhash":"%s","confirmations":%d,"time":1700000000,"blocktime":1700000000`, hashA, confirmations)
+		conf = fmt.Sprintf(`,"blockhash":%q,"confirmations":%d,"time":1700000000,"blocktime":1700000000`, hashA, confirmations)
 	}
-	return fmt.Sprintf(`{"hex":"00","txid":"%s","hash":"%s","size":0,"vsize":0,"weight":0,"version":2,"locktime":0,"vin":[%s],"vout":[%s]%s}`,
+	return fmt.Sprintf(`{"hex":"00","txid":%q,"hash":%q,"size":0,"vsize":0,"weight":0,"version":2,"locktime":0,"vin":[%s],"vout":[%s]%s}`,
 		txid, txid, strings.Join(vin, ","), strings.Join(vout, ","), conf)
 }
 
