@@ -34,8 +34,9 @@ import (
 )
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
-// (the key Secret, a Postgres URI Secret and an API tokens Secret), so a
-// Secret event maps to the FaucetServers that read it.
+// (the key Secret, a Postgres URI Secret, an API tokens Secret, a treasury
+// key and the BTC key and RPC credentials), so a Secret event maps to the
+// FaucetServers that read it.
 const secretIndex = ".spec.secretNames"
 
 // FaucetServerReconciler turns a FaucetServer into a ServiceAccount, a
@@ -99,7 +100,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}()
 
 	// The Secrets the pods read, each checked as its entry in secretUses says.
-	into := [len(secretUses)]*secretState{&obs.keys, &obs.store, &obs.tokens, &obs.treasury}
+	into := [len(secretUses)]*secretState{&obs.keys, &obs.store, &obs.tokens, &obs.treasury, &obs.btcKey, &obs.btcCreds}
 	for i, use := range secretUses {
 		st, err := r.readSecret(ctx, fs, use)
 		if err != nil {
@@ -107,7 +108,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		*into[i] = st
 	}
-	keys, store, tokens, treasury := obs.keys, obs.store, obs.tokens, obs.treasury
+	keys, store, tokens, treasury, btcKey, btcCreds := obs.keys, obs.store, obs.tokens, obs.treasury, obs.btcKey, obs.btcCreds
 
 	sa, svc := serviceAccountFor(fs), serviceFor(fs)
 	var pvc *corev1.PersistentVolumeClaim
@@ -158,7 +159,8 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if assetErr != nil {
 		obs.invalidAsset = truncate(assetErr.Error()+"; the faucet would refuse to start with it, so running pods are left alone until it is fixed", maxConditionMessage)
 	}
-	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() || obs.invalidAsset != "" {
+	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() ||
+		!btcKey.usable() || !btcCreds.usable() || obs.invalidAsset != "" {
 		// Stalled until the Secret (or, for an asset, the spec) changes,
 		// which the watches report. Leave running pods alone: they keep
 		// what they started with, and a new pod could not mount a missing
@@ -174,8 +176,11 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, fmt.Errorf("failed to apply PersistentVolumeClaim: %w", err)
 		}
 	}
-	obs.funding = r.trackFunding(fs, keys, treasury, sbtc)
-	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{keys: keys.digest, store: store.digest, treasury: treasury.digest})
+	obs.funding = r.trackFunding(fs, keys, treasury, sbtc, btcTargetOf(fs, btcKey, btcCreds))
+	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{
+		keys: keys.digest, store: store.digest, treasury: treasury.digest,
+		btcKey: btcKey.digest, btcCredentials: btcCreds.digest,
+	})
 	if err := r.apply(ctx, fs, deploy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
 	}
@@ -184,12 +189,12 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
-// treasury, and their sBTC when sbtc is set, and returns its latest result
-// for them, if any. Nothing is read here: a slow node never holds up a
-// reconcile. Each new reading requeues fs, so a FaucetServer stalled on a
-// name conflict, a Secret or an asset is not tracked: that would retry it
-// every interval.
-func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, sbtc stacks.AssetInfo) *fundingResult {
+// treasury, their sBTC when sbtc is set and the BTC address of btc when it
+// has one, and returns its latest result for them, if any. Nothing is read
+// here: a slow node never holds up a reconcile. Each new reading requeues
+// fs, so a FaucetServer stalled on a name conflict, a Secret or an asset is
+// not tracked: that would retry it every interval.
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, sbtc stacks.AssetInfo, btc btcTarget) *fundingResult {
 	if r.Funding == nil {
 		return nil
 	}
@@ -198,7 +203,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), sbtc: sbtc}
+	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), sbtc: sbtc, btc: btc}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}
@@ -213,6 +218,16 @@ func (r *FaucetServerReconciler) forgetFunding(key types.NamespacedName) {
 	if r.Funding != nil {
 		r.Funding.Forget(key)
 	}
+}
+
+// btcTargetOf is the BTC address the FundingMonitor reads for fs, from the
+// checked BTC key and credentials Secrets; zero when BTC drips are off.
+func btcTargetOf(fs *faucetv1alpha1.FaucetServer, key, creds secretState) btcTarget {
+	b := fs.BTC()
+	if b == nil || key.address() == "" {
+		return btcTarget{}
+	}
+	return btcTarget{rpcURL: b.RPC.URL, credentials: creds.credentials, network: fs.BTCNetwork(), address: key.address()}
 }
 
 // sbtcAsset parses spec.assets.sbtc.assetIdentifier as the faucet will:
@@ -400,7 +415,7 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 }
 
 // secretNames are the Secrets fs reads: its keys, a Postgres URI, API
-// tokens and a treasury key.
+// tokens, a treasury key, and the BTC key and RPC credentials.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
 	var names []string
 	for _, use := range secretUses {

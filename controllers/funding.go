@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
@@ -43,6 +44,13 @@ type fundingResult struct {
 	checked      time.Time
 	samples      []fundingSample // oldest first, successful reads only
 	err          error           // the latest attempt's error; nil if it succeeded
+	// The BTC balance of target.btc.address, read from the Bitcoin node on
+	// its own: btcOK once a read succeeded (btc and btcChecked are then
+	// valid), btcErr the latest attempt's error.
+	btcOK      bool
+	btc        uint64
+	btcChecked time.Time
+	btcErr     error
 }
 
 // dripCost is the µSTX one default drip costs a key: the amount plus the
@@ -62,6 +70,17 @@ func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
 // fee is paid in STX, from the balance dripCost budgets.
 func sbtcDripCost(sb *faucetv1alpha1.SBTCSpec) uint64 {
 	return faucet.DripCost(uint64(max(sb.Amount, 1)), 0)
+}
+
+// btcDripCost is what one default BTC drip costs in sats: its amount. The
+// payout's fee, paid from the same coins and shared by the drips a payout
+// batches, is not counted.
+func btcDripCost(b *faucetv1alpha1.BTCSpec) uint64 {
+	amount := int64(faucetv1alpha1.DefaultBTCAmount)
+	if b.Amounts != nil && b.Amounts.Default != nil && *b.Amounts.Default > 0 {
+		amount = *b.Amounts.Default
+	}
+	return uint64(amount)
 }
 
 // lowThreshold is spec.funding.lowThreshold, or its default.
@@ -180,10 +199,27 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
 		return out
 	}
+	if res.target.btc.address != "" && res.btcErr != nil {
+		out.condStatus = metav1.ConditionUnknown
+		out.condReason = faucetv1alpha1.ReasonNodeUnreachable
+		// A Bitcoin node that answers but cannot look the address up
+		// (btcd without --addrindex, a refused call) is up: its setup is
+		// what needs a look. Core warming up is only unavailable.
+		var rpcErr *btcnode.RPCError
+		if !btcnode.IsUnavailable(res.btcErr) &&
+			(errors.Is(res.btcErr, btcnode.ErrNoAddressIndex) || errors.As(res.btcErr, &rpcErr)) {
+			out.condReason = faucetv1alpha1.ReasonAssetUnreadable
+		}
+		out.condMessage = truncate(fmt.Sprintf("cannot read the BTC balance from the Bitcoin node %s: %v", redactURL(res.target.btc.rpcURL), res.btcErr), maxConditionMessage)
+		return out
+	}
 	low := lowThreshold(fs)
 	assets := []assetOutcome{stxOutcome(fs, out.status, low, res.target.addresses)}
 	if sb, t := fs.SBTC(), sbtcFunding(out.status); sb != nil && t != nil {
 		assets = append(assets, sbtcOutcome(sb, t, low, res.target.addresses))
+	}
+	if b, f := fs.BTC(), btcFunding(out.status); b != nil && f != nil {
+		assets = append(assets, btcOutcome(b, f, low))
 	}
 	// The worst asset leads the message and decides the reason; a stable
 	// sort keeps STX first among equals.
@@ -240,6 +276,31 @@ func sbtcOutcome(sb *faucetv1alpha1.SBTCSpec, t *faucetv1alpha1.TokenFunding, lo
 	return o
 }
 
+// btcOutcome judges the faucet's BTC against the same low threshold as
+// STX, with a drip costing the default BTC amount.
+func btcOutcome(b *faucetv1alpha1.BTCSpec, f *faucetv1alpha1.BTCFunding, low int64) assetOutcome {
+	cost := btcDripCost(b)
+	o := assetOutcome{level: faucet.LevelOf(uint64(max(f.DripsLeft, 0)), uint64(max(low, 0)))}
+	held := fmt.Sprintf("%d sats at %s on %s, %d sats per drip", f.Balance, f.Address, f.Network, cost)
+	switch o.level {
+	case faucet.FundsEmpty:
+		o.message = fmt.Sprintf("BTC: 0 drips left (%s): send test BTC to %s", held, f.Address)
+	case faucet.FundsLow:
+		o.message = fmt.Sprintf("BTC: %d drips left, below %d (%s)", f.DripsLeft, low, held)
+	default:
+		o.message = fmt.Sprintf("BTC: %d drips left (%s)", f.DripsLeft, held)
+	}
+	return o
+}
+
+// btcFunding is st's BTC block, nil when there is none.
+func btcFunding(st *faucetv1alpha1.FundingStatus) *faucetv1alpha1.BTCFunding {
+	if st == nil || st.Assets == nil {
+		return nil
+	}
+	return st.Assets.BTC
+}
+
 // sbtcFunding is st's sBTC block, nil when there is none.
 func sbtcFunding(st *faucetv1alpha1.FundingStatus) *faucetv1alpha1.TokenFunding {
 	if st == nil || st.Assets == nil {
@@ -281,6 +342,18 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 	if sb := fs.SBTC(); sb != nil && !res.target.sbtc.IsZero() && len(res.sbtc) == len(res.target.addresses) {
 		st.Assets = &faucetv1alpha1.AssetsFunding{SBTC: tokenFundingOf(res.target, res.sbtc, res.sbtcTreasury, sbtcDripCost(sb))}
 	}
+	if b := fs.BTC(); b != nil && res.target.btc.address != "" && res.btcOK {
+		if st.Assets == nil {
+			st.Assets = &faucetv1alpha1.AssetsFunding{}
+		}
+		st.Assets.BTC = &faucetv1alpha1.BTCFunding{
+			Network:     res.target.btc.network,
+			Address:     res.target.btc.address,
+			Balance:     clampInt64(res.btc),
+			DripsLeft:   clampInt64(res.btc / btcDripCost(b)),
+			LastChecked: ptr.To(metav1.NewTime(res.btcChecked.Truncate(time.Second))),
+		}
+	}
 	return st
 }
 
@@ -305,8 +378,9 @@ func tokenFundingOf(t fundingTarget, balances []uint64, treasury, cost uint64) *
 
 // fundingMatches reports whether a status.funding describes exactly these
 // addresses (and treasury) and sBTC asset ("" for none), so it may be kept
-// while no fresh read exists.
-func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury, sbtc string) bool {
+// while no fresh read exists. Its BTC block, read apart from the rest, may
+// be missing, but not be of another address than btc ("" for none).
+func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury, sbtc, btc string) bool {
 	if st == nil || len(st.Keys) != len(addresses) {
 		return false
 	}
@@ -316,6 +390,9 @@ func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasu
 		}
 	}
 	if t := sbtcFunding(st); t == nil && sbtc != "" || t != nil && t.AssetIdentifier != sbtc {
+		return false
+	}
+	if b := btcFunding(st); b != nil && b.Address != btc {
 		return false
 	}
 	if st.Treasury == nil {

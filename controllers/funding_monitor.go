@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -26,6 +28,11 @@ const (
 	// DefaultFundingCallTimeout caps each call to a node, whatever
 	// spec.node.timeout says: a check must not hold a worker for long.
 	DefaultFundingCallTimeout = 10 * time.Second
+	// DefaultBTCBalanceTimeout bounds the read of a BTC balance. Bitcoin
+	// Core answers it by scanning its whole UTXO set (scantxoutset), which
+	// on testnet takes tens of seconds; btcd pages through its address
+	// index.
+	DefaultBTCBalanceTimeout = time.Minute
 	// fundingHistory is how many samples of the total balance are kept
 	// per FaucetServer for the runway: about a quarter of an hour at the
 	// default interval.
@@ -40,6 +47,17 @@ type fundingTarget struct {
 	addresses []string
 	treasury  string           // "" without spec.treasury
 	sbtc      stacks.AssetInfo // zero without spec.assets.sbtc
+	btc       btcTarget        // zero without spec.assets.btc
+}
+
+// btcTarget is the Bitcoin address to read, on which node. The credentials
+// come from the FaucetServer's credentials Secret and only ever reach the
+// node, as HTTP Basic auth.
+type btcTarget struct {
+	rpcURL      string
+	credentials rpcCredentials
+	network     string
+	address     string // "" for none
 }
 
 // sbtcID is the sBTC asset identifier read, "" for none.
@@ -52,7 +70,7 @@ func (t fundingTarget) sbtcID() string {
 
 func (t fundingTarget) equal(o fundingTarget) bool {
 	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury && t.sbtc == o.sbtc &&
-		slices.Equal(t.addresses, o.addresses)
+		t.btc == o.btc && slices.Equal(t.addresses, o.addresses)
 }
 
 // fundingEntry is the monitor's state for one FaucetServer.
@@ -80,6 +98,9 @@ type FundingMonitor struct {
 	// CallTimeout caps the timeout of each node call.
 	// DefaultFundingCallTimeout when zero.
 	CallTimeout time.Duration
+	// BTCTimeout bounds the read of a BTC balance from a Bitcoin node.
+	// DefaultBTCBalanceTimeout when zero.
+	BTCTimeout time.Duration
 	// HTTPClient is shared by all node clients; a pooled client when nil.
 	HTTPClient *http.Client
 	// Now is the clock; time.Now when nil.
@@ -274,6 +295,12 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	r := &e.result
 	r.target = t
 	r.err = err
+	// The BTC balance comes from another node: it is kept, or fails, on
+	// its own.
+	r.btcErr = rd.btcErr
+	if t.btc.address != "" && rd.btcErr == nil {
+		r.btcOK, r.btc, r.btcChecked = true, rd.btc, now
+	}
 	if err == nil {
 		var total uint64
 		for _, b := range rd.balances {
@@ -291,6 +318,9 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("failed to read faucet balances", "faucetserver", key, "node", redactURL(t.nodeURL), "error", err.Error())
 	}
+	if rd.btcErr != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("failed to read the faucet's BTC balance", "faucetserver", key, "node", redactURL(t.btc.rpcURL), "error", rd.btcErr.Error())
+	}
 	fs := &faucetv1alpha1.FaucetServer{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case m.events <- event.GenericEvent{Object: fs}:
@@ -304,12 +334,54 @@ type reading struct {
 	treasury     uint64
 	sbtc         []uint64 // sBTC base units, aligned with target.addresses; nil without sBTC
 	sbtcTreasury uint64
+	btc          uint64 // sats of target.btc.address
+	btcErr       error  // the BTC read's error; nil if it succeeded or there is none
 }
 
 // read fetches the balances of t's addresses and treasury, and their sBTC
-// when t has it, one call at a time, each bounded by the call timeout. Any
-// failed call fails the read: a status mixing two reads would not add up.
+// when t has it, one call at a time, each bounded by the call timeout, and
+// the BTC balance of t's Bitcoin address from its own node. Any failed call
+// to the Stacks node fails the read (a status mixing two reads would not
+// add up) and is returned; the BTC read fails on its own, in btcErr.
 func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, error) {
+	rd, err := m.readStacks(ctx, t)
+	if t.btc.address != "" {
+		rd.btc, rd.btcErr = m.readBTC(ctx, t.btc)
+	}
+	return rd, err
+}
+
+// readBTC reads the confirmed balance of t's address from its node.
+func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, error) {
+	timeout := m.BTCTimeout
+	if timeout <= 0 {
+		timeout = DefaultBTCBalanceTimeout
+	}
+	rpcURL := t.rpcURL
+	if !t.credentials.isZero() {
+		// btcnode sends a URL's userinfo as Basic auth and never repeats
+		// it in errors or URL().
+		u, err := url.Parse(t.rpcURL)
+		if err != nil {
+			return 0, fmt.Errorf("the Bitcoin node URL: %w", err)
+		}
+		u.User = url.UserPassword(t.credentials.get())
+		rpcURL = u.String()
+	}
+	c, err := btcnode.New(rpcURL, btcnode.WithHTTPClient(m.HTTPClient), btcnode.WithTimeout(timeout),
+		btcnode.WithUserAgent("faucet-operator-funding/1"))
+	if err != nil {
+		return 0, err
+	}
+	sats, err := c.AddressBalance(ctx, t.address)
+	if err != nil {
+		return 0, fmt.Errorf("BTC balance of %s: %w", t.address, err)
+	}
+	return uint64(max(sats, 0)), nil
+}
+
+// readStacks reads the Stacks node's part of t.
+func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (reading, error) {
 	timeout := m.CallTimeout
 	if timeout <= 0 {
 		timeout = DefaultFundingCallTimeout

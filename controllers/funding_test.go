@@ -549,7 +549,7 @@ func TestFundingMatchesSBTC(t *testing.T) {
 		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, testnetSBTC, false},
 		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, "", true},
 	} {
-		if got := fundingMatches(tc.st, []string{"ST1A"}, "", tc.sbtc); got != tc.want {
+		if got := fundingMatches(tc.st, []string{"ST1A"}, "", tc.sbtc, ""); got != tc.want {
 			t.Errorf("fundingMatches(assets %+v, %q) = %v, want %v", tc.st.Assets, tc.sbtc, got, tc.want)
 		}
 	}

@@ -36,9 +36,10 @@ const (
 	appName        = "faucet-server"
 
 	// ConfigHashAnnotation on the pod template changes with the server
-	// settings and the data of the key and store Secrets, so any of them
-	// rolls the pods. The API tokens Secret is not part of it: the kubelet
-	// updates its volume in place and the faucet re-reads the file.
+	// settings and the data of the key, store, treasury and BTC Secrets,
+	// so any of them rolls the pods. The API tokens Secret is not part of
+	// it: the kubelet updates its volume in place and the faucet re-reads
+	// the file.
 	ConfigHashAnnotation = "faucet.stxfaucet.dev/config-hash"
 
 	containerName = "faucet"
@@ -55,6 +56,12 @@ const (
 	// The treasury's holder key, from its own Secret (spec.treasury).
 	treasuryVolume    = "treasury"
 	treasuryMountPath = "/etc/faucet/treasury"
+	// The Bitcoin key and the Bitcoin node's RPC credentials, from the
+	// Secrets of spec.assets.btc.
+	btcKeyVolume            = "btc-key"
+	btcKeyMountPath         = "/etc/faucet/btc-key"
+	btcCredentialsVolume    = "btc-rpc-credentials"
+	btcCredentialsMountPath = "/etc/faucet/btc-rpc"
 
 	// The embedded store: an SQLite file on the FaucetServer's volume.
 	dataVolume    = "data"
@@ -135,6 +142,9 @@ type secretDigests struct {
 	keys     string // the key Secret's data key
 	store    string // the Postgres URI; "" for the embedded store
 	treasury string // the treasury key; "" without spec.treasury
+	// The Bitcoin key and RPC credentials; "" without spec.assets.btc
+	// (or, for the credentials, without credentialsSecretRef).
+	btcKey, btcCredentials string
 }
 
 // VolumeClaimName names the embedded store's PersistentVolumeClaim.
@@ -204,6 +214,14 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 	if ref := fs.TreasurySecretKey(); ref != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: treasuryVolume, MountPath: treasuryMountPath, ReadOnly: true})
 		volumes = append(volumes, secretVolume(treasuryVolume, ref.Name, ref.Key))
+	}
+	if ref := fs.BTCKeySecretKey(); ref != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: btcKeyVolume, MountPath: btcKeyMountPath, ReadOnly: true})
+		volumes = append(volumes, secretVolume(btcKeyVolume, ref.Name, ref.Key))
+	}
+	if ref := fs.BTCCredentialsSecretKey(); ref != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: btcCredentialsVolume, MountPath: btcCredentialsMountPath, ReadOnly: true})
+		volumes = append(volumes, secretVolume(btcCredentialsVolume, ref.Name, ref.Key))
 	}
 	var env []corev1.EnvVar
 	replicas := int32(1)
@@ -458,6 +476,31 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 			i64("sbtc-refill-amount", sb.RefillAmount)
 		}
 	}
+	if b := fs.BTC(); b != nil {
+		// The key and the credentials are files on Secret volumes: only
+		// their paths are flags.
+		flag("btc-rpc-url", b.RPC.URL)
+		if ref := fs.BTCCredentialsSecretKey(); ref != nil {
+			flag("btc-rpc-credentials-file", path.Join(btcCredentialsMountPath, ref.Key))
+		}
+		flag("btc-key-file", path.Join(btcKeyMountPath, fs.BTCKeySecretKey().Key))
+		flag("btc-network", fs.BTCNetwork())
+		if a := b.Amounts; a != nil {
+			i64("btc-amount", a.Default)
+			i64("btc-large-amount", a.Large)
+			i64("btc-xlarge-amount", a.XLarge)
+		}
+		i64("btc-start-height", b.StartHeight)
+		if f := b.Fees; f != nil {
+			i64("btc-fee-rate", f.FallbackRate)
+			i64("btc-min-fee-rate", f.MinRate)
+			i64("btc-max-fee-rate", f.MaxRate)
+		}
+		if rl := b.RateLimits; rl != nil {
+			limit("btc-limit-address", rl.PerAddress)
+			limit("btc-limit-ip", rl.PerIP)
+		}
+	}
 	if s.Suspend {
 		args = append(args, "--suspend")
 	}
@@ -476,6 +519,13 @@ func configHash(image string, args []string, digests secretDigests) string {
 		// Only with a treasury, so the hash of every other faucet, and
 		// with it its pods, stays as it was.
 		fmt.Fprintf(h, "\x00treasury\x00%s", digests.treasury)
+	}
+	// Likewise only with BTC: a faucet without it keeps its hash.
+	if digests.btcKey != "" {
+		fmt.Fprintf(h, "\x00btc-key\x00%s", digests.btcKey)
+	}
+	if digests.btcCredentials != "" {
+		fmt.Fprintf(h, "\x00btc-rpc-credentials\x00%s", digests.btcCredentials)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -28,14 +30,18 @@ type secretUse struct {
 	notFound, invalid string // Ready reasons
 	// check validates the data and returns the addresses it holds; nil
 	// checks only that the data key exists.
-	check func(data []byte) (addresses []string, err error)
+	check func(fs *faucetv1alpha1.FaucetServer, data []byte) (addresses []string, err error)
 	// digest: the data feeds the pods' config hash, so that a change rolls
 	// them. The API tokens do not: the pods re-read them in place.
 	digest bool
+	// credentials: the data is RPC credentials the FundingMonitor calls
+	// the node with, so the checked pair is kept (in memory only).
+	credentials bool
 }
 
 // secretUses are the Secrets a FaucetServer can refer to, in the order the
-// reconciler reads them: keys, store URI, API tokens, treasury key.
+// reconciler reads them: keys, store URI, API tokens, treasury key, BTC key,
+// BTC RPC credentials.
 var secretUses = [...]secretUse{
 	{what: "key", ref: (*faucetv1alpha1.FaucetServer).KeySecretKey,
 		notFound: faucetv1alpha1.ReasonKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidKeys,
@@ -48,17 +54,57 @@ var secretUses = [...]secretUse{
 	{what: "treasury", ref: (*faucetv1alpha1.FaucetServer).TreasurySecretKey,
 		notFound: faucetv1alpha1.ReasonTreasurySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidTreasuryKey,
 		check: parseAddresses(1), digest: true},
+	{what: "BTC key", ref: (*faucetv1alpha1.FaucetServer).BTCKeySecretKey,
+		notFound: faucetv1alpha1.ReasonBTCKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidBTCKey,
+		check: btcAddress, digest: true},
+	{what: "BTC RPC credentials", ref: (*faucetv1alpha1.FaucetServer).BTCCredentialsSecretKey,
+		notFound: faucetv1alpha1.ReasonBTCCredentialsSecretNotFound, invalid: faucetv1alpha1.ReasonInvalidBTCCredentials,
+		check: checkRPCCredentials, digest: true, credentials: true},
 }
 
 // secretState is what a Secret yielded: the addresses its keys control and
 // a digest of its data, or the reason it is unusable. It never holds the
-// data. The zero value (a Secret fs does not use) is usable.
+// data, except RPC credentials, which the FundingMonitor needs to call the
+// node. The zero value (a Secret fs does not use) is usable.
 type secretState struct {
-	reason    string // "" when usable, else a Ready reason
-	message   string
-	addresses []string
-	digest    string
+	reason      string // "" when usable, else a Ready reason
+	message     string
+	addresses   []string
+	digest      string
+	credentials rpcCredentials // of a credentials use; zero otherwise
 }
+
+// rpcCredentials are a node's RPC user and password, interned with
+// unique.Make: two equal pairs compare equal (a FundingMonitor target with
+// the same credentials is the same target), while fmt, which prints a
+// struct's unexported fields without calling their methods, finds only a
+// pointer in it. Its own printed forms redact it too, so a state or target
+// that reaches a log line by accident does not leak the password.
+type rpcCredentials struct{ h unique.Handle[userPassword] }
+
+type userPassword struct{ user, pass string }
+
+func newRPCCredentials(user, pass string) rpcCredentials {
+	return rpcCredentials{h: unique.Make(userPassword{user, pass})}
+}
+
+// isZero reports the absence of credentials.
+func (c rpcCredentials) isZero() bool { return c == rpcCredentials{} }
+
+// get returns the pair; empty strings for none.
+func (c rpcCredentials) get() (user, pass string) {
+	if c.isZero() {
+		return "", ""
+	}
+	v := c.h.Value()
+	return v.user, v.pass
+}
+
+const redactedCredentials = "[redacted RPC credentials]"
+
+func (c rpcCredentials) String() string             { return redactedCredentials }
+func (c rpcCredentials) GoString() string           { return redactedCredentials }
+func (c rpcCredentials) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redactedCredentials)) }
 
 func (s secretState) usable() bool { return s.reason == "" }
 
@@ -95,7 +141,7 @@ func (r *FaucetServerReconciler) readSecret(ctx context.Context, fs *faucetv1alp
 	}
 	var st secretState
 	if use.check != nil {
-		addrs, err := use.check(data)
+		addrs, err := use.check(fs, data)
 		if err != nil {
 			return secretState{
 				reason:  use.invalid,
@@ -108,13 +154,16 @@ func (r *FaucetServerReconciler) readSecret(ctx context.Context, fs *faucetv1alp
 		sum := sha256.Sum256(data)
 		st.digest = hex.EncodeToString(sum[:])
 	}
+	if use.credentials {
+		st.credentials = parseRPCCredentials(data)
+	}
 	return st, nil
 }
 
 // parseAddresses checks a private keys file (exactly want keys; 0: any
 // number) and returns their testnet addresses. Its errors never quote a key.
-func parseAddresses(want int) func([]byte) ([]string, error) {
-	return func(data []byte) ([]string, error) {
+func parseAddresses(want int) func(*faucetv1alpha1.FaucetServer, []byte) ([]string, error) {
+	return func(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
 		keys, err := stacks.ParsePrivateKeys(string(data))
 		if err != nil {
 			return nil, err
@@ -130,9 +179,64 @@ func parseAddresses(want int) func([]byte) ([]string, error) {
 	}
 }
 
+// btcAddress checks a Bitcoin key file as `faucet serve --btc-key-file`
+// reads it, its first non-empty line "<WIF or 64 hex> [address]", and
+// returns the key's P2WPKH address on fs's network. Its errors never quote
+// the key; an address on the line that is not the key's is quoted, as
+// addresses are public.
+func btcAddress(fs *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+	net, err := bitcoin.ParseNetwork(fs.BTCNetwork())
+	if err != nil {
+		return nil, err
+	}
+	var line string
+	for l := range strings.Lines(string(data)) {
+		if line = strings.TrimSpace(l); line != "" {
+			break
+		}
+	}
+	fields := strings.Fields(line)
+	switch len(fields) {
+	case 0:
+		return nil, errors.New("no private key: the file is empty")
+	case 1, 2:
+	default:
+		return nil, fmt.Errorf(`want "<private key> [address]" on the first line, found %d fields`, len(fields))
+	}
+	key, err := bitcoin.ParsePrivateKey(fields[0], net)
+	if err != nil {
+		return nil, err
+	}
+	addr := key.Address().String()
+	if len(fields) == 2 && fields[1] != addr {
+		return nil, fmt.Errorf("the address after the key, %q, is not the key's %s address %s", truncate(fields[1], 100), net, addr)
+	}
+	return []string{addr}, nil
+}
+
+// checkRPCCredentials checks "user:password" on the first line, as the
+// faucet's node client reads it, without quoting either.
+func checkRPCCredentials(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+	if parseRPCCredentials(data).isZero() {
+		return nil, errors.New(`want "user:password" on the first line (the format of Bitcoin Core's .cookie)`)
+	}
+	return nil, nil
+}
+
+// parseRPCCredentials reads "user:password" from the first line; the zero
+// value when there is none.
+func parseRPCCredentials(data []byte) rpcCredentials {
+	line, _, _ := strings.Cut(string(data), "\n")
+	u, p, ok := strings.Cut(strings.TrimRight(line, "\r"), ":")
+	if !ok || u == "" {
+		return rpcCredentials{}
+	}
+	return newRPCCredentials(u, p)
+}
+
 // checkPostgresURI checks a store URI without quoting it (it holds a
 // password).
-func checkPostgresURI(data []byte) ([]string, error) {
+func checkPostgresURI(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
 	switch uri := string(data); {
 	case strings.TrimSpace(uri) != uri:
 		// A newline from `kubectl create secret --from-file` would end up

@@ -19,6 +19,8 @@ type observation struct {
 	store    secretState // a Postgres store's URI
 	tokens   secretState // the API tokens file
 	treasury secretState // the treasury's key
+	btcKey   secretState // the Bitcoin key of spec.assets.btc
+	btcCreds secretState // the Bitcoin node's RPC credentials
 	// invalidAsset says why an asset identifier of spec.assets does not
 	// parse; "" when every one does.
 	invalidAsset string
@@ -118,6 +120,16 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 		reconciling("", "")
 		stalled(obs.treasury.reason, obs.treasury.message)
 
+	case !obs.btcKey.usable():
+		ready(metav1.ConditionFalse, obs.btcKey.reason, obs.btcKey.message)
+		reconciling("", "")
+		stalled(obs.btcKey.reason, obs.btcKey.message)
+
+	case !obs.btcCreds.usable():
+		ready(metav1.ConditionFalse, obs.btcCreds.reason, obs.btcCreds.message)
+		reconciling("", "")
+		stalled(obs.btcCreds.reason, obs.btcCreds.message)
+
 	case obs.invalidAsset != "":
 		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
 		reconciling("", "")
@@ -172,7 +184,7 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	case obs.funding != nil:
 		t := obs.funding.target
 		out := computeFunding(fs, *obs.funding, st.Funding)
-		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.sbtcID()) {
+		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.sbtcID(), t.btc.address) {
 			out.status = nil // a failed first read of new keys: the old figures are of other keys
 		}
 		st.Funding = out.status
@@ -185,9 +197,9 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	case obs.keys.addresses == nil:
 		// An error came before the keys were read: keep what was there.
 	case st.Funding == nil || !fundingMatches(&faucetv1alpha1.FundingStatus{Keys: st.Funding.Keys, Assets: st.Funding.Assets},
-		obs.keys.addresses, "", specSBTCID(fs)):
-		// Other keys or another sBTC asset than the figures describe,
-		// and no read of them yet.
+		obs.keys.addresses, "", specSBTCID(fs), obs.btcKey.address()):
+		// Other keys, another sBTC asset or BTC address than the
+		// figures describe, and no read of them yet.
 		drop()
 	default:
 		// No read yet (a restarted operator, a monitor not reached): the

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode/btcdtest"
 )
 
 // The suite runs the real manager against an envtest control plane (a
@@ -41,8 +44,53 @@ var (
 )
 
 func TestControllers(t *testing.T) {
+	startSuiteBtcd(t)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "FaucetServer controller suite")
+}
+
+var (
+	// suiteBtcd is a regtest btcd with an address index for the BTC
+	// specs, paying the blocks it mines to btcMiner; nil when there is
+	// no btcd binary (btcdMissing says why).
+	suiteBtcd   *btcdtest.Node
+	btcMiner    *bitcoin.PrivateKey
+	btcdMissing string
+)
+
+// startSuiteBtcd starts suiteBtcd, stopped at t's cleanup, once the suite
+// is done. btcdtest needs the test's *testing.T, which Ginkgo's specs do
+// not have, hence one node for the whole suite, started before it. A
+// missing binary fails only the specs that need the node (see
+// requireBtcd), not the whole suite.
+func startSuiteBtcd(t *testing.T) {
+	bin := os.Getenv(btcdtest.BinEnv)
+	if bin == "" {
+		bin = filepath.Join("..", "bin", "btcd")
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+		btcdMissing = fmt.Sprintf("no btcd at %s (%s unset, or not a file): run `make btcd`, or set %s=1 to skip the BTC specs", bin, btcdtest.BinEnv, btcdtest.SkipEnv)
+		return
+	}
+	miner, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	btcMiner = miner
+	suiteBtcd = btcdtest.Start(t, miner.Address().String(), btcdtest.WithArgs("--addrindex"))
+}
+
+// requireBtcd fails the spec when the suite has no btcd, or skips it with
+// FAUCET_SKIP_BTCD=1, as btcdtest does for a plain test.
+func requireBtcd() *btcdtest.Node {
+	GinkgoHelper()
+	if suiteBtcd == nil {
+		if os.Getenv(btcdtest.SkipEnv) == "1" {
+			Skip(btcdMissing)
+		}
+		Fail(btcdMissing)
+	}
+	return suiteBtcd
 }
 
 var _ = BeforeSuite(func() {
@@ -79,7 +127,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	fundingMonitor = &FundingMonitor{Interval: 500 * time.Millisecond, Workers: 2, CallTimeout: time.Second}
+	fundingMonitor = &FundingMonitor{Interval: 500 * time.Millisecond, Workers: 2, CallTimeout: time.Second, BTCTimeout: 2 * time.Second}
 	r := &FaucetServerReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),

@@ -13,7 +13,7 @@ const (
 	ConditionReconciling = "Reconciling"
 
 	// ConditionStalled is True when the faucet cannot make progress until a
-	// user fixes something: a missing key, store or API tokens Secret,
+	// user fixes something: a missing key, store, API tokens or BTC Secret,
 	// unusable keys, a child name taken by someone else's object, a rollout
 	// past its deadline. Abnormal-true polarity: removed, not set False.
 	ConditionStalled = "Stalled"
@@ -49,13 +49,17 @@ const (
 	ReasonEmpty = "Empty"
 
 	// ReasonNodeUnreachable (Funded=Unknown): the operator could not read
-	// the balances from the node; status.funding keeps the last values read.
+	// the balances from the node, or with spec.assets.btc the BTC balance
+	// from the Bitcoin node (the message names which);
+	// status.funding keeps the last values read.
 	ReasonNodeUnreachable = "NodeUnreachable"
 
 	// ReasonAssetUnreadable (Funded=Unknown): the node answers, but refuses
 	// to read a token of spec.assets (its read-only get-balance call
 	// fails: typically no such contract at that identifier on this
-	// network); the message names the asset and the node's cause.
+	// network), or the Bitcoin node answers but cannot tell an address's
+	// balance (btcd without --addrindex); the message names the asset and
+	// the node's cause.
 	ReasonAssetUnreadable = "AssetUnreadable"
 )
 
@@ -121,6 +125,28 @@ const (
 	// Secret lacks the data key, or it does not hold exactly one hex
 	// private key. Messages never quote the key.
 	ReasonInvalidTreasuryKey = "InvalidTreasuryKey"
+
+	// ReasonBTCKeySecretNotFound (Ready=False, Stalled=True): the Secret
+	// named by spec.assets.btc.keySecretRef does not exist; the pod could
+	// not mount it. Creating it resumes the faucet.
+	ReasonBTCKeySecretNotFound = "BTCKeySecretNotFound"
+
+	// ReasonInvalidBTCKey (Ready=False, Stalled=True): the BTC key Secret
+	// lacks the data key, or its first non-empty line is not a Bitcoin
+	// test-network private key (WIF or 64 hex), optionally followed by
+	// its P2WPKH address on spec.assets.btc.network. Messages never quote
+	// the key.
+	ReasonInvalidBTCKey = "InvalidBTCKey"
+
+	// ReasonBTCCredentialsSecretNotFound (Ready=False, Stalled=True): the
+	// Secret named by spec.assets.btc.rpc.credentialsSecretRef does not
+	// exist. Creating it resumes the faucet.
+	ReasonBTCCredentialsSecretNotFound = "BTCCredentialsSecretNotFound"
+
+	// ReasonInvalidBTCCredentials (Ready=False, Stalled=True): the BTC RPC
+	// credentials Secret lacks the data key, or its first line is not
+	// "user:password". Messages never quote it.
+	ReasonInvalidBTCCredentials = "InvalidBTCCredentials"
 
 	// ReasonInvalidAsset (Ready=False, Stalled=True): an asset identifier
 	// of spec.assets passed the CRD's checks but does not parse, e.g. its

@@ -58,6 +58,47 @@ func (fs *FaucetServer) SBTC() *SBTCSpec {
 	return fs.Spec.Assets.SBTC
 }
 
+// BTC is spec.assets.btc; nil when BTC drips are off.
+func (fs *FaucetServer) BTC() *BTCSpec {
+	if fs.Spec.Assets == nil {
+		return nil
+	}
+	return fs.Spec.Assets.BTC
+}
+
+// BTCNetwork is spec.assets.btc.network, or its default; "" when BTC
+// drips are off.
+func (fs *FaucetServer) BTCNetwork() string {
+	b := fs.BTC()
+	switch {
+	case b == nil:
+		return ""
+	case b.Network == "":
+		return DefaultBTCNetwork
+	}
+	return b.Network
+}
+
+// BTCKeySecretKey selects the Bitcoin key file; nil when BTC drips are off.
+func (fs *FaucetServer) BTCKeySecretKey() *corev1.SecretKeySelector {
+	b := fs.BTC()
+	if b == nil {
+		return nil
+	}
+	return secretKey(b.KeySecretRef.Name, b.KeySecretRef.Key, DefaultBTCKeySecretKey)
+}
+
+// BTCCredentialsSecretKey selects the Bitcoin node's RPC credentials; nil
+// when BTC drips are off or the node takes none.
+func (fs *FaucetServer) BTCCredentialsSecretKey() *corev1.SecretKeySelector {
+	b := fs.BTC()
+	if b == nil || b.RPC.CredentialsSecretRef == nil {
+		return nil
+	}
+	ref := b.RPC.CredentialsSecretRef
+	return secretKey(ref.Name, ref.Key, DefaultBTCCredentialsSecretKey)
+}
+
 // secretKey selects key (or def when key is empty) of the Secret name.
 func secretKey(name, key, def string) *corev1.SecretKeySelector {
 	if key == "" {

@@ -24,6 +24,25 @@ const (
 	// abuse.apiTokens.secretRef.key is empty.
 	DefaultAPITokensSecretKey = "tokens"
 
+	// DefaultBTCKeySecretKey is the Secret data key read when
+	// assets.btc.keySecretRef.key is empty.
+	DefaultBTCKeySecretKey = "key"
+
+	// DefaultBTCCredentialsSecretKey is the Secret data key read when
+	// assets.btc.rpc.credentialsSecretRef.key is empty.
+	DefaultBTCCredentialsSecretKey = "credentials"
+
+	// DefaultBTCNetwork is assets.btc.network when unset.
+	DefaultBTCNetwork = "regtest"
+
+	// DefaultBTCAmount, DefaultBTCLargeAmount and DefaultBTCXLargeAmount
+	// are assets.btc.amounts when unset, in sats: 0.0001, 0.01 and 0.5
+	// BTC, the sizes of the BTC faucet this one replaces, and the
+	// defaults of `faucet serve --btc-amount` and its siblings.
+	DefaultBTCAmount       = 10_000
+	DefaultBTCLargeAmount  = 1_000_000
+	DefaultBTCXLargeAmount = 50_000_000
+
 	// DefaultLowThreshold is spec.funding.lowThreshold when unset: the
 	// number of default drips left below which Funded turns False, reason
 	// Low.
@@ -206,6 +225,197 @@ type AssetsSpec struct {
 	// condition turns False when it runs low. Unset, sBTC drips are off.
 	// +optional
 	SBTC *SBTCSpec `json:"sbtc,omitempty"`
+
+	// btc turns on Bitcoin drips on a test network (regtest, signet or
+	// testnet; never mainnet): the faucet pays from the P2WPKH address of
+	// its own Bitcoin key, through a Bitcoin Core or btcd node's RPC.
+	// status.funding.assets.btc reports that address and its balance, and
+	// the Funded condition turns False when it runs low. Unset, BTC drips
+	// are off.
+	// +optional
+	BTC *BTCSpec `json:"btc,omitempty"`
+}
+
+// BTCSpec configures Bitcoin drips.
+type BTCSpec struct {
+	// network is the Bitcoin test network the faucet pays on: regtest,
+	// signet or testnet (testnet3). Mainnet is refused. The node of rpc
+	// must be on it. Defaults to regtest.
+	// +optional
+	// +kubebuilder:default=regtest
+	// +kubebuilder:validation:XValidation:rule="self in ['regtest', 'signet', 'testnet']",message="assets.btc.network must be regtest, signet or testnet: the faucet pays test-network BTC only, never mainnet"
+	Network string `json:"network,omitempty"`
+
+	// rpc is the Bitcoin node the faucet reads the chain from and
+	// broadcasts its payouts to, and the operator reads the faucet's
+	// balance from.
+	// +required
+	RPC BTCRPCSpec `json:"rpc"`
+
+	// keySecretRef selects the Secret data key holding the faucet's
+	// Bitcoin key file: its first non-empty line is the private key,
+	// compressed test-network WIF or 64 hex characters, optionally
+	// followed by its P2WPKH address (`faucet keys generate --btc` writes
+	// such lines). The Secret is mounted read-only into the pod as a file;
+	// its content never appears in the Deployment, the status or events.
+	// Editing it restarts the pod.
+	// +required
+	KeySecretRef BTCKeySecretReference `json:"keySecretRef"`
+
+	// amounts are the sats (1 BTC = 100000000 sats) a drip sends, by size.
+	// Each must be at least 546, the dust limit of the costliest common
+	// output (P2PKH), and they must not decrease from default to xlarge.
+	// +optional
+	// +kubebuilder:default={}
+	Amounts *BTCAmounts `json:"amounts,omitempty"`
+
+	// startHeight is the block height from which the faucet scans the
+	// chain for its coins: the height of the first payment to its
+	// address, or lower. Defaults to 0 (the whole chain), which on signet
+	// or testnet takes a while at the first start.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	StartHeight *int64 `json:"startHeight,omitempty"`
+
+	// fees bounds the fee rate of the faucet's payouts, in sat/vB. The
+	// faucet asks the node for an estimate and clamps it to
+	// [minRate, maxRate]. Unset fields take the faucet's defaults.
+	// +optional
+	Fees *BTCFees `json:"fees,omitempty"`
+
+	// rateLimits caps how often an address or a client IP may get BTC, in
+	// buckets of their own. Unset limits take the faucet's defaults.
+	// +optional
+	RateLimits *BTCRateLimits `json:"rateLimits,omitempty"`
+}
+
+// BTCRPCSpec locates a Bitcoin node's JSON-RPC.
+type BTCRPCSpec struct {
+	// url is the http or https URL of the node's RPC, e.g.
+	// http://bitcoind.bitcoin.svc:18443 (regtest), :38332 (signet) or
+	// :18332 (testnet). It carries no user or password: those belong in
+	// the Secret of credentialsSecretRef, since the spec is not secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="assets.btc.rpc.url must be an http:// or https:// URL with a host, e.g. http://bitcoind:18443"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="assets.btc.rpc.url must not carry a user or password: put them in a Secret and name it in assets.btc.rpc.credentialsSecretRef"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="assets.btc.rpc.url must not have a query or a fragment"
+	URL string `json:"url"`
+
+	// credentialsSecretRef selects the Secret data key holding the RPC
+	// credentials, "user:password" on the first line: the format of
+	// Bitcoin Core's .cookie file, or btcd's --rpcuser and --rpcpass
+	// joined by a colon. The Secret is mounted read-only into the pod as
+	// a file, and the operator reads it to check the faucet's balance; it
+	// never appears in the Deployment, the status or events. Editing it
+	// restarts the pod. Unset, the node is called without credentials
+	// (e.g. through an authenticating proxy).
+	// +optional
+	CredentialsSecretRef *BTCCredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// BTCKeySecretReference selects the Bitcoin key file inside a Secret.
+type BTCKeySecretReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the key file. Defaults to "key".
+	// +optional
+	// +kubebuilder:default=key
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="assets.btc.keySecretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
+}
+
+// BTCCredentialsSecretReference selects the RPC credentials file inside a
+// Secret.
+type BTCCredentialsSecretReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the credentials. Defaults to
+	// "credentials".
+	// +optional
+	// +kubebuilder:default=credentials
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="assets.btc.rpc.credentialsSecretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
+}
+
+// BTCAmounts are the sats of BTC drips, by size.
+// +kubebuilder:validation:XValidation:rule="!has(self.default) || !has(self.large) || self.default <= self.large",message="assets.btc.amounts.large (default 1000000) must be at least amounts.default"
+// +kubebuilder:validation:XValidation:rule="!has(self.large) || !has(self.xlarge) || self.large <= self.xlarge",message="assets.btc.amounts.xlarge (default 50000000) must be at least amounts.large"
+type BTCAmounts struct {
+	// default is the sats a regular BTC drip sends. Defaults to 10000
+	// (0.0001 BTC).
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.default must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	Default *int64 `json:"default,omitempty"`
+
+	// large is the sats of a large drip. Defaults to 1000000 (0.01 BTC).
+	// +optional
+	// +kubebuilder:default=1000000
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.large must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	Large *int64 `json:"large,omitempty"`
+
+	// xlarge is the sats of an extra-large drip. Defaults to 50000000
+	// (0.5 BTC).
+	// +optional
+	// +kubebuilder:default=50000000
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.xlarge must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	XLarge *int64 `json:"xlarge,omitempty"`
+}
+
+// BTCFees bounds the fee rate of BTC payouts, in sat/vB.
+// +kubebuilder:validation:XValidation:rule="!has(self.minRate) || !has(self.maxRate) || self.minRate <= self.maxRate",message="assets.btc.fees.minRate must not exceed maxRate"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackRate) || (!has(self.minRate) || self.minRate <= self.fallbackRate) && (!has(self.maxRate) || self.fallbackRate <= self.maxRate)",message="assets.btc.fees.fallbackRate must lie between minRate and maxRate"
+type BTCFees struct {
+	// fallbackRate is the fee rate when the node has no estimate, as on a
+	// fresh regtest chain.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	FallbackRate *int64 `json:"fallbackRate,omitempty"`
+
+	// minRate is the lowest fee rate paid; 1 sat/vB is the relay minimum
+	// of Bitcoin Core's defaults.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MinRate *int64 `json:"minRate,omitempty"`
+
+	// maxRate is the highest fee rate paid, whatever the node estimates;
+	// at most 10000 sat/vB, above which nodes refuse a transaction by
+	// default.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRate *int64 `json:"maxRate,omitempty"`
+}
+
+// BTCRateLimits are the sliding-window limits of BTC drips, in buckets
+// apart from spec.rateLimits and those of other assets.
+type BTCRateLimits struct {
+	// perAddress limits BTC drips per recipient address.
+	// +optional
+	PerAddress *RateLimit `json:"perAddress,omitempty"`
+
+	// perIP limits BTC drips per client IP (IPv6 grouped by /64; the
+	// client IP as spec.rateLimits.trustedProxyHops selects it).
+	// +optional
+	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
 // SBTCSpec configures sBTC drips.
@@ -807,11 +1017,43 @@ type FundingStatus struct {
 	Assets *AssetsFunding `json:"assets,omitempty"`
 }
 
-// AssetsFunding reports the tokens of spec.assets, one field per asset.
+// AssetsFunding reports the assets of spec.assets, one field per asset.
 type AssetsFunding struct {
 	// sbtc is the faucet's sBTC, when spec.assets.sbtc is set.
 	// +optional
 	SBTC *TokenFunding `json:"sbtc,omitempty"`
+
+	// btc is the faucet's BTC, when spec.assets.btc is set, as the
+	// operator last read it from the Bitcoin node.
+	// +optional
+	BTC *BTCFunding `json:"btc,omitempty"`
+}
+
+// BTCFunding is how much BTC the faucet's Bitcoin key holds.
+type BTCFunding struct {
+	// network is the Bitcoin test network: regtest, signet or testnet.
+	// +required
+	Network string `json:"network"`
+
+	// address is the faucet's P2WPKH address, derived from the key
+	// Secret: send test BTC here to fund the faucet.
+	// +required
+	Address string `json:"address"`
+
+	// balance is the address's confirmed balance, in sats (1 BTC =
+	// 100000000 sats); mined coins count before they mature.
+	// +optional
+	Balance int64 `json:"balance"`
+
+	// dripsLeft is how many default drips (assets.btc.amounts.default)
+	// the balance pays, the fees of the payouts, paid from the same coins,
+	// not counted.
+	// +optional
+	DripsLeft int64 `json:"dripsLeft"`
+
+	// lastChecked is when the balance was last read successfully.
+	// +optional
+	LastChecked *metav1.Time `json:"lastChecked,omitempty"`
 }
 
 // TokenFunding is how much of a token the faucet's keys hold, in the
@@ -902,6 +1144,7 @@ type AccountFunding struct {
 // +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
 // +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
 // +kubebuilder:printcolumn:name="sBTC Drips Left",type="integer",JSONPath=`.status.funding.assets.sbtc.dripsLeft`,priority=1
+// +kubebuilder:printcolumn:name="BTC Drips Left",type="integer",JSONPath=`.status.funding.assets.btc.dripsLeft`,priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1

@@ -31,6 +31,7 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -253,6 +254,30 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"store": func(raw string) {
 			same("store", raw, `{"embedded":{}}`, raw)
 			same("store kind without spec.store", (&faucetv1alpha1.FaucetServer{}).StoreKind(), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
+		},
+		// spec.assets.btc: `faucet serve --btc-…` is being written beside
+		// the operator (issue 20) and has no flags here yet, so these
+		// are checked against the API's constants, which say what the
+		// flags' defaults are to be (0.0001, 0.01 and 0.5 BTC, regtest).
+		// Once serve has the flags, check them here as for amounts.
+		"assets.btc.amounts": func(raw string) { same("assets.btc.amounts", raw, "{}", raw) },
+		"assets.btc.amounts.default": func(raw string) {
+			same("assets.btc.amounts.default", num(raw), uint64(faucetv1alpha1.DefaultBTCAmount), uint64(10_000))
+		},
+		"assets.btc.amounts.large": func(raw string) {
+			same("assets.btc.amounts.large", num(raw), uint64(faucetv1alpha1.DefaultBTCLargeAmount), uint64(1_000_000))
+		},
+		"assets.btc.amounts.xlarge": func(raw string) {
+			same("assets.btc.amounts.xlarge", num(raw), uint64(faucetv1alpha1.DefaultBTCXLargeAmount), uint64(50_000_000))
+		},
+		"assets.btc.network": func(raw string) {
+			same("assets.btc.network", str(raw), faucetv1alpha1.DefaultBTCNetwork, bitcoin.Regtest.String())
+		},
+		"assets.btc.keySecretRef.key": func(raw string) {
+			same("assets.btc.keySecretRef.key", str(raw), faucetv1alpha1.DefaultBTCKeySecretKey, str(raw))
+		},
+		"assets.btc.rpc.credentialsSecretRef.key": func(raw string) {
+			same("assets.btc.rpc.credentialsSecretRef.key", str(raw), faucetv1alpha1.DefaultBTCCredentialsSecretKey, str(raw))
 		},
 		// Groups default to {}, so their fields' defaults apply.
 		"amounts":    func(raw string) { same("amounts", raw, "{}", raw) },

@@ -74,9 +74,15 @@ func TestHelmLifecycle(t *testing.T) {
 	})
 
 	t.Run("upgrade to watchNamespaces, a ServiceMonitor and FaucetServers", func(t *testing.T) {
-		if _, err := helmOn(t, append([]string{"upgrade", releaseName, chartDir}, full...)...); err != nil {
+		out, err := helmOn(t, append([]string{"upgrade", releaseName, chartDir}, full...)...)
+		if err != nil {
 			t.Fatal(err)
 		}
+		// The Secrets of the testnet FaucetServer's spec.assets.btc.
+		assertNotes(t, out,
+			"kubectl -n faucet-testnet create secret generic faucet-btc --from-file=key=btc-key",
+			"kubectl -n faucet-testnet create secret generic faucet-btc-rpc --from-literal=credentials='USER:PASSWORD'",
+		)
 		if c.exists(t, &rbacv1.ClusterRole{}, "", managerRBACName) {
 			t.Error("the ClusterRole survived the switch to watchNamespaces")
 		}

@@ -153,6 +153,26 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 0}}}\n",
 			wantErr: "/faucetServers/0/spec/assets/sbtc/amount",
 		},
+		"mainnet BTC": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {network: mainnet, rpc: {url: 'http://bitcoind:8332'}, keySecretRef: {name: btc}}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/btc/network",
+		},
+		"BTC RPC URL with a password": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://faucet:hunter2@bitcoind:18443'}, keySecretRef: {name: btc}}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/btc/rpc/url",
+		},
+		"BTC drip below dust": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}, keySecretRef: {name: btc}, amounts: {default: 500}}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/btc/amounts/default",
+		},
+		"BTC without a key Secret": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}}}}\n",
+			wantErr: "/faucetServers/0/spec/assets/btc",
+		},
+		"BTC alert threshold of zero": {
+			values:  "alerts:\n  rules:\n    btcLow:\n      lowDrips: 0\n",
+			wantErr: "/alerts/rules/btcLow/lowDrips",
+		},
 		"faucetServer listed twice": {
 			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr:       "faucet-system/a is listed twice",
@@ -179,7 +199,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/dashboard/labelValue",
 		},
 		"alerts without any alert": {
-			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    podNotReady: {enabled: false}\n",
+			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    btcLow: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    podNotReady: {enabled: false}\n",
 			wantErr:       "every alerts.rules.*.enabled is false",
 			templateCheck: true,
 		},

@@ -28,6 +28,16 @@ var externalMetrics = map[string]string{
 	"kube_pod_status_ready": "kube-state-metrics",
 }
 
+// pendingMetrics are series the chart reads that the faucet is to export
+// but does not yet, and why: the BTC faucet's (issue 20), whose server side
+// is written beside the chart's BTC alert and dashboard panels. The checks
+// accept them as exported; TestPendingMetrics fails once the faucet does
+// export one, so that it leaves this list and is checked like the rest.
+var pendingMetrics = map[string]string{
+	"faucet_btc_balance_sats": "the BTC faucet (issue 20): confirmed sats of its Bitcoin address, label address",
+	"faucet_btc_drips_left":   "the BTC faucet (issue 20): default BTC drips its address can still pay",
+}
+
 // recordingRegisterer is a registry that also keeps the descriptors of
 // every collector registered with it: the per-key and faucet-wide gauges
 // only produce samples once a faucet is attached, but they are described
@@ -233,6 +243,19 @@ func TestExportedMetrics(t *testing.T) {
 	}
 }
 
+// TestPendingMetrics: a metric the faucet exports is no longer pending.
+func TestPendingMetrics(t *testing.T) {
+	names, _ := exportedMetrics(t)
+	for n, why := range pendingMetrics {
+		if names[n] {
+			t.Errorf("the faucet exports %s now: remove it from pendingMetrics (%s)", n, why)
+		}
+		if !strings.HasPrefix(n, "faucet_") {
+			t.Errorf("pending metric %s is not the faucet's", n)
+		}
+	}
+}
+
 // promqlMetricNames returns the metric names a PromQL expression reads. It
 // is a small lexer, not a parser (the PromQL parser is not a dependency of
 // this module; promtool checks the syntax): it skips strings, comments,
@@ -418,6 +441,9 @@ func assertExportedMetrics(t *testing.T, what, expr string, allowExternal bool) 
 	exported, _ := exportedMetrics(t)
 	for _, n := range names {
 		if exported[n] {
+			continue
+		}
+		if _, ok := pendingMetrics[n]; ok {
 			continue
 		}
 		if _, ok := externalMetrics[n]; ok && allowExternal {

@@ -313,6 +313,11 @@ func TestRenderFull(t *testing.T) {
 			"assets.sbtc.assetIdentifier":         "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token",
 			"assets.sbtc.amount":                  int64(100000),
 			"assets.sbtc.rateLimits.perIP.window": "5m",
+			"assets.btc.network":                  "signet",
+			"assets.btc.rpc.url":                  "http://bitcoind.bitcoin.svc:38332",
+			"assets.btc.keySecretRef.name":        "faucet-btc",
+			"assets.btc.amounts.xlarge":           int64(60000000),
+			"assets.btc.fees.maxRate":             int64(100),
 		} {
 			got := dig(nested(t, testnet, "spec"), strings.Split(path, ".")...)
 			if f, ok := got.(float64); ok {

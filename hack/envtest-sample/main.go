@@ -280,12 +280,14 @@ func checkStores(ctx context.Context, k kubectl) error {
 	for _, want := range []string{"--pow-difficulty=0", "--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
 		"--ip-allow=10.0.0.0/8", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
 		"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
-		"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s"} {
+		"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
+		"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
+		"--btc-key-file=/etc/faucet/btc-key/key", "--btc-network=regtest", "--btc-amount=10000"} {
 		if !strings.Contains(args, `"`+want+`"`) {
 			return fmt.Errorf("deployment/%s args %s lack %s", sampleName, args, want)
 		}
 	}
-	fmt.Println("the sample's abuse, page and sBTC settings reach the faucet's flags")
+	fmt.Println("the sample's abuse, page, sBTC and BTC settings reach the faucet's flags")
 	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "persistentvolumeclaim/"+pgName+"-data"); err == nil {
 		return errors.New("a PersistentVolumeClaim for the Postgres sample")
 	}

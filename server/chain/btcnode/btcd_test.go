@@ -397,3 +397,63 @@ func TestBtcdDownIsUnavailableAndRestartKeepsTheChain(t *testing.T) {
 		t.Fatalf("after a crash the tip is %s, %v; want %s", tip, err, more[1])
 	}
 }
+
+// AddressBalance against btcd, which has no scantxoutset: the address
+// index (--addrindex) adds up each address's confirmed history.
+func TestBtcdAddressBalance(t *testing.T) {
+	key := newTestKey(t)
+	n := btcdtest.Start(t, key.addr, btcdtest.WithArgs("--addrindex"))
+	c := n.Client()
+	dest, unseen := newTestKey(t), newTestKey(t)
+
+	balance := func(addr string) int64 {
+		t.Helper()
+		sats, err := c.AddressBalance(ctx(t), addr)
+		if err != nil {
+			t.Fatalf("AddressBalance(%s): %v", addr, err)
+		}
+		return sats
+	}
+	if got := balance(key.addr); got != 0 {
+		t.Fatalf("before any block: %d sats, want 0", got)
+	}
+
+	hashes := generate(t, c, maturity+1)
+	if got, want := balance(key.addr), int64((maturity+1)*coinbaseValue); got != want {
+		t.Fatalf("after %d blocks: %d sats, want %d (immature coinbases count)", maturity+1, got, want)
+	}
+
+	// Pay 1 BTC of the first coinbase away, the change back, and mine it:
+	// the fee returns to the key, which mines the block.
+	cb := coinbaseCoin(t, c, hashes[0])
+	const sent, fee = 100_000_000, 2000
+	raw, _ := key.spend(t, cb, payment{dest.pkScript, sent}, payment{key.pkScript, cb.value - sent - fee})
+	if _, err := c.SendRawTransaction(ctx(t), raw); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := balance(key.addr), int64((maturity+1)*coinbaseValue); got != want {
+		t.Fatalf("with the spend in the mempool: %d sats, want the confirmed %d", got, want)
+	}
+	if got := balance(dest.addr); got != 0 {
+		t.Fatalf("destination with the payment in the mempool: %d sats, want 0", got)
+	}
+	generate(t, c, 1)
+	if got, want := balance(key.addr), int64((maturity+2)*coinbaseValue-sent); got != want {
+		t.Fatalf("after the spend: %d sats, want %d", got, want)
+	}
+	if got := balance(dest.addr); got != sent {
+		t.Fatalf("destination: %d sats, want %d", got, sent)
+	}
+	if got := balance(unseen.addr); got != 0 {
+		t.Fatalf("an address btcd never saw: %d sats, want 0", got)
+	}
+}
+
+func TestBtcdAddressBalanceWithoutAddrIndex(t *testing.T) {
+	_, c, key := startNode(t)
+	_, err := c.AddressBalance(ctx(t), key.addr)
+	if !errors.Is(err, btcnode.ErrNoAddressIndex) || !strings.Contains(err.Error(), "--addrindex") {
+		t.Fatalf("btcd without --addrindex: %v; want ErrNoAddressIndex", err)
+	}
+	t.Logf("without --addrindex: %v", err)
+}

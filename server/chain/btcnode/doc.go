@@ -3,7 +3,9 @@
 // the chain and its tip (getblockchaininfo, getblockcount,
 // getbestblockhash, getblockhash), blocks and transactions (getblock,
 // getrawtransaction, getrawmempool), broadcasting (sendrawtransaction),
-// fee estimation (Core's estimatesmartfee, else btcd's estimatefee) and,
+// fee estimation (Core's estimatesmartfee, else btcd's estimatefee), the
+// confirmed balance of any address (Core's scantxoutset, else btcd's
+// searchrawtransactions with --addrindex) and,
 // for tests, mining and reorgs (generate, generatetoaddress,
 // invalidateblock, reconsiderblock).
 //
@@ -26,8 +28,8 @@
 //
 // Some calls also wrap a sentinel for errors.Is: ErrBlockNotFound,
 // ErrTxNotFound, ErrHeightOutOfRange, ErrNotInMainChain, ErrNoFeeEstimate,
-// ErrMainChain. IsUnavailable tells "the node cannot serve us now" from
-// "this request is wrong".
+// ErrMainChain, ErrNoAddressIndex. IsUnavailable tells "the node cannot
+// serve us now" from "this request is wrong".
 //
 // Credentials (the URL's userinfo, or a file as Bitcoin Core's .cookie)
 // are sent as HTTP Basic auth and never appear in errors, in URL() or in
