@@ -59,6 +59,7 @@ const (
 	btcOutOfFunds    = "The faucet is temporarily out of BTC; try again later"
 	btcBusy          = "The faucet's coins are all waiting for a block; try again in a few minutes"
 	btcRefused       = "The Bitcoin node refused the faucet transaction"
+	btcStandby       = "Another replica of this faucet pays BTC drips; try again"
 	btcNoAddressInfo = "The Bitcoin node cannot report balances (it needs an address index)"
 )
 
@@ -258,6 +259,9 @@ func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *d
 	switch {
 	case errors.Is(err, btcfaucet.ErrNodeDown), errors.Is(err, btcfaucet.ErrNotReady):
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonNodeUnavailable), btcNodeDown
+	case errors.Is(err, btcfaucet.ErrStandby):
+		// One replica at a time pays from the BTC key; the others stand by.
+		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonBusy), btcStandby
 	case errors.Is(err, btcfaucet.ErrNoCoins):
 		f.status, f.reason, f.message, f.v3Message = http.StatusServiceUnavailable, string(faucet.ReasonExhausted), btcOutOfFunds, v3OutOfFunds
 	case errors.Is(err, btcfaucet.ErrBusy):

@@ -25,6 +25,8 @@ const (
 	stateEmpty           = "empty"
 	stateNodeUnreachable = "node_unreachable"
 	stateSuspended       = "suspended"
+	// stateStandby: another replica pays this asset (BTC's one key).
+	stateStandby = "standby"
 )
 
 // infoBody is the discovery document the web page (and any client) reads
@@ -206,6 +208,8 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	switch {
 	case s.cfg.Suspended:
 		a.State, a.StateMessage = stateSuspended, "The faucet is suspended by its operator."
+	case st.Standby:
+		a.State, a.StateMessage = stateStandby, "Another replica of this faucet pays BTC drips; this one stands by."
 	case !st.Ready && !st.NodeUp:
 		a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
 	case !st.Ready:

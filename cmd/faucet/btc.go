@@ -142,11 +142,11 @@ func (o *btcOptions) client(observe func(string, time.Duration, error)) (*btcnod
 	return c, nil
 }
 
-// newBTCFaucet builds the BTC faucet on client with key, keeping its
-// payouts in ledger.
-func (o *btcOptions) newBTCFaucet(key *bitcoin.PrivateKey, client *btcnode.Client, ledger btcfaucet.Ledger, logger *slog.Logger) (*btcfaucet.Faucet, error) {
+// newBTCFaucet builds the BTC faucet on client with key, its payouts in
+// owner's ledger.
+func (o *btcOptions) newBTCFaucet(key *bitcoin.PrivateKey, client *btcnode.Client, owner btcfaucet.Owner, logger *slog.Logger) (*btcfaucet.Faucet, error) {
 	f, err := btcfaucet.New(btcfaucet.Config{
-		Key: key, Node: client, Ledger: ledger, Fees: o.fees, Amounts: o.amounts,
+		Key: key, Node: client, Owner: owner, Fees: o.fees, Amounts: o.amounts,
 		StartHeight: o.startHeight, BatchMax: o.batchMax, Logger: logger.With("component", "btc"),
 	})
 	if err != nil {

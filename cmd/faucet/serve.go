@@ -278,7 +278,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if btcFaucet, err = o.btc.newBTCFaucet(btcKey, client, state.btcLedger(btcKey.Address().String()), logger); err != nil {
+		if btcFaucet, err = o.btc.newBTCFaucet(btcKey, client, state.btcOwner(btcKey.Address().String()), logger); err != nil {
 			return err
 		}
 	}

@@ -23,8 +23,9 @@ type engineState struct {
 	// spent remembers used proof-of-work challenges (shared by replicas on
 	// Postgres).
 	spent guard.SpentChallenges
-	// btcLedger keeps the BTC faucet's unconfirmed payouts of a key.
-	btcLedger func(key string) btcfaucet.Ledger
+	// btcOwner holds the BTC key's payout ledger: fenced on Postgres,
+	// where replicas share it.
+	btcOwner func(key string) btcfaucet.Owner
 	// background runs until ctx ends (history and slot pruning).
 	background func(ctx context.Context) error
 	close      func() error
@@ -51,7 +52,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 		return &engineState{
 			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter(),
 			spent:      guard.NewMemorySpent(),
-			btcLedger:  func(string) btcfaucet.Ledger { return btcfaucet.NewMemoryLedger() },
+			btcOwner:   func(string) btcfaucet.Owner { return btcfaucet.SoleOwner(btcfaucet.NewMemoryLedger()) },
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
 		}, nil
@@ -70,9 +71,9 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 	}
 	switch st := st.(type) {
 	case *store.SQLite:
-		es.btcLedger = st.BTCLedger
+		es.btcOwner = st.BTCOwner
 	case *store.Postgres:
-		es.btcLedger = st.BTCLedger
+		es.btcOwner = st.BTCOwner
 	}
 	if owner, ok := any(st).(faucet.KeyOwner); ok && st.Kind() == "postgres" {
 		es.owner = owner

@@ -83,9 +83,9 @@ var _ FaucetNode = (*btcnode.Client)(nil)
 type Config struct {
 	Key  *bitcoin.PrivateKey // required; its network is the faucet's
 	Node FaucetNode          // required
-	// Ledger keeps unconfirmed payouts across restarts; nil keeps them in
-	// memory only.
-	Ledger  Ledger
+	// Owner holds the key's ledger, fenced where replicas share a store
+	// (store.Postgres.BTCOwner); nil keeps payouts in memory, lost at exit.
+	Owner   Owner
 	Fees    Fees
 	Amounts Amounts // zero fields take the defaults
 	// StartHeight is the first block scanned for the key's coins.
@@ -94,18 +94,37 @@ type Config struct {
 	BatchWindow  time.Duration // 0 = DefaultBatchWindow
 	PollInterval time.Duration // 0 = DefaultPollInterval
 	BumpAfter    time.Duration // 0 = DefaultBumpAfter
-	Logger       *slog.Logger
+	// RenewEvery is how often the hold on the key is checked, and a
+	// standby replica tries to take it; 0 = DefaultRenewEvery.
+	RenewEvery time.Duration
+	Logger     *slog.Logger
+}
+
+// DefaultRenewEvery: a replica that lost the key stops paying within this
+// (its ledger writes fail at once anyway: they are fenced).
+const DefaultRenewEvery = 5 * time.Second
+
+// ErrStandby: another replica holds the BTC key and pays BTC drips; this
+// one takes over if that one goes.
+var ErrStandby = errors.New("another replica holds the BTC key")
+
+// engine is the payer of a held key: replaced when the hold is lost and
+// taken again (the new payer resumes what the ledger holds).
+type engine struct {
+	payer   *Payer
+	batcher *Batcher
 }
 
 // Faucet pays BTC drips from one key. Safe for concurrent use.
 type Faucet struct {
-	cfg     Config
-	payer   *Payer
-	batcher *Batcher
-	log     *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// cur is the engine while this process holds the key and has resumed
+	// its ledger; nil before, and while another replica holds it.
+	cur atomic.Pointer[engine]
 
-	ready  atomic.Bool // the ledger was resumed and the chain read
-	nodeUp atomic.Bool
+	standby atomic.Bool // another replica holds the key
+	nodeUp  atomic.Bool
 	seen   atomic.Bool // the node was asked at least once
 	// lastErr is the node error that keeps it not ready, for readiness.
 	mu      sync.Mutex
@@ -168,15 +187,19 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.BumpAfter <= 0 {
 		cfg.BumpAfter = DefaultBumpAfter
 	}
+	if cfg.RenewEvery <= 0 {
+		cfg.RenewEvery = DefaultRenewEvery
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	payer := NewPayer(cfg.Key, cfg.Node, cfg.Ledger, cfg.Fees, cfg.StartHeight)
-	batcher, err := NewBatcher(payer, cfg.BatchMax, cfg.BatchWindow)
-	if err != nil {
-		return nil, fmt.Errorf("btc faucet: %w", err)
+	if cfg.Owner == nil {
+		cfg.Owner = SoleOwner(NewMemoryLedger())
 	}
-	return &Faucet{cfg: cfg, payer: payer, batcher: batcher, log: cfg.Logger}, nil
+	if cfg.BatchMax < 1 || cfg.BatchMax > MaxBatch {
+		return nil, fmt.Errorf("btc faucet: at most %d drips per payout, got %d", MaxBatch, cfg.BatchMax)
+	}
+	return &Faucet{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Address is the faucet's address: where its operator sends coins.
@@ -188,40 +211,62 @@ func (f *Faucet) Network() bitcoin.Network { return f.cfg.Key.Network() }
 // Amounts are the three drip sizes.
 func (f *Faucet) Amounts() Amounts { return f.cfg.Amounts }
 
-// Run checks the node's chain, resumes the ledger's payouts and then follows
-// the chain every PollInterval until ctx ends. It retries an unreachable
-// node for as long as it takes; it fails only when the node is on another
-// network than the key (a configuration error no retry cures).
+// Run checks the node's chain, takes the key (or waits while another
+// replica holds it), resumes the ledger's payouts and then follows the
+// chain every PollInterval, renewing the hold and raising the fee of stuck
+// payouts, until ctx ends; then it gives the key up. It retries an
+// unreachable node for as long as it takes; it fails only when the node is
+// on another network than the key (a configuration error no retry cures).
 func (f *Faucet) Run(ctx context.Context) error {
+	defer func() {
+		f.cur.Store(nil)
+		if err := f.cfg.Owner.Release(context.WithoutCancel(ctx)); err != nil {
+			f.log.Warn("btc faucet: releasing the key failed", "err", err)
+		}
+	}()
 	tick := time.NewTicker(f.cfg.PollInterval)
 	defer tick.Stop()
-	for !f.ready.Load() {
-		err := f.start(ctx)
-		if errors.Is(err, errWrongChain) {
-			return err
-		}
-		f.observe(err)
-		if err != nil {
-			f.log.Warn("btc faucet: cannot start yet; retrying", "err", err)
-		}
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-	f.log.Info("btc faucet ready", "address", f.Address().String(), "network", f.Network().String(),
-		"tip", f.payer.chain.Tip(), "in_flight", f.payer.InFlight())
+	var lastRenew, lastBump time.Time
 	for {
+		if f.cur.Load() == nil {
+			err := f.start(ctx)
+			switch {
+			case errors.Is(err, errWrongChain):
+				return err
+			case errors.Is(err, ErrStandby):
+				f.observe(nil)
+			case err != nil:
+				f.observe(err)
+				f.log.Warn("btc faucet: cannot start yet; retrying", "err", err)
+			default:
+				f.observe(nil)
+				e := f.cur.Load()
+				f.log.Info("btc faucet ready", "address", f.Address().String(), "network", f.Network().String(),
+					"tip", e.payer.chain.Tip(), "in_flight", e.payer.InFlight())
+				lastRenew, lastBump = time.Now(), time.Now()
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		err := f.payer.Sync(ctx)
+		e := f.cur.Load()
+		if e == nil {
+			continue
+		}
+		if time.Since(lastRenew) >= f.cfg.RenewEvery {
+			lastRenew = time.Now()
+			if err := f.cfg.Owner.Renew(ctx); err != nil {
+				// Lost (or unprovable: the store is down, and the ledger's
+				// fenced writes would fail anyway): stop paying; take the
+				// key again, and resume a fresh payer, when it is free.
+				f.log.Warn("btc faucet: lost the BTC key; no more BTC payouts from this replica until it is taken again", "err", err)
+				f.cur.Store(nil)
+				continue
+			}
+		}
+		err := e.payer.Sync(ctx)
 		if errors.Is(err, ErrReorgTooDeep) {
 			return fmt.Errorf("btc faucet: %w; restart to rescan from the start height", err)
 		}
@@ -229,12 +274,16 @@ func (f *Faucet) Run(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		if time.Since(lastBump) >= f.cfg.BumpAfter/10 {
+			lastBump = time.Now()
+			f.bump(ctx, e)
+		}
 	}
 }
 
 var errWrongChain = errors.New("the node is on another network than the faucet's key")
 
-// start checks the chain and resumes the ledger.
+// start checks the chain, takes the key and resumes the ledger.
 func (f *Faucet) start(ctx context.Context) error {
 	chain, err := f.cfg.Node.RequireTestChain(ctx)
 	if err != nil {
@@ -246,11 +295,42 @@ func (f *Faucet) start(ctx context.Context) error {
 	if !chainMatches(chain, f.Network()) {
 		return fmt.Errorf("btc faucet: %w: the node runs %s, the key is for %s", errWrongChain, chain, f.Network())
 	}
-	if err := f.payer.Resume(ctx); err != nil {
+	held, err := f.cfg.Owner.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("btc faucet: take the key: %w", err)
+	}
+	if was := f.standby.Swap(!held); was != !held {
+		if held {
+			f.log.Info("btc faucet: took the BTC key")
+		} else {
+			f.log.Info("btc faucet: another replica holds the BTC key; this one stands by")
+		}
+	}
+	if !held {
+		return ErrStandby
+	}
+	payer := NewPayer(f.cfg.Key, f.cfg.Node, f.cfg.Owner.Ledger(), f.cfg.Fees, f.cfg.StartHeight)
+	payer.SetLogger(f.log)
+	batcher, err := NewBatcher(payer, f.cfg.BatchMax, f.cfg.BatchWindow)
+	if err != nil {
+		return fmt.Errorf("btc faucet: %w", err)
+	}
+	if err := payer.Resume(ctx); err != nil {
 		return err
 	}
-	f.ready.Store(true)
+	f.cur.Store(&engine{payer: payer, batcher: batcher})
 	return nil
+}
+
+// bump raises the fee of payouts waiting longer than BumpAfter.
+func (f *Faucet) bump(ctx context.Context, e *engine) {
+	n, err := e.payer.BumpStuck(ctx, f.cfg.BumpAfter)
+	if err != nil {
+		f.log.Warn("btc faucet: fee bump failed", "err", err)
+	}
+	if n > 0 {
+		f.log.Info("btc faucet: raised the fee of stuck payouts", "payouts", n)
+	}
 }
 
 func chainMatches(c btcnode.Chain, n bitcoin.Network) bool {
@@ -298,7 +378,11 @@ type Drip struct {
 // may hold it: a lost answer is success, since the recorded bytes are sent
 // again until a block confirms them).
 func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Drip, error) {
-	if !f.ready.Load() {
+	e := f.cur.Load()
+	if e == nil {
+		if f.standby.Load() {
+			return nil, fmt.Errorf("btc faucet: %w", ErrStandby)
+		}
 		f.mu.Lock()
 		cause := f.lastErr
 		f.mu.Unlock()
@@ -308,7 +392,7 @@ func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Dr
 		return nil, fmt.Errorf("btc faucet: %w", ErrNotReady)
 	}
 	amount := f.cfg.Amounts.Of(size)
-	rec, err := f.batcher.Pay(ctx, bitcoin.Payout{Address: addr, Amount: amount})
+	rec, err := e.batcher.Pay(ctx, bitcoin.Payout{Address: addr, Amount: amount})
 	if err != nil {
 		if errors.Is(err, ErrNodeDown) {
 			f.nodeUp.Store(false)
@@ -323,7 +407,8 @@ func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Dr
 type Status struct {
 	Address string
 	Network string
-	Ready   bool // resumed and following the chain
+	Ready   bool // holds the key, resumed and following the chain
+	Standby bool // another replica holds the key
 	NodeUp  bool
 	Tip     int64
 	// Balance is what new payouts can spend: mature coins no payout in
@@ -336,9 +421,13 @@ type Status struct {
 
 // Status reports the faucet's funds as its own chain view has them.
 func (f *Faucet) Status() Status {
+	e := f.cur.Load()
 	st := Status{Address: f.Address().String(), Network: f.Network().String(),
-		Ready: f.ready.Load(), NodeUp: f.nodeUp.Load()}
-	p := f.payer
+		Ready: e != nil, Standby: e == nil && f.standby.Load(), NodeUp: f.nodeUp.Load()}
+	if e == nil {
+		return st
+	}
+	p := e.payer
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st.Tip = p.chain.Tip()
@@ -387,13 +476,17 @@ type PayoutStatus struct {
 // then the node (which needs a transaction index for confirmed ones). ok is
 // false for a txid that is not a payout of this faucet.
 func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, error) {
-	f.payer.mu.Lock()
-	r, inflight := f.payer.inflight[txid]
+	e := f.cur.Load()
+	if e == nil {
+		return PayoutStatus{}, false, nil
+	}
+	e.payer.mu.Lock()
+	r, inflight := e.payer.inflight[txid]
 	var st PayoutStatus
 	if inflight {
 		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true}
 	}
-	f.payer.mu.Unlock()
+	e.payer.mu.Unlock()
 	tx, err := f.cfg.Node.RawTransaction(ctx, txid)
 	switch {
 	case err == nil:
@@ -406,7 +499,7 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	}
 	if !inflight {
 		// Ours only if it spends the faucet's script: the follower saw it.
-		if !f.spendsOurs(tx) {
+		if !spendsOurs(e.payer.chain, tx) {
 			return PayoutStatus{}, false, nil
 		}
 		st = PayoutStatus{TxID: txid}
@@ -424,13 +517,13 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 
 // spendsOurs reports whether the main chain shows tx spending a coin of the
 // faucet.
-func (f *Faucet) spendsOurs(tx *btcnode.Tx) bool {
+func spendsOurs(chain *chainFollower, tx *btcnode.Tx) bool {
 	for _, in := range tx.Vin {
 		op, err := outPoint(in.TxID, in.Vout)
 		if err != nil {
 			continue
 		}
-		if c, ok := f.payer.chain.Coin(op); ok && c.SpentBy == tx.TxID {
+		if c, ok := chain.Coin(op); ok && c.SpentBy == tx.TxID {
 			return true
 		}
 	}
@@ -439,7 +532,7 @@ func (f *Faucet) spendsOurs(tx *btcnode.Tx) bool {
 
 // ErrNoAddressIndex: the node cannot report an address's balance (btcd
 // without --addrindex, or a node with neither scantxoutset nor an index).
-var ErrNoAddressIndex = errors.New("the node has no address index")
+var ErrNoAddressIndex = btcnode.ErrNoAddressIndex
 
 // AddressBalancer reads any address's confirmed balance; *btcnode.Client
 // does, through scantxoutset (Core) or searchrawtransactions (btcd with

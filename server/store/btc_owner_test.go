@@ -272,3 +272,84 @@ func btcRecipients(t *testing.T, n int) []bitcoin.Address {
 	}
 	return out
 }
+
+// Two replicas' BTC faucets on one Postgres: one pays, the other stands by
+// and answers ErrStandby; when the first stops (releasing the key), the
+// second takes it within its renew interval, resumes what the first left
+// in flight and pays. Every drip answered is mined once.
+func TestBTCFaucetFailover(t *testing.T) {
+	ctx := context.Background()
+	key, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := btcdtest.Start(t, key.Address().String()).Client()
+	if _, err := c.Generate(ctx, btcfaucet.CoinbaseMaturity+3); err != nil {
+		t.Fatal(err)
+	}
+	uri := pgtest.Shared(t).CreateDB(t)
+	addr := key.Address().String()
+	start := func(name string) (*btcfaucet.Faucet, context.CancelFunc, <-chan error) {
+		s := openPostgresURI(t, uri, store.Options{ReplicaName: name})
+		f, err := btcfaucet.New(btcfaucet.Config{Key: key, Node: c, Owner: s.BTCOwner(addr),
+			Fees: btcfaucet.Fees{Min: 1, Max: 50, Fallback: 2}, BatchWindow: time.Millisecond,
+			PollInterval: 20 * time.Millisecond, RenewEvery: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- f.Run(runCtx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done }) // closed: never blocks twice
+		return f, cancel, done
+	}
+	f1, stop1, done1 := start("r1")
+	if err := eventually.Wait(t, 20*time.Second, func() bool { return f1.Status().Ready }); err != nil {
+		t.Fatal("the first replica never took the key")
+	}
+	f2, _, _ := start("r2")
+	if err := eventually.Wait(t, 20*time.Second, func() bool { return f2.Status().Standby }); err != nil {
+		t.Fatalf("the second replica does not stand by: %+v", f2.Status())
+	}
+	to := btcRecipients(t, 3)
+	if _, err := f2.Drip(ctx, to[0], btcfaucet.SizeDefault); !errors.Is(err, btcfaucet.ErrStandby) {
+		t.Fatalf("drip on the standby: %v, want ErrStandby", err)
+	}
+	d1, err := f1.Drip(ctx, to[0], btcfaucet.SizeDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first stops with its payout unconfirmed; the second takes over.
+	stop1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually.Wait(t, 20*time.Second, func() bool { return f2.Status().Ready }); err != nil {
+		t.Fatalf("the second replica did not take over: %+v", f2.Status())
+	}
+	if st := f2.Status(); st.InFlight != 1 {
+		t.Fatalf("the second resumed %d payouts, want the first's one", st.InFlight)
+	}
+	d2, err := f2.Drip(ctx, to[1], btcfaucet.SizeLarge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Generate(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []*btcfaucet.Drip{d1, d2} {
+		tx, err := c.RawTransaction(ctx, d.TxID)
+		if err != nil || tx.Confirmations != 1 {
+			t.Fatalf("drip %d (%s) not mined: %v", i, d.TxID, err)
+		}
+		var paid int64
+		for _, o := range tx.Vout {
+			if o.ScriptPubKey == hex.EncodeToString(to[i].PkScript()) {
+				paid += o.Value
+			}
+		}
+		if paid != d.Amount {
+			t.Fatalf("drip %d paid %d, want %d", i, paid, d.Amount)
+		}
+	}
+}
