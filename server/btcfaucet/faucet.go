@@ -125,7 +125,7 @@ type Faucet struct {
 
 	standby atomic.Bool // another replica holds the key
 	nodeUp  atomic.Bool
-	seen   atomic.Bool // the node was asked at least once
+	seen    atomic.Bool // the node was asked at least once
 	// lastErr is the node error that keeps it not ready, for readiness.
 	mu      sync.Mutex
 	lastErr error
