@@ -18,6 +18,9 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 )
 
+// devnetBTCBlockTime is the devnet btcd's block interval.
+const devnetBTCBlockTime = 10 * time.Second
+
 // btcOptions turn on the BTC faucet: regtest, signet or testnet BTC paid
 // from one key through a Bitcoin node's JSON-RPC (Bitcoin Core or btcd).
 type btcOptions struct {
@@ -49,13 +52,13 @@ func (o *btcOptions) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.amounts.Large, "btc-large-amount", btcfaucet.DefaultLargeAmount, "satoshis per v1 drip with large=true")
 	fs.Int64Var(&o.amounts.XLarge, "btc-xlarge-amount", btcfaucet.DefaultXLargeAmount, "satoshis per v1 drip with xlarge=true")
 	fs.Int64Var(&o.startHeight, "btc-start-height", 0, "first block scanned for the key's coins (set it near the key's first funding on signet or testnet: the faucet reads every block from here at start)")
-	fs.Int64Var(&o.fees.Fallback, "btc-fee-rate", 2, "fee rate in sat/vB when the node has no estimate (btcd and a fresh regtest Core have none)")
+	fs.Int64Var(&o.fees.Fallback, "btc-fee-rate", btcfaucet.DefaultFallbackFeeRate, "fee rate in sat/vB when the node has no estimate (btcd and a fresh regtest Core have none)")
 	fs.Int64Var(&o.fees.Min, "btc-min-fee-rate", bitcoin.MinFeeRate, "lowest fee rate paid, sat/vB")
-	fs.Int64Var(&o.fees.Max, "btc-max-fee-rate", 100, "highest fee rate paid, sat/vB, whatever the node estimates")
+	fs.Int64Var(&o.fees.Max, "btc-max-fee-rate", btcfaucet.DefaultMaxFeeRate, "highest fee rate paid, sat/vB, whatever the node estimates")
 	fs.IntVar(&o.batchMax, "btc-batch-max", btcfaucet.DefaultBatchMax, "most BTC drips one payout transaction pays, one output each (1 = every drip alone)")
 	fs.DurationVar(&o.rpcTimeout, "btc-rpc-timeout", btcnode.DefaultTimeout, "timeout of each Bitcoin node RPC call")
 	fs.BoolVar(&o.devnet, "devnet-btc", true, "with --devnet: run a btcd regtest node (bin/btcd, $FAUCET_BTCD or btcd on PATH) and turn the BTC faucet on")
-	fs.DurationVar(&o.blockTime, "btc-block-time", 10*time.Second, "with --devnet: how often the devnet's btcd mines a block")
+	fs.DurationVar(&o.blockTime, "btc-block-time", devnetBTCBlockTime, "with --devnet: how often the devnet's btcd mines a block")
 }
 
 // on reports whether BTC flags turn the faucet on outside the devnet.

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -41,6 +44,17 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"limit-ip":                 limit(guard.DefaultLimits().PerIP),
 		"sbtc-limit-address":       limit(guard.DefaultLimits().SBTC.PerAddress),
 		"sbtc-limit-ip":            limit(guard.DefaultLimits().SBTC.PerIP),
+		"btc-limit-address":        limit(guard.DefaultLimits().BTC.PerAddress),
+		"btc-limit-ip":             limit(guard.DefaultLimits().BTC.PerIP),
+		"btc-amount":               strconv.FormatInt(btcfaucet.DefaultAmount, 10),
+		"btc-large-amount":         strconv.FormatInt(btcfaucet.DefaultLargeAmount, 10),
+		"btc-xlarge-amount":        strconv.FormatInt(btcfaucet.DefaultXLargeAmount, 10),
+		"btc-fee-rate":             strconv.FormatInt(btcfaucet.DefaultFallbackFeeRate, 10),
+		"btc-min-fee-rate":         strconv.FormatInt(bitcoin.MinFeeRate, 10),
+		"btc-max-fee-rate":         strconv.FormatInt(btcfaucet.DefaultMaxFeeRate, 10),
+		"btc-batch-max":            strconv.Itoa(btcfaucet.DefaultBatchMax),
+		"btc-network":              bitcoin.Regtest.String(),
+		"btc-rpc-timeout":          btcnode.DefaultTimeout.String(),
 		"pow-difficulty":           strconv.Itoa(guard.DefaultDifficulty),
 		"pow-max-difficulty":       strconv.Itoa(guard.DefaultMaxDifficulty),
 		"pow-ttl":                  guard.DefaultChallengeTTL.String(),
@@ -49,6 +63,7 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"history-retention":        defaultHistoryRetention.String(),
 		// Settings of serve alone: the devnet, logging.
 		"devnet-keys": "4", "devnet-sbtc": "true", "block-time": (2 * time.Second).String(),
+		"devnet-btc": "true", "btc-block-time": devnetBTCBlockTime.String(),
 		"log-level": "info", "log-format": "json",
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

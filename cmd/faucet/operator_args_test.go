@@ -31,6 +31,7 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -255,23 +256,20 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 			same("store", raw, `{"embedded":{}}`, raw)
 			same("store kind without spec.store", (&faucetv1alpha1.FaucetServer{}).StoreKind(), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
 		},
-		// spec.assets.btc: `faucet serve --btc-…` is being written beside
-		// the operator (issue 20) and has no flags here yet, so these
-		// are checked against the API's constants, which say what the
-		// flags' defaults are to be (0.0001, 0.01 and 0.5 BTC, regtest).
-		// Once serve has the flags, check them here as for amounts.
+		// spec.assets.btc: the CRD's defaults, the API's constants and
+		// serve's flags agree.
 		"assets.btc.amounts": func(raw string) { same("assets.btc.amounts", raw, "{}", raw) },
 		"assets.btc.amounts.default": func(raw string) {
-			same("assets.btc.amounts.default", num(raw), uint64(faucetv1alpha1.DefaultBTCAmount), uint64(10_000))
+			same("assets.btc.amounts.default", num(raw), uint64(faucetv1alpha1.DefaultBTCAmount), uint64(o.btc.amounts.Default))
 		},
 		"assets.btc.amounts.large": func(raw string) {
-			same("assets.btc.amounts.large", num(raw), uint64(faucetv1alpha1.DefaultBTCLargeAmount), uint64(1_000_000))
+			same("assets.btc.amounts.large", num(raw), uint64(faucetv1alpha1.DefaultBTCLargeAmount), uint64(o.btc.amounts.Large))
 		},
 		"assets.btc.amounts.xlarge": func(raw string) {
-			same("assets.btc.amounts.xlarge", num(raw), uint64(faucetv1alpha1.DefaultBTCXLargeAmount), uint64(50_000_000))
+			same("assets.btc.amounts.xlarge", num(raw), uint64(faucetv1alpha1.DefaultBTCXLargeAmount), uint64(o.btc.amounts.XLarge))
 		},
 		"assets.btc.network": func(raw string) {
-			same("assets.btc.network", str(raw), faucetv1alpha1.DefaultBTCNetwork, bitcoin.Regtest.String())
+			same("assets.btc.network", str(raw), faucetv1alpha1.DefaultBTCNetwork, o.btc.network.String())
 		},
 		"assets.btc.keySecretRef.key": func(raw string) {
 			same("assets.btc.keySecretRef.key", str(raw), faucetv1alpha1.DefaultBTCKeySecretKey, str(raw))
@@ -395,6 +393,18 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				},
 				RefillBelow:  ptr.To(int64(5_000_000)),
 				RefillAmount: ptr.To(int64(50_000_000)),
+			}, BTC: &faucetv1alpha1.BTCSpec{
+				Network: "signet",
+				RPC: faucetv1alpha1.BTCRPCSpec{URL: "http://bitcoind.btc.svc:38332",
+					CredentialsSecretRef: &faucetv1alpha1.BTCCredentialsSecretReference{Name: "bitcoind-rpc", Key: "cookie"}},
+				KeySecretRef: faucetv1alpha1.BTCKeySecretReference{Name: "faucet-btc", Key: "btc.txt"},
+				Amounts:      &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(20_000)), Large: ptr.To(int64(2_000_000)), XLarge: ptr.To(int64(40_000_000))},
+				StartHeight:  ptr.To(int64(230_000)),
+				Fees:         &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(3)), MinRate: ptr.To(int64(2)), MaxRate: ptr.To(int64(40))},
+				RateLimits: &faucetv1alpha1.BTCRateLimits{
+					PerAddress: &faucetv1alpha1.RateLimit{Requests: 4, Window: metav1.Duration{Duration: 2 * time.Hour}},
+					PerIP:      &faucetv1alpha1.RateLimit{Requests: 8, Window: metav1.Duration{Duration: 20 * time.Minute}},
+				},
 			}},
 		}
 		return fs
@@ -474,6 +484,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			if _, err := got.sbtc.token(false, got.treasuryKeyFile != ""); err != nil {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			if err := got.btc.validate(false); err != nil {
+				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
+			}
 			want := defaults
 			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
 			want.log.format = "json"
@@ -487,6 +500,11 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			}
 			if got.treasuryKeyFile != "" {
 				checkOnVolume(t, pod, got.treasuryKeyFile, true)
+			}
+			for _, f := range []string{got.btc.keyFile, got.btc.credsFile} {
+				if f != "" {
+					checkOnVolume(t, pod, f, true)
+				}
 			}
 			if !strings.Contains(got.store, "://") {
 				checkOnVolume(t, pod, got.store, false)
@@ -524,7 +542,18 @@ func fullOptions(store string) func(o *serveOptions) {
 				PerAddress: guard.Limit{Requests: 2, Window: time.Hour},
 				PerIP:      guard.Limit{Requests: 9, Window: 10 * time.Minute},
 			},
+			BTC: guard.AssetLimits{
+				PerAddress: guard.Limit{Requests: 4, Window: 2 * time.Hour},
+				PerIP:      guard.Limit{Requests: 8, Window: 20 * time.Minute},
+			},
 		}
+		o.btc.rpcURL = "http://bitcoind.btc.svc:38332"
+		o.btc.credsFile = "/etc/faucet/btc-rpc/cookie"
+		o.btc.keyFile = "/etc/faucet/btc-key/btc.txt"
+		o.btc.network = bitcoin.Signet
+		o.btc.amounts = btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000}
+		o.btc.startHeight = 230_000
+		o.btc.fees = btcfaucet.Fees{Fallback: 3, Min: 2, Max: 40}
 		o.treasuryKeyFile = "/etc/faucet/treasury/treasury.txt"
 		o.refillBelow, o.refillAmount = 40_000_000, 400_000_000
 		o.sbtc = sbtcOptions{devnet: true, asset: stacks.SBTCTestnet, amount: 250_000, refillBelow: 5_000_000, refillAmount: 50_000_000}

@@ -27,6 +27,13 @@ const (
 	DefaultXLargeAmount int64 = 50_000_000
 )
 
+// Fee rate defaults, sat/vB: the rate when the node has no estimate (btcd
+// never has one; a young regtest Core neither), and the cap on any rate.
+const (
+	DefaultFallbackFeeRate int64 = 2
+	DefaultMaxFeeRate      int64 = 100
+)
+
 // Defaults of the service's timing.
 const (
 	DefaultPollInterval = time.Second
@@ -149,9 +156,10 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.Amounts.XLarge == 0 {
 		cfg.Amounts.XLarge = def.XLarge
 	}
-	// Dust is judged against the largest standard output script (P2WSH and
-	// P2TR take 43 vbytes): an amount paid to any address type must relay.
-	dust := bitcoin.DustThreshold(make([]byte, 34))
+	// Dust is judged against the costliest output the faucet pays, P2PKH
+	// (a 25-byte script, not a witness program): 546 sats. An amount
+	// below it could not pay every address type.
+	dust := bitcoin.DustThreshold(make([]byte, 25))
 	for _, a := range []struct {
 		name string
 		v    int64
@@ -169,11 +177,14 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.Fees.Max != 0 && cfg.Fees.Min > cfg.Fees.Max {
 		return nil, fmt.Errorf("btc faucet: the minimum fee rate %d sat/vB is above the maximum %d", cfg.Fees.Min, cfg.Fees.Max)
 	}
+	if cfg.Fees.Min == 0 {
+		cfg.Fees.Min = bitcoin.MinFeeRate
+	}
 	if cfg.Fees.Max == 0 {
-		cfg.Fees.Max = bitcoin.MaxFeeRate
+		cfg.Fees.Max = max(DefaultMaxFeeRate, cfg.Fees.Min)
 	}
 	if cfg.Fees.Fallback == 0 {
-		cfg.Fees.Fallback = max(cfg.Fees.Min, bitcoin.MinFeeRate)
+		cfg.Fees.Fallback = min(max(DefaultFallbackFeeRate, cfg.Fees.Min), cfg.Fees.Max)
 	}
 	if cfg.BatchMax == 0 {
 		cfg.BatchMax = DefaultBatchMax
