@@ -254,3 +254,45 @@ func grepMetric(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Issue 20's "done when", on the real command: `faucet serve` against a
+// btcd regtest node whose coinbases pay the faucet's address answers a v3
+// BTC drip to a bcrt1q… address with 200, and after `generate 1` the node
+// shows that output paying exactly 10,000 sats.
+func TestBTCServeV3DripMined(t *testing.T) {
+	e := newBTCFaultEnv(t)
+	p := e.serve("serve", append([]string{"--store", "memory"}, e.args...)...)
+	p.btcReady()
+	k, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := k.Address().String()
+	if !strings.HasPrefix(to, "bcrt1q") {
+		t.Fatalf("recipient %s", to)
+	}
+	a := p.dripBTC(to)
+	if a.code != http.StatusOK || len(a.txid) != 64 {
+		t.Fatalf("v3 BTC drip: %d %q\n%s", a.code, a.txid, p.logs.tail(20))
+	}
+	if _, err := e.client.Generate(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.client.RawTransaction(context.Background(), a.txid)
+	if err != nil || tx.Confirmations != 1 {
+		t.Fatalf("tx %s after generate 1: %+v %v", a.txid, tx, err)
+	}
+	var outs []int64
+	for _, o := range tx.Vout {
+		if o.Address == to {
+			outs = append(outs, o.Value)
+		}
+	}
+	if len(outs) != 1 || outs[0] != 10_000 {
+		t.Fatalf("the node shows %v paid to %s, want one output of exactly 10000 sats", outs, to)
+	}
+	// The credentials given in the file never reach the logs.
+	if strings.Contains(p.logs.tail(1 << 20), e.node.Password()) {
+		t.Fatal("the RPC password is in the logs")
+	}
+}
