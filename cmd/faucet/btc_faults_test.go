@@ -292,7 +292,7 @@ func TestBTCServeV3DripMined(t *testing.T) {
 		t.Fatalf("the node shows %v paid to %s, want one output of exactly 10000 sats", outs, to)
 	}
 	// The credentials given in the file never reach the logs.
-	if strings.Contains(p.logs.tail(1 << 20), e.node.Password()) {
+	if strings.Contains(p.logs.tail(1<<20), e.node.Password()) {
 		t.Fatal("the RPC password is in the logs")
 	}
 }

@@ -123,7 +123,7 @@ func TestBTCServeRefusesAnotherNetwork(t *testing.T) {
 	args := append(append([]string{"--store", "memory"}, e.args...), "--btc-key-file", keyFile, "--btc-network", "signet")
 	p := e.serve("signet-on-regtest", args...)
 	<-p.done
-	if p.err == nil || !strings.Contains(p.logs.tail(1 << 20), "the node runs regtest, the key is for signet") {
+	if p.err == nil || !strings.Contains(p.logs.tail(1<<20), "the node runs regtest, the key is for signet") {
 		t.Fatalf("exit %v; logs:\n%s", p.err, p.logs.tail(10))
 	}
 }
