@@ -300,7 +300,12 @@ func TestBTCFaucetFailover(t *testing.T) {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- f.Run(runCtx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done }) // closed: never blocks twice
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil { // closed: never blocks twice
+				t.Errorf("%s: %v", name, err)
+			}
+		})
 		return f, cancel, done
 	}
 	f1, stop1, done1 := start("r1")
