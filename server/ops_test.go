@@ -166,7 +166,7 @@ func TestMetricsSharedAcrossHandlers(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	h := newHarness(t, options{})
-	for _, p := range []string{"/nope", "/extended/v1/faucets/btc", "/extended/v1/status/", "/extended/v2/status", "/assets/nope.js", "/faucet/v1/nope"} {
+	for _, p := range []string{"/nope", "/extended/v1/faucets/doge", "/extended/v1/status/", "/extended/v2/status", "/assets/nope.js", "/faucet/v1/nope"} {
 		w := h.do(http.MethodGet, p, nil, nil)
 		if w.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", p, w.Code)
