@@ -15,7 +15,7 @@ import (
 
 // allAlerts are the alerts of templates/prometheusrule.yaml, in order.
 var allAlerts = []string{
-	"FaucetLow", "FaucetEmpty", "FaucetBTCLow", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
+	"FaucetLow", "FaucetEmpty", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
 	"FaucetNodeUnreachable", "FaucetPodNotReady",
 }
 
@@ -37,7 +37,7 @@ var alertCases = []struct {
 		name:     "custom",
 		values:   []string{"-f", "hack/charttest/testdata/alerts/custom-values.yaml"},
 		testFile: "custom.test.yaml",
-		alerts:   []string{"FaucetLow", "FaucetBTCLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetPodNotReady"},
+		alerts:   []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetPodNotReady"},
 	},
 }
 

@@ -169,10 +169,6 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}}}}\n",
 			wantErr: "/faucetServers/0/spec/assets/btc",
 		},
-		"BTC alert threshold of zero": {
-			values:  "alerts:\n  rules:\n    btcLow:\n      lowDrips: 0\n",
-			wantErr: "/alerts/rules/btcLow/lowDrips",
-		},
 		"faucetServer listed twice": {
 			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr:       "faucet-system/a is listed twice",
@@ -199,7 +195,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/dashboard/labelValue",
 		},
 		"alerts without any alert": {
-			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    btcLow: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    podNotReady: {enabled: false}\n",
+			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    podNotReady: {enabled: false}\n",
 			wantErr:       "every alerts.rules.*.enabled is false",
 			templateCheck: true,
 		},
