@@ -147,6 +147,10 @@ func (s *server) handleBTCBalance(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, btcfaucet.ErrNoAddressIndex):
 		writeError(w, http.StatusNotImplemented, errorBody{Error: btcNoAddressInfo, Reason: "balance_unavailable"})
 		return
+	case errors.Is(err, btcfaucet.ErrBalanceBusy):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, errorBody{Error: "The Bitcoin node is busy with another balance lookup; try again in a few seconds", Reason: "busy"})
+		return
 	case err != nil:
 		s.log.Warn("btc balance read failed", "address", addr.String(), "err", err)
 		writeError(w, http.StatusServiceUnavailable, errorBody{Error: btcNodeDown, Reason: string(faucet.ReasonNodeUnavailable)})
@@ -259,13 +263,14 @@ func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *d
 	switch {
 	case errors.Is(err, btcfaucet.ErrNodeDown), errors.Is(err, btcfaucet.ErrNotReady):
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonNodeUnavailable), btcNodeDown
-	case errors.Is(err, btcfaucet.ErrStandby):
-		// One replica at a time pays from the BTC key; the others stand by.
+	case errors.Is(err, btcfaucet.ErrStandby), errors.Is(err, faucet.ErrNotOwner):
+		// One replica at a time pays from the BTC key; the others stand by
+		// (and one that just lost the key refuses the drip it was paying).
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonBusy), btcStandby
 	case errors.Is(err, btcfaucet.ErrNoCoins):
 		f.status, f.reason, f.message, f.v3Message = http.StatusServiceUnavailable, string(faucet.ReasonExhausted), btcOutOfFunds, v3OutOfFunds
 	case errors.Is(err, btcfaucet.ErrBusy):
-		f.reason, f.message = string(faucet.ReasonBusy), btcBusy
+		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonBusy), btcBusy
 	case errors.Is(err, btcfaucet.ErrRefused):
 		level = slog.LevelError
 		f.reason, f.message, f.v3Status, f.v3Message = string(faucet.ReasonRejected), btcRefused, http.StatusInternalServerError, v3Failed

@@ -73,7 +73,10 @@ func (s *server) assetOn(asset faucet.Asset) bool {
 
 // assetLabel is how people write the asset's name.
 func assetLabel(asset faucet.Asset) string {
-	if asset.IsToken() {
+	switch {
+	case asset == assetBTC:
+		return "BTC"
+	case asset.IsToken():
 		return "sBTC"
 	}
 	return "STX"

@@ -175,24 +175,24 @@ func btcOrNil(f *btcfaucet.Faucet) server.BTCFaucet {
 }
 
 // startDevnetBTC starts the devnet's btcd when one is found and points the
-// BTC flags at it; without btcd the devnet runs without BTC and says how
-// to turn it on.
-func (o *serveOptions) startDevnetBTC(ctx context.Context, logger *slog.Logger) (*bitcoin.PrivateKey, error) {
+// BTC flags at it; the caller defers the returned stop. Without btcd the
+// devnet runs without BTC and says how to turn it on.
+func (o *serveOptions) startDevnetBTC(ctx context.Context, logger *slog.Logger) (*bitcoin.PrivateKey, func(), error) {
 	bin, err := findBtcd()
 	if errors.Is(err, errNoBtcd) {
 		logger.Info("BTC faucet off: no btcd found; run `make btcd` (or set FAUCET_BTCD to a btcd binary) and restart to turn it on")
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d, err := startDevnetBtcd(ctx, bin, o.btc.blockTime, logger.With("component", "btcd"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o.btc.rpcURL = d.url
 	o.btc.network = bitcoin.Regtest
-	return d.key, nil
+	return d.key, d.Stop, nil
 }
 
 // printDevnetBTCBanner shows how to try the devnet's BTC faucet.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +69,10 @@ type devnetBtcd struct {
 	public string // without them, for banners and logs
 	key    *bitcoin.PrivateKey
 	client *btcnode.Client
+	// Stop ends btcd (SIGTERM, SIGKILL after 15 s) and removes its
+	// directory; the command defers it, so it runs before the process
+	// exits. Safe to call more than once.
+	Stop func()
 }
 
 // startDevnetBtcd starts btcd, mines the faucet key's first coins and keeps
@@ -138,21 +143,25 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start btcd: %w", err)
 	}
+	var once sync.Once
 	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		out.Close()
-		_ = os.RemoveAll(dir)
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			out.Close()
+			_ = os.RemoveAll(dir)
+		})
 	}
 	d := &devnetBtcd{
 		url:    "http://" + user + ":" + pass + "@" + rpcAddr,
 		public: "http://" + rpcAddr,
 		key:    key,
+		Stop:   stop,
 	}
 	if d.client, err = btcnode.New(d.url, btcnode.WithTimeout(30*time.Second)); err != nil {
 		stop()
@@ -163,7 +172,6 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 		return nil, fmt.Errorf("btcd (log in %s): %w", filepath.Join(dir, "btcd.out"), err)
 	}
 	go func() {
-		defer stop()
 		t := time.NewTicker(blockTime)
 		defer t.Stop()
 		for {

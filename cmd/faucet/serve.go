@@ -223,9 +223,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		o.nodeURL = devnetURL
 		if o.btc.devnet {
-			if btcKey, err = o.startDevnetBTC(ctx, logger); err != nil {
+			var stopBtcd func()
+			if btcKey, stopBtcd, err = o.startDevnetBTC(ctx, logger); err != nil {
 				return err
 			}
+			defer stopBtcd()
 		}
 	case o.nodeURL == "" || o.keyFile == "":
 		fs.Usage()

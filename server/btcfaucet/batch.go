@@ -90,8 +90,25 @@ func (b *Batcher) Pay(ctx context.Context, po bitcoin.Payout) (*PayoutRecord, er
 	case <-q.done:
 		return q.rec, q.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+	// Given up on: a drip still queued is withdrawn, surely unpaid; one
+	// whose batch is being paid waits for the outcome, since it may be
+	// paid (an answer of "failed" would invite a second drip).
+	b.mu.Lock()
+	for i, other := range b.queue {
+		if other == q {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			if len(b.queue) == 0 && b.flushAt != nil {
+				b.flushAt.Stop()
+				b.flushAt = nil
+			}
+			b.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	b.mu.Unlock()
+	<-q.done
+	return q.rec, q.err
 }
 
 // take empties the queue and stops its timer. Caller holds mu.

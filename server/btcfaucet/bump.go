@@ -73,7 +73,7 @@ func (p *Payer) BumpStuck(ctx context.Context, olderThan time.Duration) (bumped 
 				return bumped, err
 			}
 		}
-		switch err := p.send(ctx, rep); {
+		switch err := p.send(ctx, rep, true); {
 		case errors.Is(err, ErrRefused):
 			// Forgotten by send; the original stays in flight.
 			p.log.Warn("btc payout bump refused by the node", "txid", r.TxID, "replacement", rep.TxID, "err", err)

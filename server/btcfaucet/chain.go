@@ -197,6 +197,14 @@ func (f *chainFollower) apply(b *btcnode.Block, height int64) error {
 	f.blocks = append(f.blocks, d)
 	if len(f.blocks) > f.depth {
 		f.blocks = f.blocks[len(f.blocks)-f.depth:]
+		// Coins spent deeper than any reorg the follower can undo are
+		// history: dropped, so the view grows with the coins held, not
+		// with every payout ever made.
+		for op, c := range f.coins {
+			if c.SpentBy != "" && c.SpentHeight < f.blocks[0].height {
+				delete(f.coins, op)
+			}
+		}
 	}
 	f.tip = height
 	return nil

@@ -129,6 +129,13 @@ type Faucet struct {
 	// cur is the engine while this process holds the key and has resumed
 	// its ledger; nil before, and while another replica holds it.
 	cur atomic.Pointer[engine]
+	// chain is the chain view, kept across payers (only Run's goroutine
+	// builds payers, so it needs no lock of its own).
+	chain *chainFollower
+	bal balances
+	// funds is the last figures read under the payer's lock, so Status
+	// (metrics, the page) never waits behind a payout's node calls.
+	funds atomic.Pointer[Status]
 
 	standby atomic.Bool // another replica holds the key
 	nodeUp  atomic.Bool
@@ -237,9 +244,12 @@ func (f *Faucet) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(f.cfg.PollInterval)
 	defer tick.Stop()
-	var lastRenew, lastBump time.Time
+	var lastRenew, lastBump, lastTry time.Time
 	for {
-		if f.cur.Load() == nil {
+		// A standby tries to take the key every RenewEvery, not every poll:
+		// each try is a connection to the store.
+		if f.cur.Load() == nil && (!f.standby.Load() || time.Since(lastTry) >= f.cfg.RenewEvery) {
+			lastTry = time.Now()
 			err := f.start(ctx)
 			switch {
 			case errors.Is(err, errWrongChain):
@@ -274,6 +284,11 @@ func (f *Faucet) Run(ctx context.Context) error {
 				// key again, and resume a fresh payer, when it is free.
 				f.log.Warn("btc faucet: lost the BTC key; no more BTC payouts from this replica until it is taken again", "err", err)
 				f.cur.Store(nil)
+				// Let a payout under way finish (its fenced write fails, or
+				// it was recorded in time for the next holder to resume)
+				// before a new payer may start.
+				e.payer.mu.Lock()
+				e.payer.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 				continue
 			}
 		}
@@ -285,6 +300,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		f.refresh(e)
 		if time.Since(lastBump) >= f.cfg.BumpAfter/10 {
 			lastBump = time.Now()
 			f.bump(ctx, e)
@@ -320,7 +336,10 @@ func (f *Faucet) start(ctx context.Context) error {
 	if !held {
 		return ErrStandby
 	}
-	payer := NewPayer(f.cfg.Key, f.cfg.Node, f.cfg.Owner.Ledger(), f.cfg.Fees, f.cfg.StartHeight)
+	if f.chain == nil {
+		f.chain = newChainFollower(f.cfg.Node, f.cfg.Key.Address().PkScript(), f.cfg.StartHeight, 0)
+	}
+	payer := newPayer(f.cfg.Key, f.cfg.Node, f.cfg.Owner.Ledger(), f.cfg.Fees, f.chain)
 	payer.SetLogger(f.log)
 	batcher, err := NewBatcher(payer, f.cfg.BatchMax, f.cfg.BatchWindow)
 	if err != nil {
@@ -329,7 +348,9 @@ func (f *Faucet) start(ctx context.Context) error {
 	if err := payer.Resume(ctx); err != nil {
 		return err
 	}
-	f.cur.Store(&engine{payer: payer, batcher: batcher})
+	e := &engine{payer: payer, batcher: batcher}
+	f.refresh(e)
+	f.cur.Store(e)
 	return nil
 }
 
@@ -411,6 +432,7 @@ func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Dr
 		return nil, err
 	}
 	f.nodeUp.Store(true)
+	f.refresh(e)
 	return &Drip{TxID: rec.TxID, Raw: rec.Raw, Amount: amount, Batch: len(rec.Outputs), Fee: rec.Fee}, nil
 }
 
@@ -430,7 +452,8 @@ type Status struct {
 	InFlight int // payouts not yet in a block
 }
 
-// Status reports the faucet's funds as its own chain view has them.
+// Status reports the faucet's funds as its own chain view had them after
+// the last block it read or payout it made.
 func (f *Faucet) Status() Status {
 	e := f.cur.Load()
 	st := Status{Address: f.Address().String(), Network: f.Network().String(),
@@ -438,40 +461,26 @@ func (f *Faucet) Status() Status {
 	if e == nil {
 		return st
 	}
+	if snap := f.funds.Load(); snap != nil {
+		st.Tip, st.Balance, st.Immature, st.InFlight = snap.Tip, snap.Balance, snap.Immature, snap.InFlight
+	}
+	return st
+}
+
+// refresh stores e's funds for Status.
+func (f *Faucet) refresh(e *engine) {
 	p := e.payer
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var st Status
 	st.Tip = p.chain.Tip()
 	for _, r := range p.inflight {
 		if r.MinedAt == 0 {
 			st.InFlight++
 		}
 	}
-	reserved := map[string]bool{}
-	for _, r := range p.inflight {
-		for _, c := range r.Coins {
-			reserved[c.OutPoint.String()] = true
-		}
-	}
-	for _, c := range p.chain.Coins() {
-		switch {
-		case reserved[c.OutPoint.String()]:
-		case c.Mature(st.Tip):
-			st.Balance += c.Value
-		default:
-			st.Immature += c.Value
-		}
-	}
-	for _, r := range p.inflight {
-		if r.Change == nil || reserved[r.Change.OutPoint.String()] {
-			continue
-		}
-		if _, mined := p.chain.Coin(r.Change.OutPoint); mined {
-			continue // counted above
-		}
-		st.Balance += r.Change.Value
-	}
-	return st
+	st.Balance, st.Immature = p.funds()
+	p.mu.Unlock()
+	f.funds.Store(&st)
 }
 
 // PayoutStatus is what became of a payout the faucet sent.
@@ -552,15 +561,75 @@ type AddressBalancer interface {
 	AddressBalance(ctx context.Context, address string) (int64, error)
 }
 
-// Balance is addr's confirmed balance in sats, as the node reports it.
+// BalanceTTL is how long one node read answers the balance of an address:
+// a scan of the UTXO set (Core) or of an address's history (btcd) is
+// costly, and the endpoint is public.
+const BalanceTTL = 10 * time.Second
+
+// maxBalanceEntries bounds the balance cache.
+const maxBalanceEntries = 4096
+
+// ErrBalanceBusy: the node is already scanning for another balance.
+var ErrBalanceBusy = errors.New("the node is busy with another balance lookup")
+
+type balanceEntry struct {
+	sats int64
+	at   time.Time
+}
+
+// balances caches address balances and lets one node scan run at a time:
+// Bitcoin Core runs one scantxoutset per node and refuses others.
+type balances struct {
+	mu      sync.Mutex
+	entries map[string]balanceEntry
+	scan    chan struct{} // a token: held while a scan runs
+}
+
+// Balance is addr's confirmed balance in sats, as the node reports it,
+// cached BalanceTTL per address; lookups queue for the one scan at a
+// time until ctx ends (then ErrBalanceBusy).
 func (f *Faucet) Balance(ctx context.Context, addr bitcoin.Address) (int64, error) {
 	ab, ok := f.cfg.Node.(AddressBalancer)
 	if !ok {
 		return 0, fmt.Errorf("btc faucet: %w", ErrNoAddressIndex)
 	}
-	sats, err := ab.AddressBalance(ctx, addr.String())
+	b := &f.bal
+	key := addr.String()
+	b.mu.Lock()
+	if b.entries == nil {
+		b.entries, b.scan = map[string]balanceEntry{}, make(chan struct{}, 1)
+	}
+	e, hit := b.entries[key]
+	scan := b.scan
+	b.mu.Unlock()
+	if hit && time.Since(e.at) < BalanceTTL {
+		return e.sats, nil
+	}
+	select {
+	case scan <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("btc faucet: balance of %s: %w", addr, ErrBalanceBusy)
+	}
+	defer func() { <-scan }()
+	// Another request may have read it while this one queued.
+	b.mu.Lock()
+	e, hit = b.entries[key]
+	b.mu.Unlock()
+	if hit && time.Since(e.at) < BalanceTTL {
+		return e.sats, nil
+	}
+	sats, err := ab.AddressBalance(ctx, key)
+	if btcnode.IsScanInProgress(err) {
+		return 0, fmt.Errorf("btc faucet: balance of %s: %w: %w", addr, ErrBalanceBusy, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("btc faucet: balance of %s: %w", addr, err)
 	}
+	b.mu.Lock()
+	if len(b.entries) >= maxBalanceEntries {
+		clear(b.entries) // crude but bounded; entries live seconds anyway
+	}
+	b.entries[key] = balanceEntry{sats: sats, at: time.Now()}
+	b.mu.Unlock()
 	return sats, nil
 }

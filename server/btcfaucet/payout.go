@@ -186,10 +186,17 @@ type Payer struct {
 
 // NewPayer builds a payer of key's coins found from height start on.
 func NewPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, start int64) *Payer {
+	return newPayer(key, node, ledger, fees, newChainFollower(node, key.Address().PkScript(), start, 0))
+}
+
+// newPayer builds a payer on a chain view that may already be synced (the
+// service keeps one across payers: a rescan from the start height can
+// take long on signet).
+func newPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, chain *chainFollower) *Payer {
 	if ledger == nil {
 		ledger = NewMemoryLedger()
 	}
-	p := &Payer{key: key, node: node, chain: newChainFollower(node, key.Address().PkScript(), start, 0),
+	p := &Payer{key: key, node: node, chain: chain,
 		ledger: ledger, fees: fees, now: time.Now, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{}}
 	p.estimate.TTL = FeeRateTTL
 	return p
@@ -226,7 +233,7 @@ func (p *Payer) Resume(ctx context.Context) error {
 		if r.MinedAt != 0 {
 			continue // in a block already, kept only against a reorg
 		}
-		if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) {
+		if err := p.send(ctx, r, false); err != nil && !errors.Is(err, ErrRefused) {
 			return fmt.Errorf("btc payer: resend %s: %w", r.TxID, err)
 		}
 	}
@@ -288,7 +295,7 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 	resendAll := res.Applied > 0 || res.Undone > 0
 	for _, r := range p.sortedInflight() {
 		if r.MinedAt == 0 && (resendAll || r.State == PayoutBroadcasting) {
-			if err := p.send(ctx, r); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
+			if err := p.send(ctx, r, false); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
 				return err
 			}
 		}
@@ -354,16 +361,21 @@ func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecor
 			return nil, err
 		}
 	}
-	if err := p.send(ctx, rec); err != nil {
+	if err := p.send(ctx, rec, true); err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
-// send broadcasts r. Accepted (or already known) → pending; refused for
-// good → forgotten, its coins free again; anything else leaves it
-// recorded, in doubt, for the next Resume or send.
-func (p *Payer) send(ctx context.Context, r *PayoutRecord) error {
+// send broadcasts r. Accepted (or already known) → pending. On its first
+// send (from Pay or BumpStuck, before any drip was answered for it) a
+// refusal for good, or a refused connection, forgets it and frees its
+// coins. A resend (Resume, Sync) never forgets it: its drips were answered,
+// so it stays recorded, its coins reserved, and is sent again after each
+// block until one confirms it or a block confirms another spend of its
+// coins (Sync sees that: a fee-bumped version, say); a fee refusal is
+// BumpStuck's to cure. Anything else leaves it recorded, in doubt.
+func (p *Payer) send(ctx context.Context, r *PayoutRecord, first bool) error {
 	_, err := p.node.SendRawTransaction(ctx, r.Raw)
 	switch {
 	case err == nil, btcnode.IsAlreadyInMempool(err), btcnode.IsAlreadyInChain(err):
@@ -374,6 +386,8 @@ func (p *Payer) send(ctx context.Context, r *PayoutRecord) error {
 			_ = p.ledger.Put(context.WithoutCancel(ctx), *r)
 		}
 		return nil
+	case !first && neverSent(err):
+		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, err)
 	case neverSent(err):
 		// Refused at dial: nothing reached the node, so the coins are free
 		// again, as if the payout had never been recorded.
@@ -384,6 +398,9 @@ func (p *Payer) send(ctx context.Context, r *PayoutRecord) error {
 		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, err)
 	case btcnode.IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return nil // in doubt: recorded, sent again at every Sync until a block holds it
+	case !first:
+		p.log.Warn("btc payout refused on resend; kept, and sent again after the next block", "txid", r.TxID, "err", err)
+		return fmt.Errorf("btc payer: %w: %w", ErrRefused, err)
 	}
 	if derr := p.ledger.Delete(context.WithoutCancel(ctx), r.TxID); derr != nil {
 		return fmt.Errorf("btc payer: %w (%w); forgetting it failed: %w", ErrRefused, err, derr)
@@ -440,6 +457,43 @@ func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
 		return nil, nil, fmt.Errorf("btc payer: %w", ErrBusy)
 	}
 	return out, depth, nil
+}
+
+// funds sums what the key holds for future payouts: balance is mature
+// coins no payout spends plus the change of unconfirmed payouts (of a
+// fee-bumped payout, the newest version's only), immature is coinbase value
+// short of maturity. Caller holds mu.
+func (p *Payer) funds() (balance, immature int64) {
+	reserved := map[wire.OutPoint]bool{}
+	replaced := map[string]bool{}
+	for _, r := range p.inflight {
+		for _, c := range r.Coins {
+			reserved[c.OutPoint] = true
+		}
+		if r.Replaces != "" {
+			replaced[r.Replaces] = true
+		}
+	}
+	tip := p.chain.Tip()
+	for _, c := range p.chain.Coins() {
+		switch {
+		case reserved[c.OutPoint]:
+		case c.Mature(tip):
+			balance += c.Value
+		default:
+			immature += c.Value
+		}
+	}
+	for _, r := range p.inflight {
+		if r.Change == nil || reserved[r.Change.OutPoint] || replaced[r.TxID] {
+			continue
+		}
+		if _, mined := p.chain.Coin(r.Change.OutPoint); mined {
+			continue // counted above
+		}
+		balance += r.Change.Value
+	}
+	return balance, immature
 }
 
 func (p *Payer) sortedInflight() []*PayoutRecord {

@@ -188,6 +188,21 @@ func (p *Postgres) BTCLedger(key string) btcfaucet.Ledger { return pgBTC{p: p, k
 type pgBTC struct {
 	p   *Postgres
 	key string
+	// held, when not 0, is the epoch of the hold this ledger was taken
+	// under (pgBTCOwner.Ledger): its writes are refused once any later
+	// hold exists, even one this process took again, so a payer built on
+	// a lost hold can never write beside its successor.
+	held int64
+}
+
+// fence is the epoch a write must carry, and whether the key is fenced at
+// all; epoch 0 on a fenced key means this ledger may not write.
+func (l pgBTC) fence() (epoch int64, fenced bool) {
+	epoch, fenced = l.p.btcEpoch(l.key)
+	if l.held != 0 && epoch != l.held {
+		epoch = 0
+	}
+	return epoch, fenced
 }
 
 func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
@@ -196,7 +211,7 @@ func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
 	if err != nil {
 		return err
 	}
-	epoch, fenced := l.p.btcEpoch(l.key)
+	epoch, fenced := l.fence()
 	switch {
 	case !fenced:
 		if _, err := l.p.pool.Exec(ctx, sqlBTCPut, args...); err != nil {
@@ -218,7 +233,7 @@ func (l pgBTC) Put(ctx context.Context, rec btcfaucet.PayoutRecord) error {
 
 func (l pgBTC) Delete(ctx context.Context, txid string) error {
 	op := "btc ledger delete " + txid
-	epoch, fenced := l.p.btcEpoch(l.key)
+	epoch, fenced := l.fence()
 	switch {
 	case !fenced:
 		if _, err := l.p.pool.Exec(ctx, sqlBTCDelete, l.key, txid); err != nil {

@@ -100,7 +100,13 @@ type pgBTCOwner struct {
 	conn *pgx.Conn  // the lock's connection while held
 }
 
-func (o *pgBTCOwner) Ledger() btcfaucet.Ledger { return o.p.BTCLedger(o.key) }
+// Ledger is bound to the hold in force when it is called: taken after
+// Acquire, its writes stop for good when that hold ends, even if this
+// process takes the key again (the new hold gets a new Ledger). Taken
+// while nothing is held, it follows whichever hold is current.
+func (o *pgBTCOwner) Ledger() btcfaucet.Ledger {
+	return pgBTC{p: o.p, key: o.key, held: o.epoch.Load()}
+}
 
 // timeout bounds each statement on the lock connection, so that a silent
 // network failure is noticed.

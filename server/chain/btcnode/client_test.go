@@ -623,3 +623,15 @@ func TestParseBTC(t *testing.T) {
 		}
 	}
 }
+
+func TestIsScanInProgress(t *testing.T) {
+	srv, _ := fakeNode(t, func(gotRequest) (int, string) { return rpcErr(500, CodeInvalidParameter, "Scan already in progress, use action \"abort\" or \"status\"") })
+	c := newTestClient(t, srv)
+	err := c.Call(context.Background(), "scantxoutset", []any{"start", []string{"addr(x)"}}, nil)
+	if !IsScanInProgress(err) {
+		t.Fatalf("%v: not a scan in progress", err)
+	}
+	if IsScanInProgress(errors.New("scan already in progress")) {
+		t.Fatal("a plain error is no RPC answer")
+	}
+}

@@ -241,6 +241,13 @@ func IsMethodNotFound(err error) bool {
 	return re != nil && re.Code == CodeMethodNotFound
 }
 
+// IsScanInProgress reports Core's refusal of a scantxoutset while another
+// runs (-8 "Scan already in progress"): it scans one at a time.
+func IsScanInProgress(err error) bool {
+	re := asRPC(err)
+	return re != nil && re.Code == CodeInvalidParameter && re.contains("scan already in progress")
+}
+
 // IsAuthError reports a 401 or 403 answer.
 func IsAuthError(err error) bool {
 	var ae *AuthError
