@@ -132,7 +132,7 @@ type Faucet struct {
 	// chain is the chain view, kept across payers (only Run's goroutine
 	// builds payers, so it needs no lock of its own).
 	chain *chainFollower
-	bal balances
+	bal   balances
 	// funds is the last figures read under the payer's lock, so Status
 	// (metrics, the page) never waits behind a payout's node calls.
 	funds atomic.Pointer[Status]

@@ -625,7 +625,9 @@ func TestParseBTC(t *testing.T) {
 }
 
 func TestIsScanInProgress(t *testing.T) {
-	srv, _ := fakeNode(t, func(gotRequest) (int, string) { return rpcErr(500, CodeInvalidParameter, "Scan already in progress, use action \"abort\" or \"status\"") })
+	srv, _ := fakeNode(t, func(gotRequest) (int, string) {
+		return rpcErr(500, CodeInvalidParameter, "Scan already in progress, use action \"abort\" or \"status\"")
+	})
 	c := newTestClient(t, srv)
 	err := c.Call(context.Background(), "scantxoutset", []any{"start", []string{"addr(x)"}}, nil)
 	if !IsScanInProgress(err) {
