@@ -54,3 +54,25 @@ func TestBatcherRefusesBadDrips(t *testing.T) {
 		t.Fatal("a batch above MaxBatch was accepted")
 	}
 }
+
+// A drip whose caller gives up while it waits in the queue is withdrawn:
+// nothing pays it, and the caller's "failed" is true.
+func TestBatcherWithdrawsAQueuedDripGivenUp(t *testing.T) {
+	_, c, p := fundedPayer(t, 101, nil)
+	b, err := NewBatcher(p, 50, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.Pay(ctx, bitcoin.Payout{Address: recipients(t, 1)[0], Amount: dripSats}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("given-up drip: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the window: the batch would have left
+	if n := p.InFlight(); n != 0 {
+		t.Fatalf("%d payouts for a withdrawn drip", n)
+	}
+	if pool, err := c.RawMempool(context.Background()); err != nil || len(pool) != 0 {
+		t.Fatalf("mempool %v %v: the withdrawn drip was paid", pool, err)
+	}
+}

@@ -287,8 +287,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 				// Let a payout under way finish (its fenced write fails, or
 				// it was recorded in time for the next holder to resume)
 				// before a new payer may start.
-				e.payer.mu.Lock()
-				e.payer.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+				e.payer.waitIdle()
 				continue
 			}
 		}

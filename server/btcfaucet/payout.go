@@ -459,6 +459,14 @@ func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
 	return out, depth, nil
 }
 
+// waitIdle returns once no call holds the payer: a Pay or BumpStuck under
+// way has finished.
+func (p *Payer) waitIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = len(p.inflight) // the lock is the point; this names what it guards
+}
+
 // funds sums what the key holds for future payouts: balance is mature
 // coins no payout spends plus the change of unconfirmed payouts (of a
 // fee-bumped payout, the newest version's only), immature is coinbase value

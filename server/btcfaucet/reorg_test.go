@@ -97,3 +97,65 @@ func TestPayoutSurvivesAReorg(t *testing.T) {
 		})
 	}
 }
+
+// A payout the node refuses when it is sent again (here: a conflicting
+// spend of its coin took its place in the node's emptied mempool) is kept,
+// its coin reserved, until a block decides; then the loser is forgotten.
+// Forgetting it at the refusal would free a coin and lose a drip that was
+// answered.
+func TestRefusedResendIsKeptUntilABlockDecides(t *testing.T) {
+	ctx := context.Background()
+	key := regtestKey(t)
+	node := btcdtest.Start(t, key.Address().String())
+	c := node.Client()
+	if _, err := c.Generate(ctx, CoinbaseMaturity+1); err != nil {
+		t.Fatal(err)
+	}
+	ledger := NewMemoryLedger()
+	p := NewPayer(key, c, ledger, testFees, 1)
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := p.Pay(ctx, []bitcoin.Payout{{Address: recipients(t, 1)[0], Amount: 10_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node crashes (its mempool is gone), and someone with the key
+	// spends the same coin otherwise before the faucet sends again.
+	if err := node.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := bitcoin.BuildPayout(bitcoin.BuildParams{Key: key, Coins: rec.Coins,
+		Payouts: []bitcoin.Payout{{Address: recipients(t, 1)[0], Amount: 20_000}}, FeeRate: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendRawTransaction(ctx, other.Raw()); err != nil {
+		t.Fatal(err)
+	}
+	p2 := NewPayer(key, c, ledger, testFees, 1)
+	if err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := p2.InFlight(); n != 1 {
+		t.Fatalf("%d in flight after the refused resend, want the payout kept", n)
+	}
+	if recs, _ := ledger.List(ctx); len(recs) != 1 {
+		t.Fatalf("ledger holds %d records after the refused resend", len(recs))
+	}
+	if _, err := c.Generate(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := p2.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the conflicting spend was mined", n)
+	}
+	if recs, _ := ledger.List(ctx); len(recs) != 0 {
+		t.Fatalf("ledger still holds %d records after the block decided", len(recs))
+	}
+}
