@@ -101,7 +101,11 @@ func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset,
 		case errors.As(err, &rej):
 			s.metrics.observeRejection(asset, rej.Check)
 			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
-			return adm, guard.Reservation{}, &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
+			fail := &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
+			if rej.Status == http.StatusTooManyRequests { // the token lock-out: v3 keeps the incumbent's 429 text
+				fail.retryAfter, fail.v3Message = retryAfterSeconds(rej.RetryAfter), v3TooMany
+			}
+			return adm, guard.Reservation{}, fail
 		case err != nil:
 			log.Warn("abuse checks failed", "err", err)
 			return adm, guard.Reservation{}, s.storeFailure(asset)

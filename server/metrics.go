@@ -33,7 +33,10 @@ type Metrics struct {
 	dispensedBTC *prometheus.CounterVec
 	// rejections counts drips refused by an abuse check, by check.
 	rejections *prometheus.CounterVec
-	guard      *guardCollector
+	// tokenFailures counts wrong API tokens, each a step towards its
+	// client's lock-out.
+	tokenFailures prometheus.Counter
+	guard         *guardCollector
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -89,8 +92,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, nil),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_check_rejections_total",
-			Help: "Drip requests refused by an abuse check (ip_deny, api_token, proof_of_work, balance_cap).",
+			Help: "Drip requests refused by an abuse check (ip_deny, token_lockout, api_token, proof_of_work, balance_cap).",
 		}, []string{"check"}),
+		tokenFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "faucet_api_token_failures_total",
+			Help: "Drip requests whose Bearer API token was wrong (401); enough from one client address lock it out (token_lockout).",
+		}),
 		guard: &guardCollector{
 			difficulty: prometheus.NewDesc("faucet_pow_difficulty", "Proof-of-work difficulty (leading zero bits) of challenges issued now; 0 when none is required.", nil, nil),
 			tokens:     prometheus.NewDesc("faucet_api_tokens", "API tokens loaded.", nil, nil),
@@ -120,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.dispensedToken.WithLabelValues(string(faucet.AssetSBTC))
 
 	m.dispensedBTC.WithLabelValues()
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.guard} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.
@@ -186,6 +193,9 @@ func (m *Metrics) RegisterGuard(c *guard.Chain) {
 
 func (m *Metrics) observeRejection(asset faucet.Asset, check string) {
 	m.rejections.WithLabelValues(check).Inc()
+	if check == guard.CheckAPIToken { // the check's only refusal: a wrong token
+		m.tokenFailures.Inc()
+	}
 	m.drips.WithLabelValues(string(asset.OrSTX()), outcomeError, reasonRejectedByCheck).Inc()
 }
 

@@ -209,7 +209,7 @@ func TestRejectionError(t *testing.T) {
 	if s := err.Error(); !strings.Contains(s, "balance_cap") || !strings.Contains(s, "403") || !strings.Contains(s, "Too rich.") {
 		t.Fatalf("Error() = %q", s)
 	}
-	if len(CheckNames) != 4 || CheckNames[0] != "ip_deny" || CheckNames[3] != "balance_cap" {
+	if len(CheckNames) != 5 || CheckNames[0] != "ip_deny" || CheckNames[1] != "token_lockout" || CheckNames[4] != "balance_cap" {
 		t.Fatalf("CheckNames %v", CheckNames)
 	}
 }

@@ -8,7 +8,8 @@
 //     with its own quota and skips the proof of work; an unknown or malformed
 //     Bearer token is refused (401), never treated as anonymous. Other
 //     schemes (an ingress's basic auth) are not ours: such requests are
-//     anonymous.
+//     anonymous. Too many failures lock the client address out (429); see
+//     "Token lock-out".
 //  3. IP allow list: a client inside an Allow prefix skips the per-IP limit
 //     and the proof of work.
 //  4. Proof of work, for the remaining (anonymous) requests while a
@@ -33,6 +34,22 @@
 // or its stacking bucket, or, with an API token, the token's per-address
 // bucket and its quota; and the client's IP (IPv6 by /64) unless the grant
 // skips it. The caller releases the slots of a drip that sent nothing.
+//
+// # Token lock-out
+//
+// Failed API-token attempts count against the client address (IPv6 by
+// /64), in a Limiter (Config.Failures: memory, or the store shared by
+// replicas), whatever the recipient or asset. After 5 failures within
+// 10 minutes the address is locked out: a request from it with a Bearer
+// token is refused (429, CheckTokenLockout) without being judged, and
+// counts as one more failure, so the wait (Rejection.RetryAfter) doubles
+// to 20 and 40 minutes and then stays at an hour while the attempts go
+// on; an hour without failures forgets them. Requests without a token
+// from the address are refused too, by every process that has seen the
+// lock-out. A right token is no failure and passes until the lock-out;
+// during it, it is refused and counted like a wrong one, so a refusal
+// never tells which guess was right. An unknown client address is never
+// locked out.
 //
 // # Tokens file
 //

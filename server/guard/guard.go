@@ -26,7 +26,7 @@ const (
 )
 
 // CheckNames lists the checks in chain order (for pre-initialising metrics).
-var CheckNames = []string{CheckDenyList, CheckAPIToken, CheckProofOfWork, CheckBalanceCap}
+var CheckNames = []string{CheckDenyList, CheckTokenLockout, CheckAPIToken, CheckProofOfWork, CheckBalanceCap}
 
 // Grant.Bypassed values.
 const (
@@ -79,6 +79,9 @@ type Rejection struct {
 	Status  int    // HTTP status to answer with
 	Reason  string // stable machine code, e.g. "challenge_expired"
 	Message string // one human sentence safe to show
+	// RetryAfter is how long until the request may succeed (a 429); 0
+	// when waiting does not help.
+	RetryAfter time.Duration
 }
 
 func (r *Rejection) Error() string {
@@ -106,6 +109,11 @@ type Config struct {
 	// Spent remembers used challenges; nil = NewMemorySpent(). Replicas
 	// must share one for replays to be caught across them.
 	Spent SpentChallenges
+	// Failures counts failed API-token attempts per client address (see
+	// "Token lock-out" in the package doc); nil = a MemoryLimiter of its
+	// own. Replicas must share one, the store's Limiter, for a lock-out
+	// to hold on all of them.
+	Failures Limiter
 	// OnReject is called once per rejection with the check name; may be nil.
 	OnReject func(check string)
 	Logger   *slog.Logger
@@ -167,6 +175,7 @@ type Chain struct {
 
 	rate     *rateWindow // nil when the adaptive raise is off
 	balances *balanceCache
+	lockout  *lockout
 }
 
 // New validates cfg, loads the tokens file and returns a Chain.
@@ -219,6 +228,7 @@ func New(cfg Config) (*Chain, error) {
 	if c.spent == nil {
 		c.spent = newMemorySpent(c.now)
 	}
+	c.lockout = newLockout(cfg.Failures, c.log)
 	c.tokens.Store(&tokenSet{})
 	if c.tokensFile != "" {
 		set, sum, err := loadTokensFile(c.tokensFile)
@@ -323,11 +333,25 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 	// configured: an ingress doing basic auth forwards its own header.
 	if c.tokensFile != "" && isBearer(r.Authorization) {
 		q, ok := c.lookupAuthorization(r.Authorization)
+		// An unknown client address cannot be locked out: it would lock
+		// out every other unknown one with it.
+		if ip.IsValid() {
+			wait, err := c.lockout.judge(ctx, c.now(), ip, ok)
+			if err != nil {
+				return Grant{}, fmt.Errorf("guard: %w", err)
+			}
+			if wait > 0 {
+				return c.rejectWith(lockedOut(wait))
+			}
+		}
 		if !ok {
 			return c.reject(CheckAPIToken, http.StatusUnauthorized, "token_invalid",
 				"The API token is not valid: send \"Authorization: Bearer <token>\" with a token issued for this faucet, or no Authorization header.")
 		}
 		g = Grant{Token: q, SkipIPLimit: true, Bypassed: bypassToken}
+	} else if wait := c.lockedOut(ip); wait > 0 {
+		// A locked-out guesser gets nothing else either.
+		return c.rejectWith(lockedOut(wait))
 	} else if ip.IsValid() && inPrefixes(ip, c.allow) {
 		g = Grant{SkipIPLimit: true, Bypassed: bypassIPAllow}
 	}
@@ -370,6 +394,15 @@ func (c *Chain) Dispensed(g Grant) {
 	if g.Bypassed == "" && c.rate != nil {
 		c.rate.add(c.now())
 	}
+}
+
+// lockedOut returns how long ip stays locked out after failed API-token
+// attempts, as this process has seen them; 0 when it is not.
+func (c *Chain) lockedOut(ip netip.Addr) time.Duration {
+	if !ip.IsValid() {
+		return 0
+	}
+	return c.lockout.seenLocked(ip, c.now())
 }
 
 // isBearer reports whether an Authorization header uses the Bearer scheme.
