@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,6 +212,39 @@ func serveFlagSet() *flag.FlagSet {
 	return fs
 }
 
+// A --node-url that answers but is not a Stacks node's RPC fails at start
+// saying so (exit 1: the command line was well formed).
+func TestNodeURLNotAStacksNode(t *testing.T) {
+	clearServeEnv(t)
+	keyFile := writeKeyFile(t)
+	for _, c := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"404", http.NotFound, "(GET /v2/info answered 404 Not Found)"},
+		{"html", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<html>hello</html>"))
+		}, "(GET /v2/info answered, but not with the node's JSON: invalid character '<'"},
+		{"other json", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"status":"ready"}`))
+		}, "(GET /v2/info answered JSON without the node's fields)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.handler)
+			defer srv.Close()
+			stdout, stderr, code := runCLI(t, "serve", "--node-url", srv.URL, "--key-file", keyFile, "--store", "memory",
+				"--listen", "127.0.0.1:0", "--log-level", "error")
+			want := "faucet: --node-url " + srv.URL + " does not look like a Stacks node RPC "
+			if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, c.want) ||
+				!strings.HasSuffix(stderr, "; the node's RPC port is usually 20443\n") {
+				t.Errorf("exit %d, stderr %q", code, stderr)
+			}
+		})
+	}
+}
+
 // The exit codes of the real command: 2 for a usage mistake, 1 for a
 // failure while running, 0 and stdout for -h.
 func TestExitCodes(t *testing.T) {
@@ -217,6 +252,8 @@ func TestExitCodes(t *testing.T) {
 		t.Skip("runs the command as a process")
 	}
 	keyFile := writeKeyFile(t)
+	notNode := httptest.NewServer(http.NotFoundHandler())
+	defer notNode.Close()
 	for _, c := range []struct {
 		args         []string
 		code         int
@@ -225,6 +262,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"serve", "--node-timeout", "10"}, 2, "",
 			`faucet serve: invalid value "10" for --node-timeout: a duration needs a unit, e.g. 10s or 500ms` + "\nRun 'faucet serve -h' for the flags.\n"},
 		{[]string{"nope"}, 2, "", `faucet: unknown command "nope"` + "\nRun 'faucet -h' for the commands.\n"},
+		{[]string{"serve", "--node-url", notNode.URL, "--key-file", keyFile, "--store", "memory", "--listen", "127.0.0.1:0", "--log-level", "error"}, 1, "",
+			"faucet: --node-url " + notNode.URL + " does not look like a Stacks node RPC (GET /v2/info answered 404 Not Found); the node's RPC port is usually 20443\n"},
 		{[]string{"serve", "--node-url", "http://127.0.0.1:1", "--key-file", keyFile + ".missing"}, 1, "",
 			"faucet: --key-file: open " + keyFile + ".missing: no such file or directory\n"},
 		{[]string{"keys", "-h"}, 0, "usage: faucet keys generate", ""},

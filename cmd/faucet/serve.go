@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -238,6 +239,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 				return err
 			}
 		}
+		if err := checkNode(ctx, client, logger); err != nil {
+			return err
+		}
 	}
 
 	state, err := openState(ctx, o, logger)
@@ -394,6 +398,34 @@ func (o *serveOptions) check() (faucet.Token, stacks.ContractID, error) {
 		return faucet.Token{}, none, err
 	}
 	return token, batchContract, nil
+}
+
+// checkNode reads /v2/info once at start, so that a --node-url pointing
+// at something other than a Stacks node's RPC (the API's port, a web
+// server) fails now, saying so, rather than as endless "node poll failed"
+// warnings. A node that does not answer at all may be starting beside
+// the faucet; the engine keeps polling it, so that is only a warning.
+func checkNode(ctx context.Context, c *node.Client, logger *slog.Logger) error {
+	info, err := c.Info(ctx)
+	var why string
+	var httpErr *node.HTTPError
+	var respErr *node.ResponseError
+	switch {
+	case err == nil && info.PeerVersion == 0 && info.ServerVersion == "" && info.NetworkID == 0:
+		why = "GET /v2/info answered JSON without the node's fields"
+	case err == nil:
+		return nil
+	case errors.As(err, &httpErr) && (httpErr.StatusCode == http.StatusNotFound || httpErr.StatusCode == http.StatusMethodNotAllowed):
+		why = fmt.Sprintf("GET /v2/info answered %d %s", httpErr.StatusCode, http.StatusText(httpErr.StatusCode))
+	case errors.As(err, &respErr):
+		why = fmt.Sprintf("GET /v2/info answered, but not with the node's JSON: %v", respErr.Err)
+	default:
+		if ctx.Err() == nil { // not just stopping
+			logger.Warn("the Stacks node does not answer yet; the faucet keeps trying", "node", c.URL(), "err", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("--node-url %s does not look like a Stacks node RPC (%s); the node's RPC port is usually 20443", c.URL(), why)
 }
 
 // task is one long-running part of a command.
