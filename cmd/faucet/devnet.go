@@ -23,6 +23,8 @@ type fundList map[stacks.Address]uint64
 
 func (f fundList) String() string { return fmt.Sprintf("%d entries", len(f)) }
 
+func (fundList) argName() string { return "ADDR=µSTX" }
+
 func (f fundList) Set(s string) error {
 	addr, amount, ok := strings.Cut(s, "=")
 	if !ok {
@@ -43,6 +45,21 @@ func (f fundList) Set(s string) error {
 	return nil
 }
 
+// devnetUsage heads `faucet devnet -h`.
+const devnetUsage = `usage: faucet devnet --fund-key-file FILE [flags]
+       faucet devnet --fund ADDR=µSTX [--fund ADDR=µSTX]... [flags]
+
+Serves the simulated Stacks node alone, e.g. for a separate
+faucet serve --node-url. Every flag can also be set as FAUCET_<NAME>.
+`
+
+// devnetFlagGroups order `faucet devnet -h` by concern.
+var devnetFlagGroups = []flagGroup{
+	{"node", []string{"listen", "block-time", "pox-min-amount", "send-many-contract", "token-asset"}},
+	{"genesis funding", []string{"fund-key-file", "fund-amount", "fund-token-amount", "fund"}},
+	{"logging", []string{"log-level", "log-format"}},
+}
+
 // runDevnet serves the simulated Stacks node alone, e.g. for a separate
 // `faucet serve --node-url` process.
 func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
@@ -59,12 +76,13 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
 	var lf logFlags
 	lf.register(fs)
+	fs.Usage = usageFunc(fs, devnetUsage, devnetFlagGroups...)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
 	logger, err := lf.logger()
 	if err != nil {
-		return err
+		return flagError(fs, err)
 	}
 	tokenGenesis := map[stacks.Address]uint64{}
 	if *keyFile != "" {
@@ -80,11 +98,11 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if len(fund) == 0 {
-		return errors.New("nothing to fund: give --fund-key-file or --fund ADDR=µSTX")
+		return flagError(fs, errors.New("nothing to fund: give --fund-key-file or --fund ADDR=µSTX"))
 	}
 	if *sendMany != "" {
 		if _, err := stacks.ParseContractID(*sendMany); err != nil {
-			return fmt.Errorf("--send-many-contract: %w", err)
+			return flagError(fs, fmt.Errorf("--send-many-contract: %w", err))
 		}
 	}
 	cfg := devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking,
@@ -92,10 +110,10 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	if *token != "" {
 		a, err := stacks.ParseAssetID(*token)
 		if err != nil {
-			return fmt.Errorf("--token-asset: %w", err)
+			return flagError(fs, fmt.Errorf("--token-asset: %w", err))
 		}
 		if a.Name != devnode.TokenName || a.Contract.String() == *sendMany {
-			return fmt.Errorf("--token-asset %s: the node deploys its own token, named %s, at a contract other than send-many's", *token, devnode.TokenName)
+			return flagError(fs, fmt.Errorf("--token-asset %s: the node deploys its own token, named %s, at a contract other than send-many's", *token, devnode.TokenName))
 		}
 		cfg.TokenAsset, cfg.TokenGenesis = *token, tokenGenesis
 	}

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"encoding"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -22,11 +27,44 @@ func envName(flagName string) string {
 }
 
 // parseWithEnv parses args; flags not given on the command line take their
-// environment variable when set. Command-line flags win.
+// environment variable when set. Command-line flags win. Errors are
+// *usageError and -h is a *helpRequest, for run to print (parseFlags).
 func parseWithEnv(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+	return parseFlags(fs, args, true)
+}
+
+// parseFlags parses args, and with env the FAUCET_ variables. The flag
+// package would print its error and the whole usage to stderr; instead a
+// mistake comes back as one *usageError naming the flag as --name, and -h
+// as a *helpRequest holding fs.Usage's text, which run prints to stdout.
+func parseFlags(fs *flag.FlagSet, args []string, env bool) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	failed, restore := checkValues(fs)
+	err := fs.Parse(args)
+	if err == nil && env {
+		err = setFromEnv(fs, failed)
 	}
+	restore()
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return &helpRequest{text: helpText(fs)}
+	case *failed != nil:
+		return flagError(fs, *failed)
+	case err != nil:
+		return flagError(fs, rewordFlagError(err))
+	case fs.NArg() > 0:
+		return flagError(fs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
+	}
+	return nil
+}
+
+// setFromEnv sets each flag not given on the command line from its
+// environment variable.
+func setFromEnv(fs *flag.FlagSet, failed **flagValueError) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
@@ -35,19 +73,152 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			if err = fs.Set(f.Name, v); err != nil && *failed != nil {
+				(*failed).env = envName(f.Name)
 			}
 		}
 	})
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
+	return err
+}
+
+// helpText is what fs.Usage writes.
+func helpText(fs *flag.FlagSet) string {
+	out := fs.Output()
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.Usage()
+	fs.SetOutput(out)
+	return b.String()
+}
+
+// flagValueError is a value a flag refused.
+type flagValueError struct {
+	flag, value string
+	env         string // the variable it came from; "" for the command line
+	err         error
+}
+
+func (e *flagValueError) Error() string {
+	if e.env != "" {
+		return fmt.Sprintf("invalid value %q in %s for %s: %v", e.value, e.env, dashed(e.flag), e.err)
+	}
+	return fmt.Sprintf("invalid value %q for %s: %v", e.value, dashed(e.flag), e.err)
+}
+
+func (e *flagValueError) Unwrap() error { return e.err }
+
+// checkedValue stands in for a flag's Value while parsing: the flag
+// package turns a Set error into a bare string ("invalid value … for flag
+// -x: parse error"), so the first failure is kept here, with its flag
+// and a cause that says what was wanted.
+type checkedValue struct {
+	flag.Value
+	name   string
+	failed **flagValueError
+}
+
+// IsBoolFlag keeps a bool flag usable without a value.
+func (v *checkedValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func (v *checkedValue) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		e := &flagValueError{flag: v.name, value: s, err: explainValueError(v.Value, s, err)}
+		if *v.failed == nil {
+			*v.failed = e
+		}
+		return e
+	}
+	return nil
+}
+
+// checkValues puts a checkedValue in front of every flag of fs; restore
+// puts the flags' own values back.
+func checkValues(fs *flag.FlagSet) (failed **flagValueError, restore func()) {
+	failed = new(*flagValueError)
+	orig := map[*flag.Flag]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		orig[f] = f.Value
+		f.Value = &checkedValue{Value: f.Value, name: f.Name, failed: failed}
+	})
+	return failed, func() {
+		for f, v := range orig {
+			f.Value = v
+		}
+	}
+}
+
+// explainValueError replaces the flag package's "parse error" for its own
+// value types with what the flag wants.
+func explainValueError(v flag.Value, s string, err error) error {
+	g, ok := v.(flag.Getter)
+	if !ok || err.Error() != "parse error" {
+		return err
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return durationError(s)
+	case bool:
+		return errors.New("want true or false")
+	case int, int64:
+		return errors.New("want a whole number")
+	case uint, uint64:
+		return errors.New("want a whole number, 0 or more")
+	case float64:
+		return errors.New("want a number")
 	}
 	return err
 }
 
+// durationError says why s is not a duration; a bare number is the usual
+// slip (--node-timeout 10).
+func durationError(s string) error {
+	if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+		return errors.New("a duration needs a unit, e.g. 10s or 500ms")
+	}
+	return errors.New("want a duration such as 10s, 500ms or 1h30m")
+}
+
+// rewordFlagError writes the flag package's other errors with --name.
+func rewordFlagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Errorf("unknown flag %s", dashed(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("%s needs a value", dashed(name))
+	}
+	return err
+}
+
+// dashed is a flag as the README writes it: --name, or -n for one letter.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// needScheme catches a URL given without http://, which url.Parse reads
+// as an error ("127.0.0.1:20443") or as the scheme "localhost". The
+// userinfo is left out: it may hold a password.
+func needScheme(flagName, v string) error {
+	if v == "" || strings.Contains(v, "://") {
+		return nil
+	}
+	shown := v
+	if i := strings.LastIndex(v, "@"); i >= 0 {
+		shown = "…" + v[i:]
+	}
+	return fmt.Errorf("%s %s: needs a scheme: http://%s", flagName, shown, shown)
+}
+
 // limitValue is a flag of the form N/duration ("5/5m"); "0" disables.
 type limitValue struct{ l *guard.Limit }
+
+func (limitValue) argName() string { return "N/window" }
 
 func (v limitValue) String() string {
 	if v.l == nil || v.l.Requests <= 0 {
@@ -63,15 +234,18 @@ func (v limitValue) Set(s string) error {
 	}
 	n, w, ok := strings.Cut(s, "/")
 	if !ok {
-		return fmt.Errorf("limit %q: want N/duration, e.g. 5/5m, or 0 to disable", s)
+		return errors.New("want N/window, e.g. 5/5m, or 0 to disable")
 	}
 	req, err := strconv.Atoi(n)
 	if err != nil || req <= 0 {
-		return fmt.Errorf("limit %q: request count must be a positive integer", s)
+		return errors.New("the request count must be a positive whole number")
 	}
 	win, err := time.ParseDuration(w)
-	if err != nil || win <= 0 {
-		return fmt.Errorf("limit %q: window must be a positive duration", s)
+	if err != nil {
+		return fmt.Errorf("the window: %w", durationError(w))
+	}
+	if win <= 0 {
+		return errors.New("the window must be a positive duration")
 	}
 	*v.l = guard.Limit{Requests: req, Window: win}
 	return nil
@@ -107,6 +281,8 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 // own /32 or /128. Repeating the flag adds to the list.
 type prefixList []netip.Prefix
 
+func (*prefixList) argName() string { return "IPs/CIDRs" }
+
 func (p *prefixList) String() string {
 	if p == nil {
 		return ""
@@ -140,4 +316,137 @@ func (p *prefixList) Set(v string) error {
 		*p = append(*p, netip.PrefixFrom(ip, ip.BitLen()))
 	}
 	return nil
+}
+
+// flagGroup is one section of a command's -h: a title and its flags, in
+// the order shown.
+type flagGroup struct {
+	title string
+	names []string
+}
+
+// usageFunc is a FlagSet.Usage: header, then the flags by group. Flags
+// in no group follow under "other flags" (all under "flags" without
+// groups), so a new flag never goes missing from -h.
+func usageFunc(fs *flag.FlagSet, header string, groups ...flagGroup) func() {
+	return func() {
+		w := fs.Output()
+		fmt.Fprint(w, header)
+		printFlags(w, fs, groups)
+	}
+}
+
+// printFlags writes the flags as the README does, --name (the flag
+// package's PrintDefaults writes -name), each with its usage and default.
+func printFlags(w io.Writer, fs *flag.FlagSet, groups []flagGroup) {
+	seen := map[string]bool{}
+	section := func(title string, flags []*flag.Flag) {
+		if len(flags) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		for _, f := range flags {
+			printFlag(w, f)
+		}
+	}
+	for _, g := range groups {
+		var flags []*flag.Flag
+		for _, name := range g.names {
+			if f := fs.Lookup(name); f != nil && !seen[name] {
+				seen[name] = true
+				flags = append(flags, f)
+			}
+		}
+		section(g.title, flags)
+	}
+	var rest []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if !seen[f.Name] {
+			rest = append(rest, f)
+		}
+	})
+	title := "other flags"
+	if len(groups) == 0 {
+		title = "flags"
+	}
+	section(title, rest)
+}
+
+// usageWidth is where a flag's usage text wraps.
+const usageWidth = 78
+
+func printFlag(w io.Writer, f *flag.Flag) {
+	arg := argName(f.Value)
+	head := "  " + dashed(f.Name)
+	if arg != "" {
+		head += " " + arg
+	}
+	text := f.Usage
+	if !isZeroDefault(f) {
+		def := f.DefValue
+		if arg == "string" {
+			def = strconv.Quote(def)
+		}
+		text += " (default " + def + ")"
+	}
+	fmt.Fprintln(w, head)
+	const indent = "      "
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > usageWidth {
+			fmt.Fprintln(w, line)
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
+}
+
+// argName is the placeholder after --name: none for a bool flag.
+func argName(v flag.Value) string {
+	if a, ok := v.(interface{ argName() string }); ok {
+		return a.argName()
+	}
+	if b, ok := v.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return ""
+	}
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return "value"
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "duration"
+	case int, int64:
+		return "int"
+	case uint, uint64:
+		return "uint"
+	case float64:
+		return "float"
+	case string, encoding.TextUnmarshaler:
+		return "string"
+	}
+	return "value"
+}
+
+// isZeroDefault reports whether f's default is its type's zero value, which
+// -h leaves out, as the flag package does.
+func isZeroDefault(f *flag.Flag) (zero bool) {
+	typ := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if typ.Kind() == reflect.Pointer {
+		z = reflect.New(typ.Elem())
+	} else {
+		z = reflect.Zero(typ)
+	}
+	// A value type whose String needs state it lacks: show the default.
+	defer func() {
+		if recover() != nil {
+			zero = false
+		}
+	}()
+	return f.DefValue == z.Interface().(flag.Value).String()
 }

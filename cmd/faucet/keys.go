@@ -12,7 +12,8 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
-const keysUsage = "usage: faucet keys generate [-n N] [-json] [--btc [--btc-network regtest|signet|testnet]]"
+const keysUsage = "usage: faucet keys generate [-n N] [--json] [--btc [--btc-network regtest|signet|testnet]]\n\n" +
+	"Prints fresh compressed testnet keys and their addresses, one \"KEY ADDRESS\" line each.\n"
 
 // runKeys implements `faucet keys generate`: fresh compressed testnet keys and
 // their addresses, which is what an operator needs to create the key Secret.
@@ -20,28 +21,33 @@ const keysUsage = "usage: faucet keys generate [-n N] [-json] [--btc [--btc-netw
 // (what a BTC key file holds and bitcoin.ParsePrivateKey reads) and the
 // P2WPKH address to fund.
 func runKeys(_ context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "generate" {
-		return errors.New(keysUsage)
-	}
 	fs := flag.NewFlagSet("keys generate", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of keys to generate")
 	asJSON := fs.Bool("json", false, "print a JSON array of {privateKey, address}")
 	btc := fs.Bool("btc", false, "generate Bitcoin keys (WIF and P2WPKH address) instead of Stacks keys")
 	btcNetwork := bitcoin.Regtest
 	fs.TextVar(&btcNetwork, "btc-network", bitcoin.Regtest, "with --btc: the network of the addresses: regtest, signet or testnet")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = usageFunc(fs, keysUsage)
+	if len(args) == 0 {
+		return &usageError{cmd: "keys", what: "usage", err: errors.New("missing subcommand: faucet keys generate")}
+	}
+	switch args[0] {
+	case "generate":
+	case "-h", "-help", "--help", "help":
+		return &helpRequest{text: helpText(fs)} // the only subcommand's flags
+	default:
+		return &usageError{cmd: "keys", what: "usage", err: fmt.Errorf("unknown subcommand %q: want generate", args[0])}
+	}
+	if err := parseFlags(fs, args[1:], false); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected argument %q; %s", fs.Arg(0), keysUsage)
-	}
 	if *n < 1 || *n > 1000 {
-		return fmt.Errorf("-n must be between 1 and 1000, got %d", *n)
+		return flagError(fs, fmt.Errorf("-n must be between 1 and 1000, got %d", *n))
 	}
 	networkSet := false
 	fs.Visit(func(f *flag.Flag) { networkSet = networkSet || f.Name == "btc-network" })
 	if networkSet && !*btc {
-		return errors.New("--btc-network applies to Bitcoin keys: add --btc")
+		return flagError(fs, errors.New("--btc-network applies to Bitcoin keys: add --btc"))
 	}
 	type entry struct {
 		PrivateKey string `json:"privateKey"`

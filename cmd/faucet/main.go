@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -39,36 +40,90 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if code := exitCode(err); code != 0 {
-		fmt.Fprintln(os.Stderr, "faucet:", err)
+	if code := report(os.Stderr, err); code != 0 {
 		os.Exit(code)
 	}
 }
 
-// exitCode is 0 for success and for -h (the flag package has printed the
-// usage, as `faucet -h` does), else 2.
-func exitCode(err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+// Exit codes: a mistake on the command line is told apart from a failure
+// while running, as the flag package and most tools do.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// report writes err for the person at the terminal and returns the exit
+// code: a usage mistake is its message and one line pointing at -h,
+// anything else "faucet: " and the error.
+func report(w io.Writer, err error) int {
+	if err == nil {
 		return 0
 	}
-	return 2
+	if ue, ok := errors.AsType[*usageError](err); ok {
+		if !errors.Is(err, errNoCommand) { // the command list is printed
+			prog := strings.TrimSpace("faucet " + ue.cmd)
+			fmt.Fprintf(w, "%s: %v\nRun '%s -h' for %s.\n", prog, ue.err, prog, ue.what)
+		}
+		return exitUsage
+	}
+	fmt.Fprintln(w, "faucet:", err)
+	return exitFailure
 }
 
+// usageError is a command line the command cannot run: a bad or missing
+// flag, an unknown command. It exits 2.
+type usageError struct {
+	cmd  string // "serve", "keys generate"; "" for faucet itself
+	what string // what -h shows: "the flags", "the commands"
+	err  error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// flagError is err as a usage mistake of fs's command.
+func flagError(fs *flag.FlagSet, err error) error {
+	if _, ok := errors.AsType[*usageError](err); ok {
+		return err
+	}
+	return &usageError{cmd: fs.Name(), what: "the flags", err: err}
+}
+
+// helpRequest is -h: the command's usage, which run prints to stdout.
+type helpRequest struct{ text string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
+
+var errNoCommand = errors.New("no command given")
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return errors.New("no command given")
-		}
+		return &usageError{what: "the commands", err: errNoCommand}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
 		return nil
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return nil
+		}
+		args = []string{args[1], "-h"} // faucet help serve
 	}
 	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout)
+		if c.name != args[0] {
+			continue
 		}
+		err := c.run(ctx, args[1:], stdout)
+		if h, ok := errors.AsType[*helpRequest](err); ok {
+			_, err = io.WriteString(stdout, h.text)
+		}
+		return err
 	}
-	usage(stderr)
-	return fmt.Errorf("unknown command %q", args[0])
+	return &usageError{what: "the commands", err: fmt.Errorf("unknown command %q", args[0])}
 }
 
 func usage(w io.Writer) {
@@ -76,6 +131,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "\nRun 'faucet <command> -h' (or 'faucet help <command>') for a command's flags.")
 }
 
 func runVersion(_ context.Context, _ []string, stdout io.Writer) error {

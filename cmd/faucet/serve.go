@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -157,51 +158,49 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	o.log.register(fs)
 }
 
+// serveUsage heads `faucet serve -h`.
+const serveUsage = `usage: faucet serve --node-url URL --key-file FILE [flags]
+       faucet serve --devnet [flags]
+
+Every flag can also be set as FAUCET_<NAME> (e.g. FAUCET_NODE_URL); a flag on
+the command line wins.
+`
+
+// serveFlagGroups order `faucet serve -h` by concern.
+var serveFlagGroups = []flagGroup{
+	{"node and keys", []string{"node-url", "node-timeout", "key-file", "chain-id", "treasury-key-file", "refill-below", "refill-amount"}},
+	{"amounts and fees", []string{"amount", "stacking-amount", "stacking-padding-percent", "memo", "fee-min", "fee-max", "fee-fallback", "fee-reserve"}},
+	{"sending and batching", []string{"max-in-flight", "busy-wait", "stuck-blocks", "batch-max", "batch-window", "batch-contract"}},
+	{"limits and abuse", []string{"limit-address", "limit-stacking", "limit-ip", "trusted-proxy-hops", "pow-difficulty", "pow-raise-above",
+		"pow-max-difficulty", "pow-ttl", "api-tokens-file", "ip-allow", "ip-deny", "balance-cap", "suspend"}},
+	{"sBTC", []string{"sbtc-asset", "sbtc-amount", "sbtc-limit-address", "sbtc-limit-ip", "sbtc-refill-below", "sbtc-refill-amount"}},
+	{"BTC", []string{"btc-rpc-url", "btc-rpc-credentials-file", "btc-key-file", "btc-network", "btc-amount", "btc-large-amount", "btc-xlarge-amount",
+		"btc-fee-rate", "btc-min-fee-rate", "btc-max-fee-rate", "btc-start-height", "btc-batch-max", "btc-rpc-timeout", "btc-limit-address", "btc-limit-ip"}},
+	{"store", []string{"store", "history-retention"}},
+	{"HTTP server and page", []string{"listen", "status-cache-ttl", "explorer-tx-url", "low-drips"}},
+	{"logging", []string{"log-level", "log-format"}},
+	{"devnet", []string{"devnet", "devnet-keys", "block-time", "devnet-treasury", "devnet-sbtc", "devnet-btc", "btc-block-time"}},
+}
+
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var o serveOptions
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faucet serve --node-url URL --key-file FILE [flags]\n       faucet serve --devnet\n\nEvery flag can also be set as FAUCET_<NAME> (e.g. FAUCET_NODE_URL).\n\nflags:")
-		fs.PrintDefaults()
-	}
+	fs.Usage = usageFunc(fs, serveUsage, serveFlagGroups...)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
+	// Everything up to here and in check is the command line's fault
+	// (exit 2); what fails from here on fails while running (exit 1).
 	logger, err := o.log.logger()
 	if err != nil {
-		return err
+		return flagError(fs, err)
 	}
-	if o.chainID > 0xffffffff {
-		return fmt.Errorf("--chain-id %d does not fit in 32 bits", o.chainID)
-	}
-	// The engine reads 0 as "use the default"; on the command line it would
-	// silently mean 500 STX, or node calls without any timeout (a hung node
-	// would then stall the engine's poll loop for good).
-	if o.nodeTimeout <= 0 {
-		return fmt.Errorf("--node-timeout must be positive, got %s", o.nodeTimeout)
-	}
-	if o.amount == 0 {
-		return errors.New("--amount must be positive")
-	}
-	if err := o.validatePage(); err != nil {
-		return err
-	}
-	if err := o.validateRefill(); err != nil {
-		return err
-	}
-	token, err := o.sbtc.token(o.devnet, o.treasuryKeyFile != "" || o.devnetTreasury)
+	token, batchContract, err := o.check()
 	if err != nil {
-		return err
+		return flagError(fs, err)
 	}
 	o.sbtc.amount = token.Amount // the devnet's default, for the banner
-	batchContract, err := o.batch.validate()
-	if err != nil {
-		return err
-	}
-	if err := o.btc.validate(o.devnet); err != nil {
-		return err
-	}
 	var btcKey *bitcoin.PrivateKey
 	if o.btc.on() {
 		if btcKey, err = readBTCKeyFile(o.btc.keyFile, o.btc.network); err != nil {
@@ -209,14 +208,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
+	reg := prometheus.NewRegistry()
+	metrics := server.NewMetrics(reg)
 	var keys []*stacks.PrivateKey
 	var treasury *stacks.PrivateKey
 	var devnetURL string
-	switch {
-	case o.devnet:
-		if o.nodeURL != "" || o.keyFile != "" || o.treasuryKeyFile != "" {
-			return errors.New("--devnet runs its own node and keys; drop --node-url, --key-file and --treasury-key-file (--devnet-treasury generates a treasury)")
-		}
+	if o.devnet {
 		keys, treasury, devnetURL, err = startEmbeddedDevnet(ctx, o, token, logger)
 		if err != nil {
 			return err
@@ -229,18 +226,23 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			defer stopBtcd()
 		}
-	case o.nodeURL == "" || o.keyFile == "":
-		fs.Usage()
-		return errors.New("--node-url and --key-file are required (or use --devnet)")
-	default:
-		keys, err = readKeyFile(o.keyFile)
-		if err != nil {
+	}
+	client, err := node.New(o.nodeURL, node.WithTimeout(o.nodeTimeout), node.WithObserver(metrics.ObserveNodeCall),
+		node.WithUserAgent("faucet-operator/"+version))
+	if err != nil {
+		return flagError(fs, fmt.Errorf("--node-url: %w", err))
+	}
+	if !o.devnet {
+		if keys, err = readKeyFile(o.keyFile); err != nil {
 			return err
 		}
 		if o.treasuryKeyFile != "" {
 			if treasury, err = readTreasuryKeyFile(o.treasuryKeyFile); err != nil {
 				return err
 			}
+		}
+		if err := checkNode(ctx, client, logger); err != nil {
+			return err
 		}
 	}
 
@@ -254,13 +256,6 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}()
 
-	reg := prometheus.NewRegistry()
-	metrics := server.NewMetrics(reg)
-	client, err := node.New(o.nodeURL, node.WithTimeout(o.nodeTimeout), node.WithObserver(metrics.ObserveNodeCall),
-		node.WithUserAgent("faucet-operator/"+version))
-	if err != nil {
-		return fmt.Errorf("--node-url: %w", err)
-	}
 	f, err := faucet.New(faucet.Config{
 		Keys: keys, Node: client, ChainID: uint32(o.chainID), Logger: logger,
 		Amounts:  faucet.Amounts{Default: o.amount, Stacking: o.stackingAmount, StackingPaddingPercent: &o.stackingPadding, Memo: o.memo},
@@ -352,6 +347,87 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		task{"store maintenance", state.background},
 		task{"api tokens reload", func(ctx context.Context) error { checks.Run(ctx); return nil }},
 	)
+}
+
+// check validates the flags against each other before anything starts,
+// and returns the sBTC token and the batch contract they name.
+func (o *serveOptions) check() (faucet.Token, stacks.ContractID, error) {
+	var none stacks.ContractID
+	if o.chainID > 0xffffffff {
+		return faucet.Token{}, none, fmt.Errorf("--chain-id %d does not fit in 32 bits", o.chainID)
+	}
+	// The engine reads 0 as "use the default"; on the command line it would
+	// silently mean 500 STX, or node calls without any timeout (a hung node
+	// would then stall the engine's poll loop for good).
+	if o.nodeTimeout <= 0 {
+		return faucet.Token{}, none, fmt.Errorf("--node-timeout must be positive, got %s", o.nodeTimeout)
+	}
+	if o.amount == 0 {
+		return faucet.Token{}, none, errors.New("--amount must be positive")
+	}
+	switch {
+	case o.devnet:
+		if o.nodeURL != "" || o.keyFile != "" || o.treasuryKeyFile != "" {
+			return faucet.Token{}, none, errors.New("--devnet runs its own node and keys; drop --node-url, --key-file and --treasury-key-file (--devnet-treasury generates a treasury)")
+		}
+		if o.devnetKeys < 1 || o.devnetKeys > 100 {
+			return faucet.Token{}, none, fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
+		}
+	case o.nodeURL == "" || o.keyFile == "":
+		return faucet.Token{}, none, errors.New("--node-url and --key-file are required (or use --devnet)")
+	}
+	if err := needScheme("--node-url", o.nodeURL); err != nil {
+		return faucet.Token{}, none, err
+	}
+	if err := needScheme("--btc-rpc-url", o.btc.rpcURL); err != nil {
+		return faucet.Token{}, none, err
+	}
+	if err := o.validatePage(); err != nil {
+		return faucet.Token{}, none, err
+	}
+	if err := o.validateRefill(); err != nil {
+		return faucet.Token{}, none, err
+	}
+	token, err := o.sbtc.token(o.devnet, o.treasuryKeyFile != "" || o.devnetTreasury)
+	if err != nil {
+		return faucet.Token{}, none, err
+	}
+	batchContract, err := o.batch.validate()
+	if err != nil {
+		return faucet.Token{}, none, err
+	}
+	if err := o.btc.validate(o.devnet); err != nil {
+		return faucet.Token{}, none, err
+	}
+	return token, batchContract, nil
+}
+
+// checkNode reads /v2/info once at start, so that a --node-url pointing
+// at something other than a Stacks node's RPC (the API's port, a web
+// server) fails now, saying so, rather than as endless "node poll failed"
+// warnings. A node that does not answer at all may be starting beside
+// the faucet; the engine keeps polling it, so that is only a warning.
+func checkNode(ctx context.Context, c *node.Client, logger *slog.Logger) error {
+	info, err := c.Info(ctx)
+	var why string
+	var httpErr *node.HTTPError
+	var respErr *node.ResponseError
+	switch {
+	case err == nil && info.PeerVersion == 0 && info.ServerVersion == "" && info.NetworkID == 0:
+		why = "GET /v2/info answered JSON without the node's fields"
+	case err == nil:
+		return nil
+	case errors.As(err, &httpErr) && (httpErr.StatusCode == http.StatusNotFound || httpErr.StatusCode == http.StatusMethodNotAllowed):
+		why = fmt.Sprintf("GET /v2/info answered %d %s", httpErr.StatusCode, http.StatusText(httpErr.StatusCode))
+	case errors.As(err, &respErr):
+		why = fmt.Sprintf("GET /v2/info answered, but not with the node's JSON: %v", respErr.Err)
+	default:
+		if ctx.Err() == nil { // not just stopping
+			logger.Warn("the Stacks node does not answer yet; the faucet keeps trying", "node", c.URL(), "err", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("--node-url %s does not look like a Stacks node RPC (%s); the node's RPC port is usually 20443", c.URL(), why)
 }
 
 // task is one long-running part of a command.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"regexp"
@@ -87,11 +86,15 @@ func TestServeRejectsNonPositiveTimeoutAndAmount(t *testing.T) {
 }
 
 func TestHelpExitsZero(t *testing.T) {
-	err := run(context.Background(), []string{"serve", "-h"}, io.Discard, io.Discard)
-	if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
-		t.Fatalf("serve -h: %v, exit %d", err, exitCode(err))
+	var stdout, stderr strings.Builder
+	err := run(context.Background(), []string{"serve", "-h"}, &stdout, &stderr)
+	if err != nil || report(io.Discard, err) != 0 {
+		t.Fatalf("serve -h: %v, exit %d", err, report(io.Discard, err))
 	}
-	if exitCode(errors.New("boom")) != 2 {
-		t.Fatal("a failure must exit 2")
+	if !strings.Contains(stdout.String(), "--node-url") || stderr.Len() != 0 {
+		t.Fatalf("serve -h: stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+	if report(io.Discard, errors.New("boom")) != 1 {
+		t.Fatal("a failure must exit 1")
 	}
 }
