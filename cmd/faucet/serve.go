@@ -290,8 +290,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			Secret: f.DeriveSecret("proof-of-work challenges"),
 		},
 		BalanceCap: o.abuse.balanceCap, Accounts: client,
-		Spent:  state.spent,
-		Logger: logger.With("component", "guard"),
+		Spent: state.spent,
+		// Failed API tokens count in the limits store: shared by replicas.
+		Failures: state.limiter,
+		Logger:   logger.With("component", "guard"),
 	})
 	if err != nil {
 		return err
