@@ -136,9 +136,10 @@ func (e *btcFaultEnv) receivedByScript(from int64) map[string][]int64 {
 // SIGKILL in the middle of a burst of BTC drips, then a restart on the same
 // store: every drip answered 200 is mined exactly once (the restarted
 // process sends recorded payouts again, byte for byte), a drip that got no
-// answer is paid at most once, a refused one never, and no coin is spent
-// twice (btcd would refuse the second spend, and the restarted faucet pays
-// new drips from what is left).
+// answer is paid at most once, a refused one never, and the restarted
+// faucet pays new drips from what is left. (A coin spent twice cannot
+// reach the chain: btcd refuses the second spend. What the test checks is
+// that no recipient is paid twice or answered and left unpaid.)
 func TestBTCSigkillMidBurst(t *testing.T) {
 	e := newBTCFaultEnv(t)
 	start, err := e.client.BlockCount(context.Background())
