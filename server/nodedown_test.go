@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +86,42 @@ func TestReadinessFollowsTheNode(t *testing.T) {
 	waitView("node stopped", nodeView.down)
 	h.dn.SetDown(false)
 	waitView("node back", nodeView.up)
+
+	// The log tells the story once: the outage, its end, and readiness
+	// lost and regained, however often the probes and polls asked.
+	count := func(msg string) int { return len(logEntries(t, h, msg)) }
+	for msg, want := range map[string]int{
+		"stacks node unreachable; drips fail until it answers": 1,
+		"stacks node reachable again":                          1,
+		"faucet not ready":                                     1,
+		"faucet ready":                                         2,
+	} {
+		if n := count(msg); n != want {
+			t.Errorf("%q logged %d times, want %d", msg, n, want)
+		}
+	}
+	if back := logEntries(t, h, "stacks node reachable again"); len(back) == 1 {
+		if d, err := time.ParseDuration(fmt.Sprint(back[0]["down_for"])); err != nil || d <= 0 || d > 2*nodeFollowWithin {
+			t.Errorf("down_for %v (%v)", back[0]["down_for"], err)
+		}
+	}
+}
+
+// logEntries decodes the harness's JSON log lines with msg exactly msg.
+func logEntries(t *testing.T, h *harness, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(h.logs.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if e["msg"] == msg {
+			out = append(out, e)
+		}
+	}
+	return out
 }
