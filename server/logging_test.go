@@ -6,8 +6,9 @@ import (
 )
 
 // Probes, scrapes and the page's polling are access-logged at debug, what
-// people and clients do at info.
-func TestAccessLogLevels(t *testing.T) {
+// people and clients do at info; a drip's txid is logged as the API
+// answers it (0x…), so a user's txid finds its log line.
+func TestAccessLogLevelsAndTxIDs(t *testing.T) {
 	h := newHarness(t, options{})
 	w := h.drip("address=" + newRecipient(t))
 	if w.Code != http.StatusOK {
@@ -39,4 +40,8 @@ func TestAccessLogLevels(t *testing.T) {
 		}
 	}
 
+	sent := logEntries(t, h, "drip sent")
+	if len(sent) != 1 || sent[0]["txid"] != txID {
+		t.Errorf("drip sent lines %v, want one with txid %s", sent, txID)
+	}
 }

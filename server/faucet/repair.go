@@ -160,7 +160,7 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 		for i := range chain {
 			p := &chain[i]
 			_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
-			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.String(), "err", err)
+			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.Hex0x(), "err", err)
 			p.Rebroadcasts++
 			f.updatePending(ctx, k, p)
 		}
@@ -180,7 +180,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	// the total, and a transfer of them would pay the contract.
 	tx, err := stacks.DecodeTransaction(stuck.Raw)
 	if err != nil {
-		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.String(), "err", err)
+		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.Hex0x(), "err", err)
 		return
 	}
 	feeMax := f.cfg.Fees.Max
@@ -201,7 +201,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 		log.Warn("fee-bump replacement not accepted", "fee", newFee, "err", err)
 		return
 	}
-	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.String(), "txid", tx.TxID().String(), "fee", newFee)
+	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.Hex0x(), "txid", tx.TxID().Hex0x(), "fee", newFee)
 	f.fates.replaced(stuck.TxID, tx.TxID())
 	stuck.Raw, stuck.TxID, stuck.Fee = raw, tx.TxID(), newFee
 	stuck.Replacements++
@@ -259,7 +259,7 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 		}
 		return
 	}
-	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.String())
+	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.Hex0x())
 }
 
 // Keys reports every key's state.
