@@ -64,7 +64,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		amountKey = "amount_sats"
 	}
 	attrs := []any{
-		amountKey, result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.String(),
+		amountKey, result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.Hex0x(),
 		"sender", result.Sender.String(), "nonce", result.Nonce, "in_doubt", result.InDoubt,
 	}
 	if result.Batch > 0 {

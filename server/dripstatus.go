@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -142,7 +143,13 @@ func (s *server) txState(ctx context.Context, id stacks.TxID, rec faucet.DripRec
 		return dripConfirmed, "Confirmed."
 	case errors.Is(err, node.ErrTxNotFound), errors.Is(err, node.ErrTxIndexDisabled):
 	default:
-		s.log.Warn("drip status: node lookup failed", "err", err)
+		// The page asks every few seconds: an outage is the engine's to
+		// report (with back-off), anything else is worth a warning.
+		level := slog.LevelWarn
+		if node.IsUnavailable(err) {
+			level = slog.LevelDebug
+		}
+		s.log.Log(ctx, level, "drip status: node lookup failed", "err", err)
 		return dripPending, "Sent; the Stacks node is unreachable, so its progress is unknown right now."
 	}
 	keys := s.cfg.Faucet.Keys()

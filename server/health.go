@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
@@ -29,40 +28,15 @@ type readyBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// readiness remembers the last probe result, so a transition is logged once
-// instead of at every probe.
-type readiness struct {
-	mu      sync.Mutex
-	checked bool
-	reason  string // "" when ready
-}
-
 // handleReadyz is readiness: 200 when the engine can serve a drip (node
 // reachable and testnet, a key funded), else 503 with a user-safe reason.
+// The engine logs when its readiness changes, probed or not.
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	err := s.cfg.Faucet.Ready(ctx)
-	reason := ""
-	if err != nil {
-		reason = readyReason(err)
-	}
-
-	s.ready.mu.Lock()
-	changed := !s.ready.checked || s.ready.reason != reason
-	s.ready.checked, s.ready.reason = true, reason
-	s.ready.mu.Unlock()
-	if changed {
-		if err != nil {
-			s.log.Warn("faucet not ready", "reason", reason, "err", err)
-		} else {
-			s.log.Info("faucet ready")
-		}
-	}
-
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
+	if err := s.cfg.Faucet.Ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: readyReason(err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, readyBody{Ready: true})

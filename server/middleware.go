@@ -24,21 +24,29 @@ func (s *server) observe(next http.Handler) http.Handler {
 		method := methodLabel(r.Method)
 		s.metrics.observeHTTP(ri.route, method, status, d)
 
-		level := slog.LevelInfo
-		switch ri.route {
-		case "/healthz", "/readyz", "/metrics":
-			level = slog.LevelDebug // probes and scrapes would drown the log
-		}
-		s.log.LogAttrs(r.Context(), level, "http request",
+		s.log.LogAttrs(r.Context(), accessLogLevel(ri.route), "http request",
 			slog.String("method", method),
 			slog.String("route", ri.route),
 			slog.String("path", r.URL.Path), // no query: it is user input of any size
 			slog.Int("status", status),
-			slog.Duration("duration", d),
+			// "1.5ms" in either log format: slog's JSON writes a
+			// Duration as integer nanoseconds.
+			slog.String("duration", d.String()),
 			slog.Int64("bytes", rec.bytes),
 			slog.String("client_ip", addrString(ri.clientIP)),
 		)
 	})
+}
+
+// accessLogLevel is info for what people and clients do, debug for what
+// machines repeat: probes, scrapes and the page's polling of the faucet's
+// facts and of a drip's progress would drown the log.
+func accessLogLevel(route string) slog.Level {
+	switch route {
+	case "/healthz", "/readyz", "/metrics", pathInfo, pathDrip:
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // cors allows any page (or the configured origin) to call the API. There are

@@ -262,8 +262,11 @@ func TestAccessLog(t *testing.T) {
 			if e["method"] != "GET" || e["status"] != float64(200) || e["client_ip"] != "198.51.100.7" || e["level"] != "INFO" {
 				t.Errorf("access log line = %v", e)
 			}
-			if _, ok := e["duration"]; !ok {
-				t.Error("no duration")
+			// Human units ("1.5ms"), not slog JSON's integer nanoseconds.
+			if d, ok := e["duration"].(string); !ok {
+				t.Errorf("duration = %#v, want a string", e["duration"])
+			} else if _, err := time.ParseDuration(d); err != nil {
+				t.Errorf("duration %q: %v", d, err)
 			}
 		}
 	}

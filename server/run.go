@@ -62,7 +62,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		return err // Serve failed before any shutdown; never ErrServerClosed here
 	case <-ctx.Done():
 	}
-	logger.Info("http server shutting down", "timeout", ShutdownTimeout)
+	logger.Info("http server shutting down", "timeout", ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)

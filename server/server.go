@@ -104,7 +104,6 @@ type server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	status  *statusCache
-	ready   readiness
 }
 
 // New returns the faucet's HTTP handler. It panics when cfg lacks the faucet

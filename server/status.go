@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
@@ -73,6 +74,8 @@ type statusCache struct {
 	serverVersion string
 	log           *slog.Logger
 	snap          ttlcache.Value[*statusSnapshot]
+	// poxFailing makes a failing /v2/pox one warning, not one a second.
+	poxFailing atomic.Bool
 }
 
 func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, log *slog.Logger) *statusCache {
@@ -105,7 +108,9 @@ func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 	body := statusBody{ServerVersion: c.serverVersion}
 	switch {
 	case infoErr != nil:
-		c.log.Warn("status: node info failed", "err", infoErr)
+		// Debug: the engine's poll reports an outage, with back-off; this
+		// read repeats every second while the page is open.
+		c.log.Debug("status: node info failed", "err", infoErr)
 		body.Status = statusNodeUnreachable
 	default:
 		body.Status = statusReady
@@ -115,8 +120,15 @@ func (c *statusCache) fetch(ctx context.Context) *statusSnapshot {
 		body.ChainTip = c.chainTip(info)
 		if poxErr != nil {
 			// The tip is still worth showing; only the unlock heights go null.
-			c.log.Warn("status: node pox failed", "err", poxErr)
+			level := slog.LevelDebug
+			if !c.poxFailing.Swap(true) {
+				level = slog.LevelWarn
+			}
+			c.log.Log(ctx, level, "status: node pox failed", "err", poxErr)
 		} else {
+			if c.poxFailing.Swap(false) {
+				c.log.Info("status: node pox works again")
+			}
 			body.PoxV1UnlockHeight = unlockHeight(pox, "Epoch21")
 			body.PoxV2UnlockHeight = unlockHeight(pox, "Epoch22")
 			body.PoxV3UnlockHeight = unlockHeight(pox, "Epoch25")

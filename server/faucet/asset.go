@@ -98,7 +98,7 @@ func (f *Faucet) placedResult(done *placed, amount uint64) *Result {
 	p := done.tx
 	if done.lostAnswer != nil {
 		f.log.Warn("broadcast outcome unknown; the tx is tracked and rebroadcast until its nonce confirms",
-			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "asset", string(p.Asset.OrSTX()), "err", done.lostAnswer)
+			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(), "asset", string(p.Asset.OrSTX()), "err", done.lostAnswer)
 	}
 	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: p.Fee, Nonce: p.Nonce, Sender: p.Sender,
 		Asset: p.Asset.OrSTX(), InDoubt: done.lostAnswer != nil}

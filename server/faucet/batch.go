@@ -395,11 +395,11 @@ func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Res
 	p := done.tx
 	if done.lostAnswer != nil {
 		b.f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
-			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(), "recipients", len(entries), "err", done.lostAnswer)
+			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(), "recipients", len(entries), "err", done.lostAnswer)
 	}
 	b.txs.Add(1)
 	b.drips.Add(uint64(len(entries)))
-	b.f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.String(),
+	b.f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(),
 		"recipients", len(entries), "fee_ustx", fee)
 	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: fee, Nonce: p.Nonce, Sender: p.Sender,
 		InDoubt: done.lostAnswer != nil}, batchDone, 0, nil

@@ -41,6 +41,10 @@ type Faucet struct {
 	fates txFates
 	// batch is nil unless Config.Batching.Max ≥ 2 (batch.go).
 	batch *batcher
+	// nodeWatch and readiness log the node's outages and the faucet's
+	// readiness when they change (nodewatch.go).
+	nodeWatch nodeWatch
+	readiness readyWatch
 }
 
 type chainInfo struct {
@@ -67,7 +71,7 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger}
+	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now}}
 	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
 	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now

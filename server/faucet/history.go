@@ -139,7 +139,7 @@ func (h *historyWriter) record(ctx context.Context, d DripRecord) {
 
 func (h *historyWriter) write(ctx context.Context, d DripRecord) {
 	if err := h.store.Record(ctx, d); err != nil {
-		h.log.Warn("drip history write failed", "txid", d.TxID, "err", err)
+		h.log.Warn("drip history write failed", "txid", hex0x(d.TxID), "err", err)
 	}
 }
 
@@ -162,4 +162,13 @@ func (h *historyWriter) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// hex0x is a stored txid (bare hex) as the API and the logs write it; ""
+// (a drip that sent nothing) stays "".
+func hex0x(txid string) string {
+	if txid == "" || strings.HasPrefix(txid, "0x") {
+		return txid
+	}
+	return "0x" + txid
 }

@@ -39,9 +39,20 @@ func (f *Faucet) Run(ctx context.Context) error {
 	t := time.NewTicker(f.cfg.Timing.PollInterval)
 	defer t.Stop()
 	var lastHeight uint64
-	first := true
+	first, down := true, false
 	for {
-		if h, ok := f.poll(ctx, lastHeight, first); ok {
+		h, ok := f.poll(ctx, lastHeight, first)
+		switch {
+		case ok && (first || down || h != lastHeight):
+			// A block or the node back: readiness is logged when it
+			// changes, probed or not. Ready reads nothing more from the
+			// node here (the chain info is fresh, the keys just synced).
+			_ = f.Ready(ctx)
+		case !ok && !down:
+			f.noteReady(ctx, nodeUnreachable(f.chain.LastErr()))
+		}
+		down = !ok
+		if ok {
 			lastHeight, first = h, false
 		}
 		select {
@@ -58,10 +69,13 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	ci, err := f.fetchChain(ctx)
 	if err != nil {
 		f.chain.Fail(err)
-		f.log.Warn("node poll failed", "err", err)
+		if ctx.Err() == nil { // shutting down is no outage
+			f.nodeWatch.failed(err)
+		}
 		return 0, false
 	}
 	f.chain.Set(ci)
+	f.nodeWatch.answered()
 	if !first && ci.height == lastHeight {
 		return ci.height, true
 	}
@@ -146,7 +160,7 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 		for i := range chain {
 			p := &chain[i]
 			_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
-			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.String(), "err", err)
+			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.Hex0x(), "err", err)
 			p.Rebroadcasts++
 			f.updatePending(ctx, k, p)
 		}
@@ -166,7 +180,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 	// the total, and a transfer of them would pay the contract.
 	tx, err := stacks.DecodeTransaction(stuck.Raw)
 	if err != nil {
-		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.String(), "err", err)
+		log.Error("stored transaction does not decode; cannot replace it", "txid", stuck.TxID.Hex0x(), "err", err)
 		return
 	}
 	feeMax := f.cfg.Fees.Max
@@ -187,7 +201,7 @@ func (f *Faucet) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
 		log.Warn("fee-bump replacement not accepted", "fee", newFee, "err", err)
 		return
 	}
-	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.String(), "txid", tx.TxID().String(), "fee", newFee)
+	log.Warn("nonce still stuck; replaced with a higher fee", "old_txid", stuck.TxID.Hex0x(), "txid", tx.TxID().Hex0x(), "fee", newFee)
 	f.fates.replaced(stuck.TxID, tx.TxID())
 	stuck.Raw, stuck.TxID, stuck.Fee = raw, tx.TxID(), newFee
 	stuck.Replacements++
@@ -245,7 +259,7 @@ func (f *Faucet) fillNonce(ctx context.Context, k *keyState, nonce uint64, forei
 		}
 		return
 	}
-	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.String())
+	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.Hex0x())
 }
 
 // Keys reports every key's state.
@@ -255,9 +269,42 @@ func (f *Faucet) Keys() []KeyStatus { return f.pool.statuses() }
 // reachable and testnet, this replica must own a key, and one of its keys
 // must afford a default drip. It reads accounts but never repairs.
 func (f *Faucet) Ready(ctx context.Context) error {
+	err := f.ready(ctx)
+	f.noteReady(ctx, err)
+	return err
+}
+
+// errNodeUnreachable is Ready's error when the node does not answer.
+var errNodeUnreachable = errors.New("node unreachable")
+
+func nodeUnreachable(err error) error {
+	if err == nil {
+		err = errors.New("no answer yet")
+	}
+	return fmt.Errorf("%w: %w", errNodeUnreachable, err)
+}
+
+// noteReady logs a change of readiness. An answer cut short by the
+// caller's own deadline or cancellation says nothing about the faucet.
+func (f *Faucet) noteReady(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	reason, changed := f.readiness.changed(err)
+	switch {
+	case !changed:
+	case err != nil:
+		f.log.Warn("faucet not ready", "reason", reason, "err", err)
+	default:
+		fund := f.Funding()
+		f.log.Info("faucet ready", "keys", fund.Keys, "drips_left", fund.DripsLeft)
+	}
+}
+
+func (f *Faucet) ready(ctx context.Context) error {
 	ci, err := f.chain.Get(ctx, f.fetchChain)
 	if err != nil {
-		return fmt.Errorf("node unreachable: %w", err)
+		return nodeUnreachable(err)
 	}
 	if err := f.chainAllowed(ci.chainID); err != nil {
 		return err

@@ -45,7 +45,7 @@ func (f *Faucet) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 	if !k.stillInDoubt(p) {
 		return // confirmed, replaced or given up meanwhile
 	}
-	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.String())
+	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x())
 	_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
 	var rej *node.RejectionError
 	switch {

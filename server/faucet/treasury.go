@@ -495,7 +495,7 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, he
 func (t *treasury) refillSent(ctx context.Context, d *keyState, p *PendingTx, sendErr error) {
 	t.sent.Add(1)
 	args := []any{"sender", p.Sender.String(), "recipient", d.addr.String(), "amount", p.Amount,
-		"fee", p.Fee, "txid", p.TxID.String(), "nonce", p.Nonce}
+		"fee", p.Fee, "txid", p.TxID.Hex0x(), "nonce", p.Nonce}
 	if sendErr != nil {
 		t.f.log.Warn("treasury refill sent, node answer lost; tracked and rebroadcast until its nonce confirms", append(args, "err", sendErr)...)
 	} else {

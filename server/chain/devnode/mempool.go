@@ -83,7 +83,7 @@ func (n *Node) Submit(raw []byte) (stacks.TxID, error) {
 func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejection) {
 	txid := stacks.TxID(sha512.Sum512_256(raw))
 	reject := func(reason string, data map[string]any) (stacks.TxID, *Rejection) {
-		n.log.Debug("devnode: tx rejected", "txid", txid.String(), "reason", reason)
+		n.log.Debug("devnode: tx rejected", "txid", txid.Hex0x(), "reason", reason)
 		return txid, &Rejection{Reason: reason, Data: data, TxID: txid}
 	}
 
@@ -191,11 +191,11 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 	// Accepted. The drop fault answers success but keeps nothing, not even
 	// the replacement of the prior tx.
 	if n.dropRate > 0 && n.rng.Float64() < n.dropRate {
-		n.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.String())
+		n.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.Hex0x())
 		return txid, nil
 	}
 	if prior != nil {
-		n.log.Debug("devnode: replace-by-fee", "old", prior.txid.String(), "new", txid.String())
+		n.log.Debug("devnode: replace-by-fee", "old", prior.txid.Hex0x(), "new", txid.Hex0x())
 		n.removePending(prior)
 		delete(n.pool, prior.txid)
 	}
@@ -207,7 +207,7 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 	}
 	n.pending[principal][nonce] = e
 	n.nPending++
-	n.log.Debug("devnode: tx admitted", "txid", txid.String(), "sender", principal, "nonce", nonce, "fee", fee)
+	n.log.Debug("devnode: tx admitted", "txid", txid.Hex0x(), "sender", principal, "nonce", nonce, "fee", fee)
 	return txid, nil
 }
 

@@ -68,7 +68,7 @@ func (n *Node) Mine() Block {
 		if carry != 0 || from.balance < cost {
 			// The miner cannot include it; the real miner drops such txs.
 			n.log.Warn("devnode: dropping tx that can no longer pay",
-				"txid", e.txid.String(), "sender", e.sender, "nonce", e.tx.Auth.Nonce,
+				"txid", e.txid.Hex0x(), "sender", e.sender, "nonce", e.tx.Auth.Nonce,
 				"needed", cost, "balance", from.balance)
 			n.removePending(e)
 			delete(n.pool, e.txid)
@@ -103,7 +103,8 @@ func (n *Node) Mine() Block {
 		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: o.result, aborted: o.aborted, pcFailure: o.pcFailure, events: o.events}
 	}
 	n.gc()
-	n.log.Info("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)
+	// Debug: a block every few seconds would drown the devnet's log.
+	n.log.Debug("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)
 	b := n.tip
 	b.TxIDs = append([]stacks.TxID(nil), included...)
 	return b
@@ -134,7 +135,7 @@ func (n *Node) gc() {
 			continue
 		}
 		if !e.mined {
-			n.log.Info("devnode: garbage-collecting stale mempool tx", "txid", id.String(), "received", e.received)
+			n.log.Info("devnode: garbage-collecting stale mempool tx", "txid", id.Hex0x(), "received", e.received)
 			n.removePending(e)
 		}
 		delete(n.pool, id)

@@ -195,7 +195,7 @@ func (n *Node) runContractCall(e *poolEntry, from *account) callOutcome {
 		moved.add(e.sender, stxAssetID, sent)
 	}
 	if reason := postConditionFailure(e.tx, e.sender, moved); reason != "" {
-		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.String(), "reason", reason)
+		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.Hex0x(), "reason", reason)
 		out.aborted, out.pcFailure = true, reason
 	}
 	if out.aborted {

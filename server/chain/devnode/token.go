@@ -272,7 +272,7 @@ func (n *Node) runTokenCall(e *poolEntry) callOutcome {
 			errCode = ftMintErrNonPositive
 		default:
 			if !fits {
-				n.log.Warn("devnode: minted amount beyond 64 bits saturates", "txid", e.txid.String())
+				n.log.Warn("devnode: minted amount beyond 64 bits saturates", "txid", e.txid.Hex0x())
 				amount = math.MaxUint64
 			}
 			events = append(events, TxEvent{Type: EventFTMint, AssetID: assetID, Recipient: c.recipient, Amount: amount})
@@ -284,7 +284,7 @@ func (n *Node) runTokenCall(e *poolEntry) callOutcome {
 		moved = assetMap{}
 	}
 	if reason := postConditionFailure(e.tx, e.sender, moved); reason != "" {
-		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.String(), "reason", reason)
+		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.Hex0x(), "reason", reason)
 		out.aborted, out.pcFailure, out.events = true, reason, nil
 	}
 	if out.aborted {

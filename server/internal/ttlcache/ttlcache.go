@@ -99,11 +99,13 @@ func (c *Value[T]) Set(v T) {
 	c.mu.Unlock()
 }
 
-// Fail records a failed read done elsewhere; the value stays usable until
-// its TTL runs out.
+// Fail records a failed read done elsewhere and ends the value's
+// freshness: the source just failed to answer, so the value no longer
+// stands for what it says now, and the next Get asks it again. Peek still
+// returns the last good value.
 func (c *Value[T]) Fail(err error) {
 	c.mu.Lock()
-	c.lastErr = err
+	c.lastErr, c.ok = err, false
 	c.mu.Unlock()
 }
 

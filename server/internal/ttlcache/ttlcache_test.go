@@ -118,3 +118,25 @@ func TestFetchTimeout(t *testing.T) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
 }
+
+// TestFailEndsFreshness: a read that failed elsewhere (the engine's poll)
+// makes the next Get ask the source again instead of serving the value
+// for the rest of its TTL, and a Get that succeeds clears the error.
+func TestFailEndsFreshness(t *testing.T) {
+	clk := clocktest.New()
+	v := &Value[string]{TTL: time.Minute, Now: clk.Now}
+	v.Set("old")
+	boom := errors.New("boom")
+	v.Fail(boom)
+	if v.Fresh() || !errors.Is(v.LastErr(), boom) || v.Peek() != "old" {
+		t.Fatalf("after Fail: fresh %v, last error %v, peek %q", v.Fresh(), v.LastErr(), v.Peek())
+	}
+	var calls atomic.Int32
+	got, err := v.Get(context.Background(), func(context.Context) (string, error) { calls.Add(1); return "new", nil })
+	if err != nil || got != "new" || calls.Load() != 1 {
+		t.Fatalf("Get after Fail = %q, %v (fetches %d), want a fresh read", got, err, calls.Load())
+	}
+	if v.LastErr() != nil || !v.Fresh() {
+		t.Fatalf("after a good read: last error %v, fresh %v", v.LastErr(), v.Fresh())
+	}
+}
