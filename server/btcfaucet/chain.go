@@ -112,6 +112,12 @@ func (f *chainFollower) Sync(ctx context.Context) (SyncResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("chain follower: %w", err)
 	}
+	if len(f.blocks) > 0 && height < f.blocks[0].height {
+		// Shorter than every block kept: a node starting over (btcd wipes
+		// a regtest chain at start; a reindexing node) rather than a reorg
+		// anyone can prove. Keep the view until it is back up to it.
+		return res, fmt.Errorf("chain follower: the node's chain (height %d) is below the oldest block kept (%d); waiting for it to catch up", height, f.blocks[0].height)
+	}
 	// Undo from our tip down to the last block the node still has at its
 	// height (a node whose chain got shorter counts as a reorg too).
 	for len(f.blocks) > 0 {
