@@ -1036,7 +1036,9 @@ func (r *refillLines) txids() (map[string]string, error) {
 		if _, dup := out[rec.Recipient]; dup {
 			return nil, fmt.Errorf("two refills of %s", rec.Recipient)
 		}
-		out[rec.Recipient] = rec.TxID
+		// Logs write txids as the API does (0x…); the node's
+		// /v3/transaction/{txid} takes the bare hex.
+		out[rec.Recipient] = strings.TrimPrefix(rec.TxID, "0x")
 	}
 	return out, nil
 }
