@@ -65,6 +65,14 @@ func TestInfoReady(t *testing.T) {
 	if n, _ := strconv.ParseUint(left, 10, 64); n < 1000 || n > testFunding/faucet.DefaultAmount {
 		t.Errorf("drips_left = %s", left)
 	}
+	// balance: the keys' available µSTX, enough for every drip left.
+	bal, err := strconv.ParseUint(m["funding"].(map[string]any)["balance"].(string), 10, 64)
+	if n, _ := strconv.ParseUint(left, 10, 64); err != nil || bal < n*faucet.DefaultAmount || bal%testFunding != 0 {
+		t.Errorf("funding.balance = %d (%v), drips_left %d", bal, err, n)
+	}
+	if f := m["assets"].([]any)[0].(map[string]any)["funding"].(map[string]any); f["balance"] != m["funding"].(map[string]any)["balance"] {
+		t.Errorf("stx asset funding %v", f)
+	}
 	if !strings.Contains(m["server_version"].(string), "v0.1.0") {
 		t.Errorf("server_version %v", m["server_version"])
 	}
