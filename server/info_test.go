@@ -273,3 +273,30 @@ func TestTreasuryMetrics(t *testing.T) {
 		t.Errorf("refills sent = %v, want 0 (the key is well funded)", got)
 	}
 }
+
+// TestInfoFundingBalance: each asset's funding.balance is what it can
+// spend, in its base units: the keys' available sBTC, the BTC faucet's
+// spendable coins.
+func TestInfoFundingBalance(t *testing.T) {
+	t.Run("sbtc", func(t *testing.T) {
+		h := sbtcHarness(t, options{})
+		sb := getInfo(t, h)["assets"].([]any)[1].(map[string]any) // reads the balances first
+		tf, _ := h.f.TokenFunding()
+		if f := sb["funding"].(map[string]any); sb["asset"] != "sbtc" || tf.Available == 0 || f["balance"] != strconv.FormatUint(tf.Available, 10) {
+			t.Fatalf("sBTC funding %v, want balance %d", f, tf.Available)
+		}
+	})
+	t.Run("btc", func(t *testing.T) {
+		e := newBTCEnv(t, options{})
+		var b map[string]any
+		for _, a := range getInfo(t, e.harness)["assets"].([]any) {
+			if a.(map[string]any)["asset"] == "btc" {
+				b = a.(map[string]any)
+			}
+		}
+		want := e.bf.Status().Balance
+		if f, _ := b["funding"].(map[string]any); want <= 0 || f["balance"] != strconv.FormatInt(want, 10) {
+			t.Fatalf("BTC asset %v, want balance %d", b, want)
+		}
+	})
+}
