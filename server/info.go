@@ -118,6 +118,15 @@ type infoPoW struct {
 
 type infoFunding struct {
 	DripsLeft string `json:"drips_left"`
+	// Balance is what the faucet can spend on drips now, in the asset's
+	// base units (µSTX, satoshis) as a decimal string: the counted keys'
+	// available µSTX or sBTC beyond what is in flight, or the BTC
+	// faucet's spendable coins.
+	Balance string `json:"balance"`
+}
+
+func fundingInfo(f faucet.Funding) *infoFunding {
+	return &infoFunding{DripsLeft: strconv.FormatUint(f.DripsLeft, 10), Balance: strconv.FormatUint(f.Available, 10)}
 }
 
 // handleInfo serves GET /faucet/v1/info.
@@ -166,7 +175,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	var fund faucet.Funding
 	body.State, body.StateMessage, fund = s.faucetState(ctx, snap)
 	if fund.Keys > 0 {
-		body.Funding = &infoFunding{DripsLeft: strconv.FormatUint(fund.DripsLeft, 10)}
+		body.Funding = fundingInfo(fund)
 	}
 	body.Assets = []infoAsset{{
 		Asset: string(faucet.AssetSTX), Name: "STX", Decimals: decimalsSTX, Amount: body.Amounts.DefaultUSTX,
@@ -182,7 +191,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 			State:  body.State, StateMessage: body.StateMessage, Endpoints: assetRoutes(faucet.AssetSBTC),
 		}
 		if tf, _ := f.TokenFunding(); tf.Keys > 0 {
-			a.Funding = &infoFunding{DripsLeft: strconv.FormatUint(tf.DripsLeft, 10)}
+			a.Funding = fundingInfo(tf)
 			if body.State == stateReady || body.State == stateLow || body.State == stateEmpty {
 				a.State, a.StateMessage = fundingState(tf, s.cfg.LowDrips, "sBTC")
 			}
@@ -216,7 +225,7 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 		a.State, a.StateMessage = stateReady, "The BTC faucet is starting."
 	default:
 		left := btcDripsLeft(st, am)
-		a.Funding = &infoFunding{DripsLeft: strconv.FormatInt(left, 10)}
+		a.Funding = &infoFunding{DripsLeft: strconv.FormatInt(left, 10), Balance: strconv.FormatInt(max(st.Balance, 0), 10)}
 		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.LowDrips, "BTC")
 		if !st.NodeUp {
 			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."

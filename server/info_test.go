@@ -65,6 +65,14 @@ func TestInfoReady(t *testing.T) {
 	if n, _ := strconv.ParseUint(left, 10, 64); n < 1000 || n > testFunding/faucet.DefaultAmount {
 		t.Errorf("drips_left = %s", left)
 	}
+	// balance: the keys' available µSTX, enough for every drip left.
+	bal, err := strconv.ParseUint(m["funding"].(map[string]any)["balance"].(string), 10, 64)
+	if n, _ := strconv.ParseUint(left, 10, 64); err != nil || bal < n*faucet.DefaultAmount || bal%testFunding != 0 {
+		t.Errorf("funding.balance = %d (%v), drips_left %d", bal, err, n)
+	}
+	if f := m["assets"].([]any)[0].(map[string]any)["funding"].(map[string]any); f["balance"] != m["funding"].(map[string]any)["balance"] {
+		t.Errorf("stx asset funding %v", f)
+	}
 	if !strings.Contains(m["server_version"].(string), "v0.1.0") {
 		t.Errorf("server_version %v", m["server_version"])
 	}
@@ -264,4 +272,31 @@ func TestTreasuryMetrics(t *testing.T) {
 	if got := counterValue(t, h.reg, "faucet_refills_total", map[string]string{"outcome": "sent"}); got != 0 {
 		t.Errorf("refills sent = %v, want 0 (the key is well funded)", got)
 	}
+}
+
+// TestInfoFundingBalance: each asset's funding.balance is what it can
+// spend, in its base units: the keys' available sBTC, the BTC faucet's
+// spendable coins.
+func TestInfoFundingBalance(t *testing.T) {
+	t.Run("sbtc", func(t *testing.T) {
+		h := sbtcHarness(t, options{})
+		sb := getInfo(t, h)["assets"].([]any)[1].(map[string]any) // reads the balances first
+		tf, _ := h.f.TokenFunding()
+		if f := sb["funding"].(map[string]any); sb["asset"] != "sbtc" || tf.Available == 0 || f["balance"] != strconv.FormatUint(tf.Available, 10) {
+			t.Fatalf("sBTC funding %v, want balance %d", f, tf.Available)
+		}
+	})
+	t.Run("btc", func(t *testing.T) {
+		e := newBTCEnv(t, options{})
+		var b map[string]any
+		for _, a := range getInfo(t, e.harness)["assets"].([]any) {
+			if a.(map[string]any)["asset"] == "btc" {
+				b = a.(map[string]any)
+			}
+		}
+		want := e.bf.Status().Balance
+		if f, _ := b["funding"].(map[string]any); want <= 0 || f["balance"] != strconv.FormatInt(want, 10) {
+			t.Fatalf("BTC asset %v, want balance %d", b, want)
+		}
+	})
 }

@@ -19,6 +19,7 @@ import { chromium } from 'playwright-core';
 
 import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
 import { MAINNET_MESSAGE } from '../../server/web/assets/c32.js';
+import { formatAmount } from '../../server/web/assets/format.js';
 import { randomRegtestAddress, randomTestnetAddress } from './validator.mjs';
 
 const POW_DIFFICULTY = 10;
@@ -558,7 +559,7 @@ export function registerBrowserTests(opts) {
       assert.ok(focus.outline !== 'none' && focus.width >= 2, `focus ring: ${JSON.stringify(focus)}`);
     }, { needs: [LOADED] });
 
-    step('a valid address, Enter: proof of work, txid, explorer link', async () => {
+    step('a valid address, Enter: proof of work, txid, the status link (a devnet: no public explorer)', async () => {
       address = randomTestnetAddress();
       await typeInto(address);
       assert.equal(await page.locator('#address-error').isVisible(), false);
@@ -587,15 +588,46 @@ export function registerBrowserTests(opts) {
       assert.equal(u.searchParams.get('stacking'), 'false');
       assertProof(drips[0].headers);
 
+      // The devnet (its BTC is on regtest) is a chain the public explorer
+      // does not know: the link is the faucet's own drip status.
       const link = page.locator('#tx-link');
       assert.equal(await link.isVisible(), true);
       const href = await link.getAttribute('href');
-      assert.ok(href.includes('chain=testnet') && href.includes(txid), `explorer link ${href}`);
+      assert.equal(href, `${base}/faucet/v1/drips/${txid}`, `status link ${href}`);
+      assert.equal(await page.locator('#tx-link-text').textContent(), 'Status (JSON)');
       assert.equal(await link.getAttribute('target'), '_blank');
       assert.deepEqual((await link.getAttribute('rel')).split(/\s+/).sort(), ['noopener', 'noreferrer']);
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'result-heading', 'focus moves to the result');
       assert.equal(await page.locator('#result').getAttribute('aria-live'), 'polite');
       assert.match(await page.locator('#message').textContent(), new RegExp(address));
+    });
+
+    const recentItem = (p, id) => p.locator(`#recent-list li[data-txid="${id}"]`);
+
+    step('recent drips: the drip is listed, and after a reload (a new tab) still, with its status link; it follows to confirmed', async () => {
+      const item = recentItem(page, txid);
+      assert.equal(await item.count(), 1, 'the drip is in the recent list');
+      assert.equal(await page.locator('#recent').isVisible(), true);
+      const p2 = await context.newPage();
+      watch(p2, []);
+      try {
+        await p2.goto(`${base}/`);
+        const again = recentItem(p2, txid);
+        await again.waitFor({ timeout: 5_000 });
+        const text = await again.textContent();
+        assert.ok(text.includes(address) && text.includes(txid) && /500 STX/.test(text), `recent item: ${text}`);
+        const link = again.locator('a');
+        assert.equal(await link.getAttribute('href'), `${base}/faucet/v1/drips/${txid}`);
+        assert.equal(await link.getAttribute('target'), '_blank');
+        assert.match(await link.textContent(), /^status of the STX drip 0x[0-9a-f]{64} \(opens in a new tab\)$/);
+        await p2.waitForFunction((id) => document.querySelector(`#recent-list li[data-txid="${id}"] .recent-state`)?.dataset.state === 'confirmed',
+          txid, { timeout: 30_000 }).catch(async (err) => {
+          throw new Error(`${err.message}; the item says ${JSON.stringify(await again.textContent())}`);
+        });
+        assert.match(await again.locator('.recent-state').textContent(), /^Confirmed$/);
+      } finally {
+        await p2.close();
+      }
     });
 
     step('the transaction is confirmed after the devnode mines', async () => {
@@ -641,6 +673,9 @@ export function registerBrowserTests(opts) {
       const later = await page.locator('#message').textContent();
       assert.notEqual(later, first, 'the countdown does not move');
       assert.equal(await page.locator('#submit').isDisabled(), true);
+      const item = recentItem(page, txid);
+      assert.equal(await item.count(), 1, 'the 429 keeps the last txid in the recent drips');
+      assert.equal(await item.locator('.recent-state').textContent(), 'Confirmed');
       await shot('page-desktop-429.png', true);
     });
 
@@ -843,7 +878,7 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.locator('#result-heading').textContent(), 'BTC on the way');
       assert.equal(await page.locator('#message').textContent(),
         `The faucet sent 0.0001 BTC to ${btcAddress}. It arrives when the transaction is in a block.`);
-      assert.equal(await page.locator('#tx-link').isVisible(), false, 'regtest has no explorer; the Stacks one does not apply');
+      assert.equal(await page.locator('#tx-link').getAttribute('href'), `${base}/faucet/v1/drips/${btcTxid}`, 'regtest has no explorer: the status link');
       assert.match(await page.locator('#tx-state').textContent(), /^(Pending — waiting for the next Bitcoin block…|Confirmed \((1 confirmation|([2-9]|[1-9]\d+) confirmations)\)\.)$/);
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'result-heading', 'focus moves to the result');
       const d = await (await fetch(`${base}/faucet/v1/drips/${btcTxid}`)).json();
@@ -941,6 +976,88 @@ export function registerBrowserTests(opts) {
       assert.match(await page.locator('#address-error').textContent(), /^A Stacks address starts with S/, 'the regtest address is checked as a Stacks one');
       await typeInto(address);
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
+    });
+
+    step('the faucet\'s balance for each asset, in its units, as info says', async () => {
+      const p2 = await context.newPage();
+      watch(p2, []);
+      try {
+        await p2.goto(`${base}/`);
+        await waitReadyState(p2);
+        for (const name of ['STX', 'sBTC', 'BTC']) {
+          await p2.getByRole('radio', { name, exact: true }).check();
+          // Read info after the page: the balance moves with each drip and block.
+          await p2.waitForFunction((n) => document.getElementById('balance').textContent.includes(` ${n} (`), name, { timeout: 15_000 });
+          const shown = await p2.locator('#balance').textContent();
+          const a = (await getInfo(base)).assets.find((x) => x.name === name);
+          assert.match(a.funding?.balance ?? '', /^\d+$/, `${name} funding: ${JSON.stringify(a.funding)}`);
+          const m = new RegExp(`^(\\d[\\d,]*(\\.\\d+)? ${name}) \\((\\d[\\d,]*) drips? left\\)$`).exec(shown);
+          assert.ok(m, `#balance for ${name}: ${shown}`);
+          assert.notEqual(m[1], `0 ${name}`, `${name} balance: ${shown}`);
+          assert.ok(await p2.locator('#balance-fact-row').isVisible());
+          // STX and sBTC hold still between drips: the page shows info's
+          // balance (it reads info every 10 s). BTC's grows as coinbases mature.
+          if (name !== 'BTC') {
+            const want = formatAmount((await getInfo(base)).assets.find((x) => x.name === name).funding.balance, a.decimals, name);
+            await waitText(p2, 'balance', new RegExp(`^${want.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`), 15_000);
+          }
+        }
+        await shot('page-desktop-balance-btc.png', false, p2);
+      } finally {
+        await p2.close();
+      }
+    }, { needs: [SERVED] });
+
+    step('390×844 phone: the address field and the button above the fold; the recent drips after the form', async () => {
+      const p2 = await context.newPage();
+      watch(p2, []);
+      try {
+        await p2.setViewportSize({ width: 390, height: 844 });
+        await p2.goto(`${base}/`);
+        await waitReadyState(p2);
+        for (const scheme of ['light', 'dark']) {
+          await p2.emulateMedia({ colorScheme: scheme });
+          for (const id of ['address', 'submit']) {
+            const box = await p2.locator(`#${id}`).boundingBox();
+            assert.ok(box && box.y >= 0 && box.y + box.height <= 844, `#${id} at ${JSON.stringify(box)}: below the fold`);
+          }
+          assert.ok(await p2.evaluate(() => document.documentElement.scrollWidth <= 390), 'scrollWidth > 390');
+          assert.deepEqual(await p2.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 390 px)`);
+          assert.deepEqual(await p2.evaluate(contrastProblems), [], `contrast (${scheme}, 390 px)`);
+          await shot(`page-390${scheme === 'dark' ? '-dark' : ''}.png`, false, p2);
+        }
+        await p2.emulateMedia({ colorScheme: 'light' });
+        await shot('page-390-full.png', true, p2);
+        const form = await p2.locator('#drip-form').boundingBox();
+        const recent = await p2.locator('#recent').boundingBox();
+        assert.ok(recent && recent.y > form.y, 'the recent drips come after the form');
+      } finally {
+        await p2.close();
+      }
+    }, { needs: [SERVED] });
+
+    step('recent drips: "Clear" by keyboard empties the list, and it stays empty after a reload', async () => {
+      const p2 = await context.newPage();
+      watch(p2, []);
+      try {
+        await p2.goto(`${base}/`);
+        await waitReadyState(p2);
+        const n = await p2.locator('#recent-list li').count();
+        assert.ok(n >= 3, `recent drips of STX, sBTC and BTC: ${n}`);
+        const ids = await p2.locator('#recent-list li').evaluateAll((els) => els.map((e) => e.dataset.txid));
+        assert.ok(ids.includes(txid) && ids.includes(btcTxid), `recent txids ${JSON.stringify(ids)}`);
+        assert.ok(await p2.locator('#recent-list li', { hasText: ' sBTC' }).count() >= 1, 'an sBTC drip is listed');
+        await p2.locator('#recent-clear').focus();
+        await p2.keyboard.press('Enter');
+        assert.equal(await p2.locator('#recent').isVisible(), false);
+        assert.equal(await p2.locator('#recent-status').textContent(), 'Recent drips cleared.');
+        await p2.reload();
+        await waitReadyState(p2);
+        assert.equal(await p2.locator('#recent-list li').count(), 0);
+        assert.equal(await p2.locator('#recent').isVisible(), false);
+      } finally {
+        await p2.close();
+      }
     });
 
     step('live facts: the tip height follows the chain', async () => {

@@ -86,6 +86,12 @@ const ui = {
   txLink: $('tx-link'),
   txLinkText: $('tx-link-text'),
   txState: $('tx-state'),
+  balanceFactRow: $('balance-fact-row'),
+  balance: $('balance'),
+  recent: $('recent'),
+  recentList: $('recent-list'),
+  recentClear: $('recent-clear'),
+  recentStatus: $('recent-status'),
 };
 
 let info = null; // the last /faucet/v1/info answer
@@ -192,7 +198,7 @@ function stxAsset(data) {
   return {
     id: 'stx', name: 'STX', decimals: 6, amount: amounts.default_ustx, identifier: null,
     limits: data.limits || {}, state: data.state, stateMessage: data.state_message, stacking: true,
-    bitcoin: false, network: null, sizes: null,
+    bitcoin: false, network: null, sizes: null, funding: data.funding,
   };
 }
 
@@ -229,6 +235,7 @@ function assetList(data) {
       bitcoin: a.asset === 'btc',
       network: a.asset === 'btc' && typeof a.network === 'string' && /^[a-z0-9-]{1,20}$/.test(a.network) ? a.network : null,
       sizes: a.asset === 'btc' ? btcSizes(a) : null,
+      funding: a.funding,
     });
   }
   return list;
@@ -299,6 +306,13 @@ function renderAsset() {
   const amounts = data.amounts || {};
   const def = a.stacking ? formatSTX(amounts.default_ustx) : formatAmount(a.amount, a.decimals, a.name);
   setText(ui.defaultAmount, def || 'unknown');
+  // What the faucet can still pay of this asset, when the server says.
+  const fund = a.funding && typeof a.funding === 'object' ? a.funding : {};
+  const bal = formatAmount(fund.balance, a.decimals, a.name);
+  ui.balanceFactRow.hidden = bal === null;
+  const left = typeof fund.drips_left === 'string' && /^\d{1,20}$/.test(fund.drips_left) ? BigInt(fund.drips_left) : null;
+  setText(ui.balance, bal === null ? '' : left === null ? bal
+    : `${bal} (${left.toLocaleString('en-US')} drip${left === 1n ? '' : 's'} left)`);
   const stk = formatSTX(amounts.stacking_ustx);
   setText(ui.stackingAmount, stk || 'amount unavailable right now');
   setText(ui.stackingFact, stk || 'unavailable');
@@ -379,6 +393,13 @@ function renderInfo(data) {
   if (!assets.some((a) => a.id === selected)) selected = assets[0].id;
   renderChooser();
   renderAsset();
+  // The recent drips' links follow the explorer settings; rebuilt only when
+  // those change, so the 10 s refresh never takes the focus from a link.
+  const linkMode = `${privateChain()}|${data.explorer_tx_url}`;
+  if (linkMode !== recentLinkMode) {
+    recentLinkMode = linkMode;
+    renderRecent();
+  }
 
   const h = data.chain_tip && Number.isInteger(data.chain_tip.height) ? data.chain_tip.height : null;
   setText(ui.tip, h === null ? 'unknown' : h.toLocaleString('en-US'));
@@ -744,7 +765,28 @@ function explorerLink(txid, asset) {
   // The Stacks explorer does not show Bitcoin transactions; regtest has no
   // public explorer at all.
   if (asset.bitcoin) return bitcoinExplorerURL(asset.network, txid);
+  if (privateChain()) return null;
   return explorerURL(info && info.explorer_tx_url, txid);
+}
+
+/**
+ * privateChain: the faucet runs on a chain no public explorer knows. The
+ * server says so with devnet: true; a BTC faucet on regtest pairs with a
+ * local devnet too (the embedded devnet pays regtest BTC).
+ */
+function privateChain() {
+  if (info && info.devnet === true) return true;
+  return assets.some((a) => a.bitcoin && a.network === 'regtest');
+}
+
+/**
+ * txLinkFor is where a drip's transaction can be followed: the explorer,
+ * or, where no public explorer knows it, the faucet's own status JSON.
+ */
+function txLinkFor(txid, asset) {
+  const url = explorerLink(txid, asset);
+  if (url) return { url, text: asset.bitcoin ? 'View it on mempool.space' : 'View it in the explorer', explorer: true };
+  return { url: apiURL(DRIPS_URL + encodeURIComponent(txid)).href, text: 'Status (JSON)', explorer: false };
 }
 
 /** pendingText is what a sent, unconfirmed drip of asset waits for. */
@@ -765,12 +807,13 @@ function showTx(txid, address, asset, stacking, size, sent) {
   ui.tx.hidden = false;
   setText(ui.txid, txid);
   setText(ui.copyStatus, '');
-  const link = explorerLink(txid, asset);
-  ui.txLink.hidden = link === null;
-  setText(ui.txLinkText, asset.bitcoin ? 'View it on mempool.space' : 'View it in the explorer');
-  if (link) ui.txLink.href = link;
-  else ui.txLink.removeAttribute('href');
+  const link = txLinkFor(txid, asset);
+  ui.txLink.hidden = false;
+  ui.txLink.dataset.kind = link.explorer ? 'explorer' : 'status';
+  setText(ui.txLinkText, link.text);
+  ui.txLink.href = link.url;
   setTxState('pending', pendingText(asset));
+  recentAdd({ asset, address, amount, txid });
 }
 
 /**
@@ -882,6 +925,7 @@ function startPolling(txid, asset) {
       if (gen !== pollGeneration) return;
     }
     const now = Date.now();
+    if (state) recentSetState(txid, state, d);
     switch (state) {
       case 'confirmed': {
         const h = d && Number.isInteger(d.block_height) ? ` in block ${d.block_height}` : '';
@@ -917,6 +961,178 @@ function startPolling(txid, asset) {
   tick();
 }
 
+// ------------------------------------------------------------ recent drips
+//
+// This browser's last drips (RECENT_PER_ASSET of each asset) are kept in
+// the browser's local storage and listed under the form with their live state, so a
+// reload or a 429 does not lose a txid. Nothing leaves the browser.
+
+const RECENT_KEY = 'faucet.recentDrips.v1';
+const RECENT_PER_ASSET = 10;
+const RECENT_POLL_MS = 4_000;
+const RECENT_STATES = new Set(['pending', 'confirmed', 'failed', 'unknown']);
+const RECENT_TXID = /^(?:0x)?[0-9a-fA-F]{64}$/;
+let recentTimer = null;
+let recentLinkMode = null;
+
+function recentLoad() {
+  let list;
+  try {
+    list = JSON.parse(localStorage.getItem(RECENT_KEY) || '[]');
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(list)) return [];
+  const str = (v, max) => typeof v === 'string' && v.length <= max ? v : null;
+  return list.filter((e) => e && typeof e === 'object' && RECENT_TXID.test(e.txid) && ASSET_ID.test(e.asset)
+    && str(e.name, 24) && str(e.address, 300) && Number.isFinite(e.time))
+    .map((e) => ({
+      asset: e.asset, name: e.name, network: str(e.network, 20), address: e.address, amount: str(e.amount, 60),
+      txid: e.txid, time: e.time, state: RECENT_STATES.has(e.state) ? e.state : 'pending', message: str(e.message, MAX_MESSAGE_CHARS),
+    }));
+}
+
+function recentSave(list) {
+  try {
+    localStorage.setItem(RECENT_KEY, JSON.stringify(list));
+  } catch {
+    // Storage off or full: the list lives until the page is closed.
+  }
+  recentCache = list;
+}
+
+let recentCache = recentLoad();
+
+function recentAdd({ asset, address, amount, txid }) {
+  const list = recentCache.filter((e) => e.txid !== txid);
+  list.unshift({
+    asset: asset.id, name: asset.name, network: asset.network, address, amount: amount || null,
+    txid, time: Date.now(), state: 'pending', message: null,
+  });
+  // Keep the newest RECENT_PER_ASSET of each asset.
+  const seen = new Map();
+  recentSave(list.filter((e) => {
+    const n = (seen.get(e.asset) || 0) + 1;
+    seen.set(e.asset, n);
+    return n <= RECENT_PER_ASSET;
+  }));
+  renderRecent();
+  scheduleRecentPoll();
+}
+
+function recentSetState(txid, state, d) {
+  const e = recentCache.find((x) => x.txid === txid);
+  if (!e || !RECENT_STATES.has(state)) return;
+  const message = d && typeof d.message === 'string' ? clip(d.message) : null;
+  if (e.state === state && e.message === message) return;
+  // A final state stays: a later unknown is a node that forgot, not news.
+  if (e.state === 'confirmed' || e.state === 'failed') return;
+  e.state = state;
+  e.message = message;
+  recentSave(recentCache);
+  renderRecent();
+  if (state === 'confirmed' || state === 'failed') setText(ui.recentStatus, `${e.name} drip to ${e.address}: ${state}.`);
+}
+
+function recentStateText(e) {
+  switch (e.state) {
+    case 'confirmed': return 'Confirmed';
+    case 'failed': return e.message ? `Failed: ${e.message}` : 'Failed';
+    case 'unknown': return 'Not known to the node';
+    default: return 'Pending';
+  }
+}
+
+function renderRecent() {
+  const list = recentCache;
+  ui.recent.hidden = list.length === 0;
+  ui.recentList.replaceChildren(...list.map((e) => {
+    const li = document.createElement('li');
+    li.className = 'recent-item';
+    li.dataset.txid = e.txid;
+    const head = document.createElement('p');
+    head.className = 'recent-line';
+    const what = document.createElement('strong');
+    what.textContent = e.amount || e.name;
+    const when = document.createElement('time');
+    const at = new Date(e.time);
+    when.dateTime = at.toISOString();
+    when.textContent = at.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' });
+    const state = document.createElement('span');
+    state.className = 'recent-state';
+    state.dataset.state = e.state;
+    state.textContent = recentStateText(e);
+    head.append(what, ' · ', state, ' · ', when);
+    const to = document.createElement('p');
+    to.className = 'recent-line recent-address';
+    to.append('to ');
+    const addr = document.createElement('code');
+    addr.textContent = e.address;
+    to.append(addr);
+    const tx = document.createElement('p');
+    tx.className = 'recent-line';
+    const code = document.createElement('code');
+    code.className = 'recent-txid';
+    code.textContent = e.txid;
+    const asset = assets.find((a) => a.id === e.asset) || { id: e.asset, name: e.name, bitcoin: e.asset === 'btc', network: e.network };
+    const link = txLinkFor(e.txid, asset);
+    const a = document.createElement('a');
+    a.href = link.url;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    a.className = 'recent-link';
+    a.dataset.kind = link.explorer ? 'explorer' : 'status';
+    a.textContent = link.explorer ? 'explorer' : 'status';
+    const hidden = document.createElement('span');
+    hidden.className = 'visually-hidden';
+    hidden.textContent = ` of the ${e.name} drip ${e.txid} (opens in a new tab)`;
+    a.append(hidden);
+    tx.append(code, ' ', a);
+    li.append(head, to, tx);
+    return li;
+  }));
+}
+
+function scheduleRecentPoll() {
+  if (recentTimer !== null || document.visibilityState === 'hidden') return;
+  recentTimer = setTimeout(pollRecent, RECENT_POLL_MS);
+}
+
+/** pollRecent asks for the state of every recent drip not yet final (and not too old). */
+async function pollRecent() {
+  recentTimer = null;
+  const open = recentCache.filter((e) => (e.state === 'pending' || e.state === 'unknown') && Date.now() - e.time < POLL_GIVE_UP_MS);
+  for (const e of open) {
+    try {
+      const res = await request(apiURL(DRIPS_URL + encodeURIComponent(e.txid)));
+      if (res.status === 200 && res.body && typeof res.body.state === 'string') recentSetState(e.txid, res.body.state, res.body);
+      else if (res.status === 404) recentSetState(e.txid, 'unknown', null);
+    } catch {
+      // The next round tries again.
+    }
+  }
+  if (recentCache.some((e) => (e.state === 'pending' || e.state === 'unknown') && Date.now() - e.time < POLL_GIVE_UP_MS)) scheduleRecentPoll();
+}
+
+ui.recentClear.addEventListener('click', () => {
+  recentSave([]);
+  renderRecent();
+  setText(ui.recentStatus, 'Recent drips cleared.');
+  ui.address.focus();
+});
+
+// Another tab's drips.
+window.addEventListener('storage', (ev) => {
+  if (ev.key !== RECENT_KEY && ev.key !== null) return;
+  recentCache = recentLoad();
+  renderRecent();
+  scheduleRecentPoll();
+});
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState !== 'hidden') scheduleRecentPoll();
+});
+
 // ------------------------------------------------------------------- copy
 
 ui.copy.addEventListener('click', async () => {
@@ -949,4 +1165,6 @@ ui.copy.addEventListener('click', async () => {
 // ------------------------------------------------------------------- start
 
 validateNow();
+renderRecent();
+scheduleRecentPoll();
 loadInfo();
