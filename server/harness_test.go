@@ -52,6 +52,8 @@ type options struct {
 	sbtc *sbtcOptions
 	// btc, when set, is the BTC faucet the handler serves.
 	btc BTCFaucet
+	// devnet is Config.Devnet.
+	devnet bool
 }
 
 type sbtcOptions struct{ funding, amount uint64 }
@@ -157,6 +159,7 @@ func newHarness(t *testing.T, o options) *harness {
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		BTC:              o.btc,
+		Devnet:           o.devnet,
 		Node:             counting,
 		Version:          "v0.1.0",
 		Commit:           "abc1234",

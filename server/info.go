@@ -34,15 +34,18 @@ const (
 // µSTX amounts are decimal strings: JavaScript numbers lose precision above
 // 2^53.
 type infoBody struct {
-	Network        string       `json:"network"`
-	ChainID        *uint32      `json:"chain_id"`
-	State          string       `json:"state"`
-	StateMessage   string       `json:"state_message"`
-	ChainTip       *infoTip     `json:"chain_tip"`
-	Amounts        infoAmounts  `json:"amounts"`
-	Limits         infoLimits   `json:"limits"`
-	Challenge      infoPoW      `json:"challenge"`
-	ExplorerTxURL  string       `json:"explorer_tx_url"`
+	Network       string      `json:"network"`
+	ChainID       *uint32     `json:"chain_id"`
+	State         string      `json:"state"`
+	StateMessage  string      `json:"state_message"`
+	ChainTip      *infoTip    `json:"chain_tip"`
+	Amounts       infoAmounts `json:"amounts"`
+	Limits        infoLimits  `json:"limits"`
+	Challenge     infoPoW     `json:"challenge"`
+	ExplorerTxURL string      `json:"explorer_tx_url"`
+	// Devnet is true under `serve --devnet`: the explorer knows nothing
+	// of its transactions.
+	Devnet         bool         `json:"devnet"`
 	BalanceCapUSTX *string      `json:"balance_cap_ustx"`
 	Funding        *infoFunding `json:"funding"`
 	// Assets lists what the faucet drips, STX first: each with its amount,
@@ -140,6 +143,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	body := infoBody{
 		Network:       "testnet",
 		ExplorerTxURL: s.cfg.ExplorerTxURL,
+		Devnet:        s.cfg.Devnet,
 		ServerVersion: s.status.serverVersion,
 		Amounts:       infoAmounts{DefaultUSTX: strconv.FormatUint(f.DefaultAmount(), 10)},
 		Challenge:     infoPoW{Endpoint: pathChallenge},

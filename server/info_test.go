@@ -27,7 +27,10 @@ func TestInfoReady(t *testing.T) {
 	h := newHarness(t, options{limits: guard.DefaultLimits()})
 	m := getInfo(t, h)
 	assertKeys(t, m, "network", "chain_id", "state", "state_message", "chain_tip", "amounts", "limits",
-		"challenge", "explorer_tx_url", "balance_cap_ustx", "funding", "assets", "server_version")
+		"challenge", "explorer_tx_url", "devnet", "balance_cap_ustx", "funding", "assets", "server_version")
+	if m["devnet"] != false {
+		t.Errorf("devnet = %v on a faucet not started with --devnet", m["devnet"])
+	}
 	if m["network"] != "testnet" || m["state"] != stateReady {
 		t.Errorf("network %v state %v (%v)", m["network"], m["state"], m["state_message"])
 	}
@@ -299,4 +302,13 @@ func TestInfoFundingBalance(t *testing.T) {
 			t.Fatalf("BTC asset %v, want balance %d", b, want)
 		}
 	})
+}
+
+// Under `serve --devnet` info says so: the page then links drips to the
+// faucet's own status, since no public explorer knows them.
+func TestInfoDevnet(t *testing.T) {
+	h := newHarness(t, options{devnet: true})
+	if m := getInfo(t, h); m["devnet"] != true {
+		t.Fatalf("devnet = %v, want true", m["devnet"])
+	}
 }

@@ -67,6 +67,10 @@ type Config struct {
 	// Suspended refuses every drip with 403 (the operator's switch).
 	Suspended bool
 
+	// Devnet says the node is the embedded simulated one (`serve
+	// --devnet`): no public explorer knows its transactions, so the page
+	// links a drip to the faucet's own status instead.
+	Devnet bool
 	// ExplorerTxURL is the explorer link the page shows for a drip.
 	ExplorerTxURL string
 	// LowDrips is the number of default drips left below which the faucet

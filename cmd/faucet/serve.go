@@ -331,7 +331,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		Faucet: f, Node: client, Txs: client, Guard: checks, Version: version, Commit: commit,
 		BTC:    btcOrNil(btcFaucet),
 		Limits: guard.NewRateLimits(o.limits, state.limiter, nil), Suspended: o.suspend,
-		ExplorerTxURL: o.explorerTxURL, LowDrips: o.lowDrips,
+		ExplorerTxURL: o.explorerTxURL, LowDrips: o.lowDrips, Devnet: o.devnet,
 		TrustedProxyHops: o.trustedHops, StatusCacheTTL: o.statusCacheTTL, Metrics: metrics, Logger: logger,
 	})
 	// The engine outlives the HTTP server's graceful shutdown: drips still
