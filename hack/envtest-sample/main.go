@@ -2,7 +2,9 @@
 // server: it starts an envtest control plane (kube-apiserver and etcd from
 // $KUBEBUILDER_ASSETS), installs the operator with `kubectl apply -k
 // config/default`, runs `faucet manager` with the token of the operator's
-// ServiceAccount (so config/rbac is what authorizes it), applies
+// ServiceAccount (so config/rbac is what authorizes it), scrapes its HTTPS
+// metrics with and without a token bound to config/rbac's metrics-reader,
+// applies
 // config/samples with `kubectl apply -f`, and waits for the Deployments, the
 // Services, the embedded store's PersistentVolumeClaim and the FaucetServers'
 // conditions and addresses. The CloudNativePG sample (config/samples/
@@ -19,9 +21,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -131,10 +135,14 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 	if err != nil {
 		return err
 	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	logPath := filepath.Join(tmp, "manager.log")
 	stopManager, err := startManager(faucetBin, logPath, "--kubeconfig="+mgrPath,
 		"--leader-elect=true", "--leader-election-namespace="+operatorNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address="+probeAddr,
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
 		"--server-image="+image, "--log-format=text")
 	if err != nil {
 		return err
@@ -146,6 +154,11 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 	}
 	if err := waitHTTP(ctx, "http://"+probeAddr+"/readyz"); err != nil {
 		return fail(fmt.Errorf("manager readyz: %w", err))
+	}
+
+	step("scraping the manager's metrics: HTTPS, refused without a token, served to a ServiceAccount bound to metrics-reader")
+	if err := checkMetrics(ctx, k, "https://"+metricsAddr+"/metrics"); err != nil {
+		return fail(err)
 	}
 
 	step("applying config/samples, as a user would")
@@ -225,6 +238,83 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		<-interrupted.Done()
 	}
 	return nil
+}
+
+// checkMetrics scrapes the manager's /metrics as Prometheus would with the
+// ServiceMonitor of config/prometheus: a ServiceAccount token, the
+// self-signed certificate unverified. The manager reviews the token with
+// the API server through config/rbac's metrics-auth-role; config/rbac's
+// metrics-reader is what lets the scraper in.
+func checkMetrics(ctx context.Context, k kubectl, url string) error {
+	const scraper = "metrics-scraper"
+	if _, err := k.run(ctx, "create", "serviceaccount", scraper, "-n", operatorNS); err != nil {
+		return err
+	}
+	token, err := k.run(ctx, "create", "token", scraper, "-n", operatorNS, "--duration=1h")
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the manager's self-signed certificate
+	}}
+	scrape := func(token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	token = strings.TrimSpace(token)
+	for _, c := range []struct {
+		who   string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{scraper + " without metrics-reader", token, http.StatusForbidden},
+	} {
+		code, _, err := scrape(c.token)
+		if err != nil {
+			return err
+		}
+		if code != c.want {
+			return fmt.Errorf("GET %s with %s: %d, want %d", url, c.who, code, c.want)
+		}
+		fmt.Printf("GET /metrics with %s: %d\n", c.who, code)
+	}
+	if _, err := k.run(ctx, "create", "clusterrolebinding", scraper, "--clusterrole=faucet-operator-metrics-reader",
+		"--serviceaccount="+operatorNS+":"+scraper); err != nil {
+		return err
+	}
+	// The manager caches a denial for 30s (controller-runtime's filter):
+	// poll until the binding is seen.
+	for {
+		code, body, err := scrape(token)
+		if err != nil {
+			return err
+		}
+		if code == http.StatusOK {
+			if !strings.Contains(body, "controller_runtime_") {
+				return fmt.Errorf("GET %s: 200 without controller-runtime's metrics", url)
+			}
+			fmt.Printf("GET /metrics with %s bound to metrics-reader: %d, %d bytes of metrics\n", scraper, code, len(body))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("GET %s with %s bound to metrics-reader: %d: %w", url, scraper, code, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // markAvailable writes the status the Deployment controller would once the
