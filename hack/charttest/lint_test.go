@@ -204,6 +204,19 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr:       "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled",
 			templateCheck: true,
 		},
+		"a metrics certificate without HTTPS": {
+			values:        "metrics:\n  secure: false\n  certSecret: metrics-cert\n",
+			wantErr:       "metrics.certSecret needs metrics.enabled and metrics.secure",
+			templateCheck: true,
+		},
+		"a PodDisruptionBudget allowing a fraction": {
+			values:  "podDisruptionBudget:\n  maxUnavailable: 0.5\n",
+			wantErr: "/podDisruptionBudget/maxUnavailable",
+		},
+		"a metrics reader that is no RBAC subject": {
+			values:  "metrics:\n  readerSubjects:\n    - kind: Pod\n      name: prometheus\n",
+			wantErr: "/metrics/readerSubjects/0/kind",
+		},
 		"existing ServiceAccount without a name": {
 			values:        "serviceAccount:\n  create: false\n",
 			wantErr:       "serviceAccount.name is required",
