@@ -13,11 +13,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -423,6 +425,13 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).To(Equal(after))
 		}, 2*time.Second).Should(Succeed())
 
+		By("a PodDisruptionBudget letting a drain take one replica at a time")
+		pdb := &policyv1.PodDisruptionBudget{}
+		Eventually(func() error { return k8sClient.Get(suiteCtx, key(ns), pdb) }).Should(Succeed())
+		Expect(pdb.Spec.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
+		expectOwnedBy(pdb, getFaucetServer(Default, ns))
+
 		By("all replicas available: Ready")
 		setDeploymentReplicas(ns, 3, 3)
 		Eventually(func(g Gomega) {
@@ -467,6 +476,8 @@ var _ = Describe("FaucetServer controller", func() {
 		}).Should(Succeed())
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, &corev1.PersistentVolumeClaim{})).
 			To(Succeed(), "the embedded store's data is kept until the FaucetServer goes")
+		Eventually(func() error { return k8sClient.Get(suiteCtx, key(ns), &policyv1.PodDisruptionBudget{}) }).
+			Should(Succeed(), "two replicas get a PodDisruptionBudget")
 
 		By("back to the embedded store: Recreate again, without the rolling-update settings")
 		update(func(fs *faucetv1alpha1.FaucetServer) {
@@ -485,6 +496,8 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(got.Status.Store).To(Equal(faucetv1alpha1.StoreEmbedded))
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionReconciling)).
 				To(HaveField("Reason", faucetv1alpha1.ReasonProgressing), "no apply error")
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &policyv1.PodDisruptionBudget{}))).
+				To(BeTrue(), "one pod: the budget of the replicas is deleted")
 		}).Should(Succeed())
 	})
 

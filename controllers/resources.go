@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -147,6 +148,33 @@ type secretDigests struct {
 	btcKey, btcCredentials string
 }
 
+// replicasOf is the number of pods fs runs: spec.replicas with a Postgres
+// store, always one with the embedded store, whose volume has one writer.
+func replicasOf(fs *faucetv1alpha1.FaucetServer) int32 {
+	if fs.StoreKind() != faucetv1alpha1.StorePostgres {
+		return 1
+	}
+	return ptr.Deref(fs.Spec.Replicas, 1)
+}
+
+// podDisruptionBudgetFor lets a voluntary disruption (a node drain, a
+// cluster upgrade) take one of fs's pods at a time, so the others keep
+// serving; nil when fs runs a single pod, which a budget could only keep
+// from being drained at all.
+func podDisruptionBudgetFor(fs *faucetv1alpha1.FaucetServer) *policyv1.PodDisruptionBudget {
+	if replicasOf(fs) <= 1 {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: objectMeta(fs),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(fs)},
+		},
+	}
+}
+
 // VolumeClaimName names the embedded store's PersistentVolumeClaim.
 func VolumeClaimName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-data" }
 
@@ -224,11 +252,10 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 		volumes = append(volumes, secretVolume(btcCredentialsVolume, ref.Name, ref.Key))
 	}
 	var env []corev1.EnvVar
-	replicas := int32(1)
+	replicas := replicasOf(fs)
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	if ref := fs.StoreURISecretKey(); ref != nil {
 		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
-		replicas = ptr.Deref(fs.Spec.Replicas, 1)
 		strategy = appsv1.DeploymentStrategy{
 			Type: appsv1.RollingUpdateDeploymentStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateDeployment{

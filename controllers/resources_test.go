@@ -678,6 +678,42 @@ func TestServiceAccountFor(t *testing.T) {
 	checkOwner(t, sa.OwnerReferences)
 }
 
+func TestPodDisruptionBudgetFor(t *testing.T) {
+	for name, fs := range map[string]*faucetv1alpha1.FaucetServer{
+		"embedded store: one pod":                           fixture(),
+		"embedded store, replicas set (refused by the CRD)": fixture(func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(3)) }),
+		"postgres, one replica":                             fixture(postgres(1)),
+	} {
+		if pdb := podDisruptionBudgetFor(fs); pdb != nil {
+			t.Errorf("%s: budget %+v, want none for a single pod", name, pdb.Spec)
+		}
+	}
+
+	fs := fixture(postgres(3))
+	before := fs.DeepCopy()
+	pdb := podDisruptionBudgetFor(fs)
+	if pdb == nil {
+		t.Fatal("no budget for 3 replicas")
+	}
+	if !equalJSON(before, fs) {
+		t.Error("podDisruptionBudgetFor modified its input")
+	}
+	if pdb.Name != "faucet" || pdb.Namespace != "testnet" || pdb.APIVersion != "policy/v1" || pdb.Kind != "PodDisruptionBudget" {
+		t.Errorf("budget %s/%s %v", pdb.Namespace, pdb.Name, pdb.TypeMeta)
+	}
+	if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.MinAvailable != nil {
+		t.Errorf("budget %+v, want maxUnavailable 1", pdb.Spec)
+	}
+	if pdb.Labels[labelManagedBy] != FieldManager {
+		t.Errorf("labels %v lack %s, so the manager's cache would not see it", pdb.Labels, labelManagedBy)
+	}
+	checkOwner(t, pdb.OwnerReferences)
+	d := deploymentFor(fs, "img", secretDigests{})
+	if !equalJSON(pdb.Spec.Selector, d.Spec.Selector) {
+		t.Errorf("budget selector %v, Deployment selector %v", pdb.Spec.Selector, d.Spec.Selector)
+	}
+}
+
 func checkOwner(t *testing.T, refs []metav1.OwnerReference) {
 	t.Helper()
 	if len(refs) != 1 {

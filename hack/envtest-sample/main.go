@@ -348,6 +348,8 @@ func checkStores(ctx context.Context, k kubectl) error {
 		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='data')].persistentVolumeClaim.claimName}", sampleName + "-data"},
 		{"deployment/" + pgName, "{.spec.replicas} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxUnavailable}", "2 RollingUpdate 0"},
 		{"deployment/" + pgName, "{.spec.template.spec.containers[0].env[?(@.name=='FAUCET_STORE')].valueFrom.secretKeyRef}", `{"key":"uri","name":"faucet-pg-db"}`},
+		// Two replicas: a drain takes one at a time.
+		{"poddisruptionbudget/" + pgName, "{.spec.maxUnavailable} {.metadata.ownerReferences[0].kind}", "1 FaucetServer"},
 		// The sample's abuse controls: the API tokens on a volume of their own.
 		{"fsrv/" + sampleName, "{.status.conditions[?(@.type=='Stalled')].reason}", ""},
 		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='api-tokens')].secret.secretName}", "faucet-api-tokens"},
@@ -380,6 +382,9 @@ func checkStores(ctx context.Context, k kubectl) error {
 	fmt.Println("the sample's abuse, page, sBTC and BTC settings reach the faucet's flags")
 	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "persistentvolumeclaim/"+pgName+"-data"); err == nil {
 		return errors.New("a PersistentVolumeClaim for the Postgres sample")
+	}
+	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "poddisruptionbudget/"+sampleName); err == nil {
+		return errors.New("a PodDisruptionBudget for the one pod of the embedded sample")
 	}
 	uri, err := k.runQuiet(ctx, "get", "-n", sampleNS, "secret/faucet-pg-db", "-o", `go-template={{index .data "uri" | base64decode}}`)
 	if err != nil {
