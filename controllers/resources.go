@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -222,6 +223,10 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 	for _, t := range fs.Spec.Tolerations {
 		tolerations = append(tolerations, *t.DeepCopy())
 	}
+	var spread []corev1.TopologySpreadConstraint
+	for _, c := range fs.Spec.TopologySpreadConstraints {
+		spread = append(spread, *c.DeepCopy())
+	}
 	probe := func(path string, period, timeout int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portName)}},
@@ -271,6 +276,11 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 				ClaimName: VolumeClaimName(fs),
 			}},
 		})
+	}
+	// After the operator's own: the CRD refuses FAUCET_ names, so none
+	// of these can replace FAUCET_STORE or pose as a setting.
+	for _, e := range fs.Spec.ExtraEnv {
+		env = append(env, *e.DeepCopy())
 	}
 
 	return &appsv1.Deployment{
@@ -326,11 +336,13 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 						},
 						VolumeMounts: mounts,
 					}},
-					Volumes:           volumes,
-					NodeSelector:      maps.Clone(fs.Spec.NodeSelector),
-					Tolerations:       tolerations,
-					Affinity:          affinity,
-					PriorityClassName: fs.Spec.PriorityClassName,
+					Volumes:                   volumes,
+					NodeSelector:              maps.Clone(fs.Spec.NodeSelector),
+					Tolerations:               tolerations,
+					Affinity:                  affinity,
+					TopologySpreadConstraints: spread,
+					PriorityClassName:         fs.Spec.PriorityClassName,
+					ImagePullSecrets:          slices.Clone(fs.Spec.ImagePullSecrets),
 				},
 			},
 		},
@@ -530,6 +542,9 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	}
 	if s.Suspend {
 		args = append(args, "--suspend")
+	}
+	if s.LogLevel != "" {
+		flag("log-level", s.LogLevel)
 	}
 	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
 		flag("store", path.Join(dataMountPath, storeFile))

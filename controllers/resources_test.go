@@ -135,6 +135,7 @@ func TestServerArgs(t *testing.T) {
 					TrustedProxyHops:   ptr.To(int32(2)),
 				}
 				fs.Spec.Suspend = true
+				fs.Spec.LogLevel = "debug"
 			},
 			want: append(slices.Clone(base),
 				"--node-timeout=15s", "--chain-id=2147483648",
@@ -142,7 +143,7 @@ func TestServerArgs(t *testing.T) {
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
 				"--memo=hello faucet",
 				"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/1m30s",
-				"--trusted-proxy-hops=2", "--suspend", embeddedStore),
+				"--trusted-proxy-hops=2", "--suspend", "--log-level=debug", embeddedStore),
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -464,6 +465,48 @@ func TestDeploymentFor(t *testing.T) {
 			check: func(t *testing.T, d *appsv1.Deployment) {
 				if got := d.Spec.Template.Spec.Containers[0].Image; got != "example.com/faucet:dev" {
 					t.Errorf("image %q", got)
+				}
+			},
+		},
+		"spread, pull Secrets and extra env are copied; extra env follows the operator's FAUCET_STORE": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				postgres(3)(fs)
+				fs.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+					MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelInstance: "faucet"}},
+				}}
+				fs.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+				fs.Spec.ExtraEnv = []corev1.EnvVar{
+					{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+					{Name: "HTTPS_PROXY", Value: "http://proxy:3128"},
+				}
+			},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				if len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+					t.Errorf("topology spread %+v", pod.TopologySpreadConstraints)
+				}
+				if !equalJSON(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+					t.Errorf("image pull Secrets %+v", pod.ImagePullSecrets)
+				}
+				var names []string
+				for _, e := range pod.Containers[0].Env {
+					names = append(names, e.Name)
+				}
+				if !slices.Equal(names, []string{"FAUCET_STORE", "GOMEMLIMIT", "HTTPS_PROXY"}) {
+					t.Errorf("env %q, want FAUCET_STORE, then spec.extraEnv in order", names)
+				}
+				if pod.Containers[0].Env[1].ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+					t.Errorf("env %+v: valueFrom lost", pod.Containers[0].Env[1])
+				}
+			},
+		},
+		"no spread, pull Secrets or extra env unless set": {
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				if pod.TopologySpreadConstraints != nil || pod.ImagePullSecrets != nil || pod.Containers[0].Env != nil {
+					t.Errorf("spread %v, pull Secrets %v, env %v, want none: a nil keeps an upgraded operator's apply unchanged",
+						pod.TopologySpreadConstraints, pod.ImagePullSecrets, pod.Containers[0].Env)
 				}
 			},
 		},

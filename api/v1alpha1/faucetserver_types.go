@@ -196,6 +196,41 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
+	// topologySpreadConstraints of the faucet pods, e.g. to spread the
+	// replicas of a Postgres store over zones or nodes. Their labelSelector
+	// selects the pods by app.kubernetes.io/name: faucet-server and
+	// app.kubernetes.io/instance: <the FaucetServer's name>.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// imagePullSecrets name Secrets in the FaucetServer's namespace to pull
+	// the faucet image with, from a private registry.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// logLevel of the faucet server (`faucet serve --log-level`): debug,
+	// info, warn or error. Unset, the faucet's default applies: info.
+	// +optional
+	// +kubebuilder:validation:Enum=debug;info;warn;error
+	LogLevel string `json:"logLevel,omitempty"`
+
+	// extraEnv are environment variables added to the faucet container,
+	// e.g. GOMEMLIMIT, or HTTPS_PROXY to reach the node through a proxy.
+	// Names starting with FAUCET_ are refused: the faucet reads every
+	// setting from such a variable as well as from its flag, and the
+	// operator derives those settings from the spec, so a FAUCET_ variable
+	// would override or bypass it; set the spec's field instead.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:XValidation:rule="!self.name.startsWith('FAUCET_')",message="extraEnv names must not start with FAUCET_: the faucet would read it as one of its settings, which the operator sets from the spec; set the spec's field instead",fieldPath=".name"
+	ExtraEnv []corev1.EnvVar `json:"extraEnv,omitempty"`
+
 	// funding configures how the operator judges the faucet's balance,
 	// which it reads from spec.node on its own (the manager's
 	// --funding-interval) and reports in status.funding and the Funded

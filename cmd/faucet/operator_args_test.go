@@ -277,6 +277,12 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"assets.btc.rpc.credentialsSecretRef.key": func(raw string) {
 			same("assets.btc.rpc.credentialsSecretRef.key", str(raw), faucetv1alpha1.DefaultBTCCredentialsSecretKey, str(raw))
 		},
+		// Kubernetes' own defaults inside the core types of spec.extraEnv
+		// and spec.imagePullSecrets: no faucet setting.
+		"extraEnv.[].valueFrom.configMapKeyRef.name": func(raw string) { same("extraEnv configMapKeyRef.name", raw, `""`, raw) },
+		"extraEnv.[].valueFrom.secretKeyRef.name":    func(raw string) { same("extraEnv secretKeyRef.name", raw, `""`, raw) },
+		"extraEnv.[].valueFrom.fileKeyRef.optional":  func(raw string) { same("extraEnv fileKeyRef.optional", raw, "false", raw) },
+		"imagePullSecrets.[].name":                   func(raw string) { same("imagePullSecrets.name", raw, `""`, raw) },
 		// Groups default to {}, so their fields' defaults apply.
 		"amounts":    func(raw string) { same("amounts", raw, "{}", raw) },
 		"fee":        func(raw string) { same("fee", raw, "{}", raw) },
@@ -356,6 +362,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			Service:           &faucetv1alpha1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Port: ptr.To(int32(80))},
 			PodAnnotations:    map[string]string{"a": "b"},
 			PriorityClassName: "low",
+			LogLevel:          "warn",
+			// Not a FAUCET_ name (the CRD refuses those): nothing serve reads.
+			ExtraEnv: []corev1.EnvVar{{Name: "LANG", Value: "C.UTF-8"}},
 			Abuse: &faucetv1alpha1.AbuseSpec{
 				ProofOfWork: &faucetv1alpha1.ProofOfWork{
 					Difficulty:    ptr.To(int32(18)),
@@ -574,6 +583,7 @@ func fullOptions(store string) func(o *serveOptions) {
 		}
 		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
 		o.lowDrips = 250
+		o.log.level = "warn"
 		o.batch = batchOptions{max: 150, window: 400 * time.Millisecond, contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
 	}
 }

@@ -169,6 +169,14 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}}}}\n",
 			wantErr: "/faucetServers/0/spec/assets/btc",
 		},
+		"faucetServer with an unknown log level": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, logLevel: verbose}\n",
+			wantErr: "/faucetServers/0/spec/logLevel",
+		},
+		"faucetServer with a FAUCET_ variable in extraEnv": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, extraEnv: [{name: FAUCET_LOW_DRIPS, value: '5'}]}\n",
+			wantErr: "/faucetServers/0/spec/extraEnv/0/name",
+		},
 		"faucetServer listed twice": {
 			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr:       "faucet-system/a is listed twice",
