@@ -1010,7 +1010,7 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(fs.Spec.Abuse.APITokens.SecretRef.Key).To(Equal("tokens"))
 		Expect(fs.Spec.Abuse.BalanceCapUSTX).To(BeNil())
 		Expect(fs.Spec.Page.ExplorerTxURL).To(HaveValue(Equal("https://explorer.hiro.so/txid/{txid}?chain=testnet")))
-		Expect(fs.Spec.Page.LowDrips).To(HaveValue(Equal(int32(100))))
+		Expect(fs.Spec.Page.LowDrips).To(BeNil(), "deprecated, so no default: spec.funding.lowThreshold is the one threshold")
 	})
 
 	It("accepts the pod settings: topology spread, pull Secrets, a log level and extra env", func() {

@@ -490,11 +490,15 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		}
 		i64("balance-cap", a.BalanceCapUSTX)
 	}
-	if p := s.Page; p != nil {
-		if p.ExplorerTxURL != nil {
-			flag("explorer-tx-url", *p.ExplorerTxURL)
-		}
-		i32("low-drips", p.LowDrips)
+	if p := s.Page; p != nil && p.ExplorerTxURL != nil {
+		flag("explorer-tx-url", *p.ExplorerTxURL)
+	}
+	// The one threshold of the Funded condition, the page and the
+	// faucet_low_drips_threshold metric (the chart's FaucetLow alert).
+	// The faucet refuses 0; 1 means the same to it: only an empty faucet
+	// (no drip left) is below it, and that one is empty, not low.
+	if low, set := fs.LowThreshold(); set {
+		flag("low-drips", strconv.FormatInt(max(low, 1), 10))
 	}
 	if ref := fs.TreasurySecretKey(); ref != nil {
 		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))

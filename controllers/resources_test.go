@@ -164,6 +164,27 @@ func TestServerArgs(t *testing.T) {
 				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250",
 				embeddedStore),
 		},
+		"funding.lowThreshold is the faucet's --low-drips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
+			},
+			want: append(slices.Clone(base), "--low-drips=40", embeddedStore),
+		},
+		"funding.lowThreshold wins over the deprecated page.lowDrips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				abuseAndPage(fs)
+				fs.Spec.Abuse = nil
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
+			},
+			want: append(slices.Clone(base),
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", embeddedStore),
+		},
+		"a lowThreshold of 0 (only empty) is --low-drips=1, the least the faucet takes and the same to it": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
+			},
+			want: append(slices.Clone(base), "--low-drips=1", embeddedStore),
+		},
 		"batching maps to its flags, after the memo": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Memo = ptr.To("hi")

@@ -513,12 +513,18 @@ type TokenRateLimits struct {
 	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
-// FundingSpec configures the Funded condition.
+// FundingSpec configures when the faucet counts as low on funds.
 type FundingSpec struct {
 	// lowThreshold is the number of default drips (amounts.default plus
-	// fee.fallback) left on the faucet's keys below which the Funded
-	// condition turns False with reason Low. 0 never reports Low, only
-	// Empty. Defaults to 100.
+	// fee.fallback) left on the faucet's keys below which the faucet is
+	// low, for every asset: the Funded condition turns False with reason
+	// Low, and the operator passes it to the faucet (`faucet serve
+	// --low-drips`), whose web page and /faucet/v1/info then report the
+	// state "low" and whose faucet_low_drips_threshold metric, which the
+	// chart's FaucetLow alert compares with, carries it. 0 never reports
+	// Low, only Empty (the faucet gets --low-drips=1, which means the
+	// same to it). Defaults to the deprecated page.lowDrips when that is
+	// set, else 100.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	LowThreshold *int64 `json:"lowThreshold,omitempty"`
@@ -874,11 +880,12 @@ type PageSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.contains('{txid}')",message="page.explorerTxURL must contain {txid}, which the page replaces with the transaction id"
 	ExplorerTxURL *string `json:"explorerTxURL,omitempty"`
 
-	// lowDrips is the number of default drips left on the faucet's keys
-	// below which the page and /faucet/v1/info report the state "low".
-	// Defaults to 100.
+	// lowDrips is deprecated: set spec.funding.lowThreshold, the one
+	// threshold of the Funded condition, the web page, /faucet/v1/info
+	// and the faucet_low_drips_threshold metric. Still accepted: while
+	// funding.lowThreshold is unset, lowDrips stands in for it
+	// everywhere; once lowThreshold is set, lowDrips is ignored.
 	// +optional
-	// +kubebuilder:default=100
 	// +kubebuilder:validation:Minimum=1
 	LowDrips *int32 `json:"lowDrips,omitempty"`
 }

@@ -213,9 +213,6 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"page.explorerTxURL": func(raw string) {
 			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
 		},
-		"page.lowDrips": func(raw string) {
-			same("page.lowDrips", num(raw), uint64(server.DefaultLowDrips), uint64(o.lowDrips))
-		},
 		// The engine's zero Config has batching off, as 0 does.
 		"batching.maxRecipients": func(raw string) {
 			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.Batching.Max), uint64(o.batch.max))
@@ -304,6 +301,17 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	}
 }
 
+// TestLowThresholdDefaultIsTheServers: a FaucetServer that sets neither
+// spec.funding.lowThreshold nor the deprecated spec.page.lowDrips passes no
+// --low-drips, so its Funded condition and its faucet must fall back to the
+// same number.
+func TestLowThresholdDefaultIsTheServers(t *testing.T) {
+	if faucetv1alpha1.DefaultLowThreshold != server.DefaultLowDrips || serveDefaults(t).lowDrips != server.DefaultLowDrips {
+		t.Errorf("DefaultLowThreshold %d, server.DefaultLowDrips %d, --low-drips default %d: one threshold, one default",
+			faucetv1alpha1.DefaultLowThreshold, server.DefaultLowDrips, serveDefaults(t).lowDrips)
+	}
+}
+
 // TestCRDBatchLimitIsTheEngines: spec.batching.maxRecipients accepts what
 // --batch-max accepts, 0 to faucet.MaxBatch.
 func TestCRDBatchLimitIsTheEngines(t *testing.T) {
@@ -381,8 +389,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			},
 			Page: &faucetv1alpha1.PageSpec{
 				ExplorerTxURL: ptr.To("https://explorer.example.com/tx/{txid}?network=testnet"),
-				LowDrips:      ptr.To(int32(250)),
+				LowDrips:      ptr.To(int32(250)), // deprecated: lowThreshold below wins
 			},
+			Funding: &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(300))},
 			Batching: &faucetv1alpha1.BatchingSpec{
 				MaxRecipients: ptr.To(int32(150)),
 				Window:        &metav1.Duration{Duration: 400 * time.Millisecond},
@@ -582,7 +591,7 @@ func fullOptions(store string) func(o *serveOptions) {
 			balanceCap: 5_000_000_000,
 		}
 		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
-		o.lowDrips = 250
+		o.lowDrips = 300 // spec.funding.lowThreshold, the one threshold
 		o.log.level = "warn"
 		o.batch = batchOptions{max: 150, window: 400 * time.Millisecond, contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
 	}

@@ -395,7 +395,7 @@ func TestRenderFull(t *testing.T) {
 			"abuse.ipAllow.1":                     "2001:db8::/32",
 			"abuse.balanceCapUSTX":                int64(100000000000),
 			"page.explorerTxURL":                  "https://explorer.example.com/tx/{txid}?network=testnet",
-			"page.lowDrips":                       int64(250),
+			"funding.lowThreshold":                int64(250),
 			"batching.maxRecipients":              int64(200),
 			"batching.window":                     "500ms",
 			"batching.contract":                   "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo",
