@@ -370,7 +370,7 @@ func checkStores(ctx context.Context, k kubectl) error {
 		return err
 	}
 	for _, want := range []string{"--pow-difficulty=0", "--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
-		"--ip-allow=10.0.0.0/8", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
+		"--ip-allow=203.0.113.7", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
 		"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
 		"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
 		"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
