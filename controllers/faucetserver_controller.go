@@ -215,7 +215,8 @@ func (r *FaucetServerReconciler) deletePodDisruptionBudget(ctx context.Context, 
 	if !metav1.IsControlledBy(pdb, fs) {
 		return nil
 	}
-	if err := r.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID}); client.IgnoreNotFound(err) != nil {
+	err := r.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete PodDisruptionBudget: %w", err)
 	}
 	return nil
