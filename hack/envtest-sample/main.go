@@ -274,6 +274,20 @@ func checkMetrics(ctx context.Context, k kubectl, url string) error {
 		return resp.StatusCode, string(body), err
 	}
 	token = strings.TrimSpace(token)
+	// The manager starts its metrics server beside the probes, not before
+	// them: wait until it listens.
+	for {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/metrics"))
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the manager's metrics never listened: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for _, c := range []struct {
 		who   string
 		token string
