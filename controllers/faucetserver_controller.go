@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,8 +41,8 @@ import (
 const secretIndex = ".spec.secretNames"
 
 // FaucetServerReconciler turns a FaucetServer into a ServiceAccount, a
-// Deployment running `faucet serve`, a Service and, for the embedded store,
-// a PersistentVolumeClaim.
+// Deployment running `faucet serve`, a Service, for the embedded store a
+// PersistentVolumeClaim and, with several replicas, a PodDisruptionBudget.
 type FaucetServerReconciler struct {
 	// Client reads FaucetServers and children from the cache and applies
 	// the children.
@@ -72,6 +73,7 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -130,6 +132,10 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if pvc != nil {
 		children = append(children, pvc)
 	}
+	pdb := podDisruptionBudgetFor(fs)
+	if pdb != nil {
+		children = append(children, pdb)
+	}
 	for _, child := range children {
 		conflict, err := r.checkControlled(ctx, fs, child)
 		if err != nil {
@@ -185,7 +191,35 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
 	}
 	obs.deployment = deploy
+	if pdb != nil {
+		if err := r.apply(ctx, fs, pdb); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to apply PodDisruptionBudget: %w", err)
+		}
+	} else if err := r.deletePodDisruptionBudget(ctx, fs); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, nil
+}
+
+// deletePodDisruptionBudget deletes fs's budget once it runs a single pod:
+// left in place, the budget of its former replicas would outlive them. Only
+// a budget fs controls goes, and only the one the cache saw.
+func (r *FaucetServerReconciler) deletePodDisruptionBudget(ctx context.Context, fs *faucetv1alpha1.FaucetServer) error {
+	pdb := &policyv1.PodDisruptionBudget{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(fs), pdb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to read PodDisruptionBudget: %w", err)
+	}
+	if !metav1.IsControlledBy(pdb, fs) {
+		return nil
+	}
+	err := r.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete PodDisruptionBudget: %w", err)
+	}
+	return nil
 }
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
@@ -409,6 +443,7 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsForSecret)).
 		Named("faucetserver").
 		Complete(r)
@@ -443,7 +478,8 @@ func (r *FaucetServerReconciler) requestsForSecret(ctx context.Context, secret c
 
 // CacheByObject limits the manager's caches of child kinds to objects the
 // operator manages, so it does not hold every Deployment, Service,
-// ServiceAccount and PersistentVolumeClaim of the cluster in memory.
+// ServiceAccount, PersistentVolumeClaim and PodDisruptionBudget of the
+// cluster in memory.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: FieldManager})}
 	return map[client.Object]cache.ByObject{
@@ -451,6 +487,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.Service{}:               managed,
 		&corev1.ServiceAccount{}:        managed,
 		&corev1.PersistentVolumeClaim{}: managed,
+		&policyv1.PodDisruptionBudget{}: managed,
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -423,6 +425,13 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).To(Equal(after))
 		}, 2*time.Second).Should(Succeed())
 
+		By("a PodDisruptionBudget letting a drain take one replica at a time")
+		pdb := &policyv1.PodDisruptionBudget{}
+		Eventually(func() error { return k8sClient.Get(suiteCtx, key(ns), pdb) }).Should(Succeed())
+		Expect(pdb.Spec.MaxUnavailable).To(HaveValue(Equal(intstr.FromInt32(1))))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
+		expectOwnedBy(pdb, getFaucetServer(Default, ns))
+
 		By("all replicas available: Ready")
 		setDeploymentReplicas(ns, 3, 3)
 		Eventually(func(g Gomega) {
@@ -467,6 +476,8 @@ var _ = Describe("FaucetServer controller", func() {
 		}).Should(Succeed())
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, &corev1.PersistentVolumeClaim{})).
 			To(Succeed(), "the embedded store's data is kept until the FaucetServer goes")
+		Eventually(func() error { return k8sClient.Get(suiteCtx, key(ns), &policyv1.PodDisruptionBudget{}) }).
+			Should(Succeed(), "two replicas get a PodDisruptionBudget")
 
 		By("back to the embedded store: Recreate again, without the rolling-update settings")
 		update(func(fs *faucetv1alpha1.FaucetServer) {
@@ -485,6 +496,8 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(got.Status.Store).To(Equal(faucetv1alpha1.StoreEmbedded))
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionReconciling)).
 				To(HaveField("Reason", faucetv1alpha1.ReasonProgressing), "no apply error")
+			g.Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, key(ns), &policyv1.PodDisruptionBudget{}))).
+				To(BeTrue(), "one pod: the budget of the replicas is deleted")
 		}).Should(Succeed())
 	})
 
@@ -537,6 +550,23 @@ var _ = Describe("FaucetServer controller", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(meta.FindStatusCondition(getFaucetServer(g, ns).Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
 		}).Should(Succeed())
+	})
+
+	It("passes the pod settings into the Deployment: log level, extra env, pull Secrets, topology spread", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.LogLevel = "warn"
+			fs.Spec.ExtraEnv = []corev1.EnvVar{{Name: "TZ", Value: "UTC"}}
+			fs.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+			fs.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
+			}}
+		})
+		pod := eventuallyDeployment(ns).Spec.Template.Spec
+		Expect(pod.Containers[0].Args).To(ContainElement("--log-level=warn"))
+		Expect(pod.Containers[0].Env).To(ConsistOf(HaveField("Name", "TZ")))
+		Expect(pod.ImagePullSecrets).To(ConsistOf(HaveField("Name", "regcred")))
+		Expect(pod.TopologySpreadConstraints).To(ConsistOf(HaveField("TopologyKey", "topology.kubernetes.io/zone")))
 	})
 
 	It("suspends the faucet and stays Ready with reason Suspended", func() {
@@ -726,6 +756,17 @@ var _ = Describe("FaucetServer controller", func() {
 			"node.url must be an http:// or https:// URL with a host"),
 		Entry("URL without a host", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.URL = "http:///v2/info" },
 			"node.url must be an http:// or https:// URL with a host"),
+		Entry("a FAUCET_ variable in extraEnv", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.ExtraEnv = []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "200MiB"}, {Name: "FAUCET_LOW_DRIPS", Value: "5"}}
+		}, "spec.extraEnv[1].name: Invalid value: extraEnv names must not start with FAUCET_: the faucet would read it as one of its settings, which the operator sets from the spec; set the spec's field instead"),
+		Entry("FAUCET_STORE in extraEnv", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.ExtraEnv = []corev1.EnvVar{{Name: "FAUCET_STORE", Value: "postgres://x"}}
+		}, "extraEnv names must not start with FAUCET_"),
+		Entry("an extraEnv name given twice", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.ExtraEnv = []corev1.EnvVar{{Name: "TZ", Value: "UTC"}, {Name: "TZ", Value: "CET"}}
+		}, "spec.extraEnv[1]: Duplicate value"),
+		Entry("an unknown log level", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.LogLevel = "verbose" },
+			`spec.logLevel: Unsupported value: "verbose": supported values: "debug", "info", "warn", "error"`),
 		Entry("fee.min above fee.max", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Fee = &faucetv1alpha1.Fee{Min: ptr.To(int64(2000)), Max: ptr.To(int64(1000))}
 		}, "fee.min must not exceed fee.max"),
@@ -969,7 +1010,22 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(fs.Spec.Abuse.APITokens.SecretRef.Key).To(Equal("tokens"))
 		Expect(fs.Spec.Abuse.BalanceCapUSTX).To(BeNil())
 		Expect(fs.Spec.Page.ExplorerTxURL).To(HaveValue(Equal("https://explorer.hiro.so/txid/{txid}?chain=testnet")))
-		Expect(fs.Spec.Page.LowDrips).To(HaveValue(Equal(int32(100))))
+		Expect(fs.Spec.Page.LowDrips).To(BeNil(), "deprecated, so no default: spec.funding.lowThreshold is the one threshold")
+	})
+
+	It("accepts the pod settings: topology spread, pull Secrets, a log level and extra env", func() {
+		fs := newFaucetServer(ns)
+		fs.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": fsName}},
+		}}
+		fs.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+		fs.Spec.LogLevel = "debug"
+		fs.Spec.ExtraEnv = []corev1.EnvVar{
+			{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+			{Name: "faucet_lowercase", Value: "not a setting: the faucet reads upper-case names only"},
+		}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
 	})
 
 	It("accepts several replicas on a Postgres store", func() {

@@ -83,12 +83,11 @@ func btcDripCost(b *faucetv1alpha1.BTCSpec) uint64 {
 	return uint64(amount)
 }
 
-// lowThreshold is spec.funding.lowThreshold, or its default.
+// lowThreshold is the faucet's one low threshold (FaucetServer.LowThreshold),
+// the same the faucet gets as --low-drips.
 func lowThreshold(fs *faucetv1alpha1.FaucetServer) int64 {
-	if f := fs.Spec.Funding; f != nil && f.LowThreshold != nil {
-		return *f.LowThreshold
-	}
-	return faucetv1alpha1.DefaultLowThreshold
+	low, _ := fs.LowThreshold()
+	return low
 }
 
 // clampInt64 converts a balance for the status, which has int64 fields

@@ -179,6 +179,24 @@ func TestComputeFunding(t *testing.T) {
 				}
 			},
 		},
+		"the deprecated page.lowDrips stands in for an unset lowThreshold": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(150))}
+			},
+			res: result(60*cost, 60*cost), wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			check: func(t *testing.T, _ *faucetv1alpha1.FundingStatus, msg string) {
+				if !strings.Contains(msg, "low threshold of 150") {
+					t.Errorf("message %q", msg)
+				}
+			},
+		},
+		"lowThreshold wins over the deprecated page.lowDrips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				low(100)(fs)
+				fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(150))}
+			},
+			res: result(60*cost, 60*cost), wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
+		},
 		"threshold 0 reports only empty": {
 			mutate: low(0), res: result(cost, 0), wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
 		},

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -147,6 +149,33 @@ type secretDigests struct {
 	btcKey, btcCredentials string
 }
 
+// replicasOf is the number of pods fs runs: spec.replicas with a Postgres
+// store, always one with the embedded store, whose volume has one writer.
+func replicasOf(fs *faucetv1alpha1.FaucetServer) int32 {
+	if fs.StoreKind() != faucetv1alpha1.StorePostgres {
+		return 1
+	}
+	return ptr.Deref(fs.Spec.Replicas, 1)
+}
+
+// podDisruptionBudgetFor lets a voluntary disruption (a node drain, a
+// cluster upgrade) take one of fs's pods at a time, so the others keep
+// serving; nil when fs runs a single pod, which a budget could only keep
+// from being drained at all.
+func podDisruptionBudgetFor(fs *faucetv1alpha1.FaucetServer) *policyv1.PodDisruptionBudget {
+	if replicasOf(fs) <= 1 {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: objectMeta(fs),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(fs)},
+		},
+	}
+}
+
 // VolumeClaimName names the embedded store's PersistentVolumeClaim.
 func VolumeClaimName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-data" }
 
@@ -194,6 +223,10 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 	for _, t := range fs.Spec.Tolerations {
 		tolerations = append(tolerations, *t.DeepCopy())
 	}
+	var spread []corev1.TopologySpreadConstraint
+	for _, c := range fs.Spec.TopologySpreadConstraints {
+		spread = append(spread, *c.DeepCopy())
+	}
 	probe := func(path string, period, timeout int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portName)}},
@@ -224,11 +257,10 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 		volumes = append(volumes, secretVolume(btcCredentialsVolume, ref.Name, ref.Key))
 	}
 	var env []corev1.EnvVar
-	replicas := int32(1)
+	replicas := replicasOf(fs)
 	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	if ref := fs.StoreURISecretKey(); ref != nil {
 		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
-		replicas = ptr.Deref(fs.Spec.Replicas, 1)
 		strategy = appsv1.DeploymentStrategy{
 			Type: appsv1.RollingUpdateDeploymentStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -244,6 +276,11 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 				ClaimName: VolumeClaimName(fs),
 			}},
 		})
+	}
+	// After the operator's own: the CRD refuses FAUCET_ names, so none
+	// of these can replace FAUCET_STORE or pose as a setting.
+	for _, e := range fs.Spec.ExtraEnv {
+		env = append(env, *e.DeepCopy())
 	}
 
 	return &appsv1.Deployment{
@@ -299,11 +336,13 @@ func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secret
 						},
 						VolumeMounts: mounts,
 					}},
-					Volumes:           volumes,
-					NodeSelector:      maps.Clone(fs.Spec.NodeSelector),
-					Tolerations:       tolerations,
-					Affinity:          affinity,
-					PriorityClassName: fs.Spec.PriorityClassName,
+					Volumes:                   volumes,
+					NodeSelector:              maps.Clone(fs.Spec.NodeSelector),
+					Tolerations:               tolerations,
+					Affinity:                  affinity,
+					TopologySpreadConstraints: spread,
+					PriorityClassName:         fs.Spec.PriorityClassName,
+					ImagePullSecrets:          slices.Clone(fs.Spec.ImagePullSecrets),
 				},
 			},
 		},
@@ -451,11 +490,15 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 		}
 		i64("balance-cap", a.BalanceCapUSTX)
 	}
-	if p := s.Page; p != nil {
-		if p.ExplorerTxURL != nil {
-			flag("explorer-tx-url", *p.ExplorerTxURL)
-		}
-		i32("low-drips", p.LowDrips)
+	if p := s.Page; p != nil && p.ExplorerTxURL != nil {
+		flag("explorer-tx-url", *p.ExplorerTxURL)
+	}
+	// The one threshold of the Funded condition, the page and the
+	// faucet_low_drips_threshold metric (the chart's FaucetLow alert).
+	// The faucet refuses 0; 1 means the same to it: only an empty faucet
+	// (no drip left) is below it, and that one is empty, not low.
+	if low, set := fs.LowThreshold(); set {
+		flag("low-drips", strconv.FormatInt(max(low, 1), 10))
 	}
 	if ref := fs.TreasurySecretKey(); ref != nil {
 		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))
@@ -503,6 +546,9 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	}
 	if s.Suspend {
 		args = append(args, "--suspend")
+	}
+	if s.LogLevel != "" {
+		flag("log-level", s.LogLevel)
 	}
 	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
 		flag("store", path.Join(dataMountPath, storeFile))

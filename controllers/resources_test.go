@@ -135,6 +135,7 @@ func TestServerArgs(t *testing.T) {
 					TrustedProxyHops:   ptr.To(int32(2)),
 				}
 				fs.Spec.Suspend = true
+				fs.Spec.LogLevel = "debug"
 			},
 			want: append(slices.Clone(base),
 				"--node-timeout=15s", "--chain-id=2147483648",
@@ -142,7 +143,7 @@ func TestServerArgs(t *testing.T) {
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
 				"--memo=hello faucet",
 				"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/1m30s",
-				"--trusted-proxy-hops=2", "--suspend", embeddedStore),
+				"--trusted-proxy-hops=2", "--suspend", "--log-level=debug", embeddedStore),
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -162,6 +163,27 @@ func TestServerArgs(t *testing.T) {
 				"--balance-cap=5000000000",
 				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250",
 				embeddedStore),
+		},
+		"funding.lowThreshold is the faucet's --low-drips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
+			},
+			want: append(slices.Clone(base), "--low-drips=40", embeddedStore),
+		},
+		"funding.lowThreshold wins over the deprecated page.lowDrips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				abuseAndPage(fs)
+				fs.Spec.Abuse = nil
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
+			},
+			want: append(slices.Clone(base),
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", embeddedStore),
+		},
+		"a lowThreshold of 0 (only empty) is --low-drips=1, the least the faucet takes and the same to it": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
+			},
+			want: append(slices.Clone(base), "--low-drips=1", embeddedStore),
 		},
 		"batching maps to its flags, after the memo": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -467,6 +489,48 @@ func TestDeploymentFor(t *testing.T) {
 				}
 			},
 		},
+		"spread, pull Secrets and extra env are copied; extra env follows the operator's FAUCET_STORE": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				postgres(3)(fs)
+				fs.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+					MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelInstance: "faucet"}},
+				}}
+				fs.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+				fs.Spec.ExtraEnv = []corev1.EnvVar{
+					{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+					{Name: "HTTPS_PROXY", Value: "http://proxy:3128"},
+				}
+			},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				if len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "topology.kubernetes.io/zone" {
+					t.Errorf("topology spread %+v", pod.TopologySpreadConstraints)
+				}
+				if !equalJSON(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+					t.Errorf("image pull Secrets %+v", pod.ImagePullSecrets)
+				}
+				var names []string
+				for _, e := range pod.Containers[0].Env {
+					names = append(names, e.Name)
+				}
+				if !slices.Equal(names, []string{"FAUCET_STORE", "GOMEMLIMIT", "HTTPS_PROXY"}) {
+					t.Errorf("env %q, want FAUCET_STORE, then spec.extraEnv in order", names)
+				}
+				if pod.Containers[0].Env[1].ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+					t.Errorf("env %+v: valueFrom lost", pod.Containers[0].Env[1])
+				}
+			},
+		},
+		"no spread, pull Secrets or extra env unless set": {
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				if pod.TopologySpreadConstraints != nil || pod.ImagePullSecrets != nil || pod.Containers[0].Env != nil {
+					t.Errorf("spread %v, pull Secrets %v, env %v, want none: a nil keeps an upgraded operator's apply unchanged",
+						pod.TopologySpreadConstraints, pod.ImagePullSecrets, pod.Containers[0].Env)
+				}
+			},
+		},
 		"pod overrides are copied; selector labels cannot be overridden": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}
@@ -676,6 +740,42 @@ func TestServiceAccountFor(t *testing.T) {
 		t.Errorf("labels %v lack %s, so the manager's cache would not see it", sa.Labels, labelManagedBy)
 	}
 	checkOwner(t, sa.OwnerReferences)
+}
+
+func TestPodDisruptionBudgetFor(t *testing.T) {
+	for name, fs := range map[string]*faucetv1alpha1.FaucetServer{
+		"embedded store: one pod":                           fixture(),
+		"embedded store, replicas set (refused by the CRD)": fixture(func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(3)) }),
+		"postgres, one replica":                             fixture(postgres(1)),
+	} {
+		if pdb := podDisruptionBudgetFor(fs); pdb != nil {
+			t.Errorf("%s: budget %+v, want none for a single pod", name, pdb.Spec)
+		}
+	}
+
+	fs := fixture(postgres(3))
+	before := fs.DeepCopy()
+	pdb := podDisruptionBudgetFor(fs)
+	if pdb == nil {
+		t.Fatal("no budget for 3 replicas")
+	}
+	if !equalJSON(before, fs) {
+		t.Error("podDisruptionBudgetFor modified its input")
+	}
+	if pdb.Name != "faucet" || pdb.Namespace != "testnet" || pdb.APIVersion != "policy/v1" || pdb.Kind != "PodDisruptionBudget" {
+		t.Errorf("budget %s/%s %v", pdb.Namespace, pdb.Name, pdb.TypeMeta)
+	}
+	if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.MinAvailable != nil {
+		t.Errorf("budget %+v, want maxUnavailable 1", pdb.Spec)
+	}
+	if pdb.Labels[labelManagedBy] != FieldManager {
+		t.Errorf("labels %v lack %s, so the manager's cache would not see it", pdb.Labels, labelManagedBy)
+	}
+	checkOwner(t, pdb.OwnerReferences)
+	d := deploymentFor(fs, "img", secretDigests{})
+	if !equalJSON(pdb.Spec.Selector, d.Spec.Selector) {
+		t.Errorf("budget selector %v, Deployment selector %v", pdb.Spec.Selector, d.Spec.Selector)
+	}
 }
 
 func checkOwner(t *testing.T, refs []metav1.OwnerReference) {

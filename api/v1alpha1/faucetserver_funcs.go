@@ -99,6 +99,20 @@ func (fs *FaucetServer) BTCCredentialsSecretKey() *corev1.SecretKeySelector {
 	return secretKey(ref.Name, ref.Key, DefaultBTCCredentialsSecretKey)
 }
 
+// LowThreshold is the number of default drips left below which the faucet
+// counts as low: spec.funding.lowThreshold, else the deprecated
+// spec.page.lowDrips, else DefaultLowThreshold. Its second result reports
+// whether the spec sets either field.
+func (fs *FaucetServer) LowThreshold() (int64, bool) {
+	if f := fs.Spec.Funding; f != nil && f.LowThreshold != nil {
+		return *f.LowThreshold, true
+	}
+	if p := fs.Spec.Page; p != nil && p.LowDrips != nil {
+		return int64(*p.LowDrips), true
+	}
+	return DefaultLowThreshold, false
+}
+
 // secretKey selects key (or def when key is empty) of the Secret name.
 func secretKey(name, key, def string) *corev1.SecretKeySelector {
 	if key == "" {

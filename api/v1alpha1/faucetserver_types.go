@@ -196,6 +196,41 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
+	// topologySpreadConstraints of the faucet pods, e.g. to spread the
+	// replicas of a Postgres store over zones or nodes. Their labelSelector
+	// selects the pods by app.kubernetes.io/name: faucet-server and
+	// app.kubernetes.io/instance: <the FaucetServer's name>.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// imagePullSecrets name Secrets in the FaucetServer's namespace to pull
+	// the faucet image with, from a private registry.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// logLevel of the faucet server (`faucet serve --log-level`): debug,
+	// info, warn or error. Unset, the faucet's default applies: info.
+	// +optional
+	// +kubebuilder:validation:Enum=debug;info;warn;error
+	LogLevel string `json:"logLevel,omitempty"`
+
+	// extraEnv are environment variables added to the faucet container,
+	// e.g. GOMEMLIMIT, or HTTPS_PROXY to reach the node through a proxy.
+	// Names starting with FAUCET_ are refused: the faucet reads every
+	// setting from such a variable as well as from its flag, and the
+	// operator derives those settings from the spec, so a FAUCET_ variable
+	// would override or bypass it; set the spec's field instead.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:XValidation:rule="!self.name.startsWith('FAUCET_')",message="extraEnv names must not start with FAUCET_: the faucet would read it as one of its settings, which the operator sets from the spec; set the spec's field instead",fieldPath=".name"
+	ExtraEnv []corev1.EnvVar `json:"extraEnv,omitempty"`
+
 	// funding configures how the operator judges the faucet's balance,
 	// which it reads from spec.node on its own (the manager's
 	// --funding-interval) and reports in status.funding and the Funded
@@ -478,12 +513,18 @@ type TokenRateLimits struct {
 	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
-// FundingSpec configures the Funded condition.
+// FundingSpec configures when the faucet counts as low on funds.
 type FundingSpec struct {
 	// lowThreshold is the number of default drips (amounts.default plus
-	// fee.fallback) left on the faucet's keys below which the Funded
-	// condition turns False with reason Low. 0 never reports Low, only
-	// Empty. Defaults to 100.
+	// fee.fallback) left on the faucet's keys below which the faucet is
+	// low, for every asset: the Funded condition turns False with reason
+	// Low, and the operator passes it to the faucet (`faucet serve
+	// --low-drips`), whose web page and /faucet/v1/info then report the
+	// state "low" and whose faucet_low_drips_threshold metric, which the
+	// chart's FaucetLow alert compares with, carries it. 0 never reports
+	// Low, only Empty (the faucet gets --low-drips=1, which means the
+	// same to it). Defaults to the deprecated page.lowDrips when that is
+	// set, else 100.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	LowThreshold *int64 `json:"lowThreshold,omitempty"`
@@ -839,11 +880,12 @@ type PageSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.contains('{txid}')",message="page.explorerTxURL must contain {txid}, which the page replaces with the transaction id"
 	ExplorerTxURL *string `json:"explorerTxURL,omitempty"`
 
-	// lowDrips is the number of default drips left on the faucet's keys
-	// below which the page and /faucet/v1/info report the state "low".
-	// Defaults to 100.
+	// lowDrips is deprecated: set spec.funding.lowThreshold, the one
+	// threshold of the Funded condition, the web page, /faucet/v1/info
+	// and the faucet_low_drips_threshold metric. Still accepted: while
+	// funding.lowThreshold is unset, lowDrips stands in for it
+	// everywhere; once lowThreshold is set, lowDrips is ignored.
 	// +optional
-	// +kubebuilder:default=100
 	// +kubebuilder:validation:Minimum=1
 	LowDrips *int32 `json:"lowDrips,omitempty"`
 }

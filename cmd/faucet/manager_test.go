@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"io"
 	"maps"
@@ -31,8 +32,12 @@ func TestManagerOptions(t *testing.T) {
 			args: []string{"--server-image", "img:1"},
 			check: func(t *testing.T, o managerOptions) {
 				c := o.ctrlOptions(nil)
-				if c.Metrics.BindAddress != ":8080" || c.HealthProbeBindAddress != ":8081" {
+				if c.Metrics.BindAddress != ":8443" || c.HealthProbeBindAddress != ":8081" {
 					t.Errorf("addresses %q %q", c.Metrics.BindAddress, c.HealthProbeBindAddress)
+				}
+				if !c.Metrics.SecureServing || c.Metrics.FilterProvider == nil || c.Metrics.CertDir != "" {
+					t.Errorf("metrics secure %v, filter %v, cert dir %q: want HTTPS through the API server's authn and authz, self-signed",
+						c.Metrics.SecureServing, c.Metrics.FilterProvider != nil, c.Metrics.CertDir)
 				}
 				if !c.LeaderElection || c.LeaderElectionID == "" || !c.LeaderElectionReleaseOnCancel {
 					t.Errorf("leader election %v id %q", c.LeaderElection, c.LeaderElectionID)
@@ -40,20 +45,23 @@ func TestManagerOptions(t *testing.T) {
 				if c.Cache.DefaultNamespaces != nil {
 					t.Errorf("namespaces %v, want all", c.Cache.DefaultNamespaces)
 				}
-				if len(c.Cache.ByObject) != 4 {
-					t.Errorf("child caches %v, want the 4 managed-label filters", c.Cache.ByObject)
+				if len(c.Cache.ByObject) != 5 {
+					t.Errorf("child caches %v, want the 5 managed-label filters", c.Cache.ByObject)
 				}
 			},
 		},
 		"flags": {
 			args: []string{
-				"--server-image=img:2", "--metrics-bind-address=0", "--health-probe-bind-address=:9",
+				"--server-image=img:2", "--metrics-bind-address=:8080", "--metrics-secure=false", "--health-probe-bind-address=:9",
 				"--leader-elect=false", "--leader-election-namespace=ops", "--watch-namespaces", " a, b ,,c",
 			},
 			check: func(t *testing.T, o managerOptions) {
 				c := o.ctrlOptions(nil)
-				if c.Metrics.BindAddress != "0" || c.HealthProbeBindAddress != ":9" || c.LeaderElection || c.LeaderElectionNamespace != "ops" {
+				if c.Metrics.BindAddress != ":8080" || c.HealthProbeBindAddress != ":9" || c.LeaderElection || c.LeaderElectionNamespace != "ops" {
 					t.Errorf("options %+v", c)
+				}
+				if c.Metrics.SecureServing || c.Metrics.FilterProvider != nil {
+					t.Errorf("--metrics-secure=false: secure %v, filter %v", c.Metrics.SecureServing, c.Metrics.FilterProvider != nil)
 				}
 				got := slices.Sorted(maps.Keys(c.Cache.DefaultNamespaces))
 				if !slices.Equal(got, []string{"a", "b", "c"}) {
@@ -96,6 +104,26 @@ func TestManagerOptions(t *testing.T) {
 					t.Errorf("funding monitor interval %s workers %d", m.Interval, m.Workers)
 				}
 			},
+		},
+		"a metrics certificate directory": {
+			args: []string{"--server-image=i", "--metrics-cert-dir=/certs"},
+			env:  map[string]string{"FAUCET_METRICS_BIND_ADDRESS": ":9443"},
+			check: func(t *testing.T, o managerOptions) {
+				m := o.ctrlOptions(nil).Metrics
+				if m.BindAddress != ":9443" || !m.SecureServing || m.CertDir != "/certs" || m.CertName != "tls.crt" || m.KeyName != "tls.key" {
+					t.Errorf("metrics options %+v", m)
+				}
+				cfg := &tls.Config{}
+				for _, opt := range m.TLSOpts {
+					opt(cfg)
+				}
+				if !slices.Equal(cfg.NextProtos, []string{"http/1.1"}) {
+					t.Errorf("ALPN %q, want HTTP/1.1 only", cfg.NextProtos)
+				}
+			},
+		},
+		"a certificate needs HTTPS": {
+			args: []string{"--server-image=i", "--metrics-cert-dir=/certs", "--metrics-secure=false"}, wantErr: "--metrics-cert-dir",
 		},
 		"funding interval too short":   {args: []string{"--server-image=i", "--funding-interval=10ms"}, wantErr: "--funding-interval"},
 		"funding workers at least one": {args: []string{"--server-image=i", "--funding-workers=0"}, wantErr: "--funding-workers"},

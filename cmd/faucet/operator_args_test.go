@@ -213,9 +213,6 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"page.explorerTxURL": func(raw string) {
 			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
 		},
-		"page.lowDrips": func(raw string) {
-			same("page.lowDrips", num(raw), uint64(server.DefaultLowDrips), uint64(o.lowDrips))
-		},
 		// The engine's zero Config has batching off, as 0 does.
 		"batching.maxRecipients": func(raw string) {
 			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.Batching.Max), uint64(o.batch.max))
@@ -277,6 +274,12 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"assets.btc.rpc.credentialsSecretRef.key": func(raw string) {
 			same("assets.btc.rpc.credentialsSecretRef.key", str(raw), faucetv1alpha1.DefaultBTCCredentialsSecretKey, str(raw))
 		},
+		// Kubernetes' own defaults inside the core types of spec.extraEnv
+		// and spec.imagePullSecrets: no faucet setting.
+		"extraEnv.[].valueFrom.configMapKeyRef.name": func(raw string) { same("extraEnv configMapKeyRef.name", raw, `""`, raw) },
+		"extraEnv.[].valueFrom.secretKeyRef.name":    func(raw string) { same("extraEnv secretKeyRef.name", raw, `""`, raw) },
+		"extraEnv.[].valueFrom.fileKeyRef.optional":  func(raw string) { same("extraEnv fileKeyRef.optional", raw, "false", raw) },
+		"imagePullSecrets.[].name":                   func(raw string) { same("imagePullSecrets.name", raw, `""`, raw) },
 		// Groups default to {}, so their fields' defaults apply.
 		"amounts":    func(raw string) { same("amounts", raw, "{}", raw) },
 		"fee":        func(raw string) { same("fee", raw, "{}", raw) },
@@ -295,6 +298,17 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		if _, ok := defaults[p]; !ok {
 			t.Errorf("spec.%s has no default in the CRD any more: update this test (and the operator's fallback)", p)
 		}
+	}
+}
+
+// TestLowThresholdDefaultIsTheServers: a FaucetServer that sets neither
+// spec.funding.lowThreshold nor the deprecated spec.page.lowDrips passes no
+// --low-drips, so its Funded condition and its faucet must fall back to the
+// same number.
+func TestLowThresholdDefaultIsTheServers(t *testing.T) {
+	if faucetv1alpha1.DefaultLowThreshold != server.DefaultLowDrips || serveDefaults(t).lowDrips != server.DefaultLowDrips {
+		t.Errorf("DefaultLowThreshold %d, server.DefaultLowDrips %d, --low-drips default %d: one threshold, one default",
+			faucetv1alpha1.DefaultLowThreshold, server.DefaultLowDrips, serveDefaults(t).lowDrips)
 	}
 }
 
@@ -356,6 +370,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			Service:           &faucetv1alpha1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Port: ptr.To(int32(80))},
 			PodAnnotations:    map[string]string{"a": "b"},
 			PriorityClassName: "low",
+			LogLevel:          "warn",
+			// Not a FAUCET_ name (the CRD refuses those): nothing serve reads.
+			ExtraEnv: []corev1.EnvVar{{Name: "LANG", Value: "C.UTF-8"}},
 			Abuse: &faucetv1alpha1.AbuseSpec{
 				ProofOfWork: &faucetv1alpha1.ProofOfWork{
 					Difficulty:    ptr.To(int32(18)),
@@ -372,8 +389,9 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			},
 			Page: &faucetv1alpha1.PageSpec{
 				ExplorerTxURL: ptr.To("https://explorer.example.com/tx/{txid}?network=testnet"),
-				LowDrips:      ptr.To(int32(250)),
+				LowDrips:      ptr.To(int32(250)), // deprecated: lowThreshold below wins
 			},
+			Funding: &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(300))},
 			Batching: &faucetv1alpha1.BatchingSpec{
 				MaxRecipients: ptr.To(int32(150)),
 				Window:        &metav1.Duration{Duration: 400 * time.Millisecond},
@@ -573,7 +591,8 @@ func fullOptions(store string) func(o *serveOptions) {
 			balanceCap: 5_000_000_000,
 		}
 		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
-		o.lowDrips = 250
+		o.lowDrips = 300 // spec.funding.lowThreshold, the one threshold
+		o.log.level = "warn"
 		o.batch = batchOptions{max: 150, window: 400 * time.Millisecond, contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
 	}
 }

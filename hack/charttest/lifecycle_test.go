@@ -61,6 +61,7 @@ func TestHelmLifecycle(t *testing.T) {
 			"kubectl -n faucet-system rollout status deployment/"+fullname,
 			"kubectl -n faucet-system create secret generic faucet-keys --from-file=keys=faucet-keys",
 			"kubectl -n faucet-system wait --for=condition=Ready fsrv/testnet --timeout=5m",
+			"bound to the ClusterRole "+metricsReaderName,
 		)
 		if !c.exists(t, &apiextensionsv1.CustomResourceDefinition{}, "", crdName) {
 			t.Error("no CRD after install")
@@ -68,8 +69,10 @@ func TestHelmLifecycle(t *testing.T) {
 		if !c.exists(t, &appsv1.Deployment{}, releaseNamespace, fullname) {
 			t.Error("no Deployment after install")
 		}
-		if !c.exists(t, &rbacv1.ClusterRole{}, "", managerRBACName) {
-			t.Error("no ClusterRole after install")
+		for _, name := range []string{managerRBACName, metricsAuthName, metricsReaderName} {
+			if !c.exists(t, &rbacv1.ClusterRole{}, "", name) {
+				t.Errorf("no ClusterRole %s after install", name)
+			}
 		}
 	})
 

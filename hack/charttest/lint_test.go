@@ -169,6 +169,14 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}}}}\n",
 			wantErr: "/faucetServers/0/spec/assets/btc",
 		},
+		"faucetServer with an unknown log level": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, logLevel: verbose}\n",
+			wantErr: "/faucetServers/0/spec/logLevel",
+		},
+		"faucetServer with a FAUCET_ variable in extraEnv": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, extraEnv: [{name: FAUCET_LOW_DRIPS, value: '5'}]}\n",
+			wantErr: "/faucetServers/0/spec/extraEnv/0/name",
+		},
 		"faucetServer listed twice": {
 			values:        "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
 			wantErr:       "faucet-system/a is listed twice",
@@ -203,6 +211,19 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:        "metrics:\n  service:\n    enabled: false\n  serviceMonitor:\n    enabled: true\n",
 			wantErr:       "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled",
 			templateCheck: true,
+		},
+		"a metrics certificate without HTTPS": {
+			values:        "metrics:\n  secure: false\n  certSecret: metrics-cert\n",
+			wantErr:       "metrics.certSecret needs metrics.enabled and metrics.secure",
+			templateCheck: true,
+		},
+		"a PodDisruptionBudget allowing a fraction": {
+			values:  "podDisruptionBudget:\n  maxUnavailable: 0.5\n",
+			wantErr: "/podDisruptionBudget/maxUnavailable",
+		},
+		"a metrics reader that is no RBAC subject": {
+			values:  "metrics:\n  readerSubjects:\n    - kind: Pod\n      name: prometheus\n",
+			wantErr: "/metrics/readerSubjects/0/kind",
 		},
 		"existing ServiceAccount without a name": {
 			values:        "serviceAccount:\n  create: false\n",

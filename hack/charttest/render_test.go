@@ -18,6 +18,8 @@ const (
 	fullname           = "faucet-faucet-operator"
 	managerRBACName    = fullname + "-manager"
 	leaderElectionName = fullname + "-leader-election"
+	metricsAuthName    = fullname + "-metrics-auth"
+	metricsReaderName  = fullname + "-metrics-reader"
 )
 
 // TestRenderDefault checks the objects of the default values.
@@ -25,16 +27,23 @@ func TestRenderDefault(t *testing.T) {
 	objs := render(t)
 
 	t.Run("cluster-wide RBAC with config/rbac/role.yaml's rules", func(t *testing.T) {
-		crs := find(objs, "ClusterRole")
-		if len(crs) != 1 || crs[0].GetName() != managerRBACName {
-			t.Fatalf("ClusterRoles %v, want exactly %s", names(crs), managerRBACName)
+		crs := byName(find(objs, "ClusterRole"))
+		if got := slices.Sorted(maps.Keys(crs)); !slices.Equal(got, []string{managerRBACName, metricsAuthName, metricsReaderName}) {
+			t.Fatalf("ClusterRoles %v, want the manager's and the metrics ones", got)
 		}
-		assertRules(t, crs[0], "config/rbac/role.yaml")
-		crbs := find(objs, "ClusterRoleBinding")
-		if len(crbs) != 1 {
-			t.Fatalf("ClusterRoleBindings %v, want one", names(crbs))
+		assertRules(t, crs[managerRBACName], "config/rbac/role.yaml")
+		crbs := byName(find(objs, "ClusterRoleBinding"))
+		if got := slices.Sorted(maps.Keys(crbs)); !slices.Equal(got, []string{managerRBACName, metricsAuthName}) {
+			t.Fatalf("ClusterRoleBindings %v, want the manager's and metrics-auth (metrics-reader is bound by readerSubjects)", got)
 		}
-		assertBinding(t, crbs[0], "ClusterRole", managerRBACName, fullname)
+		assertBinding(t, crbs[managerRBACName], "ClusterRole", managerRBACName, fullname)
+	})
+
+	t.Run("metrics RBAC as config/rbac's", func(t *testing.T) {
+		crs := byName(find(objs, "ClusterRole"))
+		assertRules(t, crs[metricsAuthName], "config/rbac/metrics_auth_role.yaml")
+		assertRules(t, crs[metricsReaderName], "config/rbac/metrics_reader_role.yaml")
+		assertBinding(t, byName(find(objs, "ClusterRoleBinding"))[metricsAuthName], "ClusterRole", metricsAuthName, fullname)
 	})
 
 	t.Run("leader election Role in the release namespace only", func(t *testing.T) {
@@ -90,7 +99,8 @@ func TestRenderDefault(t *testing.T) {
 		image := fmt.Sprintf("ghcr.io/stxfaucet/faucet-operator:%s", chartAppVersion(t))
 		for _, want := range []string{
 			"manager",
-			"--metrics-bind-address=:8080",
+			"--metrics-bind-address=:8443",
+			"--metrics-secure=true",
 			"--health-probe-bind-address=:8081",
 			"--leader-elect=true",
 			"--leader-election-id=" + fullname + ".faucet.stxfaucet.dev",
@@ -105,8 +115,8 @@ func TestRenderDefault(t *testing.T) {
 		if args[0] != "manager" {
 			t.Errorf("first arg %q, want the manager subcommand", args[0])
 		}
-		if hasPrefix(args, "--watch-namespaces") {
-			t.Errorf("args %q watch namespaces by default", args)
+		if hasPrefix(args, "--watch-namespaces") || hasPrefix(args, "--metrics-cert-dir") {
+			t.Errorf("args %q watch namespaces or name a metrics certificate by default", args)
 		}
 		if got := nested(t, d, "spec", "template", "spec", "containers", 0, "image"); got != image {
 			t.Errorf("image %v, want %s (the chart's appVersion)", got, image)
@@ -129,6 +139,7 @@ func TestRenderDefault(t *testing.T) {
 			"containers.0.livenessProbe.httpGet.port":               "health",
 			"containers.0.ports.1.containerPort":                    int64(8081),
 			"containers.0.ports.0.name":                             "metrics",
+			"containers.0.ports.0.containerPort":                    int64(8443),
 			"containers.0.resources.requests.memory":                "64Mi",
 		} {
 			got := dig(pod, strings.Split(path, ".")...)
@@ -154,10 +165,22 @@ func TestRenderDefault(t *testing.T) {
 		if got := nested(t, svc, "spec", "ports", 0, "targetPort"); got != "metrics" {
 			t.Errorf("Service targetPort %v, want metrics", got)
 		}
+		if got := nested(t, svc, "spec", "ports", 0, "port"); got != float64(8443) && got != int64(8443) {
+			t.Errorf("Service port %v, want 8443", got)
+		}
 	})
 
-	t.Run("no ServiceMonitor, PodMonitor, PrometheusRule, dashboard or FaucetServer by default", func(t *testing.T) {
-		for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "FaucetServer"} {
+	t.Run("one replica: no anti-affinity and no PodDisruptionBudget", func(t *testing.T) {
+		if got := dig(one(t, objs, "Deployment").Object, "spec", "template", "spec", "affinity"); got != nil {
+			t.Errorf("affinity %v with one replica", got)
+		}
+		if got := find(objs, "PodDisruptionBudget"); len(got) != 0 {
+			t.Errorf("PodDisruptionBudgets %v with one replica", names(got))
+		}
+	})
+
+	t.Run("no ServiceMonitor, PodMonitor, PrometheusRule, dashboard, NetworkPolicy or FaucetServer by default", func(t *testing.T) {
+		for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "NetworkPolicy", "FaucetServer"} {
 			if got := find(objs, kind); len(got) != 0 {
 				t.Errorf("%s objects %v by default", kind, names(got))
 			}
@@ -175,11 +198,77 @@ func TestRenderFull(t *testing.T) {
 	watched := []string{"faucet-testnet", "faucet-devnet"}
 	const sa = "faucet-manager"
 
-	t.Run("no cluster-scoped RBAC with watchNamespaces", func(t *testing.T) {
-		for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
-			if got := find(objs, kind); len(got) != 0 {
-				t.Errorf("%s objects %v with watchNamespaces", kind, names(got))
+	// TokenReviews, SubjectAccessReviews and /metrics exist only
+	// cluster-wide: the metrics RBAC stays cluster-scoped.
+	t.Run("no cluster-scoped RBAC but the metrics' with watchNamespaces", func(t *testing.T) {
+		crs := byName(find(objs, "ClusterRole"))
+		if got := slices.Sorted(maps.Keys(crs)); !slices.Equal(got, []string{metricsAuthName, metricsReaderName}) {
+			t.Errorf("ClusterRoles %v with watchNamespaces, want only the metrics ones", got)
+		}
+		crbs := byName(find(objs, "ClusterRoleBinding"))
+		if got := slices.Sorted(maps.Keys(crbs)); !slices.Equal(got, []string{metricsAuthName, metricsReaderName}) {
+			t.Fatalf("ClusterRoleBindings %v with watchNamespaces, want only the metrics ones", got)
+		}
+		assertBinding(t, crbs[metricsAuthName], "ClusterRole", metricsAuthName, sa)
+		want := []any{map[string]any{"kind": "ServiceAccount", "name": "kube-prometheus-stack-prometheus", "namespace": "monitoring"}}
+		if got := crbs[metricsReaderName].Object["subjects"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("metrics-reader subjects %v, want metrics.readerSubjects %v", got, want)
+		}
+	})
+
+	t.Run("the metrics certificate Secret is mounted and named", func(t *testing.T) {
+		d := one(t, objs, "Deployment")
+		const dir = "/etc/faucet-operator/metrics-certs"
+		if args := containerArgs(t, d); !slices.Contains(args, "--metrics-cert-dir="+dir) {
+			t.Errorf("args %q lack --metrics-cert-dir=%s", args, dir)
+		}
+		pod := nested(t, d, "spec", "template", "spec")
+		for path, want := range map[string]any{
+			"volumes.0.secret.secretName":           "faucet-operator-metrics-cert",
+			"volumes.0.secret.items.0.path":         "tls.crt",
+			"volumes.0.secret.items.1.path":         "tls.key",
+			"containers.0.volumeMounts.0.mountPath": dir,
+			"containers.0.volumeMounts.0.readOnly":  true,
+		} {
+			if got := dig(pod, strings.Split(path, ".")...); got != want {
+				t.Errorf("pod %s = %v, want %v", path, got, want)
 			}
+		}
+	})
+
+	t.Run("the user's affinity replaces the default anti-affinity", func(t *testing.T) {
+		affinity := nested(t, one(t, objs, "Deployment"), "spec", "template", "spec", "affinity").(map[string]any)
+		if _, ok := affinity["podAntiAffinity"]; ok || affinity["nodeAffinity"] == nil {
+			t.Errorf("affinity %v, want values-full.yaml's nodeAffinity only", affinity)
+		}
+	})
+
+	t.Run("PodDisruptionBudget of the replicas", func(t *testing.T) {
+		pdb := one(t, objs, "PodDisruptionBudget")
+		if got := nested(t, pdb, "spec", "maxUnavailable"); got != "50%" {
+			t.Errorf("maxUnavailable %v, want 50%%", got)
+		}
+		assertSelectsManager(t, pdb, nested(t, pdb, "spec", "selector", "matchLabels").(map[string]any), one(t, objs, "Deployment"))
+	})
+
+	t.Run("NetworkPolicy admits the metrics port from metricsFrom and extraIngress", func(t *testing.T) {
+		np := one(t, objs, "NetworkPolicy")
+		assertSelectsManager(t, np, nested(t, np, "spec", "podSelector", "matchLabels").(map[string]any), one(t, objs, "Deployment"))
+		for path, want := range map[string]any{
+			"policyTypes.0":          "Ingress",
+			"ingress.0.ports.0.port": "metrics",
+			"ingress.1.ports.0.port": "health",
+		} {
+			if got := dig(nested(t, np, "spec"), strings.Split(path, ".")...); got != want {
+				t.Errorf("NetworkPolicy spec.%s = %v, want %v", path, got, want)
+			}
+		}
+		from := nested(t, np, "spec", "ingress", 0, "from", 0, "namespaceSelector", "matchLabels").(map[string]any)
+		if from["kubernetes.io/metadata.name"] != "monitoring" {
+			t.Errorf("metrics from %v, want the monitoring namespace", from)
+		}
+		if got := dig(nested(t, np, "spec"), "egress"); got != nil {
+			t.Errorf("egress rules %v: the manager's egress is left open", got)
 		}
 	})
 
@@ -306,7 +395,7 @@ func TestRenderFull(t *testing.T) {
 			"abuse.ipAllow.1":                     "2001:db8::/32",
 			"abuse.balanceCapUSTX":                int64(100000000000),
 			"page.explorerTxURL":                  "https://explorer.example.com/tx/{txid}?network=testnet",
-			"page.lowDrips":                       int64(250),
+			"funding.lowThreshold":                int64(250),
 			"batching.maxRecipients":              int64(200),
 			"batching.window":                     "500ms",
 			"batching.contract":                   "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo",
@@ -353,6 +442,22 @@ func TestRenderFull(t *testing.T) {
 		if got, want := nested(t, sm, "spec", "endpoints", 0, "port"), nested(t, svc, "spec", "ports", 0, "name"); got != want {
 			t.Errorf("ServiceMonitor port %v, Service port %v", got, want)
 		}
+		endpoint := nested(t, sm, "spec", "endpoints", 0).(map[string]any)
+		for path, want := range map[string]any{
+			"scheme":                         "https",
+			"authorization.type":             "Bearer",
+			"authorization.credentials.name": "prometheus-scrape-token",
+			"tlsConfig.insecureSkipVerify":   false,
+			"tlsConfig.serverName":           "faucet-faucet-operator-metrics.faucet-system.svc",
+			"tlsConfig.ca.secret.name":       "faucet-operator-metrics-ca",
+		} {
+			if got := dig(endpoint, strings.Split(path, ".")...); got != want {
+				t.Errorf("ServiceMonitor endpoint %s = %v, want %v", path, got, want)
+			}
+		}
+		if _, ok := endpoint["bearerTokenFile"]; ok {
+			t.Errorf("ServiceMonitor endpoint %v: bearerTokenFile beside bearerTokenSecret", endpoint)
+		}
 	})
 
 	t.Run("every object has the release labels and an explicit namespace when namespaced", func(t *testing.T) {
@@ -389,6 +494,68 @@ func TestRenderMinimal(t *testing.T) {
 	}
 }
 
+// TestRenderManagerReplicas: several manager replicas get a preferred
+// anti-affinity on the node and a PodDisruptionBudget, both off with
+// podDisruptionBudget.enabled=false and an affinity of one's own.
+func TestRenderManagerReplicas(t *testing.T) {
+	objs := render(t, "--set", "replicaCount=3")
+	d := one(t, objs, "Deployment")
+	terms := nested(t, d, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution").([]any)
+	if len(terms) != 1 || dig(terms[0], "podAffinityTerm", "topologyKey") != "kubernetes.io/hostname" {
+		t.Fatalf("anti-affinity %v, want one preferred term on kubernetes.io/hostname", terms)
+	}
+	assertSelectsManager(t, d, dig(terms[0], "podAffinityTerm", "labelSelector", "matchLabels").(map[string]any), d)
+	pdb := one(t, objs, "PodDisruptionBudget")
+	if got := nested(t, pdb, "spec", "maxUnavailable"); got != float64(1) && got != int64(1) {
+		t.Errorf("maxUnavailable %v, want 1", got)
+	}
+	assertSelectsManager(t, pdb, nested(t, pdb, "spec", "selector", "matchLabels").(map[string]any), d)
+
+	if got := find(render(t, "--set", "replicaCount=3", "--set", "podDisruptionBudget.enabled=false"), "PodDisruptionBudget"); len(got) != 0 {
+		t.Errorf("PodDisruptionBudgets %v with podDisruptionBudget.enabled=false", names(got))
+	}
+}
+
+// TestRenderPlainMetrics checks metrics.secure=false: plain HTTP, no
+// metrics RBAC, a ServiceMonitor without a token or TLS.
+func TestRenderPlainMetrics(t *testing.T) {
+	objs := render(t, "--set", "metrics.secure=false", "--set", "metrics.serviceMonitor.enabled=true")
+	if args := containerArgs(t, one(t, objs, "Deployment")); !slices.Contains(args, "--metrics-secure=false") {
+		t.Errorf("args %q lack --metrics-secure=false", args)
+	}
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+		for _, o := range find(objs, kind) {
+			if strings.Contains(o.GetName(), "-metrics-") {
+				t.Errorf("%s %s without metrics.secure", kind, o.GetName())
+			}
+		}
+	}
+	endpoint := nested(t, one(t, objs, "ServiceMonitor"), "spec", "endpoints", 0).(map[string]any)
+	if endpoint["scheme"] != "http" || endpoint["bearerTokenFile"] != nil || endpoint["tlsConfig"] != nil || endpoint["authorization"] != nil {
+		t.Errorf("ServiceMonitor endpoint %v, want plain http", endpoint)
+	}
+}
+
+// TestRenderDefaultServiceMonitor checks the ServiceMonitor of the default
+// secure metrics: Prometheus's own ServiceAccount token, the self-signed
+// certificate unverified, as kubebuilder's config/prometheus.
+func TestRenderDefaultServiceMonitor(t *testing.T) {
+	endpoint := nested(t, one(t, render(t, "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor"), "spec", "endpoints", 0).(map[string]any)
+	want := map[string]any{
+		"scheme":          "https",
+		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+	}
+	for k, v := range want {
+		if !reflect.DeepEqual(endpoint[k], v) {
+			t.Errorf("ServiceMonitor endpoint %s = %v, want %v", k, endpoint[k], v)
+		}
+	}
+	if _, ok := endpoint["authorization"]; ok {
+		t.Errorf("ServiceMonitor endpoint %v: authorization without bearerTokenSecret", endpoint)
+	}
+}
+
 // TestRenderLongName checks that a full name of 63 characters, the most
 // fullnameOverride allows, still gives a metrics Service a valid name.
 func TestRenderLongName(t *testing.T) {
@@ -404,6 +571,30 @@ func TestRenderCRDWithoutKeep(t *testing.T) {
 	crd := one(t, render(t, "--set", "crds.keep=false"), "CustomResourceDefinition")
 	if _, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
 		t.Errorf("CRD annotations %v: keep with crds.keep=false", crd.GetAnnotations())
+	}
+}
+
+// byName indexes objects by name.
+func byName(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		out[o.GetName()] = o
+	}
+	return out
+}
+
+// assertSelectsManager checks that a selector of obj matches the manager
+// Deployment's pods.
+func assertSelectsManager(t *testing.T, obj *unstructured.Unstructured, selector map[string]any, d *unstructured.Unstructured) {
+	t.Helper()
+	podLabels := nested(t, d, "spec", "template", "metadata", "labels").(map[string]any)
+	if len(selector) == 0 {
+		t.Errorf("%s %s selects every pod", obj.GetKind(), obj.GetName())
+	}
+	for k, v := range selector {
+		if podLabels[k] != v {
+			t.Errorf("%s %s selects %s=%v, the manager pod's label is %v", obj.GetKind(), obj.GetName(), k, v, podLabels[k])
+		}
 	}
 }
 

@@ -47,8 +47,10 @@ import (
 )
 
 const (
-	release       = "faucet-operator"
-	operatorNS    = "faucet-system"
+	release    = "faucet-operator"
+	operatorNS = "faucet-system"
+	// scraperSA is the ServiceAccount of the scrape pod.
+	scraperSA     = "metrics-scraper"
 	ns            = "faucet-e2e"
 	fsName        = "testnet"
 	keySecret     = "faucet-keys"
@@ -93,7 +95,10 @@ func TestUserPathOnARealCluster(t *testing.T) {
 			"--namespace", operatorNS, "--create-namespace", "--wait", "--timeout", "3m",
 			// Funding is read every 5s instead of every minute, so the
 			// printer columns fill in while the test waits.
-			"--set-json", `extraArgs=["--funding-interval=5s"]`)
+			"--set-json", `extraArgs=["--funding-interval=5s"]`,
+			// The scrape pod's ServiceAccount may read the manager's
+			// metrics (HTTPS, authorized through the API server).
+			"--set-json", `metrics.readerSubjects=[{"kind":"ServiceAccount","name":"`+scraperSA+`","namespace":"`+ns+`"}]`)
 		pod := onlyPod(t, ctx, c, operatorNS, "app.kubernetes.io/instance="+release)
 		checkManagerPod(t, e, pod)
 		checkHardenedProcess(t, pod, "manager")
@@ -370,7 +375,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 	})
 
 	t.Run("metrics of the manager and the faucet are scraped through their Services from a pod", func(t *testing.T) {
-		managerMetrics := "http://" + serviceAddr(t, ctx, c, operatorNS, release+"-metrics") + "/metrics"
+		managerMetrics := "https://" + serviceAddr(t, ctx, c, operatorNS, release+"-metrics") + "/metrics"
 		faucetMetrics := faucetURL + "/metrics"
 		logs := runScrapePod(t, e, ctx, c, managerMetrics, faucetMetrics)
 		for _, want := range []string{
@@ -716,18 +721,27 @@ func findProcess(t *testing.T, podUID, subcommand string) int {
 }
 
 // runScrapePod runs the tools image's httpget on urls in a pod and returns
-// its log.
+// its log. The pod runs as scraperSA, which the chart binds to the
+// manager's metrics-reader ClusterRole (metrics.readerSubjects): httpget
+// sends its token to the https URLs and accepts the manager's self-signed
+// certificate, as the chart's ServiceMonitor does.
 func runScrapePod(t *testing.T, e env, ctx context.Context, c client.Client, urls ...string) string {
 	t.Helper()
-	args, _ := json.Marshal(urls)
+	args, _ := json.Marshal(append([]string{"--bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token", "--insecure-skip-verify"}, urls...))
 	e.apply(t, ctx, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: %s
+  namespace: %s
+---
+apiVersion: v1
 kind: Pod
 metadata:
   name: scrape
   namespace: %s
 spec:
   restartPolicy: Never
-  automountServiceAccountToken: false
+  serviceAccountName: %s
   securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: httpget
@@ -736,7 +750,7 @@ spec:
     command: ["/httpget"]
     args: %s
     securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-`, ns, e.toolsImage, args))
+`, scraperSA, ns, ns, scraperSA, e.toolsImage, args))
 	poll(t, ctx, "the scrape pod to finish", 2*time.Minute, func() error {
 		var p corev1.Pod
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scrape"}, &p); err != nil {
@@ -752,6 +766,7 @@ spec:
 	})
 	logs := e.kubectlOut(t, ctx, "logs", "-n", ns, "scrape")
 	e.run(t, ctx, e.kubectl, "delete", "pod", "-n", ns, "scrape", "--wait")
+	e.run(t, ctx, e.kubectl, "delete", "serviceaccount", "-n", ns, scraperSA, "--wait")
 	return logs
 }
 

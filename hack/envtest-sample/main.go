@@ -2,7 +2,9 @@
 // server: it starts an envtest control plane (kube-apiserver and etcd from
 // $KUBEBUILDER_ASSETS), installs the operator with `kubectl apply -k
 // config/default`, runs `faucet manager` with the token of the operator's
-// ServiceAccount (so config/rbac is what authorizes it), applies
+// ServiceAccount (so config/rbac is what authorizes it), scrapes its HTTPS
+// metrics with and without a token bound to config/rbac's metrics-reader,
+// applies
 // config/samples with `kubectl apply -f`, and waits for the Deployments, the
 // Services, the embedded store's PersistentVolumeClaim and the FaucetServers'
 // conditions and addresses. The CloudNativePG sample (config/samples/
@@ -19,9 +21,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -131,10 +135,14 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 	if err != nil {
 		return err
 	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	logPath := filepath.Join(tmp, "manager.log")
 	stopManager, err := startManager(faucetBin, logPath, "--kubeconfig="+mgrPath,
 		"--leader-elect=true", "--leader-election-namespace="+operatorNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address="+probeAddr,
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
 		"--server-image="+image, "--log-format=text")
 	if err != nil {
 		return err
@@ -146,6 +154,11 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 	}
 	if err := waitHTTP(ctx, "http://"+probeAddr+"/readyz"); err != nil {
 		return fail(fmt.Errorf("manager readyz: %w", err))
+	}
+
+	step("scraping the manager's metrics: HTTPS, refused without a token, served to a ServiceAccount bound to metrics-reader")
+	if err := checkMetrics(ctx, k, "https://"+metricsAddr+"/metrics"); err != nil {
+		return fail(err)
 	}
 
 	step("applying config/samples, as a user would")
@@ -227,6 +240,97 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 	return nil
 }
 
+// checkMetrics scrapes the manager's /metrics as Prometheus would with the
+// ServiceMonitor of config/prometheus: a ServiceAccount token, the
+// self-signed certificate unverified. The manager reviews the token with
+// the API server through config/rbac's metrics-auth-role; config/rbac's
+// metrics-reader is what lets the scraper in.
+func checkMetrics(ctx context.Context, k kubectl, url string) error {
+	const scraper = "metrics-scraper"
+	if _, err := k.run(ctx, "create", "serviceaccount", scraper, "-n", operatorNS); err != nil {
+		return err
+	}
+	token, err := k.run(ctx, "create", "token", scraper, "-n", operatorNS, "--duration=1h")
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the manager's self-signed certificate
+	}}
+	scrape := func(token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	token = strings.TrimSpace(token)
+	// The manager starts its metrics server beside the probes, not before
+	// them: wait until it listens.
+	for {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/metrics"))
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the manager's metrics never listened: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, c := range []struct {
+		who   string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{scraper + " without metrics-reader", token, http.StatusForbidden},
+	} {
+		code, _, err := scrape(c.token)
+		if err != nil {
+			return err
+		}
+		if code != c.want {
+			return fmt.Errorf("GET %s with %s: %d, want %d", url, c.who, code, c.want)
+		}
+		fmt.Printf("GET /metrics with %s: %d\n", c.who, code)
+	}
+	if _, err := k.run(ctx, "create", "clusterrolebinding", scraper, "--clusterrole=faucet-operator-metrics-reader",
+		"--serviceaccount="+operatorNS+":"+scraper); err != nil {
+		return err
+	}
+	// The manager caches a denial for 30s (controller-runtime's filter):
+	// poll until the binding is seen.
+	for {
+		code, body, err := scrape(token)
+		if err != nil {
+			return err
+		}
+		if code == http.StatusOK {
+			if !strings.Contains(body, "controller_runtime_") {
+				return fmt.Errorf("GET %s: 200 without controller-runtime's metrics", url)
+			}
+			fmt.Printf("GET /metrics with %s bound to metrics-reader: %d, %d bytes of metrics\n", scraper, code, len(body))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("GET %s with %s bound to metrics-reader: %d: %w", url, scraper, code, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // markAvailable writes the status the Deployment controller would once the
 // Deployment's replicas are all updated and available.
 func markAvailable(ctx context.Context, k kubectl, name string, replicas int) error {
@@ -258,6 +362,8 @@ func checkStores(ctx context.Context, k kubectl) error {
 		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='data')].persistentVolumeClaim.claimName}", sampleName + "-data"},
 		{"deployment/" + pgName, "{.spec.replicas} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxUnavailable}", "2 RollingUpdate 0"},
 		{"deployment/" + pgName, "{.spec.template.spec.containers[0].env[?(@.name=='FAUCET_STORE')].valueFrom.secretKeyRef}", `{"key":"uri","name":"faucet-pg-db"}`},
+		// Two replicas: a drain takes one at a time.
+		{"poddisruptionbudget/" + pgName, "{.spec.maxUnavailable} {.metadata.ownerReferences[0].kind}", "1 FaucetServer"},
 		// The sample's abuse controls: the API tokens on a volume of their own.
 		{"fsrv/" + sampleName, "{.status.conditions[?(@.type=='Stalled')].reason}", ""},
 		{"deployment/" + sampleName, "{.spec.template.spec.volumes[?(@.name=='api-tokens')].secret.secretName}", "faucet-api-tokens"},
@@ -278,7 +384,7 @@ func checkStores(ctx context.Context, k kubectl) error {
 		return err
 	}
 	for _, want := range []string{"--pow-difficulty=0", "--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
-		"--ip-allow=10.0.0.0/8", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
+		"--ip-allow=203.0.113.7", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
 		"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
 		"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
 		"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
@@ -290,6 +396,9 @@ func checkStores(ctx context.Context, k kubectl) error {
 	fmt.Println("the sample's abuse, page, sBTC and BTC settings reach the faucet's flags")
 	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "persistentvolumeclaim/"+pgName+"-data"); err == nil {
 		return errors.New("a PersistentVolumeClaim for the Postgres sample")
+	}
+	if _, err := k.runQuiet(ctx, "get", "-n", sampleNS, "poddisruptionbudget/"+sampleName); err == nil {
+		return errors.New("a PodDisruptionBudget for the one pod of the embedded sample")
 	}
 	uri, err := k.runQuiet(ctx, "get", "-n", sampleNS, "secret/faucet-pg-db", "-o", `go-template={{index .data "uri" | base64decode}}`)
 	if err != nil {

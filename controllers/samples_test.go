@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+)
+
+// clusterRanges hold the addresses a cluster's own pods, nodes, Services
+// and load balancers typically have.
+var clusterRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("::1/128"),
+}
+
+// TestSamplesAvoidTheProxyTrap: no FaucetServer we ship as an example (the
+// samples, the README's) allows an in-cluster range while it trusts
+// X-Forwarded-For. With a hop count one off, every client would then carry
+// the private address of a proxy (or one it wrote itself) and skip the
+// proof of work and the per-IP limit; users copy examples.
+func TestSamplesAvoidTheProxyTrap(t *testing.T) {
+	docs := map[string][]byte{}
+	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob(filepath.Join("..", "config", "samples", "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(files, more...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+		for i := 0; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			docs[fmt.Sprintf("%s, document %d", f, i+1)] = doc
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+		if body, _, ok := strings.Cut(block, "```"); ok {
+			docs[fmt.Sprintf("README.md, yaml block %d", i+1)] = []byte(body)
+		}
+	}
+
+	checked := 0
+	for name, doc := range docs {
+		var fs faucetv1alpha1.FaucetServer
+		if err := yaml.Unmarshal(doc, &fs); err != nil || fs.Kind != "FaucetServer" {
+			continue // another kind, or a snippet
+		}
+		checked++
+		hops := int32(0)
+		if rl := fs.Spec.RateLimits; rl != nil {
+			hops = ptr.Deref(rl.TrustedProxyHops, 0)
+		}
+		if hops == 0 || fs.Spec.Abuse == nil {
+			continue
+		}
+		for _, entry := range fs.Spec.Abuse.IPAllow {
+			p, err := netip.ParsePrefix(entry)
+			if err != nil {
+				a, aerr := netip.ParseAddr(entry)
+				if aerr != nil {
+					t.Fatalf("%s: ipAllow entry %q: %v", name, entry, err)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			for _, c := range clusterRanges {
+				if p.Overlaps(c) {
+					t.Errorf("%s: ipAllow %s overlaps %s, where proxies, nodes and pods live, while trustedProxyHops is %d", name, entry, c, hops)
+				}
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("only %d FaucetServers found in config/samples and README.md", checked)
+	}
+}
