@@ -297,7 +297,7 @@ image: ## Write the image as a docker archive (bin/faucet-image.tar) tagged $(IM
 		--file /faucet=$(BIN)/linux_amd64/faucet:0755 \
 		--file /etc/ssl/certs/ca-certificates.crt=$(CA_CERTS):0644 \
 		--nonroot 65532 --entrypoint /faucet --cmd manager \
-		--expose 3999/tcp --expose 8080/tcp --expose 8081/tcp \
+		--expose 3999/tcp --expose 8443/tcp --expose 8081/tcp \
 		--created $(SOURCE_DATE_EPOCH) \
 		--label org.opencontainers.image.title=faucet-operator \
 		--label org.opencontainers.image.description='Stacks testnet STX faucet and its Kubernetes operator' \
