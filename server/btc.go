@@ -104,14 +104,7 @@ func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
 		} else {
 			d, fail := s.dispenseBTC(r, addr, btcfaucet.SizeDefault)
 			if fail != nil {
-				if fail.retryAfter > 0 {
-					w.Header().Set("Retry-After", strconv.FormatInt(fail.retryAfter, 10))
-				}
-				st := fail.status
-				if fail.v3Status != 0 {
-					st = fail.v3Status
-				}
-				writeJSON(w, st, v3Error{Error: fail.v3Message})
+				fail.writeV3(w)
 				return
 			}
 			writeJSON(w, http.StatusOK, v3Success{

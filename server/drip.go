@@ -259,6 +259,19 @@ func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
 	writeError(w, f.status, body)
 }
 
+// writeV3 renders the failure for /extended/v3/faucets/{asset}: the
+// incumbent's {error} with its v3 status.
+func (f *dripFailure) writeV3(w http.ResponseWriter) {
+	if f.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
+	}
+	st := f.status
+	if f.v3Status != 0 {
+		st = f.v3Status
+	}
+	writeJSON(w, st, v3Error{Error: f.v3Message})
+}
+
 // Texts of v3 failures: the incumbent's, word for word, so clients that
 // match on them keep working.
 const (

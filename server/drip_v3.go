@@ -66,14 +66,7 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 		req.Asset = asset
 		res, fail := s.dispense(r, req)
 		if fail != nil {
-			if fail.retryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.FormatInt(fail.retryAfter, 10))
-			}
-			st := fail.status
-			if fail.v3Status != 0 {
-				st = fail.v3Status
-			}
-			writeJSON(w, st, v3Error{Error: fail.v3Message})
+			fail.writeV3(w)
 			return
 		}
 		amount := strconv.FormatUint(res.Amount, 10)
