@@ -503,32 +503,36 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	r, inflight := e.payer.inflight[txid]
 	var st PayoutStatus
 	if inflight {
+		// The ledger and the chain view answer for a payout still held
+		// (the page polls this every few seconds): no node round trip.
 		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true}
+		if r.MinedAt != 0 {
+			st.Confirmations = e.payer.chain.Tip() - r.MinedAt + 1
+		}
 	}
 	e.payer.mu.Unlock()
+	if inflight {
+		return st, true, nil
+	}
 	tx, err := f.cfg.Node.RawTransaction(ctx, txid)
 	switch {
 	case err == nil:
-	case inflight:
-		return st, true, nil // not at the node (yet): it is resent
 	case errors.Is(err, btcnode.ErrTxNotFound), errors.Is(err, btcnode.ErrTxIndexDisabled):
 		return PayoutStatus{}, false, nil
 	default:
 		return PayoutStatus{}, false, fmt.Errorf("btc faucet: look up %s: %w", txid, err)
 	}
-	if !inflight {
-		// Ours only if it spends the faucet's script: the follower saw it.
-		if !spendsOurs(e.payer.chain, tx) {
-			return PayoutStatus{}, false, nil
+	// Ours only if it spends the faucet's script: the follower saw it.
+	if !spendsOurs(e.payer.chain, tx) {
+		return PayoutStatus{}, false, nil
+	}
+	st = PayoutStatus{TxID: txid}
+	script := hex.EncodeToString(f.Address().PkScript())
+	for _, o := range tx.Vout {
+		if o.ScriptPubKey == script {
+			continue // change
 		}
-		st = PayoutStatus{TxID: txid}
-		script := hex.EncodeToString(f.Address().PkScript())
-		for _, o := range tx.Vout {
-			if o.ScriptPubKey == script {
-				continue // change
-			}
-			st.Outputs = append(st.Outputs, Output{Address: o.Address, Amount: o.Value})
-		}
+		st.Outputs = append(st.Outputs, Output{Address: o.Address, Amount: o.Value})
 	}
 	st.Confirmations, st.BlockHash = tx.Confirmations, tx.BlockHash
 	return st, true, nil
