@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,7 +26,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
-// The suite's FundingMonitor reads every 500 ms with two workers and a 1s
+// The suite's FundingMonitor reads every 500 ms with two workers and a 60s
 // bound per node call (see suite_test.go).
 var _ = Describe("Funding", func() {
 	var ns string
@@ -124,27 +126,27 @@ var _ = Describe("Funding", func() {
 	})
 
 	It("does not let a slow or down node delay reconciling another FaucetServer", func() {
-		slow, slowURL := startDevnode(nil)
-		slow.SetLatency(time.Hour) // every call runs into the 1s call bound
 		down, downURL := startDevnode(nil)
 		down.SetDown(true)
 		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.URL = downURL })
+		Eventually(func(g Gomega) {
+			expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
+		}).Should(Succeed())
+
+		By("occupying every monitor worker with a call the slow node holds")
+		slow := startHeldNode()
 		// More FaucetServers on the slow node than the monitor has
-		// workers: all of them are busy waiting on it.
+		// workers: all of them wait on it, for the suite's 60s call bound.
 		for i := range 4 {
 			fs := newFaucetServer(ns)
 			fs.Name = fmt.Sprintf("slow-%d", i)
-			fs.Spec.Node.URL = slowURL
+			fs.Spec.Node.URL = slow.url
 			Expect(k8sClient.Create(suiteCtx, fs)).To(Succeed())
 		}
-		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.URL = downURL })
-		Eventually(func(g Gomega) {
-			got := getFaucetServer(g, ns)
-			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-			expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
-		}).Should(Succeed())
+		Eventually(slow.inFlight.Load).Should(BeNumerically(">=", fundingMonitor.Workers))
 
-		By("changing the spec of the FaucetServer on the down node while the workers wait on the slow one")
+		By("changing the spec of the FaucetServer on the down node while the workers wait")
 		for range 3 {
 			fs := getFaucetServer(Default, ns)
 			patch := client.MergeFrom(fs.DeepCopy())
@@ -154,11 +156,23 @@ var _ = Describe("Funding", func() {
 			Eventually(func(g Gomega) {
 				got := getFaucetServer(g, ns)
 				g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-			}).WithTimeout(2 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+			}).Should(Succeed())
 			GinkgoWriter.Printf("observedGeneration caught up in %s\n", time.Since(start))
 		}
+		// No held call has ended, so every reconcile above finished
+		// while both workers were still waiting on the slow node: an
+		// ordering, not a stopwatch.
+		Expect(slow.ended.Load()).To(BeZero(), "a held call ended before the reconciles caught up")
 
 		By("reporting the slow node as unreachable once its calls time out")
+		for i := range 4 {
+			fs := &faucetv1alpha1.FaucetServer{}
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("slow-%d", i)}, fs)).To(Succeed())
+			patch := client.MergeFrom(fs.DeepCopy())
+			fs.Spec.Node.Timeout = &metav1.Duration{Duration: time.Second}
+			Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
+		}
+		slow.hangUpAll() // frees the workers; the next reads carry the 1s bound
 		Eventually(func(g Gomega) {
 			got := &faucetv1alpha1.FaucetServer{}
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "slow-0"}, got)).To(Succeed())
@@ -375,6 +389,49 @@ var _ = Describe("Funding", func() {
 
 // startDevnode serves a simulated node with these balances until the spec
 // ends.
+// heldNode is a node that answers nothing: it holds every request until
+// the client gives up or the test hangs up on it, counting the requests
+// it holds and those that ended.
+type heldNode struct {
+	url             string
+	inFlight, ended atomic.Int64
+	mu              sync.Mutex
+	hangUp          chan struct{}
+}
+
+// startHeldNode serves a heldNode until the spec ends.
+func startHeldNode() *heldNode {
+	h := &heldNode{hangUp: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		hangUp := h.hangUp
+		h.mu.Unlock()
+		h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		defer h.ended.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-hangUp:
+			panic(http.ErrAbortHandler) // drop the connection, no answer
+		}
+	}))
+	DeferCleanup(func() {
+		h.hangUpAll()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	h.url = srv.URL
+	return h
+}
+
+// hangUpAll drops every request held now.
+func (h *heldNode) hangUpAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.hangUp)
+	h.hangUp = make(chan struct{})
+}
+
 func startDevnode(genesis map[stacks.Address]uint64) (*devnode.Node, string) {
 	GinkgoHelper()
 	return startDevnodeConfig(devnode.Config{Genesis: genesis})

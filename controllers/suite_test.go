@@ -36,7 +36,9 @@ const testImage = "ghcr.io/stxfaucet/faucet-operator:suite"
 var (
 	k8sClient client.Client // direct, uncached: what a user's kubectl sees
 	// fundingMonitor reads balances every 500 ms with two workers, each
-	// node call bounded by 1s, so a slow node can keep both busy.
+	// node call bounded by a minute, so a node that holds its calls keeps
+	// both busy for longer than any spec waits (a FaucetServer's
+	// spec.node.timeout lowers the bound for its own calls).
 	fundingMonitor *FundingMonitor
 	testEnv        *envtest.Environment
 	suiteCtx       context.Context
@@ -127,7 +129,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	fundingMonitor = &FundingMonitor{Interval: 500 * time.Millisecond, Workers: 2, CallTimeout: time.Second, BTCTimeout: 2 * time.Second}
+	fundingMonitor = &FundingMonitor{Interval: 500 * time.Millisecond, Workers: 2, CallTimeout: time.Minute, BTCTimeout: 2 * time.Second}
 	r := &FaucetServerReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
