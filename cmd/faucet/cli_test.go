@@ -28,6 +28,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // pointing at -h, nothing else, and exit 2.
 func TestUsageErrors(t *testing.T) {
 	clearServeEnv(t)
+	clearManagerEnv(t)
 	keyFile := writeKeyFile(t)
 	for _, c := range []struct {
 		args []string
@@ -89,6 +90,14 @@ func TestUsageErrors(t *testing.T) {
 			want: `faucet keys generate: invalid value "x" for -n: want a whole number` + "\nRun 'faucet keys generate -h' for the flags.\n"},
 		{args: []string{"keys", "generate", "-n", "0"},
 			want: "faucet keys generate: -n must be between 1 and 1000, got 0\nRun 'faucet keys generate -h' for the flags.\n"},
+		{args: []string{"manager"},
+			want: "faucet manager: --server-image (or FAUCET_SERVER_IMAGE) is required: the image faucet pods run by default\n" +
+				"Run 'faucet manager -h' for the flags.\n"},
+		{args: []string{"manager", "--server-image", "i", "--funding-interval", "30"},
+			want: `faucet manager: invalid value "30" for --funding-interval: a duration needs a unit, e.g. 10s or 500ms` + "\n" +
+				"Run 'faucet manager -h' for the flags.\n"},
+		{args: []string{"manager", "--server-image", "i", "--log-level", "loud"},
+			want: "faucet manager: --log-level: unknown level \"loud\": want debug, info, warn or error\nRun 'faucet manager -h' for the flags.\n"},
 		{args: []string{"bogus"},
 			want: `faucet: unknown command "bogus"` + "\nRun 'faucet -h' for the commands.\n"},
 	} {
@@ -152,6 +161,7 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 	}{
 		{"serve", serveFlagSet(), serveFlagGroups},
 		{"devnet", nil, devnetFlagGroups},
+		{"manager", managerFlagSet(), managerFlagGroups},
 	} {
 		stdout, _, code := runCLI(t, c.cmd, "-h")
 		if code != 0 {
@@ -203,6 +213,13 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 			t.Errorf("serve -h lacks %q:\n%s", want, stdout)
 		}
 	}
+}
+
+func managerFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var o managerOptions
+	o.register(fs)
+	return fs
 }
 
 func serveFlagSet() *flag.FlagSet {

@@ -265,7 +265,9 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 func (l *logFlags) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		// slog's own message ("level string …: unknown name") names
+		// neither the flag's choices nor that offsets like info+2 exist.
+		return nil, fmt.Errorf("--log-level: unknown level %q: want debug, info, warn or error", l.level)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch l.format {

@@ -75,29 +75,54 @@ func parseManagerOptions(args []string) (managerOptions, error) {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	var o managerOptions
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faucet manager --server-image IMAGE [flags]\n\nRuns the FaucetServer operator. Every flag can also be set as FAUCET_<NAME> (e.g. FAUCET_SERVER_IMAGE).\n\nflags:")
-		fs.PrintDefaults()
-	}
+	fs.Usage = usageFunc(fs, managerUsage, managerFlagGroups...)
 	if err := parseWithEnv(fs, args); err != nil {
 		return o, err
 	}
-	if o.serverImage == "" {
-		return o, errors.New("--server-image (or FAUCET_SERVER_IMAGE) is required: the image faucet pods run by default")
+	if err := o.check(); err != nil {
+		return o, flagError(fs, err)
 	}
-	if o.fundingInterval < time.Second {
-		return o, fmt.Errorf("--funding-interval %s: must be at least 1s", o.fundingInterval)
-	}
-	if o.fundingWorkers < 1 {
-		return o, fmt.Errorf("--funding-workers %d: must be at least 1", o.fundingWorkers)
-	}
-	if o.leaderElect && !o.leaderElectionCreate && o.leaderElectionNamespace == "" {
-		return o, errors.New("--leader-election-create-lease=false needs --leader-election-namespace: the namespace of the Lease that exists")
-	}
-	if o.metricsCertDir != "" && !o.metricsSecure {
-		return o, errors.New("--metrics-cert-dir needs --metrics-secure: plain HTTP uses no certificate")
+	if _, err := o.log.logger(); err != nil {
+		return o, flagError(fs, err)
 	}
 	return o, nil
+}
+
+const managerUsage = `usage: faucet manager --server-image IMAGE [flags]
+
+Runs the FaucetServer operator. Every flag can also be set as FAUCET_<NAME>
+(e.g. FAUCET_SERVER_IMAGE); a flag on the command line wins.
+`
+
+// managerFlagGroups order `faucet manager -h` by concern.
+var managerFlagGroups = []flagGroup{
+	{"faucet pods", []string{"server-image", "watch-namespaces"}},
+	{"funding", []string{"funding-interval", "funding-workers"}},
+	{"leader election", []string{"leader-elect", "leader-election-id", "leader-election-namespace", "leader-election-create-lease"}},
+	{"metrics and probes", []string{"metrics-bind-address", "metrics-secure", "metrics-cert-dir", "health-probe-bind-address"}},
+	{"cluster access", []string{"kubeconfig"}},
+	{"logging", []string{"log-level", "log-format"}},
+}
+
+// check refuses settings the manager cannot run with: the command line's
+// fault, so an exit 2.
+func (o managerOptions) check() error {
+	if o.serverImage == "" {
+		return errors.New("--server-image (or FAUCET_SERVER_IMAGE) is required: the image faucet pods run by default")
+	}
+	if o.fundingInterval < time.Second {
+		return fmt.Errorf("--funding-interval %s: must be at least 1s", o.fundingInterval)
+	}
+	if o.fundingWorkers < 1 {
+		return fmt.Errorf("--funding-workers %d: must be at least 1", o.fundingWorkers)
+	}
+	if o.leaderElect && !o.leaderElectionCreate && o.leaderElectionNamespace == "" {
+		return errors.New("--leader-election-create-lease=false needs --leader-election-namespace: the namespace of the Lease that exists")
+	}
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return errors.New("--metrics-cert-dir needs --metrics-secure: plain HTTP uses no certificate")
+	}
+	return nil
 }
 
 // The file names controller-runtime reads from --metrics-cert-dir: those of
