@@ -31,8 +31,9 @@ const (
 
 // infoBody is the discovery document the web page (and any client) reads
 // to learn amounts, limits, the chain and whether a proof of work is needed.
-// µSTX amounts are decimal strings: JavaScript numbers lose precision above
-// 2^53.
+// Amounts and counts are JSON numbers in base units (µSTX, satoshis): the
+// supplies of STX, sBTC and BTC all stay below 2^53, so a JavaScript
+// client reads them exactly.
 type infoBody struct {
 	Network       string      `json:"network"`
 	ChainID       *uint32     `json:"chain_id"`
@@ -46,7 +47,7 @@ type infoBody struct {
 	// Devnet is true under `serve --devnet`: the explorer knows nothing
 	// of its transactions.
 	Devnet         bool         `json:"devnet"`
-	BalanceCapUSTX *string      `json:"balance_cap_ustx"`
+	BalanceCapUSTX *uint64      `json:"balance_cap_ustx"`
 	Funding        *infoFunding `json:"funding"`
 	// Assets lists what the faucet drips, STX first: each with its amount,
 	// limits, endpoints and funding state. The top-level amounts, limits,
@@ -56,13 +57,13 @@ type infoBody struct {
 }
 
 // infoAsset is one asset the faucet drips. Amounts are in base units
-// (µSTX, satoshis) as decimal strings; Decimals converts them for people.
+// (µSTX, satoshis); Decimals converts them for people.
 type infoAsset struct {
 	Asset           string       `json:"asset"`
 	Name            string       `json:"name"`
 	AssetIdentifier *string      `json:"asset_identifier"`
 	Decimals        int          `json:"decimals"`
-	Amount          string       `json:"amount"`
+	Amount          uint64       `json:"amount"`
 	Limits          infoLimits   `json:"limits"`
 	State           string       `json:"state"`
 	StateMessage    string       `json:"state_message"`
@@ -76,8 +77,8 @@ type infoAsset struct {
 }
 
 type infoSizes struct {
-	Large  string `json:"large"`
-	XLarge string `json:"xlarge"`
+	Large  uint64 `json:"large"`
+	XLarge uint64 `json:"xlarge"`
 }
 
 type infoRoutes struct {
@@ -98,8 +99,8 @@ type infoTip struct {
 }
 
 type infoAmounts struct {
-	DefaultUSTX  string  `json:"default_ustx"`
-	StackingUSTX *string `json:"stacking_ustx"`
+	DefaultUSTX  uint64  `json:"default_ustx"`
+	StackingUSTX *uint64 `json:"stacking_ustx"`
 }
 
 type infoLimit struct {
@@ -120,16 +121,15 @@ type infoPoW struct {
 }
 
 type infoFunding struct {
-	DripsLeft string `json:"drips_left"`
+	DripsLeft uint64 `json:"drips_left"`
 	// Balance is what the faucet can spend on drips now, in the asset's
-	// base units (µSTX, satoshis) as a decimal string: the counted keys'
-	// available µSTX or sBTC beyond what is in flight, or the BTC
-	// faucet's spendable coins.
-	Balance string `json:"balance"`
+	// base units (µSTX, satoshis): the counted keys' available µSTX or
+	// sBTC beyond what is in flight, or the BTC faucet's spendable coins.
+	Balance uint64 `json:"balance"`
 }
 
 func fundingInfo(f faucet.Funding) *infoFunding {
-	return &infoFunding{DripsLeft: strconv.FormatUint(f.DripsLeft, 10), Balance: strconv.FormatUint(f.Available, 10)}
+	return &infoFunding{DripsLeft: f.DripsLeft, Balance: f.Available}
 }
 
 // handleInfo serves GET /faucet/v1/info.
@@ -145,7 +145,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		ExplorerTxURL: s.cfg.ExplorerTxURL,
 		Devnet:        s.cfg.Devnet,
 		ServerVersion: s.status.serverVersion,
-		Amounts:       infoAmounts{DefaultUSTX: strconv.FormatUint(f.DefaultAmount(), 10)},
+		Amounts:       infoAmounts{DefaultUSTX: f.DefaultAmount()},
 		Challenge:     infoPoW{Endpoint: pathChallenge},
 	}
 	if id := snap.chainID; id != 0 {
@@ -164,16 +164,14 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 			body.Challenge.Difficulty = g.Difficulty()
 		}
 		if c := g.BalanceCap(); c > 0 {
-			v := strconv.FormatUint(c, 10)
-			body.BalanceCapUSTX = &v
+			body.BalanceCapUSTX = &c
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if snap.status != statusNodeUnreachable {
 		if amt, err := f.StackingAmount(ctx); err == nil {
-			v := strconv.FormatUint(amt, 10)
-			body.Amounts.StackingUSTX = &v
+			body.Amounts.StackingUSTX = &amt
 		}
 	}
 	var fund faucet.Funding
@@ -190,7 +188,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		id := tok.Asset.String()
 		a := infoAsset{
 			Asset: string(faucet.AssetSBTC), Name: "sBTC", AssetIdentifier: &id, Decimals: decimalsSBTC,
-			Amount: strconv.FormatUint(tok.Amount, 10),
+			Amount: tok.Amount,
 			Limits: infoLimits{Address: limitInfo(lim.SBTC.PerAddress), IP: limitInfo(lim.SBTC.PerIP)},
 			State:  body.State, StateMessage: body.StateMessage, Endpoints: assetRoutes(faucet.AssetSBTC),
 		}
@@ -213,10 +211,10 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	st, am := b.Status(), b.Amounts()
 	a := infoAsset{
-		Asset: string(assetBTC), Name: "BTC", Decimals: decimalsBTC, Amount: strconv.FormatInt(am.Default, 10),
+		Asset: string(assetBTC), Name: "BTC", Decimals: decimalsBTC, Amount: sats(am.Default),
 		Limits:    infoLimits{Address: limitInfo(lim.BTC.PerAddress), IP: limitInfo(lim.BTC.PerIP)},
 		Endpoints: assetRoutes(assetBTC), Network: st.Network,
-		Sizes: &infoSizes{Large: strconv.FormatInt(am.Large, 10), XLarge: strconv.FormatInt(am.XLarge, 10)},
+		Sizes: &infoSizes{Large: sats(am.Large), XLarge: sats(am.XLarge)},
 	}
 	switch {
 	case s.cfg.Suspended:
@@ -229,7 +227,7 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 		a.State, a.StateMessage = stateReady, "The BTC faucet is starting."
 	default:
 		left := btcDripsLeft(st, am)
-		a.Funding = &infoFunding{DripsLeft: strconv.FormatInt(left, 10), Balance: strconv.FormatInt(max(st.Balance, 0), 10)}
+		a.Funding = &infoFunding{DripsLeft: sats(left), Balance: sats(st.Balance)}
 		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.LowDrips, "BTC")
 		if !st.NodeUp {
 			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
@@ -237,6 +235,10 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	}
 	return a
 }
+
+// sats is a count or satoshi amount the BTC side keeps signed, never
+// below zero on the wire.
+func sats(v int64) uint64 { return uint64(max(v, 0)) }
 
 func assetRoutes(a faucet.Asset) infoRoutes {
 	return infoRoutes{V1: "/extended/v1/faucets/" + string(a), V3: "/extended/v3/faucets/" + string(a)}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +21,14 @@ func getInfo(t *testing.T, h *harness) map[string]any {
 	if w.Code != http.StatusOK {
 		t.Fatalf("info: status %d: %s", w.Code, w.Body)
 	}
+	// Amounts and counts are numbers, never quoted.
+	if m := quotedNumber.FindString(w.Body.String()); m != "" {
+		t.Errorf("info writes a number as a string: %s", m)
+	}
 	return decodeMap(t, w.Body.Bytes())
 }
+
+var quotedNumber = regexp.MustCompile(`"(default_ustx|stacking_ustx|balance_cap_ustx|amount|balance|drips_left|large|xlarge)":"`)
 
 func TestInfoReady(t *testing.T) {
 	h := newHarness(t, options{limits: guard.DefaultLimits()})
@@ -42,13 +49,13 @@ func TestInfoReady(t *testing.T) {
 		t.Errorf("tip %v, node at %d", tip, h.dn.Tip().Height)
 	}
 	am := m["amounts"].(map[string]any)
-	if am["default_ustx"] != "500000000" {
+	if am["default_ustx"] != float64(500000000) {
 		t.Errorf("default_ustx = %v", am["default_ustx"])
 	}
 	// The devnode's PoX minimum plus 20 %.
-	want := strconv.FormatUint(devnode.DefaultMinAmountUstx*120/100, 10)
+	want := float64(devnode.DefaultMinAmountUstx * 120 / 100)
 	if am["stacking_ustx"] != want {
-		t.Errorf("stacking_ustx = %v, want %s", am["stacking_ustx"], want)
+		t.Errorf("stacking_ustx = %v, want %v", am["stacking_ustx"], want)
 	}
 	lim := m["limits"].(map[string]any)
 	if a := lim["address"].(map[string]any); a["requests"] != float64(5) || a["window_seconds"] != float64(300) {
@@ -64,14 +71,15 @@ func TestInfoReady(t *testing.T) {
 	if m["explorer_tx_url"] != DefaultExplorerTxURL || m["balance_cap_ustx"] != nil {
 		t.Errorf("explorer %v cap %v", m["explorer_tx_url"], m["balance_cap_ustx"])
 	}
-	left := m["funding"].(map[string]any)["drips_left"].(string)
-	if n, _ := strconv.ParseUint(left, 10, 64); n < 1000 || n > testFunding/faucet.DefaultAmount {
-		t.Errorf("drips_left = %s", left)
+	// Counts and amounts are JSON numbers, whole ones.
+	n := uint64(m["funding"].(map[string]any)["drips_left"].(float64))
+	if n < 1000 || n > testFunding/faucet.DefaultAmount {
+		t.Errorf("drips_left = %d", n)
 	}
 	// balance: the keys' available µSTX, enough for every drip left.
-	bal, err := strconv.ParseUint(m["funding"].(map[string]any)["balance"].(string), 10, 64)
-	if n, _ := strconv.ParseUint(left, 10, 64); err != nil || bal < n*faucet.DefaultAmount || bal%testFunding != 0 {
-		t.Errorf("funding.balance = %d (%v), drips_left %d", bal, err, n)
+	bal := uint64(m["funding"].(map[string]any)["balance"].(float64))
+	if bal < n*faucet.DefaultAmount || bal%testFunding != 0 {
+		t.Errorf("funding.balance = %d, drips_left %d", bal, n)
 	}
 	if f := m["assets"].([]any)[0].(map[string]any)["funding"].(map[string]any); f["balance"] != m["funding"].(map[string]any)["balance"] {
 		t.Errorf("stx asset funding %v", f)
@@ -119,7 +127,7 @@ func TestInfoChallengeAndCap(t *testing.T) {
 	if ch["required"] != true || ch["difficulty"] != float64(12) {
 		t.Errorf("challenge %v", ch)
 	}
-	if m["balance_cap_ustx"] != "7000000" {
+	if m["balance_cap_ustx"] != float64(7000000) {
 		t.Errorf("balance_cap_ustx %v", m["balance_cap_ustx"])
 	}
 }
@@ -285,7 +293,7 @@ func TestInfoFundingBalance(t *testing.T) {
 		h := sbtcHarness(t, options{})
 		sb := getInfo(t, h)["assets"].([]any)[1].(map[string]any) // reads the balances first
 		tf, _ := h.f.TokenFunding()
-		if f := sb["funding"].(map[string]any); sb["asset"] != "sbtc" || tf.Available == 0 || f["balance"] != strconv.FormatUint(tf.Available, 10) {
+		if f := sb["funding"].(map[string]any); sb["asset"] != "sbtc" || tf.Available == 0 || f["balance"] != float64(tf.Available) {
 			t.Fatalf("sBTC funding %v, want balance %d", f, tf.Available)
 		}
 	})
@@ -298,7 +306,7 @@ func TestInfoFundingBalance(t *testing.T) {
 			}
 		}
 		want := e.bf.Status().Balance
-		if f, _ := b["funding"].(map[string]any); want <= 0 || f["balance"] != strconv.FormatInt(want, 10) {
+		if f, _ := b["funding"].(map[string]any); want <= 0 || f["balance"] != float64(want) {
 			t.Fatalf("BTC asset %v, want balance %d", b, want)
 		}
 	})

@@ -293,14 +293,14 @@ func TestSBTCReported(t *testing.T) {
 		t.Fatalf("discovery assets %v", assets)
 	}
 	sb := assets[1].(map[string]any)
-	if sb["asset"] != "sbtc" || sb["asset_identifier"] != stacks.SBTCTestnet || sb["amount"] != "100000" || sb["decimals"] != float64(8) ||
+	if sb["asset"] != "sbtc" || sb["asset_identifier"] != stacks.SBTCTestnet || sb["amount"] != float64(100000) || sb["decimals"] != float64(8) ||
 		sb["endpoints"].(map[string]any)["v1"] != "/extended/v1/faucets/sbtc" {
 		t.Fatalf("sBTC asset %v", sb)
 	}
 	if lim := sb["limits"].(map[string]any); lim["address"].(map[string]any)["requests"] != float64(5) || lim["stacking"] != nil {
 		t.Fatalf("sBTC limits %v", lim)
 	}
-	if f := sb["funding"].(map[string]any); f["drips_left"] != "999" {
+	if f := sb["funding"].(map[string]any); f["drips_left"] != float64(999) {
 		t.Fatalf("sBTC funding %v", f)
 	}
 	if w, _ := getStatus(t, h, "/extended"); w.Header().Get(headerFaucets) != "stx, sbtc" {

@@ -594,10 +594,11 @@ func satAddMul(a, b, c uint64) uint64 {
 // 1,000 sBTC in satoshis, ten million devnet drips.
 const devnetTokenFunding uint64 = 1_000 * 100_000_000
 
-// devnetFunding is what each generated devnet key starts with: 10 billion
-// STX, enough for tens of thousands of stacking drips at the devnode's
-// default PoX minimum.
-const devnetFunding uint64 = 10_000_000_000 * 1_000_000
+// devnetFunding is what each generated devnet key starts with: a billion
+// STX, two million drips or thousands of stacking drips at the devnode's
+// default PoX minimum. Nine keys' worth stays below 2^53 µSTX, so the
+// balance /faucet/v1/info reports is a number JavaScript reads exactly.
+const devnetFunding uint64 = 1_000_000_000 * 1_000_000
 
 // browseHost is the host:port a person on this machine opens for addr.
 func browseHost(listen net.Addr) string {

@@ -210,7 +210,7 @@ const STACKS_BODY = '{"address":"ST…"}';
 /** btcSizes reads BTC's larger amounts; null without any usable one. */
 function btcSizes(a) {
   const s = a.sizes && typeof a.sizes === 'object' ? a.sizes : {};
-  const ok = (v) => typeof v === 'string' && /^[1-9]\d{0,17}$/.test(v) ? v : null;
+  const ok = (v) => Number.isSafeInteger(v) && v > 0 ? v : null;
   const sizes = { large: ok(s.large), xlarge: ok(s.xlarge) };
   return sizes.large || sizes.xlarge ? sizes : null;
 }
@@ -310,9 +310,9 @@ function renderAsset() {
   const fund = a.funding && typeof a.funding === 'object' ? a.funding : {};
   const bal = formatAmount(fund.balance, a.decimals, a.name);
   ui.balanceFactRow.hidden = bal === null;
-  const left = typeof fund.drips_left === 'string' && /^\d{1,20}$/.test(fund.drips_left) ? BigInt(fund.drips_left) : null;
+  const left = Number.isSafeInteger(fund.drips_left) && fund.drips_left >= 0 ? fund.drips_left : null;
   setText(ui.balance, bal === null ? '' : left === null ? bal
-    : `${bal} (${left.toLocaleString('en-US')} drip${left === 1n ? '' : 's'} left)`);
+    : `${bal} (${left.toLocaleString('en-US')} drip${left === 1 ? '' : 's'} left)`);
   const stk = formatSTX(amounts.stacking_ustx);
   setText(ui.stackingAmount, stk || 'amount unavailable right now');
   setText(ui.stackingFact, stk || 'unavailable');

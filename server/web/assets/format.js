@@ -1,9 +1,10 @@
 // Text formatting for the faucet page; an ES module for the page and Node.
 
 /**
- * formatAmount renders a decimal string of base units (µSTX, satoshis) as
- * "1,234.5 STX" or "0.001 sBTC", given the asset's decimals and name; null
- * if unusable. BigInt: amounts above 2^53 lose precision as numbers.
+ * formatAmount renders base units (µSTX, satoshis), a whole number or a
+ * decimal string, as "1,234.5 STX" or "0.001 sBTC", given the asset's
+ * decimals and name; null if unusable. BigInt for the division: the
+ * fraction must not go through a float.
  */
 export function formatAmount(base, decimals, name) {
   if (typeof base === 'number' && Number.isSafeInteger(base) && base >= 0) base = String(base);
@@ -16,7 +17,7 @@ export function formatAmount(base, decimals, name) {
   return `${whole}${frac ? '.' + frac : ''} ${name}`;
 }
 
-/** formatSTX renders a decimal µSTX string as "1,234.5 STX"; null if unusable. */
+/** formatSTX renders µSTX as "1,234.5 STX"; null if unusable. */
 export function formatSTX(ustx) {
   return formatAmount(ustx, 6, 'STX');
 }
