@@ -73,6 +73,10 @@ help: ## Show this help.
 run: build-serve btcd ## Run the faucet on :3999 against an embedded simulated Stacks node and a btcd regtest node (devnet).
 	$(BIN)/faucet-serve serve --devnet --log-format text $(RUN_ARGS)
 
+.PHONY: docs
+docs: ## Regenerate docs/serve-flags.md and docs/manager-flags.md from the flag sets of faucet serve and faucet manager.
+	UPDATE_DOCS=1 $(GO) test -count=1 -run $(DOCS_TESTS) ./cmd/faucet
+
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
@@ -136,7 +140,7 @@ postgres: ## Install Postgres for the store tests if missing (apt-get, as root);
 ##@ Verification
 
 .PHONY: verify
-verify: verify-fmt vet lint vulncheck verify-mod verify-generated verify-chart verify-serveonly ## Fail on unformatted code, vet or lint findings, known vulnerabilities, untidy go.mod, stale generated files or chart copies.
+verify: verify-fmt vet lint vulncheck verify-mod verify-generated verify-chart verify-docs verify-serveonly ## Fail on unformatted code, vet or lint findings, known vulnerabilities, untidy go.mod, stale generated files, chart copies or docs, or a serve-only build that pulls in Kubernetes.
 
 .PHONY: verify-fmt
 verify-fmt:
@@ -153,6 +157,15 @@ verify-serveonly: ## Fail if the serve-only build (make run) stops building or p
 verify-mod:
 	$(GO) mod tidy -diff
 	@for m in hack/tools/lint hack/tools/vuln; do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || exit 1; done
+
+# The flag references docs/serve-flags.md and docs/manager-flags.md are
+# rendered from the commands' own flag sets by cmd/faucet/flagdoc_test.go.
+DOCS_TESTS := '^Test(Serve|Manager)FlagReference$$'
+
+.PHONY: verify-docs
+verify-docs: ## Fail if the generated flag references in docs/ are stale (make docs), or a relative link in a Markdown file is broken.
+	$(GO) test -count=1 -run $(DOCS_TESTS) ./cmd/faucet
+	$(GO) run ./hack/doclinks $$(git ls-files -co --exclude-standard '*.md')
 
 .PHONY: lint
 lint: ## Run the pinned golangci-lint with .golangci.yml (built into bin/ when missing, ~3 min cold).

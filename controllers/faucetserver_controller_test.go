@@ -1064,16 +1064,16 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(update(func(e *faucetv1alpha1.EmbeddedStore) { e.Size = ptr.To(resource.MustParse("2048Mi")) })).To(Succeed(), "the same size, written otherwise")
 	})
 
-	It("accepts the README's every-field example", func() {
-		readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	It("accepts the every-field example of docs/kubernetes.md", func() {
+		page, err := os.ReadFile(filepath.Join("..", "docs", "kubernetes.md"))
 		Expect(err).NotTo(HaveOccurred())
 		var example string
-		for block := range strings.SplitSeq(string(readme), "```yaml\n") {
+		for block := range strings.SplitSeq(string(page), "```yaml\n") {
 			if body, _, ok := strings.Cut(block, "```"); ok && strings.Contains(body, "kind: FaucetServer") && strings.Contains(body, "priorityClassName") {
 				example = body
 			}
 		}
-		Expect(example).NotTo(BeEmpty(), "no FaucetServer example with every field in README.md")
+		Expect(example).NotTo(BeEmpty(), "no FaucetServer example with every field in docs/kubernetes.md")
 		u := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal([]byte(example), &u.Object)).To(Succeed())
 		u.SetNamespace(ns)

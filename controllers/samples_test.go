@@ -28,7 +28,7 @@ var clusterRanges = []netip.Prefix{
 }
 
 // TestSamplesAvoidTheProxyTrap: no FaucetServer we ship as an example (the
-// samples, the README's) allows an in-cluster range while it trusts
+// samples, those in README.md and docs/) allows an in-cluster range while it trusts
 // X-Forwarded-For. With a hop count one off, every client would then carry
 // the private address of a proxy (or one it wrote itself) and skip the
 // proof of work and the per-IP limit; users copy examples.
@@ -59,13 +59,20 @@ func TestSamplesAvoidTheProxyTrap(t *testing.T) {
 			docs[fmt.Sprintf("%s, document %d", f, i+1)] = doc
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, block := range strings.Split(string(readme), "```yaml\n")[1:] {
-		if body, _, ok := strings.Cut(block, "```"); ok {
-			docs[fmt.Sprintf("README.md, yaml block %d", i+1)] = []byte(body)
+	for _, page := range append([]string{filepath.Join("..", "README.md")}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.ToSlash(strings.TrimPrefix(page, ".."+string(filepath.Separator)))
+		for i, block := range strings.Split(string(text), "```yaml\n")[1:] {
+			if body, _, ok := strings.Cut(block, "```"); ok {
+				docs[fmt.Sprintf("%s, yaml block %d", name, i+1)] = []byte(body)
+			}
 		}
 	}
 
@@ -100,6 +107,6 @@ func TestSamplesAvoidTheProxyTrap(t *testing.T) {
 		}
 	}
 	if checked < 3 {
-		t.Fatalf("only %d FaucetServers found in config/samples and README.md", checked)
+		t.Fatalf("only %d FaucetServers found in config/samples, README.md and docs/", checked)
 	}
 }
