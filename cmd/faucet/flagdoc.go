@@ -22,16 +22,6 @@ type flagDoc struct {
 	env     bool   // every flag can also be set as its FAUCET_ variable
 }
 
-// managerDocGroups order docs/manager-flags.md by concern (`faucet
-// manager -h` lists its flags alphabetically).
-var managerDocGroups = []flagGroup{
-	{"cluster and faucet pods", []string{"kubeconfig", "watch-namespaces", "server-image"}},
-	{"funding", []string{"funding-interval", "funding-workers"}},
-	{"metrics and probes", []string{"metrics-bind-address", "metrics-secure", "metrics-cert-dir", "health-probe-bind-address"}},
-	{"leader election", []string{"leader-elect", "leader-election-id", "leader-election-namespace", "leader-election-create-lease"}},
-	{"logging", []string{"log-level", "log-format"}},
-}
-
 // flagSection is one group of flags in the order -h shows them.
 type flagSection struct {
 	title string

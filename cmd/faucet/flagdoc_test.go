@@ -56,7 +56,7 @@ func TestManagerFlagReference(t *testing.T) {
 			"beside it (a flag on the command line wins). The chart and `config/manager` set them for you; see " +
 			"[kubernetes.md](kubernetes.md).",
 		env: true,
-	}, fs, managerDocGroups)
+	}, fs, managerFlagGroups)
 }
 
 // helpOf is the text a command prints for -h.

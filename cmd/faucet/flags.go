@@ -193,7 +193,7 @@ func rewordFlagError(err error) error {
 	return err
 }
 
-// dashed is a flag as the README writes it: --name, or -n for one letter.
+// dashed is a flag as docs/ writes it: --name, or -n for one letter.
 func dashed(name string) string {
 	if len(name) == 1 {
 		return "-" + name
@@ -338,40 +338,15 @@ func usageFunc(fs *flag.FlagSet, header string, groups ...flagGroup) func() {
 	}
 }
 
-// printFlags writes the flags as the README does, --name (the flag
+// printFlags writes the flags as docs/serve-flags.md does, --name (the flag
 // package's PrintDefaults writes -name), each with its usage and default.
 func printFlags(w io.Writer, fs *flag.FlagSet, groups []flagGroup) {
-	seen := map[string]bool{}
-	section := func(title string, flags []*flag.Flag) {
-		if len(flags) == 0 {
-			return
-		}
-		fmt.Fprintf(w, "\n%s:\n", title)
-		for _, f := range flags {
+	for _, sec := range flagSections(fs, groups) {
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		for _, f := range sec.flags {
 			printFlag(w, f)
 		}
 	}
-	for _, g := range groups {
-		var flags []*flag.Flag
-		for _, name := range g.names {
-			if f := fs.Lookup(name); f != nil && !seen[name] {
-				seen[name] = true
-				flags = append(flags, f)
-			}
-		}
-		section(g.title, flags)
-	}
-	var rest []*flag.Flag
-	fs.VisitAll(func(f *flag.Flag) {
-		if !seen[f.Name] {
-			rest = append(rest, f)
-		}
-	})
-	title := "other flags"
-	if len(groups) == 0 {
-		title = "flags"
-	}
-	section(title, rest)
 }
 
 // usageWidth is where a flag's usage text wraps.
