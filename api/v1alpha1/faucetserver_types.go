@@ -105,11 +105,13 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 34",message="memo must be at most 34 bytes of UTF-8"
 	Memo *string `json:"memo,omitempty"`
 
-	// batching gathers default drips that arrive together into one
-	// send-many contract call. On its own a key pays about 25 drips per
-	// block (the node's limit of unconfirmed transactions per sender); one
-	// send-many call pays up to 200 recipients in a single transaction.
-	// Unset, every drip is a transfer of its own.
+	// batching gathers default drips into send-many contract calls when a
+	// key's in-flight slots run short. On its own a key pays about 25 drips
+	// per block (the node's limit of unconfirmed transactions per sender);
+	// one send-many call pays up to 200 recipients in a single transaction.
+	// Unset, batching is adaptive with up to 200 recipients per call: a
+	// drip leaves alone while slots are plentiful, and drips that find
+	// them scarce leave together when a block frees one.
 	// +optional
 	Batching *BatchingSpec `json:"batching,omitempty"`
 
@@ -669,17 +671,20 @@ type Fee struct {
 // for one fee. Only default drips are batched, never stacking drips.
 type BatchingSpec struct {
 	// maxRecipients is the most default drips gathered into one send-many
-	// call, 2 to 200. 0 or 1 turns batching off. Defaults to 0.
+	// call, 2 to 200. 0 or 1 turns batching off: every drip is a transfer
+	// of its own. Defaults to 200.
 	// +optional
-	// +kubebuilder:default=0
+	// +kubebuilder:default=200
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=200
 	MaxRecipients *int32 `json:"maxRecipients,omitempty"`
 
-	// window is how long the first drip of a batch waits for others, as a
-	// duration ("250ms"); a full batch leaves at once. Defaults to 250ms.
+	// window, when set, gathers each batch for this long from its first
+	// drip, as a duration ("250ms"); a full batch leaves at once. Unset,
+	// batching is adaptive: a drip leaves at once, alone, while slots are
+	// plentiful and none waits, and waiting drips leave together the moment
+	// a block frees a slot.
 	// +optional
-	// +kubebuilder:default="250ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="batching.window must be a positive duration"

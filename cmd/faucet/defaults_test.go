@@ -37,7 +37,8 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"max-in-flight":            strconv.Itoa(faucet.DefaultMaxInFlight),
 		"stuck-blocks":             strconv.FormatUint(faucet.DefaultStuckBlocks, 10),
 		"busy-wait":                faucet.DefaultBusyWait.String(),
-		"batch-window":             faucet.DefaultBatchWindow.String(),
+		"batch-window":             "0s", // adaptive
+		"batch-max":                strconv.Itoa(faucet.DefaultBatchMax),
 		"batch-contract":           stacks.SendManyMemoTestnet,
 		"limit-address":            limit(guard.DefaultLimits().PerAddress),
 		"limit-stacking":           limit(guard.DefaultLimits().StackingPerAddress),

@@ -213,12 +213,8 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"page.explorerTxURL": func(raw string) {
 			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
 		},
-		// The engine's zero Config has batching off, as 0 does.
 		"batching.maxRecipients": func(raw string) {
-			same("batching.maxRecipients", num(raw), uint64(faucet.Config{}.Batching.Max), uint64(o.batch.max))
-		},
-		"batching.window": func(raw string) {
-			same("batching.window", dur(raw), faucet.DefaultBatchWindow, o.batch.window)
+			same("batching.maxRecipients", num(raw), uint64(faucet.DefaultBatchMax), uint64(o.batch.max))
 		},
 		"batching.contract": func(raw string) {
 			same("batching.contract", str(raw), stacks.SendManyMemoTestnet, o.batch.contract)
@@ -320,11 +316,11 @@ func TestCRDBatchLimitIsTheEngines(t *testing.T) {
 		t.Errorf("spec.batching.maxRecipients: minimum %v, maximum %v; want 0 and faucet.MaxBatch (%d)", ptr.Deref(p.Minimum, -1), ptr.Deref(p.Maximum, -1), faucet.MaxBatch)
 	}
 	for _, n := range []int{0, 1, 2, faucet.MaxBatch} {
-		if _, err := (batchOptions{max: n, window: faucet.DefaultBatchWindow, contract: stacks.SendManyMemoTestnet}).validate(); err != nil {
+		if _, err := (batchOptions{max: n, contract: stacks.SendManyMemoTestnet}).validate(); err != nil {
 			t.Errorf("--batch-max=%d, which the CRD accepts: %v", n, err)
 		}
 	}
-	if _, err := (batchOptions{max: faucet.MaxBatch + 1, window: faucet.DefaultBatchWindow, contract: stacks.SendManyMemoTestnet}).validate(); err == nil {
+	if _, err := (batchOptions{max: faucet.MaxBatch + 1, contract: stacks.SendManyMemoTestnet}).validate(); err == nil {
 		t.Errorf("--batch-max=%d accepted; the CRD refuses it", faucet.MaxBatch+1)
 	}
 }

@@ -122,8 +122,8 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.feeReserve, "fee-reserve", 0, "µSTX each key keeps back beyond in-flight spends")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", faucet.DefaultMaxInFlight, "unconfirmed transactions per key (the node's chaining limit is 25)")
 	fs.DurationVar(&o.busyWait, "busy-wait", faucet.DefaultBusyWait, "how long a drip waits for a free in-flight slot before answering busy")
-	fs.IntVar(&o.batch.max, "batch-max", 0, "gather up to N default drips that arrive together into one send-many contract call (2..200; 0 or 1 = off): one key then pays far more than the node's 25 unconfirmed transactions per block")
-	fs.DurationVar(&o.batch.window, "batch-window", faucet.DefaultBatchWindow, "with --batch-max: how long the first drip of a batch waits for others (a full batch leaves at once)")
+	fs.IntVar(&o.batch.max, "batch-max", faucet.DefaultBatchMax, "most default drips one send-many contract call pays (2..200; 0 or 1 = off, every drip a transfer of its own): drips that find in-flight slots scarce gather into one call, so a key pays far more than the node's 25 transactions per block")
+	fs.DurationVar(&o.batch.window, "batch-window", 0, "gather each batch for this long from its first drip (a full batch leaves at once); 0 is adaptive: a drip leaves at once, alone, while slots are plentiful and none waits; once a fifth of each key's slots is left, drips wait and leave together the moment a block frees a slot")
 	fs.StringVar(&o.batch.contract, "batch-contract", stacks.SendManyMemoTestnet, "with --batch-max: the send-many-memo contract id (ADDR.name) batches call")
 	fs.Uint64Var(&o.stuckBlocks, "stuck-blocks", faucet.DefaultStuckBlocks, "blocks without nonce progress before a stuck nonce is repaired")
 	o.limits = guard.DefaultLimits()
@@ -545,8 +545,8 @@ func (s sbtcOptions) token(devnet, hasTreasury bool) (faucet.Token, error) {
 
 // validate checks the batching flags and parses the contract id.
 func (b batchOptions) validate() (stacks.ContractID, error) {
-	if b.window <= 0 {
-		return stacks.ContractID{}, fmt.Errorf("--batch-window must be positive, got %s", b.window)
+	if b.window < 0 {
+		return stacks.ContractID{}, fmt.Errorf("--batch-window must be positive, or 0 for adaptive; got %s", b.window)
 	}
 	id, err := stacks.ParseContractID(b.contract)
 	if err != nil {

@@ -59,7 +59,7 @@ func (f *Faucet) sendToken(ctx context.Context, to stacks.Principal) (*Result, e
 	chainID := f.chainID()
 	memo := []byte(f.cfg.Amounts.Memo)
 	fee := f.tokenFee(ctx, to, memo)
-	return f.placeDrip(ctx, placement{to: to, asset: AssetSBTC, amount: tok.Amount, fee: fee,
+	return f.placeDrip(ctx, f.chooseDistributor(f.cfg.Timing.BusyWait), placement{to: to, asset: AssetSBTC, amount: tok.Amount, fee: fee,
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
 				Asset: tok.Asset, Recipient: to, Amount: tok.Amount, Memo: memo, Nonce: nonce, Fee: fee, ChainID: chainID,

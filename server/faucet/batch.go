@@ -14,13 +14,25 @@ import (
 )
 
 // Batching: the node admits at most 25 unconfirmed transactions per sender,
-// so one key alone pays about 25 drips per block. Default drips that arrive
-// together are instead gathered for up to BatchWindow (or until BatchMax
-// wait) and paid by one call to a send-many-memo contract, up to 200
-// recipients in one transaction and one nonce.
+// so one key alone pays about 25 drips per block. Default drips are instead
+// paid by calls to a send-many-memo contract, up to 200 recipients in one
+// transaction and one nonce, gathered one of two ways:
+//
+//   - adaptive (no window, the default), Nagle's rule: a drip leaves at
+//     once, alone, while slots are plentiful and nothing is queued.
+//     Once free in-flight slots are scarce (down to the last fifth of each
+//     key's), drips queue, and the queue leaves as one call the moment a
+//     block (or a refused transaction) frees a slot, when it holds Max
+//     drips, or when its first drip has waited BusyWait. The scarce slots
+//     are kept for calls, so a burst still finds a nonce for each Max
+//     drips. A quiet faucet answers as fast as without batching; a busy one
+//     packs each nonce.
+//   - a fixed window: the first drip of a batch waits Window for others.
 const (
-	MaxBatch           = stacks.SendManyMaxRecipients
-	DefaultBatchWindow = 250 * time.Millisecond
+	MaxBatch = stacks.SendManyMaxRecipients
+	// DefaultBatchMax is `faucet serve`'s cap on recipients per call: the
+	// contract's. The engine's zero Batching.Max is off.
+	DefaultBatchMax = MaxBatch
 	// contractPause is how long batching stays off after the node says the
 	// send-many contract (or its function) does not exist: meanwhile drips
 	// are plain transfers, and the contract is tried again afterwards.
@@ -37,9 +49,6 @@ func (b Batching) Resolve() (Batching, error) {
 	if b.Window < 0 {
 		return b, fmt.Errorf("batch window %s is negative", b.Window)
 	}
-	if b.Window == 0 {
-		b.Window = DefaultBatchWindow
-	}
 	if b.Contract == (stacks.ContractID{}) {
 		id, err := stacks.ParseContractID(stacks.SendManyMemoTestnet)
 		if err != nil {
@@ -55,8 +64,9 @@ func (b Batching) Resolve() (Batching, error) {
 
 // batcher queues default drips for the next send-many call.
 type batcher struct {
-	f      *Faucet // the engine whose pipeline it places batches on
-	max    int
+	f   *Faucet // the engine whose pipeline it places batches on
+	max int
+	// window is the fixed gathering time; 0 is adaptive (see above).
 	window time.Duration
 
 	mu    sync.Mutex
@@ -68,7 +78,7 @@ type batcher struct {
 	// pausedUntil: the contract was missing; drips go single until then.
 	pausedUntil time.Time
 
-	txs, drips, splits, fallbacks atomic.Uint64
+	txs, drips, splits, fallbacks, alone atomic.Uint64
 }
 
 // batchEntry is one drip waiting in (or sent with) a batch.
@@ -98,6 +108,9 @@ type BatchStats struct {
 	// halves; Fallbacks drips sent as plain transfers because the contract
 	// was unusable.
 	Splits, Fallbacks uint64
+	// Alone counts drips the adaptive batcher sent at once as plain
+	// transfers: a slot was free and nothing queued.
+	Alone uint64
 }
 
 // BatchStats reports the batcher's counters (zero when batching is off).
@@ -107,7 +120,17 @@ func (f *Faucet) BatchStats() BatchStats {
 		return BatchStats{}
 	}
 	return BatchStats{Enabled: true, Txs: b.txs.Load(), Drips: b.drips.Load(),
-		Splits: b.splits.Load(), Fallbacks: b.fallbacks.Load()}
+		Splits: b.splits.Load(), Fallbacks: b.fallbacks.Load(), Alone: b.alone.Load()}
+}
+
+// queued is how many drips wait in the batcher (0 without one).
+func (b *batcher) queued() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
 }
 
 // batchable reports whether a drip may join a batch: a default drip to a
@@ -131,6 +154,17 @@ func (b *batcher) batchable(req Request, amount uint64) bool {
 // cancelled while still queued leaves without trace; once its batch is on
 // the way, the batch answers for it (it may be paid).
 func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
+	if b.window == 0 && b.queued() == 0 && b.plentiful() {
+		// Nagle's rule: nothing to gather with and slots to spare, so the
+		// drip leaves now, on a slot not kept for calls. Without waiting:
+		// if other drips took the last one meanwhile, this one queues as
+		// if it had seen none.
+		res, err := b.f.sendVia(ctx, b.f.chooseKeeping(0, b.f.pool.keptSlots()), to, b.f.cfg.Amounts.Default)
+		if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
+			b.alone.Add(1)
+			return res, err
+		}
+	}
 	e := &batchEntry{to: to, arrived: b.f.cfg.Now(), done: make(chan batchOutcome, 1)}
 	e.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
@@ -139,6 +173,8 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 	switch {
 	case len(b.queue) >= b.max:
 		full = b.takeLocked()
+	case len(b.queue) == 1 && b.window == 0:
+		go b.awaitSlot(b.gen)
 	case len(b.queue) == 1:
 		gen := b.gen
 		b.timer = time.AfterFunc(b.window, func() { b.flushBatch(gen) })
@@ -198,6 +234,61 @@ func (b *batcher) flushBatch(gen uint64) {
 		return
 	}
 	batch := b.takeLocked()
+	b.mu.Unlock()
+	b.dispatchBatch(batch)
+}
+
+// plentiful reports whether more slots are free than the adaptive
+// batcher keeps for send-many calls.
+func (b *batcher) plentiful() bool {
+	free, kept := b.f.pool.freeSlots()
+	return free > kept
+}
+
+// awaitSlot sends the adaptive batch gen when a slot frees while it waits
+// (or slots are plentiful again): the call then carries every drip that
+// queued meanwhile. After BusyWait from its first drip it leaves anyway,
+// on a kept slot if one is free, else to be answered busy.
+func (b *batcher) awaitSlot(gen uint64) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for freedNow := false; ; {
+		freed := b.f.pool.freedSignal()
+		if free, kept := b.f.pool.freeSlots(); free > kept || (freedNow && free > 0) {
+			break
+		}
+		b.mu.Lock()
+		if gen != b.gen || len(b.queue) == 0 {
+			b.mu.Unlock()
+			return // sent full, or every drip withdrew
+		}
+		wait := b.f.cfg.Timing.BusyWait - b.f.cfg.Now().Sub(b.queue[0].arrived)
+		b.mu.Unlock()
+		if wait <= 0 {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		}
+		select {
+		case <-freed:
+			freedNow = true
+		case <-timer.C:
+		}
+	}
+	b.mu.Lock()
+	if gen != b.gen || len(b.queue) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	batch := b.takeLocked()
+	if len(b.queue) > 0 {
+		go b.awaitSlot(b.gen)
+	}
 	b.mu.Unlock()
 	b.dispatchBatch(batch)
 }

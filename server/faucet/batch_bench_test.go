@@ -17,7 +17,8 @@ var benchModes = []struct {
 	cfg  Config
 }{
 	{"single", Config{}},
-	{"batch200", Config{Batching: Batching{Max: MaxBatch, Window: DefaultBatchWindow}}},
+	{"batch200", Config{Batching: Batching{Max: MaxBatch, Window: 250 * time.Millisecond}}},
+	{"adaptive200", Config{Batching: Batching{Max: MaxBatch}}},
 }
 
 // BenchmarkBatchCapacity offers 6,000 concurrent default drips to ONE key

@@ -559,7 +559,7 @@ func TestBatchHonoursRequestDeadlines(t *testing.T) {
 }
 
 // Batching left at its zero values takes the documented defaults: the
-// window and the testnet send-many-memo contract.
+// adaptive batcher (no window) and the testnet send-many-memo contract.
 func TestBatchingDefaults(t *testing.T) {
 	k, err := stacks.GeneratePrivateKey()
 	if err != nil {
@@ -569,13 +569,91 @@ func TestBatchingDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.batch == nil || f.batch.window != DefaultBatchWindow || f.batch.max != 5 {
-		t.Fatalf("batcher %+v, want max 5 and window %v", f.batch, DefaultBatchWindow)
+	if f.batch == nil || f.batch.window != 0 || f.batch.max != 5 {
+		t.Fatalf("batcher %+v, want max 5 and no window (adaptive)", f.batch)
 	}
 	if got := f.cfg.Batching.Contract.String(); got != stacks.SendManyMemoTestnet {
 		t.Fatalf("contract %s, want %s", got, stacks.SendManyMemoTestnet)
 	}
 	if _, err := New(Config{Keys: []*stacks.PrivateKey{k}, Node: &recordingBroadcast{}, Batching: Batching{Max: MaxBatch + 1}}); err == nil {
 		t.Fatal("batch max above MaxBatch accepted")
+	}
+}
+
+// Adaptive batching (no window), quiet: a drip leaves at once as a plain
+// transfer; nothing waits for company.
+func TestAdaptiveLoneDripLeavesAtOnce(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{BusyWait: time.Hour}})
+	for i := range 3 {
+		res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := stacks.DecodeTransaction(res.TxRaw)
+		if err != nil || tx.ContractCall != nil || res.Batch != 0 {
+			t.Fatalf("drip %d: a contract call or batch (%d) while slots are free: %v", i, res.Batch, err)
+		}
+	}
+	if st := e.f.BatchStats(); st.Alone != 3 || st.Txs != 0 {
+		t.Errorf("batch stats %+v, want 3 alone and no call", st)
+	}
+}
+
+// Adaptive batching, busy: once free slots are down to the kept fifth,
+// drips queue, no timer sends them, and the block that frees a slot sends
+// them all in one call.
+func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
+	// Five slots, one kept for calls: four drips go alone.
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{MaxInFlight: 5, BusyWait: time.Hour}})
+	for range 4 {
+		if res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil || res.Batch != 0 {
+			t.Fatalf("drip with slots to spare: %+v, %v", res, err)
+		}
+	}
+	to := recipients(t, 12)
+	outs := make(chan dripOutcome, len(to))
+	for _, r := range to {
+		go func() {
+			res, err := e.f.Drip(context.Background(), Request{Recipient: r})
+			outs <- dripOutcome{r, res, err}
+		}()
+	}
+	waitQueued(t, e.f, len(to))
+	time.Sleep(100 * time.Millisecond) // no timer: still queued, the kept slot unused
+	waitQueued(t, e.f, len(to))
+	if n := e.dn.MempoolSize(); n != 4 {
+		t.Fatalf("mempool holds %d txs before the block, want the 4 lone drips", n)
+	}
+	e.mine() // confirms the four: their slots free, and the queue leaves
+	var got []dripOutcome
+	for range to {
+		got = append(got, <-outs)
+	}
+	groups := byTx(t, got)
+	if len(groups) != 1 {
+		t.Fatalf("%d txs for the 12 drips that waited, want one send-many call", len(groups))
+	}
+	for _, g := range groups {
+		if g[0].res.Batch != len(to) {
+			t.Fatalf("batch of %d, want %d", g[0].res.Batch, len(to))
+		}
+	}
+	e.mine()
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d µSTX, want %d", r, bal, DefaultAmount)
+		}
+	}
+}
+
+// Adaptive batching, a burst with no block to come: the kept slots carry
+// full calls, so a key pays far more than its 25 transfers.
+func TestAdaptiveBurstFillsTheKeptSlots(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 10}, Timing: Timing{MaxInFlight: 5, BusyWait: time.Hour}})
+	to := recipients(t, 4+10)
+	outs := dripAll(e.f, to) // 4 alone (in any order), then one full call on the kept slot
+	groups := byTx(t, outs)
+	if len(groups) > 5 || e.dn.MempoolSize() != len(groups) {
+		t.Fatalf("14 drips in %d txs (mempool %d); want at most 5", len(groups), e.dn.MempoolSize())
 	}
 }

@@ -37,6 +37,11 @@ const (
 	// free in-flight slot. The engine's zero Timing.BusyWait fails at once.
 	DefaultBusyWait           = 5 * time.Second
 	DefaultPollInterval       = time.Second
+	// DefaultBusyPollInterval is the tip poll's cadence while transactions
+	// are in flight: a block frees its confirmed nonces' slots within about
+	// this much of the node showing it (one /v2/info read, then the
+	// senders' account reads at once).
+	DefaultBusyPollInterval = 100 * time.Millisecond
 	DefaultChainCheckInterval = 30 * time.Second
 	DefaultCacheTTL           = 10 * time.Second
 )
@@ -141,7 +146,11 @@ type Timing struct {
 	// free up (at the next block) before failing with ReasonBusy; 0 fails
 	// at once.
 	BusyWait           time.Duration
-	PollInterval       time.Duration // tip polling for syncs and repairs
+	PollInterval       time.Duration // tip polling for syncs and repairs while idle
+	// BusyPollInterval is the tip polling while any key has a transaction
+	// in flight or drips wait for a slot (default DefaultBusyPollInterval,
+	// never slower than PollInterval).
+	BusyPollInterval   time.Duration
 	ChainCheckInterval time.Duration // how long a chain-id check is trusted
 	CacheTTL           time.Duration // PoX and fee-rate cache
 }
@@ -179,6 +188,10 @@ func (c *Config) setDefaults() {
 	if t.PollInterval <= 0 {
 		t.PollInterval = DefaultPollInterval
 	}
+	if t.BusyPollInterval <= 0 {
+		t.BusyPollInterval = DefaultBusyPollInterval
+	}
+	t.BusyPollInterval = min(t.BusyPollInterval, t.PollInterval)
 	if t.ChainCheckInterval <= 0 {
 		t.ChainCheckInterval = DefaultChainCheckInterval
 	}

@@ -41,6 +41,9 @@ type Faucet struct {
 	fates txFates
 	// batch is nil unless Config.Batching.Max ≥ 2 (batch.go).
 	batch *batcher
+	// sent wakes an idle poll loop when a transaction goes out, so the
+	// block that confirms it is looked for at the busy cadence at once.
+	sent chan struct{}
 	// nodeWatch and readiness log the node's outages and the faucet's
 	// readiness when they change (nodewatch.go).
 	nodeWatch nodeWatch
@@ -71,7 +74,8 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now}}
+	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now},
+		sent: make(chan struct{}, 1)}
 	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
 	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
 	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
@@ -202,9 +206,14 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 
 // send pays amount to to in one token transfer.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
+	return f.sendVia(ctx, f.chooseDistributor(f.cfg.Timing.BusyWait), to, amount)
+}
+
+// sendVia is send with choose picking the key and nonce.
+func (f *Faucet) sendVia(ctx context.Context, choose chooser, to stacks.Principal, amount uint64) (*Result, error) {
 	chainID := f.chainID()
 	fee := f.fee(ctx, to)
-	return f.placeDrip(ctx, placement{to: to, asset: AssetSTX, amount: amount, fee: fee,
+	return f.placeDrip(ctx, choose, placement{to: to, asset: AssetSTX, amount: amount, fee: fee,
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewTokenTransfer(stacks.TransferParams{
 				Recipient: to, Amount: amount, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID,
@@ -212,11 +221,12 @@ func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (
 		}})
 }
 
-// placeDrip places one drip on the least-loaded distributor that can pay
-// it. A key cannot pay itself (the node refuses an STX transfer to its
-// sender, the token contract one to its sender), so such keys are skipped.
-func (f *Faucet) placeDrip(ctx context.Context, pl placement) (*Result, error) {
-	pl.choose, pl.excluded = f.chooseDistributor(f.cfg.Timing.BusyWait), map[*keyState]bool{}
+// placeDrip places one drip on a distributor choose picks (the
+// least-loaded one that can pay it). A key cannot pay itself (the node
+// refuses an STX transfer to its sender, the token contract one to its
+// sender), so such keys are skipped.
+func (f *Faucet) placeDrip(ctx context.Context, choose chooser, pl placement) (*Result, error) {
+	pl.choose, pl.excluded = choose, map[*keyState]bool{}
 	for _, k := range f.pool.keys {
 		if !pl.to.IsContract() && pl.to.Address == k.addr {
 			pl.excluded[k] = true

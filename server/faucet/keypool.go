@@ -75,6 +75,13 @@ func (p *keyPool) signalFreed() {
 	p.mu.Unlock()
 }
 
+// freedSignal is closed at the next sync or release that may free a slot.
+func (p *keyPool) freedSignal() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.freed
+}
+
 // release gives back a nonce that no accepted tx occupies, and wakes
 // callers waiting for the slot it frees.
 func (p *keyPool) release(k *keyState, nonce uint64) {
@@ -88,7 +95,10 @@ func (p *keyPool) release(k *keyState, nonce uint64) {
 // allocates its next nonce, waiting up to wait for a slot to free when every
 // key is at its in-flight cap. prepare runs first on each candidate (it
 // loads and syncs keys that need it) and may exclude one.
-func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyState]bool, wait time.Duration, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+//
+// keep is how many of each key's slots the pick must leave free (the
+// adaptive batcher's lone drips leave the kept slots to send-many calls).
+func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyState]bool, wait time.Duration, keep int, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
 	var timer *time.Timer // started at the first wait
 	defer func() {
 		if timer != nil {
@@ -99,7 +109,7 @@ func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyS
 		p.mu.Lock()
 		freed := p.freed
 		p.mu.Unlock()
-		k, nonce, err := p.pickOnce(spend, excluded, prepare)
+		k, nonce, err := p.pickOnce(spend, excluded, keep, prepare)
 		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
 			return k, nonce, err
 		}
@@ -119,7 +129,7 @@ func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyS
 	}
 }
 
-func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, keep int, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
 	for _, k := range p.keys {
 		if excluded[k] {
 			continue
@@ -145,7 +155,7 @@ func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, prepare func
 		ok := usable && k.synced
 		anySynced = anySynced || ok
 		load := k.inFlight()
-		hasCapacity := ok && load < p.maxInFlight
+		hasCapacity := ok && load < p.maxInFlight-keep
 		anyCapacity = anyCapacity || hasCapacity
 		canPay := ok && !k.dry && k.canAfford(spend, p.reserve)
 		k.mu.Unlock()
@@ -208,6 +218,30 @@ func (p *keyPool) freeSlot() bool {
 		}
 	}
 	return false
+}
+
+// keptSlots is how many of each key's in-flight slots the adaptive
+// batcher keeps for send-many calls: a fifth, at least one (none when a
+// key has a single slot).
+func (p *keyPool) keptSlots() int {
+	return min(max(p.maxInFlight/5, 1), p.maxInFlight-1)
+}
+
+// freeSlots counts the in-flight slots free on the distributors that
+// could take a transaction now, and how many of them are kept for
+// send-many calls.
+func (p *keyPool) freeSlots() (free, kept int) {
+	keep := p.keptSlots()
+	for _, k := range p.keys {
+		k.mu.Lock()
+		if k.owned && k.synced && !k.dry {
+			n := max(p.maxInFlight-k.inFlight(), 0)
+			free += n
+			kept += min(n, keep)
+		}
+		k.mu.Unlock()
+	}
+	return free, kept
 }
 
 // affordable is how many drips of amount the best distributor could still

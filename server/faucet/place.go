@@ -27,7 +27,7 @@ type placement struct {
 	build func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error)
 	// choose picks a key and allocates a nonce on it that can afford spend,
 	// skipping excluded keys.
-	choose func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error)
+	choose chooser
 	// excluded and lastErr start the retry state: keys already known not
 	// to work, and why.
 	excluded map[*keyState]bool
@@ -36,6 +36,10 @@ type placement struct {
 	// and before its first broadcast.
 	recorded func(PendingTx)
 }
+
+// chooser picks a key and allocates a nonce on it that can afford spend,
+// skipping excluded keys.
+type chooser func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error)
 
 // placed is a transaction the node holds or may hold.
 type placed struct {
@@ -146,6 +150,10 @@ func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
 		}
 	}
 	k.commitPending(p)
+	select {
+	case f.sent <- struct{}{}:
+	default: // the poll loop has a wake-up pending already
+	}
 }
 
 // handleBroadcastError updates key state after a broadcast that surely did
@@ -252,9 +260,14 @@ func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err
 
 // chooseDistributor is the key choice of drips and batches: the
 // least-loaded distributor that can pay, waiting up to wait for a slot.
-func (f *Faucet) chooseDistributor(wait time.Duration) func(context.Context, cost, map[*keyState]bool) (*keyState, uint64, *Error) {
+func (f *Faucet) chooseDistributor(wait time.Duration) chooser {
+	return f.chooseKeeping(wait, 0)
+}
+
+// chooseKeeping is chooseDistributor leaving keep slots of each key free.
+func (f *Faucet) chooseKeeping(wait time.Duration, keep int) chooser {
 	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-		return f.pool.pickWithin(ctx, spend, excluded, wait, func(k *keyState) *Error { return f.prepareKey(ctx, k) })
+		return f.pool.pickWithin(ctx, spend, excluded, wait, keep, func(k *keyState) *Error { return f.prepareKey(ctx, k) })
 	}
 }
 

@@ -36,7 +36,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 			}
 		}
 	}
-	t := time.NewTicker(f.cfg.Timing.PollInterval)
+	t := time.NewTimer(f.cfg.Timing.PollInterval)
 	defer t.Stop()
 	var lastHeight uint64
 	first, down := true, false
@@ -55,12 +55,50 @@ func (f *Faucet) Run(ctx context.Context) error {
 		if ok {
 			lastHeight, first = h, false
 		}
-		select {
-		case <-ctx.Done():
+		if !f.waitNextPoll(ctx, t) {
 			return nil
-		case <-t.C:
 		}
 	}
+}
+
+// waitNextPoll waits for the next tip poll: BusyPollInterval while
+// anything is in flight or waits for a slot, since a slot frees only when
+// the poll sees the block; PollInterval when idle, cut short when a
+// transaction goes out. False when ctx ends.
+func (f *Faucet) waitNextPoll(ctx context.Context, t *time.Timer) bool {
+	busy, idle := f.cfg.Timing.BusyPollInterval, f.cfg.Timing.PollInterval
+	interval := idle
+	if f.busy() {
+		interval = busy
+	}
+	t.Reset(interval)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-f.sent:
+			if interval != busy {
+				interval = busy
+				t.Reset(busy)
+			}
+		}
+	}
+}
+
+// busy reports whether a key has a transaction in flight or drips wait
+// for a batch.
+func (f *Faucet) busy() bool {
+	for _, k := range f.pool.all() {
+		k.mu.Lock()
+		n := k.inFlight()
+		k.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return f.batch.queued() > 0
 }
 
 // poll reads the tip once; on a new block (or the first time) it syncs the
@@ -85,17 +123,31 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	// The treasury first: a distributor's balance read after it is never
 	// older than the treasury's view of its refills (treasury.go).
 	refill := f.treasury.syncTreasury(ctx, ci.height)
+	// Every sender's account at once: the block's confirmed nonces free
+	// their slots one node round trip after the block is seen, however
+	// many keys there are. Repairs follow, one key after another.
 	synced := make(map[*keyState]bool, len(f.pool.keys))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, k := range f.pool.keys {
-		if !f.ownedLoaded(ctx, k) {
-			continue
+		wg.Go(func() {
+			if !f.ownedLoaded(ctx, k) {
+				return
+			}
+			if err := f.syncKey(ctx, k); err != nil {
+				f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
+				return
+			}
+			mu.Lock()
+			synced[k] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, k := range f.pool.keys {
+		if synced[k] {
+			f.repair(ctx, k, ci.height)
 		}
-		if err := f.syncKey(ctx, k); err != nil {
-			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
-			continue
-		}
-		synced[k] = true
-		f.repair(ctx, k, ci.height)
 	}
 	if refill {
 		f.treasury.refill(ctx, ci.height, synced)
