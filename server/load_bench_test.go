@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,21 +30,56 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
 
-// BenchmarkDripLoad drives POST /extended/v1/faucets/stx over HTTP against a
-// devnode with injected RPC latency, at several concurrencies, and reports
-// throughput and p50/p99 latency. "serialised" is the incumbent's design for
-// comparison: one drip at a time behind a global lock, with three node round
-// trips per drip (chain check, account nonce, broadcast).
+// BenchmarkDripLoad drives POST /extended/v1/faucets/stx over HTTP against
+// a devnode mining every 50 ms with injected RPC latency, closed loop at
+// each concurrency, for the default configuration (adaptive send-many
+// batching) and with batching off. Beside drips/s it reports the limit of
+// the run and the ratio to it: the chain pays at most keys × 25
+// transactions per block (× the batch cap when batching), and conc clients
+// each waiting one round trip (rtt-ms, a lone drip's median, measured
+// first) ask at most conc / RTT. Then p50/p99 and drips per transaction.
 func BenchmarkDripLoad(b *testing.B) {
 	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
-		for _, mode := range []string{"engine", "serialised"} {
-			for _, conc := range []int{1, 16, 64} {
+		for _, mode := range []string{"default", "batching-off"} {
+			for _, conc := range []int{1, 16, 64, 256} {
 				name := fmt.Sprintf("latency=%s/%s/conc=%d", latency, mode, conc)
 				b.Run(name, func(b *testing.B) { runDripLoad(b, latency, mode, conc) })
 			}
 		}
 	}
 }
+
+// BenchmarkDripBurst offers 5,000 drips at once (a class, a CI matrix)
+// and reports how fast all are answered, against the same limits.
+// Drips the faucet answers busy (no slot within --busy-wait) count as
+// failed, not as paid.
+func BenchmarkDripBurst(b *testing.B) {
+	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
+		for _, mode := range []string{"default", "batching-off"} {
+			b.Run(fmt.Sprintf("latency=%s/%s/burst=%d", latency, mode, burstSize), func(b *testing.B) {
+				runDripLoad(b, latency, mode, burstSize)
+			})
+		}
+	}
+}
+
+const burstSize = 5000
+
+// BenchmarkDripLoadIncumbent is the incumbent's design for comparison:
+// one drip at a time behind a global lock, with three node round trips per
+// drip (chain check, account nonce, broadcast).
+func BenchmarkDripLoadIncumbent(b *testing.B) {
+	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
+		for _, conc := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("latency=%s/serialised/conc=%d", latency, conc), func(b *testing.B) {
+				runDripLoad(b, latency, "serialised", conc)
+			})
+		}
+	}
+}
+
+// benchBlockTime is how often the benchmarks' devnode mines.
+const benchBlockTime = 50 * time.Millisecond
 
 const benchKeys = 4
 
@@ -88,10 +124,10 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		keys[i] = newKey(b)
 		genesis[keys[i].TestnetAddress()] = 1 << 62
 	}
-	dn := devnode.New(devnode.Config{Genesis: genesis, Seed: 1})
+	dn := devnode.New(devnode.Config{Genesis: genesis, Seed: 1, SendManyContract: stacks.SendManyMemoTestnet})
 	nodeSrv := httptest.NewServer(dn.Handler())
 	defer nodeSrv.Close()
-	client, err := node.New(nodeSrv.URL, node.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}))
+	client, err := node.New(nodeSrv.URL) // the default client, as serve has it
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,10 +135,20 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	defer cancel()
 
 	var h http.Handler
+	var engine *faucet.Faucet
 	unique := strings.HasPrefix(mode, "store:")
+	batchMax := 1
 	switch {
-	case mode == "engine" || unique:
-		cfg := faucet.Config{Keys: keys, Node: client, Timing: faucet.Timing{BusyWait: 30 * time.Second, PollInterval: 5 * time.Millisecond}}
+	case mode == "default" || mode == "batching-off" || unique:
+		// serve's defaults: busy wait, adaptive batching up to 200 per call.
+		cfg := faucet.Config{Keys: keys, Node: client, Timing: faucet.Timing{BusyWait: faucet.DefaultBusyWait}}
+		if os.Getenv("BENCH_DEBUG") != "" {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+		if mode == "default" {
+			cfg.Batching.Max = faucet.DefaultBatchMax
+			batchMax = faucet.DefaultBatchMax
+		}
 		var limits *guard.RateLimits
 		if unique {
 			var limiter guard.Limiter
@@ -119,6 +165,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 			b.Fatal(err)
 		}
 		go func() { _ = f.Run(ctx) }()
+		engine = f
 		h = New(Config{Faucet: f, Node: client, Limits: limits, Metrics: NewMetrics(prometheus.NewRegistry())})
 	case mode == "serialised":
 		h = &serialisedFaucet{node: client, keys: keys, next: map[stacks.Address]uint64{}}
@@ -126,7 +173,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	// Latency applies from here on, to the measured load only.
 	dn.SetLatency(latency)
 	go func() {
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(benchBlockTime)
 		defer t.Stop()
 		for {
 			select {
@@ -142,16 +189,59 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
 	n := 16
 	if unique {
-		n = b.N
+		n = b.N + rttSamples
 	}
 	recipients := make([]string, n)
 	for i := range recipients {
 		recipients[i] = newRecipient(b)
 	}
+	var used atomic.Int64 // recipients taken, for the unique modes
+	drip := func() (time.Duration, error) {
+		i := int(used.Add(1)-1) % len(recipients)
+		t0 := time.Now()
+		resp, err := hc.Post(srv.URL+"/extended/v1/faucets/stx?address="+recipients[i], "", nil)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		return time.Since(t0), err
+	}
 
-	lat := make([]time.Duration, b.N)
+	// RTT: a lone drip's round trip at this latency, the median of a few
+	// one after another (each alone in its block's mempool).
+	rtts := make([]time.Duration, rttSamples)
+	for i := range rtts {
+		var err error
+		if rtts[i], err = drip(); err != nil {
+			b.Fatalf("calibration drip: %v", err)
+		}
+	}
+	slices.Sort(rtts)
+	rtt := rtts[len(rtts)/2]
+	// Transactions sent: the keys' nonces, once the mempool has drained.
+	nonces := func() (sum uint64) {
+		for dn.MempoolSize() > 0 {
+			time.Sleep(benchBlockTime)
+		}
+		for _, k := range keys {
+			_, nonce := dn.Account(k.TestnetAddress())
+			sum += nonce
+		}
+		return sum
+	}
+	txsBefore := nonces()
+
+	total := b.N
+	if conc == burstSize {
+		total = burstSize * b.N
+	}
+	lat := make([]time.Duration, total)
 	var next atomic.Int64
 	var failed atomic.Int64
+	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
@@ -159,37 +249,50 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= b.N {
+				if i >= total {
 					return
 				}
-				t0 := time.Now()
-				resp, err := hc.Post(srv.URL+"/extended/v1/faucets/stx?address="+recipients[i%len(recipients)], "", nil)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
+				var err error
+				if lat[i], err = drip(); err != nil {
 					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 				}
-				lat[i] = time.Since(t0)
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d drips failed", n, b.N)
+	if n := failed.Load(); n > 0 && conc != burstSize {
+		b.Fatalf("%d of %d drips failed, the first: %v", n, total, firstErr.Load())
 	}
+	txs := nonces() - txsBefore
 	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "drips/s")
+	rate := float64(total-int(failed.Load())) / elapsed.Seconds()
+	// The chain pays keys × 25 transactions a block, each up to batchMax
+	// drips; conc clients ask at most conc per RTT.
+	chain := float64(benchKeys*faucet.DefaultMaxInFlight*batchMax) / benchBlockTime.Seconds()
+	limit := min(chain, float64(conc)/rtt.Seconds())
+	b.ReportMetric(rate, "drips/s")
+	b.ReportMetric(limit, "limit-drips/s")
+	b.ReportMetric(rate/limit, "of-limit")
+	b.ReportMetric(float64(rtt.Microseconds())/1000, "rtt-ms")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	if txs > 0 {
+		b.ReportMetric(float64(total-int(failed.Load()))/float64(txs), "drips/tx")
+	}
+	if conc == burstSize {
+		b.ReportMetric(float64(failed.Load()), "busy")
+	}
 	b.ReportMetric(0, "ns/op") // per-op time is meaningless for a concurrent load
+	if engine != nil && os.Getenv("BENCH_DEBUG") != "" {
+		b.Logf("batch stats %+v", engine.BatchStats())
+	}
 }
+
+// rttSamples is how many lone drips measure a run's RTT.
+const rttSamples = 15
 
 // serialisedFaucet is the incumbent's approach, built from our own parts for
 // a fair comparison: a global lock around every drip and three node round

@@ -245,20 +245,23 @@ func (b *batcher) plentiful() bool {
 	return free > kept
 }
 
-// awaitSlot sends the adaptive batch gen when a slot frees while it waits
-// (or slots are plentiful again): the call then carries every drip that
-// queued meanwhile. After BusyWait from its first drip it leaves anyway,
-// on a kept slot if one is free, else to be answered busy.
+// awaitSlot sends the adaptive batch gen as soon as it may take a slot:
+// at once when slots are plentiful again, the moment a block frees one, or
+// when the batch is full. Meanwhile the kept slots are paced over the time
+// the next block is expected to take: with k of them free, the batch
+// leaves on one once its first drip has waited a (k+1)-th of the block
+// gap, so a steady stream fills each call without spending every kept
+// slot before the block comes, and a lone latecomer waits little. With no
+// slot at all it waits for a block, up to BusyWait from its first drip,
+// then leaves anyway, to be answered busy.
 func (b *batcher) awaitSlot(gen uint64) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for freedNow := false; ; {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+wait:
+	for {
 		freed := b.f.pool.freedSignal()
-		if free, kept := b.f.pool.freeSlots(); free > kept || (freedNow && free > 0) {
+		free, kept := b.f.pool.freeSlots()
+		if free > kept {
 			break
 		}
 		b.mu.Lock()
@@ -266,17 +269,21 @@ func (b *batcher) awaitSlot(gen uint64) {
 			b.mu.Unlock()
 			return // sent full, or every drip withdrew
 		}
-		wait := b.f.cfg.Timing.BusyWait - b.f.cfg.Now().Sub(b.queue[0].arrived)
+		waited := b.f.cfg.Now().Sub(b.queue[0].arrived)
 		b.mu.Unlock()
+		wait := b.f.cfg.Timing.BusyWait - waited
+		if free > 0 {
+			wait = min(wait, b.f.blockGap()/time.Duration(free+1)-waited)
+		}
 		if wait <= 0 {
 			break
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		}
+		timer.Reset(wait)
 		select {
 		case <-freed:
-			freedNow = true
+			if free, _ := b.f.pool.freeSlots(); free > 0 {
+				break wait // a block (or a refusal) freed a slot: go now
+			}
 		case <-timer.C:
 		}
 	}
@@ -544,8 +551,18 @@ func (b *batcher) batchFee(ctx context.Context, recipients []stacks.SendManyEntr
 	}
 	length := uint64(probe.EncodedLen())
 	var fee uint64
-	if est, err := b.f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length); err == nil {
-		fee = est.Middle()
+	// One estimate serves CacheTTL of batches, scaled to each one's
+	// length: a call's cost grows with its recipient list, as its length
+	// does, and a round trip per batch would add to every batched drip's
+	// wait.
+	if est, err := b.f.batchFeeSample.Get(ctx, func(ctx context.Context) (feeSample, error) {
+		est, err := b.f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length)
+		if err != nil {
+			return feeSample{}, err
+		}
+		return feeSample{fee: est.Middle(), length: length}, nil
+	}); err == nil {
+		fee = est.scaled(length)
 	} else {
 		if !errors.Is(err, node.ErrNoFeeEstimate) && !errors.Is(err, node.ErrFeeEstimationDisabled) {
 			b.f.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
@@ -562,6 +579,21 @@ func (b *batcher) batchFee(ctx context.Context, recipients []stacks.SendManyEntr
 		}
 	}
 	return max(min(max(fee, b.f.cfg.Fees.Min), batchFeeMax(b.f.cfg.Fees.Max, length)), length), nil
+}
+
+// feeSample is a fee the node estimated for a transaction of length bytes.
+type feeSample struct{ fee, length uint64 }
+
+// scaled is the sample's fee for a transaction of n bytes, rounded up.
+func (s feeSample) scaled(n uint64) uint64 {
+	if n == s.length || s.length == 0 {
+		return s.fee
+	}
+	hi, lo := bits.Mul64(s.fee, n)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	return (lo + s.length - 1) / s.length
 }
 
 // batchFeeMax scales FeeMax, which is sized for a transfer, to a send-many

@@ -298,7 +298,8 @@ func TestMissingContractFallsBackToTransfers(t *testing.T) {
 	}
 }
 
-// countingEstimates counts fee estimates, one per send-many attempt.
+// countingEstimates counts fee estimates: one per send-many attempt while
+// the estimate cache is off (CacheTTL of a nanosecond).
 type countingEstimates struct {
 	NodeClient
 	mu sync.Mutex
@@ -317,7 +318,7 @@ func (c *countingEstimates) TransactionFeeEstimate(ctx context.Context, payload 
 // nothing is overspent.
 func TestUnaffordableBatchIsSplit(t *testing.T) {
 	const funding = 10*DefaultAmount + 100_000
-	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}})
+	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}, Timing: Timing{CacheTTL: time.Nanosecond}})
 	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = ce
 	outs := dripAll(e.f, recipients(t, 16))
@@ -655,5 +656,70 @@ func TestAdaptiveBurstFillsTheKeptSlots(t *testing.T) {
 	groups := byTx(t, outs)
 	if len(groups) > 5 || e.dn.MempoolSize() != len(groups) {
 		t.Fatalf("14 drips in %d txs (mempool %d); want at most 5", len(groups), e.dn.MempoolSize())
+	}
+}
+
+// One fee estimate prices every batch for CacheTTL, scaled to each call's
+// length: no node round trip per batch.
+func TestBatchFeeEstimateIsCached(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 4, Window: time.Hour}})
+	e.dn.SetFeeRate(3)
+	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
+	e.f.cfg.Node = ce
+	var fees []uint64
+	for _, n := range []int{4, 4, 4} {
+		groups := byTx(t, dripAll(e.f, recipients(t, n)))
+		for _, g := range groups {
+			tx, err := stacks.DecodeTransaction(g[0].res.TxRaw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			est, err := ce.NodeClient.TransactionFeeEstimate(context.Background(), tx.PayloadBytes(), uint64(tx.EncodedLen()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same rate, so the same fee as a fresh estimate (±1 for
+			// rounding up the scaled sample).
+			if d := int64(tx.Auth.Fee) - int64(est.Middle()); d < 0 || d > 1 {
+				t.Errorf("fee %d for %d bytes, a fresh estimate says %d", tx.Auth.Fee, tx.EncodedLen(), est.Middle())
+			}
+			fees = append(fees, tx.Auth.Fee)
+		}
+	}
+	if ce.n != 1 {
+		t.Errorf("%d estimates for %d batches, want 1", ce.n, len(fees))
+	}
+}
+
+func TestFeeSampleScaled(t *testing.T) {
+	s := feeSample{fee: 1000, length: 300}
+	for _, c := range []struct{ n, want uint64 }{{300, 1000}, {600, 2000}, {150, 500}, {301, 1004}, {1, 4}} {
+		if got := s.scaled(c.n); got != c.want {
+			t.Errorf("scaled(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	if got := (feeSample{fee: ^uint64(0), length: 1}).scaled(2); got != ^uint64(0) {
+		t.Errorf("overflow scaled to %d", got)
+	}
+}
+
+// While a transaction is in flight the poll loop looks for blocks at the
+// busy cadence, even with an hour between idle polls: the block that
+// confirms the only slot's transaction frees it for the next drip without
+// anyone calling Sync.
+func TestBusyPollingFreesSlotsOnBlocks(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, devnode.Config{}, Config{Timing: Timing{
+		MaxInFlight: 1, BusyWait: time.Hour, PollInterval: time.Hour, BusyPollInterval: 10 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = e.f.Run(ctx) }()
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
+		t.Fatal(err)
+	}
+	e.dn.Mine() // no Sync: the poll loop must see it
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	if _, err := e.f.Drip(dctx, Request{Recipient: recipient(t)}); err != nil {
+		t.Fatalf("second drip after the block: %v", err)
 	}
 }

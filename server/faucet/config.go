@@ -35,13 +35,13 @@ const (
 	DefaultMaxAttempts            = 4
 	// DefaultBusyWait is how long `faucet serve` lets a drip wait for a
 	// free in-flight slot. The engine's zero Timing.BusyWait fails at once.
-	DefaultBusyWait           = 5 * time.Second
-	DefaultPollInterval       = time.Second
+	DefaultBusyWait     = 5 * time.Second
+	DefaultPollInterval = time.Second
 	// DefaultBusyPollInterval is the tip poll's cadence while transactions
 	// are in flight: a block frees its confirmed nonces' slots within about
 	// this much of the node showing it (one /v2/info read, then the
 	// senders' account reads at once).
-	DefaultBusyPollInterval = 100 * time.Millisecond
+	DefaultBusyPollInterval   = 100 * time.Millisecond
 	DefaultChainCheckInterval = 30 * time.Second
 	DefaultCacheTTL           = 10 * time.Second
 )
@@ -145,8 +145,8 @@ type Timing struct {
 	// BusyWait is how long a drip may wait for a key's in-flight slot to
 	// free up (at the next block) before failing with ReasonBusy; 0 fails
 	// at once.
-	BusyWait           time.Duration
-	PollInterval       time.Duration // tip polling for syncs and repairs while idle
+	BusyWait     time.Duration
+	PollInterval time.Duration // tip polling for syncs and repairs while idle
 	// BusyPollInterval is the tip polling while any key has a transaction
 	// in flight or drips wait for a slot (default DefaultBusyPollInterval,
 	// never slower than PollInterval).

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -29,6 +30,8 @@ type Faucet struct {
 	chain   ttlcache.Value[chainInfo]
 	pox     ttlcache.Value[uint64] // min_amount_ustx
 	feeRate ttlcache.Value[uint64]
+	// batchFeeSample is the node's last estimate for a send-many call.
+	batchFeeSample ttlcache.Value[feeSample]
 
 	history historyWriter
 	// treasury is nil unless Config.Treasury is set (treasury.go).
@@ -44,6 +47,11 @@ type Faucet struct {
 	// sent wakes an idle poll loop when a transaction goes out, so the
 	// block that confirms it is looked for at the busy cadence at once.
 	sent chan struct{}
+	// gap is the time between blocks as the poll loop sees them, a moving
+	// average in nanoseconds (0 until two blocks were seen); lastBlock is
+	// when it last saw a new one (poll loop only).
+	gap       atomic.Int64
+	lastBlock time.Time
 	// nodeWatch and readiness log the node's outages and the faucet's
 	// readiness when they change (nodewatch.go).
 	nodeWatch nodeWatch
@@ -77,8 +85,8 @@ func New(cfg Config) (*Faucet, error) {
 	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now},
 		sent: make(chan struct{}, 1)}
 	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
-	f.chain.TTL, f.pox.TTL, f.feeRate.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
-	f.chain.Now, f.pox.Now, f.feeRate.Now = cfg.Now, cfg.Now, cfg.Now
+	f.chain.TTL, f.pox.TTL, f.feeRate.TTL, f.batchFeeSample.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
+	f.chain.Now, f.pox.Now, f.feeRate.Now, f.batchFeeSample.Now = cfg.Now, cfg.Now, cfg.Now, cfg.Now
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
 	}

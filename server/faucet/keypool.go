@@ -356,6 +356,14 @@ func newKeyState(k *stacks.PrivateKey) *keyState {
 	}
 }
 
+// hasInFlight reports whether the key is ours and has a transaction in
+// flight (or a nonce allocated for one).
+func (k *keyState) hasInFlight() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.owned && k.loaded && k.inFlight() > 0
+}
+
 // inFlight counts pending and allocated nonces. Caller holds mu.
 func (k *keyState) inFlight() int { return len(k.pending) + len(k.allocated) }
 

@@ -41,6 +41,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 	var lastHeight uint64
 	first, down := true, false
 	for {
+		started := time.Now()
 		h, ok := f.poll(ctx, lastHeight, first)
 		switch {
 		case ok && (first || down || h != lastHeight):
@@ -55,7 +56,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 		if ok {
 			lastHeight, first = h, false
 		}
-		if !f.waitNextPoll(ctx, t) {
+		if !f.waitNextPoll(ctx, t, started) {
 			return nil
 		}
 	}
@@ -65,13 +66,16 @@ func (f *Faucet) Run(ctx context.Context) error {
 // anything is in flight or waits for a slot, since a slot frees only when
 // the poll sees the block; PollInterval when idle, cut short when a
 // transaction goes out. False when ctx ends.
-func (f *Faucet) waitNextPoll(ctx context.Context, t *time.Timer) bool {
+//
+// The interval runs from the start of the last poll, so a slow node does
+// not stretch the cadence by its own round trips.
+func (f *Faucet) waitNextPoll(ctx context.Context, t *time.Timer, started time.Time) bool {
 	busy, idle := f.cfg.Timing.BusyPollInterval, f.cfg.Timing.PollInterval
 	interval := idle
 	if f.busy() {
 		interval = busy
 	}
-	t.Reset(interval)
+	t.Reset(interval - time.Since(started))
 	for {
 		select {
 		case <-ctx.Done():
@@ -81,7 +85,7 @@ func (f *Faucet) waitNextPoll(ctx context.Context, t *time.Timer) bool {
 		case <-f.sent:
 			if interval != busy {
 				interval = busy
-				t.Reset(busy)
+				t.Reset(busy - time.Since(started))
 			}
 		}
 	}
@@ -90,21 +94,24 @@ func (f *Faucet) waitNextPoll(ctx context.Context, t *time.Timer) bool {
 // busy reports whether a key has a transaction in flight or drips wait
 // for a batch.
 func (f *Faucet) busy() bool {
-	for _, k := range f.pool.all() {
-		k.mu.Lock()
-		n := k.inFlight()
-		k.mu.Unlock()
-		if n > 0 {
-			return true
-		}
-	}
-	return f.batch.queued() > 0
+	return slices.ContainsFunc(f.pool.all(), (*keyState).hasInFlight) || f.batch.queued() > 0
 }
 
 // poll reads the tip once; on a new block (or the first time) it syncs the
 // keys this process owns and runs repairs. It reports the height it saw.
 func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint64, bool) {
+	// Keys with transactions in flight are read alongside the tip, not
+	// after it: a block's confirmed nonces free their slots one node round
+	// trip after it, not two. The reads after a new tip (below) still come
+	// after the treasury's, as refills need.
+	var early sync.WaitGroup
+	for _, k := range f.pool.keys {
+		if !first && k.hasInFlight() {
+			early.Go(func() { _ = f.syncKey(ctx, k) }) // a failure shows in the reads below
+		}
+	}
 	ci, err := f.fetchChain(ctx)
+	early.Wait()
 	if err != nil {
 		f.chain.Fail(err)
 		if ctx.Err() == nil { // shutting down is no outage
@@ -116,6 +123,9 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 	f.nodeWatch.answered()
 	if !first && ci.height == lastHeight {
 		return ci.height, true
+	}
+	if !first && ci.height > lastHeight {
+		f.noteBlocks(ci.height - lastHeight)
 	}
 	if f.chainAllowed(ci.chainID) != nil {
 		return ci.height, true
@@ -153,6 +163,32 @@ func (f *Faucet) poll(ctx context.Context, lastHeight uint64, first bool) (uint6
 		f.treasury.refill(ctx, ci.height, synced)
 	}
 	return ci.height, true
+}
+
+// defaultBlockGap stands in for the time between blocks until the poll
+// loop has seen two: about a Nakamoto testnet's.
+const defaultBlockGap = 5 * time.Second
+
+// noteBlocks folds the time since the last new block, spread over the n
+// blocks that came, into the moving average of the block gap.
+func (f *Faucet) noteBlocks(n uint64) {
+	now := time.Now()
+	if !f.lastBlock.IsZero() {
+		d := int64(now.Sub(f.lastBlock)) / int64(n)
+		if old := f.gap.Load(); old > 0 {
+			d = old + (d-old)*3/10
+		}
+		f.gap.Store(max(d, 1))
+	}
+	f.lastBlock = now
+}
+
+// blockGap is the expected time between blocks.
+func (f *Faucet) blockGap() time.Duration {
+	if g := f.gap.Load(); g > 0 {
+		return time.Duration(g)
+	}
+	return defaultBlockGap
 }
 
 // ownedLoaded reports whether the key is ours and its ledger is loaded,
