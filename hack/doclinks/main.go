@@ -122,6 +122,16 @@ func readLines(file string) ([]string, error) {
 // removed, so neither is read as a link or a heading.
 func proseLines(lines []string) []string {
 	out := make([]string, len(lines))
+	for i, line := range outsideFences(lines) {
+		out[i] = dropCodeSpans(line)
+	}
+	return out
+}
+
+// outsideFences is lines with those of fenced code blocks (fences
+// included) blanked.
+func outsideFences(lines []string) []string {
+	out := make([]string, len(lines))
 	fence := ""
 	for i, line := range lines {
 		trimmed := strings.TrimLeft(line, " ")
@@ -135,7 +145,7 @@ func proseLines(lines []string) []string {
 			fence = trimmed[:3]
 			continue
 		}
-		out[i] = dropCodeSpans(line)
+		out[i] = line
 	}
 	return out
 }
@@ -192,19 +202,8 @@ func headingAnchors(file string) (map[string]bool, error) {
 	}
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range lines {
+	for _, line := range outsideFences(lines) {
 		trimmed := strings.TrimLeft(line, " ")
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fence = trimmed[:3]
-			continue
-		}
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			anchors[m[1]] = true
 		}
