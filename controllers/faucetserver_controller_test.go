@@ -971,7 +971,7 @@ var _ = Describe("FaucetServer controller", func() {
 		}
 	})
 
-	It("defaults the batching settings: off, 250ms, the testnet send-many-memo contract", func() {
+	It("defaults the batching settings: 200 recipients, adaptive (no window), the testnet send-many-memo contract", func() {
 		fs := newFaucetServer(ns)
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
 		Expect(fs.Spec.Batching).To(BeNil(), "batching has no default of its own, so upgrading rolls no pod")
@@ -979,8 +979,8 @@ var _ = Describe("FaucetServer controller", func() {
 		fs = newFaucetServer(ns)
 		fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{}
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
-		Expect(fs.Spec.Batching.MaxRecipients).To(HaveValue(BeZero()))
-		Expect(fs.Spec.Batching.Window).To(HaveValue(HaveField("Duration", 250*time.Millisecond)))
+		Expect(fs.Spec.Batching.MaxRecipients).To(HaveValue(BeEquivalentTo(200)))
+		Expect(fs.Spec.Batching.Window).To(BeNil(), "no window: adaptive")
 		Expect(fs.Spec.Batching.Contract).To(HaveValue(Equal("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo")))
 
 		fs = newFaucetServer(ns)

@@ -198,15 +198,14 @@ func TestServerArgs(t *testing.T) {
 				"--batch-max=200", "--batch-window=1.5s",
 				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore),
 		},
-		"batching with the CRD's defaults filled in: off, the default window and contract": {
+		"batching with the CRD's defaults filled in: 200, no window (adaptive), the default contract": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
-					MaxRecipients: ptr.To(int32(0)),
-					Window:        ptr.To(duration(250 * time.Millisecond)),
+					MaxRecipients: ptr.To(int32(200)),
 					Contract:      ptr.To("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo"),
 				}
 			},
-			want: append(slices.Clone(base), "--batch-max=0", "--batch-window=250ms",
+			want: append(slices.Clone(base), "--batch-max=200",
 				"--batch-contract=ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo", embeddedStore),
 		},
 		"only the batching fields set pass flags": {
