@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -135,16 +134,12 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	defer cancel()
 
 	var h http.Handler
-	var engine *faucet.Faucet
 	unique := strings.HasPrefix(mode, "store:")
 	batchMax := 1
 	switch {
 	case mode == "default" || mode == "batching-off" || unique:
 		// serve's defaults: busy wait, adaptive batching up to 200 per call.
 		cfg := faucet.Config{Keys: keys, Node: client, Timing: faucet.Timing{BusyWait: faucet.DefaultBusyWait}}
-		if os.Getenv("BENCH_DEBUG") != "" {
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}
 		if mode == "default" {
 			cfg.Batching.Max = faucet.DefaultBatchMax
 			batchMax = faucet.DefaultBatchMax
@@ -165,7 +160,6 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 			b.Fatal(err)
 		}
 		go func() { _ = f.Run(ctx) }()
-		engine = f
 		h = New(Config{Faucet: f, Node: client, Limits: limits, Metrics: NewMetrics(prometheus.NewRegistry())})
 	case mode == "serialised":
 		h = &serialisedFaucet{node: client, keys: keys, next: map[stacks.Address]uint64{}}
@@ -286,9 +280,6 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		b.ReportMetric(float64(failed.Load()), "busy")
 	}
 	b.ReportMetric(0, "ns/op") // per-op time is meaningless for a concurrent load
-	if engine != nil && os.Getenv("BENCH_DEBUG") != "" {
-		b.Logf("batch stats %+v", engine.BatchStats())
-	}
 }
 
 // rttSamples is how many lone drips measure a run's RTT.

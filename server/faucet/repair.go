@@ -172,7 +172,7 @@ const defaultBlockGap = 5 * time.Second
 // noteBlocks folds the time since the last new block, spread over the n
 // blocks that came, into the moving average of the block gap.
 func (f *Faucet) noteBlocks(n uint64) {
-	now := time.Now()
+	now := f.cfg.Now()
 	if !f.lastBlock.IsZero() {
 		d := int64(now.Sub(f.lastBlock)) / int64(n)
 		if old := f.gap.Load(); old > 0 {
