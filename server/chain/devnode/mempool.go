@@ -66,22 +66,39 @@ func (n *Node) Submit(raw []byte) (stacks.TxID, error) {
 	if err != nil {
 		return stacks.TxID{}, &DecodeError{Message: decodePrefix + "Failed to deserialize posted transaction: " + err.Error()}
 	}
+	checked := precheck(tx, raw)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.down {
 		return stacks.TxID{}, ErrDown
 	}
-	txid, rej := n.admit(tx, raw)
+	txid, rej := n.admit(checked)
 	if rej != nil {
 		return txid, rej
 	}
 	return txid, nil
 }
 
+// prechecked is a decoded transaction with the work that needs no node
+// state done: its txid and its signature's verdict. Done before taking n.mu,
+// so broadcasts verify signatures in parallel rather than one at a time
+// under the lock every RPC shares; admit still reports the verdict at its
+// place in stacks-core's order.
+type prechecked struct {
+	tx     *stacks.Transaction
+	raw    []byte
+	txid   stacks.TxID
+	sigErr error
+}
+
+func precheck(tx *stacks.Transaction, raw []byte) prechecked {
+	return prechecked{tx: tx, raw: raw, txid: stacks.TxID(sha512.Sum512_256(raw)), sigErr: tx.Verify()}
+}
+
 // admit runs the mempool admission checks in stacks-core's order and stores
 // the tx on success. Callers hold n.mu.
-func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejection) {
-	txid := stacks.TxID(sha512.Sum512_256(raw))
+func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
+	tx, raw, txid := c.tx, c.raw, c.txid
 	reject := func(reason string, data map[string]any) (stacks.TxID, *Rejection) {
 		n.log.Debug("devnode: tx rejected", "txid", txid.Hex0x(), "reason", reason)
 		return txid, &Rejection{Reason: reason, Data: data, TxID: txid}
@@ -113,7 +130,7 @@ func (n *Node) admit(tx *stacks.Transaction, raw []byte) (stacks.TxID, *Rejectio
 
 	// process_transaction_precheck: the signature first (it is checked
 	// against the tx's own chain id), then the chain id.
-	if err := tx.Verify(); err != nil {
+	if err := c.sigErr; err != nil {
 		return reject(node.ReasonSignatureValidation, map[string]any{"message": signatureMessage(err)})
 	}
 	if want := n.chainID(); tx.ChainID != want {

@@ -194,8 +194,9 @@ func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, msgDeserializeTx+err.Error())
 		return
 	}
+	checked := precheck(tx, raw)
 	n.mu.Lock()
-	txid, rej := n.admit(tx, raw)
+	txid, rej := n.admit(checked)
 	n.mu.Unlock()
 	if rej != nil {
 		writeJSON(w, http.StatusBadRequest, rej)
