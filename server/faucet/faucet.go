@@ -259,7 +259,7 @@ func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
 	}
 	// A dry key comes back once it can pay a default drip again.
 	out := k.applySync(seq, acct.Balance, acct.Nonce, f.chain.Peek().height,
-		satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Max), f.cfg.Fees.Reserve)
+		satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Max), f.cfg.Fees.Reserve, f.cfg.Now())
 	if out.freed {
 		f.pool.signalFreed()
 	}

@@ -332,8 +332,12 @@ type keyState struct {
 	// not finished broadcasting.
 	allocated map[uint64]cost // nonce → reserved spend
 	dry       bool
-	// lastAdvance is the tip height at which confirmed last moved (stuck detection).
+	// lastAdvance and advancedAt are the tip height and the time from
+	// which the confirmed nonce counts as stuck: when it last moved, or
+	// later, when our tx for it reached the node (a nonce still being
+	// broadcast is late, not stuck).
 	lastAdvance uint64
+	advancedAt  time.Time
 
 	// owned: this process may send with the key (always, without a
 	// KeyOwner). loaded: pending was read from the ledger since ownership
@@ -478,10 +482,16 @@ func (k *keyState) funds(reserve uint64) (balance, available uint64) {
 
 // commitPending moves an allocated nonce to pending: its tx is (or may be)
 // at the node.
-func (k *keyState) commitPending(p *PendingTx) {
+// tip is the newest height the engine has seen.
+func (k *keyState) commitPending(p *PendingTx, tip uint64, now time.Time) {
 	k.mu.Lock()
 	delete(k.allocated, p.Nonce)
 	k.pending[p.Nonce] = p
+	if p.Nonce == k.confirmed {
+		// The chain waited on this broadcast: it is stuck only once the
+		// node has had it for StuckBlocks.
+		k.lastAdvance, k.advancedAt = max(k.lastAdvance, tip), now
+	}
 	k.mu.Unlock()
 }
 
@@ -524,7 +534,7 @@ type syncOutcome struct {
 // applySync applies account read seq unless a newer one was applied: the
 // confirmed balance and nonce replace ours and the pending txs below the
 // nonce are dropped. A dry key comes back once it can pay dryRecover again.
-func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve uint64) syncOutcome {
+func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve uint64, now time.Time) syncOutcome {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if seq < k.syncApplied {
@@ -535,7 +545,7 @@ func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve ui
 	advanced := nonce > k.confirmed || !k.synced
 	k.balance, k.confirmed, k.synced = balance, nonce, true
 	if advanced {
-		k.lastAdvance = height
+		k.lastAdvance, k.advancedAt = height, now
 	}
 	var confirmed []uint64
 	for n, p := range k.pending {
@@ -717,19 +727,21 @@ type repairPlan struct {
 }
 
 // planRepair decides at height whether the key is stuck: its confirmed
-// nonce has not moved for stuckBlocks while txs wait above it. A hole at
-// the confirmed nonce is claimed (allocated) so that no drip races the
-// filler for it. nil: nothing to do.
-func (k *keyState) planRepair(height, stuckBlocks uint64) *repairPlan {
+// nonce has not moved for stuckBlocks, and for at least minWait, while txs
+// wait above it. The time bound keeps a poll loop that fell behind fast
+// blocks from taking a late broadcast for a stuck one. A hole at the
+// confirmed nonce is claimed (allocated) so that no drip races the filler
+// for it. nil: nothing to do.
+func (k *keyState) planRepair(height, stuckBlocks uint64, now time.Time, minWait time.Duration) *repairPlan {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.pending) == 0 {
 		// Nothing waits on the confirmed nonce (a hole below an allocated
 		// nonce is taken by the next drip): restart the stuck clock.
-		k.lastAdvance = height
+		k.lastAdvance, k.advancedAt = height, now
 		return nil
 	}
-	if height < k.lastAdvance+stuckBlocks {
+	if height < k.lastAdvance+stuckBlocks || now.Sub(k.advancedAt) < minWait {
 		return nil
 	}
 	plan := &repairPlan{nonce: k.confirmed}
@@ -740,7 +752,7 @@ func (k *keyState) planRepair(height, stuckBlocks uint64) *repairPlan {
 	if _, busy := k.allocated[plan.nonce]; busy {
 		return nil // a drip is sending this nonce right now
 	}
-	k.lastAdvance = height // give the repair stuckBlocks to work
+	k.lastAdvance, k.advancedAt = height, now // give the repair stuckBlocks to work
 	if plan.stuck == nil {
 		k.allocated[plan.nonce] = cost{}
 	}

@@ -2,6 +2,7 @@ package faucet
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -44,5 +45,37 @@ func TestClaimedHoleNotReallocated(t *testing.T) {
 	k.allocated[n0] = cost{} // the repair loop claims it
 	if n := k.allocate(cost{stx: 1}); n == n0 {
 		t.Fatalf("nonce %d handed to a drip while the repair loop holds it", n)
+	}
+}
+
+// A broadcast that reaches the node late (the chain waited on its nonce
+// for blocks while it was being sent) is not stuck: the clock starts when
+// the node has it, in blocks and, once the gap is known, in time.
+func TestLateBroadcastIsNotStuck(t *testing.T) {
+	k := newTestKey(t)
+	t0 := time.Unix(1_700_000_000, 0)
+	k.applySync(k.startSync(), 1_000_000, 0, 10, 0, 0, t0)
+	n0 := k.allocate(cost{stx: 1}) // slow to send
+	n1 := k.allocate(cost{stx: 1})
+	k.commitPending(&PendingTx{Nonce: n1}, 10, t0)
+	for h := uint64(11); h <= 14; h++ {
+		k.applySync(k.startSync(), 1_000_000, 0, h, 0, 0, t0.Add(time.Duration(h-10)*50*time.Millisecond))
+	}
+	if plan := k.planRepair(14, 3, t0.Add(200*time.Millisecond), 0); plan != nil {
+		t.Fatalf("nonce %d planned a repair while its own broadcast was still going", plan.nonce)
+	}
+	sent := t0.Add(210 * time.Millisecond)
+	k.commitPending(&PendingTx{Nonce: n0}, 14, sent)
+	if plan := k.planRepair(16, 3, sent.Add(100*time.Millisecond), 0); plan != nil {
+		t.Fatalf("repair planned 2 blocks after the late broadcast reached the node, want %d", 3)
+	}
+	// Three blocks on, but a poll loop that fell behind saw them within
+	// 60 ms of the broadcast: less than three 50 ms gaps, so not yet.
+	if plan := k.planRepair(17, 3, sent.Add(60*time.Millisecond), 150*time.Millisecond); plan != nil {
+		t.Fatal("repair planned before the node had the tx for three block gaps")
+	}
+	plan := k.planRepair(17, 3, sent.Add(150*time.Millisecond), 150*time.Millisecond)
+	if plan == nil || plan.stuck == nil || plan.stuck.Nonce != n0 || len(plan.chain) != 2 {
+		t.Fatalf("plan %+v, want nonce %d stuck with a chain of 2", plan, n0)
 	}
 }

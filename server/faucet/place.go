@@ -149,7 +149,7 @@ func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
 			f.log.Warn("ledger update after broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
 		}
 	}
-	k.commitPending(p)
+	k.commitPending(p, f.chain.Peek().height, f.cfg.Now())
 	select {
 	case f.sent <- struct{}{}:
 	default: // the poll loop has a wake-up pending already

@@ -183,6 +183,14 @@ func (f *Faucet) noteBlocks(n uint64) {
 	f.lastBlock = now
 }
 
+// stuckWait is the least time a nonce must wait to count as stuck:
+// StuckBlocks block gaps, once the gap has been measured (until then the
+// block count alone decides).
+func (f *Faucet) stuckWait() time.Duration {
+	g := f.gap.Load()
+	return time.Duration(g) * time.Duration(f.cfg.Timing.StuckBlocks)
+}
+
 // blockGap is the expected time between blocks.
 func (f *Faucet) blockGap() time.Duration {
 	if g := f.gap.Load(); g > 0 {
@@ -236,7 +244,7 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	for _, p := range k.inDoubt() {
 		f.resolve(ctx, k, p)
 	}
-	plan := k.planRepair(height, f.cfg.Timing.StuckBlocks)
+	plan := k.planRepair(height, f.cfg.Timing.StuckBlocks, f.cfg.Now(), f.stuckWait())
 	if plan == nil {
 		return
 	}
@@ -244,14 +252,20 @@ func (f *Faucet) repair(ctx context.Context, k *keyState, height uint64) {
 	log := f.log.With("sender", k.addr.String(), "nonce", nonce)
 	switch {
 	case stuck != nil && !stuck.Foreign && stuck.Rebroadcasts == 0:
-		// Identical bytes are idempotent: the node answers 200 for txs it has.
+		// Identical bytes are idempotent: the node answers 200 for txs it
+		// has. All at once: the poll loop waits for this, and every key's
+		// slots with it.
+		var wg sync.WaitGroup
 		for i := range chain {
-			p := &chain[i]
-			_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
-			log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.Hex0x(), "err", err)
-			p.Rebroadcasts++
-			f.updatePending(ctx, k, p)
+			wg.Go(func() {
+				p := &chain[i]
+				_, err := f.cfg.Node.Broadcast(ctx, p.Raw)
+				log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.Hex0x(), "err", err)
+				p.Rebroadcasts++
+				f.updatePending(ctx, k, p)
+			})
 		}
+		wg.Wait()
 	case stuck != nil && !stuck.Foreign:
 		f.bumpFee(ctx, k, stuck)
 	default:
