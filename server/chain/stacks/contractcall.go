@@ -224,6 +224,17 @@ type ContractCallParams struct {
 // arguments and post-conditions are validated first, so the result always
 // decodes.
 func NewContractCall(p ContractCallParams, key *PrivateKey) (*Transaction, error) {
+	tx, err := unsignedContractCall(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Sign(key); err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+func unsignedContractCall(p ContractCallParams) (*Transaction, error) {
 	chainID := p.ChainID
 	if chainID == 0 {
 		chainID = ChainIDTestnet
@@ -252,9 +263,6 @@ func NewContractCall(p ContractCallParams, key *PrivateKey) (*Transaction, error
 		PostConditionMode: mode,
 		PostConditions:    p.PostConditions,
 		ContractCall:      cc,
-	}
-	if err := tx.Sign(key); err != nil {
-		return nil, err
 	}
 	return tx, nil
 }
@@ -341,32 +349,59 @@ func NewSendMany(p SendManyParams, key *PrivateKey) (*Transaction, error) {
 	if key == nil {
 		return nil, errors.New("send-many: no key")
 	}
+	call, err := sendManyCall(p, key.TestnetAddress())
+	if err != nil {
+		return nil, err
+	}
+	return NewContractCall(call, key)
+}
+
+// SendManyDraft is the send-many call NewSendMany would build for key,
+// left unsigned: its payload and encoded length are the signed
+// transaction's, so it prices a call without the cost of a signature.
+func SendManyDraft(p SendManyParams, key *PrivateKey) (*Transaction, error) {
+	if key == nil {
+		return nil, errors.New("send-many: no key")
+	}
+	call, err := sendManyCall(p, key.TestnetAddress())
+	if err != nil {
+		return nil, err
+	}
+	tx, err := unsignedContractCall(call)
+	if err != nil {
+		return nil, err
+	}
+	tx.Auth.KeyEncoding = key.KeyEncoding()
+	return tx, nil
+}
+
+func sendManyCall(p SendManyParams, from Address) (ContractCallParams, error) {
 	contract := p.Contract
 	if contract == (ContractID{}) {
 		c, err := ParseContractID(SendManyMemoTestnet)
 		if err != nil {
-			return nil, err
+			return ContractCallParams{}, err
 		}
 		contract = c
 	}
-	sender := Principal{Address: key.TestnetAddress()}
+	sender := Principal{Address: from}
 	for i, r := range p.Recipients {
 		if r.Amount == 0 {
-			return nil, fmt.Errorf("%w: recipient %d: amount is 0", ErrSendMany, i)
+			return ContractCallParams{}, fmt.Errorf("%w: recipient %d: amount is 0", ErrSendMany, i)
 		}
 		if r.To == sender {
-			return nil, fmt.Errorf("%w: recipient %d is the sender", ErrSendMany, i)
+			return ContractCallParams{}, fmt.Errorf("%w: recipient %d is the sender", ErrSendMany, i)
 		}
 	}
 	args, err := SendManyArgs(p.Recipients)
 	if err != nil {
-		return nil, err
+		return ContractCallParams{}, err
 	}
 	total, err := SendManyTotal(p.Recipients)
 	if err != nil {
-		return nil, err
+		return ContractCallParams{}, err
 	}
-	return NewContractCall(ContractCallParams{
+	return ContractCallParams{
 		Contract:          contract,
 		Function:          SendManyFunction,
 		Args:              args,
@@ -375,5 +410,5 @@ func NewSendMany(p SendManyParams, key *PrivateKey) (*Transaction, error) {
 		ChainID:           p.ChainID,
 		PostConditionMode: PostConditionModeDeny,
 		PostConditions:    []PostCondition{PrincipalSendsExactly(sender, total)},
-	}, key)
+	}, nil
 }

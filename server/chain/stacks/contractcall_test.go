@@ -240,6 +240,35 @@ func TestNewSendManyRejects(t *testing.T) {
 	}
 }
 
+// A draft has the signed call's payload and length, for both key
+// encodings, and is refused for what NewSendMany refuses.
+func TestSendManyDraftMatchesTheSignedCall(t *testing.T) {
+	compressed, _ := ParsePrivateKey(goldenKey)
+	uncompressed, _ := ParsePrivateKey(goldenKey[:64])
+	to := mustPrincipal(t, goldenRecipient)
+	p := SendManyParams{Recipients: []SendManyEntry{{To: to, Amount: 5, Memo: []byte("m")}, {To: to, Amount: 7}}, Nonce: 9, Fee: 300}
+	for _, key := range []*PrivateKey{compressed, uncompressed} {
+		signed, err := NewSendMany(p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		draft, err := SendManyDraft(p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if draft.EncodedLen() != signed.EncodedLen() || !bytes.Equal(draft.PayloadBytes(), signed.PayloadBytes()) {
+			t.Errorf("compressed=%v: draft %d bytes, signed %d; payloads equal: %v", key.Compressed(),
+				draft.EncodedLen(), signed.EncodedLen(), bytes.Equal(draft.PayloadBytes(), signed.PayloadBytes()))
+		}
+		if draft.Verify() == nil {
+			t.Error("an unsigned draft verifies")
+		}
+	}
+	if _, err := SendManyDraft(SendManyParams{Recipients: []SendManyEntry{{To: to}}}, compressed); !errors.Is(err, ErrSendMany) {
+		t.Errorf("zero amount: %v", err)
+	}
+}
+
 func TestParseContractID(t *testing.T) {
 	c, err := ParseContractID(SendManyMemoTestnet)
 	if err != nil || c.String() != SendManyMemoTestnet || c.Name != "send-many-memo" {

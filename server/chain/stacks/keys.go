@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
@@ -24,6 +25,17 @@ var ErrBadPrivateKey = errors.New("bad private key")
 type PrivateKey struct {
 	key        *secp256k1.PrivateKey
 	compressed bool
+	// pub is the serialised public key, derived once: deriving it is a
+	// scalar multiplication, and every transaction built needs it.
+	pub []byte
+}
+
+func newPrivateKey(k *secp256k1.PrivateKey, compressed bool) *PrivateKey {
+	pub := k.PubKey().SerializeUncompressed()
+	if compressed {
+		pub = k.PubKey().SerializeCompressed()
+	}
+	return &PrivateKey{key: k, compressed: compressed, pub: pub}
 }
 
 // ParsePrivateKey reads a hex private key the way stacks.js does.
@@ -49,7 +61,7 @@ func ParsePrivateKey(s string) (*PrivateKey, error) {
 	if overflow := scalar.SetByteSlice(raw); overflow || scalar.IsZero() {
 		return nil, fmt.Errorf("%w: not in the range 1..n-1 of secp256k1", ErrBadPrivateKey)
 	}
-	return &PrivateKey{key: secp256k1.NewPrivateKey(&scalar), compressed: compressed}, nil
+	return newPrivateKey(secp256k1.NewPrivateKey(&scalar), compressed), nil
 }
 
 // GeneratePrivateKey returns a fresh random key with a compressed public key,
@@ -59,7 +71,7 @@ func GeneratePrivateKey() (*PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate private key: %w", err)
 	}
-	return &PrivateKey{key: k, compressed: true}, nil
+	return newPrivateKey(k, true), nil
 }
 
 // Hex returns the secret in the same form ParsePrivateKey accepts. It is the
@@ -77,12 +89,7 @@ func (k *PrivateKey) Hex() string {
 func (k *PrivateKey) Compressed() bool { return k.compressed }
 
 // PublicKey returns the serialised public key (33 or 65 bytes).
-func (k *PrivateKey) PublicKey() []byte {
-	if k.compressed {
-		return k.key.PubKey().SerializeCompressed()
-	}
-	return k.key.PubKey().SerializeUncompressed()
-}
+func (k *PrivateKey) PublicKey() []byte { return slices.Clone(k.pub) }
 
 // KeyEncoding is the transaction's key-encoding byte for this key.
 func (k *PrivateKey) KeyEncoding() KeyEncoding {
@@ -94,7 +101,7 @@ func (k *PrivateKey) KeyEncoding() KeyEncoding {
 
 // Address returns the single-sig address of this key for the given version.
 func (k *PrivateKey) Address(version byte) Address {
-	return Address{Version: version, Hash160: Hash160(k.PublicKey())}
+	return Address{Version: version, Hash160: Hash160(k.pub)}
 }
 
 // TestnetAddress is the ST… address of this key.

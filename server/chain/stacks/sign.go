@@ -50,7 +50,7 @@ func (tx *Transaction) Sign(key *PrivateKey) error {
 		return errors.New("sign transaction: no key")
 	}
 	tx.Auth.HashMode = HashModeP2PKH
-	tx.Auth.Signer = Hash160(key.PublicKey())
+	tx.Auth.Signer = Hash160(key.pub)
 	tx.Auth.KeyEncoding = key.KeyEncoding()
 	tx.Auth.Signature = [SignatureLen]byte{}
 	hash := tx.PreSignSigHash()
