@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,15 @@ type batcher struct {
 	timer *time.Timer
 	// pausedUntil: the contract was missing; drips go single until then.
 	pausedUntil time.Time
+	// demand is the arrival rate of batchable drips per second, decayed
+	// to demandAt (adaptive mode).
+	demand   float64
+	demandAt time.Time
+	// leaving counts lone drips that chose to leave and have no key yet.
+	leaving int
+	// lastSlot is when the batcher last took an in-flight slot, for a
+	// lone drip or a call (unix ns; adaptive mode).
+	lastSlot atomic.Int64
 
 	txs, drips, splits, fallbacks, alone atomic.Uint64
 }
@@ -154,18 +164,28 @@ func (b *batcher) batchable(req Request, amount uint64) bool {
 // cancelled while still queued leaves without trace; once its batch is on
 // the way, the batch answers for it (it may be paid).
 func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
-	if b.window == 0 && b.queued() == 0 && b.plentiful() {
-		// Nagle's rule: nothing to gather with and slots to spare, so the
-		// drip leaves now, on a slot not kept for calls. Without waiting:
-		// if other drips took the last one meanwhile, this one queues as
-		// if it had seen none.
-		res, err := b.f.sendVia(ctx, b.f.chooseKeeping(0, b.f.pool.keptSlots()), to, b.f.cfg.Amounts.Default)
-		if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
-			b.alone.Add(1)
-			return res, err
+	now := b.f.cfg.Now()
+	if b.window == 0 {
+		b.mu.Lock()
+		alone := len(b.queue) == 0 && b.roomAloneLocked(b.arrivedLocked(now))
+		if alone {
+			b.leaving++ // counted as taken until its key is chosen
+		}
+		b.mu.Unlock()
+		if alone {
+			// Nagle's rule: nothing to gather with and slots to spare, so
+			// the drip leaves now, on a slot not kept for calls. Without
+			// waiting: if other drips took the last one meanwhile, this
+			// one queues as if it had seen none.
+			b.lastSlot.Store(now.UnixNano())
+			res, err := b.f.sendVia(ctx, b.leavingAlone(b.f.chooseKeeping(0, b.f.pool.keptSlots())), to, b.f.cfg.Amounts.Default)
+			if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
+				b.alone.Add(1)
+				return res, err
+			}
 		}
 	}
-	e := &batchEntry{to: to, arrived: b.f.cfg.Now(), done: make(chan batchOutcome, 1)}
+	e := &batchEntry{to: to, arrived: now, done: make(chan batchOutcome, 1)}
 	e.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	b.queue = append(b.queue, e)
@@ -181,6 +201,7 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 	}
 	b.mu.Unlock()
 	if full != nil {
+		b.lastSlot.Store(b.f.cfg.Now().UnixNano())
 		go b.dispatchBatch(full)
 	}
 	select {
@@ -238,52 +259,86 @@ func (b *batcher) flushBatch(gen uint64) {
 	b.dispatchBatch(batch)
 }
 
-// plentiful reports whether more slots are free than the adaptive
-// batcher keeps for send-many calls.
-func (b *batcher) plentiful() bool {
-	free, kept := b.f.pool.freeSlots()
-	return free > kept
+// arrivedLocked counts one arriving drip in the demand rate and returns
+// the rate. The rate decays over one release interval, so it is the
+// demand of about the last block. Caller holds b.mu.
+func (b *batcher) arrivedLocked(now time.Time) float64 {
+	tau := b.f.releaseInterval().Seconds()
+	b.demand = b.demandAtLocked(now) + 1/tau
+	b.demandAt = now
+	return b.demand
 }
 
-// awaitSlot sends the adaptive batch gen as soon as it may take a slot:
-// at once when slots are plentiful again, the moment a block frees one, or
-// when the batch is full. Meanwhile the kept slots are paced over the time
-// the next block is expected to take: with k of them free, the batch
-// leaves on one once its first drip has waited a (k+1)-th of the block
-// gap, so a steady stream fills each call without spending every kept
-// slot before the block comes, and a lone latecomer waits little. With no
-// slot at all it waits for a block, up to BusyWait from its first drip,
-// then leaves anyway, to be answered busy.
+// demandAtLocked is the demand rate decayed to now. Caller holds b.mu.
+func (b *batcher) demandAtLocked(now time.Time) float64 {
+	if b.demandAt.IsZero() {
+		return 0
+	}
+	return b.demand * math.Exp(-now.Sub(b.demandAt).Seconds()/b.f.releaseInterval().Seconds())
+}
+
+// roomAloneLocked reports whether a drip may leave alone now: more slots
+// are free beyond those kept for calls (and those lone drips are about to
+// take) than the demand would take before the next block frees more.
+// Otherwise slots are scarce, and drips gather. Caller holds b.mu.
+func (b *batcher) roomAloneLocked(demand float64) bool {
+	free, kept := b.f.pool.freeSlots()
+	spare := free - kept - b.leaving
+	return spare > 0 && float64(spare) > demand*b.f.untilRelease().Seconds()
+}
+
+// leavingAlone wraps a lone drip's key choice: once a key is chosen (or
+// none), the drip's slot shows in the pool and no longer in b.leaving.
+func (b *batcher) leavingAlone(choose chooser) chooser {
+	var once sync.Once
+	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
+		k, nonce, err := choose(ctx, spend, excluded)
+		once.Do(func() {
+			b.mu.Lock()
+			b.leaving--
+			b.mu.Unlock()
+		})
+		return k, nonce, err
+	}
+}
+
+// awaitSlot sends the adaptive batch gen as soon as it may take a slot.
+// It leaves at once when slots are no longer scarce, or when the batch is
+// full; otherwise the free slots are paced over the time left until the
+// next block is expected to free more: with k free, the batch leaves once
+// a (k+1)-th of that time has passed since the batcher last took a slot.
+// So a steady stream fills each call without spending every slot before
+// the block comes, and a lone latecomer waits little. With no slot free
+// it waits for a block (a freed slot), up to BusyWait from its first
+// drip, then leaves anyway, to be answered busy.
 func (b *batcher) awaitSlot(gen uint64) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-wait:
 	for {
 		freed := b.f.pool.freedSignal()
-		free, kept := b.f.pool.freeSlots()
-		if free > kept {
-			break
-		}
+		now := b.f.cfg.Now()
 		b.mu.Lock()
 		if gen != b.gen || len(b.queue) == 0 {
 			b.mu.Unlock()
 			return // sent full, or every drip withdrew
 		}
-		waited := b.f.cfg.Now().Sub(b.queue[0].arrived)
+		waited := now.Sub(b.queue[0].arrived)
+		room := b.roomAloneLocked(b.demandAtLocked(now))
 		b.mu.Unlock()
+		if room {
+			break
+		}
 		wait := b.f.cfg.Timing.BusyWait - waited
-		if free > 0 {
-			wait = min(wait, b.f.blockGap()/time.Duration(free+1)-waited)
+		if free, _ := b.f.pool.freeSlots(); free > 0 {
+			pace := b.f.untilRelease() / time.Duration(free+1)
+			wait = min(wait, time.Duration(b.lastSlot.Load()+int64(pace)-now.UnixNano()))
 		}
 		if wait <= 0 {
 			break
 		}
 		timer.Reset(wait)
 		select {
-		case <-freed:
-			if free, _ := b.f.pool.freeSlots(); free > 0 {
-				break wait // a block (or a refusal) freed a slot: go now
-			}
+		case <-freed: // a block (or a refusal) freed slots: look again
 		case <-timer.C:
 		}
 	}
@@ -297,6 +352,7 @@ wait:
 		go b.awaitSlot(b.gen)
 	}
 	b.mu.Unlock()
+	b.lastSlot.Store(b.f.cfg.Now().UnixNano())
 	b.dispatchBatch(batch)
 }
 
@@ -541,9 +597,9 @@ func (b *batcher) pauseBatching(err error) {
 // node's minimum relay fee). Without an estimate it is the transfer fee rate
 // × the length.
 func (b *batcher) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
-	// Sign with a throwaway nonce and fee: only the payload and the length
-	// matter here, and both are the same for the real transaction.
-	probe, err := stacks.NewSendMany(stacks.SendManyParams{
+	// Unsigned, with a throwaway nonce and fee: only the payload and the
+	// length matter here, and both are the same for the real transaction.
+	probe, err := stacks.SendManyDraft(stacks.SendManyParams{
 		Contract: b.f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
 	}, b.f.pool.keys[0].key)
 	if err != nil {

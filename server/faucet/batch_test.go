@@ -647,6 +647,34 @@ func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 	}
 }
 
+// Adaptive batching under demand: when drips arrive faster than the free
+// slots would last until the next block, they gather although slots are
+// still free, and the queue leaves paced, so the slots are spread over
+// the block rather than spent in its first moments.
+func TestAdaptivePacesSlotsOverTheBlock(t *testing.T) {
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{BusyWait: time.Hour}})
+	// Blocks free slots every 400 ms, the last one just now.
+	e.f.releaseGap.Store(int64(400 * time.Millisecond))
+	e.f.lastRelease.Store(e.f.cfg.Now().UnixNano())
+	to := recipients(t, 60)
+	groups := byTx(t, dripAll(e.f, to))
+	st := e.f.BatchStats()
+	// The old rule sent 20 alone (every slot not kept for calls) before
+	// gathering any.
+	if len(groups) > 15 || st.Alone >= 20 || st.Txs == 0 {
+		t.Fatalf("60 drips in %d txs (%d alone, %d calls); want them gathered, at most 15 txs", len(groups), st.Alone, st.Txs)
+	}
+	if free, _ := e.f.pool.freeSlots(); free < 10 {
+		t.Errorf("%d slots left free before the block, want at least 10 kept for the rest of it", free)
+	}
+	e.mine()
+	for _, r := range to {
+		if bal, _ := e.dn.PrincipalAccount(r); bal != DefaultAmount {
+			t.Errorf("%s has %d µSTX, want %d", r, bal, DefaultAmount)
+		}
+	}
+}
+
 // Adaptive batching, a burst with no block to come: the kept slots carry
 // full calls, so a key pays far more than its 25 transfers.
 func TestAdaptiveBurstFillsTheKeptSlots(t *testing.T) {

@@ -52,6 +52,11 @@ type Faucet struct {
 	// when it last saw a new one (poll loop only).
 	gap       atomic.Int64
 	lastBlock time.Time
+	// releaseGap is the moving average of the time between polls that
+	// found a new tip, which is when in-flight slots free, and
+	// lastRelease the last such poll (unix ns): the adaptive batcher
+	// spreads its slots over what is left of the gap.
+	releaseGap, lastRelease atomic.Int64
 	// nodeWatch and readiness log the node's outages and the faucet's
 	// readiness when they change (nodewatch.go).
 	nodeWatch nodeWatch

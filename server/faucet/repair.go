@@ -174,13 +174,40 @@ const defaultBlockGap = 5 * time.Second
 func (f *Faucet) noteBlocks(n uint64) {
 	now := f.cfg.Now()
 	if !f.lastBlock.IsZero() {
-		d := int64(now.Sub(f.lastBlock)) / int64(n)
-		if old := f.gap.Load(); old > 0 {
-			d = old + (d-old)*3/10
-		}
-		f.gap.Store(max(d, 1))
+		since := int64(now.Sub(f.lastBlock))
+		f.gap.Store(movingAverage(f.gap.Load(), since/int64(n)))
+		f.releaseGap.Store(movingAverage(f.releaseGap.Load(), since))
 	}
 	f.lastBlock = now
+	f.lastRelease.Store(now.UnixNano())
+}
+
+// movingAverage folds sample into avg (0: none yet), at least 1.
+func movingAverage(avg, sample int64) int64 {
+	if avg > 0 {
+		sample = avg + (sample-avg)*3/10
+	}
+	return max(sample, 1)
+}
+
+// untilRelease is how long until in-flight slots are expected to free
+// next: a release gap after the last poll that found a block. An overdue
+// block is expected within an eighth of a gap.
+func (f *Faucet) untilRelease() time.Duration {
+	g := f.releaseGap.Load()
+	if g == 0 {
+		return defaultBlockGap
+	}
+	left := f.lastRelease.Load() + g - f.cfg.Now().UnixNano()
+	return time.Duration(max(left, g/8))
+}
+
+// releaseInterval is the expected time between slot releases.
+func (f *Faucet) releaseInterval() time.Duration {
+	if g := f.releaseGap.Load(); g > 0 {
+		return time.Duration(g)
+	}
+	return defaultBlockGap
 }
 
 // stuckWait is the least time a nonce must wait to count as stuck:
