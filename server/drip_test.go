@@ -81,6 +81,17 @@ func TestDripSuccess(t *testing.T) {
 	if ao := w.Header().Get("Access-Control-Allow-Origin"); ao != "*" {
 		t.Errorf("Access-Control-Allow-Origin = %q", ao)
 	}
+	// The body is written by hand; it must be what the encoder writes.
+	want, err := marshalJSON(dripSuccess{Success: true, TxID: tx.TxID().Hex0x(), TxRaw: hex.EncodeToString(tx.Serialize())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Body.String(); got != string(want) {
+		t.Errorf("body\n%s\nwant\n%s", got, want)
+	}
+	if n := w.Header().Get("Content-Length"); n != strconv.Itoa(len(want)) {
+		t.Errorf("Content-Length %s, want %d", n, len(want))
+	}
 }
 
 // TestDripAnyBody: with the address in the query, whatever body and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -106,6 +107,18 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// WriteString writes s without first copying it into a []byte when the
+// writer beneath can (net/http's can): drip bodies carry whole
+// transactions in hex.
+func (r *recorder) WriteString(s string) (int, error) {
+	if !r.wrote {
+		r.WriteHeader(http.StatusOK)
+	}
+	n, err := io.WriteString(r.ResponseWriter, s)
 	r.bytes += int64(n)
 	return n, err
 }

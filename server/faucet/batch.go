@@ -416,6 +416,7 @@ func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
 	res, next, splitAt, err := b.sendMany(ctx, entries)
 	switch next {
 	case batchDone:
+		res.rawHex = &rawHex{}
 		for i, e := range entries {
 			e.done <- batchOutcome{res: res.share(i, len(entries))}
 		}

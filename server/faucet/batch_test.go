@@ -2,6 +2,7 @@ package faucet
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -84,6 +85,11 @@ func TestBatchPaysEveryRecipientExactly(t *testing.T) {
 		}
 		if len(g) > 50 {
 			t.Errorf("%d recipients in one batch, max 50", len(g))
+		}
+		for _, o := range g {
+			if o.res.TxRawHex() != hex.EncodeToString(res.TxRaw) {
+				t.Fatalf("a drip of %s answers with other bytes in hex", txid)
+			}
 		}
 		if len(g) == 1 && res.Batch == 0 {
 			if tx.ContractCall != nil {

@@ -8,10 +8,12 @@ package faucet
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -147,6 +149,24 @@ type Result struct {
 	// answer was lost). The engine keeps its bytes and rebroadcasts them
 	// until the nonce confirms, so the transfer is still delivered.
 	InDoubt bool
+	// rawHex is TxRaw in hex, encoded once for every drip a call pays.
+	rawHex *rawHex
+}
+
+type rawHex struct {
+	once sync.Once
+	s    string
+}
+
+// TxRawHex is TxRaw in hex. The drips of one send-many call share it: a
+// call of 200 recipients is some 26 kB of hex, and each drip answers
+// with it.
+func (r *Result) TxRawHex() string {
+	if r.rawHex == nil {
+		return hex.EncodeToString(r.TxRaw)
+	}
+	r.rawHex.once.Do(func() { r.rawHex.s = hex.EncodeToString(r.TxRaw) })
+	return r.rawHex.s
 }
 
 // Drip sends one transfer to req.Recipient. It answers once the node has
