@@ -20,14 +20,17 @@ import (
 // transaction and one nonce, gathered one of two ways:
 //
 //   - adaptive (no window, the default), Nagle's rule: a drip leaves at
-//     once, alone, while slots are plentiful and nothing is queued.
-//     Once free in-flight slots are scarce (down to the last fifth of each
-//     key's), drips queue, and the queue leaves as one call the moment a
-//     block (or a refused transaction) frees a slot, when it holds Max
-//     drips, or when its first drip has waited BusyWait. The scarce slots
-//     are kept for calls, so a burst still finds a nonce for each Max
-//     drips. A quiet faucet answers as fast as without batching; a busy one
-//     packs each nonce.
+//     once, alone, while nothing is queued and slots are plentiful: more
+//     are free, beyond the last fifth of each key's kept for calls, than
+//     the current demand would take before the next block frees more.
+//     Otherwise drips queue, and the queue leaves as one call paced
+//     over the time left until that block (with k slots free, a (k+1)-th
+//     of it after the batcher last took a slot), at once when a block
+//     makes slots plentiful again, when it holds Max drips, or when its
+//     first drip has waited BusyWait. The kept slots mean a burst still
+//     finds a nonce for each Max drips. A quiet faucet answers as fast as
+//     without batching; a busy one packs each nonce, and spreads its
+//     nonces over the block instead of spending them at its start.
 //   - a fixed window: the first drip of a batch waits Window for others.
 const (
 	MaxBatch = stacks.SendManyMaxRecipients

@@ -218,14 +218,6 @@ func (f *Faucet) stuckWait() time.Duration {
 	return time.Duration(g) * time.Duration(f.cfg.Timing.StuckBlocks)
 }
 
-// blockGap is the expected time between blocks.
-func (f *Faucet) blockGap() time.Duration {
-	if g := f.gap.Load(); g > 0 {
-		return time.Duration(g)
-	}
-	return defaultBlockGap
-}
-
 // ownedLoaded reports whether the key is ours and its ledger is loaded,
 // loading it if needed.
 func (f *Faucet) ownedLoaded(ctx context.Context, k *keyState) bool {
