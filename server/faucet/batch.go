@@ -181,7 +181,9 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 			// waiting: if other drips took the last one meanwhile, this
 			// one queues as if it had seen none.
 			b.lastSlot.Store(now.UnixNano())
-			res, err := b.f.sendVia(ctx, b.leavingAlone(b.f.chooseKeeping(0, b.f.pool.keptSlots())), to, b.f.cfg.Amounts.Default)
+			choose, left := b.leavingAlone(b.f.chooseKeeping(0, b.f.pool.keptSlots()))
+			res, err := b.f.sendVia(ctx, choose, to, b.f.cfg.Amounts.Default)
+			left()
 			if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
 				b.alone.Add(1)
 				return res, err
@@ -292,17 +294,19 @@ func (b *batcher) roomAloneLocked(demand float64) bool {
 
 // leavingAlone wraps a lone drip's key choice: once a key is chosen (or
 // none), the drip's slot shows in the pool and no longer in b.leaving.
-func (b *batcher) leavingAlone(choose chooser) chooser {
-	var once sync.Once
+// left does the same for a drip that ends without choosing; it is a no-op
+// after a choice.
+func (b *batcher) leavingAlone(choose chooser) (_ chooser, left func()) {
+	left = sync.OnceFunc(func() {
+		b.mu.Lock()
+		b.leaving--
+		b.mu.Unlock()
+	})
 	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 		k, nonce, err := choose(ctx, spend, excluded)
-		once.Do(func() {
-			b.mu.Lock()
-			b.leaving--
-			b.mu.Unlock()
-		})
+		left()
 		return k, nonce, err
-	}
+	}, left
 }
 
 // awaitSlot sends the adaptive batch gen as soon as it may take a slot.

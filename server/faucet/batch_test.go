@@ -659,8 +659,8 @@ func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 // the block rather than spent in its first moments.
 func TestAdaptivePacesSlotsOverTheBlock(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{BusyWait: time.Hour}})
-	// Blocks free slots every 400 ms, the last one just now.
-	e.f.releaseGap.Store(int64(400 * time.Millisecond))
+	// Blocks free slots every 10 s, the last one just now.
+	e.f.releaseGap.Store(int64(10 * time.Second))
 	e.f.lastRelease.Store(e.f.cfg.Now().UnixNano())
 	to := recipients(t, 60)
 	groups := byTx(t, dripAll(e.f, to))
