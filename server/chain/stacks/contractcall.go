@@ -346,14 +346,14 @@ type SendManyParams struct {
 // stx-transfer? fail and so abort the whole batch: a zero amount, or the
 // sender as a recipient.
 func NewSendMany(p SendManyParams, key *PrivateKey) (*Transaction, error) {
-	if key == nil {
-		return nil, errors.New("send-many: no key")
-	}
-	call, err := sendManyCall(p, key.TestnetAddress())
+	tx, err := SendManyDraft(p, key)
 	if err != nil {
 		return nil, err
 	}
-	return NewContractCall(call, key)
+	if err := tx.Sign(key); err != nil {
+		return nil, err
+	}
+	return tx, nil
 }
 
 // SendManyDraft is the send-many call NewSendMany would build for key,
