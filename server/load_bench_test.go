@@ -40,7 +40,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
 // each waiting one round trip (rtt-ms, a lone drip's median, measured
 // first) ask at most conc / RTT. Then p50/p99, drips per transaction and
 // cpu, the share of the cores the whole process (client and devnode
-// included) used: near 1, the machine bounds the run.
+// included) used: near 1, the machine bounds the run. A latency run after
+// the 0 ms one of its mode and concurrency also reports of-0ms, its
+// drips/s over that run's.
 func BenchmarkDripLoad(b *testing.B) {
 	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
 		for _, mode := range []string{"default", "batching-off"} {
@@ -276,6 +278,12 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	b.ReportMetric(rate, "drips/s")
 	b.ReportMetric(limit, "limit-drips/s")
 	b.ReportMetric(rate/limit, "of-limit")
+	ceiling := fmt.Sprintf("%s/%d", mode, conc)
+	if latency == 0 {
+		zeroLatencyRate.Store(ceiling, rate)
+	} else if r, ok := zeroLatencyRate.Load(ceiling); ok {
+		b.ReportMetric(rate/r.(float64), "of-0ms")
+	}
 	b.ReportMetric(float64(rtt.Microseconds())/1000, "rtt-ms")
 	if cpuKnown {
 		// The machine's share: near 1, the cores (which the client and
@@ -293,6 +301,11 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	}
 	b.ReportMetric(0, "ns/op") // per-op time is meaningless for a concurrent load
 }
+
+// zeroLatencyRate holds the drips/s of each mode and concurrency run with
+// no node latency (the last such run): what the machine does when only its
+// cores bound the load. A latency run reports its share of it, of-0ms.
+var zeroLatencyRate sync.Map
 
 // rttSamples is how many lone drips measure a run's RTT.
 const rttSamples = 15
