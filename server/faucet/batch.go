@@ -170,7 +170,11 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 	now := b.f.cfg.Now()
 	if b.window == 0 {
 		b.mu.Lock()
-		alone := len(b.queue) == 0 && b.roomAloneLocked(b.arrivedLocked(now))
+		demand := b.arrivedLocked(now)
+		alone := false
+		if len(b.queue) == 0 {
+			alone, _ = b.roomAloneLocked(demand)
+		}
 		if alone {
 			b.leaving++ // counted as taken until its key is chosen
 		}
@@ -285,11 +289,12 @@ func (b *batcher) demandAtLocked(now time.Time) float64 {
 // roomAloneLocked reports whether a drip may leave alone now: more slots
 // are free beyond those kept for calls (and those lone drips are about to
 // take) than the demand would take before the next block frees more.
-// Otherwise slots are scarce, and drips gather. Caller holds b.mu.
-func (b *batcher) roomAloneLocked(demand float64) bool {
+// Otherwise slots are scarce, and drips gather. It also returns the free
+// slots it saw. Caller holds b.mu.
+func (b *batcher) roomAloneLocked(demand float64) (room bool, free int) {
 	free, kept := b.f.pool.freeSlots()
 	spare := free - kept - b.leaving
-	return spare > 0 && float64(spare) > demand*b.f.untilRelease().Seconds()
+	return spare > 0 && float64(spare) > demand*b.f.untilRelease().Seconds(), free
 }
 
 // leavingAlone wraps a lone drip's key choice: once a key is chosen (or
@@ -330,13 +335,13 @@ func (b *batcher) awaitSlot(gen uint64) {
 			return // sent full, or every drip withdrew
 		}
 		waited := now.Sub(b.queue[0].arrived)
-		room := b.roomAloneLocked(b.demandAtLocked(now))
+		room, free := b.roomAloneLocked(b.demandAtLocked(now))
 		b.mu.Unlock()
 		if room {
 			break
 		}
 		wait := b.f.cfg.Timing.BusyWait - waited
-		if free, _ := b.f.pool.freeSlots(); free > 0 {
+		if free > 0 {
 			pace := b.f.untilRelease() / time.Duration(free+1)
 			wait = min(wait, time.Duration(b.lastSlot.Load()+int64(pace)-now.UnixNano()))
 		}

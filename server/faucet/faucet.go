@@ -50,15 +50,12 @@ type Faucet struct {
 	// block that confirms it is looked for at the busy cadence at once.
 	sent chan struct{}
 	// gap is the time between blocks as the poll loop sees them, a moving
-	// average in nanoseconds (0 until two blocks were seen); lastBlock is
-	// when it last saw a new one (poll loop only).
-	gap       atomic.Int64
-	lastBlock time.Time
-	// releaseGap is the moving average of the time between polls that
-	// found a new tip, which is when in-flight slots free, and
-	// lastRelease the last such poll (unix ns): the adaptive batcher
-	// spreads its slots over what is left of the gap.
-	releaseGap, lastRelease atomic.Int64
+	// average in nanoseconds (0 until two blocks were seen). releaseGap is
+	// the moving average of the time between polls that found a new tip,
+	// which is when in-flight slots free, and lastRelease the last such
+	// poll (unix ns, 0 before one): the adaptive batcher spreads its slots
+	// over what is left of the gap.
+	gap, releaseGap, lastRelease atomic.Int64
 	// nodeWatch and readiness log the node's outages and the faucet's
 	// readiness when they change (nodewatch.go).
 	nodeWatch nodeWatch

@@ -172,14 +172,13 @@ const defaultBlockGap = 5 * time.Second
 // noteBlocks folds the time since the last new block, spread over the n
 // blocks that came, into the moving average of the block gap.
 func (f *Faucet) noteBlocks(n uint64) {
-	now := f.cfg.Now()
-	if !f.lastBlock.IsZero() {
-		since := int64(now.Sub(f.lastBlock))
+	now := f.cfg.Now().UnixNano()
+	if last := f.lastRelease.Load(); last != 0 {
+		since := now - last
 		f.gap.Store(movingAverage(f.gap.Load(), since/int64(n)))
 		f.releaseGap.Store(movingAverage(f.releaseGap.Load(), since))
 	}
-	f.lastBlock = now
-	f.lastRelease.Store(now.UnixNano())
+	f.lastRelease.Store(now)
 }
 
 // movingAverage folds sample into avg (0: none yet), at least 1.
@@ -194,12 +193,12 @@ func movingAverage(avg, sample int64) int64 {
 // next: a release gap after the last poll that found a block. An overdue
 // block is expected within an eighth of a gap.
 func (f *Faucet) untilRelease() time.Duration {
-	g := f.releaseGap.Load()
-	if g == 0 {
-		return defaultBlockGap
+	g := f.releaseInterval()
+	last := f.lastRelease.Load()
+	if last == 0 {
+		return g
 	}
-	left := f.lastRelease.Load() + g - f.cfg.Now().UnixNano()
-	return time.Duration(max(left, g/8))
+	return max(time.Duration(last-f.cfg.Now().UnixNano())+g, g/8)
 }
 
 // releaseInterval is the expected time between slot releases.
