@@ -197,8 +197,9 @@ func parseCallReadBody(b []byte) (callReadBody, error) {
 // (an (err …) included). Callers hold n.mu.
 func (n *Node) callRead(contract stacks.ContractID, function string, sender stacks.Principal, args []stacks.ClarityValue) CallReadResponse {
 	fail := func(cause string) CallReadResponse { return CallReadResponse{Cause: cause} }
+	t := n.tokens[contract]
 	switch {
-	case n.token != nil && contract == n.token.asset.Contract:
+	case t != nil:
 	case n.sendMany != nil && contract == *n.sendMany:
 		// Its functions exist, but their execution is not modelled here.
 		switch function {
@@ -225,15 +226,14 @@ func (n *Node) callRead(contract stacks.ContractID, function string, sender stac
 		}
 	}
 
-	t := n.token
 	var v stacks.ClarityValue
 	switch function {
 	case fnGetName:
-		v = stacks.ResponseOk(stacks.StringASCII(tokenDisplayName))
+		v = stacks.ResponseOk(stacks.StringASCII(t.spec.Name))
 	case fnGetSymbol:
-		v = stacks.ResponseOk(stacks.StringASCII(tokenSymbol))
+		v = stacks.ResponseOk(stacks.StringASCII(t.spec.Symbol))
 	case fnGetDecimals:
-		v = stacks.ResponseOk(stacks.NewUInt(tokenDecimals))
+		v = stacks.ResponseOk(stacks.NewUInt(uint64(t.spec.Decimals)))
 	case fnGetBalance:
 		v = stacks.ResponseOk(stacks.NewUInt(t.balances[args[0].(stacks.Principal).String()]))
 	case fnGetTotalSupply:
@@ -282,7 +282,7 @@ var (
 	}}
 )
 
-// tokenParams lists the token contract's functions (token.clar), public
+// tokenParams lists the token contract's functions (token.clar.tmpl), public
 // and read-only, by name.
 var tokenParams = map[string][]param{
 	fnTransfer:       {paramUInt, paramPrincipal, paramPrincipal, paramMemo},

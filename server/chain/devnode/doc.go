@@ -9,7 +9,8 @@
 // looks handlers up by method and path together):
 //
 //	GET  /v2/info                          node.Info
-//	GET  /v2/pox                           node.PoXInfo (pox-4, regtest cycle lengths)
+//	GET  /v2/pox                           node.PoXInfo (regtest cycle lengths; pox-4 in Epoch30,
+//	                                       or as a 4.x node pox-5 in Epoch40 with pox_5_sbtc_*)
 //	GET  /v2/accounts/{principal}          node.Account (+ placeholder proofs unless ?proof=0)
 //	POST /v2/transactions                  txid string, or 400 rejection JSON / decode text
 //	GET  /v2/fees/transfer                 bare integer (µSTX per byte)
@@ -47,15 +48,18 @@
 //     fungible-token post-conditions. Other valid transactions (sponsored, multisig, other
 //     payloads or post-conditions) are answered like undecodable ones, 400
 //     "Failed to decode: Failed to deserialize posted transaction: …".
-//   - Two contracts can exist: send-many-memo at Config.SendManyContract and
-//     the SIP-010 token of contracts/token.clar (TokenContractSource) at
-//     Config.TokenAsset's contract ("" deploys either not). A contract call
-//     passes the same checks as a transfer except that, as in
-//     can_include_tx, the balance must cover only the fee; then the
-//     contract address version (BadAddressVersionByte), the contract
-//     (NoSuchContract), the function (send-many or send-stx-with-memo;
-//     transfer or mint: the token's read-only getters are not public
-//     functions, so NoSuchPublicFunction) and the arguments
+//   - The contracts that can exist are send-many-memo at
+//     Config.SendManyContract ("" deploys none) and any number of SIP-010
+//     tokens, one per Config.Tokens entry (Config.TokenAsset is a shorthand
+//     for one sBTC), each the template contracts/token.clar.tmpl rendered
+//     with its token name, display name, symbol and decimals
+//     (TokenContractSource). A contract call passes the same checks as a
+//     transfer except that, as in can_include_tx, the balance must cover
+//     only the fee; then the contract address version
+//     (BadAddressVersionByte), the contract (NoSuchContract), the function
+//     (send-many or send-stx-with-memo; transfer or mint: a token's
+//     read-only getters are not public functions, so NoSuchPublicFunction)
+//     and the arguments
 //     (BadFunctionArgument) are checked. Its message is exact for
 //     IncorrectArgumentCount(expected, got); for a TypeError the expected
 //     type is exact and the actual type's Rust Debug form is approximated
@@ -73,9 +77,12 @@
 //     fee is charged and the nonce advances. For the stricter
 //     NotEnoughFunds accounting a pending call spends its batch total plus
 //     fee. Costs are not modelled.
-//   - The token contract is not interpreted: token.go implements
-//     token.clar's rules, and hack/clarity checks them against the real
-//     Clarity VM (make test-clarity; TestClarityOutcomes). A mined transfer
+//   - The token contracts are not interpreted: token.go implements the
+//     template's rules for every token, and hack/clarity checks them
+//     against the real Clarity VM for two tokens of different names,
+//     symbols and decimals (make test-clarity; TestClarityOutcomes). Tokens
+//     are independent: a call moves only its own token, and mint is its own
+//     contract's deployer's. A mined transfer
 //     returns (err u4) unless its sender argument is the tx sender (as
 //     sbtc-token, which also accepts contract-caller: the same principal
 //     for a call from a transaction), then ft-transfer?'s (err u3) zero
@@ -91,7 +98,7 @@
 //     mode checks only the listed ones. The Originator mode of newer nodes
 //     and non-fungible conditions do not decode.
 //   - Events exist only as Node.TxEvents (the real node sends them to event
-//     observers, not over RPC): the token's ft_transfer_event,
+//     observers, not over RPC): a token's ft_transfer_event,
 //     ft_mint_event and the memo's print (contract_event). STX transfers and
 //     send-many's prints have none, and, as the event dispatcher does, a
 //     rolled-back call has none.
@@ -103,7 +110,7 @@
 //     reads it: case-sensitive keys, no duplicates, sender and arguments
 //     required; sender, sponsor, hex arguments with or without 0x) are
 //     exact; chunked bodies count as length 0, as the node has no length.
-//     The token's getters answer from the confirmed state at the tip;
+//     Each token's getters answer from the confirmed state at the tip;
 //     transfer and mint answer their err when the caller is not the owner
 //     or deployer and "NotReadOnly" otherwise (the node's read-only calls
 //     may not write). Causes are the VM error's Display, e.g.
@@ -135,6 +142,19 @@
 //     "NoEstimateAvailable",…} like a node whose estimator has no data yet.
 //     The content type must be application/json; other decode-error texts
 //     are approximate.
+//   - /v2/pox is a 3.x node's unless Config.PoXSBTCContract is set: then
+//     the node answers as a 4.x node past Epoch 4.0 (getpoxinfo.rs at
+//     4.0.2): contract_id pox-5, a fifth contract_versions entry, epochs
+//     3.1 to 3.4 and 4.0 (Epoch40 from burn height 202, before genesis),
+//     /v2/info's peer_version with network epoch 0x10, PoX-5's flat
+//     50,000 STX minimum (Pox5MinAmountUstx) unless Config.MinAmountUstx
+//     says otherwise, and
+//     pox_5_sbtc_contract naming the configured contract with
+//     pox_5_sbtc_registry_contract its deployer's sbtc-registry (the real
+//     node takes both from its configuration; in mainnet mode, the fixed
+//     SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4 contracts). A 3.x node
+//     sends neither field. The announced contract need not be deployed,
+//     as on a real node.
 //   - ?tip= is accepted and ignored: reads always use the canonical tip.
 //   - Fees leave the supply: there is no miner account to credit them to.
 //   - One Stacks block per burn block and per tenure, so stacks_tip_height,

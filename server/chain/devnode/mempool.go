@@ -96,9 +96,12 @@ func precheck(tx *stacks.Transaction, raw []byte) prechecked {
 }
 
 // admit runs the mempool admission checks in stacks-core's order and stores
-// the tx on success. Callers hold n.mu.
+// the tx on success: semantics, then signature, chain id and fee, then the
+// nonce, the funds, the contract-call payload and finally a same-nonce
+// conflict. Each step reports a rejection reason, "" to go on. Callers
+// hold n.mu.
 func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
-	tx, raw, txid := c.tx, c.raw, c.txid
+	tx, txid := c.tx, c.txid
 	reject := func(reason string, data map[string]any) (stacks.TxID, *Rejection) {
 		n.log.Debug("devnode: tx rejected", "txid", txid.Hex0x(), "reason", reason)
 		return txid, &Rejection{Reason: reason, Data: data, TxID: txid}
@@ -109,107 +112,139 @@ func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
 	if _, ok := n.pool[txid]; ok {
 		return txid, nil
 	}
+	if reason, data := n.checkSemantics(tx); reason != "" {
+		return reject(reason, data)
+	}
+	if reason, data := n.checkAuth(c); reason != "" {
+		return reject(reason, data)
+	}
+	principal := tx.SenderAddress().String()
+	acct := n.peek(principal)
+	if reason, data := checkNonce(tx.Auth.Nonce, acct.nonce, principal); reason != "" {
+		return reject(reason, data)
+	}
+	// The pending tx this one would replace, if any.
+	prior := n.pending[principal][tx.Auth.Nonce]
+	if reason, data := n.checkFunds(tx, acct.balance, principal, prior); reason != "" {
+		return reject(reason, data)
+	}
+	// Payload checks come after the balance: the contract must be deployed
+	// (only Config.SendManyContract's and the tokens' can be), the function
+	// public, the arguments well-typed.
+	var call []transfer
+	var tc *tokenCall
+	if tx.ContractCall != nil {
+		var reason string
+		var data map[string]any
+		if call, tc, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
+			return reject(reason, data)
+		}
+	}
+	// try_add_tx: same origin nonce pending → replace only for a strictly
+	// higher total fee.
+	if prior != nil && tx.Auth.Fee <= prior.tx.Auth.Fee {
+		return reject(node.ReasonConflictingNonceInMempool, nil)
+	}
+	n.store(c, principal, prior, call, tc)
+	return txid, nil
+}
 
-	// can_admit_mempool_semantic.
+// checkSemantics is can_admit_mempool_semantic: the tx version must be the
+// network's; a transfer must not pay its sender, must move something and
+// must pay a recipient of this network.
+func (n *Node) checkSemantics(tx *stacks.Transaction) (string, map[string]any) {
 	if (tx.Version == stacks.TxVersionMainnet) != n.mainnet {
-		return reject(node.ReasonBadTransactionVersion, nil)
+		return node.ReasonBadTransactionVersion, nil
 	}
-	sender := tx.SenderAddress()
-	if tx.ContractCall == nil { // the transfer-only semantic checks
-		rcpt := tx.Payload.Recipient
-		if !rcpt.IsContract() && rcpt.Address == sender {
-			return reject(node.ReasonTransferRecipientCannotEqualSender, map[string]any{"recipient": rcpt.String()})
-		}
-		if tx.Payload.Amount == 0 {
-			return reject(node.ReasonTransferAmountMustBePositive, nil)
-		}
-		if !validAddressVersion(n.mainnet, rcpt.Address.Version) {
-			return reject(node.ReasonBadAddressVersionByte, nil)
-		}
+	if tx.ContractCall != nil { // the rest are transfer-only
+		return "", nil
 	}
+	rcpt := tx.Payload.Recipient
+	if !rcpt.IsContract() && rcpt.Address == tx.SenderAddress() {
+		return node.ReasonTransferRecipientCannotEqualSender, map[string]any{"recipient": rcpt.String()}
+	}
+	if tx.Payload.Amount == 0 {
+		return node.ReasonTransferAmountMustBePositive, nil
+	}
+	if !validAddressVersion(n.mainnet, rcpt.Address.Version) {
+		return node.ReasonBadAddressVersionByte, nil
+	}
+	return "", nil
+}
 
-	// process_transaction_precheck: the signature first (it is checked
-	// against the tx's own chain id), then the chain id.
+// checkAuth is process_transaction_precheck and the fee floor: the
+// signature first (it is checked against the tx's own chain id), then the
+// chain id, then fee < MINIMUM_TX_FEE || fee / tx_size <
+// MINIMUM_TX_FEE_RATE_PER_BYTE.
+func (n *Node) checkAuth(c prechecked) (string, map[string]any) {
+	tx := c.tx
 	if err := c.sigErr; err != nil {
-		return reject(node.ReasonSignatureValidation, map[string]any{"message": signatureMessage(err)})
+		return node.ReasonSignatureValidation, map[string]any{"message": signatureMessage(err)}
 	}
 	if want := n.chainID(); tx.ChainID != want {
-		return reject(node.ReasonSignatureValidation, map[string]any{
-			"message": fmt.Sprintf("Invalid tx %s: invalid chain ID %d (expected %d)", txid, tx.ChainID, want),
-		})
+		return node.ReasonSignatureValidation, map[string]any{
+			"message": fmt.Sprintf("Invalid tx %s: invalid chain ID %d (expected %d)", c.txid, tx.ChainID, want),
+		}
 	}
-
-	// Fee: fee < MINIMUM_TX_FEE || fee / tx_size < MINIMUM_TX_FEE_RATE_PER_BYTE.
-	fee, size := tx.Auth.Fee, uint64(len(raw))
+	fee, size := tx.Auth.Fee, uint64(len(c.raw))
 	if fee < 1 || fee/size < 1 {
-		return reject(node.ReasonFeeTooLow, map[string]any{"expected": max(1, size), "actual": fee})
+		return node.ReasonFeeTooLow, map[string]any{"expected": max(1, size), "actual": fee}
 	}
+	return "", nil
+}
 
-	// Nonces against confirmed state; higher nonces may chain up to +26.
-	principal := sender.String()
-	acct := n.peek(principal)
-	nonce := tx.Auth.Nonce
-	if nonce < acct.nonce {
-		return reject(node.ReasonBadNonce, map[string]any{
-			"expected": acct.nonce, "actual": nonce, "principal": principal, "is_origin": true,
-		})
+// checkNonce compares the tx nonce with the confirmed account nonce: lower
+// is BadNonce, and higher may chain up to +26 (TooMuchChaining beyond).
+func checkNonce(nonce, account uint64, principal string) (string, map[string]any) {
+	if nonce < account {
+		return node.ReasonBadNonce, map[string]any{
+			"expected": account, "actual": nonce, "principal": principal, "is_origin": true,
+		}
 	}
-	if maxNonce := acct.nonce + 1 + maxChaining; nonce > maxNonce {
-		return reject(node.ReasonTooMuchChaining, map[string]any{
+	if maxNonce := account + 1 + maxChaining; nonce > maxNonce {
+		return node.ReasonTooMuchChaining, map[string]any{
 			"message":  "Nonce would exceed chaining limit in mempool",
 			"expected": maxNonce, "actual": nonce, "principal": principal, "is_origin": true,
-		})
+		}
 	}
+	return "", nil
+}
 
-	// Funds (can_include_tx step 6/7): a transfer's origin must cover
-	// amount + fee (computed as u128, it cannot wrap); a contract call's
-	// payer only the fee, since what the call will move is unknown until it
-	// runs.
-	prior := n.pending[principal][nonce]
+// checkFunds is can_include_tx step 6/7: a transfer's origin must cover
+// amount + fee (computed as u128, it cannot wrap); a contract call's payer
+// only the fee, since what the call will move is unknown until it runs.
+// Unless Config.ConfirmedBalanceOnly, the sender's other pending spends
+// (all but prior, which this tx would replace) come off the balance first.
+func (n *Node) checkFunds(tx *stacks.Transaction, balance uint64, principal string, prior *poolEntry) (string, map[string]any) {
 	amount := tx.Payload.Amount
 	if tx.ContractCall != nil {
 		amount = 0
 	}
-	needLo, needHi := bits.Add64(amount, fee, 0)
-	avail := acct.balance
+	needLo, needHi := bits.Add64(amount, tx.Auth.Fee, 0)
+	avail := balance
 	if !n.cfg.ConfirmedBalanceOnly {
 		for _, e := range n.pending[principal] {
-			if e == prior {
-				continue // the tx this one would replace does not count
+			if e != prior {
+				avail = subSat(avail, e.spend())
 			}
-			avail = subSat(avail, e.spend())
 		}
 	}
 	if needHi != 0 || needLo > avail {
-		return reject(node.ReasonNotEnoughFunds, map[string]any{
+		return node.ReasonNotEnoughFunds, map[string]any{
 			"expected": formatU128(needHi, needLo), "actual": node.FormatU128(avail),
-		})
-	}
-
-	// Payload checks come after the balance: the contract must be deployed
-	// (only Config.SendManyContract and Config.TokenAsset's can be), the
-	// function public, the arguments well-typed.
-	var call []transfer
-	var tokenCall *tokenCall
-	if tx.ContractCall != nil {
-		var reason string
-		var data map[string]any
-		if call, tokenCall, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
-			return reject(reason, data)
 		}
 	}
+	return "", nil
+}
 
-	// try_add_tx: same origin nonce pending → replace only for a strictly
-	// higher total fee.
-	if prior != nil && fee <= prior.tx.Auth.Fee {
-		return reject(node.ReasonConflictingNonceInMempool, nil)
-	}
-
-	// Accepted. The drop fault answers success but keeps nothing, not even
-	// the replacement of the prior tx.
+// store keeps an accepted tx in the mempool, replacing prior. The drop
+// fault answers success but keeps nothing, not even the replacement.
+// Callers hold n.mu.
+func (n *Node) store(c prechecked, principal string, prior *poolEntry, call []transfer, tc *tokenCall) {
+	txid, nonce := c.txid, c.tx.Auth.Nonce
 	if n.dropRate > 0 && n.rng.Float64() < n.dropRate {
 		n.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.Hex0x())
-		return txid, nil
+		return
 	}
 	if prior != nil {
 		n.log.Debug("devnode: replace-by-fee", "old", prior.txid.Hex0x(), "new", txid.Hex0x())
@@ -217,15 +252,14 @@ func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
 		delete(n.pool, prior.txid)
 	}
 	n.seq++
-	e := &poolEntry{tx: tx, raw: raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call, token: tokenCall}
+	e := &poolEntry{tx: c.tx, raw: c.raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call, token: tc}
 	n.pool[txid] = e
 	if n.pending[principal] == nil {
 		n.pending[principal] = make(map[uint64]*poolEntry)
 	}
 	n.pending[principal][nonce] = e
 	n.nPending++
-	n.log.Debug("devnode: tx admitted", "txid", txid.Hex0x(), "sender", principal, "nonce", nonce, "fee", fee)
-	return txid, nil
+	n.log.Debug("devnode: tx admitted", "txid", txid.Hex0x(), "sender", principal, "nonce", nonce, "fee", c.tx.Auth.Fee)
 }
 
 // removePending unlinks e from the pending index. Callers hold n.mu.

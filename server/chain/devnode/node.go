@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,12 @@ const (
 	// STX only reflects regtest's inflated supply.
 	DefaultMinAmountUstx uint64 = 125_000_000_000
 
+	// Pox5MinAmountUstx is POX_5_SIGNER_SET_MIN_USTX, 50,000 STX: the flat
+	// minimum a PoX-5 node reports for every pox-5 cycle, the default
+	// instead of DefaultMinAmountUstx on a 4.x node
+	// (Config.PoXSBTCContract), and its min_increment_ustx.
+	Pox5MinAmountUstx uint64 = 50_000_000_000
+
 	// MempoolMaxTxAge is stacks-core's MEMPOOL_MAX_TRANSACTION_AGE: a tx
 	// received at tip height h is garbage-collected once the tip exceeds h+256.
 	MempoolMaxTxAge = 256
@@ -31,7 +38,8 @@ const (
 
 	// GenesisBurnHeight is the burn height of the genesis block (Stacks
 	// height 0). It matches the regtest /v2/pox fixture's current height, so
-	// the node starts in Epoch30, reward cycle 11.
+	// the node starts in reward cycle 11: in Epoch30 as a 3.x node, in
+	// Epoch40 as a 4.x one (Config.PoXSBTCContract).
 	GenesisBurnHeight = 227
 
 	// stableConfirmations is how far stable_burn_block_height lags the burn
@@ -61,7 +69,8 @@ type Config struct {
 	BlockTime time.Duration
 	// Genesis holds µSTX balances at genesis.
 	Genesis map[stacks.Address]uint64
-	// MinAmountUstx is /v2/pox min_amount_ustx; 0 means DefaultMinAmountUstx.
+	// MinAmountUstx is /v2/pox min_amount_ustx; 0 means
+	// DefaultMinAmountUstx, or Pox5MinAmountUstx on a 4.x node.
 	MinAmountUstx uint64
 	// FeeRate is the /v2/fees/transfer answer in µSTX per byte, and the low
 	// fee rate of /v2/fees/transaction; 0 means 1.
@@ -82,15 +91,26 @@ type Config struct {
 	// contract call is refused with NoSuchContract. New panics on an
 	// unparsable id.
 	SendManyContract string
-	// TokenAsset is the asset identifier ("ADDR.contract::token") of a
-	// SIP-010 token contract deployed at genesis, e.g. stacks.SBTCTestnet:
-	// TokenContractSource deployed by ADDR as contract. The token part must
-	// be TokenName, the token that source defines. "" deploys none. New
-	// panics on an unparsable identifier.
-	TokenAsset string
-	// TokenGenesis holds token balances minted at genesis; New panics when
-	// it is set without TokenAsset.
+	// Tokens are SIP-010 token contracts deployed at genesis, each the
+	// template of TokenContractSource rendered for its spec, with its
+	// genesis balances minted. New panics on an invalid spec, two specs at
+	// one contract, or one at SendManyContract.
+	Tokens []TokenSpec
+	// TokenAsset and TokenGenesis are a shorthand for one sBTC token:
+	// TokenAsset "ADDR.contract::sbtc-token" (e.g. stacks.SBTCTestnet; the
+	// token part must be TokenName) adds SBTCToken(TokenAsset, TokenGenesis)
+	// to Tokens. "" adds none; New panics on an unparsable identifier or on
+	// TokenGenesis without TokenAsset.
+	TokenAsset   string
 	TokenGenesis map[stacks.Address]uint64
+	// PoXSBTCContract, when set, makes /v2/pox answer as a stacks-core 4.x
+	// node in Epoch 4.0 (PoX-5): pox_5_sbtc_contract names this contract
+	// (usually one of Tokens), pox_5_sbtc_registry_contract its deployer's
+	// sbtc-registry, contract_id is pox-5 and the epochs run to Epoch40.
+	// In mainnet mode a 4.x node names the fixed mainnet sBTC contracts
+	// instead, whatever its configuration. Zero keeps the node a 3.x one,
+	// whose /v2/pox has neither field.
+	PoXSBTCContract stacks.ContractID
 	// Seed seeds the fault-injection randomness; 0 picks a random seed.
 	Seed uint64
 	// Logger receives mining and drop events; nil discards them.
@@ -224,8 +244,9 @@ type Node struct {
 
 	noFeeEstimate bool
 
-	sendMany *stacks.ContractID // the deployed send-many-memo, if any
-	token    *tokenContract     // the deployed token contract, if any
+	sendMany *stacks.ContractID                   // the deployed send-many-memo, if any
+	tokens   map[stacks.ContractID]*tokenContract // the deployed token contracts
+	schedule poxSchedule                          // 3.x or 4.x (Config.PoXSBTCContract)
 }
 
 // New returns a node at its genesis block holding cfg.Genesis balances.
@@ -233,8 +254,12 @@ func New(cfg Config) *Node {
 	if cfg.ChainID == 0 {
 		cfg.ChainID = stacks.ChainIDTestnet
 	}
+	schedule := newPoXSchedule(cfg.PoXSBTCContract)
 	if cfg.MinAmountUstx == 0 {
 		cfg.MinAmountUstx = DefaultMinAmountUstx
+		if schedule.pox5() {
+			cfg.MinAmountUstx = Pox5MinAmountUstx
+		}
 	}
 	if cfg.FeeRate == 0 {
 		cfg.FeeRate = 1
@@ -259,6 +284,8 @@ func New(cfg Config) *Node {
 		synced:    true,
 		minAmount: cfg.MinAmountUstx,
 		feeRate:   cfg.FeeRate,
+		tokens:    make(map[stacks.ContractID]*tokenContract),
+		schedule:  schedule,
 	}
 	if cfg.SendManyContract != "" {
 		id, err := stacks.ParseContractID(cfg.SendManyContract)
@@ -267,20 +294,16 @@ func New(cfg Config) *Node {
 		}
 		n.sendMany = &id
 	}
-	if cfg.TokenAsset != "" {
-		t, err := newTokenContract(cfg.TokenAsset)
-		if err != nil {
-			panic("devnode: Config.TokenAsset: " + err.Error())
-		}
-		if n.sendMany != nil && *n.sendMany == t.asset.Contract {
-			panic("devnode: Config.TokenAsset and Config.SendManyContract name the same contract")
-		}
-		n.token = t
-	} else if len(cfg.TokenGenesis) > 0 {
-		panic("devnode: Config.TokenGenesis without Config.TokenAsset")
+	specs := cfg.Tokens
+	legacy, ok, err := legacyTokenSpec(&cfg)
+	if err != nil {
+		panic("devnode: " + err.Error())
 	}
-	for addr, amount := range cfg.TokenGenesis {
-		n.token.mint(addr.String(), amount)
+	if ok {
+		specs = append(slices.Clip(specs), legacy)
+	}
+	if err := n.deployTokens(specs, ok); err != nil {
+		panic("devnode: " + err.Error())
 	}
 	for addr, ustx := range cfg.Genesis {
 		n.credit(addr.String(), ustx)

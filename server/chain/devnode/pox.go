@@ -3,6 +3,7 @@ package devnode
 import (
 	"encoding/hex"
 	"math"
+	"slices"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -27,10 +28,13 @@ const (
 var (
 	limitEpoch20 = node.ExecutionCost{WriteLength: 150_000_000, WriteCount: 50_000, ReadLength: 1_000_000_000, ReadCount: 50_000, Runtime: 100_000_000_000}
 	limitEpoch25 = node.ExecutionCost{WriteLength: 15_000_000, WriteCount: 15_000, ReadLength: 100_000_000, ReadCount: 15_000, Runtime: 5_000_000_000}
+	// limitEpoch40 is BLOCK_LIMIT_MAINNET_40: the read limits doubled.
+	limitEpoch40 = node.ExecutionCost{WriteLength: 15_000_000, WriteCount: 15_000, ReadLength: 200_000_000, ReadCount: 30_000, Runtime: 5_000_000_000}
 
-	// epochs are the regtest fixture's burn-height schedule. Each Epoch2x
-	// start is distinct because consumers derive PoX unlock heights from them.
-	epochs = []node.Epoch{
+	// epochs2x is the regtest fixture's burn-height schedule up to Epoch 3.0.
+	// Each Epoch2x start is distinct because consumers derive PoX unlock
+	// heights from them.
+	epochs2x = []node.Epoch{
 		{EpochID: "Epoch10", StartHeight: 0, EndHeight: 0, NetworkEpoch: 0},
 		{EpochID: "Epoch20", StartHeight: 0, EndHeight: 102, BlockLimit: limitEpoch20, NetworkEpoch: 0},
 		{EpochID: "Epoch2_05", StartHeight: 102, EndHeight: 103, BlockLimit: limitEpoch20, NetworkEpoch: 5},
@@ -39,20 +43,40 @@ var (
 		{EpochID: "Epoch23", StartHeight: 106, EndHeight: 107, BlockLimit: limitEpoch20, NetworkEpoch: 8},
 		{EpochID: "Epoch24", StartHeight: 107, EndHeight: 132, BlockLimit: limitEpoch20, NetworkEpoch: 9},
 		{EpochID: "Epoch25", StartHeight: 132, EndHeight: 152, BlockLimit: limitEpoch25, NetworkEpoch: 10},
-		{EpochID: "Epoch30", StartHeight: 152, EndHeight: math.MaxInt64, BlockLimit: limitEpoch25, NetworkEpoch: 11},
 	}
 
-	// poxContracts are (name, activation burn height, first reward cycle).
-	poxContracts = []struct {
-		name       string
-		activation uint64
-		firstCycle uint64
-	}{
+	// epochs3x is the regtest fixture's schedule: a 3.x node, in Epoch30
+	// from burn height 152 on.
+	epochs3x = append(slices.Clip(epochs2x),
+		node.Epoch{EpochID: "Epoch30", StartHeight: 152, EndHeight: math.MaxInt64, BlockLimit: limitEpoch25, NetworkEpoch: 11})
+
+	// epochs4x is the same chain on a 4.x node, compressed the way the PoX-5
+	// testnet configures it (epochs 3.0 to 3.3 one block each, a longer
+	// 3.4, then 4.0): Epoch40 starts at pox5Activation, before
+	// GenesisBurnHeight, so the node is in Epoch 4.0 from genesis.
+	epochs4x = append(slices.Clip(epochs2x),
+		node.Epoch{EpochID: "Epoch30", StartHeight: 152, EndHeight: 153, BlockLimit: limitEpoch25, NetworkEpoch: 11},
+		node.Epoch{EpochID: "Epoch31", StartHeight: 153, EndHeight: 154, BlockLimit: limitEpoch25, NetworkEpoch: 12},
+		node.Epoch{EpochID: "Epoch32", StartHeight: 154, EndHeight: 155, BlockLimit: limitEpoch25, NetworkEpoch: 13},
+		node.Epoch{EpochID: "Epoch33", StartHeight: 155, EndHeight: 156, BlockLimit: limitEpoch25, NetworkEpoch: 14},
+		node.Epoch{EpochID: "Epoch34", StartHeight: 156, EndHeight: pox5Activation, BlockLimit: limitEpoch25, NetworkEpoch: 15},
+		node.Epoch{EpochID: "Epoch40", StartHeight: pox5Activation, EndHeight: math.MaxInt64, BlockLimit: limitEpoch40, NetworkEpoch: 16})
+
+	// poxContracts3x are a 3.x node's contract_versions (getpoxinfo.rs:
+	// the activation heights of the regtest fixture); a 4.x node adds pox-5.
+	poxContracts3x = []poxContract{
 		{"pox", 0, 0},
 		{"pox-2", 104, 6},
 		{"pox-3", 107, 6},
 		{"pox-4", 132, 7},
 	}
+	poxContracts4x = append(slices.Clip(poxContracts3x),
+		poxContract{"pox-5", pox5Activation, pox5Activation/cycleLength + 1})
+
+	// The contracts a 4.x node names on mainnet, whatever its configuration
+	// (signer_set.rs SBTC_TOKEN_MAINNET_CONTRACT, SBTC_REGISTRY_MAINNET_CONTRACT).
+	sbtcMainnet         = mustContractID("SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token")
+	sbtcRegistryMainnet = mustContractID("SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-registry")
 
 	// nodeKey is a fixed identity for node_public_key(_hash).
 	nodePublicKey, nodePublicKeyHash = func() (string, string) {
@@ -66,14 +90,84 @@ var (
 	}()
 )
 
+// pox5Activation is a 4.x node's pox_5_activation_height, the Epoch40
+// start: in reward cycle 10, so cycle 11, where the node starts, is PoX-5's
+// first.
+const pox5Activation = 202
+
+// sbtcRegistryName is the registry contract's name beside the sBTC token,
+// as the sBTC deployments (testnet and mainnet) name it.
+const sbtcRegistryName = "sbtc-registry"
+
+// poxContract is one entry of contract_versions: a PoX contract's name,
+// activation burn height and first reward cycle.
+type poxContract struct {
+	name       string
+	activation uint64
+	firstCycle uint64
+}
+
+// poxSchedule is what /v2/pox reports of the node's release line: its
+// epochs and PoX contracts, and on a 4.x node the sBTC contract
+// (Config.PoXSBTCContract), nil on a 3.x node.
+type poxSchedule struct {
+	epochs    []node.Epoch
+	contracts []poxContract
+	sbtc      *stacks.ContractID
+}
+
+func newPoXSchedule(sbtc stacks.ContractID) poxSchedule {
+	if sbtc == (stacks.ContractID{}) {
+		return poxSchedule{epochs: epochs3x, contracts: poxContracts3x}
+	}
+	return poxSchedule{epochs: epochs4x, contracts: poxContracts4x, sbtc: &sbtc}
+}
+
+// pox5 reports a 4.x node, on which PoX-5 is active.
+func (s poxSchedule) pox5() bool { return s.sbtc != nil }
+
 // epochAt returns the epoch containing burn height h.
-func epochAt(h uint64) node.Epoch {
-	for _, e := range epochs {
+func (s poxSchedule) epochAt(h uint64) node.Epoch {
+	for _, e := range s.epochs {
 		if e.StartHeight <= h && h < e.EndHeight {
 			return e
 		}
 	}
-	return epochs[len(epochs)-1]
+	return s.epochs[len(s.epochs)-1]
+}
+
+// activeContract is PoxConstants::active_pox_contract: the newest contract
+// whose activation height the burn height has passed.
+func (s poxSchedule) activeContract(burn uint64) string {
+	for _, c := range slices.Backward(s.contracts) {
+		if burn > c.activation {
+			return c.name
+		}
+	}
+	return s.contracts[0].name
+}
+
+// sbtcContracts are pox_5_sbtc_contract and pox_5_sbtc_registry_contract
+// (signer_set.rs pox_5_sbtc_contract, pox_5_sbtc_registry_contract): ""
+// on a 3.x node, which omits both; the fixed mainnet contracts in mainnet
+// mode; else the configured token and its deployer's registry.
+func (s poxSchedule) sbtcContracts(mainnet bool) (token, registry string) {
+	switch {
+	case s.sbtc == nil:
+		return "", ""
+	case mainnet:
+		return sbtcMainnet.String(), sbtcRegistryMainnet.String()
+	}
+	reg := stacks.ContractID{Address: s.sbtc.Address, Name: sbtcRegistryName}
+	return s.sbtc.String(), reg.String()
+}
+
+func mustContractID(s string) stacks.ContractID {
+	id, err := stacks.ParseContractID(s)
+	if err != nil {
+		panic(err)
+	}
+	return id
 }
 
 // bootDeployer is the boot contract address of the network.
@@ -96,7 +190,7 @@ func (n *Node) info() *node.Info {
 	}
 	tenure, synced := tip.TenureHeight, n.synced
 	return &node.Info{
-		PeerVersion:            peer | uint32(epochAt(tip.BurnHeight).NetworkEpoch),
+		PeerVersion:            peer | uint32(n.schedule.epochAt(tip.BurnHeight).NetworkEpoch),
 		PoxConsensus:           tip.ConsensusHash, // one tenure per burn block
 		BurnBlockHeight:        tip.BurnHeight,
 		StablePoxConsensus:     n.consensusHash(stable),
@@ -134,16 +228,23 @@ func (n *Node) pox() *node.PoXInfo {
 	prepareStart := rewardStart - prepareLength
 	deployer := bootDeployer(mainnet)
 
-	versions := make([]node.ContractVersion, len(poxContracts))
-	for i, c := range poxContracts {
+	versions := make([]node.ContractVersion, len(n.schedule.contracts))
+	for i, c := range n.schedule.contracts {
 		versions[i] = node.ContractVersion{
 			ContractID:                     deployer + "." + c.name,
 			ActivationBurnchainBlockHeight: c.activation,
 			FirstRewardCycleID:             c.firstCycle,
 		}
 	}
+	// pox-4's get-pox-info min-amount-ustx is the liquid supply / 8000 on
+	// testnet; pox-5's is SIGNER_SET_MIN_USTX.
+	minIncrement := supply / 8000
+	if n.schedule.pox5() {
+		minIncrement = Pox5MinAmountUstx
+	}
+	sbtc, registry := n.schedule.sbtcContracts(mainnet)
 	return &node.PoXInfo{
-		ContractID:                  deployer + ".pox-4",
+		ContractID:                  deployer + "." + n.schedule.activeContract(burn),
 		PoxActivationThresholdUstx:  supply / 100,
 		FirstBurnchainBlockHeight:   firstBurnchainBlockHeight,
 		CurrentBurnchainBlockHeight: burn,
@@ -159,20 +260,23 @@ func (n *Node) pox() *node.PoXInfo {
 		NextCycle: node.NextCycleInfo{
 			ID:                           next,
 			MinThresholdUstx:             minAmount,
-			MinIncrementUstx:             supply / 8000,
+			MinIncrementUstx:             minIncrement,
 			PreparePhaseStartBlockHeight: prepareStart,
 			BlocksUntilPreparePhase:      int64(prepareStart) - int64(burn),
 			RewardPhaseStartBlockHeight:  rewardStart,
 			BlocksUntilRewardPhase:       rewardStart - burn,
 		},
-		Epochs:             append([]node.Epoch(nil), epochs...),
-		CurrentEpoch:       epochAt(burn).EpochID,
+		Epochs:             slices.Clone(n.schedule.epochs),
+		CurrentEpoch:       n.schedule.epochAt(burn).EpochID,
 		MinAmountUstx:      minAmount,
 		PrepareCycleLength: prepareLength,
 		RewardCycleID:      cycle,
 		RewardCycleLength:  cycleLength,
 		NextRewardCycleIn:  rewardStart - burn,
 		ContractVersions:   versions,
+		// Empty on a 3.x node: omitted, as such a node does not send them.
+		Pox5SBTCContract:         sbtc,
+		Pox5SBTCRegistryContract: registry,
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
-// The one contract the devnode can deploy is send-many-memo:
+// Besides the token contracts (token.go), the devnode can deploy
+// send-many-memo:
 //
 //	(define-public (send-stx-with-memo (ustx uint) (to principal) (memo (buff 34)))
 //	  (let ((transfer-ok (try! (stx-transfer? ustx tx-sender to))))
@@ -45,13 +46,13 @@ type transfer struct {
 // checkContractCall is can_include_tx's payload check for a contract call:
 // the contract must exist, the function must be public, the arguments must
 // type-check. It returns the transfers a send-many call will attempt, or
-// the checked call of the token contract. Callers hold n.mu.
+// the checked call of a token contract. Callers hold n.mu.
 func (n *Node) checkContractCall(cc *stacks.ContractCall) ([]transfer, *tokenCall, string, map[string]any) {
 	if !validAddressVersion(n.mainnet, cc.Contract.Address.Version) {
 		return nil, nil, node.ReasonBadAddressVersionByte, nil
 	}
-	if n.token != nil && cc.Contract == n.token.asset.Contract {
-		tc, reason, data := checkTokenCall(cc)
+	if t := n.tokens[cc.Contract]; t != nil {
+		tc, reason, data := checkTokenCall(t, cc)
 		return nil, tc, reason, data
 	}
 	if n.sendMany == nil || cc.Contract != *n.sendMany {

@@ -418,7 +418,7 @@ func TestTokenMint(t *testing.T) {
 	checkMined(t, f.harness, mint(f.deployer, 0, 1), "(err u1)", true)
 	f.checkToken(t, map[string]uint64{"alice": tokGenesis, "bob": 900})
 	f.n.mu.Lock()
-	supply := f.n.token.supply
+	supply := f.n.tokens[f.asset.Contract].supply
 	f.n.mu.Unlock()
 	if supply != tokGenesis+900 {
 		t.Errorf("supply %d, want %d", supply, tokGenesis+900)

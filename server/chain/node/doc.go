@@ -2,7 +2,9 @@
 // covering the endpoints a testnet STX faucet needs: /v2/info, /v2/pox,
 // /v2/accounts/{principal}, POST /v2/transactions, /v2/fees/transfer,
 // POST /v2/fees/transaction,
-// /v2/transactions/unconfirmed/{txid} and /v3/transaction/{txid}.
+// /v2/transactions/unconfirmed/{txid}, /v3/transaction/{txid} and
+// POST /v2/contracts/call-read (CallReadOnly, and for SIP-010 tokens
+// TokenBalance and TokenMetadata).
 //
 // The response types carry the node's own snake_case JSON names and marshal
 // back into the node's wire format, so a simulated node in tests can serve
@@ -14,7 +16,10 @@
 //   - *DecodeError: the node could not parse the request (HTTP 400 text/plain);
 //   - *HTTPError: any other non-2xx status;
 //   - *TransportError: connection failures and timeouts;
-//   - *ResponseError: a 2xx response whose body is not what the node sends.
+//   - *ResponseError: a 2xx response whose body is not what the node sends,
+//     including a token getter's answer of the wrong type (ErrNotUint,
+//     ErrNotASCII, ErrDecimalsRange);
+//   - *ReadOnlyError: a read-only call the node ran and refused (okay false).
 //
 // Transaction also wraps ErrTxNotFound (the node's 404 for a txid it has not
 // indexed as mined) or ErrTxIndexDisabled (501: the node runs without txindex)

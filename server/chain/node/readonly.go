@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -89,14 +90,77 @@ func (c *Client) CallReadOnly(ctx context.Context, contract stacks.ContractID, f
 // (ok uint) within 64 bits.
 var ErrNotUint = errors.New("not an (ok uint) within 64 bits")
 
+// ErrNotASCII is wrapped when a token read answers something other than
+// (ok (string-ascii …)), which SIP-010's get-name and get-symbol return.
+var ErrNotASCII = errors.New("not an (ok (string-ascii …))")
+
+// ErrDecimalsRange is wrapped when get-decimals answers more than 255,
+// which no amount could be shown with.
+var ErrDecimalsRange = errors.New("decimals beyond 255")
+
+// The SIP-010 read-only functions the client calls.
+const (
+	fnGetBalance  = "get-balance"
+	fnGetDecimals = "get-decimals"
+	fnGetSymbol   = "get-symbol"
+	fnGetName     = "get-name"
+)
+
 // TokenBalance is a SIP-010 token's get-balance of owner, in the token's
 // base units, read at the chain tip (confirmed transfers only).
 func (c *Client) TokenBalance(ctx context.Context, token stacks.ContractID, owner stacks.Principal) (uint64, error) {
-	v, err := c.CallReadOnly(ctx, token, "get-balance", owner, owner)
+	v, err := c.CallReadOnly(ctx, token, fnGetBalance, owner, owner)
 	if err != nil {
 		return 0, err
 	}
-	return okUint64(v, "get-balance")
+	return okUint64(v, fnGetBalance)
+}
+
+// TokenMetadata is what a SIP-010 token says of itself through its
+// read-only functions.
+type TokenMetadata struct {
+	Decimals uint8  // get-decimals: base units are 10^-Decimals of a token
+	Symbol   string // get-symbol, e.g. "sBTC"
+	Name     string // get-name, e.g. "sBTC"
+}
+
+// TokenMetadata reads a SIP-010 token's get-decimals, get-symbol and
+// get-name at the chain tip, as the contract's deployer (any sender will
+// do: the getters read no caller). Errors are those of CallReadOnly (a
+// contract or function the node does not know is a *ReadOnlyError) or a
+// *ResponseError wrapping ErrNotUint, ErrDecimalsRange or ErrNotASCII for an
+// answer of the wrong type, each with the token and the function.
+func (c *Client) TokenMetadata(ctx context.Context, token stacks.ContractID) (TokenMetadata, error) {
+	var md TokenMetadata
+	sender := stacks.Principal{Address: token.Address}
+	wrap := func(err error) (TokenMetadata, error) {
+		return TokenMetadata{}, fmt.Errorf("node token metadata of %s: %w", token, err)
+	}
+	v, err := c.CallReadOnly(ctx, token, fnGetDecimals, sender)
+	if err != nil {
+		return wrap(err)
+	}
+	d, err := okUint64(v, fnGetDecimals)
+	if err != nil {
+		return wrap(err)
+	}
+	if d > math.MaxUint8 {
+		return wrap(&ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered u%d: %w", fnGetDecimals, d, ErrDecimalsRange)})
+	}
+	md.Decimals = uint8(d)
+	for _, f := range []struct {
+		function string
+		dst      *string
+	}{{fnGetSymbol, &md.Symbol}, {fnGetName, &md.Name}} {
+		v, err := c.CallReadOnly(ctx, token, f.function, sender)
+		if err != nil {
+			return wrap(err)
+		}
+		if *f.dst, err = okASCII(v, f.function); err != nil {
+			return wrap(err)
+		}
+	}
+	return md, nil
 }
 
 // okUint64 unwraps (ok uN) into a uint64.
@@ -110,6 +174,16 @@ func okUint64(v stacks.ClarityValue, function string) (uint64, error) {
 		}
 	}
 	return 0, &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotUint)}
+}
+
+// okASCII unwraps (ok "…") of a string-ascii.
+func okASCII(v stacks.ClarityValue, function string) (string, error) {
+	if r, ok := v.(stacks.Response); ok && r.Ok {
+		if s, isASCII := r.Value.(stacks.StringASCII); isASCII {
+			return string(s), nil
+		}
+	}
+	return "", &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotASCII)}
 }
 
 // describe names a Clarity value's type for an error message.

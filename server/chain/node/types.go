@@ -107,7 +107,10 @@ type PoXInfo struct {
 	RejectionVotesLeftRequired *uint64           `json:"rejection_votes_left_required"`
 	NextRewardCycleIn          uint64            `json:"next_reward_cycle_in"`
 	ContractVersions           []ContractVersion `json:"contract_versions,omitzero"`
-	// Present only on the PoX-5 (epoch 4) code line.
+	// The sBTC token and registry contracts ("ADDR.name") PoX-5 uses. Every
+	// 4.x node sends both, even before Epoch 4.0 (on mainnet the fixed
+	// SM3VDXK3….sbtc-token and .sbtc-registry, elsewhere its configuration);
+	// 3.x nodes omit them, so "" means a node older than 4.0.
 	Pox5SBTCContract         string `json:"pox_5_sbtc_contract,omitempty"`
 	Pox5SBTCRegistryContract string `json:"pox_5_sbtc_registry_contract,omitempty"`
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -213,6 +214,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"v2-pox-mainnet-pox2.json", func() any { return new(PoXInfo) }, true},
 		{"v2-pox-regtest-pox4.json", func() any { return new(PoXInfo) }, true},
 		{"v2-pox-stackscore-openapi-example.json", func() any { return new(PoXInfo) }, true},
+		{"v2-pox-pox5.json", func() any { return new(PoXInfo) }, true},
+		{"v2-pox-pox5-mainnet.json", func() any { return new(PoXInfo) }, true},
 		{"v2-accounts.json", func() any { return new(Account) }, true},
 		{"v2-accounts-empty.json", func() any { return new(Account) }, true},
 		{"v2-accounts-with-proof.json", func() any { return new(Account) }, false},
@@ -303,6 +306,41 @@ func TestPoXEpochs(t *testing.T) {
 	}
 	if _, ok := (&PoXInfo{}).EpochStart("Epoch30"); ok {
 		t.Error("EpochStart on a pre-2.1 body (no epochs) must report false")
+	}
+}
+
+// TestPoXPox5Fixtures reads 4.x bodies through the client: pox-5 active in
+// Epoch40, and the sBTC contracts the node names, which a 3.x body lacks.
+func TestPoXPox5Fixtures(t *testing.T) {
+	for _, tc := range []struct {
+		file, contract, sbtc, registry string
+	}{
+		{"v2-pox-pox5.json", "ST000000000000000000002AMW42H.pox-5",
+			"SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-registry"},
+		{"v2-pox-pox5-mainnet.json", "SP000000000000000000002Q6VF78.pox-5",
+			"SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token", "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-registry"},
+		{"v2-pox-regtest-pox4.json", "ST000000000000000000002AMW42H.pox-4", "", ""},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			c := newTestClient(t, respond(200, "application/json", fixture(t, tc.file)))
+			p, err := c.PoX(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.ContractID != tc.contract || p.Pox5SBTCContract != tc.sbtc || p.Pox5SBTCRegistryContract != tc.registry {
+				t.Errorf("contract %q sbtc %q registry %q", p.ContractID, p.Pox5SBTCContract, p.Pox5SBTCRegistryContract)
+			}
+			if tc.sbtc == "" {
+				return
+			}
+			if p.CurrentEpoch != "Epoch40" || len(p.ContractVersions) != 5 || p.ContractVersions[4].ContractID != tc.contract {
+				t.Errorf("epoch %q, versions %+v", p.CurrentEpoch, p.ContractVersions)
+			}
+			start, ok := p.EpochStart("Epoch40")
+			if !ok || p.ContractVersions[4].ActivationBurnchainBlockHeight != start {
+				t.Errorf("pox-5 activation %d, Epoch40 start %d %v", p.ContractVersions[4].ActivationBurnchainBlockHeight, start, ok)
+			}
+		})
 	}
 }
 
