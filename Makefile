@@ -153,6 +153,10 @@ verify-serveonly: ## Fail if the serve-only build (make run) stops building or p
 	if [ -n "$$k8s" ]; then echo "make run's serve-only build imports Kubernetes packages:"; echo "$$k8s" | head; exit 1; fi
 	CGO_ENABLED=0 $(GO) build -tags serveonly -o /dev/null ./cmd/faucet
 
+.PHONY: verify-size
+verify-size: ## Fail on a Go file over 600 lines, a function over 100 or a type over 40 methods (outside api/, hack/ and tests).
+	$(GO) run ./hack/sizecheck .
+
 .PHONY: verify-mod
 verify-mod:
 	$(GO) mod tidy -diff

@@ -13,6 +13,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // The BTC faucet's endpoints, answering as the incumbent's do:
@@ -256,7 +257,7 @@ func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *d
 	switch {
 	case errors.Is(err, btcfaucet.ErrNodeDown), errors.Is(err, btcfaucet.ErrNotReady):
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonNodeUnavailable), btcNodeDown
-	case errors.Is(err, btcfaucet.ErrStandby), errors.Is(err, faucet.ErrNotOwner):
+	case errors.Is(err, btcfaucet.ErrStandby), errors.Is(err, journal.ErrNotOwner):
 		// One replica at a time pays from the BTC key; the others stand by
 		// (and one that just lost the key refuses the drip it was paying).
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonBusy), btcStandby

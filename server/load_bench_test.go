@@ -25,6 +25,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
@@ -104,12 +105,12 @@ func BenchmarkDripLoadStore(b *testing.B) {
 }
 
 // benchState returns the engine state for a store benchmark.
-func benchState(b *testing.B, kind string) (faucet.Ledger, guard.Limiter, faucet.History) {
+func benchState(b *testing.B, kind string) (journal.Store, guard.Limiter, faucet.History) {
 	var st store.Store
 	var err error
 	switch kind {
 	case "memory":
-		return faucet.NewMemoryLedger(), guard.NewMemoryLimiter(), nil
+		return journal.NewMemoryStore(), guard.NewMemoryLimiter(), nil
 	case "sqlite":
 		st, err = store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), store.Options{})
 	case "postgres":
@@ -153,7 +154,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		var limits *guard.RateLimits
 		if unique {
 			var limiter guard.Limiter
-			cfg.State.Ledger, limiter, cfg.State.History = benchState(b, strings.TrimPrefix(mode, "store:"))
+			cfg.State.Journal, limiter, cfg.State.History = benchState(b, strings.TrimPrefix(mode, "store:"))
 			l := guard.DefaultLimits()
 			l.PerIP = guard.Limit{} // every bench client is 127.0.0.1
 			limits = guard.NewRateLimits(l, limiter, nil)

@@ -146,10 +146,10 @@ func (o *btcOptions) client(observe func(string, time.Duration, error)) (*btcnod
 }
 
 // newBTCFaucet builds the BTC faucet on client with key, its payouts in
-// owner's ledger.
-func (o *btcOptions) newBTCFaucet(key *bitcoin.PrivateKey, client *btcnode.Client, owner btcfaucet.Owner, logger *slog.Logger) (*btcfaucet.Faucet, error) {
+// state's journal.
+func (o *btcOptions) newBTCFaucet(key *bitcoin.PrivateKey, client *btcnode.Client, state *engineState, logger *slog.Logger) (*btcfaucet.Faucet, error) {
 	f, err := btcfaucet.New(btcfaucet.Config{
-		Key: key, Node: client, Owner: owner, Fees: o.fees, Amounts: o.amounts,
+		Key: key, Node: client, Journal: state.journal, Shared: state.owner != nil, Fees: o.fees, Amounts: o.amounts,
 		StartHeight: o.startHeight, BatchMax: o.batchMax, Logger: logger.With("component", "btc"),
 	})
 	if err != nil {

@@ -263,7 +263,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		Fees:     faucet.Fees{Min: o.feeMin, Max: o.feeMax, Fallback: o.feeFallback, Reserve: o.feeReserve},
 		Batching: faucet.Batching{Max: o.batch.max, Window: o.batch.window, Contract: batchContract},
 		Refills:  faucet.Refills{Treasury: treasury, Below: o.refillBelow, Amount: o.refillAmount},
-		State:    faucet.State{Ledger: state.ledger, History: state.history, Owner: state.owner},
+		State:    faucet.State{Journal: state.journal, History: state.history, Shared: state.owner != nil},
 		Timing:   faucet.Timing{MaxInFlight: o.maxInFlight, StuckBlocks: o.stuckBlocks, BusyWait: o.busyWait},
 	})
 	if err != nil {
@@ -275,7 +275,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if btcFaucet, err = o.btc.newBTCFaucet(btcKey, client, state.btcOwner(btcKey.Address().String()), logger); err != nil {
+		if btcFaucet, err = o.btc.newBTCFaucet(btcKey, client, state, logger); err != nil {
 			return err
 		}
 	}
@@ -342,6 +342,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	return supervise(ctx, logger,
 		task{"faucet engine", func(context.Context) error { return f.Run(engineCtx) }},
 		task{"btc faucet", func(context.Context) error { return btcTask(btcFaucet)(engineCtx) }},
+		task{"key ownership", func(context.Context) error { return state.keepOwnership(engineCtx, f, btcFaucet, logger) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
 			return server.Serve(ctx, ln, h, logger)

@@ -9,23 +9,23 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 )
 
 // engineState is where the engine keeps its nonces, limits and history, and
 // what runs beside it (pruning) until the command stops.
 type engineState struct {
-	kind    string
-	ledger  faucet.Ledger
+	kind string
+	// journal records every transaction of every chain before it is sent;
+	// its writes are fenced by owner on Postgres, where replicas share it.
+	journal journal.Store
 	limiter guard.Limiter
 	history faucet.History
-	owner   faucet.KeyOwner // nil: this process owns every key
+	owner   journal.Owner // nil: this process owns every key
 	// spent remembers used proof-of-work challenges (shared by replicas on
 	// Postgres).
 	spent guard.SpentChallenges
-	// btcOwner holds the BTC key's payout ledger: fenced on Postgres,
-	// where replicas share it.
-	btcOwner func(key string) btcfaucet.Owner
 	// background runs until ctx ends (history and slot pruning).
 	background func(ctx context.Context) error
 	close      func() error
@@ -50,9 +50,8 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 	}
 	if dsn == storeMemory {
 		return &engineState{
-			kind: storeMemory, ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter(),
+			kind: storeMemory, journal: journal.NewMemoryStore(), limiter: guard.NewMemoryLimiter(),
 			spent:      guard.NewMemorySpent(),
-			btcOwner:   func(string) btcfaucet.Owner { return btcfaucet.SoleOwner(btcfaucet.NewMemoryLedger()) },
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
 		}, nil
@@ -62,21 +61,32 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	es := &engineState{
-		kind: st.Kind(), ledger: st, limiter: st, history: st, spent: st,
+		kind: st.Kind(), journal: st, limiter: st, history: st, spent: st,
 		background: func(ctx context.Context) error {
 			st.RunPruner(ctx, o.historyRetain, pruneInterval, time.Now)
 			return nil
 		},
 		close: st.Close,
 	}
-	switch st := st.(type) {
-	case *store.SQLite:
-		es.btcOwner = st.BTCOwner
-	case *store.Postgres:
-		es.btcOwner = st.BTCOwner
-	}
-	if owner, ok := any(st).(faucet.KeyOwner); ok && st.Kind() == "postgres" {
+	if owner, ok := any(st).(journal.Owner); ok && st.Kind() == store.KindPostgres {
 		es.owner = owner
 	}
 	return es, nil
+}
+
+// keepOwnership runs the store's key ownership for every payer's keys (the
+// Stacks engine's, the BTC faucet's) until ctx ends; without an owner
+// (one process) every key is this process's and it just waits.
+func (s *engineState) keepOwnership(ctx context.Context, f *faucet.Faucet, btc *btcfaucet.Faucet, logger *slog.Logger) error {
+	if s.owner == nil {
+		<-ctx.Done()
+		return nil
+	}
+	var r journal.Router
+	r.Add(f, f.JournalKeys()...)
+	if btc != nil {
+		r.Add(btc, btc.Address().String())
+	}
+	journal.Keep(ctx, s.owner, &r, time.Second, logger.With("component", "ownership"))
+	return nil
 }

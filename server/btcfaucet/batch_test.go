@@ -32,7 +32,7 @@ func TestBatchedDripsSettleExactly(t *testing.T) {
 // batch: another network's address, or dust.
 func TestBatcherRefusesBadDrips(t *testing.T) {
 	key := regtestKey(t)
-	p := NewPayer(key, nil, nil, testFees, 1)
+	p := NewPayer(key, nil, nil, testFees, 1, nil)
 	b, err := NewBatcher(p, 10, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,9 @@ import (
 // Every payout signals replaceability: BuildPayout sets nSequence to
 // 0xfffffffd on every input (below BIP-125's 0xfffffffe).
 //
-// Crash safety is Pay's: the replacement is recorded (Replaces naming the
-// payout it replaces) before it is sent, and both versions stay recorded
+// Crash safety is the journal's, as for Pay: the replacement is recorded
+// (Replaces naming the payout it replaces) before it is sent, and both
+// versions stay recorded
 // until a block confirms one; Sync then forgets the other, seeing its
 // coins spent by another txid. Resume sends both again, oldest first: the
 // node keeps the original, then takes the replacement in its place (or
@@ -50,7 +51,7 @@ func (p *Payer) BumpStuck(ctx context.Context, olderThan time.Duration) (bumped 
 		return 0, fmt.Errorf("btc payer: bump: %w", err)
 	}
 	rate := p.feeRate(ctx)
-	cutoff := p.now().Add(-olderThan)
+	cutoff := p.journal.Now().Add(-olderThan)
 	for _, r := range p.bumpCandidates(cutoff) {
 		rep, why, err := p.replacement(r, rate)
 		if err != nil {
@@ -62,23 +63,14 @@ func (p *Payer) BumpStuck(ctx context.Context, olderThan time.Duration) (bumped 
 			}
 			continue
 		}
-		if err := p.ledger.Put(ctx, *rep); err != nil {
-			// Not recorded, so not sent (a replica that lost the key
-			// lands here too): the original stands.
-			return bumped, fmt.Errorf("btc payer: record replacement of %s: %w", r.TxID, err)
-		}
-		p.inflight[rep.TxID] = rep
-		if p.beforeSend != nil {
-			if err := p.beforeSend(*rep); err != nil {
-				return bumped, err
-			}
-		}
-		switch err := p.send(ctx, rep, true); {
+		switch err := p.send(ctx, rep, r); {
 		case errors.Is(err, ErrRefused):
-			// Forgotten by send; the original stays in flight.
+			// Forgotten by the journal; the original stays in flight.
 			p.log.Warn("btc payout bump refused by the node", "txid", r.TxID, "replacement", rep.TxID, "err", err)
 			continue
 		case err != nil:
+			// Not recorded, so not sent (a replica that lost the key
+			// lands here too), or a test's crash: the original stands.
 			return bumped, fmt.Errorf("btc payer: bump %s: %w", r.TxID, err)
 		}
 		p.log.Info("btc payout bumped", "txid", r.TxID, "replacement", rep.TxID, "fee", r.Fee, "new_fee", rep.Fee, "rate", rate)
@@ -141,7 +133,7 @@ func (p *Payer) replacement(r *PayoutRecord, rate int64) (*PayoutRecord, string,
 		return nil, fmt.Sprintf("the replacement would pay %d sats for %d vB, above the %d sat/vB cap", tx.Fee(), tx.FeeVSize(), limit), nil
 	}
 	rep := &PayoutRecord{TxID: tx.TxID().String(), Raw: tx.Raw(), Coins: tx.Coins(), Outputs: r.Outputs, Fee: tx.Fee(),
-		Depth: r.Depth, State: PayoutBroadcasting, SentAt: p.now(), Replaces: r.TxID}
+		Depth: r.Depth}
 	if i := tx.ChangeIndex(); i >= 0 {
 		rep.Change = &bitcoin.Coin{OutPoint: wire.OutPoint{Hash: tx.TxID(), Index: uint32(i)}, Value: tx.Change(),
 			PkScript: p.key.Address().PkScript()}

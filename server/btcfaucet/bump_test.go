@@ -1,6 +1,8 @@
 package btcfaucet
 
 import (
+	"github.com/stxfaucet/faucet-operator/server/journal"
+
 	"context"
 	"encoding/hex"
 	"errors"
@@ -52,11 +54,10 @@ func newBumpRig(t *testing.T, fees Fees) *bumpRig {
 }
 
 // payer is a new payer (a new process) on ledger, resumed.
-func (r *bumpRig) payer(t *testing.T, ledger Ledger) *Payer {
+func (r *bumpRig) payer(t *testing.T, ledger journal.Store) *Payer {
 	t.Helper()
-	p := NewPayer(r.key, r.node, ledger, r.fees, 1)
+	p := NewPayer(r.key, r.node, ledger, r.fees, 1, func() time.Time { return r.clock })
 	p.estimate.TTL = 0 // read the estimate the test sets at every use
-	p.now = func() time.Time { return r.clock }
 	if err := p.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -108,16 +109,36 @@ func (r *bumpRig) bump(t *testing.T, p *Payer, want int) {
 	}
 }
 
-// listed returns the ledger's records by txid.
-func listed(t *testing.T, l Ledger) map[string]PayoutRecord {
+// listed returns the journal's records of every key by txid.
+func listed(t *testing.T, l journal.Store) map[string]PayoutRecord {
 	t.Helper()
-	recs, err := l.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]PayoutRecord{}
-	for _, r := range recs {
+	for _, r := range journalRecords(t, l) {
 		out[r.TxID] = r
+	}
+	return out
+}
+
+// journalRecords reads back every payout a memory journal holds.
+func journalRecords(t *testing.T, l journal.Store) []PayoutRecord {
+	t.Helper()
+	m, ok := l.(*journal.MemoryStore)
+	if !ok {
+		t.Fatalf("journal %T is not a memory store", l)
+	}
+	var out []PayoutRecord
+	for _, key := range m.Keys() {
+		entries, err := l.List(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			r, err := recordOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
 	}
 	return out
 }
@@ -160,7 +181,7 @@ func checkReplacement(t *testing.T, old, rep PayoutRecord, rate int64) {
 func TestBumpStuckReplacesUnderpaidPayout(t *testing.T) {
 	ctx := context.Background()
 	rig := newBumpRig(t, testFees)
-	ledger := NewMemoryLedger()
+	ledger := journal.NewMemoryStore()
 	p := rig.payer(t, ledger)
 	to := recipients(t, 2)
 	orig, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[0], Amount: dripSats}})
@@ -254,7 +275,7 @@ func checkPaidOnce(t *testing.T, c *btcnode.Client, p *Payer, to []bitcoin.Addre
 func TestBumpStuckRules(t *testing.T) {
 	ctx := context.Background()
 	rig := newBumpRig(t, Fees{Min: 1, Max: 5, Fallback: 1})
-	ledger := NewMemoryLedger()
+	ledger := journal.NewMemoryStore()
 	p := rig.payer(t, ledger)
 	to := recipients(t, 3)
 	parent, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[0], Amount: dripSats}})
@@ -352,7 +373,7 @@ func sorted(s ...string) []string {
 func TestBumpResumedAfterCrash(t *testing.T) {
 	ctx := context.Background()
 	rig := newBumpRig(t, testFees)
-	ledger := NewMemoryLedger()
+	ledger := journal.NewMemoryStore()
 	p := rig.payer(t, ledger)
 	to := recipients(t, 1)
 	orig, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[0], Amount: dripSats}})
@@ -403,7 +424,7 @@ func TestBumpResumedAfterCrash(t *testing.T) {
 func TestBumpCrashOriginalConfirms(t *testing.T) {
 	ctx := context.Background()
 	rig := newBumpRig(t, testFees)
-	ledger := NewMemoryLedger()
+	ledger := journal.NewMemoryStore()
 	p := rig.payer(t, ledger)
 	to := recipients(t, 1)
 	orig, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[0], Amount: dripSats}})
@@ -439,7 +460,7 @@ func TestBumpCrashOriginalConfirms(t *testing.T) {
 // keptMined returns the txids the ledger still holds, sorted, failing if
 // any is not in a block: confirmed payouts are kept (against a reorg)
 // until SettleDepth deep, and only they.
-func keptMined(t *testing.T, p *Payer, l Ledger) []string {
+func keptMined(t *testing.T, p *Payer, l journal.Store) []string {
 	t.Helper()
 	var out []string
 	for txid := range listed(t, l) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // FeeRateTTL is how long the node's fee estimate is reused: one estimate
@@ -22,14 +22,14 @@ import (
 // moves per block.
 const FeeRateTTL = 10 * time.Second
 
-// Payout placement: the crash-safety rule of the STX engine, for UTXOs.
-// A payout is signed, recorded in the Ledger (state broadcasting) and only
-// then sent; a crash at any point leaves either no trace or recorded bytes
-// that Resume sends again byte for byte (the node answers "already have
-// it" or "already in the chain"). Coins an in-flight payout spends are
-// reserved, so no two payouts spend one coin; the change of an in-flight
-// payout may be spent by the next one, up to MaxChain unconfirmed
-// ancestors (Bitcoin Core's mempool limit of 25).
+// Payout placement: the journal's crash-safety rule (package journal), for
+// UTXOs. A payout is signed, recorded (state broadcasting) and only then
+// sent; a crash at any point leaves either no trace or recorded bytes that
+// Resume sends again byte for byte (the node answers "already have it" or
+// "already in the chain"). Coins an in-flight payout spends are reserved,
+// so no two payouts spend one coin; the change of an in-flight payout may
+// be spent by the next one, up to MaxChain unconfirmed ancestors (Bitcoin
+// Core's mempool limit of 25).
 
 // SettleDepth is how deep a payout's block must be before the payout is
 // forgotten. Until then a reorg that drops the block makes the payout
@@ -40,100 +40,6 @@ const SettleDepth = 6
 // MaxChain is the longest chain of unconfirmed payouts: a payout spending
 // in-flight change has one more ancestor than its parent.
 const MaxChain = 25
-
-// PayoutState is where a recorded payout stands.
-type PayoutState string
-
-const (
-	// PayoutBroadcasting: recorded, not yet known to be at the node.
-	PayoutBroadcasting PayoutState = "broadcasting"
-	// PayoutPending: the node took it; waiting for a block.
-	PayoutPending PayoutState = "pending"
-)
-
-// Output is one drip a payout pays.
-type Output struct {
-	Address string
-	Amount  int64 // sats
-}
-
-// PayoutRecord is a signed payout the faucet holds until a block confirms
-// it.
-type PayoutRecord struct {
-	TxID    string
-	Raw     []byte
-	Coins   []bitcoin.Coin // the coins it spends, in input order
-	Outputs []Output
-	Fee     int64
-	// Change is the payout's change output back to the faucet, when it has
-	// one: spendable by later payouts before it confirms.
-	Change *bitcoin.Coin
-	// Depth is how many unconfirmed payouts it and its in-flight ancestors
-	// make, itself included.
-	Depth  int
-	State  PayoutState
-	SentAt time.Time
-	// MinedAt is the height of the main-chain block holding it, 0 while
-	// unconfirmed. Set by Sync (not stored: a restart reads it from the
-	// chain again).
-	MinedAt int64
-	// Replaces is the txid of the payout this one replaces (a fee bump,
-	// BumpStuck): the same coins, the same outputs, less change. Both stay
-	// recorded until a block confirms one of them; the other is then
-	// forgotten.
-	Replaces string
-}
-
-// Ledger keeps the payouts not yet confirmed. A persistent one lets a
-// restarted faucet resume them.
-type Ledger interface {
-	Put(ctx context.Context, p PayoutRecord) error
-	Delete(ctx context.Context, txid string) error
-	List(ctx context.Context) ([]PayoutRecord, error)
-}
-
-// MemoryLedger is a Ledger in process memory.
-type MemoryLedger struct {
-	mu sync.Mutex
-	m  map[string]PayoutRecord
-}
-
-// NewMemoryLedger returns an empty MemoryLedger.
-func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]PayoutRecord{}} }
-
-// Put stores or replaces p.
-func (l *MemoryLedger) Put(_ context.Context, p PayoutRecord) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p.Raw, p.Coins, p.Outputs = slices.Clone(p.Raw), slices.Clone(p.Coins), slices.Clone(p.Outputs)
-	l.m[p.TxID] = p
-	return nil
-}
-
-// Delete removes the payout with txid, if present.
-func (l *MemoryLedger) Delete(_ context.Context, txid string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.m, txid)
-	return nil
-}
-
-// List returns every payout, oldest first.
-func (l *MemoryLedger) List(context.Context) ([]PayoutRecord, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]PayoutRecord, 0, len(l.m))
-	for _, p := range l.m {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b PayoutRecord) int {
-		if c := a.SentAt.Compare(b.SentAt); c != 0 {
-			return c
-		}
-		return a.Depth - b.Depth
-	})
-	return out, nil
-}
 
 // Node is what the payout engine asks of the Bitcoin node.
 type Node interface {
@@ -167,12 +73,12 @@ var (
 // Payer places payouts from one key. Safe for concurrent use; placements
 // are serialised (coin choice and reservation must be atomic).
 type Payer struct {
-	key    *bitcoin.PrivateKey
-	node   Node
-	chain  *chainFollower
-	ledger Ledger
-	fees   Fees
-	now    func() time.Time
+	key     *bitcoin.PrivateKey
+	addr    string // the key's address: its journal key
+	node    Node
+	chain   *chainFollower
+	journal *journal.Journal
+	fees    Fees
 	// estimate caches the node's estimate in sat/vB; 0 when it has none.
 	estimate ttlcache.Value[int64]
 
@@ -184,21 +90,23 @@ type Payer struct {
 	beforeSend func(PayoutRecord) error
 }
 
-// NewPayer builds a payer of key's coins found from height start on.
-func NewPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, start int64) *Payer {
-	return newPayer(key, node, ledger, fees, newChainFollower(node, key.Address().PkScript(), start, 0))
+// NewPayer builds a payer of key's coins found from height start on, its
+// payouts recorded in store (nil: in memory), on the clock now (nil:
+// time.Now).
+func NewPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, start int64, now func() time.Time) *Payer {
+	return newPayer(key, node, store, fees, newChainFollower(node, key.Address().PkScript(), start, 0), now)
 }
 
 // newPayer builds a payer on a chain view that may already be synced (the
 // service keeps one across payers: a rescan from the start height can
 // take long on signet).
-func newPayer(key *bitcoin.PrivateKey, node Node, ledger Ledger, fees Fees, chain *chainFollower) *Payer {
-	if ledger == nil {
-		ledger = NewMemoryLedger()
+func newPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, chain *chainFollower, now func() time.Time) *Payer {
+	if store == nil {
+		store = journal.NewMemoryStore()
 	}
-	p := &Payer{key: key, node: node, chain: chain,
-		ledger: ledger, fees: fees, now: time.Now, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{}}
-	p.estimate.TTL = FeeRateTTL
+	p := &Payer{key: key, addr: key.Address().String(), node: node, chain: chain,
+		journal: journal.New(store, now), fees: fees, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{}}
+	p.estimate.TTL, p.estimate.Now = FeeRateTTL, p.journal.Now
 	return p
 }
 
@@ -213,17 +121,20 @@ func (p *Payer) SetLogger(l *slog.Logger) {
 	p.log = l
 }
 
-// Resume loads the ledger and sends every recorded payout again, byte for
-// byte, then syncs: what a restarted faucet does before paying.
+// Resume loads the key's journal and sends every recorded payout again,
+// byte for byte, then syncs: what a restarted faucet does before paying.
 func (p *Payer) Resume(ctx context.Context) error {
-	recs, err := p.ledger.List(ctx)
+	entries, err := p.journal.Load(ctx, p.addr)
 	if err != nil {
-		return fmt.Errorf("btc payer: load ledger: %w", err)
+		return fmt.Errorf("btc payer: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := range recs {
-		r := recs[i]
+	for _, e := range entries {
+		r, err := recordOf(e)
+		if err != nil {
+			return fmt.Errorf("btc payer: load the journal: %w", err)
+		}
 		p.inflight[r.TxID] = &r
 	}
 	if err := p.syncLocked(ctx); err != nil {
@@ -233,7 +144,7 @@ func (p *Payer) Resume(ctx context.Context) error {
 		if r.MinedAt != 0 {
 			continue // in a block already, kept only against a reorg
 		}
-		if err := p.send(ctx, r, false); err != nil && !errors.Is(err, ErrRefused) {
+		if err := p.resend(ctx, r); err != nil && !errors.Is(err, ErrRefused) {
 			return fmt.Errorf("btc payer: resend %s: %w", r.TxID, err)
 		}
 	}
@@ -283,7 +194,7 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := p.ledger.Delete(context.WithoutCancel(ctx), txid); err != nil {
+		if err := p.journal.Forget(ctx, p.addr, txid); err != nil {
 			return fmt.Errorf("btc payer: forget settled %s: %w", txid, err)
 		}
 		delete(p.inflight, txid)
@@ -295,7 +206,7 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 	resendAll := res.Applied > 0 || res.Undone > 0
 	for _, r := range p.sortedInflight() {
 		if r.MinedAt == 0 && (resendAll || r.State == PayoutBroadcasting) {
-			if err := p.send(ctx, r, false); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
+			if err := p.resend(ctx, r); err != nil && !errors.Is(err, ErrRefused) && !errors.Is(err, ErrNodeDown) {
 				return err
 			}
 		}
@@ -303,19 +214,10 @@ func (p *Payer) syncLocked(ctx context.Context) error {
 	return nil
 }
 
-// neverSent is true when the request provably did not reach the node: the
-// connection was refused.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// Pay signs one transaction paying every payout, records it and sends it.
-// It answers once the node holds it (or may hold it: a lost answer is
-// success in doubt, never an error, since the recorded bytes are sent
-// again until a block confirms them). A refused record (among others a
-// replica that lost the key: faucet.ErrNotOwner, see Owner) fails it
-// before anything is sent.
+// Pay signs one transaction paying every payout, records it and sends it
+// (send). It answers once the node holds it (or may hold it: a lost answer
+// is success in doubt, never an error, since the recorded bytes are sent
+// again until a block confirms them).
 func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecord, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -339,8 +241,7 @@ func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecor
 	if err != nil {
 		return nil, fmt.Errorf("btc payer: %w", err)
 	}
-	rec := &PayoutRecord{TxID: tx.TxID().String(), Raw: tx.Raw(), Coins: tx.Coins(), Fee: tx.Fee(),
-		State: PayoutBroadcasting, SentAt: p.now()}
+	rec := &PayoutRecord{TxID: tx.TxID().String(), Raw: tx.Raw(), Coins: tx.Coins(), Fee: tx.Fee()}
 	for _, po := range payouts {
 		rec.Outputs = append(rec.Outputs, Output{Address: po.Address.String(), Amount: po.Amount})
 	}
@@ -352,61 +253,117 @@ func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecor
 		rec.Change = &bitcoin.Coin{OutPoint: wire.OutPoint{Hash: tx.TxID(), Index: uint32(i)}, Value: tx.Change(),
 			PkScript: p.key.Address().PkScript()}
 	}
-	if err := p.ledger.Put(ctx, *rec); err != nil {
-		return nil, fmt.Errorf("btc payer: record payout: %w", err)
-	}
-	p.inflight[rec.TxID] = rec
-	if p.beforeSend != nil {
-		if err := p.beforeSend(*rec); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.send(ctx, rec, true); err != nil {
+	if err := p.send(ctx, rec, nil); err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
-// send broadcasts r. Accepted (or already known) → pending. On its first
-// send (from Pay or BumpStuck, before any drip was answered for it) a
-// refusal for good, or a refused connection, forgets it and frees its
-// coins. A resend (Resume, Sync) never forgets it: its drips were answered,
-// so it stays recorded, its coins reserved, and is sent again after each
-// block until one confirms it or a block confirms another spend of its
-// coins (Sync sees that: a fee-bumped version, say); a fee refusal is
-// BumpStuck's to cure. Anything else leaves it recorded, in doubt.
-func (p *Payer) send(ctx context.Context, r *PayoutRecord, first bool) error {
-	_, err := p.node.SendRawTransaction(ctx, r.Raw)
+// send places r through the journal, a replacement of old when old is not
+// nil: recorded, then sent. Accepted or in doubt, it is in flight (a lost
+// answer is success in doubt: the recorded bytes are sent again until a
+// block confirms them). A refusal, or a connection refused at dial, leaves
+// no trace: the journal forgot it and its coins are free again. A failed
+// record (among others a replica that lost the key: journal.ErrNotOwner)
+// sends nothing.
+func (p *Payer) send(ctx context.Context, r *PayoutRecord, old *PayoutRecord) error {
+	if old != nil {
+		r.Replaces = old.TxID
+	}
+	e := r.entry(p.addr)
+	var sent journal.Sent
+	var err error
+	if old == nil {
+		sent, err = p.journal.Send(ctx, &e, p.chainFor(r))
+	} else {
+		sent, err = p.journal.Replace(ctx, old.entry(p.addr), &e, p.chainFor(r))
+	}
+	if err != nil {
+		return fmt.Errorf("btc payer: record payout: %w", err)
+	}
+	r.State, r.SentAt, r.Replaces = e.State, e.SentAt, e.Replaces
 	switch {
-	case err == nil, btcnode.IsAlreadyInMempool(err), btcnode.IsAlreadyInChain(err):
-		if r.State != PayoutPending {
-			r.State = PayoutPending
-			// A failed write leaves it "broadcasting" in the store: sent
-			// again on resume, which the node answers "already have it".
-			_ = p.ledger.Put(context.WithoutCancel(ctx), *r)
+	case sent.Verdict != journal.NotSent:
+		p.inflight[r.TxID] = r
+		if errors.Is(sent.Err, errStopped) {
+			return sent.Err // a test's crash: recorded, never sent
 		}
 		return nil
-	case !first && neverSent(err):
-		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, err)
-	case neverSent(err):
-		// Refused at dial: nothing reached the node, so the coins are free
-		// again, as if the payout had never been recorded.
-		if derr := p.ledger.Delete(context.WithoutCancel(ctx), r.TxID); derr != nil {
-			return fmt.Errorf("btc payer: %w (%w); forgetting it failed: %w", ErrNodeDown, err, derr)
+	case journal.NeverSent(sent.Err):
+		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, sent.Err)
+	}
+	return fmt.Errorf("btc payer: %w: %w", ErrRefused, sent.Err)
+}
+
+// resend sends a recorded payout again, byte for byte (Resume, Sync). Its
+// drips were answered, so it is never forgotten here: it stays recorded,
+// its coins reserved, and is sent again after each block until one
+// confirms it or a block confirms another spend of its coins (Sync sees
+// that: a fee-bumped version, say); a fee refusal is BumpStuck's to cure.
+func (p *Payer) resend(ctx context.Context, r *PayoutRecord) error {
+	e := r.entry(p.addr)
+	sent := p.journal.Resend(ctx, &e, p.chainFor(r))
+	switch {
+	case sent.Verdict == journal.Accepted:
+		if r.State != PayoutPending {
+			r.State = PayoutPending
+			e.State = PayoutPending
+			// A failed write leaves it "broadcasting" in the store: sent
+			// again on resume, which the node answers "already have it".
+			_ = p.journal.Update(context.WithoutCancel(ctx), e)
 		}
-		delete(p.inflight, r.TxID)
-		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, err)
-	case btcnode.IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return nil // in doubt: recorded, sent again at every Sync until a block holds it
-	case !first:
-		p.log.Warn("btc payout refused on resend; kept, and sent again after the next block", "txid", r.TxID, "err", err)
-		return fmt.Errorf("btc payer: %w: %w", ErrRefused, err)
+		return nil
+	case journal.NeverSent(sent.Err):
+		return fmt.Errorf("btc payer: %w: %w", ErrNodeDown, sent.Err)
+	case sent.Verdict == journal.InDoubt:
+		return nil // sent again at every Sync until a block holds it
 	}
-	if derr := p.ledger.Delete(context.WithoutCancel(ctx), r.TxID); derr != nil {
-		return fmt.Errorf("btc payer: %w (%w); forgetting it failed: %w", ErrRefused, err, derr)
+	p.log.Warn("btc payout refused on resend; kept, and sent again after the next block", "txid", r.TxID, "err", sent.Err)
+	return fmt.Errorf("btc payer: %w: %w", ErrRefused, sent.Err)
+}
+
+// chainFor is the journal's view of the node for r: behind the test hook
+// when one is set.
+func (p *Payer) chainFor(r *PayoutRecord) journal.Chain {
+	c := btcChain{node: p.node}
+	if p.beforeSend == nil {
+		return c
 	}
-	delete(p.inflight, r.TxID)
-	return fmt.Errorf("btc payer: %w: %w", ErrRefused, err)
+	hook := p.beforeSend
+	return journal.Hooked{Chain: c, Before: func([]byte) error {
+		if err := hook(*r); err != nil {
+			return fmt.Errorf("%w: %w", errStopped, err)
+		}
+		return nil
+	}}
+}
+
+// errStopped marks a send a test hook stopped, as a crash would.
+var errStopped = errors.New("stopped before the send")
+
+// btcChain is the journal's view of the Bitcoin node.
+type btcChain struct{ node Node }
+
+// Send submits raw; a node that has it already (in its mempool or chain)
+// holds it.
+func (c btcChain) Send(ctx context.Context, raw []byte) error {
+	_, err := c.node.SendRawTransaction(ctx, raw)
+	if btcnode.IsAlreadyInMempool(err) || btcnode.IsAlreadyInChain(err) {
+		return nil
+	}
+	return err
+}
+
+// Judge: refused at dial, or refused by the node, it is not there; cut off
+// or unanswered by a node that may have read it, it is in doubt.
+func (btcChain) Judge(err error) journal.Verdict {
+	switch {
+	case journal.NeverSent(err):
+		return journal.NotSent
+	case btcnode.IsUnavailable(err) || journal.Cut(err):
+		return journal.InDoubt
+	}
+	return journal.NotSent
 }
 
 // spendable lists the coins a new payout may spend: mature coins unspent

@@ -1,6 +1,8 @@
 package btcfaucet
 
 import (
+	"github.com/stxfaucet/faucet-operator/server/journal"
+
 	"context"
 	"encoding/hex"
 	"errors"
@@ -106,7 +108,7 @@ func mineAll(t *testing.T, c *btcnode.Client, p *Payer) {
 
 // fundedPayer starts btcd paying the key's coinbases, mines blocks so
 // that mature coins exist, and syncs a payer.
-func fundedPayer(t *testing.T, blocks int, ledger Ledger) (*bitcoin.PrivateKey, *btcnode.Client, *Payer) {
+func fundedPayer(t *testing.T, blocks int, ledger journal.Store) (*bitcoin.PrivateKey, *btcnode.Client, *Payer) {
 	t.Helper()
 	ctx := context.Background()
 	key := regtestKey(t)
@@ -115,7 +117,7 @@ func fundedPayer(t *testing.T, blocks int, ledger Ledger) (*bitcoin.PrivateKey, 
 	if _, err := c.Generate(ctx, blocks); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPayer(key, c, ledger, testFees, 1)
+	p := NewPayer(key, c, ledger, testFees, 1, nil)
 	if err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestConcurrentPayoutsSettleExactly(t *testing.T) {
 // the coins the resumed one spends.
 func TestPayoutResumedAfterCrash(t *testing.T) {
 	ctx := context.Background()
-	ledger := NewMemoryLedger()
+	ledger := journal.NewMemoryStore()
 	key, c, p := fundedPayer(t, 101, ledger)
 	to := recipients(t, 4)
 	for i := range 2 {
@@ -237,7 +239,7 @@ func TestPayoutResumedAfterCrash(t *testing.T) {
 	}
 
 	// The next process.
-	p2 := NewPayer(key, c, ledger, testFees, 1)
+	p2 := NewPayer(key, c, ledger, testFees, 1, nil)
 	if err := p2.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestPayoutResumedAfterCrash(t *testing.T) {
 	if err := p2.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if recs, _ := ledger.List(ctx); len(recs) != 0 {
+	if recs := journalRecords(t, ledger); len(recs) != 0 {
 		t.Fatalf("%d records %d blocks after everything confirmed", len(recs), SettleDepth)
 	}
 }
@@ -291,7 +293,7 @@ func TestPayoutNodeDown(t *testing.T) {
 	if _, err := c.Generate(ctx, 101); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPayer(key, c, nil, testFees, 1)
+	p := NewPayer(key, c, nil, testFees, 1, nil)
 	if err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}

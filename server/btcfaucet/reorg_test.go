@@ -1,6 +1,8 @@
 package btcfaucet
 
 import (
+	"github.com/stxfaucet/faucet-operator/server/journal"
+
 	"context"
 	"encoding/hex"
 	"testing"
@@ -27,7 +29,7 @@ func TestPayoutSurvivesAReorg(t *testing.T) {
 			if _, err := c.Generate(ctx, CoinbaseMaturity+2); err != nil {
 				t.Fatal(err)
 			}
-			p := NewPayer(key, c, NewMemoryLedger(), testFees, 1)
+			p := NewPayer(key, c, journal.NewMemoryStore(), testFees, 1, nil)
 			if err := p.Resume(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -111,8 +113,8 @@ func TestRefusedResendIsKeptUntilABlockDecides(t *testing.T) {
 	if _, err := c.Generate(ctx, CoinbaseMaturity+1); err != nil {
 		t.Fatal(err)
 	}
-	ledger := NewMemoryLedger()
-	p := NewPayer(key, c, ledger, testFees, 1)
+	ledger := journal.NewMemoryStore()
+	p := NewPayer(key, c, ledger, testFees, 1, nil)
 	if err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +138,14 @@ func TestRefusedResendIsKeptUntilABlockDecides(t *testing.T) {
 	if _, err := c.SendRawTransaction(ctx, other.Raw()); err != nil {
 		t.Fatal(err)
 	}
-	p2 := NewPayer(key, c, ledger, testFees, 1)
+	p2 := NewPayer(key, c, ledger, testFees, 1, nil)
 	if err := p2.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := p2.InFlight(); n != 1 {
 		t.Fatalf("%d in flight after the refused resend, want the payout kept", n)
 	}
-	if recs, _ := ledger.List(ctx); len(recs) != 1 {
+	if recs := journalRecords(t, ledger); len(recs) != 1 {
 		t.Fatalf("ledger holds %d records after the refused resend", len(recs))
 	}
 	if _, err := c.Generate(ctx, 1); err != nil {
@@ -155,7 +157,7 @@ func TestRefusedResendIsKeptUntilABlockDecides(t *testing.T) {
 	if n := p2.InFlight(); n != 0 {
 		t.Fatalf("%d in flight after the conflicting spend was mined", n)
 	}
-	if recs, _ := ledger.List(ctx); len(recs) != 0 {
+	if recs := journalRecords(t, ledger); len(recs) != 0 {
 		t.Fatalf("ledger still holds %d records after the block decided", len(recs))
 	}
 }

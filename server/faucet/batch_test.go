@@ -660,8 +660,8 @@ func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 func TestAdaptivePacesSlotsOverTheBlock(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{BusyWait: time.Hour}})
 	// Blocks free slots every 10 s, the last one just now.
-	e.f.releaseGap.Store(int64(10 * time.Second))
-	e.f.lastRelease.Store(e.f.cfg.Now().UnixNano())
+	e.f.clock.releaseGap.Store(int64(10 * time.Second))
+	e.f.clock.lastRelease.Store(e.f.cfg.Now().UnixNano())
 	to := recipients(t, 60)
 	groups := byTx(t, dripAll(e.f, to))
 	st := e.f.BatchStats()

@@ -5,33 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Batching: the node admits at most 25 unconfirmed transactions per sender,
 // so one key alone pays about 25 drips per block. Default drips are instead
 // paid by calls to a send-many-memo contract, up to 200 recipients in one
-// transaction and one nonce, gathered one of two ways:
-//
-//   - adaptive (no window, the default), Nagle's rule: a drip leaves at
-//     once, alone, while nothing is queued and slots are plentiful: more
-//     are free, beyond the last fifth of each key's kept for calls, than
-//     the current demand would take before the next block frees more.
-//     Otherwise drips queue, and the queue leaves as one call paced
-//     over the time left until that block (with k slots free, a (k+1)-th
-//     of it after the batcher last took a slot), at once when a block
-//     makes slots plentiful again, when it holds Max drips, or when its
-//     first drip has waited BusyWait. The kept slots mean a burst still
-//     finds a nonce for each Max drips. A quiet faucet answers as fast as
-//     without batching; a busy one packs each nonce, and spreads its
-//     nonces over the block instead of spending them at its start.
-//   - a fixed window: the first drip of a batch waits Window for others.
+// transaction and one nonce. The batcher queues drips and applies
+// decideBatch (batchdecision.go), which says when a drip leaves alone and
+// when the queue leaves together: adaptively (Nagle's rule, the default) or
+// after a fixed window. A full queue (Max drips) leaves at once. A quiet
+// faucet answers as fast as without batching; a busy one packs each nonce,
+// and spreads its nonces over the block instead of spending them at its
+// start. The call itself is sendmany.go's.
 const (
 	MaxBatch = stacks.SendManyMaxRecipients
 	// DefaultBatchMax is `faucet serve`'s cap on recipients per call: the
@@ -171,10 +161,7 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 	if b.window == 0 {
 		b.mu.Lock()
 		demand := b.arrivedLocked(now)
-		alone := false
-		if len(b.queue) == 0 {
-			alone, _ = b.roomAloneLocked(demand)
-		}
+		alone := len(b.queue) == 0 && decideBatch(b.viewLocked(now, demand)).Action == leaveAlone
 		if alone {
 			b.leaving++ // counted as taken until its key is chosen
 		}
@@ -185,7 +172,7 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 			// waiting: if other drips took the last one meanwhile, this
 			// one queues as if it had seen none.
 			b.lastSlot.Store(now.UnixNano())
-			choose, left := b.leavingAlone(b.f.chooseKeeping(0, b.f.pool.keptSlots()))
+			choose, left := b.leavingAlone(b.f.placer.chooseKeeping(0, b.f.pool.keptSlots()))
 			res, err := b.f.sendVia(ctx, choose, to, b.f.cfg.Amounts.Default)
 			left()
 			if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
@@ -246,20 +233,17 @@ func (b *batcher) takeLocked() []*batchEntry {
 	return batch
 }
 
-// flushBatch sends the batch whose window has ended, if it is still open.
-// While no key has a free in-flight slot the batch stays open, window after
-// window (up to BusyWait), and keeps gathering: a nonce is the scarce
-// thing, so it should carry as many drips as possible once one frees up.
+// flushBatch sends the batch whose window has ended, if it is still open
+// and decideBatch says so; otherwise it keeps gathering for another window.
 func (b *batcher) flushBatch(gen uint64) {
-	free := b.f.pool.freeSlot()
+	now := b.f.cfg.Now()
 	b.mu.Lock()
 	if gen != b.gen || len(b.queue) == 0 {
 		b.mu.Unlock()
 		return
 	}
-	// The queue's head is its longest-waiting drip.
-	if !free && b.f.cfg.Now().Sub(b.queue[0].arrived) < b.f.cfg.Timing.BusyWait {
-		b.timer = time.AfterFunc(b.window, func() { b.flushBatch(gen) })
+	if d := decideBatch(b.viewLocked(now, 0)); d.Action == review {
+		b.timer = time.AfterFunc(d.Wait, func() { b.flushBatch(gen) })
 		b.mu.Unlock()
 		return
 	}
@@ -272,7 +256,7 @@ func (b *batcher) flushBatch(gen uint64) {
 // the rate. The rate decays over one release interval, so it is the
 // demand of about the last block. Caller holds b.mu.
 func (b *batcher) arrivedLocked(now time.Time) float64 {
-	tau := b.f.releaseInterval().Seconds()
+	tau := b.f.clock.releaseInterval().Seconds()
 	b.demand = b.demandAtLocked(now) + 1/tau
 	b.demandAt = now
 	return b.demand
@@ -283,18 +267,21 @@ func (b *batcher) demandAtLocked(now time.Time) float64 {
 	if b.demandAt.IsZero() {
 		return 0
 	}
-	return b.demand * math.Exp(-now.Sub(b.demandAt).Seconds()/b.f.releaseInterval().Seconds())
+	return b.demand * math.Exp(-now.Sub(b.demandAt).Seconds()/b.f.clock.releaseInterval().Seconds())
 }
 
-// roomAloneLocked reports whether a drip may leave alone now: more slots
-// are free beyond those kept for calls (and those lone drips are about to
-// take) than the demand would take before the next block frees more.
-// Otherwise slots are scarce, and drips gather. It also returns the free
-// slots it saw. Caller holds b.mu.
-func (b *batcher) roomAloneLocked(demand float64) (room bool, free int) {
+// viewLocked is what decideBatch needs to know now, demand being the
+// arrival rate. Caller holds b.mu.
+func (b *batcher) viewLocked(now time.Time, demand float64) slotView {
 	free, kept := b.f.pool.freeSlots()
-	spare := free - kept - b.leaving
-	return spare > 0 && float64(spare) > demand*b.f.untilRelease().Seconds(), free
+	v := slotView{Window: b.window, Queued: len(b.queue), Free: free, Kept: kept, Leaving: b.leaving,
+		Demand: demand, UntilRelease: b.f.clock.untilRelease(), BusyWait: b.f.cfg.Timing.BusyWait,
+		SinceSlot: time.Duration(now.UnixNano() - b.lastSlot.Load())}
+	if len(b.queue) > 0 {
+		// The queue's head is its longest-waiting drip.
+		v.Waited = now.Sub(b.queue[0].arrived)
+	}
+	return v
 }
 
 // leavingAlone wraps a lone drip's key choice: once a key is chosen (or
@@ -314,15 +301,10 @@ func (b *batcher) leavingAlone(choose chooser) (_ chooser, left func()) {
 	}, left
 }
 
-// awaitSlot sends the adaptive batch gen as soon as it may take a slot.
-// It leaves at once when slots are no longer scarce, or when the batch is
-// full; otherwise the free slots are paced over the time left until the
-// next block is expected to free more: with k free, the batch leaves once
-// a (k+1)-th of that time has passed since the batcher last took a slot.
-// So a steady stream fills each call without spending every slot before
-// the block comes, and a lone latecomer waits little. With no slot free
-// it waits for a block (a freed slot), up to BusyWait from its first
-// drip, then leaves anyway, to be answered busy.
+// awaitSlot sends the adaptive batch gen when decideBatch says so, looking
+// again when it asks to or when a block (or a refusal) frees slots. So a
+// steady stream fills each call without spending every slot before the
+// block comes, and a lone latecomer waits little.
 func (b *batcher) awaitSlot(gen uint64) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -334,21 +316,12 @@ func (b *batcher) awaitSlot(gen uint64) {
 			b.mu.Unlock()
 			return // sent full, or every drip withdrew
 		}
-		waited := now.Sub(b.queue[0].arrived)
-		room, free := b.roomAloneLocked(b.demandAtLocked(now))
+		d := decideBatch(b.viewLocked(now, b.demandAtLocked(now)))
 		b.mu.Unlock()
-		if room {
+		if d.Action != review {
 			break
 		}
-		wait := b.f.cfg.Timing.BusyWait - waited
-		if free > 0 {
-			pace := b.f.untilRelease() / time.Duration(free+1)
-			wait = min(wait, time.Duration(b.lastSlot.Load()+int64(pace)-now.UnixNano()))
-		}
-		if wait <= 0 {
-			break
-		}
-		timer.Reset(wait)
+		timer.Reset(d.Wait)
 		select {
 		case <-freed: // a block (or a refusal) freed slots: look again
 		case <-timer.C:
@@ -413,270 +386,4 @@ func (b *batcher) withdraw(e *batchEntry) bool {
 		b.gen++
 	}
 	return true
-}
-
-// sendBatch pays every entry and answers each exactly once. A batch of one
-// is a plain transfer (smaller, cheaper). A batch the node refuses for a
-// reason that may lie in one recipient is split in two and each half tried
-// again, so one bad recipient cannot sink the others.
-func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
-	if len(entries) == 1 {
-		res, err := b.f.send(ctx, entries[0].to, b.f.cfg.Amounts.Default)
-		entries[0].done <- batchOutcome{res, err}
-		return
-	}
-	res, next, splitAt, err := b.sendMany(ctx, entries)
-	switch next {
-	case batchDone:
-		res.rawHex = &rawHex{}
-		for i, e := range entries {
-			e.done <- batchOutcome{res: res.share(i, len(entries))}
-		}
-	case batchFail:
-		for _, e := range entries {
-			e.done <- batchOutcome{err: err}
-		}
-	case batchSplit:
-		b.splits.Add(1)
-		b.f.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
-		// One part after the other: the refused part's nonce is handed
-		// back before the next part allocates, so no hole is left below
-		// an accepted nonce. An unaffordable batch splits at what a key
-		// can pay; a refused one in halves.
-		at := splitAt
-		if at <= 0 || at >= len(entries) {
-			at = len(entries) / 2
-		}
-		b.sendBatch(ctx, entries[:at])
-		b.sendBatch(ctx, entries[at:])
-	case batchSingles:
-		b.fallbacks.Add(uint64(len(entries)))
-		var wg sync.WaitGroup
-		for _, e := range entries {
-			wg.Go(func() {
-				res, err := b.f.send(ctx, e.to, b.f.cfg.Amounts.Default)
-				e.done <- batchOutcome{res, err}
-			})
-		}
-		wg.Wait()
-	}
-}
-
-// BatchSize is the number of recipients when the tx is a send-many call
-// (read from its bytes), else 0.
-func (p PendingTx) BatchSize() int { return len(p.sendManyList()) }
-
-// sendManyList is the recipient list of a send-many call, nil for any
-// other transaction.
-func (p PendingTx) sendManyList() stacks.List {
-	tx, err := stacks.DecodeTransaction(p.Raw)
-	if err != nil || tx.ContractCall == nil || len(tx.ContractCall.Args) != 1 {
-		return nil
-	}
-	list, _ := tx.ContractCall.Args[0].(stacks.List)
-	return list
-}
-
-// Pays reports whether the tx pays amount to recipient: a transfer with
-// that recipient and amount, or a send-many call with that entry among its
-// recipients.
-func (p PendingTx) Pays(recipient string, amount uint64) bool {
-	if p.Recipient.String() == recipient && p.Amount == amount {
-		return true
-	}
-	for _, v := range p.sendManyList() {
-		t, ok := v.(stacks.Tuple)
-		if !ok || len(t) != 3 {
-			continue
-		}
-		to, okTo := t[1].Value.(stacks.Principal)
-		ustx, okAmt := t[2].Value.(stacks.UInt)
-		if v, fits := ustx.Uint64(); okTo && okAmt && fits && to.String() == recipient && v == amount {
-			return true
-		}
-	}
-	return false
-}
-
-// share is entry i's view of a batch result: the shared transaction, its
-// own amount and its share of the fee (the remainder goes to the first
-// entry, so the shares add up to the fee).
-func (r *Result) share(i, n int) *Result {
-	c := *r
-	c.Batch = n
-	c.Fee = r.Fee / uint64(n)
-	if i == 0 {
-		c.Fee += r.Fee % uint64(n)
-	}
-	return &c
-}
-
-// What sendBatch does after one send-many attempt.
-type batchNext int
-
-const (
-	batchDone    batchNext = iota // sent (or in doubt): answer every entry with the result
-	batchFail                     // answer every entry with the error
-	batchSplit                    // retry as two halves
-	batchSingles                  // the contract is unusable: plain transfers
-)
-
-// sendMany pays DefaultAmount to each entry in one send-many call, placed
-// like any transaction; what to do when it is refused depends on why.
-func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
-	chainID := b.f.chainID()
-	amount := b.f.cfg.Amounts.Default
-	recipients := make([]stacks.SendManyEntry, len(entries))
-	for i, e := range entries {
-		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(b.f.cfg.Amounts.Memo)}
-	}
-	total, err := stacks.SendManyTotal(recipients)
-	if err != nil {
-		return nil, batchSplit, 0, failf(ReasonRejected, err, "the batch total overflows")
-	}
-	fee, err := b.batchFee(ctx, recipients, chainID)
-	if err != nil {
-		// The payload itself is unbuildable: only a recipient can cause that.
-		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
-	}
-	done, perr := b.f.place(ctx, placement{
-		to: b.f.cfg.Batching.Contract.Principal(), amount: total, fee: fee,
-		choose: b.f.chooseDistributor(b.slotWait(entries)),
-		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-			return stacks.NewSendMany(stacks.SendManyParams{
-				Contract: b.f.cfg.Batching.Contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
-			}, key)
-		},
-	})
-	if perr != nil {
-		next := b.batchRefused(perr)
-		if next == batchFail && perr.Reason == ReasonExhausted {
-			// No key can pay the whole batch: send the part the best key
-			// can pay, then the rest.
-			if n := b.f.pool.affordable(amount, fee, MaxBatch); n > 0 {
-				return nil, batchSplit, n, perr
-			}
-		}
-		return nil, next, 0, perr
-	}
-	p := done.tx
-	if done.lostAnswer != nil {
-		b.f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
-			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(), "recipients", len(entries), "err", done.lostAnswer)
-	}
-	b.txs.Add(1)
-	b.drips.Add(uint64(len(entries)))
-	b.f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(),
-		"recipients", len(entries), "fee_ustx", fee)
-	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: fee, Nonce: p.Nonce, Sender: p.Sender,
-		InDoubt: done.lostAnswer != nil}, batchDone, 0, nil
-}
-
-// batchRefused decides what a batch the engine could not place does next.
-func (b *batcher) batchRefused(err *Error) batchNext {
-	if errors.Is(err, errBuild) {
-		return batchSplit // only a recipient can make the payload unbuildable
-	}
-	var rej *node.RejectionError
-	if errors.As(err, &rej) {
-		switch rej.Reason {
-		case node.ReasonNoSuchContract, node.ReasonNoSuchPublicFunction:
-			b.pauseBatching(err)
-			return batchSingles
-		case node.ReasonBadFunctionArgument:
-			// The argument is the recipient list: one of them may be
-			// what the node refuses.
-			return batchSplit
-		}
-		// Any other refusal is about the whole transaction (its fee,
-		// signature, the node's state): halves would be refused too.
-	}
-	return batchFail
-}
-
-// pauseBatching turns batching off for contractPause: the configured
-// contract is not deployed on this node.
-func (b *batcher) pauseBatching(err error) {
-	b.mu.Lock()
-	b.pausedUntil = b.f.cfg.Now().Add(contractPause)
-	b.mu.Unlock()
-	b.f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
-		"contract", b.f.cfg.Batching.Contract.String(), "retry_in", contractPause.String(), "err", err)
-}
-
-// batchFee prices the send-many call from the node's estimate for this very
-// payload (the middle estimation, as stacks.js uses), clamped to FeeMin and
-// FeeMax scaled to the length (batchFeeMax) and never below the length (the
-// node's minimum relay fee). Without an estimate it is the transfer fee rate
-// × the length.
-func (b *batcher) batchFee(ctx context.Context, recipients []stacks.SendManyEntry, chainID uint32) (uint64, error) {
-	// Unsigned, with a throwaway nonce and fee: only the payload and the
-	// length matter here, and both are the same for the real transaction.
-	probe, err := stacks.SendManyDraft(stacks.SendManyParams{
-		Contract: b.f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
-	}, b.f.pool.keys[0].key)
-	if err != nil {
-		return 0, err
-	}
-	length := uint64(probe.EncodedLen())
-	var fee uint64
-	// One estimate serves CacheTTL of batches, scaled to each one's
-	// length: a call's cost grows with its recipient list, as its length
-	// does, and a round trip per batch would add to every batched drip's
-	// wait.
-	if est, err := b.f.batchFeeSample.Get(ctx, func(ctx context.Context) (feeSample, error) {
-		est, err := b.f.cfg.Node.TransactionFeeEstimate(ctx, probe.PayloadBytes(), length)
-		if err != nil {
-			return feeSample{}, err
-		}
-		return feeSample{fee: est.Middle(), length: length}, nil
-	}); err == nil {
-		fee = est.scaled(length)
-	} else {
-		if !errors.Is(err, node.ErrNoFeeEstimate) && !errors.Is(err, node.ErrFeeEstimationDisabled) {
-			b.f.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
-		}
-		var ok bool
-		if fee, ok = b.f.rateFee(ctx, length); !ok {
-			// FeeFallback prices a plain transfer; a batch is as many
-			// times dearer as it is longer.
-			hi, lo := bits.Mul64(b.f.cfg.Fees.Fallback, length)
-			fee = lo / transferLen(stacks.Principal{})
-			if hi != 0 {
-				fee = b.f.cfg.Fees.Max
-			}
-		}
-	}
-	return max(min(max(fee, b.f.cfg.Fees.Min), batchFeeMax(b.f.cfg.Fees.Max, length)), length), nil
-}
-
-// feeSample is a fee the node estimated for a transaction of length bytes.
-type feeSample struct{ fee, length uint64 }
-
-// scaled is the sample's fee for a transaction of n bytes, rounded up.
-func (s feeSample) scaled(n uint64) uint64 {
-	if n == s.length || s.length == 0 {
-		return s.fee
-	}
-	hi, lo := bits.Mul64(s.fee, n)
-	if hi != 0 {
-		return ^uint64(0)
-	}
-	return (lo + s.length - 1) / s.length
-}
-
-// batchFeeMax scales FeeMax, which is sized for a transfer, to a send-many
-// call of length bytes: the cap per byte (so per drip) stays the same, and
-// a big batch is not priced out when fees rise.
-func batchFeeMax(feeMax, length uint64) uint64 {
-	unit := transferLen(stacks.Principal{})
-	hi, lo := bits.Mul64(feeMax, length)
-	if hi != 0 {
-		return ^uint64(0)
-	}
-	scaled := lo / unit
-	if lo%unit != 0 {
-		scaled++
-	}
-	return max(feeMax, scaled)
 }

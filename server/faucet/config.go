@@ -7,6 +7,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // NodeClient is the node RPC the engine needs; *node.Client implements it.
@@ -128,13 +129,15 @@ type Refills struct {
 }
 
 // State is where the engine keeps what must survive it (spec.store): nil
-// Ledger and History keep it in memory. Owner, when set, decides which
-// keys this process may use (several replicas on one shared store); nil
-// owns every key.
+// Journal and History keep it in memory.
 type State struct {
-	Ledger  Ledger
+	Journal journal.Store
 	History History
-	Owner   KeyOwner
+	// Shared: several replicas share the store, and a journal.Owner
+	// decides which keys this one may use, through the engine's Acquired,
+	// Releasing and Lost; the engine starts owning none. Otherwise every
+	// key is this process's from the start.
+	Shared bool
 }
 
 // Timing bounds the engine's waits and loops.
@@ -198,8 +201,8 @@ func (c *Config) setDefaults() {
 	if t.CacheTTL <= 0 {
 		t.CacheTTL = DefaultCacheTTL
 	}
-	if c.State.Ledger == nil {
-		c.State.Ledger = NewMemoryLedger()
+	if c.State.Journal == nil {
+		c.State.Journal = journal.NewMemoryStore()
 	}
 	if c.State.History == nil {
 		c.State.History = NewMemoryHistory(DefaultMemoryHistorySize)

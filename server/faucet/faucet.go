@@ -14,11 +14,10 @@ import (
 	"log/slog"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // Faucet dispenses STX. Safe for concurrent use.
@@ -28,12 +27,14 @@ type Faucet struct {
 	log  *slog.Logger
 	// pool owns the sending keys and their nonces (keypool.go).
 	pool *keyPool
+	// journal records every transaction before it is sent (place.go).
+	journal *journal.Journal
 
-	chain   ttlcache.Value[chainInfo]
-	pox     ttlcache.Value[uint64] // min_amount_ustx
-	feeRate ttlcache.Value[uint64]
-	// batchFeeSample is the node's last estimate for a send-many call.
-	batchFeeSample ttlcache.Value[feeSample]
+	// chain is the node's chain id and tip; price prices transactions;
+	// clock is the chain's pace as the poll loop sees it.
+	chain *chainView
+	price *pricer
+	clock *blockClock
 
 	history historyWriter
 	// treasury is nil unless Config.Treasury is set (treasury.go).
@@ -46,26 +47,25 @@ type Faucet struct {
 	fates txFates
 	// batch is nil unless Config.Batching.Max ≥ 2 (batch.go).
 	batch *batcher
-	// sent wakes an idle poll loop when a transaction goes out, so the
-	// block that confirms it is looked for at the busy cadence at once.
-	sent chan struct{}
-	// gap is the time between blocks as the poll loop sees them, a moving
-	// average in nanoseconds (0 until two blocks were seen). releaseGap is
-	// the moving average of the time between polls that found a new tip,
-	// which is when in-flight slots free, and lastRelease the last such
-	// poll (unix ns, 0 before one): the adaptive batcher spreads its slots
-	// over what is left of the gap.
-	gap, releaseGap, lastRelease atomic.Int64
-	// nodeWatch and readiness log the node's outages and the faucet's
-	// readiness when they change (nodewatch.go).
-	nodeWatch nodeWatch
-	readiness readyWatch
+	// The engine's parts, each in a file of its name: keeping the keys'
+	// accounts in step with the node and the journal, placing
+	// transactions, the poll loop, repairs and readiness.
+	accounts  *accounts
+	placer    *placer
+	poller    *poller
+	repairs   *repairer
+	readiness *readiness
 }
 
-type chainInfo struct {
-	chainID uint32
-	height  uint64
-}
+// accounts keeps each key's view of its account in step with the node
+// (syncs) and the journal (loads, ownership): accounts.go.
+type accounts struct{ f *Faucet }
+
+// placer is the one path of every transaction (place.go).
+type placer struct{ f *Faucet }
+
+// repairer resolves transactions in doubt and unsticks nonces (repair.go).
+type repairer struct{ f *Faucet }
 
 // New validates cfg and builds an engine. Call Run to keep it in sync.
 func New(cfg Config) (*Faucet, error) {
@@ -86,17 +86,18 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now},
-		sent: make(chan struct{}, 1)}
+	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, journal: journal.New(cfg.State.Journal, cfg.Now)}
+	f.accounts, f.placer, f.repairs = &accounts{f}, &placer{f}, &repairer{f}
+	f.poller = &poller{f: f, sent: make(chan struct{}, 1), nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now}}
+	f.readiness = &readiness{f: f}
 	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
-	f.chain.TTL, f.pox.TTL, f.feeRate.TTL, f.batchFeeSample.TTL = cfg.Timing.ChainCheckInterval, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL, cfg.Timing.CacheTTL
-	f.chain.Now, f.pox.Now, f.feeRate.Now, f.batchFeeSample.Now = cfg.Now, cfg.Now, cfg.Now, cfg.Now
+	f.chain, f.price, f.clock = newChainView(&f.cfg), newPricer(&f.cfg), &blockClock{now: cfg.Now}
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
 	}
-	// Without an owner this process is the only writer: every key is ours
-	// from the start (its ledger loads on first use).
-	f.pool = newKeyPool(cfg.Keys, cfg.Refills.Treasury, cfg.State.Owner == nil, cfg.Timing.MaxInFlight, cfg.Fees.Reserve)
+	// Unless replicas share the store this process is the only writer:
+	// every key is ours from the start (its journal loads on first use).
+	f.pool = newKeyPool(cfg.Keys, cfg.Refills.Treasury, !cfg.State.Shared, cfg.Timing.MaxInFlight, cfg.Fees.Reserve)
 	b, err := cfg.Batching.Resolve()
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
@@ -106,6 +107,17 @@ func New(cfg Config) (*Faucet, error) {
 		f.batch = &batcher{f: f, max: b.Max, window: b.Window}
 	}
 	return f, nil
+}
+
+// JournalKeys lists the keys the engine sends with, as the journal and its
+// ownership name them: the distributors, then the treasury if any.
+func (f *Faucet) JournalKeys() []string {
+	all := f.pool.all()
+	out := make([]string, len(all))
+	for i, k := range all {
+		out[i] = k.addr.String()
+	}
+	return out
 }
 
 // Addresses lists the faucet's sending addresses.
@@ -208,7 +220,7 @@ func storeFailure(err error, what string) *Error {
 }
 
 func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) {
-	if err := f.checkChain(ctx); err != nil {
+	if err := f.chain.check(ctx); err != nil {
 		return nil, err
 	}
 	switch req.Asset.OrSTX() {
@@ -236,13 +248,13 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 
 // send pays amount to to in one token transfer.
 func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
-	return f.sendVia(ctx, f.chooseDistributor(f.cfg.Timing.BusyWait), to, amount)
+	return f.sendVia(ctx, f.placer.chooseDistributor(f.cfg.Timing.BusyWait), to, amount)
 }
 
 // sendVia is send with choose picking the key and nonce.
 func (f *Faucet) sendVia(ctx context.Context, choose chooser, to stacks.Principal, amount uint64) (*Result, error) {
-	chainID := f.chainID()
-	fee := f.fee(ctx, to)
+	chainID := f.chain.id()
+	fee := f.price.transfer(ctx, to)
 	return f.placeDrip(ctx, choose, placement{to: to, asset: AssetSTX, amount: amount, fee: fee,
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewTokenTransfer(stacks.TransferParams{
@@ -263,48 +275,11 @@ func (f *Faucet) placeDrip(ctx context.Context, choose chooser, pl placement) (*
 			pl.lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
 		}
 	}
-	done, err := f.place(ctx, pl)
+	done, err := f.placer.place(ctx, pl)
 	if err != nil {
 		return nil, err
 	}
 	return f.placedResult(done, pl.amount), nil
-}
-
-// syncKey reads the key's account from the node and applies it. Reads run
-// concurrently (poll, BadNonce, pick, readiness); one that started before a
-// read already applied is stale and is dropped, so a key never moves back.
-func (f *Faucet) syncKey(ctx context.Context, k *keyState) error {
-	seq := k.startSync()
-	acct, err := f.cfg.Node.Account(ctx, k.addr.String())
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", k.addr, err)
-	}
-	// A dry key comes back once it can pay a default drip again.
-	out := k.applySync(seq, acct.Balance, acct.Nonce, f.chain.Peek().height,
-		satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Max), f.cfg.Fees.Reserve, f.cfg.Now())
-	if out.freed {
-		f.pool.signalFreed()
-	}
-	if out.applied {
-		// STX drips go on when the token read fails; token drips see the
-		// last balance, less what confirmed since (see applySync). Logged
-		// when it starts and stops failing, not at every block.
-		err := f.syncToken(ctx, k, seq)
-		switch k.noteTokenRead(err) {
-		case readStartedFailing:
-			f.log.Warn("token balance read failed; sBTC drips from this key use its last known balance until it works again",
-				"sender", k.addr.String(), "err", err)
-		case readRecovered:
-			f.log.Info("token balance read works again", "sender", k.addr.String())
-		}
-	}
-	if !out.owned || len(out.confirmed) == 0 {
-		return nil // a new owner prunes its ledger; our writes would be fenced
-	}
-	if e := f.cfg.State.Ledger.DeleteBelow(context.WithoutCancel(ctx), k.addr, acct.Nonce); e != nil {
-		return fmt.Errorf("ledger delete %s below nonce %d: %w", k.addr, acct.Nonce, e)
-	}
-	return nil
 }
 
 // amount is the drip size for the tier.
@@ -315,16 +290,7 @@ func (f *Faucet) amount(ctx context.Context, stacking bool) (uint64, error) {
 	if f.cfg.Amounts.Stacking > 0 {
 		return f.cfg.Amounts.Stacking, nil
 	}
-	minAmount, err := f.pox.Get(ctx, func(ctx context.Context) (uint64, error) {
-		p, err := f.cfg.Node.PoX(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if p.MinAmountUstx == 0 {
-			return 0, errors.New("node reports min_amount_ustx 0")
-		}
-		return p.MinAmountUstx, nil
-	})
+	minAmount, err := f.chain.stackingMinimum(ctx)
 	if err != nil {
 		return 0, failf(ReasonStackingUnavailable, err, "the stacking amount is unavailable (no PoX information from the node); try again shortly")
 	}
@@ -346,69 +312,4 @@ func padPercent(v, pct uint64) (uint64, bool) {
 		q++
 	}
 	return q, q != 0 || v == 0
-}
-
-// fee is the node's rate × the tx length, clamped to [FeeMin, FeeMax] and
-// never below the length (the node's minimum relay fee).
-func (f *Faucet) fee(ctx context.Context, to stacks.Principal) uint64 {
-	length := transferLen(to)
-	fee, ok := f.rateFee(ctx, length)
-	if !ok {
-		fee = f.cfg.Fees.Fallback
-	}
-	return max(fee, length)
-}
-
-// transferLen is the length of a signed transfer to to.
-func transferLen(to stacks.Principal) uint64 {
-	return uint64((&stacks.Transaction{Payload: stacks.TokenTransfer{Recipient: to}}).EncodedLen())
-}
-
-// rateFee is the node's transfer fee rate × length, clamped to [FeeMin,
-// FeeMax]; false when the node has no rate.
-func (f *Faucet) rateFee(ctx context.Context, length uint64) (uint64, bool) {
-	rate, err := f.feeRate.Get(ctx, f.cfg.Node.TransferFeeRate)
-	if err != nil || rate == 0 {
-		return 0, false
-	}
-	hi, fee := bits.Mul64(rate, length)
-	if hi != 0 {
-		fee = f.cfg.Fees.Max
-	}
-	return min(max(fee, f.cfg.Fees.Min), f.cfg.Fees.Max), true
-}
-
-// checkChain confirms, from a cached /v2/info, that the node is a testnet
-// with the expected chain id.
-func (f *Faucet) checkChain(ctx context.Context) error {
-	ci, err := f.chain.Get(ctx, f.fetchChain)
-	if err != nil {
-		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
-	}
-	return f.chainAllowed(ci.chainID)
-}
-
-func (f *Faucet) chainAllowed(id uint32) error {
-	if id == stacks.ChainIDMainnet {
-		return failf(ReasonDisabled, nil, "the faucet is not available: the node is on mainnet")
-	}
-	if f.cfg.ChainID != 0 && id != f.cfg.ChainID {
-		return failf(ReasonDisabled, nil, "the faucet is not available: the node reports chain id %d, expected %d", id, f.cfg.ChainID)
-	}
-	return nil
-}
-
-func (f *Faucet) fetchChain(ctx context.Context) (chainInfo, error) {
-	info, err := f.cfg.Node.Info(ctx)
-	if err != nil {
-		return chainInfo{}, err
-	}
-	return chainInfo{chainID: info.NetworkID, height: info.StacksTipHeight}, nil
-}
-
-func (f *Faucet) chainID() uint32 {
-	if id := f.chain.Peek().chainID; id != 0 {
-		return id
-	}
-	return stacks.ChainIDTestnet
 }

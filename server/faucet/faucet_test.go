@@ -404,23 +404,23 @@ func TestHoleIsFilled(t *testing.T) {
 func TestFeeClampAndFallback(t *testing.T) {
 	e := newEnv(t, 1, 10_000_000_000, devnode.Config{FeeRate: 1000}, Config{Fees: Fees{Min: 200, Max: 5000, Fallback: 777}})
 	to := recipient(t)
-	if fee := e.f.fee(context.Background(), to); fee != 5000 {
+	if fee := e.f.price.transfer(context.Background(), to); fee != 5000 {
 		t.Errorf("rate 1000 × 180 clamped = %d, want 5000", fee)
 	}
 	e.dn.SetFeeRate(2)
-	e.f.feeRate.Invalidate()
-	if fee := e.f.fee(context.Background(), to); fee != 360 {
+	e.f.price.rate.Invalidate()
+	if fee := e.f.price.transfer(context.Background(), to); fee != 360 {
 		t.Errorf("rate 2 × 180 = %d, want 360", fee)
 	}
-	e.f.feeRate.Invalidate()
+	e.f.price.rate.Invalidate()
 	e.dn.SetErrorRate(1)
-	if fee := e.f.fee(context.Background(), to); fee != 777 {
+	if fee := e.f.price.transfer(context.Background(), to); fee != 777 {
 		t.Errorf("fallback fee %d, want 777", fee)
 	}
 	// Never below the tx length even if configured lower.
 	e.dn.SetErrorRate(0)
 	e2 := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{Fees: Fees{Min: 1, Max: 10, Fallback: 5}})
-	if fee := e2.f.fee(context.Background(), to); fee != 180 {
+	if fee := e2.f.price.transfer(context.Background(), to); fee != 180 {
 		t.Errorf("fee %d, want the 180-byte minimum", fee)
 	}
 }

@@ -144,7 +144,7 @@ func (f *Faucet) PendingAt(sender string, nonce uint64) (PendingTx, bool) {
 // ChainID is the chain id the node last reported; ok is false before the
 // first successful read.
 func (f *Faucet) ChainID() (id uint32, ok bool) {
-	id = f.chain.Peek().chainID
+	id = f.chain.info.Peek().chainID
 	return id, id != 0
 }
 
@@ -152,5 +152,5 @@ func (f *Faucet) ChainID() (id uint32, ok bool) {
 // succeeded (false before the first one).
 func (f *Faucet) NodeUp() bool {
 	_, seen := f.ChainID()
-	return seen && f.chain.LastErr() == nil
+	return seen && f.chain.info.LastErr() == nil
 }

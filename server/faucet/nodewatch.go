@@ -1,7 +1,6 @@
 package faucet
 
 import (
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -67,32 +66,4 @@ func roundDuration(d time.Duration) time.Duration {
 		return d.Round(100 * time.Millisecond)
 	}
 	return d.Round(time.Millisecond)
-}
-
-// readyWatch remembers the faucet's last readiness, so that a change is
-// logged once, whoever asked (the poll loop after each poll, a readiness
-// probe, the page).
-type readyWatch struct {
-	mu      sync.Mutex
-	checked bool
-	reason  string // "" when ready
-}
-
-// changed records err's reason and reports whether it differs from the
-// last one. A node outage is one reason whatever the transport said.
-func (w *readyWatch) changed(err error) (reason string, changed bool) {
-	switch {
-	case err == nil:
-	case errors.Is(err, errNodeUnreachable):
-		reason = errNodeUnreachable.Error()
-	default:
-		reason = err.Error()
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.checked && reason == w.reason {
-		return reason, false
-	}
-	w.checked, w.reason = true, reason
-	return reason, true
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // placement is one transaction to place: what it moves (for the ledger row
@@ -32,8 +32,8 @@ type placement struct {
 	// to work, and why.
 	excluded map[*keyState]bool
 	lastErr  *Error
-	// recorded, when set (tests only), runs once the row is in the ledger
-	// and before its first broadcast.
+	// recorded, when set (tests only), runs once the entry is in the
+	// journal and before its first broadcast.
 	recorded func(PendingTx)
 }
 
@@ -52,18 +52,102 @@ type placed struct {
 // errBuild marks a placement whose transaction could not be built or signed.
 var errBuild = errors.New("building the transaction failed")
 
-// place chooses a key and nonce, signs, records, broadcasts, and commits the
-// nonce or classifies the node's refusal, retrying on another nonce or key
-// up to MaxAttempts times.
+// chain is how the placement's transaction reaches the node: the engine's
+// broadcast, behind the test hook when one is set.
+func (pl placement) chain(f *Faucet, p *PendingTx) journal.Chain {
+	c := f.placer.sender(broadcastTries)
+	if pl.recorded == nil {
+		return c
+	}
+	return journal.Hooked{Chain: c, Before: func([]byte) error {
+		pl.recorded(*p)
+		return nil
+	}}
+}
+
+// outcomeUnknown is true when the node may have accepted the tx although we
+// got no answer: the request was sent (not refused at dial) and then timed
+// out, was cut off or was cancelled. A definite HTTP answer is not unknown.
+func outcomeUnknown(err error) bool {
+	var te *node.TransportError
+	return (errors.As(err, &te) || journal.Cut(err)) && !journal.NeverSent(err)
+}
+
+// broadcastTries is how often a placement sends the identical bytes while
+// the node is unavailable: the node answers 200 for a tx already in its
+// mempool, so that is idempotent. A resend (repair, resume) tries once;
+// the next block tries again.
+const broadcastTries = 3
+
+type stacksChain struct {
+	f     *Faucet
+	tries int
+}
+
+// Send submits raw, retrying the identical bytes on transient failures. An
+// error that follows an attempt which may have reached the node is
+// wrapped as maybeSent, so that a definite failure of a later retry does
+// not hide an earlier unknown outcome.
+func (c stacksChain) Send(ctx context.Context, raw []byte) error {
+	backoff := 50 * time.Millisecond
+	maybe := false
+	var err error
+	for try := 0; try < max(c.tries, 1); try++ {
+		if _, err = c.f.cfg.Node.Broadcast(ctx, raw); err == nil {
+			return nil
+		}
+		maybe = maybe || outcomeUnknown(err)
+		if !node.IsUnavailable(err) || journal.NeverSent(err) || try == c.tries-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return maybeSent(maybe, err)
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return maybeSent(maybe, err)
+}
+
+// Judge: a transaction is in doubt when any attempt may have reached the
+// node; otherwise the node surely does not hold it.
+func (stacksChain) Judge(err error) journal.Verdict {
+	var m *sentMaybe
+	if errors.As(err, &m) || outcomeUnknown(err) {
+		return journal.InDoubt
+	}
+	return journal.NotSent
+}
+
+// sentMaybe marks a broadcast error after an attempt that may have reached
+// the node.
+type sentMaybe struct{ err error }
+
+func (m *sentMaybe) Error() string { return m.err.Error() }
+func (m *sentMaybe) Unwrap() error { return m.err }
+
+func maybeSent(maybe bool, err error) error {
+	if maybe {
+		return &sentMaybe{err}
+	}
+	return err
+}
+
+// place chooses a key and nonce, signs, and hands the transaction to the
+// journal, which records it, broadcasts it and commits or forgets it; then
+// it commits the nonce or classifies the node's refusal, retrying on
+// another nonce or key up to MaxAttempts times.
 //
-// Crash safety lives here and only here: the signed bytes are in the ledger
-// (state broadcasting) before the first send, so a crash at any point leaves
-// either no trace (the nonce was never used) or bytes that resuming
-// rebroadcasts (the node answers 200 for a tx it holds, so that is
-// idempotent). Nothing is paid twice and no nonce is lost. An answer lost
-// in transit is success in doubt, never an error: an error would invite a
-// retry and a second payment.
-func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
+// Crash safety is the journal's rule (package journal): the signed bytes
+// are recorded (state broadcasting) before the first send, so a crash at
+// any point leaves either no trace (the nonce was never used) or bytes
+// that resuming rebroadcasts (the node answers 200 for a tx it holds, so
+// that is idempotent). Nothing is paid twice and no nonce is lost. An
+// answer lost in transit is success in doubt, never an error: an error
+// would invite a retry and a second payment.
+func (pc *placer) place(ctx context.Context, pl placement) (*placed, *Error) {
+	f := pc.f
 	excluded, lastErr := pl.excluded, pl.lastErr
 	if excluded == nil {
 		excluded = map[*keyState]bool{}
@@ -82,30 +166,23 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 			f.pool.release(k, nonce)
 			return nil, failf(ReasonRejected, fmt.Errorf("%w: %w", errBuild, err), "could not sign the transaction")
 		}
-		raw := tx.Serialize()
-		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: pl.to,
+		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: tx.Serialize(), Recipient: pl.to,
 			Asset: pl.asset.OrSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		if retry, rerr := f.recordSending(ctx, k, p, excluded); rerr != nil {
-			if retry {
+		sent, rerr := pc.record(ctx, k, p, pl.chain(f, p), excluded)
+		if rerr != nil {
+			if rerr.Reason == ReasonBusy {
 				lastErr = rerr
-				continue
+				continue // another replica took the key: try another one
 			}
 			return nil, rerr
 		}
-		if pl.recorded != nil {
-			pl.recorded(*p)
-		}
-		maybeSent, err := f.broadcast(ctx, raw)
-		if err == nil || maybeSent {
-			if err == nil {
-				p.State = TxPending
-			}
-			// In doubt, the row stays "broadcasting": repair rebroadcasts
+		if sent.Verdict != journal.NotSent {
+			// In doubt, the entry stays "broadcasting": repair rebroadcasts
 			// the bytes until the node answers or the nonce confirms.
-			f.commit(ctx, k, p)
-			return &placed{tx: *p, lostAnswer: err}, nil
+			pc.commit(k, p)
+			return &placed{tx: *p, lostAnswer: sent.Err}, nil
 		}
-		lastErr = f.handleBroadcastError(ctx, k, p, err, excluded)
+		lastErr = pc.handleBroadcastError(ctx, k, p, sent.Err, excluded)
 		if lastErr == nil {
 			continue // retry on the same or another key
 		}
@@ -119,39 +196,37 @@ func (f *Faucet) place(ctx context.Context, pl placement) (*placed, *Error) {
 	return nil, lastErr
 }
 
-// recordSending writes p (state broadcasting) to the ledger before its
-// first broadcast. On failure the nonce is given back; retry is true when
-// another key may still be tried (another replica took this one over).
-func (f *Faucet) recordSending(ctx context.Context, k *keyState, p *PendingTx, excluded map[*keyState]bool) (retry bool, _ *Error) {
-	err := f.cfg.State.Ledger.Put(ctx, *p)
+// record hands p to the journal: recorded, broadcast, and committed or
+// forgotten there. On a failed record the nonce is given back and nothing
+// was sent; the error is ReasonBusy when another key may still be tried
+// (another replica took this one over).
+func (pc *placer) record(ctx context.Context, k *keyState, p *PendingTx, c journal.Chain, excluded map[*keyState]bool) (journal.Sent, *Error) {
+	f := pc.f
+	e := p.entry()
+	sent, err := f.journal.Send(ctx, &e, c)
 	if err == nil {
-		return false, nil
+		p.State = e.State
+		return sent, nil
 	}
 	f.pool.release(k, p.Nonce)
-	if errors.Is(err, ErrNotOwner) {
+	if errors.Is(err, journal.ErrNotOwner) {
 		// Another replica took the key over: never send with it.
-		f.Lost(k.addr)
+		f.accounts.lose(k)
 		excluded[k] = true
-		return true, failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
+		return sent, failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
 	}
-	return false, storeFailure(err, "record the transaction")
+	return sent, storeFailure(err, "record the transaction")
 }
 
 // commit moves an allocated nonce to pending once its tx is (or may be) at
-// the node. The ledger write comes first: a sync that confirms the nonce
-// meanwhile finds it allocated, not pending, and so cannot delete the row
-// before this write re-adds it.
-func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
-	if p.State == TxPending {
-		if err := f.cfg.State.Ledger.Put(context.WithoutCancel(ctx), *p); err != nil {
-			// The row stays "broadcasting": resuming rebroadcasts the same
-			// bytes, which the node answers 200. Nothing is lost.
-			f.log.Warn("ledger update after broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
-		}
-	}
-	k.commitPending(p, f.chain.Peek().height, f.cfg.Now())
+// the node. The journal committed the entry first: a sync that confirms
+// the nonce meanwhile finds it allocated, not pending, and so cannot
+// forget the entry before that write.
+func (pc *placer) commit(k *keyState, p *PendingTx) {
+	f := pc.f
+	k.commitPending(p, f.chain.tip(), f.cfg.Now())
 	select {
-	case f.sent <- struct{}{}:
+	case f.poller.sent <- struct{}{}:
 	default: // the poll loop has a wake-up pending already
 	}
 }
@@ -160,12 +235,10 @@ func (f *Faucet) commit(ctx context.Context, k *keyState, p *PendingTx) {
 // not place the tx at the node. It returns nil when the placement should
 // simply be retried, or the error to report (or to keep as the last error
 // while other keys are tried).
-func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
-	// Forget the recorded bytes before the nonce can be reused: a later
-	// drip's record for the same nonce must not be deleted by this one.
-	if derr := f.cfg.State.Ledger.Delete(context.WithoutCancel(ctx), k.addr, p.Nonce); derr != nil {
-		f.log.Warn("ledger delete after a refused broadcast failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", derr)
-	}
+func (pc *placer) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
+	f := pc.f
+	// The journal forgot the recorded bytes already (by txid, so never a
+	// later drip's record for the same nonce).
 	var rej *node.RejectionError
 	if !errors.As(err, &rej) {
 		f.pool.release(k, p.Nonce)
@@ -189,7 +262,7 @@ func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *Pendi
 		return nil
 	case node.ReasonBadNonce:
 		f.pool.release(k, p.Nonce)
-		if serr := f.syncKey(ctx, k); serr != nil {
+		if serr := f.accounts.syncKey(ctx, k); serr != nil {
 			log.Warn("resync after BadNonce failed", "err", serr)
 		}
 		log.Warn("nonce behind the node; resynced")
@@ -218,77 +291,19 @@ func (f *Faucet) handleBroadcastError(ctx context.Context, k *keyState, p *Pendi
 	}
 }
 
-// outcomeUnknown is true when the node may have accepted the tx although we
-// got no answer: the request was sent (not refused at dial) and then timed
-// out, was cut off or was cancelled. A definite HTTP answer is not unknown.
-func outcomeUnknown(err error) bool {
-	var te *node.TransportError
-	sent := errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	return sent && !neverSent(err)
-}
-
-// neverSent is true when the request provably did not reach the node (the
-// connection was refused), so the nonce can be reused.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// broadcast submits raw, retrying the identical bytes on transient failures:
-// the node answers 200 for a tx already in its mempool, so this is idempotent.
-// maybeSent reports whether any attempt may have reached the node, so that a
-// definite failure of a later retry does not hide an earlier unknown outcome.
-func (f *Faucet) broadcast(ctx context.Context, raw []byte) (maybeSent bool, err error) {
-	backoff := 50 * time.Millisecond
-	for try := 0; try < 3; try++ {
-		if _, err = f.cfg.Node.Broadcast(ctx, raw); err == nil {
-			return true, nil
-		}
-		maybeSent = maybeSent || outcomeUnknown(err)
-		if !node.IsUnavailable(err) || neverSent(err) {
-			return maybeSent, err
-		}
-		select {
-		case <-ctx.Done():
-			return maybeSent, err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
-	return maybeSent, err
-}
+// sender is the journal's view of the node for Stacks transactions.
+func (pc *placer) sender(tries int) journal.Chain { return stacksChain{f: pc.f, tries: tries} }
 
 // chooseDistributor is the key choice of drips and batches: the
 // least-loaded distributor that can pay, waiting up to wait for a slot.
-func (f *Faucet) chooseDistributor(wait time.Duration) chooser {
-	return f.chooseKeeping(wait, 0)
+func (pc *placer) chooseDistributor(wait time.Duration) chooser {
+	return pc.chooseKeeping(wait, 0)
 }
 
 // chooseKeeping is chooseDistributor leaving keep slots of each key free.
-func (f *Faucet) chooseKeeping(wait time.Duration, keep int) chooser {
+func (pc *placer) chooseKeeping(wait time.Duration, keep int) chooser {
+	f := pc.f
 	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-		return f.pool.pickWithin(ctx, spend, excluded, wait, keep, func(k *keyState) *Error { return f.prepareKey(ctx, k) })
+		return f.pool.pickWithin(ctx, spend, excluded, wait, keep, func(k *keyState) *Error { return f.accounts.prepareKey(ctx, k) })
 	}
-}
-
-// prepareKey loads an owned key's ledger and syncs it if it never was, so
-// that the pick sees it; a key another replica took over is dropped.
-func (f *Faucet) prepareKey(ctx context.Context, k *keyState) *Error {
-	owned, _, synced := k.flags()
-	if !owned {
-		return nil
-	}
-	if err := f.loadKey(ctx, k); err != nil {
-		if errors.Is(err, ErrNotOwner) {
-			f.Lost(k.addr)
-			return nil
-		}
-		return storeFailure(err, "load the key's ledger")
-	}
-	if !synced {
-		if err := f.syncKey(ctx, k); err != nil {
-			f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
-		}
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // restart builds a second engine over the same node, keys and state, as a
@@ -15,7 +16,7 @@ import (
 func (e *env) restart(t *testing.T) *Faucet {
 	t.Helper()
 	cfg := e.f.cfg
-	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, State: State{Ledger: cfg.State.Ledger, History: cfg.State.History}})
+	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, State: State{Journal: cfg.State.Journal, History: cfg.State.History}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func (e *env) restart(t *testing.T) *Faucet {
 // (That the limits survive too is the store's: guard's
 // TestRateLimitsSurviveARestart and the store contract.)
 func TestRestartResumesNonces(t *testing.T) {
-	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
+	e := newEnv(t, 2, 100_000_000_000, devnode.Config{}, Config{State: State{Journal: journal.NewMemoryStore()}})
 	ctx := context.Background()
 	a := recipient(t)
 	paid := map[stacks.Principal]uint64{}
@@ -87,7 +88,7 @@ func TestRestartResumesNonces(t *testing.T) {
 // bytes: a tx the node never saw is delivered, one it already holds is not
 // paid twice, and the next drip takes the following nonce.
 func TestResumeResolvesEntriesInDoubt(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{State: State{Journal: journal.NewMemoryStore()}})
 	ctx := context.Background()
 	key := e.keys[0]
 	sender := key.TestnetAddress()
@@ -98,9 +99,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw := tx.Serialize()
-		if err := e.f.cfg.State.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 7_000_000, Fee: 300, State: TxBroadcasting}); err != nil {
-			t.Fatal(err)
-		}
+		putPending(t, e.f.cfg.State.Journal, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to, Amount: 7_000_000, Fee: 300, State: TxBroadcasting})
 		if submit {
 			if _, err := e.dn.Submit(raw); err != nil {
 				t.Fatal(err)
@@ -113,7 +112,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 	if n := e.dn.MempoolSize(); n != 2 {
 		t.Fatalf("mempool %d after resume, want both txs", n)
 	}
-	entries, _ := f.cfg.State.Ledger.List(ctx, sender)
+	entries := listPending(t, f.cfg.State.Journal, sender)
 	for _, p := range entries {
 		if p.State != TxPending {
 			t.Errorf("nonce %d still %s after resolution", p.Nonce, p.State)
@@ -131,7 +130,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 			t.Errorf("%s got %d, want exactly one payment of 7000000", to, b)
 		}
 	}
-	if entries, _ := f.cfg.State.Ledger.List(ctx, sender); len(entries) != 0 {
+	if entries := listPending(t, f.cfg.State.Journal, sender); len(entries) != 0 {
 		t.Errorf("ledger keeps %d confirmed entries", len(entries))
 	}
 }

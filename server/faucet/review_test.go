@@ -43,10 +43,10 @@ func TestStaleAccountReadIgnored(t *testing.T) {
 	e.f.cfg.Node = g
 	k := e.f.pool.keys[0]
 	done := make(chan error, 1)
-	go func() { done <- e.f.syncKey(context.Background(), k) }() // reads nonce 0
+	go func() { done <- e.f.accounts.syncKey(context.Background(), k) }() // reads nonce 0
 	<-g.entered
 	e.dn.Mine() // nonce 0 confirms
-	if err := e.f.syncKey(context.Background(), k); err != nil {
+	if err := e.f.accounts.syncKey(context.Background(), k); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.f.Keys()[0]; st.ConfirmedNonce != 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 const tokenDrip uint64 = 100_000 // satoshis
@@ -45,7 +46,7 @@ func tokenOf(e *env, addr stacks.Address) uint64 {
 // the restart (the ledger row carries the asset): with 3 drips' worth, two
 // in flight leave room for exactly one more.
 func TestTokenDripsResumeAndStayCounted(t *testing.T) {
-	e := newTokenEnv(t, 1, 100_000_000_000, 3*tokenDrip, devnode.Config{}, Config{State: State{Ledger: NewMemoryLedger()}})
+	e := newTokenEnv(t, 1, 100_000_000_000, 3*tokenDrip, devnode.Config{}, Config{State: State{Journal: journal.NewMemoryStore()}})
 	ctx := context.Background()
 	key := e.keys[0]
 	sender := key.TestnetAddress()
@@ -58,10 +59,8 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw := tx.Serialize()
-		if err := e.f.cfg.State.Ledger.Put(ctx, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to,
-			Asset: AssetSBTC, Amount: tokenDrip, Fee: 400, State: TxBroadcasting}); err != nil {
-			t.Fatal(err)
-		}
+		putPending(t, e.f.cfg.State.Journal, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to,
+			Asset: AssetSBTC, Amount: tokenDrip, Fee: 400, State: TxBroadcasting})
 		if submit {
 			if _, err := e.dn.Submit(raw); err != nil {
 				t.Fatal(err)
@@ -71,7 +70,7 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 	record(0, unsent, false) // crashed before the send
 	record(1, sent, true)    // crashed before the mark
 	cfg := e.f.cfg
-	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Token: cfg.Token, State: State{Ledger: cfg.State.Ledger}})
+	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Token: cfg.Token, State: State{Journal: cfg.State.Journal}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,18 +18,18 @@ import (
 //
 // The treasury is a key of its own to the engine: it has a keyState (synced
 // from the node at every block, nonces allocated from it), its transfers are
-// recorded in the Ledger (state broadcasting, then pending) before they are
+// recorded in the journal (state broadcasting, then pending) before they are
 // sent, resumed and resolved after a restart, and repaired when stuck, all by
 // the same code as the distributors' drips.
 //
-// Single writer: with a KeyOwner the treasury address is passed to
-// KeyOwner.Run beside the distributor addresses, so it is a separately
+// Single writer: with a shared store the treasury address is passed to
+// the journal.Owner beside the distributor addresses, so it is a separately
 // locked (and, on Postgres, fenced) key. Only the replica holding it sends
 // refills, and it refills every distributor key: the ones it owns from its
 // own state, the others from the node's balance minus their in-flight
-// entries in the shared ledger. (Letting the owner of the first distributor
+// entries in the shared journal. (Letting the owner of the first distributor
 // key send refills would not work on Postgres: ledger writes for the
-// treasury address are refused with ErrNotOwner unless the treasury itself
+// treasury address are refused with journal.ErrNotOwner unless the treasury itself
 // is owned, and keys owned by other replicas would never be refilled.)
 //
 // At most one refill per distributor key is in flight: a refill counts from
@@ -142,7 +142,7 @@ type TreasuryStatus struct {
 	Dry           bool
 	Synced        bool
 	// Owned: this replica is the treasury's writer (always true without a
-	// KeyOwner).
+	// shared store).
 	Owned        bool
 	RefillBelow  uint64
 	RefillAmount uint64
@@ -247,15 +247,15 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 // ours, read its account, repair it, and see whether a dry treasury has
 // been funded again. It reports whether refills may be sent this block.
 func (t *treasury) syncTreasury(ctx context.Context, height uint64) bool {
-	if t == nil || !t.f.ownedLoaded(ctx, t.f.pool.treasury) {
+	if t == nil || !t.f.accounts.ownedLoaded(ctx, t.f.pool.treasury) {
 		return false
 	}
 	k := t.f.pool.treasury
-	if err := t.f.syncKey(ctx, k); err != nil {
+	if err := t.f.accounts.syncKey(ctx, k); err != nil {
 		t.f.log.Warn("treasury sync failed", "sender", k.addr.String(), "err", err)
 		return false
 	}
-	t.f.repair(ctx, k, height)
+	t.f.repairs.repair(ctx, k, height)
 	for _, r := range t.rules {
 		bal, avail := k.fundsOf(r.asset, t.f.cfg.Fees.Reserve)
 		need := satAdd(r.amount, t.f.cfg.Fees.Max)
@@ -367,7 +367,7 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 		// that saw this key's refill confirm (another poll's, or a resync):
 		// read it again. syncKey never applies a read older than one
 		// already applied, so the state is now at least this fresh.
-		if err := t.f.syncKey(ctx, d); err != nil {
+		if err := t.f.accounts.syncKey(ctx, d); err != nil {
 			t.f.log.Warn("refill: re-reading a distributor's account failed", "recipient", d.addr.String(), "err", err)
 			return 0, false
 		}
@@ -396,13 +396,18 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 			return 0, false
 		}
 	}
-	entries, err := t.f.cfg.State.Ledger.List(ctx, d.addr)
+	entries, err := t.f.journal.Load(ctx, d.addr.String())
 	if err != nil {
-		t.f.log.Warn("refill: reading a distributor's ledger failed", "recipient", d.addr.String(), "err", err)
+		t.f.log.Warn("refill: reading a distributor's journal failed", "recipient", d.addr.String(), "err", err)
+		return 0, false
+	}
+	txs, err := pendingOfAll(entries)
+	if err != nil {
+		t.f.log.Warn("refill: reading a distributor's journal failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
 	var spend cost
-	for _, e := range entries {
+	for _, e := range txs {
 		if e.Nonce >= acct.Nonce && !e.Foreign {
 			spend = spend.plus(costOf(e.Asset, e.Amount, e.Fee))
 		}
@@ -418,9 +423,9 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, height uint64) {
 	k := t.f.pool.treasury
 	to := stacks.Principal{Address: d.addr}
-	chainID := t.f.chainID()
+	chainID := t.f.chain.id()
 	log := t.f.log.With("sender", k.addr.String(), "recipient", d.addr.String(), "asset", string(r.asset), "amount", r.amount)
-	fee := t.f.fee(ctx, to)
+	fee := t.f.price.transfer(ctx, to)
 	build := func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 		return stacks.NewTokenTransfer(stacks.TransferParams{
 			Recipient: to, Amount: r.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: chainID,
@@ -428,7 +433,7 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, he
 	}
 	if r.asset.IsToken() {
 		asset := t.f.cfg.Token.Asset
-		fee = t.f.tokenFee(ctx, to, []byte(RefillMemo))
+		fee = t.f.price.token(ctx, asset, to, []byte(RefillMemo))
 		build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
 				Asset: asset, Recipient: to, Amount: r.amount, Memo: []byte(RefillMemo), Nonce: nonce, Fee: fee, ChainID: chainID,
@@ -437,7 +442,7 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, he
 	}
 	var refused allocRefusal
 	var balance uint64
-	done, err := t.f.place(ctx, placement{
+	done, err := t.f.placer.place(ctx, placement{
 		to: to, asset: r.asset, amount: r.amount, fee: fee, recorded: t.f.onRefillRecorded, build: build,
 		choose: func(_ context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
 			if excluded[k] {

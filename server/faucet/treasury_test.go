@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
 // Small drips keep the numbers readable: a drip is 1 STX plus a 180 µSTX
@@ -276,8 +277,8 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 			name = "node-has-it"
 		}
 		t.Run(name, func(t *testing.T) {
-			ledger := NewMemoryLedger()
-			e := newTreasuryEnv(t, 1, 25_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Ledger: ledger}})
+			ledger := journal.NewMemoryStore()
+			e := newTreasuryEnv(t, 1, 25_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Journal: ledger}})
 			tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 			dist := e.keys[0].TestnetAddress()
 			e.drain(0)
@@ -297,7 +298,7 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 			if recorded.Raw == nil {
 				t.Fatal("no refill recorded")
 			}
-			rows, _ := ledger.List(context.Background(), tAddr)
+			rows := listPending(t, ledger, tAddr)
 			if len(rows) != 1 || rows[0].State != TxBroadcasting || !bytes.Equal(rows[0].Raw, recorded.Raw) {
 				t.Fatalf("ledger after the crash: %+v", rows)
 			}
@@ -308,7 +309,7 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 				Keys: cfg.Keys, Node: rb,
 				Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
 				Refills: Refills{Treasury: cfg.Refills.Treasury},
-				State:   State{Ledger: ledger, History: cfg.State.History},
+				State:   State{Journal: ledger, History: cfg.State.History},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -325,7 +326,7 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 			if s, _ := f2.Treasury(); s.InFlightRefills != 1 || s.RefillsSent != 0 {
 				t.Fatalf("restarted treasury %+v", s)
 			}
-			rows, _ = ledger.List(context.Background(), tAddr)
+			rows = listPending(t, ledger, tAddr)
 			if len(rows) != 1 || rows[0].State != TxPending {
 				t.Fatalf("ledger after resolution: %+v", rows)
 			}
@@ -442,7 +443,7 @@ func TestTreasuryNotEnoughFundsFromNode(t *testing.T) {
 	if s := e.treasury(); !s.Dry || s.RefillsFailed != 1 || s.InFlight != 0 {
 		t.Fatalf("treasury after NotEnoughFunds %+v", s)
 	}
-	rows, _ := e.f.cfg.State.Ledger.List(context.Background(), tAddr)
+	rows := listPending(t, e.f.cfg.State.Journal, tAddr)
 	if len(rows) != 0 {
 		t.Fatalf("refused refill left in the ledger: %+v", rows)
 	}
@@ -497,56 +498,21 @@ func TestTreasuryConfigErrors(t *testing.T) {
 	}
 }
 
-// recordingOwner records the addresses the engine asks it to spread and
-// hands out the ones listed in give.
-type recordingOwner struct {
-	give []stacks.Address
-	got  chan []stacks.Address
-}
-
-func (o *recordingOwner) Run(ctx context.Context, keys []stacks.Address, h OwnershipHandler) error {
-	o.got <- slices.Clone(keys)
-	for _, a := range o.give {
-		h.Acquired(ctx, a)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// With a KeyOwner the treasury is a key of its own: only the replica that
-// holds it sends refills, to every distributor (also those another replica
+// With a shared store the treasury is a key of its own: only the replica
+// that holds it sends refills, to every distributor (also those another replica
 // owns), and a replica taking it over resumes its in-flight refills rather
 // than sending new ones.
 func TestTreasuryOwnedByOneReplica(t *testing.T) {
-	ledger := NewMemoryLedger()
-	e := newTreasuryEnv(t, 2, 10_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Owner: idleOwner{}, Ledger: ledger}})
+	ledger := journal.NewMemoryStore()
+	e := newTreasuryEnv(t, 2, 10_000_000, 10_000_000_000, devnode.Config{}, Config{State: State{Shared: true, Journal: ledger}})
 	cfg := e.f.cfg
 	tAddr := cfg.Refills.Treasury.TestnetAddress()
 	k0, k1 := e.keys[0].TestnetAddress(), e.keys[1].TestnetAddress()
 
 	// The owner is asked for the treasury beside the distributors.
-	// (It hands out nothing: replicas A and B below share its state.)
-	owner := &recordingOwner{got: make(chan []stacks.Address, 1)}
-	fa, err := New(Config{
-		Keys: cfg.Keys, Node: cfg.Node,
-		Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
-		Refills: Refills{Treasury: cfg.Refills.Treasury},
-		State:   State{Ledger: ledger, Owner: owner},
-		Timing:  Timing{PollInterval: time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fa.Run(ctx) }()
-	addrs := <-owner.got
-	if len(addrs) != 3 || !slices.Contains(addrs, tAddr) || !slices.Contains(addrs, k0) || !slices.Contains(addrs, k1) {
-		t.Fatalf("owner asked for %v", addrs)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if keys := e.f.JournalKeys(); len(keys) != 3 || !slices.Contains(keys, tAddr.String()) ||
+		!slices.Contains(keys, k0.String()) || !slices.Contains(keys, k1.String()) {
+		t.Fatalf("the engine's keys are %v", keys)
 	}
 
 	// Replica A holds the treasury and key 0, replica B key 1; both keys
@@ -555,12 +521,12 @@ func TestTreasuryOwnedByOneReplica(t *testing.T) {
 		Keys: cfg.Keys, Node: cfg.Node,
 		Amounts: Amounts{Default: tDrip}, Fees: Fees{Max: 1000},
 		Refills: Refills{Treasury: cfg.Refills.Treasury},
-		State:   State{Ledger: ledger, Owner: idleOwner{}},
+		State:   State{Journal: ledger, Shared: true},
 	})
 	bg := context.Background()
-	a.Acquired(bg, tAddr)
-	a.Acquired(bg, k0)
-	b.Acquired(bg, k1)
+	a.Acquired(bg, tAddr.String())
+	a.Acquired(bg, k0.String())
+	b.Acquired(bg, k1.String())
 	for range 10 {
 		if err := b.Sync(bg); err != nil {
 			t.Fatal(err)
@@ -581,8 +547,8 @@ func TestTreasuryOwnedByOneReplica(t *testing.T) {
 		t.Fatalf("mempool %d, want the 2 refills", n)
 	}
 	// Hand the treasury over before the refills confirm: B resumes them.
-	a.Releasing(bg, tAddr)
-	b.Acquired(bg, tAddr)
+	a.Releasing(bg, tAddr.String())
+	b.Acquired(bg, tAddr.String())
 	for range 5 {
 		if err := b.Sync(bg); err != nil {
 			t.Fatal(err)
@@ -675,13 +641,13 @@ func TestRefillRacingPolls(t *testing.T) {
 			const funding = 10_000_000 // below the threshold from genesis
 			var fcfg Config
 			if !owned {
-				fcfg.State.Owner = idleOwner{}
+				fcfg.State.Shared = true
 			}
 			e := newTreasuryEnv(t, 2, funding, 10_000_000_000, devnode.Config{}, fcfg)
 			tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 			bg := context.Background()
 			if !owned {
-				e.f.Acquired(bg, tAddr) // the distributors are another replica's
+				e.f.Acquired(bg, tAddr.String()) // the distributors are another replica's
 			}
 			if err := e.f.Sync(bg); err != nil {
 				t.Fatal(err)

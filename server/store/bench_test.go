@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
 
-// The engine's per-drip store work is one Reserve, two ledger Puts and one
-// Record (and, for a drip with a proof of work, one SpendChallenge). These
+// The engine's per-drip store work is one Reserve, two journal Puts (the
+// record before the broadcast, the commit after it) and one Record (and, for a drip with a proof of work, one SpendChallenge). These
 // benchmarks run each, and the whole drip, from 16 goroutines (the
 // engine's concurrency) against both drivers.
 
@@ -53,11 +53,13 @@ func dripBuckets(seq uint64) []guard.Bucket {
 	}
 }
 
-func benchTx(seq uint64) faucet.PendingTx {
-	return faucet.PendingTx{
-		Sender: testAddr(byte(seq % 4)), Nonce: seq, TxID: testTxID(byte(seq)), Raw: make([]byte, 180),
-		Recipient: stacks.Principal{Address: testAddr(byte(seq))}, Amount: 500_000_000, Fee: 180,
-		SentAt: time.Now(), State: faucet.TxBroadcasting,
+// benchTx is a drip's journal entry as the Stacks engine records it: one
+// of four keys, a unique txid, a transfer's bytes and its Meta.
+func benchTx(seq uint64) journal.Entry {
+	return journal.Entry{
+		Key: stxKey(byte(seq % 4)), TxID: fmt.Sprintf("%064x", seq), Seq: seq, Raw: make([]byte, 180),
+		SentAt: time.Now(), State: journal.Broadcasting,
+		Meta: stxEntryMeta(testAddr(byte(seq)).String(), "stx", 500_000_000, 180, 0, 0),
 	}
 }
 
@@ -104,7 +106,7 @@ func BenchmarkStoreDrip(b *testing.B) {
 			if err := s.Put(ctx, tx); err != nil {
 				return err
 			}
-			tx.State = faucet.TxPending
+			tx.State = journal.Pending
 			if err := s.Put(ctx, tx); err != nil {
 				return err
 			}

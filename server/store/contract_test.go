@@ -14,10 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/btcsuite/btcd/btcutil"
+	"github.com/btcsuite/btcd/chaincfg"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
@@ -26,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.RunMain(m)) }
 
 // subject is one implementation of the state interfaces under contract.
 type subject struct {
-	ledger  faucet.Ledger
+	journal journal.Store
 	limiter guard.Limiter
 	history faucet.History // nil: not implemented (memory)
 	byTxID  func(ctx context.Context, txid string) (faucet.DripRecord, bool, error)
@@ -38,7 +42,7 @@ type opener func(t *testing.T) subject
 // The same contract, whatever keeps the state.
 func TestContractMemory(t *testing.T) {
 	runContract(t, func(*testing.T) subject {
-		return subject{ledger: faucet.NewMemoryLedger(), limiter: guard.NewMemoryLimiter()}
+		return subject{journal: journal.NewMemoryStore(), limiter: guard.NewMemoryLimiter()}
 	})
 }
 
@@ -70,12 +74,12 @@ func TestContractPostgres(t *testing.T) {
 }
 
 func storeSubject(s interface {
-	faucet.Ledger
+	journal.Store
 	guard.Limiter
 	faucet.History
 	DripByTxID(context.Context, string) (faucet.DripRecord, bool, error)
 }) subject {
-	return subject{ledger: s, limiter: s, history: s, byTxID: s.DripByTxID}
+	return subject{journal: s, limiter: s, history: s, byTxID: s.DripByTxID}
 }
 
 func runContract(t *testing.T, open opener) {
@@ -83,8 +87,11 @@ func runContract(t *testing.T, open opener) {
 		name string
 		run  func(*testing.T, subject)
 	}{
-		{"LedgerRoundTrip", testLedgerRoundTrip},
-		{"LedgerUpsertDelete", testLedgerUpsertDelete},
+		{"JournalRoundTrip", testJournalRoundTrip},
+		{"JournalUpsert", testJournalUpsert},
+		{"JournalFeeBumpDelete", testJournalFeeBumpDelete},
+		{"JournalDeleteBelow", testJournalDeleteBelow},
+		{"JournalKeysIsolated", testJournalKeysIsolated},
 		{"LimiterConcurrentExact", testLimiterConcurrentExact},
 		{"LimiterAllOrNothing", testLimiterAllOrNothing},
 		{"LimiterRelease", testLimiterRelease},
@@ -111,146 +118,290 @@ func testTxID(i byte) stacks.TxID {
 	return id
 }
 
-// sameTx compares ledger entries field by field: times by instant, raw
-// bytes exactly (nil and empty alike).
-func sameTx(t *testing.T, got, want faucet.PendingTx) {
+// stxKey is a Stacks sending key's journal key (an ST… address); btcKey a
+// Bitcoin key's (a bcrt1… address).
+func stxKey(i byte) string { return testAddr(i).String() }
+
+func btcKey(t testing.TB, i byte) string {
+	t.Helper()
+	a, err := btcutil.NewAddressWitnessPubKeyHash(bytes.Repeat([]byte{i}, 20), &chaincfg.RegressionNetParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.EncodeAddress()
+}
+
+// stxEntryMeta is the JSON of a Stacks entry's Meta, as package faucet
+// writes it (stxMeta in server/faucet/ledger.go).
+func stxEntryMeta(recipient, asset string, amount, fee uint64, rebroadcasts, replacements int) []byte {
+	return fmt.Appendf(nil, `{"recipient":%q,"asset":%q,"amount":%d,"fee":%d,"rebroadcasts":%d,"replacements":%d}`,
+		recipient, asset, int64(amount), int64(fee), rebroadcasts, replacements)
+}
+
+// sameEntry compares journal entries field by field: times by instant,
+// bytes exactly (Raw and Meta alike: the store keeps them as they are).
+func sameEntry(t *testing.T, got, want journal.Entry) {
 	t.Helper()
 	g, w := got, want
 	if !bytes.Equal(g.Raw, w.Raw) {
-		t.Errorf("nonce %d: raw %x, want %x", w.Nonce, g.Raw, w.Raw)
+		t.Errorf("%s/%s: raw %x, want %x", w.Key, w.TxID, g.Raw, w.Raw)
+	}
+	if !bytes.Equal(g.Meta, w.Meta) {
+		t.Errorf("%s/%s: meta %q, want %q", w.Key, w.TxID, g.Meta, w.Meta)
 	}
 	if !g.SentAt.Equal(w.SentAt) {
-		t.Errorf("nonce %d: sent at %v, want %v", w.Nonce, g.SentAt, w.SentAt)
+		t.Errorf("%s/%s: sent at %v, want %v", w.Key, w.TxID, g.SentAt, w.SentAt)
 	}
-	g.Raw, w.Raw, g.SentAt, w.SentAt = nil, nil, time.Time{}, time.Time{}
-	if !equalTx(g, w) {
+	g.Raw, w.Raw, g.Meta, w.Meta = nil, nil, nil, nil
+	if g.Key != w.Key || g.TxID != w.TxID || g.Seq != w.Seq || g.State != w.State || g.Replaces != w.Replaces {
 		t.Errorf("entry\n got %+v\nwant %+v", g, w)
 	}
 }
 
-func equalTx(a, b faucet.PendingTx) bool {
-	return a.Sender == b.Sender && a.Nonce == b.Nonce && a.TxID == b.TxID && a.Recipient == b.Recipient &&
-		a.Amount == b.Amount && a.Fee == b.Fee && a.State == b.State && a.Foreign == b.Foreign &&
-		a.Rebroadcasts == b.Rebroadcasts && a.Replacements == b.Replacements && assetOrSTX(a.Asset) == assetOrSTX(b.Asset)
-}
-
-// assetOrSTX reads a row without an asset as STX, as the stores do.
-func assetOrSTX(a faucet.Asset) faucet.Asset {
-	if a == "" {
-		return faucet.AssetSTX
-	}
-	return a
-}
-
-func testLedgerRoundTrip(t *testing.T, s subject) {
-	ctx := t.Context()
-	a, b := testAddr(1), testAddr(2)
-	contract := stacks.Principal{Address: testAddr(9), ContractName: "faucet-sink_v2"}
-	raw := make([]byte, 300)
-	for i := range raw {
-		raw[i] = byte(255 - i)
-	}
-	want := []faucet.PendingTx{
-		{Sender: a, Nonce: 2, TxID: testTxID(2), Raw: []byte{0, 1, 0, 255}, Recipient: stacks.Principal{Address: testAddr(7)},
-			Amount: math.MaxUint64, Fee: 180, SentAt: time.Unix(1_700_000_000, 123_456_789), State: faucet.TxPending, Rebroadcasts: 3},
-		// A foreign nonce: no bytes, no recipient, no time.
-		{Sender: a, Nonce: 3, State: faucet.TxPending, Foreign: true},
-		{Sender: a, Nonce: 5, TxID: testTxID(5), Raw: raw, Recipient: contract, Asset: faucet.AssetSBTC, Amount: 1 << 63, Fee: math.MaxInt64,
-			SentAt: time.Date(2031, 2, 3, 4, 5, 6, 7, time.FixedZone("x", 3600)), State: faucet.TxBroadcasting, Replacements: 2},
-		// Beyond int64: still after 5.
-		{Sender: a, Nonce: 1<<63 + 1, TxID: testTxID(8), Raw: []byte{8}, Recipient: contract, Amount: 1, Fee: 1,
-			SentAt: time.Unix(1, 0), State: faucet.TxPending},
-	}
-	// Put out of order, plus another sender's entry.
-	for _, i := range []int{2, 0, 3, 1} {
-		if err := s.ledger.Put(ctx, want[i]); err != nil {
-			t.Fatalf("put nonce %d: %v", want[i].Nonce, err)
-		}
-	}
-	if err := s.ledger.Put(ctx, faucet.PendingTx{Sender: b, Nonce: 4, TxID: testTxID(4), State: faucet.TxPending}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.ledger.List(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+// sameEntries compares a List with the entries it should return, in order.
+func sameEntries(t *testing.T, what string, got []journal.Entry, want ...journal.Entry) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("list: %d entries, want %d: %+v", len(got), len(want), got)
+		t.Fatalf("%s: %d entries, want %d:\n got %s\nwant %s", what, len(got), len(want), entryIDs(got), entryIDs(want))
 	}
 	for i := range want {
-		sameTx(t, got[i], want[i])
-	}
-	if got, err := s.ledger.List(ctx, b); err != nil || len(got) != 1 || got[0].Nonce != 4 {
-		t.Fatalf("other sender: %+v, %v", got, err)
-	}
-	if got, err := s.ledger.List(ctx, testAddr(3)); err != nil || len(got) != 0 {
-		t.Fatalf("unknown sender: %+v, %v", got, err)
+		sameEntry(t, got[i], want[i])
 	}
 }
 
-func testLedgerUpsertDelete(t *testing.T, s subject) {
-	ctx := t.Context()
-	a := testAddr(1)
-	tx := faucet.PendingTx{Sender: a, Nonce: 7, TxID: testTxID(7), Raw: []byte{1, 2, 3},
-		Recipient: stacks.Principal{Address: testAddr(5)}, Amount: 500, Fee: 10, SentAt: time.Unix(100, 0), State: faucet.TxBroadcasting}
-	if err := s.ledger.Put(ctx, tx); err != nil {
-		t.Fatal(err)
+// entryIDs lists entries as seq/txid, for messages.
+func entryIDs(es []journal.Entry) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, " %d/%.8s", e.Seq, e.TxID)
 	}
-	// Put replaces every field of the same (sender, nonce).
-	tx2 := tx
-	tx2.TxID, tx2.Raw, tx2.Fee, tx2.State, tx2.Rebroadcasts, tx2.Replacements = testTxID(70), []byte{9}, 20, faucet.TxPending, 1, 1
-	tx2.SentAt = time.Unix(200, 0)
-	if err := s.ledger.Put(ctx, tx2); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.ledger.List(ctx, a)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("after upsert: %+v, %v", got, err)
-	}
-	sameTx(t, got[0], tx2)
+	return b.String()
+}
 
-	other := tx
-	other.Nonce = 8
-	if err := s.ledger.Put(ctx, other); err != nil {
-		t.Fatal(err)
+func list(t *testing.T, s journal.Store, key string) []journal.Entry {
+	t.Helper()
+	got, err := s.List(t.Context(), key)
+	if err != nil {
+		t.Fatalf("list %s: %v", key, err)
 	}
-	if err := s.ledger.Delete(ctx, a, 7); err != nil {
-		t.Fatal(err)
-	}
-	// Deleting what is not there is no error.
-	if err := s.ledger.Delete(ctx, a, 7); err != nil {
-		t.Fatalf("second delete: %v", err)
-	}
-	if err := s.ledger.Delete(ctx, testAddr(4), 1); err != nil {
-		t.Fatalf("delete unknown: %v", err)
-	}
-	got, err = s.ledger.List(ctx, a)
-	if err != nil || len(got) != 1 || got[0].Nonce != 8 {
-		t.Fatalf("after delete: %+v, %v", got, err)
-	}
+	return got
+}
 
-	// DeleteBelow drops what a block confirmed, one sender only.
-	for n := uint64(9); n <= 12; n++ {
-		tx := other
-		tx.Nonce = n
-		if err := s.ledger.Put(ctx, tx); err != nil {
-			t.Fatal(err)
+func put(t *testing.T, s journal.Store, es ...journal.Entry) {
+	t.Helper()
+	for _, e := range es {
+		if err := s.Put(t.Context(), e); err != nil {
+			t.Fatalf("put %s/%s seq %d: %v", e.Key, e.TxID, e.Seq, err)
 		}
 	}
-	b := other
-	b.Sender = testAddr(2)
-	if err := s.ledger.Put(ctx, b); err != nil {
+}
+
+// Every field comes back as it was put, Seq as a full uint64 (the stores
+// keep its bits in a signed column), and List orders by Seq as a uint64,
+// then SentAt, then TxID.
+func testJournalRoundTrip(t *testing.T, s subject) {
+	a := stxKey(1)
+	contract := stacks.Principal{Address: testAddr(9), ContractName: "faucet-sink_v2"}
+	all := make([]byte, 256) // every byte value, NUL included
+	for i := range all {
+		all[i] = byte(255 - i)
+	}
+	at := time.Unix(1_700_000_000, 123_456_789)
+	want := []journal.Entry{
+		{Key: a, TxID: testTxID(0).String(), Seq: 0, Raw: []byte{0}, State: journal.Pending, SentAt: time.Unix(1, 1),
+			Meta: stxEntryMeta(testAddr(7).String(), "stx", 1, 1, 0, 0)},
+		{Key: a, TxID: testTxID(2).String(), Seq: 2, Raw: []byte{0, 1, 0, 255}, State: journal.Pending, SentAt: at,
+			Meta: stxEntryMeta(testAddr(7).String(), "stx", math.MaxUint64, 180, 3, 0)},
+		// A fee bump: the same Seq, another txid, 1ns later (the first's
+		// time is in another zone); it names the one it replaces.
+		{Key: a, TxID: testTxID(5).String(), Seq: 5, Raw: all, State: journal.Broadcasting,
+			SentAt: time.Date(2031, 2, 3, 4, 5, 6, 7, time.FixedZone("x", 3600)),
+			Meta:   stxEntryMeta(contract.String(), "sbtc", 1<<63, math.MaxInt64, 0, 2)},
+		{Key: a, TxID: testTxID(55).String(), Seq: 5, Raw: []byte{5, 5}, State: journal.Broadcasting,
+			SentAt: time.Date(2031, 2, 3, 3, 5, 6, 8, time.UTC), Replaces: testTxID(5).String(),
+			Meta: stxEntryMeta(contract.String(), "sbtc", 1<<63, math.MaxInt64, 0, 3)},
+		// Same Seq and SentAt: by TxID ("0b…" before "f0…").
+		{Key: a, TxID: "0b" + strings.Repeat("0", 62), Seq: 7, Raw: []byte{7}, State: journal.Pending, SentAt: at,
+			Meta: []byte(`{"z": 1, "a": ["\u00e9", "é", null], "nested": {"k": "v"}}`)},
+		{Key: a, TxID: "f0" + strings.Repeat("0", 62), Seq: 7, Raw: []byte{7, 7}, State: journal.Pending, SentAt: at,
+			Meta: []byte(`{}`)},
+		// The largest int64, then beyond it: still in uint64 order.
+		{Key: a, TxID: testTxID(8).String(), Seq: math.MaxInt64, Raw: []byte{8}, State: journal.Pending, SentAt: time.Unix(3, 0),
+			Meta: []byte(`{"n":1}`)},
+		{Key: a, TxID: testTxID(9).String(), Seq: 1 << 63, Raw: []byte{9}, State: journal.Pending, SentAt: time.Unix(2, 0),
+			Meta: []byte(`{"n":2}`)},
+		{Key: a, TxID: testTxID(10).String(), Seq: 1<<63 + 1, Raw: []byte{10}, State: journal.Pending,
+			Meta: []byte(`{"n":3}`)}, // no time
+		{Key: a, TxID: testTxID(11).String(), Seq: math.MaxUint64, Raw: bytes.Repeat([]byte{0xab}, 100_000),
+			State: journal.Broadcasting, SentAt: time.Unix(0, 1), Meta: []byte(`{"n":4}`)},
+	}
+	// Put in a scrambled order.
+	for _, i := range []int{7, 3, 0, 9, 5, 2, 8, 4, 1, 6} {
+		put(t, s.journal, want[i])
+	}
+	sameEntries(t, "list", list(t, s.journal, a), want...)
+	// Listing twice gives the same; an unknown key has nothing.
+	sameEntries(t, "list again", list(t, s.journal, a), want...)
+	if got := list(t, s.journal, stxKey(3)); len(got) != 0 {
+		t.Fatalf("unknown key: %s", entryIDs(got))
+	}
+	// A List's entries are copies: changing them changes nothing stored.
+	got := list(t, s.journal, a)
+	got[1].Raw[0], got[1].Meta[0] = 0xee, 'X'
+	sameEntries(t, "list after changing a listed entry", list(t, s.journal, a), want...)
+}
+
+// Put replaces every field of the entry (Key, TxID).
+func testJournalUpsert(t *testing.T, s subject) {
+	a := stxKey(1)
+	e := journal.Entry{Key: a, TxID: testTxID(7).String(), Seq: 7, Raw: []byte{1, 2, 3}, State: journal.Broadcasting,
+		SentAt: time.Unix(100, 0), Meta: stxEntryMeta(testAddr(5).String(), "stx", 500, 10, 0, 0)}
+	put(t, s.journal, e)
+	e2 := e
+	e2.Seq, e2.Raw, e2.State, e2.SentAt, e2.Replaces = 1<<63+7, []byte{9}, journal.Pending, time.Unix(200, 999_999_999), testTxID(70).String()
+	e2.Meta = stxEntryMeta(testAddr(5).String(), "stx", 500, 10, 1, 1)
+	put(t, s.journal, e2)
+	sameEntries(t, "after the upsert", list(t, s.journal, a), e2)
+	// Back to the first: every field again, Replaces cleared.
+	put(t, s.journal, e)
+	sameEntries(t, "after the second upsert", list(t, s.journal, a), e)
+	// Marking it pending, as the journal's commit does: the same entry.
+	e.State = journal.Pending
+	put(t, s.journal, e)
+	sameEntries(t, "after the commit", list(t, s.journal, a), e)
+}
+
+// A fee bump: two entries at one Seq, with different txids, are both
+// kept; Delete by txid removes one and leaves the other.
+func testJournalFeeBumpDelete(t *testing.T, s subject) {
+	ctx := t.Context()
+	a, b := stxKey(1), btcKey(t, 1)
+	orig := journal.Entry{Key: a, TxID: testTxID(7).String(), Seq: 7, Raw: []byte{1, 2, 3}, State: journal.Pending,
+		SentAt: time.Unix(100, 0), Meta: stxEntryMeta(testAddr(5).String(), "stx", 500, 10, 0, 0)}
+	bump := orig
+	bump.TxID, bump.Raw, bump.State, bump.SentAt, bump.Replaces = testTxID(77).String(), []byte{4, 5}, journal.Broadcasting,
+		time.Unix(100, 1), orig.TxID
+	bump.Meta = stxEntryMeta(testAddr(5).String(), "stx", 500, 20, 0, 1)
+	next := orig
+	next.TxID, next.Seq = testTxID(8).String(), 8
+	// The same txid under the Bitcoin key: another entry.
+	other := orig
+	other.Key = b
+	put(t, s.journal, bump, next, orig, other)
+	sameEntries(t, "both at one seq", list(t, s.journal, a), orig, bump, next)
+
+	if err := s.journal.Delete(ctx, a, orig.TxID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ledger.DeleteBelow(ctx, a, 11); err != nil {
+	sameEntries(t, "after deleting the replaced one", list(t, s.journal, a), bump, next)
+	sameEntries(t, "the other key after a delete of the same txid", list(t, s.journal, b), other)
+	// Deleting what is not there is no error.
+	for _, k := range [][2]string{{a, orig.TxID}, {stxKey(4), orig.TxID}, {a, "00"}, {"", ""}} {
+		if err := s.journal.Delete(ctx, k[0], k[1]); err != nil {
+			t.Fatalf("delete %q/%q: %v", k[0], k[1], err)
+		}
+	}
+	// The replacement is refused: the replaced entry is put back, and the
+	// replacement deleted.
+	put(t, s.journal, orig)
+	if err := s.journal.Delete(ctx, a, bump.TxID); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.ledger.List(ctx, a)
-	if err != nil || len(got) != 2 || got[0].Nonce != 11 || got[1].Nonce != 12 {
-		t.Fatalf("after DeleteBelow(11): %+v, %v", got, err)
+	sameEntries(t, "after deleting the replacement", list(t, s.journal, a), orig, next)
+	sameEntries(t, "the other key at the end", list(t, s.journal, b), other)
+}
+
+// DeleteBelow removes what a block confirmed: a key's entries below a Seq
+// (compared as uint64), none of another key's.
+func testJournalDeleteBelow(t *testing.T, s subject) {
+	ctx := t.Context()
+	a, b, c := stxKey(1), stxKey(2), btcKey(t, 1)
+	entry := func(key string, seq uint64, id byte) journal.Entry {
+		return journal.Entry{Key: key, TxID: testTxID(id).String(), Seq: seq, Raw: []byte{id}, State: journal.Pending,
+			SentAt: time.Unix(1+int64(id), 0), Meta: []byte(`{}`)}
 	}
-	if got, _ := s.ledger.List(ctx, b.Sender); len(got) != 1 {
-		t.Fatalf("DeleteBelow touched another sender: %+v", got)
+	var as, bs, cs []journal.Entry
+	for i, seq := range []uint64{0, 9, 10, 11, 11, 12, math.MaxInt64, 1 << 63, math.MaxUint64} {
+		as = append(as, entry(a, seq, byte(i)))
+		bs = append(bs, entry(b, seq, byte(i)))
+		cs = append(cs, entry(c, seq, byte(i)))
+	}
+	put(t, s.journal, as...)
+	put(t, s.journal, bs...)
+	put(t, s.journal, cs...)
+
+	below := func(key string, seq uint64) {
+		t.Helper()
+		if err := s.journal.DeleteBelow(ctx, key, seq); err != nil {
+			t.Fatalf("delete %s below %d: %v", key, seq, err)
+		}
+	}
+	below(a, 0)
+	sameEntries(t, "below 0", list(t, s.journal, a), as...)
+	below(a, 11)
+	sameEntries(t, "below 11", list(t, s.journal, a), as[3:]...)
+	below(a, 11) // again: nothing more
+	sameEntries(t, "below 11 again", list(t, s.journal, a), as[3:]...)
+	below(a, 12)
+	sameEntries(t, "below 12", list(t, s.journal, a), as[5:]...)
+	// Beyond int64: 2^63 is above every smaller Seq, below the larger.
+	below(a, 1<<63)
+	sameEntries(t, "below 2^63", list(t, s.journal, a), as[7:]...)
+	below(a, math.MaxUint64)
+	sameEntries(t, "below the largest", list(t, s.journal, a), as[8:]...)
+	// The other keys, Stacks and Bitcoin, are untouched.
+	sameEntries(t, "another Stacks key", list(t, s.journal, b), bs...)
+	sameEntries(t, "the Bitcoin key", list(t, s.journal, c), cs...)
+
+	below(c, 1)
+	sameEntries(t, "the Bitcoin key below 1", list(t, s.journal, c), cs[1:]...)
+	below(b, 1<<63+1)
+	sameEntries(t, "another key below 2^63+1", list(t, s.journal, b), bs[8:]...)
+	below(stxKey(9), math.MaxUint64) // an unknown key
+	sameEntries(t, "the first key at the end", list(t, s.journal, a), as[8:]...)
+}
+
+// The keys of both chains share the store, never their entries: a Stacks
+// and a Bitcoin key, each with a payout of its own, the same txid under
+// both, writes to one unseen from the other.
+func testJournalKeysIsolated(t *testing.T, s subject) {
+	ctx := t.Context()
+	stx, btc := stxKey(1), btcKey(t, 1)
+	if !strings.HasPrefix(stx, "ST") || !strings.HasPrefix(btc, "bcrt1") {
+		t.Fatalf("keys %q and %q: want an ST… and a bcrt1… address", stx, btc)
+	}
+	payout := `{"coins":[{"txid":"` + strings.Repeat("ab", 32) + `","vout":2,"value":5000000000,"pk_script":"0014` +
+		strings.Repeat("01", 20) + `"}],"outputs":[{"address":"bcrt1qexample","amount":4611686018427387907}],"fee":1234,"depth":2}`
+	shared := testTxID(42).String()
+	st := []journal.Entry{
+		{Key: stx, TxID: shared, Seq: 3, Raw: []byte{0x80, 0x80}, State: journal.Pending, SentAt: time.Unix(1_700_000_000, 5),
+			Meta: stxEntryMeta(testAddr(7).String(), "stx", 5, 180, 0, 0)},
+	}
+	bt := []journal.Entry{
+		{Key: btc, TxID: testTxID(43).String(), Seq: 1, Raw: bytes.Repeat([]byte{1, 0xff, 0}, 70), State: journal.Pending,
+			SentAt: time.Unix(1_700_000_000, 987_654_321), Meta: []byte(payout)},
+		{Key: btc, TxID: shared, Seq: 2, Raw: []byte{2, 0xff, 0}, State: journal.Broadcasting,
+			SentAt: time.Unix(1_700_000_001, 0), Replaces: testTxID(44).String(), Meta: []byte(payout)},
+	}
+	put(t, s.journal, bt[1], st[0], bt[0])
+	sameEntries(t, "the Stacks key", list(t, s.journal, stx), st...)
+	sameEntries(t, "the Bitcoin key", list(t, s.journal, btc), bt...)
+	// Deleting the shared txid under one key leaves the other's.
+	if err := s.journal.Delete(ctx, btc, shared); err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "the Stacks key after the Bitcoin delete", list(t, s.journal, stx), st...)
+	sameEntries(t, "the Bitcoin key after its delete", list(t, s.journal, btc), bt[0])
+	if err := s.journal.DeleteBelow(ctx, stx, math.MaxUint64); err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "the Stacks key after its DeleteBelow", list(t, s.journal, stx))
+	sameEntries(t, "the Bitcoin key after the Stacks DeleteBelow", list(t, s.journal, btc), bt[0])
+	// Keys are compared exactly.
+	for _, k := range []string{strings.ToLower(stx), strings.ToUpper(btc), btc + " ", stx[:len(stx)-1]} {
+		if got := list(t, s.journal, k); len(got) != 0 {
+			t.Fatalf("key %q lists %s", k, entryIDs(got))
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,14 +35,23 @@ type dialect struct {
 	// withoutRowID ends a CREATE TABLE whose primary key is the only index
 	// needed (SQLite then keeps one b-tree instead of two).
 	withoutRowID string
+	// jsonObject builds a JSON object from key, value arguments;
+	// jsonText(column, field) reads a text field of a JSON text column.
+	jsonObject string
+	jsonText   func(column, field string) string
 }
 
 var (
 	sqliteDialect = dialect{name: KindSQLite, autoID: "INTEGER PRIMARY KEY AUTOINCREMENT", rowID: "INTEGER PRIMARY KEY",
-		blob: "BLOB", withoutRowID: "WITHOUT ROWID"}
+		blob: "BLOB", withoutRowID: "WITHOUT ROWID", jsonObject: "json_object",
+		jsonText: func(c, f string) string { return "json_extract(" + c + ", '$." + f + "')" }}
 	pgDialect = dialect{name: KindPostgres, autoID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-		rowID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob: "BYTEA"}
+		rowID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob: "BYTEA", jsonObject: "json_build_object",
+		jsonText: func(c, f string) string { return "(" + c + "::json ->> '" + f + "')" }}
 )
+
+// jsonTextPlaceholder is {{json_text COLUMN FIELD}}.
+var jsonTextPlaceholder = regexp.MustCompile(`\{\{json_text (\w+) (\w+)\}\}`)
 
 // createMigrationsTable records applied versions; it exists before any
 // migration so that a newer schema can be recognised and refused.
@@ -75,7 +85,11 @@ func migrations(d dialect) ([]migration, error) {
 			return nil, err
 		}
 		sql := strings.NewReplacer("{{autoid}}", d.autoID, "{{rowid}}", d.rowID, "{{blob}}", d.blob,
-			"{{without_rowid}}", d.withoutRowID).Replace(string(b))
+			"{{without_rowid}}", d.withoutRowID, "{{json_object}}", d.jsonObject).Replace(string(b))
+		sql = jsonTextPlaceholder.ReplaceAllStringFunc(sql, func(m string) string {
+			sub := jsonTextPlaceholder.FindStringSubmatch(m)
+			return d.jsonText(sub[1], sub[2])
+		})
 		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: sql})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })

@@ -14,11 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
-// Key ownership on Postgres (faucet.KeyOwner).
+// Key ownership on Postgres (journal.Owner): the Stacks keys, the treasury
+// and the Bitcoin key alike.
 //
 // Each replica running Run holds one connection of its own (not from the
 // pool) with session advisory locks, which Postgres drops when the
@@ -36,7 +36,7 @@ import (
 // Fencing: acquiring a key bumps key_owners.epoch; while Run is under way,
 // ledger writes check the epoch in the same statement (holding the row FOR
 // SHARE, so a takeover waits for a write in flight or the write sees the
-// new epoch) and fail with faucet.ErrNotOwner once another replica took
+// new epoch) and fail with journal.ErrNotOwner once another replica took
 // the key.
 
 // Advisory lock namespaces (the first int4 of the two-key form); the
@@ -121,11 +121,11 @@ func (o *ownership) stop() {
 // connection fails, telling h about every change. Only one Run may be
 // under way per store. When it returns, this replica owns no key (h.Lost
 // was called for each it held) and ledger writes stay fenced: they fail
-// with faucet.ErrNotOwner until a new Run acquires the key again. It
+// with journal.ErrNotOwner until a new Run acquires the key again. It
 // returns nil when ctx ends or the store is closed, and otherwise an error
 // (wrapping faucet.ErrStoreUnavailable when the database is unreachable);
 // the caller calls Run again after a pause — Run does not reconnect.
-func (p *Postgres) Run(ctx context.Context, keys []stacks.Address, h faucet.OwnershipHandler) error {
+func (p *Postgres) Run(ctx context.Context, keys []string, h journal.Handler) error {
 	o := &p.own
 	o.mu.Lock()
 	if o.closed {
@@ -162,7 +162,7 @@ func (p *Postgres) Run(ctx context.Context, keys []stacks.Address, h faucet.Owne
 // ownerRun is one session of Run.
 type ownerRun struct {
 	p       *Postgres
-	h       faucet.OwnershipHandler
+	h       journal.Handler
 	keys    []ownedKey // sorted by address
 	held    map[string]bool
 	replica int32
@@ -171,16 +171,15 @@ type ownerRun struct {
 }
 
 type ownedKey struct {
-	addr stacks.Address
 	name string
 	lock int32
 }
 
-func newOwnerRun(p *Postgres, keys []stacks.Address, h faucet.OwnershipHandler) (*ownerRun, error) {
+func newOwnerRun(p *Postgres, keys []string, h journal.Handler) (*ownerRun, error) {
 	r := &ownerRun{p: p, h: h, held: map[string]bool{}}
 	byLock := map[int32]string{}
 	for _, a := range keys {
-		k := ownedKey{addr: a, name: a.String()}
+		k := ownedKey{name: a}
 		if slices.ContainsFunc(r.keys, func(o ownedKey) bool { return o.name == k.name }) {
 			continue
 		}
@@ -300,7 +299,7 @@ func (r *ownerRun) balance(ctx context.Context) error {
 		if !r.held[k.name] {
 			continue
 		}
-		r.h.Releasing(ctx, k.addr)
+		r.h.Releasing(ctx, k.name)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -338,7 +337,7 @@ func (r *ownerRun) balance(ctx context.Context) error {
 		r.p.own.set(k.name, epoch)
 		r.held[k.name] = true
 		r.p.log.Info("key acquired", "key", k.name, "replica", r.name, "epoch", epoch, "quota", quota, "replicas", len(live))
-		r.h.Acquired(ctx, k.addr)
+		r.h.Acquired(ctx, k.name)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -370,11 +369,11 @@ func (r *ownerRun) bumpEpoch(ctx context.Context, key string) (int64, error) {
 
 // loseAll forgets every held key, then tells the handler.
 func (r *ownerRun) loseAll() {
-	var lost []stacks.Address
+	var lost []string
 	for _, k := range r.keys {
 		if r.held[k.name] {
 			r.p.own.forget(k.name)
-			lost = append(lost, k.addr)
+			lost = append(lost, k.name)
 		}
 	}
 	clear(r.held)

@@ -19,15 +19,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/puddle/v2"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // Postgres is a Store in a Postgres database, shareable by several faucet
 // replicas: the limiter serialises each bucket with a transaction-scoped
-// advisory lock, and Run (faucet.KeyOwner) gives each key to one replica at
-// a time, fencing ledger writes with a per-key epoch.
+// advisory lock, and Run (journal.Owner) gives each key to one replica at
+// a time, fencing journal writes with a per-key epoch.
 //
 // The URI must reach Postgres itself or a session-mode pooler: key
 // ownership relies on session advisory locks.
@@ -40,27 +39,12 @@ type Postgres struct {
 	secrets []string        // password forms to scrub from errors
 
 	own       ownership
-	btc       btcOwners
 	closeOnce sync.Once
 }
 
-// Statements only Postgres runs: the fenced ledger writes (their casts
-// type the parameters, which INSERT … SELECT does not infer), the limiter
-// and the migration lock.
+// Statements only Postgres runs besides the fenced journal writes
+// (journal.go): the limiter and the migration lock.
 const (
-	sqlPutFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $14 FOR SHARE)
-INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset)
-SELECT $1::text, $2::bigint, $3::text, $4::bytea, $5::text, $6::bigint, $7::bigint, $8::bigint, $9::text, $10::boolean, $11::integer, $12::integer, $13::text FROM owner
-ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
-  amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
-  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements,
-  asset = excluded.asset`
-	sqlDeleteBelowFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $3 FOR SHARE),
-gone AS (DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2 AND EXISTS (SELECT 1 FROM owner))
-SELECT EXISTS (SELECT 1 FROM owner)`
-	sqlDeleteFenced = `WITH owner AS (SELECT 1 FROM key_owners WHERE key = $1 AND epoch = $3 FOR SHARE),
-gone AS (DELETE FROM pending_txs WHERE sender = $1 AND nonce = $2 AND EXISTS (SELECT 1 FROM owner))
-SELECT EXISTS (SELECT 1 FROM owner)`
 	// sqlLockBuckets takes the buckets' transaction locks in the order of
 	// the (sorted) array: a function scan of unnest yields its elements in
 	// order. (Were that ever not so, Postgres would detect the deadlock and
@@ -199,11 +183,10 @@ func (p *Postgres) Ping(ctx context.Context) error {
 }
 
 // Close stops key ownership (if Run is under way, its locks go with its
-// connection), releases the BTC key holds and closes the pool.
+// connection) and closes the pool.
 func (p *Postgres) Close() error {
 	p.closeOnce.Do(func() {
 		p.own.stop()
-		p.closeBTCOwners()
 		p.pool.Close()
 	})
 	return nil
@@ -213,106 +196,6 @@ func (p *Postgres) Close() error {
 // scrubbed.
 func (p *Postgres) err(op string, err error) error {
 	return scrub(pgErr(op, err), p.secrets)
-}
-
-// Put stores or replaces the entry for (sender, nonce). While Run is under
-// way it succeeds only if this replica still owns the sender, and fails
-// with faucet.ErrNotOwner otherwise.
-func (p *Postgres) Put(ctx context.Context, tx faucet.PendingTx) error {
-	op := fmt.Sprintf("ledger put %s nonce %d", tx.Sender, tx.Nonce)
-	epoch, fenced, owned := p.own.epochOf(tx.Sender.String())
-	if !fenced {
-		if _, err := p.pool.Exec(ctx, sqlPut, putArgs(tx)...); err != nil {
-			return p.err(op, err)
-		}
-		return nil
-	}
-	if !owned {
-		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
-	}
-	tag, err := p.pool.Exec(ctx, sqlPutFenced, append(putArgs(tx), epoch)...)
-	if err != nil {
-		return p.err(op, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
-	}
-	return nil
-}
-
-// Delete removes the entry for (sender, nonce) if present, fenced as Put.
-func (p *Postgres) Delete(ctx context.Context, sender stacks.Address, nonce uint64) error {
-	op := fmt.Sprintf("ledger delete %s nonce %d", sender, nonce)
-	epoch, fenced, owned := p.own.epochOf(sender.String())
-	if !fenced {
-		if _, err := p.pool.Exec(ctx, sqlDelete, sender.String(), i64(nonce)); err != nil {
-			return p.err(op, err)
-		}
-		return nil
-	}
-	if !owned {
-		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
-	}
-	var ok bool
-	if err := p.pool.QueryRow(ctx, sqlDeleteFenced, sender.String(), i64(nonce), epoch).Scan(&ok); err != nil {
-		return p.err(op, err)
-	}
-	if !ok {
-		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
-	}
-	return nil
-}
-
-// DeleteBelow removes the sender's entries with a nonce below nonce, fenced
-// as Put.
-func (p *Postgres) DeleteBelow(ctx context.Context, sender stacks.Address, nonce uint64) error {
-	op := fmt.Sprintf("ledger delete %s below nonce %d", sender, nonce)
-	epoch, fenced, owned := p.own.epochOf(sender.String())
-	if !fenced {
-		if _, err := p.pool.Exec(ctx, sqlDeleteBelow, sender.String(), i64(nonce)); err != nil {
-			return p.err(op, err)
-		}
-		return nil
-	}
-	if !owned {
-		return fmt.Errorf("%s: %w", op, faucet.ErrNotOwner)
-	}
-	var ok bool
-	if err := p.pool.QueryRow(ctx, sqlDeleteBelowFenced, sender.String(), i64(nonce), epoch).Scan(&ok); err != nil {
-		return p.err(op, err)
-	}
-	if !ok {
-		return fmt.Errorf("%s: %w (epoch %d is stale)", op, faucet.ErrNotOwner, epoch)
-	}
-	return nil
-}
-
-// List returns the sender's entries in ascending nonce order.
-func (p *Postgres) List(ctx context.Context, sender stacks.Address) ([]faucet.PendingTx, error) {
-	op := "ledger list " + sender.String()
-	rows, err := p.pool.Query(ctx, sqlList, sender.String())
-	if err != nil {
-		return nil, p.err(op, err)
-	}
-	defer rows.Close()
-	var out []faucet.PendingTx
-	for rows.Next() {
-		var r ledgerRow
-		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
-			&r.foreign, &r.rebroadcasts, &r.replacements, &r.asset); err != nil {
-			return nil, p.err(op, err)
-		}
-		tx, err := r.pending(sender)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		out = append(out, tx)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, p.err(op, err)
-	}
-	sortByNonce(out)
-	return out, nil
 }
 
 // Reserve takes one slot in every bucket with Requests > 0, or none, in one

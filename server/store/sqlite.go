@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -50,16 +48,6 @@ type SQLite struct {
 // SQLite statements; $n parameters are numbered as in Postgres (SQLite
 // reads $1 as parameter 1).
 const (
-	sqlPut = `INSERT INTO pending_txs (sender, nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-ON CONFLICT (sender, nonce) DO UPDATE SET txid = excluded.txid, raw = excluded.raw, recipient = excluded.recipient,
-  amount = excluded.amount, fee = excluded.fee, sent_at = excluded.sent_at, state = excluded.state,
-  is_foreign = excluded.is_foreign, rebroadcasts = excluded.rebroadcasts, replacements = excluded.replacements,
-  asset = excluded.asset`
-	sqlDelete      = `DELETE FROM pending_txs WHERE sender = $1 AND nonce = $2`
-	sqlDeleteBelow = `DELETE FROM pending_txs WHERE sender = $1 AND nonce < $2`
-	sqlList        = `SELECT nonce, txid, raw, recipient, amount, fee, sent_at, state, is_foreign, rebroadcasts, replacements, asset
-FROM pending_txs WHERE sender = $1 ORDER BY nonce`
 	// sqlNthNewest finds the oldest of a bucket's last Requests live slots
 	// ($3 = Requests-1): a row means the bucket is full.
 	sqlNthNewest  = `SELECT at FROM limit_slots WHERE bucket = $1 AND at > $2 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $3`
@@ -136,9 +124,9 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 		dst  **sql.Stmt
 		text string
 	}{
-		{s.writer, &s.put, sqlPut}, {s.writer, &s.del, sqlDelete}, {s.writer, &s.record, sqlRecord},
+		{s.writer, &s.put, sqlJournalPut}, {s.writer, &s.del, sqlJournalDelete}, {s.writer, &s.record, sqlRecord},
 		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot}, {s.writer, &s.spend, sqlSpendChallenge},
-		{s.reader, &s.list, sqlList}, {s.reader, &s.byTxID, sqlByTxID},
+		{s.reader, &s.list, sqlJournalList}, {s.reader, &s.byTxID, sqlByTxID},
 	} {
 		if *p.dst, err = p.db.PrepareContext(ctx, p.text); err != nil {
 			return nil, fail(sqliteErr("prepare", err))
@@ -232,120 +220,6 @@ func (s *SQLite) close() error {
 		errs = append(errs, s.lock.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Put stores or replaces the entry for (sender, nonce).
-func (s *SQLite) Put(ctx context.Context, tx faucet.PendingTx) error {
-	args := putArgs(tx)
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Stmt(s.put).Exec(args...)
-		return err
-	}); err != nil {
-		return sqliteErr(fmt.Sprintf("ledger put %s nonce %d", tx.Sender, tx.Nonce), err)
-	}
-	return nil
-}
-
-// putArgs are the 12 column values of a ledger row.
-func putArgs(tx faucet.PendingTx) []any {
-	recipient := ""
-	if tx.Recipient != (stacks.Principal{}) {
-		recipient = tx.Recipient.String()
-	}
-	return []any{tx.Sender.String(), i64(tx.Nonce), tx.TxID.String(), tx.Raw, recipient,
-		i64(tx.Amount), i64(tx.Fee), nanos(tx.SentAt), string(tx.State), tx.Foreign, tx.Rebroadcasts, tx.Replacements,
-		assetName(tx.Asset)}
-}
-
-// Delete removes the entry for (sender, nonce) if present.
-func (s *SQLite) Delete(ctx context.Context, sender stacks.Address, nonce uint64) error {
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Stmt(s.del).Exec(sender.String(), i64(nonce))
-		return err
-	}); err != nil {
-		return sqliteErr(fmt.Sprintf("ledger delete %s nonce %d", sender, nonce), err)
-	}
-	return nil
-}
-
-// DeleteBelow removes the sender's entries with a nonce below nonce.
-func (s *SQLite) DeleteBelow(ctx context.Context, sender stacks.Address, nonce uint64) error {
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Exec(sqlDeleteBelow, sender.String(), i64(nonce))
-		return err
-	}); err != nil {
-		return sqliteErr(fmt.Sprintf("ledger delete %s below nonce %d", sender, nonce), err)
-	}
-	return nil
-}
-
-// List returns the sender's entries in ascending nonce order.
-func (s *SQLite) List(ctx context.Context, sender stacks.Address) ([]faucet.PendingTx, error) {
-	op := "ledger list " + sender.String()
-	rows, err := s.list.QueryContext(ctx, sender.String())
-	if err != nil {
-		return nil, sqliteErr(op, err)
-	}
-	defer rows.Close()
-	var out []faucet.PendingTx
-	for rows.Next() {
-		var r ledgerRow
-		if err := rows.Scan(&r.nonce, &r.txid, &r.raw, &r.recipient, &r.amount, &r.fee, &r.sentAt, &r.state,
-			&r.foreign, &r.rebroadcasts, &r.replacements, &r.asset); err != nil {
-			return nil, sqliteErr(op, err)
-		}
-		tx, err := r.pending(sender)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		out = append(out, tx)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, sqliteErr(op, err)
-	}
-	sortByNonce(out)
-	return out, nil
-}
-
-// ledgerRow is a pending_txs row as both drivers scan it.
-type ledgerRow struct {
-	nonce, amount, fee, sentAt int64
-	txid, recipient, state     string
-	asset                      string
-	raw                        []byte
-	foreign                    bool
-	rebroadcasts, replacements int
-}
-
-func (r *ledgerRow) pending(sender stacks.Address) (faucet.PendingTx, error) {
-	tx := faucet.PendingTx{
-		Sender: sender, Nonce: u64(r.nonce), Raw: r.raw, Asset: faucet.Asset(r.asset), Amount: u64(r.amount), Fee: u64(r.fee),
-		SentAt: fromNanos(r.sentAt), State: faucet.TxState(r.state), Foreign: r.foreign,
-		Rebroadcasts: r.rebroadcasts, Replacements: r.replacements,
-	}
-	var err error
-	if tx.TxID, err = stacks.ParseTxID(r.txid); err != nil {
-		return tx, fmt.Errorf("nonce %d: stored txid: %w", tx.Nonce, err)
-	}
-	if r.recipient != "" {
-		if tx.Recipient, err = stacks.ParsePrincipal(r.recipient); err != nil {
-			return tx, fmt.Errorf("nonce %d: stored recipient: %w", tx.Nonce, err)
-		}
-	}
-	return tx, nil
-}
-
-// sortByNonce orders by the uint64 nonce (SQL orders the signed bits).
-func sortByNonce(txs []faucet.PendingTx) {
-	slices.SortFunc(txs, func(a, b faucet.PendingTx) int {
-		switch {
-		case a.Nonce < b.Nonce:
-			return -1
-		case a.Nonce > b.Nonce:
-			return 1
-		}
-		return 0
-	})
 }
 
 // Reserve takes one slot in every bucket with Requests > 0, or none, in one

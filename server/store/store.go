@@ -1,7 +1,7 @@
-// Package store keeps the faucet engine's durable state — the ledger of
-// in-flight transactions, the rate-limit slots and the drip history — in
-// SQLite (one process) or Postgres (one or several replicas), and, on
-// Postgres, spreads the faucet keys over the replicas (faucet.KeyOwner).
+// Package store keeps the faucet's durable state — the journal of in-flight
+// transactions of every chain, the rate-limit slots and the drip history —
+// in SQLite (one process) or Postgres (one or several replicas), and, on
+// Postgres, spreads the faucet keys over the replicas (journal.Owner).
 //
 // Both drivers share one schema and one set of versioned migrations
 // (migrations/*.sql), applied by Open.
@@ -19,12 +19,13 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 )
 
-// Store is the engine's state in a database. Open returns a *SQLite or a
-// *Postgres; only *Postgres also implements faucet.KeyOwner.
+// Store is the faucet's state in a database. Open returns a *SQLite or a
+// *Postgres; only *Postgres also implements journal.Owner.
 type Store interface {
-	faucet.Ledger
+	journal.Store
 	guard.Limiter
 	faucet.History
 	// DripByTxID returns the newest drip record with that txid (with or

@@ -20,15 +20,22 @@ import (
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
 
 var (
-	_ store.Store     = (*store.SQLite)(nil)
-	_ store.Store     = (*store.Postgres)(nil)
-	_ faucet.KeyOwner = (*store.Postgres)(nil)
+	_ store.Store   = (*store.SQLite)(nil)
+	_ store.Store   = (*store.Postgres)(nil)
+	_ journal.Owner = (*store.Postgres)(nil)
 )
+
+// testEntry is a small journal entry of key at seq, its txid made of id.
+func testEntry(key string, seq uint64, id byte) journal.Entry {
+	return journal.Entry{Key: key, TxID: testTxID(id).String(), Seq: seq, Raw: []byte{id, 0xfa}, State: journal.Pending,
+		SentAt: time.Unix(1_700_000_000, int64(id)), Meta: []byte(`{"id":` + strconv.Itoa(int(id)) + `}`)}
+}
 
 // testLogger collects the store's log and prints it if the test fails;
 // it never writes to t after the test ends.
@@ -99,7 +106,7 @@ func TestOpenDispatch(t *testing.T) {
 	if s.Kind() != store.KindSQLite {
 		t.Fatalf("kind %q", s.Kind())
 	}
-	if _, ok := any(s).(faucet.KeyOwner); ok {
+	if _, ok := any(s).(journal.Owner); ok {
 		t.Fatal("an SQLite store claims key ownership: it serves one process only")
 	}
 	if err := s.Ping(t.Context()); err != nil {
@@ -113,8 +120,8 @@ func TestOpenDispatch(t *testing.T) {
 		if p.Kind() != store.KindPostgres {
 			t.Fatalf("kind %q", p.Kind())
 		}
-		if _, ok := any(p).(faucet.KeyOwner); !ok {
-			t.Fatal("a Postgres store does not implement faucet.KeyOwner")
+		if _, ok := any(p).(journal.Owner); !ok {
+			t.Fatal("a Postgres store does not implement journal.Owner")
 		}
 		if err := p.Ping(t.Context()); err != nil {
 			t.Fatal(err)
@@ -274,7 +281,7 @@ func TestMigrations(t *testing.T) {
 			if v := raw.count(t, "SELECT MAX(version) FROM schema_migrations"); v != want {
 				t.Fatalf("schema version %d, want %d", v, want)
 			}
-			tx := faucet.PendingTx{Sender: testAddr(1), Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}
+			tx := testEntry(stxKey(1), 1, 1)
 			if err := s.Put(t.Context(), tx); err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +294,7 @@ func TestMigrations(t *testing.T) {
 			if n := raw.count(t, "SELECT COUNT(*) FROM schema_migrations"); n != want {
 				t.Fatalf("%d migration rows after reopening, want %d", n, want)
 			}
-			if got, err := s.List(t.Context(), tx.Sender); err != nil || len(got) != 1 {
+			if got, err := s.List(t.Context(), tx.Key); err != nil || len(got) != 1 {
 				t.Fatalf("data after reopening: %+v, %v", got, err)
 			}
 			s.Close()
@@ -395,7 +402,7 @@ func TestSQLiteBusyIsUnavailable(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	tx := faucet.PendingTx{Sender: testAddr(1), Nonce: 1, TxID: testTxID(1), State: faucet.TxPending}
+	tx := testEntry(stxKey(1), 1, 1)
 	if err := s.Put(t.Context(), tx); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("put while locked: %v, want ErrStoreUnavailable", err)
 	}
@@ -457,8 +464,8 @@ func TestSQLiteCancelledWrite(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i := range 50 {
-		err := s.Put(ctx, faucet.PendingTx{Sender: testAddr(1), Nonce: uint64(i), TxID: testTxID(1), State: faucet.TxPending})
-		stored := raw.count(t, fmt.Sprintf("SELECT COUNT(*) FROM pending_txs WHERE nonce = %d", i)) == 1
+		err := s.Put(ctx, testEntry(stxKey(1), uint64(i), byte(i)))
+		stored := raw.count(t, fmt.Sprintf("SELECT COUNT(*) FROM journal WHERE seq = %d", i)) == 1
 		if (err == nil) != stored {
 			t.Fatalf("put %d: err %v, stored %v", i, err, stored)
 		}
@@ -466,7 +473,7 @@ func TestSQLiteCancelledWrite(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(t.Context(), faucet.PendingTx{Sender: testAddr(1), Nonce: 99, TxID: testTxID(1)}); !errors.Is(err, faucet.ErrStoreUnavailable) {
+	if err := s.Put(t.Context(), testEntry(stxKey(1), 99, 99)); !errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("put after close: %v, want ErrStoreUnavailable", err)
 	}
 	if _, _, _, err := s.Reserve(t.Context(), t0, []guard.Bucket{bucket("k", 1, time.Minute)}); !errors.Is(err, faucet.ErrStoreUnavailable) {

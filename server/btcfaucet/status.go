@@ -1,0 +1,128 @@
+package btcfaucet
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+)
+
+// Status is what the faucet knows of its funds and its node.
+type Status struct {
+	Address string
+	Network string
+	Ready   bool // holds the key, resumed and following the chain
+	Standby bool // another replica holds the key
+	NodeUp  bool
+	Tip     int64
+	// Balance is what new payouts can spend: mature coins no payout in
+	// flight spends, plus the change of payouts in flight.
+	Balance int64
+	// Immature is coinbase value still short of 100 confirmations.
+	Immature int64
+	InFlight int // payouts not yet in a block
+}
+
+// Status reports the faucet's funds as its own chain view had them after
+// the last block it read or payout it made.
+func (f *Faucet) Status() Status {
+	e := f.cur.Load()
+	st := Status{Address: f.Address().String(), Network: f.Network().String(),
+		Ready: e != nil, Standby: e == nil && !f.held.Load(), NodeUp: f.nodeUp.Load()}
+	if e == nil {
+		return st
+	}
+	if snap := f.funds.Load(); snap != nil {
+		st.Tip, st.Balance, st.Immature, st.InFlight = snap.Tip, snap.Balance, snap.Immature, snap.InFlight
+	}
+	return st
+}
+
+// refresh stores e's funds for Status.
+func (f *Faucet) refresh(e *engine) {
+	p := e.payer
+	p.mu.Lock()
+	var st Status
+	st.Tip = p.chain.Tip()
+	for _, r := range p.inflight {
+		if r.MinedAt == 0 {
+			st.InFlight++
+		}
+	}
+	st.Balance, st.Immature = p.funds()
+	p.mu.Unlock()
+	f.funds.Store(&st)
+}
+
+// PayoutStatus is what became of a payout the faucet sent.
+type PayoutStatus struct {
+	TxID          string
+	Outputs       []Output
+	Confirmations int64 // 0 while in the mempool
+	BlockHash     string
+	InFlight      bool // the faucet holds it as unconfirmed
+}
+
+// Payout looks up a payout by txid: the faucet's in-flight records first,
+// then the node (which needs a transaction index for confirmed ones). ok is
+// false for a txid that is not a payout of this faucet.
+func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, error) {
+	e := f.cur.Load()
+	if e == nil {
+		return PayoutStatus{}, false, nil
+	}
+	e.payer.mu.Lock()
+	r, inflight := e.payer.inflight[txid]
+	var st PayoutStatus
+	if inflight {
+		// The journal and the chain view answer for a payout still held
+		// (the page polls this every few seconds): no node round trip.
+		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true}
+		if r.MinedAt != 0 {
+			st.Confirmations = e.payer.chain.Tip() - r.MinedAt + 1
+		}
+	}
+	e.payer.mu.Unlock()
+	if inflight {
+		return st, true, nil
+	}
+	tx, err := f.cfg.Node.RawTransaction(ctx, txid)
+	switch {
+	case err == nil:
+	case errors.Is(err, btcnode.ErrTxNotFound), errors.Is(err, btcnode.ErrTxIndexDisabled):
+		return PayoutStatus{}, false, nil
+	default:
+		return PayoutStatus{}, false, fmt.Errorf("btc faucet: look up %s: %w", txid, err)
+	}
+	// Ours only if it spends the faucet's script: the follower saw it.
+	if !spendsOurs(e.payer.chain, tx) {
+		return PayoutStatus{}, false, nil
+	}
+	st = PayoutStatus{TxID: txid}
+	script := hex.EncodeToString(f.Address().PkScript())
+	for _, o := range tx.Vout {
+		if o.ScriptPubKey == script {
+			continue // change
+		}
+		st.Outputs = append(st.Outputs, Output{Address: o.Address, Amount: o.Value})
+	}
+	st.Confirmations, st.BlockHash = tx.Confirmations, tx.BlockHash
+	return st, true, nil
+}
+
+// spendsOurs reports whether the main chain shows tx spending a coin of the
+// faucet.
+func spendsOurs(chain *chainFollower, tx *btcnode.Tx) bool {
+	for _, in := range tx.Vin {
+		op, err := outPoint(in.TxID, in.Vout)
+		if err != nil {
+			continue
+		}
+		if c, ok := chain.Coin(op); ok && c.SpentBy == tx.TxID {
+			return true
+		}
+	}
+	return false
+}

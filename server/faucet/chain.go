@@ -1,0 +1,86 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
+)
+
+// chainView is the engine's cached view of the node's chain: its id and
+// tip, trusted for ChainCheckInterval (the poll loop refreshes it), and
+// PoX's minimum stacking amount, trusted for CacheTTL.
+type chainView struct {
+	cfg      *Config // the engine's: its node and chain id
+	info     ttlcache.Value[chainInfo]
+	minStack ttlcache.Value[uint64] // PoX min_amount_ustx
+}
+
+type chainInfo struct {
+	chainID uint32
+	height  uint64
+}
+
+func newChainView(cfg *Config) *chainView {
+	c := &chainView{cfg: cfg}
+	c.info.TTL, c.info.Now = cfg.Timing.ChainCheckInterval, cfg.Now
+	c.minStack.TTL, c.minStack.Now = cfg.Timing.CacheTTL, cfg.Now
+	return c
+}
+
+// check confirms, from a cached /v2/info, that the node is a testnet with
+// the expected chain id.
+func (c *chainView) check(ctx context.Context) error {
+	ci, err := c.info.Get(ctx, c.fetch)
+	if err != nil {
+		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
+	}
+	return c.allowed(ci.chainID)
+}
+
+// allowed refuses mainnet and any chain id but the configured one.
+func (c *chainView) allowed(id uint32) error {
+	if id == stacks.ChainIDMainnet {
+		return failf(ReasonDisabled, nil, "the faucet is not available: the node is on mainnet")
+	}
+	if want := c.cfg.ChainID; want != 0 && id != want {
+		return failf(ReasonDisabled, nil, "the faucet is not available: the node reports chain id %d, expected %d", id, want)
+	}
+	return nil
+}
+
+// fetch reads the chain id and tip from the node.
+func (c *chainView) fetch(ctx context.Context) (chainInfo, error) {
+	info, err := c.cfg.Node.Info(ctx)
+	if err != nil {
+		return chainInfo{}, err
+	}
+	return chainInfo{chainID: info.NetworkID, height: info.StacksTipHeight}, nil
+}
+
+// id is the chain id transactions are signed for: the node's, or the
+// testnet's before the first read.
+func (c *chainView) id() uint32 {
+	if id := c.info.Peek().chainID; id != 0 {
+		return id
+	}
+	return stacks.ChainIDTestnet
+}
+
+// tip is the newest height the engine has seen.
+func (c *chainView) tip() uint64 { return c.info.Peek().height }
+
+// stackingMinimum is PoX's min_amount_ustx.
+func (c *chainView) stackingMinimum(ctx context.Context) (uint64, error) {
+	return c.minStack.Get(ctx, func(ctx context.Context) (uint64, error) {
+		p, err := c.cfg.Node.PoX(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if p.MinAmountUstx == 0 {
+			return 0, errors.New("node reports min_amount_ustx 0")
+		}
+		return p.MinAmountUstx, nil
+	})
+}

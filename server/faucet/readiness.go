@@ -1,0 +1,112 @@
+package faucet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// readiness says whether the faucet can serve a drip now, and logs when
+// that changes, whoever asked (the poll loop after each poll, a readiness
+// probe, the page).
+type readiness struct {
+	f     *Faucet
+	watch readyWatch
+}
+
+// Keys reports every key's state.
+func (f *Faucet) Keys() []KeyStatus { return f.pool.statuses() }
+
+// Ready reports why the faucet cannot serve drips, or nil: the node must be
+// reachable and testnet, this replica must own a key, and one of its keys
+// must afford a default drip. It reads accounts but never repairs.
+func (f *Faucet) Ready(ctx context.Context) error {
+	err := f.readiness.ready(ctx)
+	f.readiness.noteReady(ctx, err)
+	return err
+}
+
+// errNodeUnreachable is Ready's error when the node does not answer.
+var errNodeUnreachable = errors.New("node unreachable")
+
+func nodeUnreachable(err error) error {
+	if err == nil {
+		err = errors.New("no answer yet")
+	}
+	return fmt.Errorf("%w: %w", errNodeUnreachable, err)
+}
+
+// noteReady logs a change of readiness. An answer cut short by the
+// caller's own deadline or cancellation says nothing about the faucet.
+func (rd *readiness) noteReady(ctx context.Context, err error) {
+	f := rd.f
+	if ctx.Err() != nil {
+		return
+	}
+	reason, changed := rd.watch.changed(err)
+	switch {
+	case !changed:
+	case err != nil:
+		f.log.Warn("faucet not ready", "reason", reason, "err", err)
+	default:
+		fund := f.Funding()
+		f.log.Info("faucet ready", "keys", fund.Keys, "drips_left", fund.DripsLeft)
+	}
+}
+
+func (rd *readiness) ready(ctx context.Context) error {
+	f := rd.f
+	ci, err := f.chain.info.Get(ctx, f.chain.fetch)
+	if err != nil {
+		return nodeUnreachable(err)
+	}
+	if err := f.chain.allowed(ci.chainID); err != nil {
+		return err
+	}
+	need := satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Min)
+	keys := f.Keys()
+	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned }) {
+		return errors.New("this replica owns no faucet key")
+	}
+	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned && s.Synced }) {
+		// Before the first poll, read the accounts rather than report "unfunded".
+		f.accounts.syncAccounts(ctx)
+		keys = f.Keys()
+	}
+	for _, s := range keys {
+		if s.Owned && s.Synced && !s.Dry && s.Available >= need {
+			return nil
+		}
+	}
+	return errors.New("no faucet key is funded for a drip")
+}
+
+// readyWatch remembers the faucet's last readiness, so that a change is
+// logged once, whoever asked (the poll loop after each poll, a readiness
+// probe, the page).
+type readyWatch struct {
+	mu      sync.Mutex
+	checked bool
+	reason  string // "" when ready
+}
+
+// changed records err's reason and reports whether it differs from the
+// last one. A node outage is one reason whatever the transport said.
+func (w *readyWatch) changed(err error) (reason string, changed bool) {
+	switch {
+	case err == nil:
+	case errors.Is(err, errNodeUnreachable):
+		reason = errNodeUnreachable.Error()
+	default:
+		reason = err.Error()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.checked && reason == w.reason {
+		return reason, false
+	}
+	w.checked, w.reason = true, reason
+	return reason, true
+}
