@@ -77,22 +77,14 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile reads the key, store and API tokens Secrets, applies the
-// ServiceAccount, Service, the store's PersistentVolumeClaim and the
-// Deployment, and patches the status once, on the way out. Children are
-// deleted by garbage collection through their owner references, so there is
-// no finalizer.
+// Reconcile runs the steps of a reconcile (steps.go) in order until one
+// fails or stalls the FaucetServer, then patches the status once, on the
+// way out, from what they observed. Children are deleted by garbage
+// collection through their owner references, so there is no finalizer.
 func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	fs := &faucetv1alpha1.FaucetServer{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, fs); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forgetFunding(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !fs.DeletionTimestamp.IsZero() {
-		r.forgetFunding(req.NamespacedName)
-		return ctrl.Result{}, nil // being collected; applying now would recreate children
+	fs, err := r.fetch(ctx, req.NamespacedName)
+	if fs == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 
 	var obs observation
@@ -101,104 +93,43 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		retErr = errors.Join(retErr, r.patchStatus(ctx, fs, obs))
 	}()
 
-	// The Secrets the pods read, each checked as its entry in secretUses says.
-	into := [len(secretUses)]*secretState{&obs.keys, &obs.store, &obs.tokens, &obs.treasury, &obs.btcKey, &obs.btcCreds}
-	for i, use := range secretUses {
-		st, err := r.readSecret(ctx, fs, use)
-		if err != nil {
+	steps := []reconcileStep{
+		r.readSecrets,     // the key, store, API tokens, treasury and BTC Secrets, checked
+		r.readVolumeClaim, // the embedded store's claim as it is
+		r.checkNames,      // stalls if a child's name is taken: nothing is written
+		r.applyServiceAccount,
+		r.applyService,
+		r.checkInputs, // stalls on an unusable Secret or asset, leaving running pods alone
+		r.applyVolumeClaim,
+		r.observeFunding, // the FundingMonitor's latest balances; nothing is read here
+		r.applyDeployment,
+		r.reconcileDisruptionBudget, // applied with several replicas, deleted with one
+	}
+	for _, step := range steps {
+		if res, err := step(ctx, fs, &obs); err != nil || res == stepStalled {
 			return ctrl.Result{}, err
 		}
-		*into[i] = st
-	}
-	keys, store, tokens, treasury, btcKey, btcCreds := obs.keys, obs.store, obs.tokens, obs.treasury, obs.btcKey, obs.btcCreds
-
-	sa, svc := serviceAccountFor(fs), serviceFor(fs)
-	var pvc *corev1.PersistentVolumeClaim
-	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
-		existing, err := r.existingVolumeClaim(ctx, fs)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		pvc = persistentVolumeClaimFor(fs, existing)
-	}
-
-	// Check every name before writing anything, so a conflict leaves no
-	// half-applied set of children behind.
-	deployName := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: fs.Name},
-	}
-	children := []client.Object{sa, svc, deployName}
-	if pvc != nil {
-		children = append(children, pvc)
-	}
-	pdb := podDisruptionBudgetFor(fs)
-	if pdb != nil {
-		children = append(children, pdb)
-	}
-	for _, child := range children {
-		conflict, err := r.checkControlled(ctx, fs, child)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if conflict != "" {
-			// Stalled, not retried: backing off against someone else's
-			// object would never end. A change to the FaucetServer, or the
-			// deletion of a leftover child of an earlier FaucetServer of
-			// this name (its owner reference names ours), retries.
-			obs.conflict = conflict
-			r.forgetFunding(req.NamespacedName) // its reads would retry the reconcile
-			obs.deployment, err = r.existingDeployment(ctx, fs)
-			return ctrl.Result{}, err
-		}
-	}
-
-	if err := r.apply(ctx, fs, sa); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to apply ServiceAccount: %w", err)
-	}
-	if err := r.apply(ctx, fs, svc); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to apply Service: %w", err)
-	}
-	obs.service = svc
-
-	sbtc, assetErr := sbtcAsset(fs)
-	if assetErr != nil {
-		obs.invalidAsset = truncate(assetErr.Error()+"; the faucet would refuse to start with it, so running pods are left alone until it is fixed", maxConditionMessage)
-	}
-	if !keys.usable() || !store.usable() || !tokens.usable() || !treasury.usable() ||
-		!btcKey.usable() || !btcCreds.usable() || obs.invalidAsset != "" {
-		// Stalled until the Secret (or, for an asset, the spec) changes,
-		// which the watches report. Leave running pods alone: they keep
-		// what they started with, and a new pod could not mount a missing
-		// Secret or start with a bad asset anyway. No balance reads
-		// either: each would retry the reconcile.
-		r.forgetFunding(req.NamespacedName)
-		var err error
-		obs.deployment, err = r.existingDeployment(ctx, fs)
-		return ctrl.Result{}, err
-	}
-	if pvc != nil {
-		if err := r.apply(ctx, fs, pvc); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to apply PersistentVolumeClaim: %w", err)
-		}
-	}
-	obs.funding = r.trackFunding(fs, keys, treasury, sbtc, btcTargetOf(fs, btcKey, btcCreds))
-	deploy := deploymentFor(fs, r.DefaultImage, secretDigests{
-		keys: keys.digest, store: store.digest, treasury: treasury.digest,
-		btcKey: btcKey.digest, btcCredentials: btcCreds.digest,
-	})
-	if err := r.apply(ctx, fs, deploy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to apply Deployment: %w", err)
-	}
-	obs.deployment = deploy
-	if pdb != nil {
-		if err := r.apply(ctx, fs, pdb); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to apply PodDisruptionBudget: %w", err)
-		}
-	} else if err := r.deletePodDisruptionBudget(ctx, fs); err != nil {
-		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// fetch reads the FaucetServer straight from the API server (see
+// APIReader). It returns nil, and stops the balance reads, when the
+// FaucetServer is gone or being deleted: applying now would recreate the
+// children garbage collection is removing.
+func (r *FaucetServerReconciler) fetch(ctx context.Context, key types.NamespacedName) (*faucetv1alpha1.FaucetServer, error) {
+	fs := &faucetv1alpha1.FaucetServer{}
+	if err := r.APIReader.Get(ctx, key, fs); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetFunding(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !fs.DeletionTimestamp.IsZero() {
+		r.forgetFunding(key)
+		return nil, nil
+	}
+	return fs, nil
 }
 
 // deletePodDisruptionBudget deletes fs's budget once it runs a single pod:

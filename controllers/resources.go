@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -179,176 +177,6 @@ func podDisruptionBudgetFor(fs *faucetv1alpha1.FaucetServer) *policyv1.PodDisrup
 // VolumeClaimName names the embedded store's PersistentVolumeClaim.
 func VolumeClaimName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-data" }
 
-// DeploymentFor is the faucet Deployment the operator applies for fs, with
-// image as the default image. It leaves the Secrets out of the config hash
-// (the reconciler adds their digests); everything else is as applied, so
-// tests outside this package can check the container's args and env.
-func DeploymentFor(fs *faucetv1alpha1.FaucetServer, image string) *appsv1.Deployment {
-	return deploymentFor(fs, image, secretDigests{})
-}
-
-// deploymentFor runs `faucet serve`. With the embedded store it runs exactly
-// one pod, replaced with the Recreate strategy: the volume is ReadWriteOnce
-// and two pods signing with the same key would race for its nonces. With a
-// Postgres store it runs spec.replicas pods, which split the keys through
-// the database, and rolls them one extra pod at a time with none taken away
-// first, so a rollout leaves no gap.
-func deploymentFor(fs *faucetv1alpha1.FaucetServer, image string, digests secretDigests) *appsv1.Deployment {
-	if fs.Spec.Image != "" {
-		image = fs.Spec.Image
-	}
-	args := serverArgs(fs)
-	keyName := fs.KeySecretKey().Key
-
-	podLabels := maps.Clone(fs.Spec.PodLabels)
-	if podLabels == nil {
-		podLabels = map[string]string{}
-	}
-	maps.Copy(podLabels, commonLabels(fs)) // ours win: the selector depends on them
-	podAnnotations := maps.Clone(fs.Spec.PodAnnotations)
-	if podAnnotations == nil {
-		podAnnotations = map[string]string{}
-	}
-	podAnnotations[ConfigHashAnnotation] = configHash(image, args, digests)
-
-	var resources corev1.ResourceRequirements
-	if fs.Spec.Resources != nil {
-		resources = *fs.Spec.Resources.DeepCopy()
-	}
-	var affinity *corev1.Affinity
-	if fs.Spec.Affinity != nil {
-		affinity = fs.Spec.Affinity.DeepCopy()
-	}
-	var tolerations []corev1.Toleration
-	for _, t := range fs.Spec.Tolerations {
-		tolerations = append(tolerations, *t.DeepCopy())
-	}
-	var spread []corev1.TopologySpreadConstraint
-	for _, c := range fs.Spec.TopologySpreadConstraints {
-		spread = append(spread, *c.DeepCopy())
-	}
-	probe := func(path string, period, timeout int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portName)}},
-			TimeoutSeconds:   timeout,
-			PeriodSeconds:    period,
-			FailureThreshold: 3,
-		}
-	}
-
-	mounts := []corev1.VolumeMount{{Name: keysVolume, MountPath: keysMountPath, ReadOnly: true}}
-	volumes := []corev1.Volume{secretVolume(keysVolume, fs.Spec.KeySecretRef.Name, keyName)}
-	if ref := fs.APITokensSecretKey(); ref != nil {
-		// Mounted as a directory, never with subPath, so the kubelet
-		// updates the file in place when the Secret changes.
-		mounts = append(mounts, corev1.VolumeMount{Name: apiTokensVolume, MountPath: apiTokensMountPath, ReadOnly: true})
-		volumes = append(volumes, secretVolume(apiTokensVolume, ref.Name, ref.Key))
-	}
-	if ref := fs.TreasurySecretKey(); ref != nil {
-		mounts = append(mounts, corev1.VolumeMount{Name: treasuryVolume, MountPath: treasuryMountPath, ReadOnly: true})
-		volumes = append(volumes, secretVolume(treasuryVolume, ref.Name, ref.Key))
-	}
-	if ref := fs.BTCKeySecretKey(); ref != nil {
-		mounts = append(mounts, corev1.VolumeMount{Name: btcKeyVolume, MountPath: btcKeyMountPath, ReadOnly: true})
-		volumes = append(volumes, secretVolume(btcKeyVolume, ref.Name, ref.Key))
-	}
-	if ref := fs.BTCCredentialsSecretKey(); ref != nil {
-		mounts = append(mounts, corev1.VolumeMount{Name: btcCredentialsVolume, MountPath: btcCredentialsMountPath, ReadOnly: true})
-		volumes = append(volumes, secretVolume(btcCredentialsVolume, ref.Name, ref.Key))
-	}
-	var env []corev1.EnvVar
-	replicas := replicasOf(fs)
-	strategy := appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-	if ref := fs.StoreURISecretKey(); ref != nil {
-		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
-		strategy = appsv1.DeploymentStrategy{
-			Type: appsv1.RollingUpdateDeploymentStrategyType,
-			RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				MaxSurge:       ptr.To(intstr.FromInt32(1)),
-			},
-		}
-	} else {
-		mounts = append(mounts, corev1.VolumeMount{Name: dataVolume, MountPath: dataMountPath})
-		volumes = append(volumes, corev1.Volume{
-			Name: dataVolume,
-			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-				ClaimName: VolumeClaimName(fs),
-			}},
-		})
-	}
-	// After the operator's own: the CRD refuses FAUCET_ names, so none
-	// of these can replace FAUCET_STORE or pose as a setting.
-	for _, e := range fs.Spec.ExtraEnv {
-		env = append(env, *e.DeepCopy())
-	}
-
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: objectMeta(fs),
-		Spec: appsv1.DeploymentSpec{
-			Replicas:             ptr.To(replicas),
-			Strategy:             strategy,
-			RevisionHistoryLimit: ptr.To(int32(3)),
-			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(fs)},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
-				Spec: corev1.PodSpec{
-					ServiceAccountName:           fs.Name,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true),
-						RunAsUser:    ptr.To(nonRootID),
-						RunAsGroup:   ptr.To(nonRootID),
-						// Lets the non-root user read the 0440 key and
-						// tokens files and write the store's volume.
-						FSGroup: ptr.To(nonRootID),
-						// Only chown a volume that is not ours yet: a large
-						// store would otherwise slow down every start.
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  containerName,
-						Image: image,
-						Args:  args,
-						Env:   env,
-						Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: ServerPort, Protocol: corev1.ProtocolTCP}},
-						// /readyz checks the node, funding and (with
-						// Postgres) that this replica owns a key, with its
-						// own 3s bound.
-						// The kubelet probes on a fixed tick from the
-						// pod's start, so a replacement pod joins the
-						// Service up to one period after it can serve:
-						// with the one pod of the embedded store, that is
-						// the outage of a pod deletion. A 2s tick keeps
-						// it short; /readyz is cheap.
-						LivenessProbe:  probe("/healthz", 10, 2),
-						ReadinessProbe: probe("/readyz", 2, 5),
-						Resources:      resources,
-						SecurityContext: &corev1.SecurityContext{
-							RunAsNonRoot:             ptr.To(true),
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-						VolumeMounts: mounts,
-					}},
-					Volumes:                   volumes,
-					NodeSelector:              maps.Clone(fs.Spec.NodeSelector),
-					Tolerations:               tolerations,
-					Affinity:                  affinity,
-					TopologySpreadConstraints: spread,
-					PriorityClassName:         fs.Spec.PriorityClassName,
-					ImagePullSecrets:          slices.Clone(fs.Spec.ImagePullSecrets),
-				},
-			},
-		},
-	}
-}
-
 // persistentVolumeClaimFor is the embedded store's volume. existing is the
 // claim as it is now, nil before it is created. A claim's StorageClass and
 // access modes are fixed at creation and its size can only grow, and only
@@ -383,6 +211,15 @@ func persistentVolumeClaimFor(fs *faucetv1alpha1.FaucetServer, existing *corev1.
 			},
 		},
 	}
+}
+
+// embeddedStoreClaim is the claim fs's store needs: persistentVolumeClaimFor
+// with the embedded store, nil with Postgres.
+func embeddedStoreClaim(fs *faucetv1alpha1.FaucetServer, existing *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	if fs.StoreKind() != faucetv1alpha1.StoreEmbedded {
+		return nil
+	}
+	return persistentVolumeClaimFor(fs, existing)
 }
 
 func copyPtr[T any](p *T) *T {

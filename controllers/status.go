@@ -26,11 +26,39 @@ type observation struct {
 	invalidAsset string
 	// funding is the FundingMonitor's latest result for the current keys,
 	// nil when there is none (yet, or without a monitor).
-	funding    *fundingResult
-	conflict   string             // why a child's name is taken; "" if none is
-	service    *corev1.Service    // as applied; nil if not reached
-	deployment *appsv1.Deployment // as applied or read; nil if none
-	err        error              // the reconcile error, if any
+	funding *fundingResult
+	// volumeClaim is the embedded store's claim as it was read, for the
+	// fields that cannot change; nil if there is none, it is not ours or
+	// the store is Postgres. The status does not depend on it.
+	volumeClaim *corev1.PersistentVolumeClaim
+	conflict    string             // why a child's name is taken; "" if none is
+	service     *corev1.Service    // as applied; nil if not reached
+	deployment  *appsv1.Deployment // as applied or read; nil if none
+	err         error              // the reconcile error, if any
+}
+
+// secrets are the states of the Secrets, in the order of secretUses.
+func (o *observation) secrets() [len(secretUses)]*secretState {
+	return [len(secretUses)]*secretState{&o.keys, &o.store, &o.tokens, &o.treasury, &o.btcKey, &o.btcCreds}
+}
+
+// unusableSecret is the first Secret, in the order of secretUses, that
+// is unusable; nil when every one is usable.
+func (o *observation) unusableSecret() *secretState {
+	for _, s := range o.secrets() {
+		if !s.usable() {
+			return s
+		}
+	}
+	return nil
+}
+
+// digests are the digests of the Secrets read, for the pods' config hash.
+func (o *observation) digests() secretDigests {
+	return secretDigests{
+		keys: o.keys.digest, store: o.store.digest, treasury: o.treasury.digest,
+		btcKey: o.btcKey.digest, btcCredentials: o.btcCreds.digest,
+	}
 }
 
 // computeStatus derives the status from the previous one (for condition
@@ -38,6 +66,23 @@ type observation struct {
 // passed in.
 func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Time) faucetv1alpha1.FaucetServerStatus {
 	st := *fs.Status.DeepCopy()
+	setObserved(&st, fs, obs)
+	setFunding(&st, fs, obs, now)
+	setReadiness(&st, fs.Generation, now, readinessOf(fs, obs, st.URL))
+	if obs.err == nil {
+		// A failed reconcile is retried with backoff; the generation is
+		// not observed until it succeeds.
+		st.ObservedGeneration = fs.Generation
+	}
+	return st
+}
+
+// setObserved sets the fields that are what the reconcile saw: the keys'
+// addresses, the URL, the store and the ready replicas. After an error,
+// what the attempt did not get to observe keeps its last value, so a
+// transient error does not blank the URL, the addresses or the replica
+// count.
+func setObserved(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.FaucetServer, obs observation) {
 	st.FaucetAddresses = obs.keys.addresses
 	st.URL = serviceURL(obs.service)
 	st.Store = fs.StoreKind()
@@ -45,132 +90,101 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 	if obs.deployment != nil {
 		st.ReadyReplicas = obs.deployment.Status.ReadyReplicas
 	}
+	if obs.err == nil {
+		return
+	}
+	if obs.keys.usable() && obs.keys.addresses == nil {
+		st.FaucetAddresses = fs.Status.FaucetAddresses
+	}
+	if obs.service == nil {
+		st.URL = fs.Status.URL
+	}
+	if obs.deployment == nil {
+		st.ReadyReplicas = fs.Status.ReadyReplicas
+	}
+}
 
-	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: msg,
-			ObservedGeneration: fs.Generation, LastTransitionTime: metav1.NewTime(now),
-		})
-	}
-	ready := func(status metav1.ConditionStatus, reason, msg string) {
-		set(faucetv1alpha1.ConditionReady, status, reason, msg)
-	}
-	// Abnormal-true conditions exist only while true (kstatus).
-	reconciling := func(reason, msg string) {
-		if reason == "" {
-			meta.RemoveStatusCondition(&st.Conditions, faucetv1alpha1.ConditionReconciling)
-			return
-		}
-		set(faucetv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-	}
-	stalled := func(reason, msg string) {
-		if reason == "" {
-			meta.RemoveStatusCondition(&st.Conditions, faucetv1alpha1.ConditionStalled)
-			return
-		}
-		set(faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	}
+// readiness is what the Ready condition says, and which of the
+// abnormal-true conditions Reconciling and Stalled is set with the same
+// reason and message. Those two exist only while true (kstatus): the other,
+// or both when Ready is True, are removed.
+type readiness struct {
+	status          metav1.ConditionStatus // of Ready
+	reason, message string
+	reconciling     bool // Reconciling=True: in progress, or retried
+	stalled         bool // Stalled=True: waits for a change by the user
+}
 
-	setFunding(&st, fs, obs, now)
+// inProgress is not ready yet, and Reconciling.
+func inProgress(reason, msg string) readiness {
+	return readiness{status: metav1.ConditionFalse, reason: reason, message: msg, reconciling: true}
+}
 
-	switch {
+// stalledOn is not ready, and Stalled.
+func stalledOn(reason, msg string) readiness {
+	return readiness{status: metav1.ConditionFalse, reason: reason, message: msg, stalled: true}
+}
+
+// readinessOf is fs's readiness after what obs saw, the first of: a failed
+// reconcile, a name conflict, an unusable Secret (in the order of
+// secretUses), an invalid asset, then the Deployment's rollout. url is
+// the status's URL, which the Ready message names.
+func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) readiness {
+	switch s := obs.unusableSecret(); {
 	case obs.err != nil:
-		// Retried with backoff; the generation is not observed until it
-		// succeeds. What this attempt did not get to observe keeps its last
-		// value, so a transient error does not blank the URL, the addresses
-		// or the replica count.
-		if obs.keys.usable() && obs.keys.addresses == nil {
-			st.FaucetAddresses = fs.Status.FaucetAddresses
-		}
-		if obs.service == nil {
-			st.URL = fs.Status.URL
-		}
-		if obs.deployment == nil {
-			st.ReadyReplicas = fs.Status.ReadyReplicas
-		}
-		msg := truncate("reconcile failed, retrying: "+obs.err.Error(), maxConditionMessage)
-		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonReconcileFailed, msg)
-		reconciling(faucetv1alpha1.ReasonReconcileFailed, msg)
-		stalled("", "")
-		return st
-
+		return inProgress(faucetv1alpha1.ReasonReconcileFailed,
+			truncate("reconcile failed, retrying: "+obs.err.Error(), maxConditionMessage))
 	case obs.conflict != "":
-		msg := truncate(obs.conflict, maxConditionMessage)
-		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonNameConflict, msg)
-		reconciling("", "")
-		stalled(faucetv1alpha1.ReasonNameConflict, msg)
-
-	case !obs.keys.usable():
-		ready(metav1.ConditionFalse, obs.keys.reason, obs.keys.message)
-		reconciling("", "")
-		stalled(obs.keys.reason, obs.keys.message)
-
-	case !obs.store.usable():
-		ready(metav1.ConditionFalse, obs.store.reason, obs.store.message)
-		reconciling("", "")
-		stalled(obs.store.reason, obs.store.message)
-
-	case !obs.tokens.usable():
-		ready(metav1.ConditionFalse, obs.tokens.reason, obs.tokens.message)
-		reconciling("", "")
-		stalled(obs.tokens.reason, obs.tokens.message)
-
-	case !obs.treasury.usable():
-		ready(metav1.ConditionFalse, obs.treasury.reason, obs.treasury.message)
-		reconciling("", "")
-		stalled(obs.treasury.reason, obs.treasury.message)
-
-	case !obs.btcKey.usable():
-		ready(metav1.ConditionFalse, obs.btcKey.reason, obs.btcKey.message)
-		reconciling("", "")
-		stalled(obs.btcKey.reason, obs.btcKey.message)
-
-	case !obs.btcCreds.usable():
-		ready(metav1.ConditionFalse, obs.btcCreds.reason, obs.btcCreds.message)
-		reconciling("", "")
-		stalled(obs.btcCreds.reason, obs.btcCreds.message)
-
+		return stalledOn(faucetv1alpha1.ReasonNameConflict, truncate(obs.conflict, maxConditionMessage))
+	case s != nil:
+		return stalledOn(s.reason, s.message)
 	case obs.invalidAsset != "":
-		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
-		reconciling("", "")
-		stalled(faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
-
+		return stalledOn(faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.
-		msg := "waiting for the Deployment to be created"
-		ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing, msg)
-		reconciling(faucetv1alpha1.ReasonProgressing, msg)
-		stalled("", "")
-
-	default:
-		d := obs.deployment
-		switch phase, msg := deploymentPhase(d); phase {
-		case phaseAvailable:
-			reason, msg := faucetv1alpha1.ReasonAvailable, fmt.Sprintf("the faucet serves at %s", st.URL)
-			if fs.Spec.Suspend {
-				reason, msg = faucetv1alpha1.ReasonSuspended, fmt.Sprintf("the faucet at %s is suspended: drips answer 403, status is served", st.URL)
-			}
-			ready(metav1.ConditionTrue, reason, msg)
-			reconciling("", "")
-			stalled("", "")
-		case phaseStalled:
-			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
-			reconciling("", "")
-			stalled(faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
-		case phaseRollingOut:
-			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonProgressing, msg)
-			reconciling(faucetv1alpha1.ReasonProgressing, msg)
-			stalled("", "")
-		default: // phaseUnavailable: the pod is there but not ready; kubelet keeps probing.
-			// Reconciling, so kstatus (which reads only Reconciling and
-			// Stalled) reports InProgress, as it does for the Deployment.
-			ready(metav1.ConditionFalse, faucetv1alpha1.ReasonDeploymentUnavailable, msg)
-			reconciling(faucetv1alpha1.ReasonDeploymentUnavailable, msg)
-			stalled("", "")
-		}
+		return inProgress(faucetv1alpha1.ReasonProgressing, "waiting for the Deployment to be created")
 	}
-	st.ObservedGeneration = fs.Generation
-	return st
+	return deploymentReadiness(fs, obs.deployment, url)
+}
+
+// deploymentReadiness is the readiness of fs's rolled-out or rolling
+// Deployment d.
+func deploymentReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, url string) readiness {
+	switch phase, msg := deploymentPhase(d); phase {
+	case phaseAvailable:
+		if fs.Spec.Suspend {
+			return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonSuspended,
+				message: fmt.Sprintf("the faucet at %s is suspended: drips answer 403, status is served", url)}
+		}
+		return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable,
+			message: fmt.Sprintf("the faucet serves at %s", url)}
+	case phaseStalled:
+		return stalledOn(faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
+	case phaseRollingOut:
+		return inProgress(faucetv1alpha1.ReasonProgressing, msg)
+	default: // phaseUnavailable: the pod is there but not ready; kubelet keeps probing.
+		// Reconciling, so kstatus (which reads only Reconciling and
+		// Stalled) reports InProgress, as it does for the Deployment.
+		return inProgress(faucetv1alpha1.ReasonDeploymentUnavailable, msg)
+	}
+}
+
+// setReadiness sets Ready, then sets or removes Reconciling and Stalled,
+// as r says, at generation gen.
+func setReadiness(st *faucetv1alpha1.FaucetServerStatus, gen int64, now time.Time, r readiness) {
+	set := func(typ string, on bool, status metav1.ConditionStatus) {
+		if !on {
+			meta.RemoveStatusCondition(&st.Conditions, typ)
+			return
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: r.reason, Message: r.message,
+			ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+	set(faucetv1alpha1.ConditionReady, true, r.status)
+	set(faucetv1alpha1.ConditionReconciling, r.reconciling, metav1.ConditionTrue)
+	set(faucetv1alpha1.ConditionStalled, r.stalled, metav1.ConditionTrue)
 }
 
 // setFunding sets status.funding and the Funded condition. Funded does not

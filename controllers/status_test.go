@@ -326,3 +326,124 @@ func TestTruncate(t *testing.T) {
 		})
 	}
 }
+
+// TestObservationSecrets: obs.secrets() lists the fields in the order of
+// secretUses, which readSecrets fills them in and the status reports them in.
+func TestObservationSecrets(t *testing.T) {
+	var obs observation
+	for i, s := range obs.secrets() {
+		*s = secretState{reason: secretUses[i].notFound}
+	}
+	got := []string{obs.keys.reason, obs.store.reason, obs.tokens.reason, obs.treasury.reason, obs.btcKey.reason, obs.btcCreds.reason}
+	want := []string{
+		faucetv1alpha1.ReasonKeySecretNotFound, faucetv1alpha1.ReasonStoreSecretNotFound, faucetv1alpha1.ReasonAPITokensSecretNotFound,
+		faucetv1alpha1.ReasonTreasurySecretNotFound, faucetv1alpha1.ReasonBTCKeySecretNotFound, faucetv1alpha1.ReasonBTCCredentialsSecretNotFound,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %q, want %q", got, want)
+	}
+	if s := obs.unusableSecret(); s != &obs.keys {
+		t.Errorf("first unusable %+v, want the keys", s)
+	}
+	obs.keys, obs.store, obs.tokens = secretState{}, secretState{}, secretState{}
+	if s := obs.unusableSecret(); s != &obs.treasury {
+		t.Errorf("first unusable %+v, want the treasury", s)
+	}
+	if s := (&observation{}).unusableSecret(); s != nil {
+		t.Errorf("unused Secrets: %+v unusable, want none", s)
+	}
+}
+
+func TestReadinessOf(t *testing.T) {
+	const url = "http://faucet.testnet.svc:3999"
+	bad := secretState{reason: faucetv1alpha1.ReasonInvalidTreasuryKey, message: "want exactly one private key"}
+	tests := map[string]struct {
+		// mutate changes the fixture's spec
+		mutate func(*faucetv1alpha1.FaucetServer)
+		// obs is what the reconcile observed
+		obs observation
+		// want is the readiness
+		want readiness
+	}{
+		"available": {
+			obs:  observation{keys: goodKeys, deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable, message: "the faucet serves at " + url},
+		},
+		"suspended": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Suspend = true },
+			obs:    observation{keys: goodKeys, deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonSuspended,
+				message: "the faucet at " + url + " is suspended: drips answer 403, status is served"},
+		},
+		"an error outranks everything, and is retried": {
+			obs: observation{keys: bad, conflict: "taken", invalidAsset: "bad", err: errors.New("boom")},
+			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonReconcileFailed,
+				message: "reconcile failed, retrying: boom", reconciling: true},
+		},
+		"a conflict outranks a Secret": {
+			obs:  observation{keys: goodKeys, treasury: bad, conflict: "taken"},
+			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonNameConflict, message: "taken", stalled: true},
+		},
+		"a Secret outranks an asset, with its own reason and message": {
+			obs:  observation{keys: goodKeys, treasury: bad, invalidAsset: "bad asset", deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionFalse, reason: bad.reason, message: bad.message, stalled: true},
+		},
+		"an invalid asset": {
+			obs:  observation{keys: goodKeys, invalidAsset: "bad asset", deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonInvalidAsset, message: "bad asset", stalled: true},
+		},
+		"no Deployment yet": {
+			obs: observation{keys: goodKeys},
+			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonProgressing,
+				message: "waiting for the Deployment to be created", reconciling: true},
+		},
+		"rolled out, then unready: in progress for kstatus": {
+			obs: observation{keys: goodKeys, deployment: deployment(rolledOut)},
+			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonDeploymentUnavailable,
+				message:     `Deployment "faucet" has 0 of 1 pods available; the faucet's /readyz fails while its node is unreachable, no key is funded, or (with several replicas) the pod owns no key`,
+				reconciling: true},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := fixture()
+			if tt.mutate != nil {
+				tt.mutate(fs)
+			}
+			if got := readinessOf(fs, tt.obs, url); got != tt.want {
+				t.Errorf("readiness\n%+v, want\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetReadiness(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var st faucetv1alpha1.FaucetServerStatus
+	setReadiness(&st, 3, t0, inProgress(faucetv1alpha1.ReasonProgressing, "rolling out"))
+	var types []string
+	for _, c := range st.Conditions {
+		types = append(types, c.Type)
+		if c.Reason != faucetv1alpha1.ReasonProgressing || c.Message != "rolling out" || c.ObservedGeneration != 3 {
+			t.Errorf("condition %+v", c)
+		}
+	}
+	if !slices.Equal(types, []string{faucetv1alpha1.ConditionReady, faucetv1alpha1.ConditionReconciling}) {
+		t.Errorf("conditions %q, want Ready and Reconciling", types)
+	}
+
+	setReadiness(&st, 4, t0.Add(time.Hour), stalledOn(faucetv1alpha1.ReasonNameConflict, "taken"))
+	ready := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionReady)
+	if ready.Status != metav1.ConditionFalse || !ready.LastTransitionTime.Time.Equal(t0) || ready.ObservedGeneration != 4 {
+		t.Errorf("Ready %+v: still False, so its transition time stays", ready)
+	}
+	if meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionReconciling) != nil ||
+		!meta.IsStatusConditionTrue(st.Conditions, faucetv1alpha1.ConditionStalled) {
+		t.Errorf("conditions %+v, want Stalled without Reconciling", st.Conditions)
+	}
+
+	setReadiness(&st, 4, t0.Add(2*time.Hour), readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable, message: "ok"})
+	if len(st.Conditions) != 1 || !meta.IsStatusConditionTrue(st.Conditions, faucetv1alpha1.ConditionReady) {
+		t.Errorf("conditions %+v, want Ready alone: the abnormal-true ones exist only while true", st.Conditions)
+	}
+}
