@@ -140,7 +140,7 @@ postgres: ## Install Postgres for the store tests if missing (apt-get, as root);
 ##@ Verification
 
 .PHONY: verify
-verify: verify-fmt vet lint vulncheck verify-mod verify-generated verify-chart verify-docs verify-serveonly ## Fail on unformatted code, vet or lint findings, known vulnerabilities, untidy go.mod, stale generated files, chart copies or docs, or a serve-only build that pulls in Kubernetes.
+verify: verify-fmt vet lint vulncheck verify-mod verify-generated verify-chart verify-docs verify-serveonly verify-size ## Fail on unformatted code, vet or lint findings, known vulnerabilities, untidy go.mod, stale generated files, chart copies or docs, a serve-only build that pulls in Kubernetes, or code over the size limits.
 
 .PHONY: verify-fmt
 verify-fmt:

@@ -32,70 +32,72 @@ var _ = Describe("BTC", func() {
 		ns = n.Name
 	})
 
-	DescribeTable("refuses invalid spec.assets.btc with readable messages",
-		func(mutate func(*faucetv1alpha1.BTCSpec), message string) {
+	DescribeTable("refuses an invalid btc entry of spec.assets with readable messages",
+		func(mutate func(*faucetv1alpha1.AssetSpec), message string) {
 			fs := newFaucetServer(ns)
-			b := btcSpec(false)
-			mutate(b)
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{BTC: b}
+			a := btcAsset(btcSpec(false))
+			mutate(&a)
+			fs.Spec.Assets = faucetv1alpha1.AssetList{a}
 			err := k8sClient.Create(suiteCtx, fs, client.DryRunAll)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("mainnet", func(b *faucetv1alpha1.BTCSpec) { b.Network = "mainnet" },
-			"assets.btc.network must be regtest, signet or testnet: the faucet pays test-network BTC only, never mainnet"),
-		Entry("testnet4", func(b *faucetv1alpha1.BTCSpec) { b.Network = "testnet4" },
-			"assets.btc.network must be regtest, signet or testnet"),
-		Entry("a URL with a user and password", func(b *faucetv1alpha1.BTCSpec) { b.RPC.URL = "http://faucet:hunter2@bitcoind:18443" },
-			"assets.btc.rpc.url must not carry a user or password: put them in a Secret and name it in assets.btc.rpc.credentialsSecretRef"),
-		Entry("a URL with a user only", func(b *faucetv1alpha1.BTCSpec) { b.RPC.URL = "https://faucet@bitcoind:18443/wallet/x" },
-			"assets.btc.rpc.url must not carry a user or password"),
-		Entry("a URL with another scheme", func(b *faucetv1alpha1.BTCSpec) { b.RPC.URL = "tcp://bitcoind:18443" },
-			"assets.btc.rpc.url must be an http:// or https:// URL with a host"),
-		Entry("a URL without a host", func(b *faucetv1alpha1.BTCSpec) { b.RPC.URL = "http:///" },
-			"assets.btc.rpc.url must be an http:// or https:// URL with a host"),
-		Entry("a URL with a query", func(b *faucetv1alpha1.BTCSpec) { b.RPC.URL = "http://bitcoind:18443/?wallet=x" },
-			"assets.btc.rpc.url must not have a query or a fragment"),
-		Entry("no key Secret", func(b *faucetv1alpha1.BTCSpec) { b.KeySecretRef.Name = "" },
-			"spec.assets.btc.keySecretRef.name"),
-		Entry("a key that is no file name", func(b *faucetv1alpha1.BTCSpec) { b.KeySecretRef.Key = ".." },
-			"assets.btc.keySecretRef.key must be a file name"),
-		Entry("a default drip below dust", func(b *faucetv1alpha1.BTCSpec) {
-			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(545))}
-		}, "assets.btc.amounts.default must be at least 546 sats: smaller outputs are dust, which nodes do not relay"),
-		Entry("a zero large drip", func(b *faucetv1alpha1.BTCSpec) {
-			b.Amounts = &faucetv1alpha1.BTCAmounts{Large: ptr.To(int64(0))}
-		}, "assets.btc.amounts.large must be at least 546 sats"),
-		Entry("a negative xlarge drip", func(b *faucetv1alpha1.BTCSpec) {
-			b.Amounts = &faucetv1alpha1.BTCAmounts{XLarge: ptr.To(int64(-1))}
-		}, "assets.btc.amounts.xlarge must be at least 546 sats"),
-		Entry("a default drip above the default large one", func(b *faucetv1alpha1.BTCSpec) {
-			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(2_000_000))}
-		}, "assets.btc.amounts.large (default 1000000) must be at least amounts.default"),
-		Entry("xlarge below large", func(b *faucetv1alpha1.BTCSpec) {
-			b.Amounts = &faucetv1alpha1.BTCAmounts{Large: ptr.To(int64(5_000_000)), XLarge: ptr.To(int64(4_000_000))}
-		}, "assets.btc.amounts.xlarge (default 50000000) must be at least amounts.large"),
-		Entry("a negative start height", func(b *faucetv1alpha1.BTCSpec) { b.StartHeight = ptr.To(int64(-1)) },
-			"spec.assets.btc.startHeight"),
-		Entry("minRate above maxRate", func(b *faucetv1alpha1.BTCSpec) {
-			b.Fees = &faucetv1alpha1.BTCFees{MinRate: ptr.To(int64(20)), MaxRate: ptr.To(int64(10))}
-		}, "assets.btc.fees.minRate must not exceed maxRate"),
-		Entry("a fallback rate above maxRate", func(b *faucetv1alpha1.BTCSpec) {
-			b.Fees = &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(20)), MaxRate: ptr.To(int64(10))}
-		}, "assets.btc.fees.fallbackRate must lie between minRate and maxRate"),
-		Entry("a zero fee rate", func(b *faucetv1alpha1.BTCSpec) {
-			b.Fees = &faucetv1alpha1.BTCFees{MinRate: ptr.To(int64(0))}
-		}, "spec.assets.btc.fees.minRate"),
-		Entry("a zero rate-limit count", func(b *faucetv1alpha1.BTCSpec) {
-			b.RateLimits = &faucetv1alpha1.BTCRateLimits{PerIP: &faucetv1alpha1.RateLimit{Window: metav1.Duration{Duration: time.Minute}}}
-		}, "spec.assets.btc.rateLimits.perIP.requests: Invalid value: 0: requests must be greater than 0"),
+		Entry("mainnet", func(a *faucetv1alpha1.AssetSpec) { a.BTC.Network = "mainnet" },
+			"the btc entry of spec.assets: network must be regtest, signet or testnet: the faucet pays test-network BTC only, never mainnet"),
+		Entry("testnet4", func(a *faucetv1alpha1.AssetSpec) { a.BTC.Network = "testnet4" },
+			"the btc entry of spec.assets: network must be regtest, signet or testnet"),
+		Entry("a URL with a user and password", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "http://faucet:hunter2@bitcoind:18443" },
+			"the btc entry of spec.assets: rpc.url must not carry a user or password: put them in a Secret and name it in btc.rpc.credentialsSecretRef"),
+		Entry("a URL with a user only", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "https://faucet@bitcoind:18443/wallet/x" },
+			"the btc entry of spec.assets: rpc.url must not carry a user or password"),
+		Entry("a URL with another scheme", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "tcp://bitcoind:18443" },
+			"the btc entry of spec.assets: rpc.url must be an http:// or https:// URL with a host"),
+		Entry("a URL without a host", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "http:///" },
+			"the btc entry of spec.assets: rpc.url must be an http:// or https:// URL with a host"),
+		Entry("a URL with a query", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "http://bitcoind:18443/?wallet=x" },
+			"the btc entry of spec.assets: rpc.url must not have a query or a fragment"),
+		Entry("no key Secret", func(a *faucetv1alpha1.AssetSpec) { a.BTC.KeySecretRef.Name = "" },
+			"spec.assets[0].btc.keySecretRef.name"),
+		Entry("a key that is no file name", func(a *faucetv1alpha1.AssetSpec) { a.BTC.KeySecretRef.Key = ".." },
+			"the btc entry of spec.assets: keySecretRef.key must be a file name"),
+		Entry("a default drip below dust", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(545))}
+		}, "the btc entry of spec.assets: amounts.default must be at least 546 sats: smaller outputs are dust, which nodes do not relay"),
+		Entry("a zero large drip", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Amounts = &faucetv1alpha1.BTCAmounts{Large: ptr.To(int64(0))}
+		}, "the btc entry of spec.assets: amounts.large must be at least 546 sats"),
+		Entry("a negative xlarge drip", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Amounts = &faucetv1alpha1.BTCAmounts{XLarge: ptr.To(int64(-1))}
+		}, "the btc entry of spec.assets: amounts.xlarge must be at least 546 sats"),
+		Entry("a default drip above the default large one", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(2_000_000))}
+		}, "the btc entry of spec.assets: amounts.large (default 1000000) must be at least amounts.default"),
+		Entry("xlarge below large", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Amounts = &faucetv1alpha1.BTCAmounts{Large: ptr.To(int64(5_000_000)), XLarge: ptr.To(int64(4_000_000))}
+		}, "the btc entry of spec.assets: amounts.xlarge (default 50000000) must be at least amounts.large"),
+		Entry("a negative start height", func(a *faucetv1alpha1.AssetSpec) { a.BTC.StartHeight = ptr.To(int64(-1)) },
+			"spec.assets[0].btc.startHeight"),
+		Entry("minRate above maxRate", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Fees = &faucetv1alpha1.BTCFees{MinRate: ptr.To(int64(20)), MaxRate: ptr.To(int64(10))}
+		}, "the btc entry of spec.assets: fees.minRate must not exceed maxRate"),
+		Entry("a fallback rate above maxRate", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Fees = &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(20)), MaxRate: ptr.To(int64(10))}
+		}, "the btc entry of spec.assets: fees.fallbackRate must lie between minRate and maxRate"),
+		Entry("a zero fee rate", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.Fees = &faucetv1alpha1.BTCFees{MinRate: ptr.To(int64(0))}
+		}, "spec.assets[0].btc.fees.minRate"),
+		Entry("a zero rate-limit count", func(a *faucetv1alpha1.AssetSpec) {
+			a.RateLimits = &faucetv1alpha1.AssetRateLimits{PerIP: &faucetv1alpha1.RateLimit{Window: metav1.Duration{Duration: time.Minute}}}
+		}, "spec.assets[0].rateLimits.perIP.requests: Invalid value: 0: requests must be greater than 0"),
+		Entry("a lowThreshold, which the faucet has none of for BTC", func(a *faucetv1alpha1.AssetSpec) { a.LowThreshold = ptr.To(int64(5)) },
+			"the btc entry of spec.assets takes no lowThreshold: the faucet has no BTC threshold of its own, so spec.funding.lowThreshold applies to BTC"),
 	)
 
 	It("defaults the network, the amounts and the Secrets' data keys, and accepts every network and field", func() {
 		fs := newFaucetServer(ns)
-		fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{BTC: btcSpec(true)}
+		withBTC(btcSpec(true))(fs)
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
-		b := fs.Spec.Assets.BTC
+		b := fs.BTC()
 		Expect(b.Network).To(Equal("regtest"))
 		Expect(b.Amounts).To(Equal(&faucetv1alpha1.BTCAmounts{
 			Default: ptr.To(int64(10_000)), Large: ptr.To(int64(1_000_000)), XLarge: ptr.To(int64(50_000_000)),
@@ -104,7 +106,10 @@ var _ = Describe("BTC", func() {
 		Expect(b.RPC.CredentialsSecretRef.Key).To(Equal("credentials"))
 		Expect(b.StartHeight).To(BeNil())
 		Expect(b.Fees).To(BeNil())
-		Expect(b.RateLimits).To(BeNil(), "unset limits are the faucet's")
+		Expect(fs.BTCAsset().RateLimits).To(Equal(&faucetv1alpha1.AssetRateLimits{
+			PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: metav1.Duration{Duration: 5 * time.Minute}},
+			PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: metav1.Duration{Duration: 5 * time.Minute}},
+		}), "the CRD's default limits, the faucet's")
 
 		for _, network := range []string{"regtest", "signet", "testnet"} {
 			fs := newFaucetServer(ns)
@@ -114,17 +119,16 @@ var _ = Describe("BTC", func() {
 			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(546)), Large: ptr.To(int64(546)), XLarge: ptr.To(int64(546))}
 			b.StartHeight = ptr.To(int64(0))
 			b.Fees = &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(1)), MinRate: ptr.To(int64(1)), MaxRate: ptr.To(int64(10_000))}
-			b.RateLimits = &faucetv1alpha1.BTCRateLimits{PerAddress: &faucetv1alpha1.RateLimit{Requests: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}}
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{BTC: b, SBTC: sbtcSpec(1000, nil)}
+			a := btcAsset(b)
+			a.RateLimits = &faucetv1alpha1.AssetRateLimits{PerAddress: &faucetv1alpha1.RateLimit{Requests: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}}
+			withAssets(sbtcAsset(1000, nil), a)(fs)
 			Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), network)
 		}
 	})
 
 	It("stalls on a missing or bad BTC key Secret without quoting it, and resumes once fixed", func() {
 		createKeySecret(ns, newKeys(1))
-		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{BTC: btcSpec(true)}
-		})
+		createFaucetServer(ns, withBTC(btcSpec(true)))
 		Eventually(func(g Gomega) {
 			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonBTCKeySecretNotFound)
 			g.Expect(c.Message).To(ContainSubstring(`BTC key Secret "faucet-btc" not found`))
@@ -157,10 +161,13 @@ var _ = Describe("BTC", func() {
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
 		}).Should(Succeed())
 		d := eventuallyDeployment(ns)
-		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+		// The network and amounts the CRD filled in are serve's defaults:
+		// no flag.
+		Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{
+			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
 			"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
-			"--btc-key-file=/etc/faucet/btc-key/key", "--btc-network=regtest",
-			"--btc-amount=10000", "--btc-large-amount=1000000", "--btc-xlarge-amount=50000000"))
+			"--btc-key-file=/etc/faucet/btc-key/key", "--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--log-format=json"}))
+		Expect(getFaucetServer(Default, ns).BTC().Network).To(Equal("regtest"), "the CRD's default")
 		for _, secret := range []string{key.WIF(), key.Hex(), "pa55-9f3e"} {
 			expectNoSecretText(ns, secret)
 		}
@@ -193,40 +200,41 @@ var _ = Describe("BTC", func() {
 			b.RPC.URL = "http://" + btcd.RPCAddr()
 			// 1 BTC per drip, so a few coins make a handful of drips.
 			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(btcPerCoin)), Large: ptr.To(int64(btcPerCoin)), XLarge: ptr.To(int64(btcPerCoin))}
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{BTC: b}
+			withBTC(b)(fs)
 		})
 
 		By("reporting the address derived from the key Secret, with nothing on it yet")
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			g.Expect(got.Status.Funding).NotTo(BeNil())
-			b := got.Status.Funding.Assets.BTC
+			b := assetFunding(got.Status.Funding, "btc")
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Network).To(Equal("regtest"))
 			g.Expect(b.Address).To(Equal(addr))
-			g.Expect(b.Balance).To(BeZero())
+			g.Expect(b.Balance).To(HaveValue(BeZero()))
 			g.Expect(b.LastChecked).NotTo(BeNil())
+			g.Expect(got.Status.Funding.AssetsSummary).To(Equal("btc:0"))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
-			g.Expect(c.Message).To(HavePrefix("BTC: 0 drips left (0 sats at " + addr + " on regtest, 100000000 sats per drip): send test BTC to " + addr))
+			g.Expect(c.Message).To(HavePrefix("btc: 0 drips left (0 sats at " + addr + " on regtest, 100000000 sats per drip): send test BTC to " + addr))
 		}).Should(Succeed())
 
 		By("paying it 5 BTC from the miner: Low")
 		first := payBTC(rpc, addr, 5*btcPerCoin)
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
-			g.Expect(got.Status.Funding.Assets.BTC.Balance).To(Equal(int64(5 * btcPerCoin)))
-			g.Expect(got.Status.Funding.Assets.BTC.DripsLeft).To(Equal(int64(5)))
+			g.Expect(assetFunding(got.Status.Funding, "btc").Balance).To(HaveValue(Equal(int64(5 * btcPerCoin))))
+			g.Expect(assetFunding(got.Status.Funding, "btc").DripsLeft).To(HaveValue(Equal(int64(5))))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonLow)
-			g.Expect(c.Message).To(HavePrefix("BTC: 5 drips left, below 10"))
+			g.Expect(c.Message).To(HavePrefix("btc: 5 drips left, below 10"))
 		}).Should(Succeed())
 
 		By("paying it 10 BTC more: Funded")
 		second := payBTC(rpc, addr, 10*btcPerCoin)
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
-			g.Expect(got.Status.Funding.Assets.BTC.Balance).To(Equal(int64(15 * btcPerCoin)))
+			g.Expect(assetFunding(got.Status.Funding, "btc").Balance).To(HaveValue(Equal(int64(15 * btcPerCoin))))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionTrue, faucetv1alpha1.ReasonFunded)
-			g.Expect(c.Message).To(ContainSubstring("; BTC: 15 drips left (1500000000 sats at " + addr + " on regtest, 100000000 sats per drip)"))
+			g.Expect(c.Message).To(ContainSubstring("; btc: 15 drips left (1500000000 sats at " + addr + " on regtest, 100000000 sats per drip)"))
 		}).Should(Succeed())
 
 		By("the faucet paying most of it away: Empty")
@@ -239,7 +247,7 @@ var _ = Describe("BTC", func() {
 		change := int64(btcPerCoin/2) - spend.Fee()
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
-			g.Expect(got.Status.Funding.Assets.BTC.Balance).To(Equal(change))
+			g.Expect(assetFunding(got.Status.Funding, "btc").Balance).To(HaveValue(Equal(change)))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
 			g.Expect(c.Message).To(ContainSubstring("send test BTC to " + addr))
 		}).Should(Succeed())
@@ -251,8 +259,9 @@ var _ = Describe("BTC", func() {
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
-			g.Expect(c.Message).To(HavePrefix("cannot read the BTC balance from the Bitcoin node http://" + btcd.RPCAddr()))
-			g.Expect(got.Status.Funding.Assets.BTC.Balance).To(Equal(change))
+			g.Expect(c.Message).To(HavePrefix("btc: cannot read the BTC balance from the Bitcoin node http://" + btcd.RPCAddr()))
+			g.Expect(assetFunding(got.Status.Funding, "btc").Balance).To(HaveValue(Equal(change)))
+			g.Expect(assetFunding(got.Status.Funding, "btc").Message).To(ContainSubstring("BTC balance of " + addr))
 			g.Expect(got.Status.Funding.DripsLeft).To(Equal(int64(200)))
 		}).Should(Succeed())
 		Expect(btcd.Start()).To(Succeed())

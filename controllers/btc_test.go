@@ -21,7 +21,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode/btcdtest"
 )
 
-// btcSpec is spec.assets.btc on regtest against bitcoind:18443, with the
+// btcSpec is the btc entry's settings on regtest against bitcoind:18443, with the
 // key in Secret faucet-btc and, when creds, credentials in faucet-btc-rpc.
 func btcSpec(creds bool) *faucetv1alpha1.BTCSpec {
 	b := &faucetv1alpha1.BTCSpec{
@@ -34,16 +34,31 @@ func btcSpec(creds bool) *faucetv1alpha1.BTCSpec {
 	return b
 }
 
-func withBTC(b *faucetv1alpha1.BTCSpec) func(*faucetv1alpha1.FaucetServer) {
-	return func(fs *faucetv1alpha1.FaucetServer) {
-		if fs.Spec.Assets == nil {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{}
-		}
-		fs.Spec.Assets.BTC = b
-	}
+// btcAsset is the btc entry of spec.assets with b.
+func btcAsset(b *faucetv1alpha1.BTCSpec) faucetv1alpha1.AssetSpec {
+	return faucetv1alpha1.AssetSpec{Name: "btc", BTC: b}
 }
 
-// TestBTCArgsAndMounts: spec.assets.btc becomes the `faucet serve --btc-…`
+// withBTC appends the btc entry with b to spec.assets.
+func withBTC(b *faucetv1alpha1.BTCSpec) func(*faucetv1alpha1.FaucetServer) {
+	return withAssets(btcAsset(b))
+}
+
+// assetFunding is the entry of status.funding.assets named name; nil if
+// there is none.
+func assetFunding(st *faucetv1alpha1.FundingStatus, name string) *faucetv1alpha1.AssetFunding {
+	if st == nil {
+		return nil
+	}
+	for i := range st.Assets {
+		if st.Assets[i].Name == name {
+			return &st.Assets[i]
+		}
+	}
+	return nil
+}
+
+// TestBTCArgsAndMounts: the btc entry of spec.assets becomes the `faucet serve --btc-…`
 // flags, with the key and the credentials as read-only files of their
 // Secrets, never as values.
 func TestBTCArgsAndMounts(t *testing.T) {
@@ -54,39 +69,38 @@ func TestBTCArgsAndMounts(t *testing.T) {
 	every.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(20_000)), Large: ptr.To(int64(2_000_000)), XLarge: ptr.To(int64(60_000_000))}
 	every.StartHeight = ptr.To(int64(250_000))
 	every.Fees = &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(3)), MinRate: ptr.To(int64(2)), MaxRate: ptr.To(int64(50))}
-	every.RateLimits = &faucetv1alpha1.BTCRateLimits{
+	everyLimits := &faucetv1alpha1.AssetRateLimits{
 		PerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: duration(time.Hour)},
 		PerIP:      &faucetv1alpha1.RateLimit{Requests: 10, Window: duration(10 * time.Minute)},
 	}
 	tests := map[string]struct {
-		btc  *faucetv1alpha1.BTCSpec
+		btc  faucetv1alpha1.AssetSpec
 		want []string
 	}{
-		"minimal: the network defaults to regtest, no credentials": {
-			btc: btcSpec(false),
+		"minimal: the network defaults to regtest, serve's default (no flag), no credentials": {
+			btc: btcAsset(btcSpec(false)),
 			want: []string{
 				"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443",
 				"--btc-key-file=/etc/faucet/btc-key/key",
-				"--btc-network=regtest",
 			},
 		},
-		"every field": {
-			btc: every,
+		"every field, the entry's rate limits included": {
+			btc: faucetv1alpha1.AssetSpec{Name: "btc", BTC: every, RateLimits: everyLimits},
 			want: []string{
 				"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443",
 				"--btc-rpc-credentials-file=/etc/faucet/btc-rpc/cookie",
 				"--btc-key-file=/etc/faucet/btc-key/wif.txt",
 				"--btc-network=signet",
 				"--btc-amount=20000", "--btc-large-amount=2000000", "--btc-xlarge-amount=60000000",
-				"--btc-start-height=250000",
 				"--btc-fee-rate=3", "--btc-min-fee-rate=2", "--btc-max-fee-rate=50",
+				"--btc-start-height=250000",
 				"--btc-limit-address=2/1h0m0s", "--btc-limit-ip=10/10m0s",
 			},
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			fs := fixture(withBTC(tt.btc))
+			fs := fixture(withAssets(tt.btc))
 			d := deploymentFor(fs, "img", secretDigests{keys: "k", btcKey: "b", btcCredentials: "c"})
 			pod := d.Spec.Template.Spec
 			var got []string
@@ -98,6 +112,7 @@ func TestBTCArgsAndMounts(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("BTC flags\n %q\nwant\n %q", got, tt.want)
 			}
+			checkArgsParseBack(t, fs)
 			// Each file flag names a file its Secret volume projects, on a
 			// read-only mount, readable by the faucet's group only.
 			for _, a := range got {
@@ -129,7 +144,7 @@ func TestBTCArgsAndMounts(t *testing.T) {
 			if secrets["btc-key"] != "faucet-btc/"+fs.BTCKeySecretKey().Key {
 				t.Errorf("BTC key volume %q", secrets["btc-key"])
 			}
-			if wantCreds := tt.btc.RPC.CredentialsSecretRef != nil; wantCreds != (secrets["btc-rpc-credentials"] != "") {
+			if wantCreds := tt.btc.BTC.RPC.CredentialsSecretRef != nil; wantCreds != (secrets["btc-rpc-credentials"] != "") {
 				t.Errorf("credentials volume %q, want one: %v", secrets["btc-rpc-credentials"], wantCreds)
 			}
 			if len(pod.Containers[0].Env) != 0 {
@@ -161,7 +176,7 @@ func TestBTCRollsThePod(t *testing.T) {
 	}
 	for _, a := range deploymentFor(plain, "img", secretDigests{keys: "k"}).Spec.Template.Spec.Containers[0].Args {
 		if strings.HasPrefix(a, "--btc") {
-			t.Errorf("flag %s without spec.assets.btc", a)
+			t.Errorf("flag %s without a btc entry in spec.assets", a)
 		}
 	}
 	if got := secretNames(fs); !slices.Contains(got, "faucet-btc") || !slices.Contains(got, "faucet-btc-rpc") {
@@ -297,27 +312,32 @@ func TestComputeFundingBTC(t *testing.T) {
 		"both funded": {
 			res:        result(200*cost, 150*drip+9, nil),
 			wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
-			wantPrefix: "100000.2 STX on 1 key(s): 200 drip(s) of 500.001 STX (amount plus fee fallback) left; BTC: 150 drips left (1500009 sats at " + btcAddr + " on regtest, 10000 sats per drip)",
+			wantPrefix: "100000.2 STX on 1 key(s): 200 drip(s) of 500.001 STX (amount plus fee fallback) left; btc: 150 drips left (1500009 sats at " + btcAddr + " on regtest, 10000 sats per drip)",
 		},
 		"BTC low": {
 			res:        result(200*cost, 99*drip, nil),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
-			wantPrefix: "BTC: 99 drips left, below 100 (990000 sats at " + btcAddr + " on regtest, 10000 sats per drip); 100000.2 STX",
+			wantPrefix: "btc: 99 drips left, below 100 (990000 sats at " + btcAddr + " on regtest, 10000 sats per drip); 100000.2 STX",
 		},
 		"BTC empty": {
 			res:        result(200*cost, drip-1, nil),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
-			wantPrefix: "BTC: 0 drips left (9999 sats at " + btcAddr + " on regtest, 10000 sats per drip): send test BTC to " + btcAddr + "; ",
+			wantPrefix: "btc: 0 drips left (9999 sats at " + btcAddr + " on regtest, 10000 sats per drip): send test BTC to " + btcAddr + "; ",
 		},
 		"the Bitcoin node down": {
 			res:        result(200*cost, 0, fmt.Errorf("BTC balance of %s: %w", btcAddr, &btcnode.TransportError{Method: "scantxoutset", Err: errors.New("connection refused")})),
 			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
-			wantPrefix: "cannot read the BTC balance from the Bitcoin node http://bitcoind:18443: BTC balance of " + btcAddr + ": btcnode scantxoutset: connection refused",
+			wantPrefix: "btc: cannot read the BTC balance from the Bitcoin node http://bitcoind:18443: BTC balance of " + btcAddr + ": btcnode scantxoutset: connection refused; 100000.2 STX",
 		},
 		"btcd without an address index": {
 			res:        result(200*cost, 0, fmt.Errorf("BTC balance of %s: %w", btcAddr, btcnode.ErrNoAddressIndex)),
 			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonAssetUnreadable,
-			wantPrefix: "cannot read the BTC balance from the Bitcoin node http://bitcoind:18443: BTC balance of " + btcAddr + ": the node cannot look up an address's balance: run btcd with --addrindex",
+			wantPrefix: "btc: cannot read the BTC balance from the Bitcoin node http://bitcoind:18443: BTC balance of " + btcAddr + ": the node cannot look up an address's balance: run btcd with --addrindex",
+		},
+		"an empty STX beats an unreadable BTC: what is known to be wrong leads": {
+			res:        result(cost-1, 0, errors.New("down")),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			wantPrefix: "500.000999 STX on 1 key(s): 0 drip(s) of 500.001 STX (amount plus fee fallback) left: no key can pay one drip; fund ST1A; btc: cannot read",
 		},
 		"the Stacks node down comes first": {
 			res:        fundingResult{target: target, err: errors.New("connection refused"), btcErr: errors.New("also down")},
@@ -336,14 +356,14 @@ func TestComputeFundingBTC(t *testing.T) {
 
 	t.Run("the status block", func(t *testing.T) {
 		st := computeFunding(fs, result(200*cost, 150*drip+9, nil), nil).status
-		want := &faucetv1alpha1.BTCFunding{
-			Network: "regtest", Address: btcAddr, Balance: int64(150*drip + 9), DripsLeft: 150,
+		want := []faucetv1alpha1.AssetFunding{{
+			Name: "btc", Network: "regtest", Address: btcAddr, Balance: ptr.To(int64(150*drip + 9)), DripsLeft: ptr.To(int64(150)),
 			LastChecked: ptr.To(metav1.NewTime(t0.Add(time.Second).Truncate(time.Second))),
+		}}
+		if !equality.Semantic.DeepEqual(st.Assets, want) {
+			t.Errorf("status.funding.assets\n %s\nwant\n %s", mustJSON(st.Assets), mustJSON(want))
 		}
-		if got := btcFunding(st); !equality.Semantic.DeepEqual(got, want) {
-			t.Errorf("status.funding.assets.btc %+v, want %+v", got, want)
-		}
-		if st.Assets.SBTC != nil || st.DripsLeft != 200 {
+		if st.AssetsSummary != "btc:150" || st.DripsLeft != 200 {
 			t.Errorf("funding %+v", st)
 		}
 	})
@@ -351,13 +371,21 @@ func TestComputeFundingBTC(t *testing.T) {
 		res := result(100*cost, 0, errors.New("down"))
 		res.btcOK, res.btc, res.btcChecked = true, 7*drip, t0 // an earlier read
 		st := computeFunding(fs, res, nil).status
-		if st.DripsLeft != 100 || btcFunding(st) == nil || btcFunding(st).DripsLeft != 7 {
-			t.Errorf("funding %+v", st)
+		b := assetFunding(st, "btc")
+		if st.DripsLeft != 100 || b == nil || *b.DripsLeft != 7 || b.Message != "down" || st.AssetsSummary != "btc:7" {
+			t.Errorf("funding %s", mustJSON(st))
 		}
 	})
-	t.Run("without spec.assets.btc there is no BTC block", func(t *testing.T) {
+	t.Run("before the first BTC read the address is there to fund, its figures unknown", func(t *testing.T) {
+		st := computeFunding(fs, result(100*cost, 0, errors.New("down")), nil).status
+		b := assetFunding(st, "btc")
+		if b == nil || b.Address != btcAddr || b.Network != "regtest" || b.Balance != nil || b.DripsLeft != nil || st.AssetsSummary != "btc:?" {
+			t.Errorf("funding %s", mustJSON(st))
+		}
+	})
+	t.Run("without a btc entry there is no BTC block", func(t *testing.T) {
 		out := computeFunding(fundingFS(), result(200*cost, drip, nil), nil)
-		if out.status.Assets != nil || strings.Contains(out.condMessage, "BTC") {
+		if out.status.Assets != nil || out.status.AssetsSummary != "" || strings.Contains(out.condMessage, "btc") {
 			t.Errorf("assets %+v, message %q", out.status.Assets, out.condMessage)
 		}
 	})
@@ -375,12 +403,12 @@ func TestComputeStatusFundingBTC(t *testing.T) {
 		balances: []uint64{200 * cost}, checked: t0, btcOK: true, btc: 1_000_000, btcChecked: t0,
 	}
 	st := computeStatus(fs, observation{keys: keys, btcKey: btcKey, funding: res, deployment: deployment(available)}, t0)
-	if b := btcFunding(st.Funding); b == nil || b.DripsLeft != 100 {
+	if b := assetFunding(st.Funding, "btc"); b == nil || *b.DripsLeft != 100 {
 		t.Fatalf("funding %+v", st.Funding)
 	}
 	fs.Status = st
 
-	if got := computeStatus(fs, observation{keys: keys, btcKey: btcKey, deployment: deployment(available)}, t0); btcFunding(got.Funding) == nil {
+	if got := computeStatus(fs, observation{keys: keys, btcKey: btcKey, deployment: deployment(available)}, t0); assetFunding(got.Funding, "btc") == nil {
 		t.Errorf("the same address: figures dropped: %+v", got.Funding)
 	}
 	other := secretState{addresses: []string{btcAddr2}}
@@ -469,7 +497,10 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	if !errors.Is(err, btcnode.ErrNoAddressIndex) {
 		t.Errorf("btcd without --addrindex: %v; want ErrNoAddressIndex", err)
 	}
-	out := computeFunding(fundingFS(), fundingResult{target: fundingTarget{btc: bare}, ok: true, btcErr: err}, nil)
+	withBare := fundingFS()
+	withBTC(btcSpec(false))(withBare)
+	out := computeFunding(withBare, fundingResult{target: fundingTarget{addresses: []string{"ST1A"}, btc: bare}, ok: true,
+		balances: []uint64{200 * cost}, btcErr: err}, nil)
 	if out.condReason != faucetv1alpha1.ReasonAssetUnreadable || !strings.Contains(out.condMessage, "--addrindex") {
 		t.Errorf("Funded %s %q", out.condReason, out.condMessage)
 	}

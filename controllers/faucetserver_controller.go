@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
@@ -65,6 +64,10 @@ type FaucetServerReconciler struct {
 	// outside Reconcile, for status.funding and the Funded condition; nil
 	// turns that off. SetupWithManager adds it to the manager.
 	Funding *FundingMonitor
+
+	// deprecationWarnings: the DeprecatedAssets warning, once per
+	// generation.
+	deprecationWarnings generationWarnings
 }
 
 // +kubebuilder:rbac:groups=faucet.stxfaucet.dev,resources=faucetservers,verbs=get;list;watch
@@ -122,11 +125,13 @@ func (r *FaucetServerReconciler) fetch(ctx context.Context, key types.Namespaced
 	if err := r.APIReader.Get(ctx, key, fs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetFunding(key)
+			r.deprecationWarnings.forget(key)
 		}
 		return nil, client.IgnoreNotFound(err)
 	}
 	if !fs.DeletionTimestamp.IsZero() {
 		r.forgetFunding(key)
+		r.deprecationWarnings.forget(key)
 		return nil, nil
 	}
 	return fs, nil
@@ -154,12 +159,13 @@ func (r *FaucetServerReconciler) deletePodDisruptionBudget(ctx context.Context, 
 }
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
-// treasury, their sBTC when sbtc is set and the BTC address of btc when it
-// has one, and returns its latest result for them, if any. Nothing is read
-// here: a slow node never holds up a reconcile. Each new reading requeues
-// fs, so a FaucetServer stalled on a name conflict, a Secret or an asset is
-// not tracked: that would retry it every interval.
-func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, sbtc stacks.AssetInfo, btc btcTarget) *fundingResult {
+// treasury, their balances of the tokens of spec.assets and the BTC
+// address of btc when it has one, and returns its latest result for them,
+// if any. Nothing is read here: a slow node never holds up a reconcile.
+// Each new reading requeues fs, so a FaucetServer stalled on a name
+// conflict, a Secret or an asset is not tracked: that would retry it every
+// interval.
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, tokens []tokenTarget, btc btcTarget) *fundingResult {
 	if r.Funding == nil {
 		return nil
 	}
@@ -168,7 +174,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), sbtc: sbtc, btc: btc}
+	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), tokens: tokens, btc: btc}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}
@@ -193,29 +199,6 @@ func btcTargetOf(fs *faucetv1alpha1.FaucetServer, key, creds secretState) btcTar
 		return btcTarget{}
 	}
 	return btcTarget{rpcURL: b.RPC.URL, credentials: creds.credentials, network: fs.BTCNetwork(), address: key.address()}
-}
-
-// sbtcAsset parses spec.assets.sbtc.assetIdentifier as the faucet will:
-// the zero AssetInfo when sBTC is off. The CRD checks its shape, but only
-// a parse checks the address's c32 checksum, which a typo breaks.
-func sbtcAsset(fs *faucetv1alpha1.FaucetServer) (stacks.AssetInfo, error) {
-	sb := fs.SBTC()
-	if sb == nil {
-		return stacks.AssetInfo{}, nil
-	}
-	a, err := stacks.ParseAssetID(sb.AssetIdentifier)
-	if err != nil {
-		return stacks.AssetInfo{}, fmt.Errorf("spec.assets.sbtc.assetIdentifier: %w", err)
-	}
-	return a, nil
-}
-
-// specSBTCID is spec.assets.sbtc.assetIdentifier, "" when sBTC is off.
-func specSBTCID(fs *faucetv1alpha1.FaucetServer) string {
-	if sb := fs.SBTC(); sb != nil {
-		return sb.AssetIdentifier
-	}
-	return ""
 }
 
 // isPostgresURI is how `faucet serve --store` tells a Postgres URI from an
@@ -306,8 +289,10 @@ func (r *FaucetServerReconciler) existingDeployment(ctx context.Context, fs *fau
 }
 
 // patchStatus writes the status computed from obs, only when it changed, and
-// emits an event when Ready changes.
+// emits an event when Ready or Funded changes, and one per generation of a
+// spec.assets in the object form of earlier releases.
 func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obs observation) error {
+	r.warnDeprecatedAssets(ctx, fs)
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
@@ -327,7 +312,9 @@ func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1al
 		return client.IgnoreNotFound(fmt.Errorf("failed to patch status: %w", err))
 	}
 	after := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionReady)
-	if after != nil && (before == nil || before.Status != after.Status || before.Reason != after.Reason) {
+	// DeprecatedAssets has its event already, from warnDeprecatedAssets.
+	if after != nil && (before == nil || before.Status != after.Status || before.Reason != after.Reason) &&
+		after.Reason != faucetv1alpha1.ReasonDeprecatedAssets {
 		// A rollout in progress is routine; anything else not Ready needs a look.
 		eventType := corev1.EventTypeNormal
 		if after.Status != metav1.ConditionTrue && after.Reason != faucetv1alpha1.ReasonProgressing {

@@ -44,19 +44,22 @@ var _ = Describe("FaucetServer controller", func() {
 		createKeySecret(ns, keys)
 		fs := createFaucetServer(ns, nil)
 
-		By("applying a Deployment that runs `faucet serve` with the spec and the defaults the CRD filled in")
+		By("applying a Deployment that runs `faucet serve` with the spec; the defaults the CRD filled in are serve's, so no flag")
 		d := eventuallyDeployment(ns)
 		Expect(*d.Spec.Replicas).To(Equal(int32(1)))
 		Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType))
 		c := d.Spec.Template.Spec.Containers[0]
 		Expect(c.Image).To(Equal(testImage))
-		Expect(c.Args).To(ContainElements(
+		defaulted := getFaucetServer(Default, ns).Spec
+		Expect(defaulted.Amounts).NotTo(BeNil(), "the CRD fills in spec.amounts")
+		Expect(defaulted.Fee).NotTo(BeNil(), "the CRD fills in spec.fee")
+		Expect(defaulted.RateLimits).NotTo(BeNil(), "the CRD fills in spec.rateLimits")
+		Expect(c.Args).To(Equal([]string{
 			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
-			"--amount=500000000", "--stacking-padding-percent=20",
-			"--fee-min=180", "--fee-max=100000", "--fee-fallback=1000",
-			"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/5m0s",
-		))
-		Expect(c.Args).NotTo(ContainElement("--suspend"))
+			"--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--log-format=json",
+		}))
+		Expect(c.Args).To(Equal(serverArgs(newFaucetServer(ns))), "the spec as the user wrote it, before defaulting, passes the same flags")
+		Expect(c.Args).NotTo(ContainElement(HavePrefix("--suspend")))
 		for _, prefix := range []string{"--pow-", "--api-tokens-file", "--ip-", "--balance-cap", "--explorer-tx-url", "--low-drips"} {
 			Expect(c.Args).NotTo(ContainElement(HavePrefix(prefix)), "no spec.abuse or spec.page, no flag: the server's defaults apply")
 		}
@@ -572,7 +575,7 @@ var _ = Describe("FaucetServer controller", func() {
 	It("suspends the faucet and stays Ready with reason Suspended", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Suspend = true })
-		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--suspend"))
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--suspend=true"))
 		setDeploymentStatus(ns, true)
 		Eventually(func(g Gomega) {
 			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionTrue, faucetv1alpha1.ReasonSuspended)
@@ -587,7 +590,7 @@ var _ = Describe("FaucetServer controller", func() {
 		Eventually(func(g Gomega) {
 			d := &appsv1.Deployment{}
 			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
-			g.Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--suspend"))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--suspend")))
 		}).Should(Succeed())
 		setDeploymentStatus(ns, true)
 		Eventually(func(g Gomega) {
@@ -657,17 +660,22 @@ var _ = Describe("FaucetServer controller", func() {
 			fs.Spec.Page = &faucetv1alpha1.PageSpec{LowDrips: ptr.To(int32(250))}
 		})
 
-		By("passing every setting as a flag, with the defaults the CRD filled in")
+		By("passing every setting as a flag; the defaults the CRD filled in are serve's, so no flag")
 		d := eventuallyDeployment(ns)
 		c := d.Spec.Template.Spec.Containers[0]
-		Expect(c.Args).To(ContainElements(
-			"--pow-difficulty=18", "--pow-raise-above=120/1m0s", "--pow-max-difficulty=24", "--pow-ttl=5m0s",
+		Expect(c.Args).To(Equal([]string{
+			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
+			"--pow-difficulty=18", "--pow-raise-above=120/1m0s",
 			"--api-tokens-file=/etc/faucet/api-tokens/tokens",
-			"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7", "--ip-deny=198.51.100.0/24,2001:db8:bad::1",
+			"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24,2001:db8:bad::1/128",
 			"--balance-cap=5000000000",
-			"--explorer-tx-url=https://explorer.hiro.so/txid/{txid}?chain=testnet", "--low-drips=250",
-		))
+			"--store=/var/lib/faucet/faucet.db", "--listen=:3999",
+			"--low-drips=250", "--log-format=json",
+		}))
 		stored := getFaucetServer(Default, ns).Spec
+		Expect(stored.Abuse.ProofOfWork.MaxDifficulty).To(HaveValue(Equal(int32(24))), "the CRD's default, serve's")
+		Expect(stored.Abuse.ProofOfWork.TTL).To(HaveValue(Equal(metav1.Duration{Duration: 5 * time.Minute})), "the CRD's default, serve's")
+		Expect(stored.Page.ExplorerTxURL).To(HaveValue(Equal("https://explorer.hiro.so/txid/{txid}?chain=testnet")), "the CRD's default, serve's")
 		Expect(stored.Abuse.APITokens.SecretRef.Key).To(Equal("tokens"), "the key defaults to tokens")
 		Expect(c.VolumeMounts).To(ContainElement(And(
 			HaveField("Name", "api-tokens"), HaveField("MountPath", "/etc/faucet/api-tokens"),
@@ -894,68 +902,98 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("a mainnet batch contract", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{Contract: ptr.To("SP3FBR2AGK5H9QBDH3EEN6DF8EK8JY7RX8QJ5SVTE.send-many-memo")}
 		}, "batching.contract is a mainnet contract (SP…/SM… address); the faucet only serves test networks"),
-		// spec.assets.sbtc.
-		Entry("a mainnet sBTC asset", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"),
-		Entry("an sBTC asset without a token name", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name"),
-		Entry("an sBTC asset that is a standard principal", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT::sbtc-token", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
-		Entry("an sBTC contract name over 40 characters", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT." + strings.Repeat("s", 41) + "::sbtc-token", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
-		Entry("an sBTC token name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::1sbtc", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
-		Entry("an sBTC asset with a lowercase address", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: "st1f7qa2mdf17s807epa36tss8amefy4ka9tvgwxt.sbtc-token::sbtc-token", Amount: 1000,
-			}}
-		}, "assets.sbtc.assetIdentifier must be a token's asset identifier"),
-		Entry("a zero sBTC amount", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC}}
-		}, "assets.sbtc.amount must be at least 1: the sats each sBTC drip sends"),
-		Entry("a zero sBTC rate-limit count", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: testnetSBTC, Amount: 1000,
-				RateLimits: &faucetv1alpha1.TokenRateLimits{PerIP: &faucetv1alpha1.RateLimit{Window: metav1.Duration{Duration: time.Minute}}},
-			}}
-		}, "spec.assets.sbtc.rateLimits.perIP.requests: Invalid value: 0: requests must be greater than 0"),
-		Entry("an sBTC refill amount below its threshold", func(fs *faucetv1alpha1.FaucetServer) {
+		// spec.assets: each entry's own checks.
+		Entry("a mainnet token", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", 1000, nil))(fs)
+		}, "spec.assets[0].token.assetIdentifier: Invalid value: \"SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token\": spec.assets[].token.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"),
+		Entry("a token identifier without a token name", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", 1000, nil))(fs)
+		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name"),
+		Entry("a token identifier that is a standard principal", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT::sbtc-token", 1000, nil))(fs)
+		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
+		Entry("a contract name over 40 characters", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT."+strings.Repeat("s", 41)+"::sbtc-token", 1000, nil))(fs)
+		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
+		Entry("a token name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::1sbtc", 1000, nil))(fs)
+		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
+		Entry("a token identifier with a lowercase address", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", "st1f7qa2mdf17s807epa36tss8amefy4ka9tvgwxt.sbtc-token::sbtc-token", 1000, nil))(fs)
+		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
+		Entry("a zero token amount", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", testnetSBTC, 0, nil))(fs)
+		}, "spec.assets[].token.amount must be at least 1: the base units each drip sends"),
+		Entry("a zero token rate-limit count", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(sbtcAsset(1000, &faucetv1alpha1.AssetRateLimits{PerIP: &faucetv1alpha1.RateLimit{Window: metav1.Duration{Duration: time.Minute}}}))(fs)
+		}, "spec.assets[0].rateLimits.perIP.requests: Invalid value: 0: requests must be greater than 0"),
+		Entry("a negative lowThreshold", func(fs *faucetv1alpha1.FaucetServer) {
+			a := sbtcAsset(1000, nil)
+			a.LowThreshold = ptr.To(int64(-1))
+			withAssets(a)(fs)
+		}, "spec.assets[0].lowThreshold"),
+		Entry("a token refill amount below its threshold", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: testnetSBTC, Amount: 1000, RefillBelow: ptr.To(int64(50_000)), RefillAmount: ptr.To(int64(10_000)),
-			}}
-		}, "assets.sbtc.refillAmount must be at least refillBelow"),
-		Entry("sBTC refills without a treasury", func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: testnetSBTC, Amount: 1000, RefillBelow: ptr.To(int64(50_000)),
-			}}
-		}, "spec.assets.sbtc.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"),
+			a := sbtcAsset(1000, nil)
+			a.Token.RefillBelow, a.Token.RefillAmount = ptr.To(int64(50_000)), ptr.To(int64(10_000))
+			withAssets(a)(fs)
+		}, "spec.assets[].token.refillAmount must be at least refillBelow, so that one refill lifts a key above the threshold"),
+		Entry("token refills without a treasury", func(fs *faucetv1alpha1.FaucetServer) {
+			a := tokenAsset("tusd", testnetTUSD, 1000, nil)
+			a.Token.RefillAmount = ptr.To(int64(50_000))
+			withAssets(sbtcAsset(1000, nil), a)(fs)
+		}, "spec.assets[].token.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"),
+		// spec.assets: what the list holds.
+		Entry("a token without an identifier not named sbtc", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(faucetv1alpha1.AssetSpec{Name: "tusd", Token: &faucetv1alpha1.TokenSpec{Amount: 1}})(fs)
+		}, "spec.assets[0]: Invalid value: spec.assets[].token.assetIdentifier is required (ADDRESS.contract-name::token-name); only sbtc may leave it out, to use the sBTC contract the node names in /v2/pox (pox_5_sbtc_contract)"),
+		Entry("an entry with both token and btc", func(fs *faucetv1alpha1.FaucetServer) {
+			a := btcAsset(btcSpec(false))
+			a.Token = &faucetv1alpha1.TokenSpec{AssetIdentifier: testnetSBTC, Amount: 1}
+			withAssets(a)(fs)
+		}, "each spec.assets entry is a token or BTC: set exactly one of token and btc"),
+		Entry("an entry with neither token nor btc", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(faucetv1alpha1.AssetSpec{Name: "tusd"})(fs)
+		}, "spec.assets[0]: Invalid value: each spec.assets entry is a token or BTC: set exactly one of token and btc"),
+		Entry("a btc entry not named btc", func(fs *faucetv1alpha1.FaucetServer) {
+			a := btcAsset(btcSpec(false))
+			a.Name = "bitcoin"
+			withAssets(a)(fs)
+		}, "the BTC entry of spec.assets must be named btc"),
+		Entry("a token named btc", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("btc", testnetSBTC, 1, nil))(fs)
+		}, "btc is BTC's name in spec.assets: name the token otherwise"),
+		Entry("a token named stx", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("stx", testnetSBTC, 1, nil))(fs)
+		}, "spec.assets[0].name: Invalid value: \"stx\": stx is the faucet's own asset, set by spec.amounts: name the token otherwise"),
+		Entry("an upper-case name", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sBTC", testnetSBTC, 1, nil))(fs)
+		}, "spec.assets[0].name: Invalid value: \"sBTC\": spec.assets[].name must be lower-case letters, digits and '-', starting with a letter, e.g. sbtc or tusd"),
+		Entry("a name longer than 32", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset(strings.Repeat("t", 33), testnetSBTC, 1, nil))(fs)
+		}, "spec.assets[0].name: Too long: may not be more than 32 bytes"),
+		Entry("two entries with one name", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(sbtcAsset(1, nil), tokenAsset("sbtc", testnetTUSD, 2, nil))(fs)
+		}, `spec.assets[1]: Duplicate value: {"name":"sbtc"}`),
+		Entry("more than 32 entries", func(fs *faucetv1alpha1.FaucetServer) {
+			for i := range 33 {
+				withAssets(tokenAsset(fmt.Sprintf("t%d", i), testnetTUSD, 1, nil))(fs)
+			}
+		}, "spec.assets: Too many: 33: must have at most 32 items"),
 	)
 
-	It("defaults sBTC's rate limits and accepts Clarity's names and lengths", func() {
+	It("defaults each entry's rate limits and accepts Clarity's names and lengths, and sbtc without an identifier", func() {
 		fs := newFaucetServer(ns)
-		fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC, Amount: 1000}}
+		withAssets(sbtcAsset(1000, nil), tokenAsset("tusd", testnetTUSD, 7, nil))(fs)
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
-		Expect(fs.Spec.Assets.SBTC.RateLimits).To(Equal(&faucetv1alpha1.TokenRateLimits{
-			PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: metav1.Duration{Duration: 5 * time.Minute}},
-			PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: metav1.Duration{Duration: 5 * time.Minute}},
-		}))
-		Expect(fs.Spec.Assets.SBTC.RefillBelow).To(BeNil())
+		for _, a := range fs.Spec.Assets {
+			Expect(a.RateLimits).To(Equal(&faucetv1alpha1.AssetRateLimits{
+				PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: metav1.Duration{Duration: 5 * time.Minute}},
+				PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: metav1.Duration{Duration: 5 * time.Minute}},
+			}), a.Name)
+			Expect(a.Token.RefillBelow).To(BeNil())
+			Expect(a.LowThreshold).To(BeNil())
+		}
 		Expect(fs.Spec.RateLimits.PerAddress.Requests).To(Equal(int32(5)), "spec.rateLimits is as it was")
 
 		for _, id := range []string{
@@ -966,9 +1004,14 @@ var _ = Describe("FaucetServer controller", func() {
 			"ST000000000000000000002AMW42H.sbtc::sbtc",
 		} {
 			fs := newFaucetServer(ns)
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: id, Amount: 1}}
+			withAssets(tokenAsset("t-"+strings.Repeat("x", 30), id, 1, nil))(fs)
 			Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), id)
 		}
+
+		fs = newFaucetServer(ns)
+		withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 100_000}})(fs)
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), "sbtc from /v2/pox")
+		Expect(fs.Spec.Assets[0].Token.AssetIdentifier).To(BeEmpty())
 	})
 
 	It("defaults the batching settings: 200 recipients, adaptive (no window), the testnet send-many-memo contract", func() {

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
-	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
@@ -33,17 +30,17 @@ type fundingSample struct {
 // err is set when the latest attempt failed.
 type fundingResult struct {
 	target fundingTarget
-	// ok is true once a read succeeded: balances and checked are valid.
+	// ok is true once a read of the STX balances succeeded: balances,
+	// treasury and checked are then valid.
 	ok       bool
 	balances []uint64 // aligned with target.addresses
 	treasury uint64   // balance of target.treasury, when set
-	// sbtc are the keys' sBTC balances, aligned with target.addresses,
-	// when target.sbtc is set; sbtcTreasury is the treasury's.
-	sbtc         []uint64
-	sbtcTreasury uint64
-	checked      time.Time
-	samples      []fundingSample // oldest first, successful reads only
-	err          error           // the latest attempt's error; nil if it succeeded
+	checked  time.Time
+	samples  []fundingSample // oldest first, successful reads only
+	err      error           // the latest attempt's error; nil if it succeeded
+	// tokens, aligned with target.tokens, are read after the STX balances,
+	// each on its own: one that fails keeps its last figures and says why.
+	tokens []tokenResult
 	// The BTC balance of target.btc.address, read from the Bitcoin node on
 	// its own: btcOK once a read succeeded (btc and btcChecked are then
 	// valid), btcErr the latest attempt's error.
@@ -64,12 +61,6 @@ func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
 		fee = uint64(*f.Fallback)
 	}
 	return faucet.DripCost(amount, fee)
-}
-
-// sbtcDripCost is what one sBTC drip costs a key in sats: the amount. The
-// fee is paid in STX, from the balance dripCost budgets.
-func sbtcDripCost(sb *faucetv1alpha1.SBTCSpec) uint64 {
-	return faucet.DripCost(uint64(max(sb.Amount, 1)), 0)
 }
 
 // btcDripCost is what one default BTC drip costs in sats: its amount. The
@@ -149,24 +140,6 @@ func runway(samples []fundingSample, total uint64) (time.Duration, bool) {
 	return max(d.Round(time.Second), time.Second), true
 }
 
-// assetOutcome is one asset's funding level and its part of the Funded
-// message.
-type assetOutcome struct {
-	level   faucet.FundingLevel
-	message string
-}
-
-// severity orders levels for the Funded reason: the worst asset decides.
-func severity(l faucet.FundingLevel) int {
-	switch l {
-	case faucet.FundsEmpty:
-		return 2
-	case faucet.FundsLow:
-		return 1
-	}
-	return 0
-}
-
 // fundingOutcome is status.funding and the Funded condition for one result.
 type fundingOutcome struct {
 	status                  *faucetv1alpha1.FundingStatus
@@ -180,58 +153,31 @@ type fundingOutcome struct {
 // report instead.
 func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous *faucetv1alpha1.FundingStatus) fundingOutcome {
 	var out fundingOutcome
-	if res.ok {
-		out.status = fundingStatusOf(fs, res)
-	} else {
+	if !res.ok {
 		out.status = previous.DeepCopy()
+	} else {
+		out.status = fundingStatusOf(fs, res)
 	}
 	if res.err != nil {
-		out.condStatus = metav1.ConditionUnknown
-		out.condReason = faucetv1alpha1.ReasonNodeUnreachable
-		// A node that ran the token's read-only call and refused it is up:
-		// what is wrong is the asset, and the operator on call should look
-		// at spec.assets, not at the node.
-		var refused *node.ReadOnlyError
-		if errors.As(res.err, &refused) {
-			out.condReason = faucetv1alpha1.ReasonAssetUnreadable
-		}
+		out.condStatus, out.condReason = metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable
 		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
 		return out
 	}
-	if res.target.btc.address != "" && res.btcErr != nil {
-		out.condStatus = metav1.ConditionUnknown
-		out.condReason = faucetv1alpha1.ReasonNodeUnreachable
-		// A Bitcoin node that answers but cannot look the address up
-		// (btcd without --addrindex, a refused call) is up: its setup is
-		// what needs a look. Core warming up is only unavailable.
-		var rpcErr *btcnode.RPCError
-		if !btcnode.IsUnavailable(res.btcErr) &&
-			(errors.Is(res.btcErr, btcnode.ErrNoAddressIndex) || errors.As(res.btcErr, &rpcErr)) {
-			out.condReason = faucetv1alpha1.ReasonAssetUnreadable
-		}
-		out.condMessage = truncate(fmt.Sprintf("cannot read the BTC balance from the Bitcoin node %s: %v", redactURL(res.target.btc.rpcURL), res.btcErr), maxConditionMessage)
-		return out
-	}
-	low := lowThreshold(fs)
-	assets := []assetOutcome{stxOutcome(fs, out.status, low, res.target.addresses)}
-	if sb, t := fs.SBTC(), sbtcFunding(out.status); sb != nil && t != nil {
-		assets = append(assets, sbtcOutcome(sb, t, low, res.target.addresses))
-	}
-	if b, f := fs.BTC(), btcFunding(out.status); b != nil && f != nil {
-		assets = append(assets, btcOutcome(b, f, low))
-	}
+	assets := append([]assetOutcome{stxOutcome(fs, out.status, lowThreshold(fs), res.target.addresses)}, assetOutcomes(fs, res, out.status)...)
 	// The worst asset leads the message and decides the reason; a stable
-	// sort keeps STX first among equals.
-	slices.SortStableFunc(assets, func(a, b assetOutcome) int { return severity(b.level) - severity(a.level) })
+	// sort keeps STX, then spec order, among equals.
+	slices.SortStableFunc(assets, func(a, b assetOutcome) int { return b.severity() - a.severity() })
 	parts := make([]string, len(assets))
 	for i, a := range assets {
 		parts[i] = a.message
 	}
-	out.condMessage = strings.Join(parts, "; ")
-	switch assets[0].level {
-	case faucet.FundsEmpty:
+	out.condMessage = truncate(strings.Join(parts, "; "), maxConditionMessage)
+	switch worst := assets[0]; {
+	case worst.unknown != "":
+		out.condStatus, out.condReason = metav1.ConditionUnknown, worst.unknown
+	case worst.level == faucet.FundsEmpty:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty
-	case faucet.FundsLow:
+	case worst.level == faucet.FundsLow:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonLow
 	default:
 		out.condStatus, out.condReason = metav1.ConditionTrue, faucetv1alpha1.ReasonFunded
@@ -256,56 +202,6 @@ func stxOutcome(fs *faucetv1alpha1.FaucetServer, st *faucetv1alpha1.FundingStatu
 		o.message += fmt.Sprintf("; about %s at the recent rate", st.Runway.Duration)
 	}
 	return o
-}
-
-// sbtcOutcome judges the keys' sBTC against the same low threshold as STX,
-// with a drip costing the sBTC amount.
-func sbtcOutcome(sb *faucetv1alpha1.SBTCSpec, t *faucetv1alpha1.TokenFunding, low int64, addresses []string) assetOutcome {
-	cost := sbtcDripCost(sb)
-	o := assetOutcome{level: faucet.LevelOf(uint64(max(t.DripsLeft, 0)), uint64(max(low, 0)))}
-	held := fmt.Sprintf("%d sats on %d key(s), %d sats per drip", t.Balance, len(t.Keys), cost)
-	switch o.level {
-	case faucet.FundsEmpty:
-		o.message = fmt.Sprintf("sBTC: 0 drips left (%s): no key can pay one drip; send sBTC to %s", held, strings.Join(addresses, ", "))
-	case faucet.FundsLow:
-		o.message = fmt.Sprintf("sBTC: %d drips left, below %d (%s)", t.DripsLeft, low, held)
-	default:
-		o.message = fmt.Sprintf("sBTC: %d drips left (%s)", t.DripsLeft, held)
-	}
-	return o
-}
-
-// btcOutcome judges the faucet's BTC against the same low threshold as
-// STX, with a drip costing the default BTC amount.
-func btcOutcome(b *faucetv1alpha1.BTCSpec, f *faucetv1alpha1.BTCFunding, low int64) assetOutcome {
-	cost := btcDripCost(b)
-	o := assetOutcome{level: faucet.LevelOf(uint64(max(f.DripsLeft, 0)), uint64(max(low, 0)))}
-	held := fmt.Sprintf("%d sats at %s on %s, %d sats per drip", f.Balance, f.Address, f.Network, cost)
-	switch o.level {
-	case faucet.FundsEmpty:
-		o.message = fmt.Sprintf("BTC: 0 drips left (%s): send test BTC to %s", held, f.Address)
-	case faucet.FundsLow:
-		o.message = fmt.Sprintf("BTC: %d drips left, below %d (%s)", f.DripsLeft, low, held)
-	default:
-		o.message = fmt.Sprintf("BTC: %d drips left (%s)", f.DripsLeft, held)
-	}
-	return o
-}
-
-// btcFunding is st's BTC block, nil when there is none.
-func btcFunding(st *faucetv1alpha1.FundingStatus) *faucetv1alpha1.BTCFunding {
-	if st == nil || st.Assets == nil {
-		return nil
-	}
-	return st.Assets.BTC
-}
-
-// sbtcFunding is st's sBTC block, nil when there is none.
-func sbtcFunding(st *faucetv1alpha1.FundingStatus) *faucetv1alpha1.TokenFunding {
-	if st == nil || st.Assets == nil {
-		return nil
-	}
-	return st.Assets.SBTC
 }
 
 // redactURL drops the userinfo (a basic-auth password) from a node URL for
@@ -338,64 +234,7 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 	if res.target.treasury != "" {
 		st.Treasury = &faucetv1alpha1.AccountFunding{Address: res.target.treasury, BalanceUSTX: clampInt64(res.treasury)}
 	}
-	if sb := fs.SBTC(); sb != nil && !res.target.sbtc.IsZero() && len(res.sbtc) == len(res.target.addresses) {
-		st.Assets = &faucetv1alpha1.AssetsFunding{SBTC: tokenFundingOf(res.target, res.sbtc, res.sbtcTreasury, sbtcDripCost(sb))}
-	}
-	if b := fs.BTC(); b != nil && res.target.btc.address != "" && res.btcOK {
-		if st.Assets == nil {
-			st.Assets = &faucetv1alpha1.AssetsFunding{}
-		}
-		st.Assets.BTC = &faucetv1alpha1.BTCFunding{
-			Network:     res.target.btc.network,
-			Address:     res.target.btc.address,
-			Balance:     clampInt64(res.btc),
-			DripsLeft:   clampInt64(res.btc / btcDripCost(b)),
-			LastChecked: ptr.To(metav1.NewTime(res.btcChecked.Truncate(time.Second))),
-		}
-	}
+	st.Assets = assetFundingsOf(fs, res)
+	st.AssetsSummary = assetsSummary(st.Assets)
 	return st
-}
-
-// tokenFundingOf is a token's block of status.funding: balances aligned
-// with t.addresses, cost the base units one drip takes.
-func tokenFundingOf(t fundingTarget, balances []uint64, treasury, cost uint64) *faucetv1alpha1.TokenFunding {
-	tf := &faucetv1alpha1.TokenFunding{AssetIdentifier: t.sbtc.String()}
-	var total, drips uint64
-	for i, addr := range t.addresses {
-		bal := balances[i]
-		d := bal / cost
-		tf.Keys = append(tf.Keys, faucetv1alpha1.KeyTokenFunding{Address: addr, Balance: clampInt64(bal), DripsLeft: clampInt64(d)})
-		total += bal
-		drips += d
-	}
-	tf.Balance, tf.DripsLeft = clampInt64(total), clampInt64(drips)
-	if t.treasury != "" {
-		tf.TreasuryBalance = ptr.To(clampInt64(treasury))
-	}
-	return tf
-}
-
-// fundingMatches reports whether a status.funding describes exactly these
-// addresses (and treasury) and sBTC asset ("" for none), so it may be kept
-// while no fresh read exists. Its BTC block, read apart from the rest, may
-// be missing, but not be of another address than btc ("" for none).
-func fundingMatches(st *faucetv1alpha1.FundingStatus, addresses []string, treasury, sbtc, btc string) bool {
-	if st == nil || len(st.Keys) != len(addresses) {
-		return false
-	}
-	for i, k := range st.Keys {
-		if k.Address != addresses[i] {
-			return false
-		}
-	}
-	if t := sbtcFunding(st); t == nil && sbtc != "" || t != nil && t.AssetIdentifier != sbtc {
-		return false
-	}
-	if b := btcFunding(st); b != nil && b.Address != btc {
-		return false
-	}
-	if st.Treasury == nil {
-		return treasury == ""
-	}
-	return st.Treasury.Address == treasury
 }

@@ -250,42 +250,47 @@ var _ = Describe("Funding", func() {
 			fs.Spec.Node.URL = url
 			fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(10))}
 			fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
-			sb := sbtcSpec(1000, nil)
-			sb.RefillBelow, sb.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(100_000))
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+			sb := sbtcAsset(1000, nil)
+			sb.Token.RefillBelow, sb.Token.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(100_000))
+			withAssets(sb)(fs)
 		})
 
-		By("passing the sBTC flags, the API server's default rate limits included")
+		By("passing sbtc as a --token; the rate limits the API server filled in are serve's defaults")
 		d := eventuallyDeployment(ns)
-		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
-			"--sbtc-asset="+testnetSBTC, "--sbtc-amount=1000", "--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
-			"--sbtc-refill-below=20000", "--sbtc-refill-amount=100000"))
+		Expect(getFaucetServer(Default, ns).Spec.Assets[0].RateLimits).NotTo(BeNil(), "the CRD's default")
+		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement(
+			"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s,refill-below=20000,refill-amount=100000"))
+		Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--sbtc-")))
 
 		By("reading each key's sBTC through the node's call-read")
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			f := got.Status.Funding
 			g.Expect(f).NotTo(BeNil())
-			g.Expect(f.Assets).To(Equal(&faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{
-				AssetIdentifier: testnetSBTC,
+			g.Expect(f.Assets).To(HaveLen(1))
+			g.Expect(f.Assets[0].LastChecked).NotTo(BeNil())
+			f.Assets[0].LastChecked = nil
+			g.Expect(f.Assets).To(Equal([]faucetv1alpha1.AssetFunding{{
+				Name: "sbtc", AssetIdentifier: testnetSBTC,
 				Keys: []faucetv1alpha1.KeyTokenFunding{
 					{Address: a0, Balance: 8_000, DripsLeft: 8},
 					{Address: a1, Balance: 4_500, DripsLeft: 4},
 				},
-				Balance: 12_500, DripsLeft: 12, TreasuryBalance: ptr.To(int64(1_000_000)),
+				Balance: ptr.To(int64(12_500)), DripsLeft: ptr.To(int64(12)), TreasuryBalance: ptr.To(int64(1_000_000)),
 			}}))
+			g.Expect(f.AssetsSummary).To(Equal("sbtc:12"))
 			g.Expect(f.DripsLeft).To(Equal(int64(400)), "the STX figures are read as before")
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionTrue, faucetv1alpha1.ReasonFunded)
-			g.Expect(c.Message).To(ContainSubstring("sBTC: 12 drips left (12500 sats on 2 key(s), 1000 sats per drip)"))
+			g.Expect(c.Message).To(ContainSubstring("sbtc: 12 drips left (12500 on 2 key(s), 1000 per drip)"))
 		}).Should(Succeed())
 
-		By("turning Funded False, reason Low, naming sBTC, when its drips fall below the threshold")
+		By("turning Funded False, reason Low, naming sbtc, when its drips fall below the threshold")
 		sendSBTC(dn, url, keys[0], 6_000, 0) // 8000 → 2000
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
-			g.Expect(got.Status.Funding.Assets.SBTC.DripsLeft).To(Equal(int64(6)))
+			g.Expect(got.Status.Funding.Assets[0].DripsLeft).To(HaveValue(Equal(int64(6))))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonLow)
-			g.Expect(c.Message).To(HavePrefix("sBTC: 6 drips left, below 10 (6500 sats on 2 key(s), 1000 sats per drip); "))
+			g.Expect(c.Message).To(HavePrefix("sbtc: 6 drips left, below 10 (6500 on 2 key(s), 1000 per drip); "))
 		}).Should(Succeed())
 		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonLow)
 
@@ -295,7 +300,7 @@ var _ = Describe("Funding", func() {
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
-			g.Expect(c.Message).To(ContainSubstring("send sBTC to " + a0 + ", " + a1))
+			g.Expect(c.Message).To(ContainSubstring("send sbtc (" + testnetSBTC + ") to " + a0 + ", " + a1))
 		}).Should(Succeed())
 		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonEmpty)
 
@@ -305,33 +310,116 @@ var _ = Describe("Funding", func() {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
 			g.Expect(c.Message).To(ContainSubstring(url))
-			g.Expect(got.Status.Funding.Assets.SBTC.Balance).To(Equal(int64(1998)))
+			g.Expect(got.Status.Funding.Assets[0].Balance).To(HaveValue(Equal(int64(1998))))
 		}).Should(Succeed())
 		dn.SetDown(false)
 		Eventually(func(g Gomega) {
 			expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
 		}).Should(Succeed())
 
-		By("reporting a refused sBTC read as AssetUnreadable, naming sBTC: an asset whose contract the node does not have")
+		By("reporting a refused sbtc read as AssetUnreadable, naming sbtc: an asset whose contract the node does not have")
 		// The STX reads still succeed; the node answers the token's
 		// get-balance okay:false.
 		const missing = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
 		Eventually(func() error {
 			fs := getFaucetServer(Default, ns)
-			fs.Spec.Assets.SBTC.AssetIdentifier = missing
+			fs.Spec.Assets[0].Token.AssetIdentifier = missing
 			return k8sClient.Update(suiteCtx, fs)
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonAssetUnreadable)
-			g.Expect(c.Message).To(ContainSubstring("sBTC (" + missing + ") balance of " + a0))
+			g.Expect(c.Message).To(HavePrefix("sbtc: cannot read its balances from the node " + url + ": " + missing + " balance of " + a0))
 			g.Expect(c.Message).To(ContainSubstring("NoSuchContract"))
+			f := got.Status.Funding
+			g.Expect(f.Assets).To(HaveLen(1))
+			g.Expect(f.Assets[0].Message).To(ContainSubstring("NoSuchContract"))
+			g.Expect(f.Assets[0].DripsLeft).To(BeNil(), "no figures of the new identifier yet")
+			g.Expect(f.AssetsSummary).To(Equal("sbtc:?"))
+			g.Expect(f.DripsLeft).To(BeNumerically(">", 390), "the STX figures are read all the same")
 		}).Should(Succeed())
 		expectNoSecretText(ns, keys[0].Hex())
 		expectNoSecretText(ns, holder.Hex())
 	})
 
-	It("stalls on an sBTC asset identifier with a bad checksum, leaving the pod alone, and resumes once fixed", func() {
+	It("gains a third token by an edit of spec.assets alone: its --token, then its balance and drips left", func() {
+		keys := newKeys(2)
+		sbtc, tusd := mustAsset(testnetSBTC), mustAsset(testnetTUSD)
+		const teurID = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.teur-token::teur"
+		teur := mustAsset(teurID)
+		a0, a1 := keys[0].TestnetAddress(), keys[1].TestnetAddress()
+		token := func(asset stacks.AssetInfo, symbol string) devnode.TokenSpec {
+			return devnode.TokenSpec{Asset: asset, Name: symbol, Symbol: symbol, Decimals: 6}
+		}
+		dn, url := startDevnodeConfig(devnode.Config{
+			Genesis: map[stacks.Address]uint64{a0: 200 * cost, a1: 200 * cost},
+			Tokens:  []devnode.TokenSpec{devnode.SBTCToken(sbtc, nil), token(tusd, "tUSD"), token(teur, "tEUR")},
+		})
+		for _, f := range []struct {
+			asset  stacks.AssetInfo
+			a0, a1 uint64
+		}{{sbtc, 150_000, 50_000}, {tusd, 300, 700}, {teur, 4_000, 2_500}} {
+			dn.FundAsset(f.asset, a0, f.a0)
+			dn.FundAsset(f.asset, a1, f.a1)
+		}
+		createKeySecret(ns, keys)
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.URL = url
+			withAssets(sbtcAsset(1000, nil), tokenAsset("tusd", testnetTUSD, 10, nil))(fs)
+		})
+		twoTokens := "--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s;" +
+			"name=tusd,asset=" + testnetTUSD + ",amount=10,limit-address=5/5m0s,limit-ip=30/5m0s"
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement(twoTokens))
+		Eventually(func(g Gomega) {
+			f := getFaucetServer(g, ns).Status.Funding
+			g.Expect(f).NotTo(BeNil())
+			g.Expect(f.AssetsSummary).To(Equal("sbtc:200 tusd:100"))
+		}).Should(Succeed())
+
+		By("adding tEUR to spec.assets, and nothing else")
+		Eventually(func() error {
+			fs := getFaucetServer(Default, ns)
+			teurEntry := tokenAsset("teur", teurID, 500, &faucetv1alpha1.AssetRateLimits{
+				PerAddress: &faucetv1alpha1.RateLimit{Requests: 1, Window: metav1.Duration{Duration: time.Hour}},
+			})
+			teurEntry.LowThreshold = ptr.To(int64(20))
+			fs.Spec.Assets = append(fs.Spec.Assets, teurEntry)
+			return k8sClient.Update(suiteCtx, fs)
+		}).Should(Succeed())
+
+		By("passing its --token to the pod, after the other two")
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+			g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement(twoTokens +
+				";name=teur,asset=" + teurID + ",amount=500,limit-address=1/1h0m0s,limit-ip=30/5m0s,low-drips=20"))
+		}).Should(Succeed())
+
+		By("reading its balances: status.funding.assets and the ASSETS column list all three, in spec order")
+		Eventually(func(g Gomega) {
+			got := getFaucetServer(g, ns)
+			f := got.Status.Funding
+			g.Expect(f.Assets).To(HaveLen(3))
+			g.Expect([]string{f.Assets[0].Name, f.Assets[1].Name, f.Assets[2].Name}).To(Equal([]string{"sbtc", "tusd", "teur"}))
+			e := f.Assets[2]
+			g.Expect(e.AssetIdentifier).To(Equal(teurID))
+			g.Expect(e.Keys).To(Equal([]faucetv1alpha1.KeyTokenFunding{
+				{Address: a0.String(), Balance: 4_000, DripsLeft: 8},
+				{Address: a1.String(), Balance: 2_500, DripsLeft: 5},
+			}))
+			g.Expect(e.Balance).To(HaveValue(Equal(int64(6_500))))
+			g.Expect(e.DripsLeft).To(HaveValue(Equal(int64(13))))
+			g.Expect(e.LastChecked).NotTo(BeNil())
+			g.Expect(e.Message).To(BeEmpty())
+			g.Expect(f.AssetsSummary).To(Equal("sbtc:200 tusd:100 teur:13"))
+			By("judging it against its own threshold: 13 drips, below 20")
+			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonLow)
+			g.Expect(c.Message).To(HavePrefix("teur: 13 drips left, below 20 (6500 on 2 key(s), 500 per drip); "))
+		}).Should(Succeed())
+		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonLow)
+	})
+
+	It("stalls on a token identifier with a bad checksum, leaving the pod alone, and resumes once fixed", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, nil)
 		eventuallyDeployment(ns)
@@ -340,24 +428,25 @@ var _ = Describe("Funding", func() {
 		typo := strings.Replace(testnetSBTC, "GWXT.", "GWXZ.", 1)
 		Eventually(func() error {
 			fs := getFaucetServer(Default, ns)
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: typo, Amount: 1000}}
+			withAssets(sbtcAsset(1000, nil), tokenAsset("tusd", testnetTUSD, 10, nil))(fs)
+			fs.Spec.Assets[0].Token.AssetIdentifier = typo
 			return k8sClient.Update(suiteCtx, fs)
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionStalled, metav1.ConditionTrue, faucetv1alpha1.ReasonInvalidAsset)
-			g.Expect(c.Message).To(ContainSubstring("spec.assets.sbtc.assetIdentifier: bad asset identifier"))
+			g.Expect(c.Message).To(ContainSubstring("spec.assets[name=sbtc].token.assetIdentifier: bad asset identifier"))
 			g.Expect(c.Message).To(ContainSubstring("bad checksum"))
 			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 		}).Should(Succeed())
-		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--sbtc")),
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--token")),
 			"the running pod keeps what it started with")
 		expectEvent(ns, corev1.EventTypeWarning, faucetv1alpha1.ReasonInvalidAsset)
 
 		By("fixing it")
 		Eventually(func() error {
 			fs := getFaucetServer(Default, ns)
-			fs.Spec.Assets.SBTC.AssetIdentifier = testnetSBTC
+			fs.Spec.Assets[0].Token.AssetIdentifier = testnetSBTC
 			return k8sClient.Update(suiteCtx, fs)
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
@@ -365,7 +454,9 @@ var _ = Describe("Funding", func() {
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, faucetv1alpha1.ConditionStalled)).To(BeNil())
 			d := &appsv1.Deployment{}
 			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
-			g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--sbtc-asset=" + testnetSBTC))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement(
+				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s;" +
+					"name=tusd,asset=" + testnetTUSD + ",amount=10,limit-address=5/5m0s,limit-ip=30/5m0s"))
 		}).Should(Succeed())
 	})
 
@@ -488,6 +579,14 @@ func sendSBTC(dn *devnode.Node, url string, key *stacks.PrivateKey, amount, nonc
 	result, _ := dn.TxResult(tx.TxID())
 	Expect(result).To(Equal("(ok true)"))
 	Expect(dn.TokenBalance(sink)).To(Equal(amount))
+}
+
+// mustAsset parses an asset identifier of a spec.
+func mustAsset(id string) stacks.AssetInfo {
+	GinkgoHelper()
+	a, err := stacks.ParseAssetID(id)
+	Expect(err).NotTo(HaveOccurred())
+	return a
 }
 
 // submit posts a signed tx to the node, which must admit it.

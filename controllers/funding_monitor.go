@@ -18,7 +18,6 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Defaults of the FundingMonitor.
@@ -45,9 +44,9 @@ type fundingTarget struct {
 	nodeURL   string
 	timeout   time.Duration
 	addresses []string
-	treasury  string           // "" without spec.treasury
-	sbtc      stacks.AssetInfo // zero without spec.assets.sbtc
-	btc       btcTarget        // zero without spec.assets.btc
+	treasury  string        // "" without spec.treasury
+	tokens    []tokenTarget // the tokens of spec.assets, in order
+	btc       btcTarget     // zero without a btc entry in spec.assets
 }
 
 // btcTarget is the Bitcoin address to read, on which node. The credentials
@@ -60,17 +59,9 @@ type btcTarget struct {
 	address     string // "" for none
 }
 
-// sbtcID is the sBTC asset identifier read, "" for none.
-func (t fundingTarget) sbtcID() string {
-	if t.sbtc.IsZero() {
-		return ""
-	}
-	return t.sbtc.String()
-}
-
 func (t fundingTarget) equal(o fundingTarget) bool {
-	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury && t.sbtc == o.sbtc &&
-		t.btc == o.btc && slices.Equal(t.addresses, o.addresses)
+	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury &&
+		t.btc == o.btc && slices.Equal(t.addresses, o.addresses) && slices.Equal(t.tokens, o.tokens)
 }
 
 // fundingEntry is the monitor's state for one FaucetServer.
@@ -184,7 +175,7 @@ func (m *FundingMonitor) Result(key types.NamespacedName, t fundingTarget) (fund
 	r := e.result
 	r.samples = slices.Clone(r.samples)
 	r.balances = slices.Clone(r.balances)
-	r.sbtc = slices.Clone(r.sbtc)
+	r.tokens = slices.Clone(r.tokens) // each one's balances are replaced, never written to
 	return r, true
 }
 
@@ -307,7 +298,8 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 			total += b
 		}
 		r.ok, r.checked = true, now
-		r.balances, r.treasury, r.sbtc, r.sbtcTreasury = rd.balances, rd.treasury, rd.sbtc, rd.sbtcTreasury
+		r.balances, r.treasury = rd.balances, rd.treasury
+		r.tokens = mergeTokens(r.tokens, rd.tokens, now)
 		r.samples = append(r.samples, fundingSample{at: now, total: total})
 		if n := len(r.samples); n > fundingHistory {
 			r.samples = slices.Delete(r.samples, 0, n-fundingHistory)
@@ -330,19 +322,19 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 
 // reading is one read of a target's accounts.
 type reading struct {
-	balances     []uint64 // µSTX, aligned with target.addresses
-	treasury     uint64
-	sbtc         []uint64 // sBTC base units, aligned with target.addresses; nil without sBTC
-	sbtcTreasury uint64
-	btc          uint64 // sats of target.btc.address
-	btcErr       error  // the BTC read's error; nil if it succeeded or there is none
+	balances []uint64 // µSTX, aligned with target.addresses
+	treasury uint64
+	tokens   []tokenReading // aligned with target.tokens
+	btc      uint64         // sats of target.btc.address
+	btcErr   error          // the BTC read's error; nil if it succeeded or there is none
 }
 
-// read fetches the balances of t's addresses and treasury, and their sBTC
-// when t has it, one call at a time, each bounded by the call timeout, and
-// the BTC balance of t's Bitcoin address from its own node. Any failed call
-// to the Stacks node fails the read (a status mixing two reads would not
-// add up) and is returned; the BTC read fails on its own, in btcErr.
+// read fetches the STX balances of t's addresses and treasury, then each
+// token's, one call at a time, each bounded by the call timeout, and the
+// BTC balance of t's Bitcoin address from its own node. A failed call for
+// the STX balances fails the read (a status mixing two reads would not add
+// up) and is returned; a token's read fails on its own, in its
+// tokenReading, and the BTC read in btcErr.
 func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, error) {
 	rd, err := m.readStacks(ctx, t)
 	if t.btc.address != "" {
@@ -394,49 +386,22 @@ func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (readi
 	if err != nil {
 		return reading{}, err
 	}
-	balance := func(addr string) (uint64, error) {
-		acct, err := c.Account(ctx, addr)
-		if err != nil {
-			return 0, err
-		}
-		return acct.Balance, nil
-	}
-	sbtc := !t.sbtc.IsZero()
-	token := func(addr string) (uint64, error) {
-		owner, err := stacks.ParsePrincipal(addr)
-		if err != nil {
-			return 0, fmt.Errorf("sBTC balance of %s: %w", addr, err)
-		}
-		bal, err := c.TokenBalance(ctx, t.sbtc.Contract, owner)
-		if err != nil {
-			return 0, fmt.Errorf("sBTC (%s) balance of %s: %w", t.sbtc, addr, err)
-		}
-		return bal, nil
-	}
 	var rd reading
 	rd.balances = make([]uint64, len(t.addresses))
-	if sbtc {
-		rd.sbtc = make([]uint64, len(t.addresses))
-	}
 	for i, addr := range t.addresses {
-		if rd.balances[i], err = balance(addr); err != nil {
+		acct, err := c.Account(ctx, addr)
+		if err != nil {
 			return reading{}, err
 		}
-		if sbtc {
-			if rd.sbtc[i], err = token(addr); err != nil {
-				return reading{}, err
-			}
-		}
+		rd.balances[i] = acct.Balance
 	}
 	if t.treasury != "" {
-		if rd.treasury, err = balance(t.treasury); err != nil {
+		acct, err := c.Account(ctx, t.treasury)
+		if err != nil {
 			return reading{}, fmt.Errorf("treasury: %w", err)
 		}
-		if sbtc {
-			if rd.sbtcTreasury, err = token(t.treasury); err != nil {
-				return reading{}, fmt.Errorf("treasury: %w", err)
-			}
-		}
+		rd.treasury = acct.Balance
 	}
+	rd.tokens = readTokens(ctx, c, t)
 	return rd, nil
 }

@@ -246,19 +246,6 @@ func TestComputeFunding(t *testing.T) {
 				}
 			},
 		},
-		"a token the node refuses to read is the asset's fault, not the node's": {
-			res: func() fundingResult {
-				r := result(200*cost, 0)
-				r.err = fmt.Errorf("sBTC balance of ST1A: %w", &node.ReadOnlyError{Function: "get-balance", Cause: "RuntimeCheck(NoSuchContract(\"ST1.x\"))"})
-				return r
-			}(),
-			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonAssetUnreadable,
-			check: func(t *testing.T, st *faucetv1alpha1.FundingStatus, msg string) {
-				if st == nil || st.DripsLeft != 200 || !strings.Contains(msg, "NoSuchContract") || !strings.Contains(msg, "sBTC") {
-					t.Errorf("status %+v message %q", st, msg)
-				}
-			},
-		},
 		"node unreachable from the start keeps the previous status": {
 			res:        fundingResult{target: target, err: errors.New("timeout")},
 			previous:   &faucetv1alpha1.FundingStatus{Keys: []faucetv1alpha1.KeyFunding{{Address: "ST1A"}, {Address: "ST1B"}}, DripsLeft: 5},
@@ -423,36 +410,56 @@ func TestFundingMonitor(t *testing.T) {
 	}
 }
 
-// sbtcAssetInfo is testnet sBTC, parsed.
-func sbtcAssetInfo(t testing.TB) stacks.AssetInfo {
+// parseAsset parses an asset identifier of a test.
+func parseAsset(t testing.TB, id string) stacks.AssetInfo {
 	t.Helper()
-	a, err := stacks.ParseAssetID(testnetSBTC)
+	a, err := stacks.ParseAssetID(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
 
-func TestSBTCDripCost(t *testing.T) {
+func TestTokenDripCost(t *testing.T) {
 	// The amount alone: the fee is paid in STX and budgeted there.
-	if got := sbtcDripCost(sbtcSpec(1000, nil)); got != 1000 {
-		t.Errorf("sBTC drip cost %d, want 1000", got)
+	if got := tokenDripCost(sbtcAsset(1000, nil).Token); got != 1000 {
+		t.Errorf("token drip cost %d, want 1000", got)
 	}
-	if got := sbtcDripCost(sbtcSpec(0, nil)); got != 1 {
-		t.Errorf("sBTC drip cost of an unvalidated 0 amount %d, want 1 (no division by zero)", got)
+	if got := tokenDripCost(sbtcAsset(0, nil).Token); got != 1 {
+		t.Errorf("token drip cost of an unvalidated 0 amount %d, want 1 (no division by zero)", got)
 	}
 }
 
-// TestComputeFundingSBTC: with spec.assets.sbtc the keys' sBTC gets a block
-// of its own in status.funding, and Funded is as bad as the worse asset,
-// its message leading with it.
-func TestComputeFundingSBTC(t *testing.T) {
-	asset := sbtcAssetInfo(t)
-	const sats = uint64(1000) // one sBTC drip
-	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}, sbtc: asset}
-	result := func(stx, sbtc []uint64) fundingResult {
-		return fundingResult{target: target, ok: true, balances: stx, sbtc: sbtc, checked: t0}
+// twoTokens is a FaucetServer with sbtc (1000 sats a drip) and tusd (10
+// a drip, its own low threshold of 5), and the target to read them.
+func twoTokens(t testing.TB) (*faucetv1alpha1.FaucetServer, fundingTarget) {
+	fs := fundingFS()
+	tusd := tokenAsset("tusd", testnetTUSD, 10, nil)
+	tusd.LowThreshold = ptr.To(int64(5))
+	withAssets(sbtcAsset(1000, nil), tusd)(fs)
+	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}, tokens: []tokenTarget{
+		{name: "sbtc", asset: parseAsset(t, testnetSBTC)}, {name: "tusd", asset: parseAsset(t, testnetTUSD)},
+	}}
+	return fs, target
+}
+
+// tokensResult is a successful read of twoTokens: STX, sbtc and tusd
+// balances of the two keys.
+func tokensResult(target fundingTarget, stx, sbtc, tusd []uint64) fundingResult {
+	res := fundingResult{target: target, ok: true, balances: stx, checked: t0}
+	for i, b := range [][]uint64{sbtc, tusd} {
+		res.tokens = append(res.tokens, tokenResult{ok: true, asset: target.tokens[i].asset, balances: b, checked: t0})
 	}
+	return res
+}
+
+// TestComputeFundingTokens: each token of spec.assets is judged against
+// its own threshold, and Funded is as bad as the worst asset, its message
+// leading with it, by name.
+func TestComputeFundingTokens(t *testing.T) {
+	fs, target := twoTokens(t)
+	const sats = uint64(1000) // one sbtc drip
+	plenty := []uint64{100 * cost, 100 * cost}
 	tests := map[string]struct {
 		res        fundingResult
 		wantStatus metav1.ConditionStatus
@@ -461,43 +468,76 @@ func TestComputeFundingSBTC(t *testing.T) {
 		wantPrefix string
 		wantIn     []string
 	}{
-		"both funded": {
-			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{70*sats + 999, 30 * sats}),
+		"all funded": {
+			res:        tokensResult(target, plenty, []uint64{70*sats + 999, 30 * sats}, []uint64{50, 9}),
 			wantStatus: metav1.ConditionTrue, wantReason: faucetv1alpha1.ReasonFunded,
 			wantPrefix: "100000.2 STX on 2 key(s): 200 drip(s)",
-			wantIn:     []string{"; sBTC: 100 drips left (100999 sats on 2 key(s), 1000 sats per drip)"},
+			wantIn:     []string{"; sbtc: 100 drips left (100999 on 2 key(s), 1000 per drip); tusd: 5 drips left (59 on 2 key(s), 10 per drip)"},
 		},
-		"sBTC low, STX funded": {
-			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{2 * sats, sats}),
+		"sbtc low against the faucet's threshold, STX funded": {
+			res:        tokensResult(target, plenty, []uint64{2 * sats, sats}, []uint64{1000, 0}),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
-			wantPrefix: "sBTC: 3 drips left, below 100 (3000 sats on 2 key(s), 1000 sats per drip); 100000.2 STX",
+			wantPrefix: "sbtc: 3 drips left, below 100 (3000 on 2 key(s), 1000 per drip); 100000.2 STX",
 		},
-		"sBTC empty though the keys together hold a drip's worth": {
-			res:        result([]uint64{100 * cost, 100 * cost}, []uint64{sats - 1, sats - 1}),
-			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
-			wantPrefix: "sBTC: 0 drips left (1998 sats on 2 key(s), 1000 sats per drip): no key can pay one drip; send sBTC to ST1A, ST1B; ",
-		},
-		"STX low, sBTC funded": {
-			res:        result([]uint64{10 * cost, 0}, []uint64{100 * sats, 100 * sats}),
+		"tusd low against its own threshold": {
+			res:        tokensResult(target, plenty, []uint64{100 * sats, 100 * sats}, []uint64{20, 29}),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
-			wantPrefix: "5000.01 STX on 2 key(s): 10 drip(s) of 500.001 STX (amount plus fee fallback) left, below the low threshold of 100; sBTC: 200 drips left",
+			wantPrefix: "tusd: 4 drips left, below 5 (49 on 2 key(s), 10 per drip); 100000.2 STX",
 		},
-		"empty beats low: sBTC empty, STX low": {
-			res:        result([]uint64{10 * cost, 0}, []uint64{0, 0}),
+		"tusd empty though the keys together hold a drip's worth": {
+			res:        tokensResult(target, plenty, []uint64{100 * sats, 100 * sats}, []uint64{9, 9}),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
-			wantPrefix: "sBTC: 0 drips left",
+			wantPrefix: "tusd: 0 drips left (18 on 2 key(s), 10 per drip): no key can pay one drip; send tusd (" + testnetTUSD + ") to ST1A, ST1B; ",
+		},
+		"STX low, the tokens funded": {
+			res:        tokensResult(target, []uint64{10 * cost, 0}, []uint64{100 * sats, 100 * sats}, []uint64{100, 100}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			wantPrefix: "5000.01 STX on 2 key(s): 10 drip(s) of 500.001 STX (amount plus fee fallback) left, below the low threshold of 100; sbtc: 200 drips left",
+		},
+		"empty beats low: sbtc empty, STX low": {
+			res:        tokensResult(target, []uint64{10 * cost, 0}, []uint64{0, 0}, []uint64{100, 100}),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
+			wantPrefix: "sbtc: 0 drips left",
 			wantIn:     []string{"; 5000.01 STX on 2 key(s): 10 drip(s)", "below the low threshold of 100"},
 		},
-		"both empty: STX first": {
-			res:        result([]uint64{0, 0}, []uint64{0, 0}),
+		"all empty: STX first, then spec order": {
+			res:        tokensResult(target, []uint64{0, 0}, []uint64{0, 0}, []uint64{0, 0}),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonEmpty,
-			wantPrefix: "0 STX on 2 key(s): 0 drip(s) of 500.001 STX (amount plus fee fallback) left: no key can pay one drip; fund ST1A, ST1B; sBTC: 0 drips left",
+			wantPrefix: "0 STX on 2 key(s): 0 drip(s) of 500.001 STX (amount plus fee fallback) left: no key can pay one drip; fund ST1A, ST1B; sbtc: 0 drips left",
+			wantIn:     []string{"; tusd: 0 drips left"},
+		},
+		"a token the node refuses to read is unknown, reason AssetUnreadable, naming it; the others are judged": {
+			res: func() fundingResult {
+				r := tokensResult(target, plenty, []uint64{100 * sats, 100 * sats}, nil)
+				r.tokens[1] = tokenResult{err: fmt.Errorf("%s balance of ST1A: %w", testnetTUSD, &node.ReadOnlyError{Function: "get-balance", Cause: "NoSuchContract"})}
+				return r
+			}(),
+			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonAssetUnreadable,
+			wantPrefix: "tusd: cannot read its balances from the node http://node:20443: " + testnetTUSD + " balance of ST1A: node call-read get-balance: NoSuchContract; 100000.2 STX",
+			wantIn:     []string{"; sbtc: 200 drips left"},
+		},
+		"a low token beats an unreadable one: what is known to be wrong leads": {
+			res: func() fundingResult {
+				r := tokensResult(target, plenty, []uint64{sats, 0}, nil)
+				r.tokens[1] = tokenResult{err: errNoPoXSBTC}
+				return r
+			}(),
+			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
+			wantPrefix: "sbtc: 1 drips left, below 100",
+			wantIn:     []string{"; tusd: cannot read its balances"},
+		},
+		"a token the node did not answer for is NodeUnreachable, naming it": {
+			res: func() fundingResult {
+				r := tokensResult(target, plenty, []uint64{100 * sats, 100 * sats}, nil)
+				r.tokens[1] = tokenResult{err: &node.TransportError{Err: errors.New("connection reset")}}
+				return r
+			}(),
+			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
+			wantPrefix: "tusd: cannot read its balances from the node http://node:20443: ",
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			fs := fundingFS()
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(int64(sats), nil)}
 			out := computeFunding(fs, tt.res, nil)
 			if out.condStatus != tt.wantStatus || out.condReason != tt.wantReason {
 				t.Fatalf("Funded %s %s (%s), want %s %s", out.condStatus, out.condReason, out.condMessage, tt.wantStatus, tt.wantReason)
@@ -513,36 +553,56 @@ func TestComputeFundingSBTC(t *testing.T) {
 		})
 	}
 
-	t.Run("the status block", func(t *testing.T) {
-		fs := fundingFS()
-		fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(int64(sats), nil)}
-		res := result([]uint64{cost, cost}, []uint64{7*sats + 999, 3 * sats})
-		res.target.treasury, res.treasury, res.sbtcTreasury = "ST1T", 42, 5_000_000
+	t.Run("status.funding.assets, in spec order, with the summary", func(t *testing.T) {
+		res := tokensResult(target, []uint64{cost, cost}, []uint64{7*sats + 999, 3 * sats}, nil)
+		res.tokens[1] = tokenResult{err: errors.New("down")} // never read
+		res.target.treasury, res.treasury, res.tokens[0].treasury = "ST1T", 42, 5_000_000
 		st := computeFunding(fs, res, nil).status
-		want := &faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{
-			AssetIdentifier: testnetSBTC,
+		checked := ptr.To(metav1.NewTime(t0.Truncate(time.Second)))
+		want := []faucetv1alpha1.AssetFunding{{
+			Name: "sbtc", AssetIdentifier: testnetSBTC,
 			Keys: []faucetv1alpha1.KeyTokenFunding{
 				{Address: "ST1A", Balance: 7999, DripsLeft: 7},
 				{Address: "ST1B", Balance: 3000, DripsLeft: 3},
 			},
-			Balance: 10999, DripsLeft: 10, TreasuryBalance: ptr.To(int64(5_000_000)),
+			Balance: ptr.To(int64(10999)), DripsLeft: ptr.To(int64(10)), TreasuryBalance: ptr.To(int64(5_000_000)), LastChecked: checked,
+		}, {
+			Name: "tusd", AssetIdentifier: testnetTUSD, Message: "down",
 		}}
-		if !equalJSON(st.Assets, want) {
-			t.Errorf("assets\n %s\nwant\n %s", mustJSON(st.Assets), mustJSON(want))
+		if !equalJSON(st.Assets, want) || st.AssetsSummary != "sbtc:10 tusd:?" {
+			t.Errorf("assets %q\n %s\nwant\n %s", st.AssetsSummary, mustJSON(st.Assets), mustJSON(want))
 		}
-		// The STX figures are as they were without sBTC.
+		// The STX figures are as they were without tokens.
 		if st.DripsLeft != 2 || st.TotalUSTX != int64(2*cost) || st.Treasury.BalanceUSTX != 42 {
 			t.Errorf("STX figures %+v", st)
 		}
 	})
 
-	t.Run("without spec.assets.sbtc there is no block and the message is STX's alone", func(t *testing.T) {
+	t.Run("without spec.assets there is no list and the message is STX's alone", func(t *testing.T) {
 		res := fundingResult{target: fundingTarget{addresses: []string{"ST1A"}}, ok: true, balances: []uint64{200 * cost}, checked: t0}
 		out := computeFunding(fundingFS(), res, nil)
-		if out.status.Assets != nil || strings.Contains(out.condMessage, "sBTC") {
+		if out.status.Assets != nil || out.status.AssetsSummary != "" || strings.Contains(out.condMessage, ";") {
 			t.Errorf("assets %+v, message %q", out.status.Assets, out.condMessage)
 		}
 	})
+}
+
+// TestMergeTokens: a token read takes the new figures; one that failed
+// keeps its last ones, with the error.
+func TestMergeTokens(t *testing.T) {
+	a := parseAsset(t, testnetSBTC)
+	t1 := t0.Add(time.Minute)
+	prev := []tokenResult{{ok: true, asset: a, balances: []uint64{1}, checked: t0}, {err: errors.New("old")}}
+	got := mergeTokens(prev, []tokenReading{{err: errors.New("down")}, {asset: a, balances: []uint64{2}}}, t1)
+	if !got[0].ok || got[0].balances[0] != 1 || !got[0].checked.Equal(t0) || got[0].err == nil || got[0].err.Error() != "down" {
+		t.Errorf("failed token: %+v", got[0])
+	}
+	if !got[1].ok || got[1].balances[0] != 2 || !got[1].checked.Equal(t1) || got[1].err != nil {
+		t.Errorf("read token: %+v", got[1])
+	}
+	if first := mergeTokens(nil, []tokenReading{{err: errors.New("down")}}, t1); first[0].ok || first[0].err == nil {
+		t.Errorf("a first read that failed: %+v", first[0])
+	}
 }
 
 func mustJSON(v any) string {
@@ -550,79 +610,83 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-func TestFundingMatchesSBTC(t *testing.T) {
-	st := &faucetv1alpha1.FundingStatus{
-		Keys:   []faucetv1alpha1.KeyFunding{{Address: "ST1A"}},
-		Assets: &faucetv1alpha1.AssetsFunding{SBTC: &faucetv1alpha1.TokenFunding{AssetIdentifier: testnetSBTC}},
+func TestFundingMatchesTokens(t *testing.T) {
+	_, target := twoTokens(t)
+	keys := []faucetv1alpha1.KeyFunding{{Address: "ST1A"}}
+	st := func(assets ...faucetv1alpha1.AssetFunding) *faucetv1alpha1.FundingStatus {
+		return &faucetv1alpha1.FundingStatus{Keys: keys, Assets: assets}
 	}
 	const other = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
-	for _, tc := range []struct {
-		st   *faucetv1alpha1.FundingStatus
-		sbtc string
-		want bool
+	fromPoX := []tokenTarget{{name: "sbtc", asset: stacks.AssetInfo{Name: "sbtc-token"}, fromPoX: true}}
+	for name, tc := range map[string]struct {
+		st     *faucetv1alpha1.FundingStatus
+		tokens []tokenTarget
+		btc    string
+		want   bool
 	}{
-		{st, testnetSBTC, true},
-		{st, other, false},
-		{st, "", false},
-		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, testnetSBTC, false},
-		{&faucetv1alpha1.FundingStatus{Keys: st.Keys}, "", true},
+		"the same tokens":                           {st(faucetv1alpha1.AssetFunding{Name: "sbtc", AssetIdentifier: testnetSBTC}), target.tokens, "", true},
+		"a token read with another identifier":      {st(faucetv1alpha1.AssetFunding{Name: "sbtc", AssetIdentifier: other}), target.tokens, "", false},
+		"a token no longer in the spec":             {st(faucetv1alpha1.AssetFunding{Name: "sbtc", AssetIdentifier: testnetSBTC}), nil, "", false},
+		"a token not read yet":                      {st(), target.tokens, "", true},
+		"a token never read, its identifier absent": {st(faucetv1alpha1.AssetFunding{Name: "tusd"}), target.tokens, "", true},
+		"sbtc from /v2/pox: any contract":           {st(faucetv1alpha1.AssetFunding{Name: "sbtc", AssetIdentifier: other}), fromPoX, "", true},
+		"BTC at this address":                       {st(faucetv1alpha1.AssetFunding{Name: "btc", Address: btcAddr}), nil, btcAddr, true},
+		"BTC at another address":                    {st(faucetv1alpha1.AssetFunding{Name: "btc", Address: btcAddr}), nil, btcAddr2, false},
+		"BTC turned off":                            {st(faucetv1alpha1.AssetFunding{Name: "btc", Address: btcAddr}), nil, "", false},
 	} {
-		if got := fundingMatches(tc.st, []string{"ST1A"}, "", tc.sbtc, ""); got != tc.want {
-			t.Errorf("fundingMatches(assets %+v, %q) = %v, want %v", tc.st.Assets, tc.sbtc, got, tc.want)
+		if got := fundingMatches(tc.st, []string{"ST1A"}, "", tc.tokens, tc.btc); got != tc.want {
+			t.Errorf("%s: fundingMatches = %v, want %v", name, got, tc.want)
 		}
 	}
 }
 
-// TestComputeStatusFundingSBTC: figures of another sBTC asset, or of sBTC
-// once it is turned off, are not kept while the next read is pending.
-func TestComputeStatusFundingSBTC(t *testing.T) {
-	fs := fundingFS()
-	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1000, nil)}
+// TestComputeStatusFundingTokens: figures of another token, or of a token
+// no longer in spec.assets, are not kept while the next read is pending.
+func TestComputeStatusFundingTokens(t *testing.T) {
+	fs, target := twoTokens(t)
+	target.addresses = []string{"ST1A"}
 	keys := secretState{addresses: []string{"ST1A"}}
-	res := &fundingResult{
-		target: fundingTarget{addresses: []string{"ST1A"}, sbtc: sbtcAssetInfo(t)}, ok: true,
-		balances: []uint64{200 * cost}, sbtc: []uint64{2000}, checked: t0,
-	}
-	st := computeStatus(fs, observation{keys: keys, funding: res, deployment: deployment(available)}, t0)
+	res := tokensResult(target, []uint64{200 * cost}, []uint64{2000}, []uint64{100})
+	st := computeStatus(fs, observation{keys: keys, funding: &res, deployment: deployment(available)}, t0)
 	c := meta.FindStatusCondition(st.Conditions, faucetv1alpha1.ConditionFunded)
-	if c == nil || c.Reason != faucetv1alpha1.ReasonLow || !strings.HasPrefix(c.Message, "sBTC: 2 drips left, below 100") {
+	if c == nil || c.Reason != faucetv1alpha1.ReasonLow || !strings.HasPrefix(c.Message, "sbtc: 2 drips left, below 100") {
 		t.Fatalf("Funded %+v", c)
 	}
-	if sbtcFunding(st.Funding) == nil || st.Funding.Assets.SBTC.DripsLeft != 2 {
-		t.Fatalf("funding %+v", st.Funding)
+	if a := assetFunding(st.Funding, "sbtc"); a == nil || *a.DripsLeft != 2 || st.Funding.AssetsSummary != "sbtc:2 tusd:10" {
+		t.Fatalf("funding %s", mustJSON(st.Funding))
 	}
 	fs.Status = st
 
-	t.Run("the same asset keeps the figures until the next read", func(t *testing.T) {
+	t.Run("the same tokens keep the figures until the next read", func(t *testing.T) {
 		got := computeStatus(fs, observation{keys: keys, deployment: deployment(available)}, t0)
-		if sbtcFunding(got.Funding) == nil {
+		if assetFunding(got.Funding, "sbtc") == nil {
 			t.Errorf("funding %+v", got.Funding)
 		}
 	})
-	t.Run("another asset drops them", func(t *testing.T) {
+	t.Run("another identifier drops them", func(t *testing.T) {
 		other := fs.DeepCopy()
-		other.Spec.Assets.SBTC.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		other.Spec.Assets[0].Token.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
 		got := computeStatus(other, observation{keys: keys, deployment: deployment(available)}, t0)
 		if got.Funding != nil || meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded) != nil {
 			t.Errorf("funding kept: %+v", got.Funding)
 		}
 	})
-	t.Run("turning sBTC off drops them", func(t *testing.T) {
+	t.Run("removing a token drops them", func(t *testing.T) {
 		off := fs.DeepCopy()
-		off.Spec.Assets = nil
+		off.Spec.Assets = off.Spec.Assets[1:]
 		got := computeStatus(off, observation{keys: keys, deployment: deployment(available)}, t0)
 		if got.Funding != nil {
 			t.Errorf("funding kept: %+v", got.Funding)
 		}
 	})
-	t.Run("a failed first read of another asset shows no old figures", func(t *testing.T) {
+	t.Run("a failed first read of another token shows no old figures", func(t *testing.T) {
 		other := fs.DeepCopy()
-		other.Spec.Assets.SBTC.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
-		a, err := stacks.ParseAssetID(other.Spec.Assets.SBTC.AssetIdentifier)
+		other.Spec.Assets[0].Token.AssetIdentifier = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
+		tokens, err := tokenTargets(other)
 		if err != nil {
 			t.Fatal(err)
 		}
-		failed := &fundingResult{target: fundingTarget{addresses: []string{"ST1A"}, sbtc: a}, err: errors.New("down")}
+		failed := &fundingResult{target: fundingTarget{addresses: []string{"ST1A"}, tokens: tokens}, err: errors.New("down")}
 		got := computeStatus(other, observation{keys: keys, funding: failed, deployment: deployment(available)}, t0)
 		c := meta.FindStatusCondition(got.Conditions, faucetv1alpha1.ConditionFunded)
 		if got.Funding != nil || c == nil || c.Status != metav1.ConditionUnknown {
@@ -646,13 +710,13 @@ func (c *callReadCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.next.ServeHTTP(w, r)
 }
 
-// TestFundingMonitorReadsSBTC reads one target through the monitor's read
-// against a devnode that deploys testnet sBTC: every key's and the
-// treasury's sBTC balance as the node's token ledger holds it, no token
-// read without sBTC, and a read that fails as a whole, naming sBTC and the
-// node's answer, when the node has no such token contract.
-func TestFundingMonitorReadsSBTC(t *testing.T) {
-	asset := sbtcAssetInfo(t)
+// TestFundingMonitorReadsTokens reads one target through the monitor's
+// read against a devnode that deploys testnet sBTC and tUSD: every key's
+// and the treasury's balance of each, as the node's token ledgers hold
+// them, no token read without tokens, and a token the node does not have
+// failing on its own, naming it and the node's answer.
+func TestFundingMonitorReadsTokens(t *testing.T) {
+	sbtc, tusd := parseAsset(t, testnetSBTC), parseAsset(t, testnetTUSD)
 	keys := make([]*stacks.PrivateKey, 3)
 	genesis := map[stacks.Address]uint64{}
 	for i := range keys {
@@ -664,18 +728,18 @@ func TestFundingMonitorReadsSBTC(t *testing.T) {
 		genesis[k.TestnetAddress()] = uint64(i+1) * cost
 	}
 	dn := devnode.New(devnode.Config{
-		Genesis:    genesis,
-		TokenAsset: stacks.SBTCTestnet,
-		TokenGenesis: map[stacks.Address]uint64{
-			keys[0].TestnetAddress(): 12_345,
-			keys[2].TestnetAddress(): 1, // the treasury
+		Genesis: genesis,
+		Tokens: []devnode.TokenSpec{
+			devnode.SBTCToken(sbtc, map[stacks.Address]uint64{keys[0].TestnetAddress(): 12_345, keys[2].TestnetAddress(): 1}),
+			{Asset: tusd, Name: "Test USD", Symbol: "tUSD", Decimals: 6, Genesis: map[stacks.Address]uint64{keys[1].TestnetAddress(): 77}},
 		},
 	})
 	counter := &callReadCounter{next: dn.Handler()}
 	srv := httptest.NewServer(counter)
 	defer srv.Close()
 	addr := func(i int) string { return keys[i].TestnetAddress().String() }
-	target := fundingTarget{nodeURL: srv.URL, addresses: []string{addr(0), addr(1)}, treasury: addr(2), sbtc: asset}
+	target := fundingTarget{nodeURL: srv.URL, addresses: []string{addr(0), addr(1)}, treasury: addr(2),
+		tokens: []tokenTarget{{name: "sbtc", asset: sbtc}, {name: "tusd", asset: tusd}}}
 	m := &FundingMonitor{HTTPClient: srv.Client()}
 	ctx := context.Background()
 
@@ -686,42 +750,49 @@ func TestFundingMonitorReadsSBTC(t *testing.T) {
 	if !slices.Equal(rd.balances, []uint64{cost, 2 * cost}) || rd.treasury != 3*cost {
 		t.Errorf("STX balances %v, treasury %d", rd.balances, rd.treasury)
 	}
-	if !slices.Equal(rd.sbtc, []uint64{12_345, 0}) || rd.sbtcTreasury != 1 {
-		t.Errorf("sBTC balances %v, treasury %d; want [12345 0], 1", rd.sbtc, rd.sbtcTreasury)
+	if len(rd.tokens) != 2 || rd.tokens[0].err != nil || rd.tokens[1].err != nil {
+		t.Fatalf("tokens %+v", rd.tokens)
 	}
-	if n := counter.calls.Load(); n != 3 {
-		t.Errorf("%d call-reads, want one per key and the treasury's", n)
+	if r := rd.tokens[0]; !slices.Equal(r.balances, []uint64{12_345, 0}) || r.treasury != 1 || r.asset != sbtc {
+		t.Errorf("sbtc %+v; want [12345 0], treasury 1", r)
+	}
+	if r := rd.tokens[1]; !slices.Equal(r.balances, []uint64{0, 77}) || r.treasury != 0 || r.asset != tusd {
+		t.Errorf("tusd %+v; want [0 77], treasury 0", r)
+	}
+	if n := counter.calls.Load(); n != 6 {
+		t.Errorf("%d call-reads, want one per token for each key and the treasury", n)
 	}
 
 	t.Run("a mint shows in the next read", func(t *testing.T) {
-		dn.FundToken(keys[1].TestnetAddress(), 700)
+		dn.FundAsset(tusd, keys[0].TestnetAddress(), 700)
 		rd, err := m.read(ctx, target)
-		if err != nil || !slices.Equal(rd.sbtc, []uint64{12_345, 700}) {
-			t.Errorf("sBTC balances %v, %v; want [12345 700]", rd.sbtc, err)
+		if err != nil || !slices.Equal(rd.tokens[1].balances, []uint64{700, 77}) {
+			t.Errorf("tusd balances %+v, %v; want [700 77]", rd.tokens, err)
 		}
 	})
-	t.Run("without sBTC no token is read", func(t *testing.T) {
+	t.Run("without tokens no token is read", func(t *testing.T) {
 		before := counter.calls.Load()
 		plain := target
-		plain.sbtc = stacks.AssetInfo{}
+		plain.tokens = nil
 		rd, err := m.read(ctx, plain)
-		if err != nil || rd.sbtc != nil {
+		if err != nil || len(rd.tokens) != 0 {
 			t.Errorf("read %+v, %v", rd, err)
 		}
 		if n := counter.calls.Load() - before; n != 0 {
-			t.Errorf("%d call-reads without sBTC", n)
+			t.Errorf("%d call-reads without tokens", n)
 		}
 	})
-	t.Run("a token the node does not have fails the read, naming sBTC, the key and the node's answer", func(t *testing.T) {
+	t.Run("a token the node does not have fails on its own, naming it, the key and the node's answer", func(t *testing.T) {
 		const otherID = "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.sbtc-token::sbtc-token"
-		other, err := stacks.ParseAssetID(otherID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		other := parseAsset(t, otherID)
 		missing := target
-		missing.sbtc = other
-		_, err = m.read(ctx, missing)
-		if err == nil || !strings.Contains(err.Error(), "sBTC ("+otherID+") balance of "+addr(0)) {
+		missing.tokens = []tokenTarget{{name: "sbtc", asset: other}, {name: "tusd", asset: tusd}}
+		rd, err := m.read(ctx, missing)
+		if err != nil || rd.tokens[1].err != nil || !slices.Equal(rd.tokens[1].balances, []uint64{700, 77}) {
+			t.Fatalf("read %+v, %v: the STX balances and tusd read all the same", rd, err)
+		}
+		err = rd.tokens[0].err
+		if err == nil || !strings.Contains(err.Error(), otherID+" balance of "+addr(0)) || !tokenRefused(err) {
 			t.Errorf("err %v", err)
 		}
 		var ro *node.ReadOnlyError
@@ -731,21 +802,82 @@ func TestFundingMonitorReadsSBTC(t *testing.T) {
 	})
 }
 
-// TestSBTCAsset: the operator parses the asset identifier as the faucet
-// will, so a typo the CRD's pattern lets through (a bad checksum) is
-// reported instead of crash-looping the pod.
-func TestSBTCAsset(t *testing.T) {
-	if a, err := sbtcAsset(fundingFS()); err != nil || !a.IsZero() {
-		t.Errorf("without sBTC: %v, %v", a, err)
+// TestFundingMonitorReadsSBTCFromPoX: sbtc without an identifier reads the
+// contract the node names in /v2/pox (pox_5_sbtc_contract); a node that
+// names none leaves sbtc unknown, and says why, without failing the read.
+func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
+	sbtc := parseAsset(t, testnetSBTC)
+	key, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
 	}
+	a := key.TestnetAddress()
 	fs := fundingFS()
-	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1, nil)}
-	if a, err := sbtcAsset(fs); err != nil || a.String() != testnetSBTC || a.Name != "sbtc-token" {
-		t.Errorf("testnet sBTC: %v, %v", a, err)
+	withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 100}})(fs)
+	tokens, err := tokenTargets(fs)
+	if err != nil || len(tokens) != 1 || !tokens[0].fromPoX || tokens[0].asset != (stacks.AssetInfo{Name: "sbtc-token"}) {
+		t.Fatalf("targets %+v, %v", tokens, err)
 	}
-	fs.Spec.Assets.SBTC.AssetIdentifier = strings.Replace(testnetSBTC, "GWXT.", "GWXZ.", 1)
-	_, err := sbtcAsset(fs)
-	if err == nil || !errors.Is(err, stacks.ErrBadAssetID) || !strings.HasPrefix(err.Error(), "spec.assets.sbtc.assetIdentifier: ") {
+	read := func(cfg devnode.Config) (reading, error) {
+		t.Helper()
+		srv := httptest.NewServer(devnode.New(cfg).Handler())
+		defer srv.Close()
+		m := &FundingMonitor{HTTPClient: srv.Client()}
+		return m.read(context.Background(), fundingTarget{nodeURL: srv.URL, addresses: []string{a.String()}, tokens: tokens})
+	}
+	cfg := devnode.Config{
+		Genesis: map[stacks.Address]uint64{a: 200 * cost},
+		Tokens:  []devnode.TokenSpec{devnode.SBTCToken(sbtc, map[stacks.Address]uint64{a: 4321})},
+	}
+
+	t.Run("an Epoch 4.0 node names the contract", func(t *testing.T) {
+		withPoX := cfg
+		withPoX.PoXSBTCContract = sbtc.Contract
+		rd, err := read(withPoX)
+		if err != nil || rd.tokens[0].err != nil || rd.tokens[0].asset != sbtc || !slices.Equal(rd.tokens[0].balances, []uint64{4321}) {
+			t.Fatalf("read %+v, %v", rd, err)
+		}
+		res := fundingResult{target: fundingTarget{addresses: []string{a.String()}, tokens: tokens}, ok: true,
+			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
+		st := computeFunding(fs, res, nil).status
+		if f := assetFunding(st, "sbtc"); f == nil || f.AssetIdentifier != testnetSBTC || *f.DripsLeft != 43 {
+			t.Errorf("status %s", mustJSON(st))
+		}
+	})
+	t.Run("a node before Epoch 4.0 names none: sbtc unknown, the rest read", func(t *testing.T) {
+		rd, err := read(cfg)
+		if err != nil || rd.balances[0] != 200*cost || !errors.Is(rd.tokens[0].err, errNoPoXSBTC) {
+			t.Fatalf("read %+v, %v", rd, err)
+		}
+		res := fundingResult{target: fundingTarget{nodeURL: "http://node:20443", addresses: []string{a.String()}, tokens: tokens}, ok: true,
+			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
+		out := computeFunding(fs, res, nil)
+		f := assetFunding(out.status, "sbtc")
+		if f == nil || f.AssetIdentifier != "" || f.DripsLeft != nil || !strings.Contains(f.Message, "pox_5_sbtc_contract") || out.status.AssetsSummary != "sbtc:?" {
+			t.Errorf("status %s", mustJSON(out.status))
+		}
+		if out.condStatus != metav1.ConditionUnknown || out.condReason != faucetv1alpha1.ReasonAssetUnreadable ||
+			!strings.HasPrefix(out.condMessage, "sbtc: cannot read its balances from the node http://node:20443: the node names no sBTC contract") {
+			t.Errorf("Funded %s %s %q", out.condStatus, out.condReason, out.condMessage)
+		}
+	})
+}
+
+// TestTokenTargets: the operator parses each asset identifier as the
+// faucet will, so a typo the CRD's pattern lets through (a bad checksum) is
+// reported, naming the entry, instead of crash-looping the pod.
+func TestTokenTargets(t *testing.T) {
+	if tokens, err := tokenTargets(fundingFS()); err != nil || tokens != nil {
+		t.Errorf("without tokens: %v, %v", tokens, err)
+	}
+	fs, want := twoTokens(t)
+	withBTC(btcSpec(false))(fs)
+	if tokens, err := tokenTargets(fs); err != nil || !slices.Equal(tokens, want.tokens) || tokens[0].asset.Name != "sbtc-token" {
+		t.Errorf("sbtc and tusd: %+v, %v", tokens, err)
+	}
+	fs.Spec.Assets[1].Token.AssetIdentifier = strings.Replace(testnetTUSD, "K9AG.", "K9AH.", 1)
+	_, err := tokenTargets(fs)
+	if err == nil || !errors.Is(err, stacks.ErrBadAssetID) || !strings.HasPrefix(err.Error(), "spec.assets[name=tusd].token.assetIdentifier: ") {
 		t.Errorf("a typo in the address: %v", err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"path"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,7 +55,7 @@ const (
 	treasuryVolume    = "treasury"
 	treasuryMountPath = "/etc/faucet/treasury"
 	// The Bitcoin key and the Bitcoin node's RPC credentials, from the
-	// Secrets of spec.assets.btc.
+	// Secrets of the btc entry of spec.assets.
 	btcKeyVolume            = "btc-key"
 	btcKeyMountPath         = "/etc/faucet/btc-key"
 	btcCredentialsVolume    = "btc-rpc-credentials"
@@ -142,7 +140,7 @@ type secretDigests struct {
 	keys     string // the key Secret's data key
 	store    string // the Postgres URI; "" for the embedded store
 	treasury string // the treasury key; "" without spec.treasury
-	// The Bitcoin key and RPC credentials; "" without spec.assets.btc
+	// The Bitcoin key and RPC credentials; "" without a btc entry in spec.assets
 	// (or, for the credentials, without credentialsSecretRef).
 	btcKey, btcCredentials string
 }
@@ -240,157 +238,6 @@ func secretVolume(name, secret, key string) corev1.Volume {
 			DefaultMode: ptr.To(int32(0o440)),
 		}},
 	}
-}
-
-// serverArgs maps the spec onto `faucet serve` flags. Unset optional fields
-// pass no flag, so the server's own defaults apply. spec.abuse, spec.page,
-// spec.batching and spec.assets have no CRD default of their own (their fields'
-// defaults apply once a group is set), so a FaucetServer without them
-// passes none of their flags: upgrading the operator neither rolls its pods
-// nor hands an older spec.image flags it does not know. A Postgres URI is
-// never a flag: it comes from the Secret through FAUCET_STORE (a flag would
-// also override that variable).
-func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
-	s := fs.Spec
-	args := []string{
-		"serve",
-		"--listen=:" + strconv.Itoa(ServerPort),
-		"--log-format=json",
-		"--node-url=" + s.Node.URL,
-		"--key-file=" + path.Join(keysMountPath, fs.KeySecretKey().Key),
-	}
-	flag := func(name, value string) { args = append(args, "--"+name+"="+value) }
-	i64 := func(name string, v *int64) {
-		if v != nil {
-			flag(name, strconv.FormatInt(*v, 10))
-		}
-	}
-	i32 := func(name string, v *int32) {
-		if v != nil {
-			flag(name, strconv.Itoa(int(*v)))
-		}
-	}
-	limit := func(name string, l *faucetv1alpha1.RateLimit) {
-		if l != nil {
-			flag(name, fmt.Sprintf("%d/%s", l.Requests, l.Window.Duration))
-		}
-	}
-	if s.Node.Timeout != nil {
-		flag("node-timeout", s.Node.Timeout.Duration.String())
-	}
-	i64("chain-id", s.ChainID)
-	if a := s.Amounts; a != nil {
-		i64("amount", a.Default)
-		i32("stacking-padding-percent", a.StackingPaddingPercent)
-		i64("stacking-amount", a.Stacking)
-	}
-	if f := s.Fee; f != nil {
-		i64("fee-min", f.Min)
-		i64("fee-max", f.Max)
-		i64("fee-fallback", f.Fallback)
-	}
-	if s.Memo != nil {
-		flag("memo", *s.Memo)
-	}
-	if b := s.Batching; b != nil {
-		i32("batch-max", b.MaxRecipients)
-		if b.Window != nil {
-			flag("batch-window", b.Window.Duration.String())
-		}
-		if b.Contract != nil {
-			flag("batch-contract", *b.Contract)
-		}
-	}
-	if rl := s.RateLimits; rl != nil {
-		limit("limit-address", rl.PerAddress)
-		limit("limit-stacking", rl.StackingPerAddress)
-		limit("limit-ip", rl.PerIP)
-		i32("trusted-proxy-hops", rl.TrustedProxyHops)
-	}
-	if a := s.Abuse; a != nil {
-		if p := a.ProofOfWork; p != nil {
-			i32("pow-difficulty", p.Difficulty)
-			limit("pow-raise-above", p.RaiseAbove)
-			i32("pow-max-difficulty", p.MaxDifficulty)
-			if p.TTL != nil {
-				flag("pow-ttl", p.TTL.Duration.String())
-			}
-		}
-		if ref := fs.APITokensSecretKey(); ref != nil {
-			flag("api-tokens-file", path.Join(apiTokensMountPath, ref.Key))
-		}
-		if len(a.IPAllow) > 0 {
-			flag("ip-allow", strings.Join(a.IPAllow, ","))
-		}
-		if len(a.IPDeny) > 0 {
-			flag("ip-deny", strings.Join(a.IPDeny, ","))
-		}
-		i64("balance-cap", a.BalanceCapUSTX)
-	}
-	if p := s.Page; p != nil && p.ExplorerTxURL != nil {
-		flag("explorer-tx-url", *p.ExplorerTxURL)
-	}
-	// The one threshold of the Funded condition, the page and the
-	// faucet_low_drips_threshold metric (the chart's FaucetLow alert).
-	// The faucet refuses 0; 1 means the same to it: only an empty faucet
-	// (no drip left) is below it, and that one is empty, not low.
-	if low, set := fs.LowThreshold(); set {
-		flag("low-drips", strconv.FormatInt(max(low, 1), 10))
-	}
-	if ref := fs.TreasurySecretKey(); ref != nil {
-		flag("treasury-key-file", path.Join(treasuryMountPath, ref.Key))
-		i64("refill-below", s.Treasury.RefillBelowUSTX)
-		i64("refill-amount", s.Treasury.RefillAmountUSTX)
-	}
-	if sb := fs.SBTC(); sb != nil {
-		flag("sbtc-asset", sb.AssetIdentifier)
-		flag("sbtc-amount", strconv.FormatInt(sb.Amount, 10))
-		if rl := sb.RateLimits; rl != nil {
-			limit("sbtc-limit-address", rl.PerAddress)
-			limit("sbtc-limit-ip", rl.PerIP)
-		}
-		// The server refuses refill flags without a treasury; the CRD
-		// refuses them too, so this only guards an unvalidated object.
-		if s.Treasury != nil {
-			i64("sbtc-refill-below", sb.RefillBelow)
-			i64("sbtc-refill-amount", sb.RefillAmount)
-		}
-	}
-	if b := fs.BTC(); b != nil {
-		// The key and the credentials are files on Secret volumes: only
-		// their paths are flags.
-		flag("btc-rpc-url", b.RPC.URL)
-		if ref := fs.BTCCredentialsSecretKey(); ref != nil {
-			flag("btc-rpc-credentials-file", path.Join(btcCredentialsMountPath, ref.Key))
-		}
-		flag("btc-key-file", path.Join(btcKeyMountPath, fs.BTCKeySecretKey().Key))
-		flag("btc-network", fs.BTCNetwork())
-		if a := b.Amounts; a != nil {
-			i64("btc-amount", a.Default)
-			i64("btc-large-amount", a.Large)
-			i64("btc-xlarge-amount", a.XLarge)
-		}
-		i64("btc-start-height", b.StartHeight)
-		if f := b.Fees; f != nil {
-			i64("btc-fee-rate", f.FallbackRate)
-			i64("btc-min-fee-rate", f.MinRate)
-			i64("btc-max-fee-rate", f.MaxRate)
-		}
-		if rl := b.RateLimits; rl != nil {
-			limit("btc-limit-address", rl.PerAddress)
-			limit("btc-limit-ip", rl.PerIP)
-		}
-	}
-	if s.Suspend {
-		args = append(args, "--suspend")
-	}
-	if s.LogLevel != "" {
-		flag("log-level", s.LogLevel)
-	}
-	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
-		flag("store", path.Join(dataMountPath, storeFile))
-	}
-	return args
 }
 
 // configHash digests what the server runs with. The pod template carries

@@ -41,9 +41,24 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // testnetSBTC is the testnet sBTC token.
 const testnetSBTC = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
 
-// sbtcSpec is spec.assets.sbtc for testnet sBTC, amount sats per drip.
-func sbtcSpec(amount int64, limits *faucetv1alpha1.TokenRateLimits) *faucetv1alpha1.SBTCSpec {
-	return &faucetv1alpha1.SBTCSpec{AssetIdentifier: testnetSBTC, Amount: amount, RateLimits: limits}
+// testnetTUSD is the devnet's second token.
+const testnetTUSD = "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd"
+
+// tokenAsset is an entry of spec.assets for the token id, named name,
+// amount base units per drip.
+func tokenAsset(name, id string, amount int64, limits *faucetv1alpha1.AssetRateLimits) faucetv1alpha1.AssetSpec {
+	return faucetv1alpha1.AssetSpec{Name: name, RateLimits: limits, Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: id, Amount: amount}}
+}
+
+// sbtcAsset is the sbtc entry of spec.assets for testnet sBTC, amount sats
+// per drip.
+func sbtcAsset(amount int64, limits *faucetv1alpha1.AssetRateLimits) faucetv1alpha1.AssetSpec {
+	return tokenAsset("sbtc", testnetSBTC, amount, limits)
+}
+
+// withAssets appends entries to spec.assets.
+func withAssets(entries ...faucetv1alpha1.AssetSpec) func(*faucetv1alpha1.FaucetServer) {
+	return func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Assets = append(fs.Spec.Assets, entries...) }
 }
 
 // postgres sets a Postgres store whose URI is in Secret faucet-db-app.
@@ -88,12 +103,21 @@ func abuseAndPage(fs *faucetv1alpha1.FaucetServer) {
 	}
 }
 
+// TestServerArgs: the spec maps to serve's flags, in the order -h lists
+// them, and only the settings that differ from serve's defaults pass a
+// flag (the CRD's defaults are serve's, so a FaucetServer the API server
+// filled in passes no more than one without them).
 func TestServerArgs(t *testing.T) {
-	base := []string{
-		"serve", "--listen=:3999", "--log-format=json",
-		"--node-url=http://stacks-node:20443", "--key-file=/etc/faucet/keys/keys",
-	}
-	const embeddedStore = "--store=/var/lib/faucet/faucet.db"
+	const (
+		nodeURL       = "--node-url=http://stacks-node:20443"
+		keyFile       = "--key-file=/etc/faucet/keys/keys"
+		embeddedStore = "--store=/var/lib/faucet/faucet.db"
+		// Where the pod listens and how it logs: always written, in -h
+		// order (listen after the store, log-format last).
+		listen    = "--listen=:3999"
+		logFormat = "--log-format=json"
+	)
+	minimal := []string{"serve", nodeURL, keyFile, embeddedStore, listen, logFormat}
 	tests := map[string]struct {
 		// spec changes applied to the fixture
 		mutate func(*faucetv1alpha1.FaucetServer)
@@ -102,26 +126,23 @@ func TestServerArgs(t *testing.T) {
 	}{
 		"minimal spec passes only the required flags and the embedded store, so server defaults apply": {
 			mutate: func(*faucetv1alpha1.FaucetServer) {},
-			want:   append(slices.Clone(base), embeddedStore),
+			want:   minimal,
 		},
 		"a custom Secret data key names the mounted file": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.KeySecretRef.Key = "faucet.txt" },
-			want: []string{
-				"serve", "--listen=:3999", "--log-format=json",
-				"--node-url=http://stacks-node:20443", "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore,
-			},
+			want:   []string{"serve", nodeURL, "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore, listen, logFormat},
 		},
 		"an explicit embedded store is the same file on the volume": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{Size: ptr.To(resource.MustParse("5Gi"))}}
 			},
-			want: append(slices.Clone(base), embeddedStore),
+			want: minimal,
 		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
-			want:   base,
+			want:   []string{"serve", nodeURL, keyFile, listen, logFormat},
 		},
-		"every setting maps to its flag": {
+		"every setting maps to its flag; those equal to serve's defaults pass none": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Node.Timeout = &metav1.Duration{Duration: 15 * time.Second}
 				fs.Spec.ChainID = ptr.To(int64(2147483648))
@@ -129,21 +150,20 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Fee = &faucetv1alpha1.Fee{Min: ptr.To(int64(200)), Max: ptr.To(int64(5000)), Fallback: ptr.To(int64(300))}
 				fs.Spec.Memo = ptr.To("hello faucet")
 				fs.Spec.RateLimits = &faucetv1alpha1.RateLimits{
-					PerAddress:         &faucetv1alpha1.RateLimit{Requests: 5, Window: duration(5 * time.Minute)},
-					StackingPerAddress: &faucetv1alpha1.RateLimit{Requests: 1, Window: duration(48 * time.Hour)},
+					PerAddress:         &faucetv1alpha1.RateLimit{Requests: 5, Window: duration(5 * time.Minute)}, // the default
+					StackingPerAddress: &faucetv1alpha1.RateLimit{Requests: 1, Window: duration(48 * time.Hour)},  // the default
 					PerIP:              &faucetv1alpha1.RateLimit{Requests: 30, Window: duration(90 * time.Second)},
 					TrustedProxyHops:   ptr.To(int32(2)),
 				}
 				fs.Spec.Suspend = true
 				fs.Spec.LogLevel = "debug"
 			},
-			want: append(slices.Clone(base),
-				"--node-timeout=15s", "--chain-id=2147483648",
-				"--amount=1000000", "--stacking-padding-percent=0", "--stacking-amount=90000000000",
+			want: []string{"serve",
+				nodeURL, "--node-timeout=15s", "--chain-id=2147483648", keyFile,
+				"--amount=1000000", "--stacking-amount=90000000000", "--stacking-padding-percent=0", "--memo=hello faucet",
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
-				"--memo=hello faucet",
-				"--limit-address=5/5m0s", "--limit-stacking=1/48h0m0s", "--limit-ip=30/1m30s",
-				"--trusted-proxy-hops=2", "--suspend", "--log-level=debug", embeddedStore),
+				"--limit-ip=30/1m30s", "--trusted-proxy-hops=2", "--suspend=true",
+				embeddedStore, listen, "--log-level=debug", logFormat},
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -152,23 +172,23 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Page = &faucetv1alpha1.PageSpec{}
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{}
 			},
-			want: append(slices.Clone(base), embeddedStore),
+			want: minimal,
 		},
 		"every abuse and page setting maps to its flag; the tokens file is on its own volume": {
 			mutate: abuseAndPage,
-			want: append(slices.Clone(base),
+			want: []string{"serve", nodeURL, keyFile,
 				"--pow-difficulty=18", "--pow-raise-above=120/1m0s", "--pow-max-difficulty=26", "--pow-ttl=2m0s",
 				"--api-tokens-file=/etc/faucet/api-tokens/tokens.txt",
-				"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7", "--ip-deny=198.51.100.0/24",
+				"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24",
 				"--balance-cap=5000000000",
-				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250",
-				embeddedStore),
+				embeddedStore, listen,
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250", logFormat},
 		},
 		"funding.lowThreshold is the faucet's --low-drips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
-			want: append(slices.Clone(base), "--low-drips=40", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=40", logFormat},
 		},
 		"funding.lowThreshold wins over the deprecated page.lowDrips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -176,105 +196,127 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Abuse = nil
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
-			want: append(slices.Clone(base),
-				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen,
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", logFormat},
 		},
 		"a lowThreshold of 0 (only empty) is --low-drips=1, the least the faucet takes and the same to it": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
 			},
-			want: append(slices.Clone(base), "--low-drips=1", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=1", logFormat},
 		},
 		"batching maps to its flags, after the memo": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Memo = ptr.To("hi")
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
-					MaxRecipients: ptr.To(int32(200)),
+					MaxRecipients: ptr.To(int32(150)),
 					Window:        ptr.To(duration(1500 * time.Millisecond)),
 					Contract:      ptr.To("ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"),
 				}
 			},
-			want: append(slices.Clone(base), "--memo=hi",
-				"--batch-max=200", "--batch-window=1.5s",
-				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, "--memo=hi",
+				"--batch-max=150", "--batch-window=1.5s",
+				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore, listen, logFormat},
 		},
-		"batching with the CRD's defaults filled in: 200, no window (adaptive), the default contract": {
+		"batching with the CRD's defaults filled in (200, no window, the default contract) passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{
 					MaxRecipients: ptr.To(int32(200)),
 					Contract:      ptr.To("ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo"),
 				}
 			},
-			want: append(slices.Clone(base), "--batch-max=200",
-				"--batch-contract=ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.send-many-memo", embeddedStore),
+			want: minimal,
 		},
 		"only the batching fields set pass flags": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(50))}
 			},
-			want: append(slices.Clone(base), "--batch-max=50", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=50", embeddedStore, listen, logFormat},
+		},
+		"batching off": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(0))}
+			},
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=0", embeddedStore, listen, logFormat},
 		},
 		"the API tokens key defaults to tokens": {
 			mutate: apiTokens("faucet-api-tokens", ""),
-			want:   append(slices.Clone(base), "--api-tokens-file=/etc/faucet/api-tokens/tokens", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, "--api-tokens-file=/etc/faucet/api-tokens/tokens",
+				embeddedStore, listen, logFormat},
 		},
-		"sBTC with the CRD's default rate limits filled in maps to its flags": {
-			mutate: func(fs *faucetv1alpha1.FaucetServer) {
-				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(100_000, &faucetv1alpha1.TokenRateLimits{
+		"each token of spec.assets is a --token, in spec order, with its limits (the CRD's defaults filled in or not)": {
+			mutate: withAssets(
+				sbtcAsset(100_000, &faucetv1alpha1.AssetRateLimits{
 					PerAddress: &faucetv1alpha1.RateLimit{Requests: 5, Window: duration(5 * time.Minute)},
 					PerIP:      &faucetv1alpha1.RateLimit{Requests: 30, Window: duration(5 * time.Minute)},
-				})}
-			},
-			want: append(slices.Clone(base),
-				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
-				"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s", embeddedStore),
+				}),
+				tokenAsset("tusd", testnetTUSD, 10_000_000, &faucetv1alpha1.AssetRateLimits{
+					PerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: duration(time.Hour)},
+				}),
+			),
+			want: []string{"serve", nodeURL, keyFile,
+				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s;" +
+					"name=tusd,asset=" + testnetTUSD + ",amount=10000000,limit-address=2/1h0m0s,limit-ip=30/5m0s",
+				embeddedStore, listen, logFormat},
 		},
-		"sBTC without rate limits passes only the asset and the amount": {
+		"sbtc without an identifier is the contract the node names in /v2/pox: no asset=": {
+			mutate: withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 1}}),
+			want: []string{"serve", nodeURL, keyFile, "--token=name=sbtc,amount=1,limit-address=5/5m0s,limit-ip=30/5m0s",
+				embeddedStore, listen, logFormat},
+		},
+		"a token's lowThreshold is its low-drips; 0 is 1 to the faucet, as for --low-drips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
-				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(1, nil)}
+				tusd, sbtc := tokenAsset("tusd", testnetTUSD, 7, nil), sbtcAsset(3, nil)
+				tusd.LowThreshold, sbtc.LowThreshold = ptr.To(int64(25)), ptr.To(int64(0))
+				withAssets(tusd, sbtc)(fs)
 			},
-			want: append(slices.Clone(base),
-				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile,
+				"--token=name=tusd,asset=" + testnetTUSD + ",amount=7,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=25;" +
+					"name=sbtc,asset=" + testnetSBTC + ",amount=3,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=1",
+				embeddedStore, listen, logFormat},
 		},
-		"an empty assets group passes nothing": {
-			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{} },
-			want:   append(slices.Clone(base), embeddedStore),
+		"an empty list passes nothing": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Assets = faucetv1alpha1.AssetList{} },
+			want:   minimal,
 		},
-		"sBTC refills follow the treasury's flags": {
+		"token refills follow the treasury's flags": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Treasury = &faucetv1alpha1.TreasurySpec{KeySecretRef: faucetv1alpha1.TreasuryKeyReference{Name: "holder"}}
-				sb := sbtcSpec(1000, &faucetv1alpha1.TokenRateLimits{PerIP: &faucetv1alpha1.RateLimit{Requests: 3, Window: duration(time.Hour)}})
-				sb.RefillBelow, sb.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(200_000))
-				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+				sb := sbtcAsset(1000, &faucetv1alpha1.AssetRateLimits{PerIP: &faucetv1alpha1.RateLimit{Requests: 3, Window: duration(time.Hour)}})
+				sb.Token.RefillBelow, sb.Token.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(200_000))
+				withAssets(sb)(fs)
 			},
-			want: append(slices.Clone(base), "--treasury-key-file=/etc/faucet/treasury/keys",
-				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1000",
-				"--sbtc-limit-ip=3/1h0m0s", "--sbtc-refill-below=20000", "--sbtc-refill-amount=200000", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile, "--treasury-key-file=/etc/faucet/treasury/keys",
+				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=3/1h0m0s,refill-below=20000,refill-amount=200000",
+				embeddedStore, listen, logFormat},
 		},
-		"sBTC refills without a treasury, which the CRD refuses, pass no flag the server would refuse": {
+		"token refills without a treasury, which the CRD refuses, pass nothing the server would refuse": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
-				sb := sbtcSpec(1000, nil)
-				sb.RefillBelow = ptr.To(int64(20_000))
-				fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sb}
+				sb := sbtcAsset(1000, nil)
+				sb.Token.RefillBelow = ptr.To(int64(20_000))
+				withAssets(sb)(fs)
 			},
-			want: append(slices.Clone(base),
-				"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=1000", embeddedStore),
+			want: []string{"serve", nodeURL, keyFile,
+				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s",
+				embeddedStore, listen, logFormat},
 		},
-		"a proof of work with the CRD's defaults filled in": {
+		"a proof of work with the CRD's defaults filled in passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Abuse = &faucetv1alpha1.AbuseSpec{ProofOfWork: &faucetv1alpha1.ProofOfWork{
 					Difficulty: ptr.To(int32(0)), MaxDifficulty: ptr.To(int32(24)), TTL: ptr.To(duration(5 * time.Minute)),
 				}}
 			},
-			want: append(slices.Clone(base), "--pow-difficulty=0", "--pow-max-difficulty=24", "--pow-ttl=5m0s", embeddedStore),
+			want: minimal,
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := serverArgs(fixture(tt.mutate))
+			fs := fixture(tt.mutate)
+			got := serverArgs(fs)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("serverArgs:\n got %q\nwant %q", got, tt.want)
 			}
+			checkArgsParseBack(t, fs)
 		})
 	}
 }
@@ -844,25 +886,24 @@ func TestTreasury(t *testing.T) {
 	}
 }
 
-// TestSBTCRollsThePod: turning sBTC on or changing it changes the config
+// TestTokensRollThePod: adding a token or changing one changes the config
 // hash, so the pods restart with the new flags; the args of a FaucetServer
-// without it are what they were, so upgrading the operator rolls nothing.
-func TestSBTCRollsThePod(t *testing.T) {
+// without any are what they were, so upgrading the operator rolls nothing.
+func TestTokensRollThePod(t *testing.T) {
 	hash := func(fs *faucetv1alpha1.FaucetServer) string {
 		return deploymentFor(fs, "img", secretDigests{keys: "k"}).Spec.Template.Annotations[ConfigHashAnnotation]
 	}
-	withSBTC := func(amount int64) *faucetv1alpha1.FaucetServer {
-		return fixture(func(fs *faucetv1alpha1.FaucetServer) {
-			fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: sbtcSpec(amount, nil)}
-		})
+	withSBTC := func(amount int64, more ...faucetv1alpha1.AssetSpec) *faucetv1alpha1.FaucetServer {
+		return fixture(withAssets(append([]faucetv1alpha1.AssetSpec{sbtcAsset(amount, nil)}, more...)...))
 	}
 	plain := fixture()
-	if hash(plain) == hash(withSBTC(1000)) || hash(withSBTC(1000)) == hash(withSBTC(2000)) {
-		t.Error("turning sBTC on or changing its amount keeps the config hash")
+	if hash(plain) == hash(withSBTC(1000)) || hash(withSBTC(1000)) == hash(withSBTC(2000)) ||
+		hash(withSBTC(1000)) == hash(withSBTC(1000, tokenAsset("tusd", testnetTUSD, 1, nil))) {
+		t.Error("adding a token or changing its amount keeps the config hash")
 	}
 	for _, a := range deploymentFor(plain, "img", secretDigests{keys: "k"}).Spec.Template.Spec.Containers[0].Args {
-		if strings.HasPrefix(a, "--sbtc") {
-			t.Errorf("flag %s without spec.assets.sbtc", a)
+		if strings.HasPrefix(a, "--token") || strings.HasPrefix(a, "--sbtc") {
+			t.Errorf("flag %s without spec.assets", a)
 		}
 	}
 }

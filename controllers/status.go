@@ -19,11 +19,14 @@ type observation struct {
 	store    secretState // a Postgres store's URI
 	tokens   secretState // the API tokens file
 	treasury secretState // the treasury's key
-	btcKey   secretState // the Bitcoin key of spec.assets.btc
+	btcKey   secretState // the Bitcoin key of the btc entry of spec.assets
 	btcCreds secretState // the Bitcoin node's RPC credentials
 	// invalidAsset says why an asset identifier of spec.assets does not
 	// parse; "" when every one does.
 	invalidAsset string
+	// unreadableAssets says that spec.assets is in the object form of
+	// earlier releases, emptied by the API server; "" when it is not.
+	unreadableAssets string
 	// funding is the FundingMonitor's latest result for the current keys,
 	// nil when there is none (yet, or without a monitor).
 	funding *fundingResult
@@ -127,8 +130,9 @@ func stalledOn(reason, msg string) readiness {
 
 // readinessOf is fs's readiness after what obs saw, the first of: a failed
 // reconcile, a name conflict, an unusable Secret (in the order of
-// secretUses), an invalid asset, then the Deployment's rollout. url is
-// the status's URL, which the Ready message names.
+// secretUses), spec.assets in an emptied object form, an invalid asset,
+// then the Deployment's rollout. url is the status's URL, which the Ready
+// message names.
 func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) readiness {
 	switch s := obs.unusableSecret(); {
 	case obs.err != nil:
@@ -138,6 +142,8 @@ func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) r
 		return stalledOn(faucetv1alpha1.ReasonNameConflict, truncate(obs.conflict, maxConditionMessage))
 	case s != nil:
 		return stalledOn(s.reason, s.message)
+	case obs.unreadableAssets != "":
+		return stalledOn(faucetv1alpha1.ReasonDeprecatedAssets, obs.unreadableAssets)
 	case obs.invalidAsset != "":
 		return stalledOn(faucetv1alpha1.ReasonInvalidAsset, obs.invalidAsset)
 	case obs.deployment == nil:
@@ -198,7 +204,7 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	case obs.funding != nil:
 		t := obs.funding.target
 		out := computeFunding(fs, *obs.funding, st.Funding)
-		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.sbtcID(), t.btc.address) {
+		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.tokens, t.btc.address) {
 			out.status = nil // a failed first read of new keys: the old figures are of other keys
 		}
 		st.Funding = out.status
@@ -211,14 +217,21 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	case obs.keys.addresses == nil:
 		// An error came before the keys were read: keep what was there.
 	case st.Funding == nil || !fundingMatches(&faucetv1alpha1.FundingStatus{Keys: st.Funding.Keys, Assets: st.Funding.Assets},
-		obs.keys.addresses, "", specSBTCID(fs), obs.btcKey.address()):
-		// Other keys, another sBTC asset or BTC address than the
-		// figures describe, and no read of them yet.
+		obs.keys.addresses, "", specTokens(fs), obs.btcKey.address()):
+		// Other keys, another token or BTC address than the figures
+		// describe, and no read of them yet.
 		drop()
 	default:
 		// No read yet (a restarted operator, a monitor not reached): the
 		// last figures of these keys stand until the next read.
 	}
+}
+
+// specTokens are the tokens of spec.assets; none when one does not parse
+// (checkInputs stalls fs then).
+func specTokens(fs *faucetv1alpha1.FaucetServer) []tokenTarget {
+	tokens, _ := tokenTargets(fs)
+	return tokens
 }
 
 // Limits the API server puts on messages. An error can be long (an invalid

@@ -120,7 +120,7 @@ func TestComputeStatus(t *testing.T) {
 		"an asset identifier that does not parse stalls, keeping the running pod's count": {
 			obs: observation{
 				keys: goodKeys, service: svc, deployment: deployment(available),
-				invalidAsset: `spec.assets.sbtc.assetIdentifier: bad asset identifier "ST1…": bad checksum`,
+				invalidAsset: `spec.assets[name=sbtc].token.assetIdentifier: bad asset identifier "ST1…": bad checksum`,
 			},
 			ready: metav1.ConditionFalse, readyReason: faucetv1alpha1.ReasonInvalidAsset,
 			stalled: faucetv1alpha1.ReasonInvalidAsset, observed: true, readyReplicas: 1, addresses: goodKeys.addresses,

@@ -117,16 +117,21 @@ func (r *FaucetServerReconciler) applyService(ctx context.Context, fs *faucetv1a
 	return stepDone, nil
 }
 
-// checkInputs stalls fs while a Secret it refers to is unusable or an asset
-// identifier of its spec does not parse (obs.invalidAsset), until the
-// Secret or the spec changes, which the watches report. Running pods are
-// left alone: they keep what they started with, and a new pod could not
-// mount a missing Secret or start with a bad asset anyway.
+// checkInputs stalls fs while a Secret it refers to is unusable, an asset
+// identifier of its spec does not parse (obs.invalidAsset) or its
+// spec.assets is an object form the API server emptied
+// (obs.unreadableAssets), until the Secret or the spec changes, which the
+// watches report. Running pods are left alone: they keep what they started
+// with, and a new pod could not mount a missing Secret or start with a bad
+// asset anyway.
 func (r *FaucetServerReconciler) checkInputs(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obs *observation) (stepResult, error) {
-	if _, err := sbtcAsset(fs); err != nil {
+	if _, err := tokenTargets(fs); err != nil {
 		obs.invalidAsset = truncate(err.Error()+"; the faucet would refuse to start with it, so running pods are left alone until it is fixed", maxConditionMessage)
 	}
-	if obs.unusableSecret() != nil || obs.invalidAsset != "" {
+	if fs.AssetsUnreadable() {
+		obs.unreadableAssets = deprecatedAssetsMessage(fs)
+	}
+	if obs.unusableSecret() != nil || obs.invalidAsset != "" || obs.unreadableAssets != "" {
 		return r.stall(ctx, fs, obs)
 	}
 	return stepDone, nil
@@ -158,8 +163,8 @@ func (r *FaucetServerReconciler) applyVolumeClaim(ctx context.Context, fs *fauce
 // observeFunding has the FundingMonitor track fs's keys and records its
 // latest result for them in obs.funding (see trackFunding).
 func (r *FaucetServerReconciler) observeFunding(_ context.Context, fs *faucetv1alpha1.FaucetServer, obs *observation) (stepResult, error) {
-	sbtc, _ := sbtcAsset(fs) // it parses: checkInputs stalls fs otherwise
-	obs.funding = r.trackFunding(fs, obs.keys, obs.treasury, sbtc, btcTargetOf(fs, obs.btcKey, obs.btcCreds))
+	tokens, _ := tokenTargets(fs) // they parse: checkInputs stalls fs otherwise
+	obs.funding = r.trackFunding(fs, obs.keys, obs.treasury, tokens, btcTargetOf(fs, obs.btcKey, obs.btcCreds))
 	return stepDone, nil
 }
 

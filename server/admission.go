@@ -25,8 +25,8 @@ import (
 func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
 	ri := infoFrom(r.Context())
 	adm := guard.Admission{Recipient: req.Recipient, Stacking: req.Stacking}
-	if req.Asset.IsToken() {
-		adm.Asset = guard.AssetSBTC
+	if !req.Asset.IsSTX() {
+		adm.Asset = string(req.Asset)
 	}
 	if ri != nil {
 		adm.ClientIP = ri.clientIP
@@ -60,8 +60,8 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 		s.cfg.Guard.Dispensed(adm.Grant)
 	}
 	amountKey := "amount_ustx"
-	if req.Asset.IsToken() {
-		amountKey = "amount_sats"
+	if !req.Asset.IsSTX() {
+		amountKey = "amount" // in the token's base units
 	}
 	attrs := []any{
 		amountKey, result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.Hex0x(),
@@ -87,7 +87,7 @@ func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset,
 	if s.cfg.Suspended {
 		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
 		log.Info("drip refused: the faucet is suspended")
-		return adm, guard.Reservation{}, disabledFailure(asset, "the faucet is suspended")
+		return adm, guard.Reservation{}, s.disabledFailure(asset, "the faucet is suspended")
 	}
 
 	if s.cfg.Guard != nil {

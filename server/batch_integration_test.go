@@ -74,7 +74,7 @@ func TestBatchedThousandDripsOneKey(t *testing.T) {
 			}
 			if v3 {
 				var m v3Success
-				if err := json.Unmarshal(body, &m); err != nil || m.Amount.STX != "500000000" {
+				if err := json.Unmarshal(body, &m); err != nil || m.Amount["stx"] != "500000000" {
 					t.Errorf("drip %d: v3 body %s: %v", i, body, err)
 					return
 				}

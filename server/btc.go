@@ -25,9 +25,6 @@ import (
 // They share the abuse checks and rate limits of the Stacks assets (in
 // buckets of their own) but not the Stacks engine.
 
-// assetBTC labels BTC drips in metrics and logs.
-const assetBTC faucet.Asset = "btc"
-
 // BTCFaucet is the BTC engine the endpoints use; *btcfaucet.Faucet has it.
 type BTCFaucet interface {
 	Drip(ctx context.Context, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, error)
@@ -110,7 +107,7 @@ func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, v3Success{
 				Transaction: v3Tx{TxID: "0x" + d.TxID, Chain: "bitcoin"},
-				Amount:      v3Amount{BTC: strconv.FormatInt(d.Amount, 10)},
+				Amount:      v3Amount{string(assetBTC): strconv.FormatInt(d.Amount, 10)},
 			})
 			return
 		}
@@ -220,7 +217,7 @@ func btcAddressError(text string, net bitcoin.Network, err error) errorBody {
 // dispenseBTC takes a valid BTC drip through the checks and limits shared
 // with the Stacks assets, then the BTC engine.
 func (s *server) dispenseBTC(r *http.Request, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, *dripFailure) {
-	adm := guard.Admission{Asset: guard.AssetBTC, Address: addr.String()}
+	adm := guard.Admission{Asset: string(assetBTC), Address: addr.String()}
 	if ri := infoFrom(r.Context()); ri != nil {
 		adm.ClientIP = ri.clientIP
 	}

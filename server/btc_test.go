@@ -244,7 +244,7 @@ func TestBTCDripV1SizesAndAddressTypes(t *testing.T) {
 // Bad requests are refused with the incumbent's texts and never reach the
 // engine; BTC's own limits count BTC drips only.
 func TestBTCRefusals(t *testing.T) {
-	e := newBTCEnv(t, options{limits: guard.Limits{BTC: guard.AssetLimits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}}}})
+	e := newBTCEnv(t, options{limits: guard.Limits{Assets: map[string]guard.AssetLimits{"btc": {PerAddress: guard.Limit{Requests: 1, Window: time.Hour}}}}})
 	to := regtestAddresses(t)["p2wpkh"]
 	cases := []struct {
 		name, query string

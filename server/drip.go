@@ -44,7 +44,7 @@ func writeDripSuccess(w http.ResponseWriter, txID, rawHex string) {
 }
 
 // handleDrip serves POST /extended/v1/faucets/stx?address=…&stacking=…
-// and, for the token, POST /extended/v1/faucets/sbtc?address=…. Every input
+// and, for a token, POST /extended/v1/faucets/{token}?address=…. Every input
 // check happens here, before the engine, so a malformed request never
 // takes a rate-limit slot.
 func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
@@ -52,7 +52,7 @@ func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		if !s.assetOn(asset) {
 			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-			assetOff(asset).writeV1(w, s.cfg.Now())
+			s.assetOff(asset).writeV1(w, s.cfg.Now())
 			return
 		}
 		req, bad := s.parseDrip(r, asset)
@@ -68,34 +68,6 @@ func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 		}
 		writeDripSuccess(w, res.TxID.Hex0x(), res.TxRawHex())
 	}
-}
-
-// assetOn reports whether the faucet drips asset: STX always, the token
-// when it is configured.
-func (s *server) assetOn(asset faucet.Asset) bool {
-	if !asset.IsToken() {
-		return true
-	}
-	_, on := s.cfg.Faucet.TokenConfig()
-	return on
-}
-
-// assetLabel is how people write the asset's name.
-func assetLabel(asset faucet.Asset) string {
-	switch {
-	case asset == assetBTC:
-		return "BTC"
-	case asset.IsToken():
-		return "sBTC"
-	}
-	return "STX"
-}
-
-// assetOff is the incumbent's 403 for an asset whose faucet is not
-// configured.
-func assetOff(asset faucet.Asset) *dripFailure {
-	msg := assetLabel(asset) + " faucet is not available"
-	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: msg, v3Message: msg}
 }
 
 // Headers carrying a proof-of-work solution (see package guard).
@@ -119,7 +91,7 @@ func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request,
 			return faucet.Request{}, &errorBody{
 				Error:  "address must be sent as a query parameter, not in the request body",
 				Reason: "address_in_body",
-				Help:   s.helpCommand(r, asset, addr, stacking && !asset.IsToken()),
+				Help:   s.helpCommand(r, asset, addr, stacking && asset.IsSTX()),
 			}
 		}
 		return faucet.Request{}, &errorBody{Error: "address required", Reason: "address_required"}
@@ -139,8 +111,8 @@ func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request,
 	default:
 		return faucet.Request{}, &errorBody{Error: "invalid stacking value, use true or false", Reason: "invalid_stacking"}
 	}
-	if stacking && asset.IsToken() {
-		return faucet.Request{}, &errorBody{Error: "stacking drips are STX only; drop stacking=true for sBTC", Reason: "invalid_stacking"}
+	if stacking && !asset.IsSTX() {
+		return faucet.Request{}, &errorBody{Error: "stacking drips are STX only; drop stacking=true for " + s.assetLabel(asset), Reason: "invalid_stacking"}
 	}
 
 	addr := strings.TrimSpace(addrs[0]) // pasted addresses often carry a newline
@@ -148,7 +120,7 @@ func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request,
 	switch {
 	case errors.Is(err, stacks.ErrMainnetAddress):
 		return faucet.Request{}, &errorBody{
-			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + assetLabel(asset) + ", use a testnet address (ST…)",
+			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
 			Reason: "mainnet_address",
 		}
 	case err != nil:
@@ -314,7 +286,7 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 		s.metrics.observeDrip(req.Asset, reason, nil)
 		// The engine's disabled messages name only the cause (a mainnet
 		// node, another chain id), so they are shown as detail.
-		return disabledFailure(req.Asset, fe.Message)
+		return s.disabledFailure(req.Asset, fe.Message)
 	}
 	text, known := dripErrorText[fe.Reason]
 	if !known {
@@ -325,9 +297,9 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 	switch fe.Reason {
 	case faucet.ReasonExhausted:
 		f.v3Message = v3OutOfFunds
-		if req.Asset.IsToken() {
+		if !req.Asset.IsSTX() {
 			// The incumbent's v1 sBTC faucet answers an empty faucet with
-			// 503, its STX one with 500.
+			// 503, its STX one with 500; every token answers as sBTC.
 			f.status = http.StatusServiceUnavailable
 		}
 	case faucet.ReasonRejected:
@@ -342,9 +314,9 @@ func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admi
 // disabledFailure is the 403 of a faucet that cannot pay asset on this
 // chain or that its operator suspended; detail names which. v3 answers
 // with the incumbent's per-asset text.
-func disabledFailure(asset faucet.Asset, detail string) *dripFailure {
+func (s *server) disabledFailure(asset faucet.Asset, detail string) *dripFailure {
 	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: "Faucet is not available", detail: detail,
-		v3Message: assetOff(asset).v3Message}
+		v3Message: s.assetOff(asset).v3Message}
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After

@@ -27,12 +27,10 @@ type v3Tx struct {
 	Chain string `json:"chain"`
 }
 
-// v3Amount names the asset paid: {"stx": µSTX} or {"sbtc": sats}.
-type v3Amount struct {
-	STX  string `json:"stx,omitempty"`
-	SBTC string `json:"sbtc,omitempty"`
-	BTC  string `json:"btc,omitempty"` // sats
-}
+// v3Amount names the asset paid and its amount in base units, a decimal
+// string: {"stx": µSTX}, {"sbtc": sats}, {"btc": sats}, {"<token>": base
+// units}.
+type v3Amount map[string]string
 
 // v3Error is every v3 failure: the incumbent answers {error} and nothing else.
 type v3Error struct {
@@ -45,7 +43,7 @@ const (
 	v3NeedBody       = `body must be a JSON object with an address, e.g. {"address":"ST…"}`
 )
 
-// handleDripV3 serves POST /extended/v3/faucets/{stx,sbtc} with a JSON
+// handleDripV3 serves POST /extended/v3/faucets/{stx,<token>} with a JSON
 // body {"address":"ST…"}. It sends the default amount (the incumbent
 // ignores "stacking" here) through the same checks, limits and engine as
 // v1.
@@ -54,7 +52,7 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		if !s.assetOn(asset) {
 			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-			writeJSON(w, http.StatusForbidden, v3Error{Error: assetOff(asset).v3Message})
+			writeJSON(w, http.StatusForbidden, v3Error{Error: s.assetOff(asset).v3Message})
 			return
 		}
 		req, status, msg := parseDripV3(r)
@@ -69,12 +67,8 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 			fail.writeV3(w)
 			return
 		}
-		amount := strconv.FormatUint(res.Amount, 10)
-		body := v3Success{Transaction: v3Tx{TxID: res.TxID.Hex0x(), Chain: "stacks"}, Amount: v3Amount{STX: amount}}
-		if asset.IsToken() {
-			body.Amount = v3Amount{SBTC: amount}
-		}
-		writeJSON(w, http.StatusOK, body)
+		writeJSON(w, http.StatusOK, v3Success{Transaction: v3Tx{TxID: res.TxID.Hex0x(), Chain: "stacks"},
+			Amount: v3Amount{string(asset.OrSTX()): strconv.FormatUint(res.Amount, 10)}})
 	}
 }
 

@@ -114,7 +114,7 @@ func (b *dripStatusBody) setAmount(asset faucet.Asset, amount uint64) {
 	asset = asset.OrSTX()
 	amt := strconv.FormatUint(amount, 10)
 	b.Asset, b.Amount = string(asset), &amt
-	if !asset.IsToken() {
+	if asset.IsSTX() {
 		b.AmountUSTX = &amt
 	}
 }

@@ -32,10 +32,11 @@ type Reporter interface {
 	Ready(ctx context.Context) error
 	DefaultAmount() uint64
 	StackingAmount(ctx context.Context) (uint64, error)
-	// TokenConfig is the SIP-010 token (sBTC) the faucet drips; ok is
-	// false when it is off. TokenFunding is Funding in its base units.
-	TokenConfig() (tok faucet.Token, ok bool)
-	TokenFunding() (fund faucet.Funding, ok bool)
+	// Tokens are the SIP-010 tokens the faucet drips beside STX, in
+	// configuration order. TokenFunding is Funding of one, in its base
+	// units; ok is false for a name that is not a token.
+	Tokens() []faucet.TokenInfo
+	TokenFunding(name faucet.Asset) (fund faucet.Funding, ok bool)
 }
 
 // DripFinder looks up what became of a transaction the faucet sent, for the

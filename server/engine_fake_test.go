@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,8 +28,8 @@ type fakeEngine struct {
 	funding  faucet.Funding
 	requests []faucet.Request
 	records  []faucet.DripRecord
-	// token is the sBTC configuration the fake reports (off when zero).
-	token faucet.Token
+	// tokens are the tokens the fake reports (none when empty).
+	tokens []faucet.TokenInfo
 }
 
 func (e *fakeEngine) Drip(_ context.Context, req faucet.Request) (*faucet.Result, error) {
@@ -56,9 +57,9 @@ func (e *fakeEngine) NodeUp() bool                            { return e.readyEr
 func (e *fakeEngine) ChainID() (uint32, bool)                 { return stacks.ChainIDTestnet, true }
 func (e *fakeEngine) Ready(context.Context) error             { return e.readyErr }
 func (e *fakeEngine) DefaultAmount() uint64                   { return faucet.DefaultAmount }
-func (e *fakeEngine) TokenConfig() (faucet.Token, bool)       { return e.token, e.token.Enabled() }
-func (e *fakeEngine) TokenFunding() (faucet.Funding, bool) {
-	return faucet.Funding{}, e.token.Enabled()
+func (e *fakeEngine) Tokens() []faucet.TokenInfo              { return e.tokens }
+func (e *fakeEngine) TokenFunding(name faucet.Asset) (faucet.Funding, bool) {
+	return faucet.Funding{}, slices.ContainsFunc(e.tokens, func(t faucet.TokenInfo) bool { return t.Name == name })
 }
 func (e *fakeEngine) StackingAmount(context.Context) (uint64, error) {
 	return 0, errors.New("no PoX information")

@@ -123,7 +123,7 @@ func newHarness(t *testing.T, o options) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fcfg.Token = faucet.Token{Asset: asset, Amount: o.sbtc.amount}
+		fcfg.Tokens = []faucet.Token{{Name: "sbtc", Asset: asset, Amount: o.sbtc.amount}}
 	}
 	if o.faucetCfg != nil {
 		o.faucetCfg(&fcfg)

@@ -27,6 +27,9 @@ const (
 	stateSuspended       = "suspended"
 	// stateStandby: another replica pays this asset (BTC's one key).
 	stateStandby = "standby"
+	// stateUnavailable: the asset cannot be dripped (a token whose
+	// contract is unknown); state_message says why.
+	stateUnavailable = "unavailable"
 )
 
 // infoBody is the discovery document the web page (and any client) reads
@@ -57,18 +60,24 @@ type infoBody struct {
 }
 
 // infoAsset is one asset the faucet drips. Amounts are in base units
-// (µSTX, satoshis); Decimals converts them for people.
+// (µSTX, satoshis, a token's); Decimals converts them for people.
 type infoAsset struct {
-	Asset           string       `json:"asset"`
-	Name            string       `json:"name"`
-	AssetIdentifier *string      `json:"asset_identifier"`
-	Decimals        int          `json:"decimals"`
-	Amount          uint64       `json:"amount"`
-	Limits          infoLimits   `json:"limits"`
-	State           string       `json:"state"`
-	StateMessage    string       `json:"state_message"`
-	Funding         *infoFunding `json:"funding"`
-	Endpoints       infoRoutes   `json:"endpoints"`
+	Asset string `json:"asset"`
+	// Name is how people write it: a token's symbol, as its contract
+	// says (the asset's name in capitals until the contract answered).
+	Name            string  `json:"name"`
+	AssetIdentifier *string `json:"asset_identifier"`
+	// AssetSource says where a token's identifier comes from:
+	// "configured", or "pox_5_sbtc_contract" when the node named it.
+	AssetSource string `json:"asset_source,omitempty"`
+	// Decimals is null for a token whose contract has not answered yet.
+	Decimals     *int         `json:"decimals"`
+	Amount       uint64       `json:"amount"`
+	Limits       infoLimits   `json:"limits"`
+	State        string       `json:"state"`
+	StateMessage string       `json:"state_message"`
+	Funding      *infoFunding `json:"funding"`
+	Endpoints    infoRoutes   `json:"endpoints"`
 	// Network is the Bitcoin network BTC is paid on (regtest, signet,
 	// testnet); absent for the Stacks assets.
 	Network string `json:"network,omitempty"`
@@ -86,11 +95,11 @@ type infoRoutes struct {
 	V3 string `json:"v3"`
 }
 
-// Decimals of the assets: µSTX and sBTC's satoshis.
-const (
-	decimalsSTX  = 6
-	decimalsSBTC = 8
-	decimalsBTC  = 8
+// Decimals of the chains' own assets: µSTX, satoshis. A token's are its
+// contract's.
+var (
+	decimalsSTX = 6
+	decimalsBTC = 8
 )
 
 type infoTip struct {
@@ -180,25 +189,12 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		body.Funding = fundingInfo(fund)
 	}
 	body.Assets = []infoAsset{{
-		Asset: string(faucet.AssetSTX), Name: "STX", Decimals: decimalsSTX, Amount: body.Amounts.DefaultUSTX,
+		Asset: string(faucet.AssetSTX), Name: "STX", Decimals: &decimalsSTX, Amount: body.Amounts.DefaultUSTX,
 		Limits: body.Limits, State: body.State, StateMessage: body.StateMessage, Funding: body.Funding,
 		Endpoints: assetRoutes(faucet.AssetSTX),
 	}}
-	if tok, on := f.TokenConfig(); on {
-		id := tok.Asset.String()
-		a := infoAsset{
-			Asset: string(faucet.AssetSBTC), Name: "sBTC", AssetIdentifier: &id, Decimals: decimalsSBTC,
-			Amount: tok.Amount,
-			Limits: infoLimits{Address: limitInfo(lim.SBTC.PerAddress), IP: limitInfo(lim.SBTC.PerIP)},
-			State:  body.State, StateMessage: body.StateMessage, Endpoints: assetRoutes(faucet.AssetSBTC),
-		}
-		if tf, _ := f.TokenFunding(); tf.Keys > 0 {
-			a.Funding = fundingInfo(tf)
-			if body.State == stateReady || body.State == stateLow || body.State == stateEmpty {
-				a.State, a.StateMessage = fundingState(tf, s.cfg.LowDrips, "sBTC")
-			}
-		}
-		body.Assets = append(body.Assets, a)
+	for _, tok := range f.Tokens() {
+		body.Assets = append(body.Assets, s.tokenInfo(tok, lim, body.State, body.StateMessage))
 	}
 	if b := s.cfg.BTC; b != nil {
 		body.Assets = append(body.Assets, s.btcInfo(b, lim))
@@ -206,13 +202,47 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// tokenInfo describes a token. Its state is the faucet's (its node, the
+// suspension switch) unless it cannot be dripped (its contract is
+// unknown), and then its funding's.
+func (s *server) tokenInfo(tok faucet.TokenInfo, lim guard.Limits, state, message string) infoAsset {
+	name := tok.Name
+	al := lim.Of(string(name))
+	a := infoAsset{
+		Asset: string(name), Name: s.assetLabel(name), Amount: tok.Amount,
+		Limits: infoLimits{Address: limitInfo(al.PerAddress), IP: limitInfo(al.PerIP)},
+		State:  state, StateMessage: message, Endpoints: assetRoutes(name), AssetSource: "configured",
+	}
+	if tok.FromPoX {
+		a.AssetSource = "pox_5_sbtc_contract"
+	}
+	if !tok.Asset.IsZero() {
+		id := tok.Asset.String()
+		a.AssetIdentifier = &id
+	}
+	if m := tok.Metadata; m != nil {
+		d := int(m.Decimals)
+		a.Decimals = &d
+	}
+	switch {
+	case tok.Err != nil:
+		a.State, a.StateMessage = stateUnavailable, "The "+a.Name+" faucet is not available: "+tok.Err.Error()
+	case state == stateReady || state == stateLow || state == stateEmpty:
+		if tf, _ := s.cfg.Faucet.TokenFunding(name); tf.Keys > 0 {
+			a.Funding = fundingInfo(tf)
+			a.State, a.StateMessage = fundingState(tf, s.cfg.lowDrips(name), a.Name)
+		}
+	}
+	return a
+}
+
 // btcInfo describes the BTC faucet, whose state is its own: it pays from
 // another chain's node.
 func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	st, am := b.Status(), b.Amounts()
 	a := infoAsset{
-		Asset: string(assetBTC), Name: "BTC", Decimals: decimalsBTC, Amount: sats(am.Default),
-		Limits:    infoLimits{Address: limitInfo(lim.BTC.PerAddress), IP: limitInfo(lim.BTC.PerIP)},
+		Asset: string(assetBTC), Name: "BTC", Decimals: &decimalsBTC, Amount: sats(am.Default),
+		Limits:    infoLimits{Address: limitInfo(lim.Of(string(assetBTC)).PerAddress), IP: limitInfo(lim.Of(string(assetBTC)).PerIP)},
 		Endpoints: assetRoutes(assetBTC), Network: st.Network,
 		Sizes: &infoSizes{Large: sats(am.Large), XLarge: sats(am.XLarge)},
 	}
@@ -228,7 +258,7 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	default:
 		left := btcDripsLeft(st, am)
 		a.Funding = &infoFunding{DripsLeft: sats(left), Balance: sats(st.Balance)}
-		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.LowDrips, "BTC")
+		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.lowDrips(assetBTC), "BTC")
 		if !st.NodeUp {
 			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
 		}

@@ -292,7 +292,7 @@ func TestInfoFundingBalance(t *testing.T) {
 	t.Run("sbtc", func(t *testing.T) {
 		h := sbtcHarness(t, options{})
 		sb := getInfo(t, h)["assets"].([]any)[1].(map[string]any) // reads the balances first
-		tf, _ := h.f.TokenFunding()
+		tf, _ := h.f.TokenFunding("sbtc")
 		if f := sb["funding"].(map[string]any); sb["asset"] != "sbtc" || tf.Available == 0 || f["balance"] != float64(tf.Available) {
 			t.Fatalf("sBTC funding %v, want balance %d", f, tf.Available)
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -64,11 +65,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		drips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_drips_total",
-			Help: "Drip requests by asset (stx, sbtc) and outcome; reason is the failure class (empty on success).",
+			Help: "Drip requests by asset (stx, each configured token, btc) and outcome; reason is the failure class (empty on success).",
 		}, []string{"asset", "outcome", "reason"}),
 		dispensedToken: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_token_total",
-			Help: "Token base units (sBTC: satoshis) sent in accepted drip transactions, by asset.",
+			Help: "Token base units (sBTC: satoshis) sent in accepted drip transactions, by asset (each configured token).",
 		}, []string{"asset"}),
 		dispensed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_ustx_total",
@@ -107,26 +108,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.rejections.WithLabelValues(c)
 	}
 	// Start the known series at zero so rate() and alerts work before the
-	// first occurrence.
-	for _, a := range []faucet.Asset{faucet.AssetSTX, faucet.AssetSBTC, assetBTC} {
-		m.drips.WithLabelValues(string(a), outcomeSuccess, "")
-		for _, r := range []string{
-			string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
-			string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), reasonRateLimited,
-			string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
-			reasonRejectedByCheck,
-		} {
-			if a != faucet.AssetSTX && r == string(faucet.ReasonStackingUnavailable) {
-				continue // stacking drips are STX only
-			}
-			m.drips.WithLabelValues(string(a), outcomeError, r)
-		}
-	}
+	// first occurrence; the other assets' start when they are registered.
+	m.startAsset(faucet.AssetSTX)
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
-	m.dispensedToken.WithLabelValues(string(faucet.AssetSBTC))
-
-	m.dispensedBTC.WithLabelValues()
 	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard} {
 		reg.MustRegister(c)
 	}
@@ -158,15 +143,39 @@ func (m *Metrics) Handler() http.Handler {
 // registerFaucet makes the per-key and funding gauges report f, with the
 // server's low-funds threshold. It can be called again (the last faucet
 // wins); nothing is registered twice.
-func (m *Metrics) registerFaucet(f Reporter, lowDrips int) {
+func (m *Metrics) registerFaucet(f Reporter, lowDrips func(faucet.Asset) int) {
 	m.keys.set(f, lowDrips)
+	for _, t := range f.Tokens() {
+		m.startAsset(t.Name)
+		m.dispensedToken.WithLabelValues(string(t.Name))
+	}
 }
 
 // registerBTC makes the BTC gauges report b (nil: BTC is off).
-func (m *Metrics) registerBTC(b BTCFaucet, lowDrips int) {
+func (m *Metrics) registerBTC(b BTCFaucet) {
 	m.keys.mu.Lock()
 	m.keys.btc = b
 	m.keys.mu.Unlock()
+	if b != nil {
+		m.startAsset(assetBTC)
+		m.dispensedBTC.WithLabelValues()
+	}
+}
+
+// startAsset starts an asset's drip series at zero.
+func (m *Metrics) startAsset(a faucet.Asset) {
+	m.drips.WithLabelValues(string(a), outcomeSuccess, "")
+	for _, r := range []string{
+		string(faucet.ReasonExhausted), string(faucet.ReasonBusy), string(faucet.ReasonNodeUnavailable),
+		string(faucet.ReasonRejected), string(faucet.ReasonStackingUnavailable), reasonRateLimited,
+		string(faucet.ReasonDisabled), string(faucet.ReasonStoreUnavailable), reasonInvalidRequest, reasonInternal,
+		reasonRejectedByCheck,
+	} {
+		if a != faucet.AssetSTX && r == string(faucet.ReasonStackingUnavailable) {
+			continue // stacking drips are STX only
+		}
+		m.drips.WithLabelValues(string(a), outcomeError, r)
+	}
 }
 
 func (m *Metrics) observeBTCDrip(d *btcfaucet.Drip) {
@@ -206,7 +215,7 @@ func (m *Metrics) observeDrip(asset faucet.Asset, reason string, res *faucet.Res
 		return
 	}
 	m.drips.WithLabelValues(a, outcomeSuccess, "").Inc()
-	if asset.IsToken() {
+	if !asset.IsSTX() {
 		m.dispensedToken.WithLabelValues(a).Add(float64(res.Amount))
 		return
 	}
@@ -231,7 +240,7 @@ type keyCollector struct {
 	// Faucet-wide funding and node health, for alerts; drips left and the
 	// low threshold per asset.
 	dripsLeft, fundsAvailable, lowDrips, nodeUp *prometheus.Desc
-	low                                         int
+	low                                         func(faucet.Asset) int
 	// Which assets are on, and the token's balances.
 	assetEnabled, keyToken, keyTokenAvailable, tokenFunds, treasuryToken *prometheus.Desc
 	// The treasury, reported by the replica that writes for it.
@@ -258,7 +267,7 @@ func newKeyCollector() *keyCollector {
 		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
 		lowDrips:     prometheus.NewDesc("faucet_low_drips_threshold", "Drips left of an asset below which the faucet reports itself low (--low-drips).", []string{"asset"}, nil),
-		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always; sbtc and btc when configured), 0 for one that is off.", []string{"asset"}, nil),
+		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always, each configured token that can be dripped, btc when configured), 0 for a configured token it cannot drip now (its contract unknown) and for the incumbent's sbtc and btc when not configured.", []string{"asset"}, nil),
 		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units (sBTC: satoshis).",
 			[]string{"asset", "address"}, nil),
 		keyTokenAvailable: prometheus.NewDesc("faucet_key_token_available",
@@ -288,7 +297,7 @@ func newKeyCollector() *keyCollector {
 	}
 }
 
-func (c *keyCollector) set(f Reporter, lowDrips int) {
+func (c *keyCollector) set(f Reporter, lowDrips func(faucet.Asset) int) {
 	c.mu.Lock()
 	c.f, c.low = f, lowDrips
 	c.mu.Unlock()
@@ -313,17 +322,23 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.collectBTC(ch, btc, low)
 	fund := f.Funding()
-	stx, sbtc := string(faucet.AssetSTX), string(faucet.AssetSBTC)
+	stx := string(faucet.AssetSTX)
 	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft), stx)
 	ch <- prometheus.MustNewConstMetric(c.fundsAvailable, prometheus.GaugeValue, float64(fund.Available))
-	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), stx)
+	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(faucet.AssetSTX)), stx)
 	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, stx)
-	tokenFund, tokenOn := f.TokenFunding()
-	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, b2f(tokenOn), sbtc)
-	if tokenOn {
-		ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(tokenFund.DripsLeft), sbtc)
-		ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), sbtc)
-		ch <- prometheus.MustNewConstMetric(c.tokenFunds, prometheus.GaugeValue, float64(tokenFund.Available), sbtc)
+	tokens := f.Tokens()
+	if !slices.ContainsFunc(tokens, func(t faucet.TokenInfo) bool { return t.Name == "sbtc" }) {
+		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, "sbtc") // the incumbent's route
+	}
+	for _, t := range tokens {
+		name := string(t.Name)
+		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, b2f(t.Err == nil), name)
+		if tf, _ := f.TokenFunding(t.Name); t.Err == nil {
+			ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(tf.DripsLeft), name)
+			ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(t.Name)), name)
+			ch <- prometheus.MustNewConstMetric(c.tokenFunds, prometheus.GaugeValue, float64(tf.Available), name)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, b2f(f.NodeUp()))
 	// Only the treasury's writer knows its in-flight refills; elsewhere its
@@ -334,8 +349,10 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.treasuryInFlight, prometheus.GaugeValue, float64(ts.InFlightRefills), ts.Address)
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsSent), "sent")
 		ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(ts.RefillsFailed), "failed")
-		if ts.Token != nil && ts.Token.Known {
-			ch <- prometheus.MustNewConstMetric(c.treasuryToken, prometheus.GaugeValue, float64(ts.Token.Balance), sbtc, ts.Address)
+		for _, tt := range ts.Tokens {
+			if tt.Known {
+				ch <- prometheus.MustNewConstMetric(c.treasuryToken, prometheus.GaugeValue, float64(tt.Balance), string(tt.Name), ts.Address)
+			}
 		}
 	}
 	if bs := f.BatchStats(); bs.Enabled {
@@ -354,9 +371,11 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.synced, prometheus.GaugeValue, b2f(k.Synced), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.dry, prometheus.GaugeValue, b2f(k.Dry), k.Address)
 		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, b2f(k.Owned), k.Address)
-		if tokenOn && k.TokenKnown {
-			ch <- prometheus.MustNewConstMetric(c.keyToken, prometheus.GaugeValue, float64(k.TokenBalance), sbtc, k.Address)
-			ch <- prometheus.MustNewConstMetric(c.keyTokenAvailable, prometheus.GaugeValue, float64(k.TokenAvailable), sbtc, k.Address)
+		for _, t := range tokens {
+			if b := k.Tokens[t.Name]; b.Known {
+				ch <- prometheus.MustNewConstMetric(c.keyToken, prometheus.GaugeValue, float64(b.Balance), string(t.Name), k.Address)
+				ch <- prometheus.MustNewConstMetric(c.keyTokenAvailable, prometheus.GaugeValue, float64(b.Available), string(t.Name), k.Address)
+			}
 		}
 	}
 }
@@ -396,7 +415,7 @@ func b2f(b bool) float64 {
 }
 
 // collectBTC reports the BTC faucet b (nil: off).
-func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low int) {
+func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low func(faucet.Asset) int) {
 	asset := string(assetBTC)
 	if b == nil {
 		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, asset)
@@ -410,7 +429,7 @@ func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low 
 		return // no chain view yet: zeros would fire the funding alerts
 	}
 	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(btcDripsLeft(st, b.Amounts())), asset)
-	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low), asset)
+	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(assetBTC)), asset)
 	ch <- prometheus.MustNewConstMetric(c.btcBalance, prometheus.GaugeValue, float64(st.Balance), st.Address)
 	ch <- prometheus.MustNewConstMetric(c.btcImmature, prometheus.GaugeValue, float64(st.Immature), st.Address)
 	ch <- prometheus.MustNewConstMetric(c.btcInFlight, prometheus.GaugeValue, float64(st.InFlight), st.Address)

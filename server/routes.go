@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
@@ -20,16 +19,23 @@ const routeUnmatched = "unmatched"
 // so they are never reached.
 func (s *server) addRoutes(mux *http.ServeMux) {
 	page := web.Handler()
-	routes := []struct {
+	type route struct {
 		method, path string
 		h            http.Handler
-	}{
-		// Hiro-compatible API.
-		{http.MethodPost, "/extended/v1/faucets/stx", s.handleDrip(faucet.AssetSTX)},
-		{http.MethodPost, "/extended/v3/faucets/stx", s.handleDripV3(faucet.AssetSTX)},
-		// sBTC answers 403 unless it is configured, like the incumbent's.
-		{http.MethodPost, "/extended/v1/faucets/sbtc", s.handleDrip(faucet.AssetSBTC)},
-		{http.MethodPost, "/extended/v3/faucets/sbtc", s.handleDripV3(faucet.AssetSBTC)},
+	}
+	// Hiro-compatible API: every Stacks asset the faucet drips, and the
+	// incumbent's sBTC route, which answers 403 unless it is configured.
+	var routes []route
+	stacksAssets := s.stacksAssets()
+	if !slices.Contains(stacksAssets, "sbtc") {
+		stacksAssets = append(stacksAssets, "sbtc")
+	}
+	for _, a := range stacksAssets {
+		routes = append(routes,
+			route{http.MethodPost, "/extended/v1/faucets/" + string(a), s.handleDrip(a)},
+			route{http.MethodPost, "/extended/v3/faucets/" + string(a), s.handleDripV3(a)})
+	}
+	routes = append(routes, []route{
 		// BTC, likewise 403 unless configured.
 		{http.MethodPost, "/extended/v1/faucets/btc", http.HandlerFunc(s.handleBTCDrip)},
 		{http.MethodGet, "/extended/v1/faucets/btc/{address}", http.HandlerFunc(s.handleBTCBalance)},
@@ -49,7 +55,7 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		{http.MethodGet, "/healthz", http.HandlerFunc(handleHealthz)},
 		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},
 		{http.MethodGet, "/metrics", s.metrics.Handler()},
-	}
+	}...)
 	allowed := map[string][]string{} // path → methods, in registration order
 	var paths []string
 	for _, rt := range routes {
@@ -66,6 +72,11 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 	for _, p := range paths {
 		methods := append(slices.Clone(allowed[p]), http.MethodOptions)
 		s.handle(mux, p, p, otherMethod(strings.Join(methods, ", ")))
+	}
+	// Any other asset: 404 naming the ones the faucet drips. Method-less,
+	// so the asset routes above stay more specific than it.
+	for _, p := range []string{"/extended/v1/faucets/{asset}", "/extended/v3/faucets/{asset}"} {
+		s.handle(mux, p, p, http.HandlerFunc(s.handleUnknownAsset))
 	}
 	s.handle(mux, "/", routeUnmatched, http.HandlerFunc(handleNotFound))
 }

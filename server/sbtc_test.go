@@ -26,6 +26,11 @@ func sbtcHarness(t *testing.T, o options) *harness {
 	if o.sbtc == nil {
 		o.sbtc = &sbtcOptions{funding: 1_000 * testSBTCAmount, amount: testSBTCAmount}
 	}
+	if _, set := o.limits.Assets["sbtc"]; !set && o.limits.PerAddress.Requests > 0 {
+		// As serve does: a token configured without limits has the
+		// default ones.
+		o.limits = o.limits.With("sbtc", guard.DefaultAssetLimits())
+	}
 	return newHarness(t, o)
 }
 
@@ -237,7 +242,7 @@ func TestSBTCRefusals(t *testing.T) {
 	t.Run("own rate limits", func(t *testing.T) {
 		lim := guard.DefaultLimits()
 		lim.PerAddress = guard.Limit{Requests: 1, Window: time.Hour}
-		lim.SBTC.PerAddress = guard.Limit{Requests: 1, Window: time.Hour}
+		lim = lim.With("sbtc", guard.AssetLimits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}, PerIP: guard.DefaultAssetLimits().PerIP})
 		h := sbtcHarness(t, options{limits: lim})
 		to := newRecipient(t)
 		if w := h.drip("address=" + to); w.Code != http.StatusOK {

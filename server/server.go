@@ -74,8 +74,9 @@ type Config struct {
 	// ExplorerTxURL is the explorer link the page shows for a drip.
 	ExplorerTxURL string
 	// LowDrips is the number of default drips left below which the faucet
-	// reports its state as "low".
-	LowDrips int
+	// reports its state as "low"; AssetLowDrips overrides it per asset.
+	LowDrips      int
+	AssetLowDrips map[faucet.Asset]int
 
 	// Version and Commit appear in the status endpoint's server_version.
 	Version string
@@ -156,8 +157,8 @@ func New(cfg Config) http.Handler {
 	if cfg.Limits == nil {
 		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Now)
 	}
-	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.LowDrips)
-	cfg.Metrics.registerBTC(cfg.BTC, cfg.LowDrips)
+	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.lowDrips)
+	cfg.Metrics.registerBTC(cfg.BTC)
 	if cfg.Guard != nil {
 		cfg.Metrics.RegisterGuard(cfg.Guard)
 	}
@@ -174,11 +175,19 @@ func New(cfg Config) http.Handler {
 	return s.observe(s.cors(s.recoverPanics(mux)))
 }
 
+// lowDrips is asset's threshold of "low".
+func (c *Config) lowDrips(asset faucet.Asset) int {
+	if n, ok := c.AssetLowDrips[asset]; ok && n > 0 {
+		return n
+	}
+	return c.LowDrips
+}
+
 // faucetNames lists the assets f and btc drip, for the status answers.
 func faucetNames(f Reporter, btc BTCFaucet) []string {
 	names := []string{string(faucet.AssetSTX)}
-	if _, on := f.TokenConfig(); on {
-		names = append(names, string(faucet.AssetSBTC))
+	for _, t := range f.Tokens() {
+		names = append(names, string(t.Name))
 	}
 	if btc != nil {
 		names = append(names, string(assetBTC))

@@ -34,13 +34,13 @@ const (
 // Reasons of the Funded condition.
 const (
 	// ReasonFunded (Funded=True): the keys hold at least
-	// spec.funding.lowThreshold default drips, of STX and of every asset
-	// of spec.assets.
+	// spec.funding.lowThreshold default drips of STX, and of every asset
+	// of spec.assets at least its own lowThreshold (else the faucet's).
 	ReasonFunded = "Funded"
 
-	// ReasonLow (Funded=False): fewer drips left than
-	// spec.funding.lowThreshold, but at least one, of STX or of an asset
-	// of spec.assets; the message names which.
+	// ReasonLow (Funded=False): fewer drips left than the threshold, but
+	// at least one, of STX or of an asset of spec.assets; the message
+	// leads with the worst asset, by its name.
 	ReasonLow = "Low"
 
 	// ReasonEmpty (Funded=False): no key can pay one default drip of STX,
@@ -49,17 +49,19 @@ const (
 	ReasonEmpty = "Empty"
 
 	// ReasonNodeUnreachable (Funded=Unknown): the operator could not read
-	// the balances from the node, or with spec.assets.btc the BTC balance
-	// from the Bitcoin node (the message names which);
+	// the balances from the node, or with a btc entry in spec.assets the
+	// BTC balance from the Bitcoin node (the message names which);
 	// status.funding keeps the last values read.
 	ReasonNodeUnreachable = "NodeUnreachable"
 
 	// ReasonAssetUnreadable (Funded=Unknown): the node answers, but refuses
 	// to read a token of spec.assets (its read-only get-balance call
 	// fails: typically no such contract at that identifier on this
-	// network), or the Bitcoin node answers but cannot tell an address's
-	// balance (btcd without --addrindex); the message names the asset and
-	// the node's cause.
+	// network), names no sBTC contract in /v2/pox for an sbtc entry
+	// without an assetIdentifier, or the Bitcoin node answers but cannot
+	// tell an address's balance (btcd without --addrindex); the message
+	// names the asset and the cause, and so does that asset's message in
+	// status.funding.assets. The other assets' figures stay fresh.
 	ReasonAssetUnreadable = "AssetUnreadable"
 )
 
@@ -127,19 +129,19 @@ const (
 	ReasonInvalidTreasuryKey = "InvalidTreasuryKey"
 
 	// ReasonBTCKeySecretNotFound (Ready=False, Stalled=True): the Secret
-	// named by spec.assets.btc.keySecretRef does not exist; the pod could
-	// not mount it. Creating it resumes the faucet.
+	// named by the keySecretRef of spec.assets' btc entry does not exist;
+	// the pod could not mount it. Creating it resumes the faucet.
 	ReasonBTCKeySecretNotFound = "BTCKeySecretNotFound"
 
 	// ReasonInvalidBTCKey (Ready=False, Stalled=True): the BTC key Secret
 	// lacks the data key, or its first non-empty line is not a Bitcoin
 	// test-network private key (WIF or 64 hex), optionally followed by
-	// its P2WPKH address on spec.assets.btc.network. Messages never quote
+	// its P2WPKH address on the btc entry's network. Messages never quote
 	// the key.
 	ReasonInvalidBTCKey = "InvalidBTCKey"
 
 	// ReasonBTCCredentialsSecretNotFound (Ready=False, Stalled=True): the
-	// Secret named by spec.assets.btc.rpc.credentialsSecretRef does not
+	// Secret named by the btc entry's rpc.credentialsSecretRef does not
 	// exist. Creating it resumes the faucet.
 	ReasonBTCCredentialsSecretNotFound = "BTCCredentialsSecretNotFound"
 
@@ -153,6 +155,16 @@ const (
 	// address fails the c32 checksum (a typo). The faucet would refuse to
 	// start with it, so running pods are left alone until it is fixed.
 	ReasonInvalidAsset = "InvalidAsset"
+
+	// ReasonDeprecatedAssets (Ready=False, Stalled=True): spec.assets is
+	// in the object form of earlier releases ({sbtc: …, btc: …}), which
+	// an API server serving this CRD returns as {}, its content pruned:
+	// which assets it configured is unknown, so running pods are left
+	// alone (they keep the assets they started with) until spec.assets is
+	// rewritten as a list. The same reason names the Warning event the
+	// operator records once per generation for any object-form
+	// spec.assets, also one whose content it could read and runs with.
+	ReasonDeprecatedAssets = "DeprecatedAssets"
 
 	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,
 	// Service, ServiceAccount or PersistentVolumeClaim with the name of one

@@ -50,23 +50,47 @@ func (fs *FaucetServer) TreasurySecretKey() *corev1.SecretKeySelector {
 	return secretKey(ref.Name, ref.Key, DefaultKeySecretKey)
 }
 
-// SBTC is spec.assets.sbtc; nil when sBTC drips are off.
-func (fs *FaucetServer) SBTC() *SBTCSpec {
-	if fs.Spec.Assets == nil {
-		return nil
+// Tokens are the token entries of spec.assets, in order.
+func (fs *FaucetServer) Tokens() []AssetSpec {
+	var out []AssetSpec
+	for _, a := range fs.Spec.Assets {
+		if a.Token != nil {
+			out = append(out, a)
+		}
 	}
-	return fs.Spec.Assets.SBTC
+	return out
 }
 
-// BTC is spec.assets.btc; nil when BTC drips are off.
+// BTCAsset is the btc entry of spec.assets; nil when BTC drips are off.
+func (fs *FaucetServer) BTCAsset() *AssetSpec {
+	for i, a := range fs.Spec.Assets {
+		if a.BTC != nil {
+			return &fs.Spec.Assets[i]
+		}
+	}
+	return nil
+}
+
+// BTC is the btc entry's Bitcoin settings; nil when BTC drips are off.
 func (fs *FaucetServer) BTC() *BTCSpec {
-	if fs.Spec.Assets == nil {
-		return nil
+	if a := fs.BTCAsset(); a != nil {
+		return a.BTC
 	}
-	return fs.Spec.Assets.BTC
+	return nil
 }
 
-// BTCNetwork is spec.assets.btc.network, or its default; "" when BTC
+// AssetLowThreshold is an asset's low threshold: a token's lowThreshold,
+// else the faucet's, which is also BTC's (the faucet has no BTC threshold
+// of its own; the CRD refuses one on the btc entry).
+func (fs *FaucetServer) AssetLowThreshold(a AssetSpec) int64 {
+	if a.LowThreshold != nil && a.BTC == nil {
+		return *a.LowThreshold
+	}
+	low, _ := fs.LowThreshold()
+	return low
+}
+
+// BTCNetwork is the btc asset's network, or its default; "" when BTC
 // drips are off.
 func (fs *FaucetServer) BTCNetwork() string {
 	b := fs.BTC()

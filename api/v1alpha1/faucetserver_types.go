@@ -25,18 +25,18 @@ const (
 	DefaultAPITokensSecretKey = "tokens"
 
 	// DefaultBTCKeySecretKey is the Secret data key read when
-	// assets.btc.keySecretRef.key is empty.
+	// the btc asset's keySecretRef.key is empty.
 	DefaultBTCKeySecretKey = "key"
 
 	// DefaultBTCCredentialsSecretKey is the Secret data key read when
-	// assets.btc.rpc.credentialsSecretRef.key is empty.
+	// the btc asset's rpc.credentialsSecretRef.key is empty.
 	DefaultBTCCredentialsSecretKey = "credentials"
 
-	// DefaultBTCNetwork is assets.btc.network when unset.
+	// DefaultBTCNetwork is the btc asset's network when unset.
 	DefaultBTCNetwork = "regtest"
 
 	// DefaultBTCAmount, DefaultBTCLargeAmount and DefaultBTCXLargeAmount
-	// are assets.btc.amounts when unset, in sats: 0.0001, 0.01 and 0.5
+	// are the btc asset's amounts when unset, in sats: 0.0001, 0.01 and 0.5
 	// BTC, the sizes of the BTC faucet this one replaces, and the
 	// defaults of `faucet serve --btc-amount` and its siblings.
 	DefaultBTCAmount       = 10_000
@@ -63,7 +63,7 @@ const (
 // store several replicas share the keys, each key owned by one replica at a
 // time, and roll without a gap.
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
-// +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || !has(self.assets.sbtc) || (!has(self.assets.sbtc.refillBelow) && !has(self.assets.sbtc.refillAmount))",message="spec.assets.sbtc.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
+// +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || self.assets.all(a, !has(a.token) || (!has(a.token.refillBelow) && !has(a.token.refillAmount)))",message="spec.assets[].token.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
 type FaucetServerSpec struct {
 	// node is the Stacks node the faucet reads chain state from and
 	// broadcasts transactions to.
@@ -247,30 +247,131 @@ type FaucetServerSpec struct {
 	// +optional
 	Treasury *TreasurySpec `json:"treasury,omitempty"`
 
-	// assets are what the faucet hands out besides STX. Unset, it hands
-	// out STX only.
+	// assets are what the faucet drips beside STX, each under its name
+	// (POST /extended/v{1,3}/faucets/{name}): any number of SIP-010
+	// tokens, sbtc among them, and BTC. Each has its own amount, rate
+	// limits and, with spec.treasury, refills, and a token its own low
+	// threshold; adding one is an edit of this list alone. Unset, the
+	// faucet drips STX only. The object form of earlier releases ({sbtc:
+	// …, btc: …}) is refused; one stored before the upgrade reads as {}
+	// (the API server prunes what the list schema does not know), and the
+	// operator leaves its pods alone and reports DeprecatedAssets until it
+	// is rewritten as a list.
 	// +optional
-	Assets *AssetsSpec `json:"assets,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Assets AssetList `json:"assets,omitempty"`
+
+	// assetsObject: spec.assets was in the object form of earlier
+	// releases (see AssetList and FaucetServerSpec.UnmarshalJSON).
+	assetsObject bool `json:"-"`
 }
 
-// AssetsSpec lists the fungible tokens the faucet hands out besides STX.
-type AssetsSpec struct {
-	// sbtc turns on sBTC drips: a SIP-010 transfer of amount sats from one
-	// of the faucet's keys, with rate limits of its own. The keys pay the
-	// sBTC and also the transaction fee, in STX, so fund them with both.
-	// status.funding.assets.sbtc reports the keys' sBTC, and the Funded
-	// condition turns False when it runs low. Unset, sBTC drips are off.
-	// +optional
-	SBTC *SBTCSpec `json:"sbtc,omitempty"`
+// AssetSpec is one asset the faucet drips beside STX: a SIP-010 token
+// (token) or BTC (btc).
+// +kubebuilder:validation:XValidation:rule="has(self.token) != has(self.btc)",message="each spec.assets entry is a token or BTC: set exactly one of token and btc"
+// +kubebuilder:validation:XValidation:rule="!has(self.btc) || self.name == 'btc'",message="the BTC entry of spec.assets must be named btc"
+// +kubebuilder:validation:XValidation:rule="!has(self.token) || self.name != 'btc'",message="btc is BTC's name in spec.assets: name the token otherwise"
+// +kubebuilder:validation:XValidation:rule="!has(self.token) || has(self.token.assetIdentifier) || self.name == 'sbtc'",message="spec.assets[].token.assetIdentifier is required (ADDRESS.contract-name::token-name); only sbtc may leave it out, to use the sBTC contract the node names in /v2/pox (pox_5_sbtc_contract)"
+// +kubebuilder:validation:XValidation:rule="!has(self.btc) || !has(self.lowThreshold)",message="the btc entry of spec.assets takes no lowThreshold: the faucet has no BTC threshold of its own, so spec.funding.lowThreshold applies to BTC"
+type AssetSpec struct {
+	// name is the asset's path segment (POST /extended/v1/faucets/{name}
+	// and /extended/v3/faucets/{name}) and its label in the metrics: 1 to
+	// 32 lower-case letters, digits and '-', starting with a letter. sbtc
+	// is the incumbent's sBTC faucet; stx is the faucet's own asset and
+	// cannot be listed.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z][-a-z0-9]*$')",message="spec.assets[].name must be lower-case letters, digits and '-', starting with a letter, e.g. sbtc or tusd"
+	// +kubebuilder:validation:XValidation:rule="self != 'stx'",message="stx is the faucet's own asset, set by spec.amounts: name the token otherwise"
+	Name string `json:"name"`
 
-	// btc turns on Bitcoin drips on a test network (regtest, signet or
-	// testnet; never mainnet): the faucet pays from the P2WPKH address of
-	// its own Bitcoin key, through a Bitcoin Core or btcd node's RPC.
-	// status.funding.assets.btc reports that address and its balance, and
-	// the Funded condition turns False when it runs low. Unset, BTC drips
-	// are off.
+	// token makes the asset a SIP-010 fungible token paid by the faucet's
+	// keys, which pay its transaction fees in STX: fund them with both.
+	// +optional
+	Token *TokenSpec `json:"token,omitempty"`
+
+	// btc makes the asset Bitcoin on a test network (regtest, signet or
+	// testnet; never mainnet), paid from the P2WPKH address of the
+	// faucet's own Bitcoin key through a Bitcoin Core or btcd node.
 	// +optional
 	BTC *BTCSpec `json:"btc,omitempty"`
+
+	// rateLimits cap how often an address or a client IP may get this
+	// asset, in buckets of its own: its drips do not count against
+	// spec.rateLimits nor another asset's, nor theirs against these.
+	// +optional
+	// +kubebuilder:default={}
+	RateLimits *AssetRateLimits `json:"rateLimits,omitempty"`
+
+	// lowThreshold is the number of this token's drips left below which
+	// the Funded condition turns False and the page and alerts say it is
+	// low (faucet serve --token …,low-drips=N). Unset, and always for BTC,
+	// spec.funding.lowThreshold applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LowThreshold *int64 `json:"lowThreshold,omitempty"`
+
+	// legacy marks an entry read from the object form of spec.assets.
+	legacy bool `json:"-"`
+}
+
+// TokenSpec configures a SIP-010 token's drips.
+// +kubebuilder:validation:XValidation:rule="!has(self.refillBelow) || !has(self.refillAmount) || self.refillAmount >= self.refillBelow",message="spec.assets[].token.refillAmount must be at least refillBelow, so that one refill lifts a key above the threshold"
+type TokenSpec struct {
+	// assetIdentifier names the token: its contract's testnet principal
+	// and the token's name in that contract, ADDRESS.contract-name::token-name,
+	// e.g. ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd.
+	// Mainnet (SP…/SM…) contracts are refused. For sbtc it may be left
+	// out: the faucet and the operator then use the sBTC contract the node
+	// names in /v2/pox (pox_5_sbtc_contract, Epoch 4.0; testnet's is
+	// SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token), and the token
+	// sbtc-token in it. The operator also checks the address's checksum
+	// and reports a bad one as Stalled, reason InvalidAsset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=212
+	// +kubebuilder:validation:XValidation:rule="self.matches('^S[MNPT][0-9A-HJKMNP-TV-Z]{24,39}[.][a-zA-Z][-_a-zA-Z0-9]{0,39}::[a-zA-Z][-_!?+<>=/*a-zA-Z0-9]{0,127}$')",message="spec.assets[].token.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name (a contract name of up to 40 letters, digits, - and _, a token name of up to 128 characters, each starting with a letter), e.g. ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^S[MP]')",message="spec.assets[].token.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"
+	AssetIdentifier string `json:"assetIdentifier,omitempty"`
+
+	// amount is what one drip sends, in the token's base units (its
+	// decimals are read from the contract): sats for sBTC (1 sBTC =
+	// 100000000 sats), e.g. 100000 for 0.001 sBTC.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="spec.assets[].token.amount must be at least 1: the base units each drip sends"
+	Amount int64 `json:"amount"`
+
+	// refillBelow: with spec.treasury, a faucet key whose balance of the
+	// token falls below this many base units is refilled from the
+	// treasury's. Unset, the faucet's default applies: 20 drips' worth.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillBelow *int64 `json:"refillBelow,omitempty"`
+
+	// refillAmount is the base units one refill sends; at least
+	// refillBelow. Unset, the faucet's default applies: 10 × refillBelow.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	RefillAmount *int64 `json:"refillAmount,omitempty"`
+}
+
+// AssetRateLimits are the sliding-window limits of an asset's drips.
+type AssetRateLimits struct {
+	// perAddress limits the asset's drips per recipient address.
+	// Defaults to 5 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 5, window: "5m"}
+	PerAddress *RateLimit `json:"perAddress,omitempty"`
+
+	// perIP limits the asset's drips per client IP (IPv6 grouped by /64;
+	// the client IP as spec.rateLimits.trustedProxyHops selects it).
+	// Defaults to 30 per 5m.
+	// +optional
+	// +kubebuilder:default={requests: 30, window: "5m"}
+	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
 // BTCSpec configures Bitcoin drips.
@@ -280,7 +381,7 @@ type BTCSpec struct {
 	// must be on it. Defaults to regtest.
 	// +optional
 	// +kubebuilder:default=regtest
-	// +kubebuilder:validation:XValidation:rule="self in ['regtest', 'signet', 'testnet']",message="assets.btc.network must be regtest, signet or testnet: the faucet pays test-network BTC only, never mainnet"
+	// +kubebuilder:validation:XValidation:rule="self in ['regtest', 'signet', 'testnet']",message="the btc entry of spec.assets: network must be regtest, signet or testnet: the faucet pays test-network BTC only, never mainnet"
 	Network string `json:"network,omitempty"`
 
 	// rpc is the Bitcoin node the faucet reads the chain from and
@@ -319,11 +420,6 @@ type BTCSpec struct {
 	// [minRate, maxRate]. Unset fields take the faucet's defaults.
 	// +optional
 	Fees *BTCFees `json:"fees,omitempty"`
-
-	// rateLimits caps how often an address or a client IP may get BTC, in
-	// buckets of their own. Unset limits take the faucet's defaults.
-	// +optional
-	RateLimits *BTCRateLimits `json:"rateLimits,omitempty"`
 }
 
 // BTCRPCSpec locates a Bitcoin node's JSON-RPC.
@@ -335,9 +431,9 @@ type BTCRPCSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="assets.btc.rpc.url must be an http:// or https:// URL with a host, e.g. http://bitcoind:18443"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="assets.btc.rpc.url must not carry a user or password: put them in a Secret and name it in assets.btc.rpc.credentialsSecretRef"
-	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="assets.btc.rpc.url must not have a query or a fragment"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="the btc entry of spec.assets: rpc.url must be an http:// or https:// URL with a host, e.g. http://bitcoind:18443"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="the btc entry of spec.assets: rpc.url must not carry a user or password: put them in a Secret and name it in btc.rpc.credentialsSecretRef"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="the btc entry of spec.assets: rpc.url must not have a query or a fragment"
 	URL string `json:"url"`
 
 	// credentialsSecretRef selects the Secret data key holding the RPC
@@ -366,7 +462,7 @@ type BTCKeySecretReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
-	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="assets.btc.keySecretRef.key must be a file name, not . or .."
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="the btc entry of spec.assets: keySecretRef.key must be a file name, not . or .."
 	Key string `json:"key,omitempty"`
 }
 
@@ -386,38 +482,38 @@ type BTCCredentialsSecretReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
-	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="assets.btc.rpc.credentialsSecretRef.key must be a file name, not . or .."
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="the btc entry of spec.assets: rpc.credentialsSecretRef.key must be a file name, not . or .."
 	Key string `json:"key,omitempty"`
 }
 
 // BTCAmounts are the sats of BTC drips, by size.
-// +kubebuilder:validation:XValidation:rule="!has(self.default) || !has(self.large) || self.default <= self.large",message="assets.btc.amounts.large (default 1000000) must be at least amounts.default"
-// +kubebuilder:validation:XValidation:rule="!has(self.large) || !has(self.xlarge) || self.large <= self.xlarge",message="assets.btc.amounts.xlarge (default 50000000) must be at least amounts.large"
+// +kubebuilder:validation:XValidation:rule="!has(self.default) || !has(self.large) || self.default <= self.large",message="the btc entry of spec.assets: amounts.large (default 1000000) must be at least amounts.default"
+// +kubebuilder:validation:XValidation:rule="!has(self.large) || !has(self.xlarge) || self.large <= self.xlarge",message="the btc entry of spec.assets: amounts.xlarge (default 50000000) must be at least amounts.large"
 type BTCAmounts struct {
 	// default is the sats a regular BTC drip sends. Defaults to 10000
 	// (0.0001 BTC).
 	// +optional
 	// +kubebuilder:default=10000
-	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.default must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="the btc entry of spec.assets: amounts.default must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
 	Default *int64 `json:"default,omitempty"`
 
 	// large is the sats of a large drip. Defaults to 1000000 (0.01 BTC).
 	// +optional
 	// +kubebuilder:default=1000000
-	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.large must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="the btc entry of spec.assets: amounts.large must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
 	Large *int64 `json:"large,omitempty"`
 
 	// xlarge is the sats of an extra-large drip. Defaults to 50000000
 	// (0.5 BTC).
 	// +optional
 	// +kubebuilder:default=50000000
-	// +kubebuilder:validation:XValidation:rule="self >= 546",message="assets.btc.amounts.xlarge must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
+	// +kubebuilder:validation:XValidation:rule="self >= 546",message="the btc entry of spec.assets: amounts.xlarge must be at least 546 sats: smaller outputs are dust, which nodes do not relay"
 	XLarge *int64 `json:"xlarge,omitempty"`
 }
 
 // BTCFees bounds the fee rate of BTC payouts, in sat/vB.
-// +kubebuilder:validation:XValidation:rule="!has(self.minRate) || !has(self.maxRate) || self.minRate <= self.maxRate",message="assets.btc.fees.minRate must not exceed maxRate"
-// +kubebuilder:validation:XValidation:rule="!has(self.fallbackRate) || (!has(self.minRate) || self.minRate <= self.fallbackRate) && (!has(self.maxRate) || self.fallbackRate <= self.maxRate)",message="assets.btc.fees.fallbackRate must lie between minRate and maxRate"
+// +kubebuilder:validation:XValidation:rule="!has(self.minRate) || !has(self.maxRate) || self.minRate <= self.maxRate",message="the btc entry of spec.assets: fees.minRate must not exceed maxRate"
+// +kubebuilder:validation:XValidation:rule="!has(self.fallbackRate) || (!has(self.minRate) || self.minRate <= self.fallbackRate) && (!has(self.maxRate) || self.fallbackRate <= self.maxRate)",message="the btc entry of spec.assets: fees.fallbackRate must lie between minRate and maxRate"
 type BTCFees struct {
 	// fallbackRate is the fee rate when the node has no estimate, as on a
 	// fresh regtest chain.
@@ -440,79 +536,6 @@ type BTCFees struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	MaxRate *int64 `json:"maxRate,omitempty"`
-}
-
-// BTCRateLimits are the sliding-window limits of BTC drips, in buckets
-// apart from spec.rateLimits and those of other assets.
-type BTCRateLimits struct {
-	// perAddress limits BTC drips per recipient address.
-	// +optional
-	PerAddress *RateLimit `json:"perAddress,omitempty"`
-
-	// perIP limits BTC drips per client IP (IPv6 grouped by /64; the
-	// client IP as spec.rateLimits.trustedProxyHops selects it).
-	// +optional
-	PerIP *RateLimit `json:"perIP,omitempty"`
-}
-
-// SBTCSpec configures sBTC drips.
-// +kubebuilder:validation:XValidation:rule="!has(self.refillBelow) || !has(self.refillAmount) || self.refillAmount >= self.refillBelow",message="assets.sbtc.refillAmount must be at least refillBelow, so that one refill lifts a key above the threshold"
-type SBTCSpec struct {
-	// assetIdentifier names the token: its contract's testnet principal
-	// and the token's name in that contract, ADDRESS.contract-name::token-name.
-	// Testnet sBTC is
-	// ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token; a
-	// devnet has its own deployer. Mainnet (SP…/SM…) contracts are
-	// refused. The operator also checks the address's checksum and
-	// reports a bad one as Stalled, reason InvalidAsset.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=212
-	// +kubebuilder:validation:XValidation:rule="self.matches('^S[MNPT][0-9A-HJKMNP-TV-Z]{24,39}[.][a-zA-Z][-_a-zA-Z0-9]{0,39}::[a-zA-Z][-_!?+<>=/*a-zA-Z0-9]{0,127}$')",message="assets.sbtc.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name (a contract name of up to 40 letters, digits, - and _, a token name of up to 128 characters, each starting with a letter), e.g. ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^S[MP]')",message="assets.sbtc.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract, e.g. ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
-	AssetIdentifier string `json:"assetIdentifier"`
-
-	// amount is what one sBTC drip sends, in the token's base units: sats
-	// for sBTC (1 sBTC = 100000000 sats), e.g. 100000 for 0.001 sBTC.
-	// +required
-	// +kubebuilder:validation:XValidation:rule="self >= 1",message="assets.sbtc.amount must be at least 1: the sats each sBTC drip sends"
-	Amount int64 `json:"amount"`
-
-	// rateLimits caps how often an address or a client IP may get sBTC, in
-	// buckets of their own: sBTC drips do not count against
-	// spec.rateLimits, nor STX drips against these.
-	// +optional
-	// +kubebuilder:default={}
-	RateLimits *TokenRateLimits `json:"rateLimits,omitempty"`
-
-	// refillBelow: with spec.treasury, a faucet key whose sBTC falls below
-	// this many sats is refilled from the treasury's sBTC. Unset, the
-	// faucet's default applies: 20 drips' worth (20 × amount).
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	RefillBelow *int64 `json:"refillBelow,omitempty"`
-
-	// refillAmount is the sats one sBTC refill sends; at least
-	// refillBelow. Unset, the faucet's default applies: 10 × refillBelow.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	RefillAmount *int64 `json:"refillAmount,omitempty"`
-}
-
-// TokenRateLimits are the sliding-window limits of a token's drips.
-type TokenRateLimits struct {
-	// perAddress limits the token's drips per recipient address.
-	// Defaults to 5 per 5m.
-	// +optional
-	// +kubebuilder:default={requests: 5, window: "5m"}
-	PerAddress *RateLimit `json:"perAddress,omitempty"`
-
-	// perIP limits the token's drips per client IP (IPv6 grouped by /64;
-	// the client IP as spec.rateLimits.trustedProxyHops selects it).
-	// Defaults to 30 per 5m.
-	// +optional
-	// +kubebuilder:default={requests: 30, window: "5m"}
-	PerIP *RateLimit `json:"perIP,omitempty"`
 }
 
 // FundingSpec configures when the faucet counts as low on funds.
@@ -1058,77 +1081,74 @@ type FundingStatus struct {
 	// +optional
 	Treasury *AccountFunding `json:"treasury,omitempty"`
 
-	// assets are the balances of the tokens of spec.assets, read with the
-	// STX balances above; absent when the faucet hands out STX only.
+	// assets are the balances of spec.assets, in its order, read with
+	// the STX balances above (BTC's from its own node).
 	// +optional
-	Assets *AssetsFunding `json:"assets,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	Assets []AssetFunding `json:"assets,omitempty"`
+
+	// assetsSummary is each asset's drips left, e.g. "sbtc:998 tusd:1000
+	// btc:600" ("?" while unknown): the ASSETS column.
+	// +optional
+	AssetsSummary string `json:"assetsSummary,omitempty"`
 }
 
-// AssetsFunding reports the assets of spec.assets, one field per asset.
-type AssetsFunding struct {
-	// sbtc is the faucet's sBTC, when spec.assets.sbtc is set.
-	// +optional
-	SBTC *TokenFunding `json:"sbtc,omitempty"`
-
-	// btc is the faucet's BTC, when spec.assets.btc is set, as the
-	// operator last read it from the Bitcoin node.
-	// +optional
-	BTC *BTCFunding `json:"btc,omitempty"`
-}
-
-// BTCFunding is how much BTC the faucet's Bitcoin key holds.
-type BTCFunding struct {
-	// network is the Bitcoin test network: regtest, signet or testnet.
+// AssetFunding is how much of an asset of spec.assets the faucet holds,
+// in the asset's base units (sats for sBTC and BTC).
+type AssetFunding struct {
+	// name is the asset's name in spec.assets.
 	// +required
-	Network string `json:"network"`
+	Name string `json:"name"`
 
-	// address is the faucet's P2WPKH address, derived from the key
-	// Secret: send test BTC here to fund the faucet.
-	// +required
-	Address string `json:"address"`
-
-	// balance is the address's confirmed balance, in sats (1 BTC =
-	// 100000000 sats); mined coins count before they mature.
+	// assetIdentifier is the token read, ADDRESS.contract-name::token-name:
+	// for sbtc without one in spec.assets, the contract the node names in
+	// /v2/pox. Absent for BTC.
 	// +optional
-	Balance int64 `json:"balance"`
+	AssetIdentifier string `json:"assetIdentifier,omitempty"`
 
-	// dripsLeft is how many default drips (assets.btc.amounts.default)
-	// the balance pays, the fees of the payouts, paid from the same coins,
-	// not counted.
+	// network and address are BTC's: its test network, and the faucet's
+	// P2WPKH address, derived from the key Secret: send test BTC there to
+	// fund the faucet.
 	// +optional
-	DripsLeft int64 `json:"dripsLeft"`
-
-	// lastChecked is when the balance was last read successfully.
+	Network string `json:"network,omitempty"`
 	// +optional
-	LastChecked *metav1.Time `json:"lastChecked,omitempty"`
-}
+	Address string `json:"address,omitempty"`
 
-// TokenFunding is how much of a token the faucet's keys hold, in the
-// token's base units (sats for sBTC).
-type TokenFunding struct {
-	// assetIdentifier is the token read, ADDRESS.contract-name::token-name.
-	// +required
-	AssetIdentifier string `json:"assetIdentifier"`
-
-	// keys are the faucet's keys, in the order of the key Secret.
+	// keys are a token's balances on the faucet's keys, in the order of
+	// the key Secret.
 	// +optional
 	// +listType=atomic
 	Keys []KeyTokenFunding `json:"keys,omitempty"`
 
-	// balance is the sum of the keys' balances.
+	// balance is the keys' balance of the token summed, or BTC's confirmed
+	// balance (mined coins count before they mature). Absent until the
+	// asset was first read: unknown is not 0.
 	// +optional
-	Balance int64 `json:"balance"`
+	Balance *int64 `json:"balance,omitempty"`
 
-	// dripsLeft is how many drips of the asset's amount the keys can
-	// still pay, each key counted on its own (a drip is paid by one key).
-	// The transaction fee is paid in STX, from the keys' STX balances.
+	// dripsLeft is how many drips of the asset's amount the balance pays,
+	// for a token each key counted on its own (a drip is paid by one key,
+	// its fee in STX). BTC's payout fees, paid from the same coins, are
+	// not counted. Absent until the asset was first read.
 	// +optional
-	DripsLeft int64 `json:"dripsLeft"`
+	DripsLeft *int64 `json:"dripsLeft,omitempty"`
 
-	// treasuryBalance is the token balance of the treasury account
+	// treasuryBalance is a token's balance on the treasury account
 	// (status.funding.treasury), when spec.treasury is set.
 	// +optional
 	TreasuryBalance *int64 `json:"treasuryBalance,omitempty"`
+
+	// lastChecked is when the balance was last read successfully.
+	// +optional
+	LastChecked *metav1.Time `json:"lastChecked,omitempty"`
+
+	// message says why the latest read of the asset failed (the node
+	// names no sBTC contract, refuses the token's get-balance, the Bitcoin
+	// node is unreachable); the figures above, if any, are then those of
+	// lastChecked. Absent once a read succeeds.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // KeyTokenFunding is the token balance of one faucet key.
@@ -1190,8 +1210,7 @@ type AccountFunding struct {
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
 // +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
-// +kubebuilder:printcolumn:name="sBTC Drips Left",type="integer",JSONPath=`.status.funding.assets.sbtc.dripsLeft`,priority=1
-// +kubebuilder:printcolumn:name="BTC Drips Left",type="integer",JSONPath=`.status.funding.assets.btc.dripsLeft`,priority=1
+// +kubebuilder:printcolumn:name="Assets",type="string",JSONPath=`.status.funding.assetsSummary`,description="drips left of each asset of spec.assets"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1

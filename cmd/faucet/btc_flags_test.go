@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // `faucet keys generate --btc` prints lines the key file accepts, and the
@@ -68,13 +69,6 @@ func TestBTCKeyFileRoundTrip(t *testing.T) {
 // The BTC flags: on only with both the URL and the key file, never beside
 // the devnet's own node, fee rates ordered, and mainnet refused by name.
 func TestBTCFlags(t *testing.T) {
-	parse := func(args ...string) (btcOptions, error) {
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(&bytes.Buffer{})
-		var o btcOptions
-		o.register(fs)
-		return o, fs.Parse(args)
-	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -89,21 +83,32 @@ func TestBTCFlags(t *testing.T) {
 		{name: "min above max", args: []string{"--btc-min-fee-rate", "10", "--btc-max-fee-rate", "5"}, want: "want 1 ≤ min ≤ max"},
 		{name: "batch too big", args: []string{"--btc-batch-max", "501"}, want: "--btc-batch-max must be 1..500"},
 		{name: "zero block time", args: []string{"--btc-block-time", "0s"}, devnet: true, want: "--btc-block-time must be positive"},
+		{name: "zero block time without the devnet's btcd", args: []string{"--btc-block-time", "0s", "--devnet-btc=false"}, devnet: true},
 	} {
-		o, err := parse(tc.args...)
-		if err != nil {
-			t.Fatalf("%s: parse: %v", tc.name, err)
+		args := realNode(tc.args...)
+		if tc.devnet {
+			args = append([]string{"--devnet"}, tc.args...)
 		}
-		err = o.validate(tc.devnet)
+		o, err := checkServe(t, args...)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		case tc.want == "" && !tc.devnet && o.BTC.On() != (len(tc.args) > 0):
+			t.Errorf("%s: BTC on = %v", tc.name, o.BTC.On())
 		}
 	}
-	if _, err := parse("--btc-network", "mainnet"); err == nil || !strings.Contains(err.Error(), "mainnet is not supported") {
+	if _, err := checkServe(t, realNode("--btc-network", "mainnet")...); err == nil || !strings.Contains(err.Error(), "mainnet is not supported") ||
+		!strings.Contains(err.Error(), "--btc-network") {
 		t.Errorf("--btc-network mainnet: %v", err)
+	}
+	o, err := checkServe(t, realNode("--btc-network", "signet", "--btc-limit-address", "2/1h", "--btc-limit-ip", "0")...)
+	if err != nil || o.BTC.Network != bitcoin.Signet {
+		t.Fatalf("--btc-network signet: %v, %v", o.BTC.Network, err)
+	}
+	if got, want := o.RateLimits().Of("btc"), (guard.AssetLimits{PerAddress: guard.Limit{Requests: 2, Window: time.Hour}}); got != want {
+		t.Errorf("BTC limits %+v, want %+v", got, want)
 	}
 }
 

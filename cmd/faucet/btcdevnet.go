@@ -171,24 +171,27 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 		stop()
 		return nil, fmt.Errorf("btcd (log in %s): %w", filepath.Join(dir, "btcd.out"), err)
 	}
-	go func() {
-		t := time.NewTicker(blockTime)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-exited:
-				logger.Error("devnet btcd exited")
-				return
-			case <-t.C:
-				if _, err := d.client.Generate(ctx, 1); err != nil && ctx.Err() == nil {
-					logger.Warn("devnet btcd: mining a block failed", "err", err)
-				}
+	go d.mineEvery(ctx, blockTime, exited, logger)
+	return d, nil
+}
+
+// mineEvery mines a block every blockTime until ctx ends or btcd exits.
+func (d *devnetBtcd) mineEvery(ctx context.Context, blockTime time.Duration, exited <-chan struct{}, logger *slog.Logger) {
+	t := time.NewTicker(blockTime)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-exited:
+			logger.Error("devnet btcd exited")
+			return
+		case <-t.C:
+			if _, err := d.client.Generate(ctx, 1); err != nil && ctx.Err() == nil {
+				logger.Warn("devnet btcd: mining a block failed", "err", err)
 			}
 		}
-	}()
-	return d, nil
+	}
 }
 
 // waitAndMine waits for btcd's RPC, then mines devnetBTCBlocks.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // runCLI runs the command as main does: what it prints and its exit code.
@@ -159,7 +160,7 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 		fs     *flag.FlagSet
 		groups []flagGroup
 	}{
-		{"serve", serveFlagSet(), serveFlagGroups},
+		{"serve", serveFlagSet(), serveFlagGroups()},
 		{"devnet", nil, devnetFlagGroups},
 		{"manager", managerFlagSet(), managerFlagGroups},
 	} {
@@ -202,6 +203,9 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 			}
 		}
 	}
+	if stdout, _, _ := runCLI(t, "devnet", "-h"); !strings.Contains(stdout, "\n  --fund ADDR=µSTX\n") {
+		t.Errorf("devnet -h lacks --fund's placeholder:\n%s", stdout)
+	}
 	stdout, _, _ := runCLI(t, "serve", "-h")
 	for _, want := range []string{
 		"node and keys:\n  --node-url string\n      Stacks node RPC URL, e.g. http://stacks-node:20443\n  --node-timeout duration\n      timeout of each node RPC call (default 10s)\n",
@@ -223,10 +227,8 @@ func managerFlagSet() *flag.FlagSet {
 }
 
 func serveFlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var o serveOptions
-	o.register(fs)
-	return fs
+	o := options.Defaults()
+	return newServeFlags(&o)
 }
 
 // A --node-url that answers but is not a Stacks node's RPC fails at start

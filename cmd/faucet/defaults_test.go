@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // Every `faucet serve` flag's default is a Go constant of the package that
@@ -23,7 +24,7 @@ import (
 // the CRD to): none is typed a second time here. A new flag must be added
 // to this table.
 func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
-	limit := func(l guard.Limit) string { return limitValue{&l}.String() }
+	limit := options.LimitString
 	want := map[string]string{
 		"listen":                   fmt.Sprintf(":%d", server.DefaultPort),
 		"node-timeout":             node.DefaultTimeout.String(),
@@ -43,33 +44,33 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"limit-address":            limit(guard.DefaultLimits().PerAddress),
 		"limit-stacking":           limit(guard.DefaultLimits().StackingPerAddress),
 		"limit-ip":                 limit(guard.DefaultLimits().PerIP),
-		"sbtc-limit-address":       limit(guard.DefaultLimits().SBTC.PerAddress),
-		"sbtc-limit-ip":            limit(guard.DefaultLimits().SBTC.PerIP),
-		"btc-limit-address":        limit(guard.DefaultLimits().BTC.PerAddress),
-		"btc-limit-ip":             limit(guard.DefaultLimits().BTC.PerIP),
-		"btc-amount":               strconv.FormatInt(btcfaucet.DefaultAmount, 10),
-		"btc-large-amount":         strconv.FormatInt(btcfaucet.DefaultLargeAmount, 10),
-		"btc-xlarge-amount":        strconv.FormatInt(btcfaucet.DefaultXLargeAmount, 10),
-		"btc-fee-rate":             strconv.FormatInt(btcfaucet.DefaultFallbackFeeRate, 10),
-		"btc-min-fee-rate":         strconv.FormatInt(bitcoin.MinFeeRate, 10),
-		"btc-max-fee-rate":         strconv.FormatInt(btcfaucet.DefaultMaxFeeRate, 10),
-		"btc-batch-max":            strconv.Itoa(btcfaucet.DefaultBatchMax),
-		"btc-network":              bitcoin.Regtest.String(),
-		"btc-rpc-timeout":          btcnode.DefaultTimeout.String(),
-		"pow-difficulty":           strconv.Itoa(guard.DefaultDifficulty),
-		"pow-max-difficulty":       strconv.Itoa(guard.DefaultMaxDifficulty),
-		"pow-ttl":                  guard.DefaultChallengeTTL.String(),
-		"explorer-tx-url":          server.DefaultExplorerTxURL,
-		"low-drips":                strconv.Itoa(server.DefaultLowDrips),
-		"history-retention":        defaultHistoryRetention.String(),
+		// Every asset without limits of its own gets these.
+		"sbtc-limit-address": limit(guard.DefaultAssetLimits().PerAddress),
+		"sbtc-limit-ip":      limit(guard.DefaultAssetLimits().PerIP),
+		"btc-limit-address":  limit(guard.DefaultAssetLimits().PerAddress),
+		"btc-limit-ip":       limit(guard.DefaultAssetLimits().PerIP),
+		"btc-amount":         strconv.FormatInt(btcfaucet.DefaultAmount, 10),
+		"btc-large-amount":   strconv.FormatInt(btcfaucet.DefaultLargeAmount, 10),
+		"btc-xlarge-amount":  strconv.FormatInt(btcfaucet.DefaultXLargeAmount, 10),
+		"btc-fee-rate":       strconv.FormatInt(btcfaucet.DefaultFallbackFeeRate, 10),
+		"btc-min-fee-rate":   strconv.FormatInt(bitcoin.MinFeeRate, 10),
+		"btc-max-fee-rate":   strconv.FormatInt(btcfaucet.DefaultMaxFeeRate, 10),
+		"btc-batch-max":      strconv.Itoa(btcfaucet.DefaultBatchMax),
+		"btc-network":        bitcoin.Regtest.String(),
+		"btc-rpc-timeout":    btcnode.DefaultTimeout.String(),
+		"pow-difficulty":     strconv.Itoa(guard.DefaultDifficulty),
+		"pow-max-difficulty": strconv.Itoa(guard.DefaultMaxDifficulty),
+		"pow-ttl":            guard.DefaultChallengeTTL.String(),
+		"explorer-tx-url":    server.DefaultExplorerTxURL,
+		"low-drips":          strconv.Itoa(server.DefaultLowDrips),
+		"history-retention":  options.DefaultHistoryRetention.String(),
 		// Settings of serve alone: the devnet, logging.
-		"devnet-keys": "4", "devnet-sbtc": "true", "block-time": (2 * time.Second).String(),
-		"devnet-btc": "true", "btc-block-time": devnetBTCBlockTime.String(),
+		"devnet-keys": "4", "devnet-sbtc": "true", "devnet-test-token": "true", "block-time": (2 * time.Second).String(),
+		"devnet-btc": "true", "btc-block-time": (10 * time.Second).String(),
 		"log-level": "info", "log-format": "json",
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var o serveOptions
-	o.register(fs)
+	o := options.Defaults()
+	fs := newServeFlags(&o)
 	fs.VisitAll(func(f *flag.Flag) {
 		w, listed := want[f.Name]
 		zero := f.DefValue == "" || f.DefValue == "0" || f.DefValue == "false" || f.DefValue == "0s"

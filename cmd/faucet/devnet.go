@@ -16,6 +16,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // fundList collects repeated --fund ADDR=µSTX flags.
@@ -23,7 +24,7 @@ type fundList map[stacks.Address]uint64
 
 func (f fundList) String() string { return fmt.Sprintf("%d entries", len(f)) }
 
-func (fundList) argName() string { return "ADDR=µSTX" }
+func (fundList) ArgName() string { return "ADDR=µSTX" }
 
 func (f fundList) Set(s string) error {
 	addr, amount, ok := strings.Cut(s, "=")
@@ -74,13 +75,13 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	tokenFunding := fs.Uint64("fund-token-amount", devnetTokenFunding, "token base units (sats) for each address from --fund-key-file")
 	fund := fundList{}
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
-	var lf logFlags
-	lf.register(fs)
+	lf := options.Defaults().Log
+	lf.BindFlags(options.NewFlags(fs))
 	fs.Usage = usageFunc(fs, devnetUsage, devnetFlagGroups...)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
-	logger, err := lf.logger()
+	logger, err := lf.Logger()
 	if err != nil {
 		return flagError(fs, err)
 	}
@@ -127,61 +128,6 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// startEmbeddedDevnet runs a simulated node on a loopback port with freshly
-// generated, generously funded keys; with the token on, it deploys the
-// SIP-010 token contract at the token's identifier and mints each key its
-// share. With --devnet-treasury it also generates the treasury, which gets
-// the generous funding, while the faucet keys start about ten drips above
-// the refill threshold.
-func startEmbeddedDevnet(ctx context.Context, o serveOptions, token faucet.Token, logger *slog.Logger) ([]*stacks.PrivateKey, *stacks.PrivateKey, string, error) {
-	if o.devnetKeys < 1 || o.devnetKeys > 100 {
-		return nil, nil, "", fmt.Errorf("--devnet-keys must be 1..100, got %d", o.devnetKeys)
-	}
-	if token.Enabled() && token.Asset.Name != devnode.TokenName {
-		return nil, nil, "", fmt.Errorf("--sbtc-asset %s: the devnet deploys its own token, named %s: use ADDR.contract::%s", token.Asset, devnode.TokenName, devnode.TokenName)
-	}
-	keyFunding, tokenFunding := devnetFunding, devnetTokenFunding
-	genesis, tokenGenesis := map[stacks.Address]uint64{}, map[stacks.Address]uint64{}
-	var treasury *stacks.PrivateKey
-	if o.devnetTreasury {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			return nil, nil, "", err
-		}
-		treasury = k
-		genesis[k.TestnetAddress()] = devnetFunding
-		tokenGenesis[k.TestnetAddress()] = devnetTokenFunding
-		refills, _ := o.refills() // checked by validateRefill
-		keyFunding = satAddMul(refills.Below, 10, faucet.DripCost(o.amount, o.feeFallback))
-		if token.Enabled() {
-			t, _ := token.ResolveRefills() // checked by sbtcOptions.token
-			tokenFunding = satAddMul(t.RefillBelow, 10, token.Amount)
-		}
-	}
-	keys := make([]*stacks.PrivateKey, o.devnetKeys)
-	for i := range keys {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			return nil, nil, "", err
-		}
-		keys[i] = k
-		genesis[k.TestnetAddress()] = keyFunding
-		tokenGenesis[k.TestnetAddress()] = tokenFunding
-	}
-	// The devnet deploys send-many-memo at its testnet id, as on testnet.
-	cfg := devnode.Config{BlockTime: o.blockTime, Genesis: genesis, SendManyContract: stacks.SendManyMemoTestnet,
-		Logger: logger.With("component", "devnode")}
-	if token.Enabled() {
-		cfg.TokenAsset, cfg.TokenGenesis = token.Asset.String(), tokenGenesis
-	}
-	dn := devnode.New(cfg)
-	url, err := serveDevnode(ctx, dn, "127.0.0.1:0", logger)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	return keys, treasury, url, nil
-}
-
 // serveDevnode starts the node's RPC on addr and its miner; both stop with ctx.
 func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *slog.Logger) (string, error) {
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
@@ -211,7 +157,123 @@ func serveDevnode(ctx context.Context, dn *devnode.Node, addr string, logger *sl
 // pageURL is the web page's address for the log.
 func pageURL(listen net.Addr) string { return "http://" + browseHost(listen) + "/" }
 
-func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string, token faucet.Token) {
+// embeddedDevnet is what startEmbeddedDevnet started: the node's URL and
+// the keys it funded.
+type embeddedDevnet struct {
+	url      string
+	keys     []*stacks.PrivateKey
+	treasury *stacks.PrivateKey
+}
+
+// startEmbeddedDevnet runs a simulated node on a loopback port with freshly
+// generated, generously funded keys, the send-many contract at its testnet
+// id, and the devnet's tokens (sBTC, named in /v2/pox as an Epoch 4.0
+// node names it, and the test token), each key minted its share. With
+// --devnet-treasury it also generates the treasury, which gets the
+// generous funding, while the faucet keys start about ten drips above the
+// refill thresholds.
+func startEmbeddedDevnet(ctx context.Context, o *options.Serve, logger *slog.Logger) (*embeddedDevnet, error) {
+	d := &embeddedDevnet{}
+	cfg := devnode.Config{BlockTime: o.Devnet.BlockTime, Genesis: map[stacks.Address]uint64{}, SendManyContract: stacks.SendManyMemoTestnet,
+		Logger: logger.With("component", "devnode")}
+	specs, err := devnetTokens(o)
+	if err != nil {
+		return nil, err
+	}
+	keyFunding := devnetFunding
+	if o.Devnet.Treasury {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, err
+		}
+		d.treasury = k
+		cfg.Genesis[k.TestnetAddress()] = devnetFunding
+		refills, _ := o.Keys.Refills(o.Amounts, o.Fees) // checked by Validate
+		keyFunding = satAddMul(refills.Below, 10, faucet.DripCost(o.Amounts.Default, o.Fees.Fallback))
+	}
+	for range o.Devnet.Keys {
+		k, err := stacks.GeneratePrivateKey()
+		if err != nil {
+			return nil, err
+		}
+		d.keys = append(d.keys, k)
+		cfg.Genesis[k.TestnetAddress()] = keyFunding
+	}
+	for _, s := range specs {
+		s.mint(d.keys, d.treasury)
+		cfg.Tokens = append(cfg.Tokens, s.spec)
+		if s.sbtc {
+			cfg.PoXSBTCContract = s.spec.Asset.Contract
+		}
+	}
+	if d.url, err = serveDevnode(ctx, devnode.New(cfg), "127.0.0.1:0", logger); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// devnetToken is a token the devnet deploys and how much of it each key
+// gets.
+type devnetToken struct {
+	spec     devnode.TokenSpec
+	sbtc     bool
+	perKey   uint64 // base units each faucet key starts with
+	treasury uint64 // base units the treasury starts with
+}
+
+// mint sets the token's genesis balances of keys and treasury.
+func (t *devnetToken) mint(keys []*stacks.PrivateKey, treasury *stacks.PrivateKey) {
+	t.spec.Genesis = map[stacks.Address]uint64{}
+	for _, k := range keys {
+		t.spec.Genesis[k.TestnetAddress()] = t.perKey
+	}
+	if treasury != nil {
+		t.spec.Genesis[treasury.TestnetAddress()] = t.treasury
+	}
+}
+
+// devnetTokens are the tokens the devnet deploys: sBTC (--devnet-sbtc),
+// where --sbtc-asset says or at its testnet identifier, and the test token
+// (--devnet-test-token). With a treasury each key starts about ten drips
+// above its refill threshold.
+func devnetTokens(o *options.Serve) ([]devnetToken, error) {
+	var out []devnetToken
+	for _, t := range o.TokenList() {
+		var spec devnode.TokenSpec
+		switch {
+		case t.Name == "sbtc" && o.Devnet.SBTC:
+			asset, err := stacks.ParseAssetID(o.DevnetSBTCAsset())
+			if err != nil {
+				return nil, fmt.Errorf("%w: --sbtc-asset: %w", errUsage, err)
+			}
+			if asset.Name != devnode.TokenName {
+				return nil, fmt.Errorf("%w: --sbtc-asset %s: the devnet deploys its own token, named %s: use ADDR.contract::%s", errUsage, asset, devnode.TokenName, devnode.TokenName)
+			}
+			spec = devnode.SBTCToken(asset, nil)
+		case t.Name == options.DevnetTestTokenName && t.Asset == options.DevnetTestTokenAsset:
+			asset, _ := stacks.ParseAssetID(options.DevnetTestTokenAsset)
+			spec = devnode.TokenSpec{Asset: asset, Name: options.DevnetTestTokenDisplay, Symbol: options.DevnetTestTokenSymbol,
+				Decimals: options.DevnetTestTokenDecimals}
+		default:
+			continue // a token of the user's: not the devnet's to deploy
+		}
+		funding := satAddMul(0, devnetTokenDrips, t.Amount)
+		dt := devnetToken{spec: spec, sbtc: t.Name == "sbtc", perKey: funding, treasury: funding}
+		if o.Devnet.Treasury {
+			e, _ := t.Engine()
+			r, _ := e.ResolveRefills() // checked by Validate
+			dt.perKey = satAddMul(r.RefillBelow, 10, t.Amount)
+		}
+		out = append(out, dt)
+	}
+	return out, nil
+}
+
+// devnetTokenDrips is how many drips of each token a devnet key starts
+// with: a million (1,000 sBTC at the devnet's drip).
+const devnetTokenDrips = 1_000_000
+
+func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string, tokens []faucet.TokenInfo) {
 	host := browseHost(listen)
 	example, _ := stacks.GeneratePrivateKey()
 	fmt.Fprintf(w, `
@@ -228,16 +290,23 @@ Try it:
   curl -s '%s/v2/accounts/%s?proof=0'
 
 `, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
-	if !token.Enabled() {
-		return
-	}
 	a := example.TestnetAddress().String()
-	c := token.Asset.Contract
-	fmt.Fprintf(w, `sBTC (%s, %d sats per drip):
-  curl -sX POST 'http://%s/extended/v1/faucets/sbtc?address=%s'
-  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/sbtc'
-  # its balance, SIP-010 get-balance through the node's call-read RPC:
+	arg := stacks.SerializeClarityValue(stacks.Principal{Address: example.TestnetAddress()})
+	for _, t := range tokens {
+		id := t.Asset.String()
+		if t.FromPoX {
+			id = "found in /v2/pox once the faucet has read it: see /faucet/v1/info"
+		}
+		fmt.Fprintf(w, `%s (%s, %d base units per drip):
+  curl -sX POST 'http://%s/extended/v1/faucets/%s?address=%s'
+  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/%s'
+`, t.Name, id, t.Amount, host, t.Name, a, a, host, t.Name)
+		if !t.FromPoX {
+			c := t.Asset.Contract
+			fmt.Fprintf(w, `  # its balance, SIP-010 get-balance through the node's call-read RPC:
   curl -sX POST -H 'Content-Type: application/json' -d '{"sender":"%s","arguments":["0x%x"]}' '%s/v2/contracts/call-read/%s/%s/get-balance'
-
-`, token.Asset, token.Amount, host, a, a, host, a, stacks.SerializeClarityValue(stacks.Principal{Address: example.TestnetAddress()}), nodeURL, c.Address, c.Name)
+`, a, arg, nodeURL, c.Address, c.Name)
+		}
+		fmt.Fprintln(w)
+	}
 }

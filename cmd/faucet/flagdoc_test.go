@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // updateDocsEnv set to 1 makes the flag reference tests write the files
@@ -22,13 +22,11 @@ const updateDocsEnv = "UPDATE_DOCS"
 // TestServeFlagReference: docs/serve-flags.md is the flag set of `faucet
 // serve`, grouped as its -h groups it.
 func TestServeFlagReference(t *testing.T) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var o serveOptions
-	o.register(fs)
-	fs.Usage = usageFunc(fs, serveUsage, serveFlagGroups...)
+	o := options.Defaults()
+	fs := newServeFlags(&o)
 	checkFlagReference(t, "serve-flags.md", flagDoc{
 		command: "faucet serve",
-		source:  "cmd/faucet/serve.go",
+		source:  "server/options",
 		help:    helpOf(t, func() error { return runServe(context.Background(), []string{"-h"}, io.Discard) }),
 		intro: "Every flag of the faucet server, in the groups `faucet serve -h` prints. Every flag can also be " +
 			"set as the environment variable beside it (a flag on the command line wins; a bad value in a " +
@@ -36,7 +34,7 @@ func TestServeFlagReference(t *testing.T) {
 			"`--flag=false`; `N/window` is a count and a duration, e.g. `5/5m`, `0` to disable. The " +
 			"operator passes a FaucetServer's spec to its pods as these flags ([kubernetes.md](kubernetes.md)).",
 		env: true,
-	}, fs, serveFlagGroups)
+	}, fs, serveFlagGroups())
 }
 
 // TestManagerFlagReference: docs/manager-flags.md is the flag set of
@@ -163,11 +161,12 @@ func TestFlagDefaultDurations(t *testing.T) {
 	fs.Duration("b", 90*time.Minute, "")
 	fs.Duration("c", 250*time.Millisecond, "")
 	fs.Duration("d", 10*time.Second, "")
-	var l guard.Limit
-	if err := (limitValue{&l}).Set("5/5m"); err != nil {
+	o := options.Defaults()
+	limit := newServeFlags(&o).Lookup("limit-address").Value
+	if err := limit.Set("5/5m"); err != nil {
 		t.Fatal(err)
 	}
-	fs.Var(limitValue{&l}, "e", "")
+	fs.Var(limit, "e", "")
 	fs.String("f", "10m0s", "")
 	for name, want := range map[string]string{"a": "`48h`", "b": "`1h30m`", "c": "`250ms`", "d": "`10s`", "e": "`5/5m`", "f": "`10m0s`"} {
 		if got := flagDefault(fs.Lookup(name)); got != want {

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/netip"
 	"os"
 	"reflect"
 	"strconv"
@@ -15,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // envPrefix: every flag --some-name can also be set as FAUCET_SOME_NAME.
@@ -159,7 +157,7 @@ func explainValueError(v flag.Value, s string, err error) error {
 	}
 	switch g.Get().(type) {
 	case time.Duration:
-		return durationError(s)
+		return options.DurationError(s)
 	case bool:
 		return errors.New("want true or false")
 	case int, int64:
@@ -170,15 +168,6 @@ func explainValueError(v flag.Value, s string, err error) error {
 		return errors.New("want a number")
 	}
 	return err
-}
-
-// durationError says why s is not a duration; a bare number is the usual
-// slip (--node-timeout 10).
-func durationError(s string) error {
-	if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-		return errors.New("a duration needs a unit, e.g. 10s or 500ms")
-	}
-	return errors.New("want a duration such as 10s, 500ms or 1h30m")
 }
 
 // rewordFlagError writes the flag package's other errors with --name.
@@ -199,125 +188,6 @@ func dashed(name string) string {
 		return "-" + name
 	}
 	return "--" + name
-}
-
-// needScheme catches a URL given without http://, which url.Parse reads
-// as an error ("127.0.0.1:20443") or as the scheme "localhost". The
-// userinfo is left out: it may hold a password.
-func needScheme(flagName, v string) error {
-	if v == "" || strings.Contains(v, "://") {
-		return nil
-	}
-	shown := v
-	if i := strings.LastIndex(v, "@"); i >= 0 {
-		shown = "…" + v[i:]
-	}
-	return fmt.Errorf("%s %s: needs a scheme: http://%s", flagName, shown, shown)
-}
-
-// limitValue is a flag of the form N/duration ("5/5m"); "0" disables.
-type limitValue struct{ l *guard.Limit }
-
-func (limitValue) argName() string { return "N/window" }
-
-func (v limitValue) String() string {
-	if v.l == nil || v.l.Requests <= 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d/%s", v.l.Requests, v.l.Window)
-}
-
-func (v limitValue) Set(s string) error {
-	if s == "0" {
-		*v.l = guard.Limit{}
-		return nil
-	}
-	n, w, ok := strings.Cut(s, "/")
-	if !ok {
-		return errors.New("want N/window, e.g. 5/5m, or 0 to disable")
-	}
-	req, err := strconv.Atoi(n)
-	if err != nil || req <= 0 {
-		return errors.New("the request count must be a positive whole number")
-	}
-	win, err := time.ParseDuration(w)
-	if err != nil {
-		return fmt.Errorf("the window: %w", durationError(w))
-	}
-	if win <= 0 {
-		return errors.New("the window must be a positive duration")
-	}
-	*v.l = guard.Limit{Requests: req, Window: win}
-	return nil
-}
-
-// logFlags builds a slog logger from --log-level and --log-format.
-type logFlags struct {
-	level  string
-	format string
-}
-
-func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&l.format, "log-format", "json", "log format: json or text")
-}
-
-func (l *logFlags) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		// slog's own message ("level string …: unknown name") names
-		// neither the flag's choices nor that offsets like info+2 exist.
-		return nil, fmt.Errorf("--log-level: unknown level %q: want debug, info, warn or error", l.level)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch l.format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
-}
-
-// prefixList is a flag of comma-separated IPs and CIDRs; a bare IP is its
-// own /32 or /128. Repeating the flag adds to the list.
-type prefixList []netip.Prefix
-
-func (*prefixList) argName() string { return "IPs/CIDRs" }
-
-func (p *prefixList) String() string {
-	if p == nil {
-		return ""
-	}
-	s := make([]string, len(*p))
-	for i, x := range *p {
-		s[i] = x.String()
-	}
-	return strings.Join(s, ",")
-}
-
-func (p *prefixList) Set(v string) error {
-	for item := range strings.SplitSeq(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		if strings.Contains(item, "/") {
-			pfx, err := netip.ParsePrefix(item)
-			if err != nil {
-				return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or 2001:db8::/32)", item)
-			}
-			*p = append(*p, pfx.Masked())
-			continue
-		}
-		ip, err := netip.ParseAddr(item)
-		if err != nil {
-			return fmt.Errorf("%q is not an IP address or CIDR", item)
-		}
-		ip = ip.Unmap()
-		*p = append(*p, netip.PrefixFrom(ip, ip.BitLen()))
-	}
-	return nil
 }
 
 // flagGroup is one section of a command's -h: a title and its flags, in
@@ -384,8 +254,8 @@ func printFlag(w io.Writer, f *flag.Flag) {
 
 // argName is the placeholder after --name: none for a bool flag.
 func argName(v flag.Value) string {
-	if a, ok := v.(interface{ argName() string }); ok {
-		return a.argName()
+	if a, ok := v.(interface{ ArgName() string }); ok {
+		return a.ArgName()
 	}
 	if b, ok := v.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return ""

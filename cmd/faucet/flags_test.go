@@ -10,6 +10,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 func TestParseWithEnv(t *testing.T) {
@@ -38,22 +39,30 @@ func TestParseWithEnv(t *testing.T) {
 	}
 }
 
+// The N/window flags: every limit flag of serve takes a count and a
+// window, or 0 to disable.
 func TestLimitValue(t *testing.T) {
-	var l guard.Limit
-	v := limitValue{&l}
+	o := options.Defaults()
+	fs := newServeFlags(&o)
 	for in, want := range map[string]guard.Limit{
 		"5/5m":  {Requests: 5, Window: 5 * time.Minute},
 		"1/48h": {Requests: 1, Window: 48 * time.Hour},
 		"0":     {},
 	} {
-		if err := v.Set(in); err != nil || l != want {
-			t.Errorf("%q → %+v %v", in, l, err)
+		if err := fs.Set("limit-address", in); err != nil || o.Limits.Address != want {
+			t.Errorf("%q → %+v %v", in, o.Limits.Address, err)
+		}
+		if got := fs.Lookup("limit-address").Value.String(); got != options.LimitString(want) {
+			t.Errorf("%q reads back as %q", in, got)
 		}
 	}
 	for _, bad := range []string{"5", "x/5m", "0/5m", "-1/5m", "5/0s", "5/soon"} {
-		if err := v.Set(bad); err == nil {
+		if err := fs.Set("limit-address", bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+	if n := fs.Lookup("limit-ip").Value.(interface{ ArgName() string }).ArgName(); n != "N/window" {
+		t.Errorf("-h shows --limit-ip %s", n)
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // managerOptions are the settings of `faucet manager`, each also an env
@@ -55,7 +56,7 @@ type managerOptions struct {
 	kubeconfig              string
 	fundingInterval         time.Duration
 	fundingWorkers          int
-	log                     logFlags
+	log                     options.Log
 }
 
 func (o *managerOptions) register(fs *flag.FlagSet) {
@@ -72,7 +73,8 @@ func (o *managerOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.fundingInterval, "funding-interval", controllers.DefaultFundingInterval, "how often the balances of each FaucetServer's keys are read from its node, ±10 % jitter")
 	fs.IntVar(&o.fundingWorkers, "funding-workers", controllers.DefaultFundingWorkers, "how many balance reads may be in flight at once, across all FaucetServers")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
-	o.log.register(fs)
+	o.log = options.Defaults().Log
+	o.log.BindFlags(options.NewFlags(fs))
 }
 
 // parseManagerOptions parses flags and env and checks them.
@@ -87,7 +89,7 @@ func parseManagerOptions(args []string) (managerOptions, error) {
 	if err := o.check(); err != nil {
 		return o, flagError(fs, err)
 	}
-	if _, err := o.log.logger(); err != nil {
+	if _, err := o.log.Logger(); err != nil {
 		return o, flagError(fs, err)
 	}
 	return o, nil
@@ -273,7 +275,7 @@ func runManager(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger, err := o.log.logger()
+	logger, err := o.log.Logger()
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,13 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +37,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
 // crdSpecSchema reads the generated CRD and returns the schema of spec.
@@ -84,15 +85,17 @@ func crdDefaults(t *testing.T) map[string]string {
 }
 
 // serveDefaults parses an empty `faucet serve` command line, with no
-// FAUCET_ variable set.
-func serveDefaults(t *testing.T) serveOptions {
+// FAUCET_ variable set: options.Defaults(), the one definition of serve's
+// defaults.
+func serveDefaults(t *testing.T) options.Serve {
 	t.Helper()
 	clearServeEnv(t)
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var o serveOptions
-	o.register(fs)
-	if err := parseWithEnv(fs, nil); err != nil {
+	o := options.Defaults()
+	if err := parseWithEnv(newServeFlags(&o), nil); err != nil {
 		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(o, options.Defaults()) {
+		t.Fatalf("an empty command line parses to\n %+v\nnot options.Defaults()\n %+v", o, options.Defaults())
 	}
 	return o
 }
@@ -101,19 +104,18 @@ func serveDefaults(t *testing.T) serveOptions {
 // test: an empty value would still count as set.
 func clearServeEnv(t *testing.T) {
 	t.Helper()
-	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	var o serveOptions
-	o.register(fs)
-	fs.VisitAll(func(f *flag.Flag) {
+	o := options.Defaults()
+	newServeFlags(&o).VisitAll(func(f *flag.Flag) {
 		t.Setenv(envName(f.Name), "") // restores the old value after the test
 		os.Unsetenv(envName(f.Name))
 	})
 }
 
 // TestCRDDefaultsAreTheServerDefaults: a FaucetServer that leaves a field
-// out gets the CRD's default, which the operator passes as a flag; a faucet
-// run by hand gets the flag's default, which is the engine's. All three
-// must agree, or the same faucet behaves differently under the operator.
+// out gets the CRD's default, which the operator passes on (as no flag at
+// all when it is serve's default); a faucet run by hand gets the flag's
+// default, options.Defaults(), which is the engine's. All three must
+// agree, or the same faucet behaves differently under the operator.
 func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	defaults := crdDefaults(t)
 	o := serveDefaults(t)
@@ -156,7 +158,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 			t.Errorf("%s: CRD default %v, engine default %v, serve flag default %v", what, crd, engine, flagDefault)
 		}
 	}
-	_, listenPort, err := net.SplitHostPort(o.listen)
+	_, listenPort, err := net.SplitHostPort(o.HTTP.Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,52 +174,56 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	// Every CRD default, with its counterparts. A new default must be added
 	// here, so nobody adds one without checking it against the server.
 	checks := map[string]func(raw string){
-		"amounts.default": func(raw string) { same("amounts.default", num(raw), faucet.DefaultAmount, o.amount) },
+		"amounts.default": func(raw string) { same("amounts.default", num(raw), faucet.DefaultAmount, o.Amounts.Default) },
 		"amounts.stackingPaddingPercent": func(raw string) {
-			same("amounts.stackingPaddingPercent", num(raw), faucet.DefaultStackingPadding, o.stackingPadding)
+			same("amounts.stackingPaddingPercent", num(raw), faucet.DefaultStackingPadding, o.Amounts.StackingPadding)
 		},
-		"fee.min":      func(raw string) { same("fee.min", num(raw), faucet.DefaultFeeMin, o.feeMin) },
-		"fee.max":      func(raw string) { same("fee.max", num(raw), faucet.DefaultFeeMax, o.feeMax) },
-		"fee.fallback": func(raw string) { same("fee.fallback", num(raw), faucet.DefaultFeeFallback, o.feeFallback) },
-		"memo":         func(raw string) { same("memo", str(raw), faucet.DefaultMemo, o.memo) },
-		"node.timeout": func(raw string) { same("node.timeout", dur(raw), node.DefaultTimeout, o.nodeTimeout) },
+		"fee.min":      func(raw string) { same("fee.min", num(raw), faucet.DefaultFeeMin, o.Fees.Min) },
+		"fee.max":      func(raw string) { same("fee.max", num(raw), faucet.DefaultFeeMax, o.Fees.Max) },
+		"fee.fallback": func(raw string) { same("fee.fallback", num(raw), faucet.DefaultFeeFallback, o.Fees.Fallback) },
+		"memo":         func(raw string) { same("memo", str(raw), faucet.DefaultMemo, o.Amounts.Memo) },
+		"node.timeout": func(raw string) { same("node.timeout", dur(raw), node.DefaultTimeout, o.Node.Timeout) },
 		"rateLimits.perAddress": func(raw string) {
-			same("rateLimits.perAddress", limit(raw), guard.DefaultLimits().PerAddress, o.limits.PerAddress)
+			same("rateLimits.perAddress", limit(raw), guard.DefaultLimits().PerAddress, o.Limits.Address)
 		},
 		"rateLimits.stackingPerAddress": func(raw string) {
-			same("rateLimits.stackingPerAddress", limit(raw), guard.DefaultLimits().StackingPerAddress, o.limits.StackingPerAddress)
+			same("rateLimits.stackingPerAddress", limit(raw), guard.DefaultLimits().StackingPerAddress, o.Limits.Stacking)
 		},
 		"rateLimits.perIP": func(raw string) {
-			same("rateLimits.perIP", limit(raw), guard.DefaultLimits().PerIP, o.limits.PerIP)
+			same("rateLimits.perIP", limit(raw), guard.DefaultLimits().PerIP, o.Limits.IP)
 		},
-		"assets.sbtc.rateLimits": func(raw string) { same("assets.sbtc.rateLimits", raw, "{}", raw) },
-		"assets.sbtc.rateLimits.perAddress": func(raw string) {
-			same("assets.sbtc.rateLimits.perAddress", limit(raw), guard.DefaultLimits().SBTC.PerAddress, o.limits.SBTC.PerAddress)
+		// Each entry of spec.assets, token or BTC, has rate limits of its
+		// own, defaulted as a --token's and as BTC's.
+		"assets.[].rateLimits": func(raw string) { same("assets[].rateLimits", raw, "{}", raw) },
+		"assets.[].rateLimits.perAddress": func(raw string) {
+			same("assets[].rateLimits.perAddress (token)", limit(raw), guard.DefaultAssetLimits().PerAddress, tokenFlagDefaults(t).PerAddress)
+			same("assets[].rateLimits.perAddress (sbtc shorthand, BTC)", limit(raw), o.Assets.SBTC.Limits.PerAddress, o.BTC.Limits.PerAddress)
 		},
-		"assets.sbtc.rateLimits.perIP": func(raw string) {
-			same("assets.sbtc.rateLimits.perIP", limit(raw), guard.DefaultLimits().SBTC.PerIP, o.limits.SBTC.PerIP)
+		"assets.[].rateLimits.perIP": func(raw string) {
+			same("assets[].rateLimits.perIP (token)", limit(raw), guard.DefaultAssetLimits().PerIP, tokenFlagDefaults(t).PerIP)
+			same("assets[].rateLimits.perIP (sbtc shorthand, BTC)", limit(raw), o.Assets.SBTC.Limits.PerIP, o.BTC.Limits.PerIP)
 		},
 		"abuse.proofOfWork.difficulty": func(raw string) {
-			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.abuse.powDifficulty))
-			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(guard.DefaultDifficulty), uint64(o.abuse.powDifficulty))
+			same("abuse.proofOfWork.difficulty", num(raw), uint64(chain.Difficulty()), uint64(o.Abuse.PoWDifficulty))
+			same("abuse.proofOfWork.difficulty constant", num(raw), uint64(guard.DefaultDifficulty), uint64(o.Abuse.PoWDifficulty))
 		},
 		// The guard's own default (24, or difficulty if higher) applies
 		// only to a zero value, which the flag never passes.
 		"abuse.proofOfWork.maxDifficulty": func(raw string) {
-			same("abuse.proofOfWork.maxDifficulty", num(raw), uint64(guard.DefaultMaxDifficulty), uint64(o.abuse.powMaxDifficulty))
+			same("abuse.proofOfWork.maxDifficulty", num(raw), uint64(guard.DefaultMaxDifficulty), uint64(o.Abuse.PoWMaxDifficulty))
 		},
 		"abuse.proofOfWork.ttl": func(raw string) {
-			same("abuse.proofOfWork.ttl", dur(raw), engineTTL, o.abuse.powTTL)
-			same("abuse.proofOfWork.ttl constant", dur(raw), guard.DefaultChallengeTTL, o.abuse.powTTL)
+			same("abuse.proofOfWork.ttl", dur(raw), engineTTL, o.Abuse.PoWTTL)
+			same("abuse.proofOfWork.ttl constant", dur(raw), guard.DefaultChallengeTTL, o.Abuse.PoWTTL)
 		},
 		"page.explorerTxURL": func(raw string) {
-			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.explorerTxURL)
+			same("page.explorerTxURL", str(raw), server.DefaultExplorerTxURL, o.HTTP.ExplorerTxURL)
 		},
 		"batching.maxRecipients": func(raw string) {
-			same("batching.maxRecipients", num(raw), uint64(faucet.DefaultBatchMax), uint64(o.batch.max))
+			same("batching.maxRecipients", num(raw), uint64(faucet.DefaultBatchMax), uint64(o.Batching.Max))
 		},
 		"batching.contract": func(raw string) {
-			same("batching.contract", str(raw), stacks.SendManyMemoTestnet, o.batch.contract)
+			same("batching.contract", str(raw), stacks.SendManyMemoTestnet, o.Batching.Contract)
 		},
 		// The Service port defaults to the port the server listens on, so
 		// clients find the faucet where the Stacks Blockchain API would be.
@@ -249,26 +255,26 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 			same("store", raw, `{"embedded":{}}`, raw)
 			same("store kind without spec.store", (&faucetv1alpha1.FaucetServer{}).StoreKind(), faucetv1alpha1.StoreEmbedded, faucetv1alpha1.StoreEmbedded)
 		},
-		// spec.assets.btc: the CRD's defaults, the API's constants and
-		// serve's flags agree.
-		"assets.btc.amounts": func(raw string) { same("assets.btc.amounts", raw, "{}", raw) },
-		"assets.btc.amounts.default": func(raw string) {
-			same("assets.btc.amounts.default", num(raw), uint64(faucetv1alpha1.DefaultBTCAmount), uint64(o.btc.amounts.Default))
+		// The btc entry of spec.assets: the CRD's defaults, the API's
+		// constants and serve's flags agree.
+		"assets.[].btc.amounts": func(raw string) { same("assets[].btc.amounts", raw, "{}", raw) },
+		"assets.[].btc.amounts.default": func(raw string) {
+			same("assets[].btc.amounts.default", num(raw), uint64(faucetv1alpha1.DefaultBTCAmount), uint64(o.BTC.Amounts.Default))
 		},
-		"assets.btc.amounts.large": func(raw string) {
-			same("assets.btc.amounts.large", num(raw), uint64(faucetv1alpha1.DefaultBTCLargeAmount), uint64(o.btc.amounts.Large))
+		"assets.[].btc.amounts.large": func(raw string) {
+			same("assets[].btc.amounts.large", num(raw), uint64(faucetv1alpha1.DefaultBTCLargeAmount), uint64(o.BTC.Amounts.Large))
 		},
-		"assets.btc.amounts.xlarge": func(raw string) {
-			same("assets.btc.amounts.xlarge", num(raw), uint64(faucetv1alpha1.DefaultBTCXLargeAmount), uint64(o.btc.amounts.XLarge))
+		"assets.[].btc.amounts.xlarge": func(raw string) {
+			same("assets[].btc.amounts.xlarge", num(raw), uint64(faucetv1alpha1.DefaultBTCXLargeAmount), uint64(o.BTC.Amounts.XLarge))
 		},
-		"assets.btc.network": func(raw string) {
-			same("assets.btc.network", str(raw), faucetv1alpha1.DefaultBTCNetwork, o.btc.network.String())
+		"assets.[].btc.network": func(raw string) {
+			same("assets[].btc.network", str(raw), faucetv1alpha1.DefaultBTCNetwork, o.BTC.Network.String())
 		},
-		"assets.btc.keySecretRef.key": func(raw string) {
-			same("assets.btc.keySecretRef.key", str(raw), faucetv1alpha1.DefaultBTCKeySecretKey, str(raw))
+		"assets.[].btc.keySecretRef.key": func(raw string) {
+			same("assets[].btc.keySecretRef.key", str(raw), faucetv1alpha1.DefaultBTCKeySecretKey, str(raw))
 		},
-		"assets.btc.rpc.credentialsSecretRef.key": func(raw string) {
-			same("assets.btc.rpc.credentialsSecretRef.key", str(raw), faucetv1alpha1.DefaultBTCCredentialsSecretKey, str(raw))
+		"assets.[].btc.rpc.credentialsSecretRef.key": func(raw string) {
+			same("assets[].btc.rpc.credentialsSecretRef.key", str(raw), faucetv1alpha1.DefaultBTCCredentialsSecretKey, str(raw))
 		},
 		// Kubernetes' own defaults inside the core types of spec.extraEnv
 		// and spec.imagePullSecrets: no faucet setting.
@@ -297,14 +303,24 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	}
 }
 
+// tokenFlagDefaults are the limits of a --token that names none.
+func tokenFlagDefaults(t *testing.T) guard.AssetLimits {
+	t.Helper()
+	tok, err := options.ParseToken("name=tusd,asset=" + options.DevnetTestTokenAsset + ",amount=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Limits
+}
+
 // TestLowThresholdDefaultIsTheServers: a FaucetServer that sets neither
 // spec.funding.lowThreshold nor the deprecated spec.page.lowDrips passes no
 // --low-drips, so its Funded condition and its faucet must fall back to the
 // same number.
 func TestLowThresholdDefaultIsTheServers(t *testing.T) {
-	if faucetv1alpha1.DefaultLowThreshold != server.DefaultLowDrips || serveDefaults(t).lowDrips != server.DefaultLowDrips {
+	if low := serveDefaults(t).HTTP.LowDrips; faucetv1alpha1.DefaultLowThreshold != server.DefaultLowDrips || low != server.DefaultLowDrips {
 		t.Errorf("DefaultLowThreshold %d, server.DefaultLowDrips %d, --low-drips default %d: one threshold, one default",
-			faucetv1alpha1.DefaultLowThreshold, server.DefaultLowDrips, serveDefaults(t).lowDrips)
+			faucetv1alpha1.DefaultLowThreshold, server.DefaultLowDrips, low)
 	}
 }
 
@@ -315,13 +331,19 @@ func TestCRDBatchLimitIsTheEngines(t *testing.T) {
 	if p.Minimum == nil || *p.Minimum != 0 || p.Maximum == nil || *p.Maximum != float64(faucet.MaxBatch) {
 		t.Errorf("spec.batching.maxRecipients: minimum %v, maximum %v; want 0 and faucet.MaxBatch (%d)", ptr.Deref(p.Minimum, -1), ptr.Deref(p.Maximum, -1), faucet.MaxBatch)
 	}
+	batchMax := func(n int) error {
+		o := serveDefaults(t)
+		o.Node.URL, o.Keys.File = "http://stacks-node:20443", "/keys"
+		o.Batching.Max = n
+		return o.Validate()
+	}
 	for _, n := range []int{0, 1, 2, faucet.MaxBatch} {
-		if _, err := (batchOptions{max: n, contract: stacks.SendManyMemoTestnet}).validate(); err != nil {
+		if err := batchMax(n); err != nil {
 			t.Errorf("--batch-max=%d, which the CRD accepts: %v", n, err)
 		}
 	}
-	if _, err := (batchOptions{max: faucet.MaxBatch + 1, contract: stacks.SendManyMemoTestnet}).validate(); err == nil {
-		t.Errorf("--batch-max=%d accepted; the CRD refuses it", faucet.MaxBatch+1)
+	if err := batchMax(faucet.MaxBatch + 1); err == nil || !strings.Contains(err.Error(), "--batch-max") {
+		t.Errorf("--batch-max=%d: %v; the CRD refuses it", faucet.MaxBatch+1, err)
 	}
 }
 
@@ -398,24 +420,32 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				RefillBelowUSTX:  ptr.To(int64(40_000_000)),
 				RefillAmountUSTX: ptr.To(int64(400_000_000)),
 			},
-			Assets: &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{
-				AssetIdentifier: stacks.SBTCTestnet,
-				Amount:          250_000,
-				RateLimits: &faucetv1alpha1.TokenRateLimits{
+			Assets: faucetv1alpha1.AssetList{{
+				Name: "sbtc",
+				Token: &faucetv1alpha1.TokenSpec{
+					AssetIdentifier: stacks.SBTCTestnet, Amount: 250_000,
+					RefillBelow: ptr.To(int64(5_000_000)), RefillAmount: ptr.To(int64(50_000_000)),
+				},
+				RateLimits: &faucetv1alpha1.AssetRateLimits{
 					PerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: metav1.Duration{Duration: time.Hour}},
 					PerIP:      &faucetv1alpha1.RateLimit{Requests: 9, Window: metav1.Duration{Duration: 10 * time.Minute}},
 				},
-				RefillBelow:  ptr.To(int64(5_000_000)),
-				RefillAmount: ptr.To(int64(50_000_000)),
-			}, BTC: &faucetv1alpha1.BTCSpec{
-				Network: "signet",
-				RPC: faucetv1alpha1.BTCRPCSpec{URL: "http://bitcoind.btc.svc:38332",
-					CredentialsSecretRef: &faucetv1alpha1.BTCCredentialsSecretReference{Name: "bitcoind-rpc", Key: "cookie"}},
-				KeySecretRef: faucetv1alpha1.BTCKeySecretReference{Name: "faucet-btc", Key: "btc.txt"},
-				Amounts:      &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(20_000)), Large: ptr.To(int64(2_000_000)), XLarge: ptr.To(int64(40_000_000))},
-				StartHeight:  ptr.To(int64(230_000)),
-				Fees:         &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(3)), MinRate: ptr.To(int64(2)), MaxRate: ptr.To(int64(40))},
-				RateLimits: &faucetv1alpha1.BTCRateLimits{
+				LowThreshold: ptr.To(int64(40)),
+			}, {
+				Name:  "tusd",
+				Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: options.DevnetTestTokenAsset, Amount: 10_000_000},
+			}, {
+				Name: "btc",
+				BTC: &faucetv1alpha1.BTCSpec{
+					Network: "signet",
+					RPC: faucetv1alpha1.BTCRPCSpec{URL: "http://bitcoind.btc.svc:38332",
+						CredentialsSecretRef: &faucetv1alpha1.BTCCredentialsSecretReference{Name: "bitcoind-rpc", Key: "cookie"}},
+					KeySecretRef: faucetv1alpha1.BTCKeySecretReference{Name: "faucet-btc", Key: "btc.txt"},
+					Amounts:      &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(20_000)), Large: ptr.To(int64(2_000_000)), XLarge: ptr.To(int64(40_000_000))},
+					StartHeight:  ptr.To(int64(230_000)),
+					Fees:         &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(3)), MinRate: ptr.To(int64(2)), MaxRate: ptr.To(int64(40))},
+				},
+				RateLimits: &faucetv1alpha1.AssetRateLimits{
 					PerAddress: &faucetv1alpha1.RateLimit{Requests: 4, Window: metav1.Duration{Duration: 2 * time.Hour}},
 					PerIP:      &faucetv1alpha1.RateLimit{Requests: 8, Window: metav1.Duration{Duration: 20 * time.Minute}},
 				},
@@ -434,15 +464,16 @@ func TestOperatorArgsReachServe(t *testing.T) {
 	tests := map[string]struct {
 		// fs is the FaucetServer the operator reconciles
 		fs *faucetv1alpha1.FaucetServer
-		// want is the parsed `faucet serve` configuration
-		want func(o *serveOptions)
+		// want is the parsed `faucet serve` configuration, from the
+		// defaults
+		want func(o *options.Serve)
 	}{
 		"minimal: the server's defaults, the embedded store on its volume": {
 			fs: minimal(),
-			want: func(o *serveOptions) {
-				o.nodeURL = "http://stacks-node:20443"
-				o.keyFile = "/etc/faucet/keys/keys"
-				o.store = "/var/lib/faucet/faucet.db"
+			want: func(o *options.Serve) {
+				o.Node.URL = "http://stacks-node:20443"
+				o.Keys.File = "/etc/faucet/keys/keys"
+				o.Store.DSN = "/var/lib/faucet/faucet.db"
 			},
 		},
 		"every optional field, Postgres store": {
@@ -452,6 +483,33 @@ func TestOperatorArgsReachServe(t *testing.T) {
 		"every optional field, embedded store": {
 			fs:   full(embedded, 1),
 			want: fullOptions("/var/lib/faucet/faucet.db"),
+		},
+		"several tokens, sbtc without an identifier (the node's /v2/pox names it), BTC between them": {
+			fs: func() *faucetv1alpha1.FaucetServer {
+				fs := minimal()
+				fs.Spec.Assets = faucetv1alpha1.AssetList{
+					{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 100_000}},
+					{Name: "btc", BTC: &faucetv1alpha1.BTCSpec{RPC: faucetv1alpha1.BTCRPCSpec{URL: "http://bitcoind:18443"},
+						KeySecretRef: faucetv1alpha1.BTCKeySecretReference{Name: "faucet-btc"}}},
+					{Name: "tusd", Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: options.DevnetTestTokenAsset, Amount: 10_000_000}},
+					{Name: "teur", Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.teur-token::teur", Amount: 5},
+						RateLimits: &faucetv1alpha1.AssetRateLimits{PerIP: &faucetv1alpha1.RateLimit{Requests: 1, Window: metav1.Duration{Duration: time.Hour}}}},
+				}
+				return fs
+			}(),
+			want: func(o *options.Serve) {
+				o.Node.URL = "http://stacks-node:20443"
+				o.Keys.File = "/etc/faucet/keys/keys"
+				o.Store.DSN = "/var/lib/faucet/faucet.db"
+				def := guard.DefaultAssetLimits()
+				o.Assets.Tokens = options.TokenList{
+					{Name: "sbtc", Amount: 100_000, Limits: def},
+					{Name: "tusd", Asset: options.DevnetTestTokenAsset, Amount: 10_000_000, Limits: def},
+					{Name: "teur", Asset: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.teur-token::teur", Amount: 5,
+						Limits: guard.AssetLimits{PerAddress: def.PerAddress, PerIP: guard.Limit{Requests: 1, Window: time.Hour}}},
+				}
+				o.BTC.RPCURL, o.BTC.KeyFile = "http://bitcoind:18443", "/etc/faucet/btc-key/key"
+			},
 		},
 	}
 	for name, tt := range tests {
@@ -479,49 +537,51 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				}
 				t.Setenv(e.Name, value)
 			}
-			fset := flag.NewFlagSet("serve", flag.ContinueOnError)
-			var got serveOptions
-			got.register(fset)
-			if err := parseWithEnv(fset, c.Args[1:]); err != nil {
+			got := options.Defaults()
+			if err := parseWithEnv(newServeFlags(&got), c.Args[1:]); err != nil {
 				t.Fatalf("faucet serve %q: %v", c.Args[1:], err)
 			}
 			// What the CRD accepts, serve's own checks accept too.
-			if err := got.validatePage(); err != nil {
-				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
-			}
-			if _, err := got.batch.validate(); err != nil {
-				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
-			}
-			if err := got.validateRefill(); err != nil {
-				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
-			}
-			if _, err := got.sbtc.token(false, got.treasuryKeyFile != ""); err != nil {
-				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
-			}
-			if err := got.btc.validate(false); err != nil {
+			if err := got.Validate(); err != nil {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
 			want := defaults
-			want.listen = ":" + strconv.Itoa(controllers.ServerPort)
-			want.log.format = "json"
 			tt.want(&want)
-			compareOptions(t, got, want)
+			// Every field of options.Serve: one added to it is compared
+			// without touching this test.
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("faucet serve %q parsed\n %+v\nwant\n %+v", c.Args[1:], got, want)
+			}
+			// The operator writes only what differs from serve's
+			// defaults: each argument alone changes them. Where the pod
+			// listens and how it logs, its contract with the probes and
+			// the log pipeline, are written always, whatever the image's
+			// defaults.
+			always := []string{"--listen=:3999", "--log-format=json"}
+			for _, a := range always {
+				if !slices.Contains(c.Args, a) {
+					t.Errorf("args %q lack %s", c.Args, a)
+				}
+			}
+			for _, a := range c.Args[1:] {
+				if slices.Contains(always, a) {
+					continue
+				}
+				one := options.Defaults()
+				if err := parseFlags(newServeFlags(&one), []string{a}, false); err != nil || reflect.DeepEqual(one, options.Defaults()) {
+					t.Errorf("argument %q is serve's default (%v): the operator writes only what differs", a, err)
+				}
+			}
 
 			// The files the flags name are where the volumes put them.
-			checkOnVolume(t, pod, got.keyFile, true)
-			if got.abuse.tokensFile != "" {
-				checkOnVolume(t, pod, got.abuse.tokensFile, true)
-			}
-			if got.treasuryKeyFile != "" {
-				checkOnVolume(t, pod, got.treasuryKeyFile, true)
-			}
-			for _, f := range []string{got.btc.keyFile, got.btc.credsFile} {
+			checkOnVolume(t, pod, got.Keys.File, true)
+			for _, f := range []string{got.Abuse.TokensFile, got.Keys.TreasuryFile, got.BTC.KeyFile, got.BTC.CredentialsFile} {
 				if f != "" {
 					checkOnVolume(t, pod, f, true)
 				}
 			}
-			if !strings.Contains(got.store, "://") {
-				checkOnVolume(t, pod, got.store, false)
+			if !strings.Contains(got.Store.DSN, "://") {
+				checkOnVolume(t, pod, got.Store.DSN, false)
 			}
 			// The URI, password included, is never in the Deployment.
 			raw, err := json.Marshal(d)
@@ -537,69 +597,58 @@ func TestOperatorArgsReachServe(t *testing.T) {
 
 // fullOptions is what `faucet serve` must see for the every-field
 // FaucetServer of TestOperatorArgsReachServe, with store.
-func fullOptions(store string) func(o *serveOptions) {
-	return func(o *serveOptions) {
-		o.nodeURL = "https://node.example.com:20443"
-		o.nodeTimeout = 15 * time.Second
-		o.chainID = 2147483648
-		o.keyFile = "/etc/faucet/keys/faucet.txt"
-		o.amount = 1_000_000
-		o.stackingPadding = 7
-		o.stackingAmount = 90_000_000_000
-		o.feeMin, o.feeMax, o.feeFallback = 200, 5000, 300
-		o.memo = "hello faucet"
-		o.limits = guard.Limits{
-			PerAddress:         guard.Limit{Requests: 3, Window: 10 * time.Minute},
-			StackingPerAddress: guard.Limit{Requests: 2, Window: 24 * time.Hour},
-			PerIP:              guard.Limit{Requests: 20, Window: 90 * time.Second},
-			SBTC: guard.AssetLimits{
+func fullOptions(store string) func(o *options.Serve) {
+	return func(o *options.Serve) {
+		o.Node = options.Node{URL: "https://node.example.com:20443", Timeout: 15 * time.Second, ChainID: 2147483648}
+		o.Keys = options.Keys{File: "/etc/faucet/keys/faucet.txt", TreasuryFile: "/etc/faucet/treasury/treasury.txt",
+			RefillBelow: 40_000_000, RefillAmount: 400_000_000}
+		o.Amounts = options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7, Memo: "hello faucet"}
+		o.Fees.Min, o.Fees.Max, o.Fees.Fallback = 200, 5000, 300
+		o.Batching = options.Batching{Max: 150, Window: 400 * time.Millisecond, Contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
+		o.Limits = options.Limits{
+			Address:          guard.Limit{Requests: 3, Window: 10 * time.Minute},
+			Stacking:         guard.Limit{Requests: 2, Window: 24 * time.Hour},
+			IP:               guard.Limit{Requests: 20, Window: 90 * time.Second},
+			TrustedProxyHops: 2,
+		}
+		o.Abuse = options.Abuse{
+			PoWDifficulty:    18,
+			PoWRaiseAbove:    guard.Limit{Requests: 120, Window: time.Minute},
+			PoWMaxDifficulty: 26,
+			PoWTTL:           2 * time.Minute,
+			TokensFile:       "/etc/faucet/api-tokens/tokens.txt",
+			IPAllow: options.PrefixList{
+				netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("203.0.113.7/32"),
+			},
+			IPDeny:     options.PrefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
+			BalanceCap: 5_000_000_000,
+			Suspend:    true,
+		}
+		o.Assets.Tokens = options.TokenList{{
+			Name: "sbtc", Asset: stacks.SBTCTestnet, Amount: 250_000,
+			Limits: guard.AssetLimits{
 				PerAddress: guard.Limit{Requests: 2, Window: time.Hour},
 				PerIP:      guard.Limit{Requests: 9, Window: 10 * time.Minute},
 			},
-			BTC: guard.AssetLimits{
-				PerAddress: guard.Limit{Requests: 4, Window: 2 * time.Hour},
-				PerIP:      guard.Limit{Requests: 8, Window: 20 * time.Minute},
-			},
+			RefillBelow: 5_000_000, RefillAmount: 50_000_000, LowDrips: 40,
+		}, {
+			Name: "tusd", Asset: options.DevnetTestTokenAsset, Amount: 10_000_000, Limits: guard.DefaultAssetLimits(),
+		}}
+		o.BTC.RPCURL = "http://bitcoind.btc.svc:38332"
+		o.BTC.CredentialsFile = "/etc/faucet/btc-rpc/cookie"
+		o.BTC.KeyFile = "/etc/faucet/btc-key/btc.txt"
+		o.BTC.Network = bitcoin.Signet
+		o.BTC.Amounts = btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000}
+		o.BTC.StartHeight = 230_000
+		o.BTC.Fees = btcfaucet.Fees{Fallback: 3, Min: 2, Max: 40}
+		o.BTC.Limits = guard.AssetLimits{
+			PerAddress: guard.Limit{Requests: 4, Window: 2 * time.Hour},
+			PerIP:      guard.Limit{Requests: 8, Window: 20 * time.Minute},
 		}
-		o.btc.rpcURL = "http://bitcoind.btc.svc:38332"
-		o.btc.credsFile = "/etc/faucet/btc-rpc/cookie"
-		o.btc.keyFile = "/etc/faucet/btc-key/btc.txt"
-		o.btc.network = bitcoin.Signet
-		o.btc.amounts = btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000}
-		o.btc.startHeight = 230_000
-		o.btc.fees = btcfaucet.Fees{Fallback: 3, Min: 2, Max: 40}
-		o.treasuryKeyFile = "/etc/faucet/treasury/treasury.txt"
-		o.refillBelow, o.refillAmount = 40_000_000, 400_000_000
-		o.sbtc = sbtcOptions{devnet: true, asset: stacks.SBTCTestnet, amount: 250_000, refillBelow: 5_000_000, refillAmount: 50_000_000}
-		o.trustedHops = 2
-		o.suspend = true
-		o.store = store
-		o.abuse = abuseOptions{
-			powDifficulty:    18,
-			powRaiseAbove:    guard.Limit{Requests: 120, Window: time.Minute},
-			powMaxDifficulty: 26,
-			powTTL:           2 * time.Minute,
-			tokensFile:       "/etc/faucet/api-tokens/tokens.txt",
-			ipAllow: prefixList{
-				netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("203.0.113.7/32"),
-			},
-			ipDeny:     prefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
-			balanceCap: 5_000_000_000,
-		}
-		o.explorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
-		o.lowDrips = 300 // spec.funding.lowThreshold, the one threshold
-		o.log.level = "warn"
-		o.batch = batchOptions{max: 150, window: 400 * time.Millisecond, contract: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo"}
-	}
-}
-
-// compareOptions compares every field of serveOptions; a field added to it
-// is compared without touching this test.
-func compareOptions(t *testing.T, got, want serveOptions) {
-	t.Helper()
-	g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want)
-	if g != w {
-		t.Errorf("faucet serve parsed\n %s\nwant\n %s", g, w)
+		o.Store.DSN = store
+		o.HTTP.ExplorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
+		o.HTTP.LowDrips = 300 // spec.funding.lowThreshold, the one threshold
+		o.Log.Level = "warn"
 	}
 }
 

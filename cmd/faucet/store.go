@@ -10,6 +10,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/journal"
+	"github.com/stxfaucet/faucet-operator/server/options"
 	"github.com/stxfaucet/faucet-operator/server/store"
 )
 
@@ -37,20 +38,11 @@ const pruneInterval = 10 * time.Minute
 // openState opens what --store names: memory, an SQLite file, or Postgres.
 // An unreachable or unwritable store fails here, at start, with a message
 // naming it (a Postgres password never appears).
-func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engineState, error) {
-	dsn := o.store
-	if dsn == "" {
-		dsn = defaultStorePath
-		if o.devnet {
-			dsn = storeMemory
-		}
-	}
-	if o.historyRetain <= 0 {
-		return nil, fmt.Errorf("--history-retention must be positive, got %s", o.historyRetain)
-	}
-	if dsn == storeMemory {
+func openState(ctx context.Context, o options.Store, devnet bool, logger *slog.Logger) (*engineState, error) {
+	dsn := o.Resolved(devnet)
+	if dsn == options.StoreMemory {
 		return &engineState{
-			kind: storeMemory, journal: journal.NewMemoryStore(), limiter: guard.NewMemoryLimiter(),
+			kind: options.StoreMemory, journal: journal.NewMemoryStore(), limiter: guard.NewMemoryLimiter(),
 			spent:      guard.NewMemorySpent(),
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
@@ -63,7 +55,7 @@ func openState(ctx context.Context, o serveOptions, logger *slog.Logger) (*engin
 	es := &engineState{
 		kind: st.Kind(), journal: st, limiter: st, history: st, spent: st,
 		background: func(ctx context.Context) error {
-			st.RunPruner(ctx, o.historyRetain, pruneInterval, time.Now)
+			st.RunPruner(ctx, o.HistoryRetention, pruneInterval, time.Now)
 			return nil
 		},
 		close: st.Close,

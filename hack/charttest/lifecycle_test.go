@@ -81,7 +81,7 @@ func TestHelmLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The Secrets of the testnet FaucetServer's spec.assets.btc.
+		// The Secrets of the btc entry of the testnet FaucetServer's spec.assets.
 		assertNotes(t, out,
 			"kubectl -n faucet-testnet create secret generic faucet-btc --from-file=key=btc-key",
 			"kubectl -n faucet-testnet create secret generic faucet-btc-rpc --from-literal=credentials='USER:PASSWORD'",

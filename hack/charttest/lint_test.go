@@ -137,37 +137,65 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr:       `namespace "faucet-system" is not in watchNamespaces`,
 			templateCheck: true,
 		},
-		"mainnet sBTC asset": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token', amount: 1000}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/sbtc/assetIdentifier",
+		"assets in the object form of earlier releases": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1000}}}\n",
+			wantErr: "/faucetServers/0/spec/assets",
 		},
-		"sBTC asset without a token name": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token', amount: 1000}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/sbtc/assetIdentifier",
+		"mainnet token": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token', amount: 1000}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/token/assetIdentifier",
 		},
-		"sBTC without an amount": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token'}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/sbtc",
+		"token identifier without a token name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token', amount: 1000}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/token/assetIdentifier",
 		},
-		"zero sBTC amount": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 0}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/sbtc/amount",
+		"token without an amount": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token'}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/token",
+		},
+		"zero token amount": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 0}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/token/amount",
+		},
+		"token without an identifier that is not sbtc": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: tusd, token: {amount: 1}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/token",
+		},
+		"entry with both token and btc": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: btc, token: {amount: 1}, btc: {rpc: {url: 'http://bitcoind:18443'}, keySecretRef: {name: btc}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0",
+		},
+		"entry with neither token nor btc": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: tusd}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0",
+		},
+		"btc entry not named btc": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: bitcoin, btc: {rpc: {url: 'http://bitcoind:18443'}, keySecretRef: {name: btc}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0",
+		},
+		"token named stx": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: stx, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/name",
+		},
+		"upper-case asset name": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sBTC, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/name",
 		},
 		"mainnet BTC": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {network: mainnet, rpc: {url: 'http://bitcoind:8332'}, keySecretRef: {name: btc}}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/btc/network",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: btc, btc: {network: mainnet, rpc: {url: 'http://bitcoind:8332'}, keySecretRef: {name: btc}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/btc/network",
 		},
 		"BTC RPC URL with a password": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://faucet:hunter2@bitcoind:18443'}, keySecretRef: {name: btc}}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/btc/rpc/url",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: btc, btc: {rpc: {url: 'http://faucet:hunter2@bitcoind:18443'}, keySecretRef: {name: btc}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/btc/rpc/url",
 		},
 		"BTC drip below dust": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}, keySecretRef: {name: btc}, amounts: {default: 500}}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/btc/amounts/default",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: btc, btc: {rpc: {url: 'http://bitcoind:18443'}, keySecretRef: {name: btc}, amounts: {default: 500}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/btc/amounts/default",
 		},
 		"BTC without a key Secret": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {btc: {rpc: {url: 'http://bitcoind:18443'}}}}\n",
-			wantErr: "/faucetServers/0/spec/assets/btc",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: btc, btc: {rpc: {url: 'http://bitcoind:18443'}}}]}\n",
+			wantErr: "/faucetServers/0/spec/assets/0/btc",
 		},
 		"faucetServer with an unknown log level": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, logLevel: verbose}\n",

@@ -219,8 +219,8 @@ func TestExportedMetrics(t *testing.T) {
 		"faucet_key_synced", "faucet_key_dry", "faucet_key_owned",
 		"faucet_drips_left", "faucet_funds_available_ustx", "faucet_low_drips_threshold", "faucet_node_up",
 		"go_goroutines", "process_cpu_seconds_total",
-		// Per asset (label asset: stx, sbtc, btc), which the alerts and the
-		// dashboard read.
+		// Per asset (label asset: stx and each name of spec.assets, e.g.
+		// sbtc, tusd, btc), which the alerts and the dashboard read.
 		"faucet_asset_enabled", "faucet_key_token_balance", "faucet_key_token_available",
 		"faucet_token_funds_available", "faucet_dispensed_token_total", "faucet_treasury_token_balance",
 		// The BTC faucet's own, which the dashboard's Bitcoin row and

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,11 +260,12 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	markAvailable(t, ctx, k8s, dep)
 	waitReady(t, ctx, k8s, keys)
 
-	// 11. sBTC: spec.assets.sbtc rolls the pod with the --sbtc-* flags. The
-	// official client's sBTC operation gets a SIP-010 transfer with its
+	// 11. sBTC: an sbtc entry in spec.assets rolls the pod with its --token.
+	// The official client's sBTC operation gets a SIP-010 transfer with its
 	// post-condition, the recipient's get-balance read through the node's
 	// call-read RPC rises by the amount, STX drips go on beside it, and
-	// the operator reports the keys' sBTC in status.funding.assets.sbtc.
+	// the operator reports the keys' sBTC in the sbtc entry of
+	// status.funding.assets.
 	oldHash = dep.Spec.Template.Annotations["faucet.stxfaucet.dev/config-hash"]
 	patchSBTC(t, ctx, k8s)
 	dep = waitDeployment(t, ctx, k8s, oldHash)
@@ -726,8 +728,8 @@ func patchBatching(t *testing.T, ctx context.Context, c client.Client) {
 	}
 }
 
-// patchSBTC sets spec.assets.sbtc: the testnet sBTC identifier and the
-// drip amount, the rate limits left to the CRD defaults.
+// patchSBTC sets spec.assets to an sbtc entry: the testnet sBTC
+// identifier and the drip amount, the rate limits left to the CRD defaults.
 func patchSBTC(t *testing.T, ctx context.Context, c client.Client) {
 	t.Helper()
 	var fs faucetv1alpha1.FaucetServer
@@ -735,26 +737,21 @@ func patchSBTC(t *testing.T, ctx context.Context, c client.Client) {
 		t.Fatal(err)
 	}
 	orig := fs.DeepCopy()
-	fs.Spec.Assets = &faucetv1alpha1.AssetsSpec{SBTC: &faucetv1alpha1.SBTCSpec{AssetIdentifier: stacks.SBTCTestnet, Amount: sbtcAmount}}
+	fs.Spec.Assets = faucetv1alpha1.AssetList{{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: stacks.SBTCTestnet, Amount: sbtcAmount}}}
 	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// checkSBTCDeployment checks the sBTC flags in the pod template, the
+// checkSBTCDeployment checks sbtc's --token in the pod template, the
 // limits from the CRD defaults.
 func checkSBTCDeployment(t *testing.T, dep *appsv1.Deployment) {
 	t.Helper()
-	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{
-		"--sbtc-asset=" + stacks.SBTCTestnet,
-		"--sbtc-amount=" + strconv.FormatInt(sbtcAmount, 10),
-		"--sbtc-limit-address=5/5m0s",
-		"--sbtc-limit-ip=30/5m0s",
-	} {
-		if !strings.Contains(args, want) {
-			t.Fatalf("faucet args %q lack %s", args, want)
-		}
+	args := dep.Spec.Template.Spec.Containers[0].Args
+	want := "--token=name=sbtc,asset=" + stacks.SBTCTestnet + ",amount=" + strconv.FormatInt(sbtcAmount, 10) +
+		",limit-address=5/5m0s,limit-ip=30/5m0s"
+	if !slices.Contains(args, want) {
+		t.Fatalf("faucet args %q lack %s", args, want)
 	}
 }
 
@@ -782,20 +779,21 @@ func waitTokenBalance(t *testing.T, ctx context.Context, nodeURL string, to stac
 	})
 }
 
-// checkSBTCFunding waits for status.funding.assets.sbtc to report what the
-// node's token ledger holds for each key, and Funded to stay True.
+// checkSBTCFunding waits for the sbtc entry of status.funding.assets to
+// report what the node's token ledger holds for each key, and Funded to
+// stay True.
 func checkSBTCFunding(t *testing.T, ctx context.Context, c client.Client, dn *devnode.Node, keys []*stacks.PrivateKey) {
 	t.Helper()
-	poll(t, ctx, "status.funding.assets.sbtc to match the node", 30*time.Second, func() (bool, error) {
+	poll(t, ctx, "status.funding.assets[sbtc] to match the node", 30*time.Second, func() (bool, error) {
 		var fs faucetv1alpha1.FaucetServer
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &fs); err != nil {
 			return false, err
 		}
 		f := fs.Status.Funding
-		if f == nil || f.Assets == nil || f.Assets.SBTC == nil {
-			return false, errors.New("no status.funding.assets.sbtc yet")
+		if f == nil || len(f.Assets) != 1 || f.Assets[0].Name != "sbtc" || f.Assets[0].DripsLeft == nil {
+			return false, errors.New("no sbtc figures in status.funding.assets yet")
 		}
-		sb := f.Assets.SBTC
+		sb := f.Assets[0]
 		var total, drips int64
 		for i, k := range keys {
 			bal := int64(dn.TokenBalance(stacks.Principal{Address: k.TestnetAddress()}))
@@ -805,8 +803,11 @@ func checkSBTCFunding(t *testing.T, ctx context.Context, c client.Client, dn *de
 			total += bal
 			drips += bal / sbtcAmount
 		}
-		if sb.AssetIdentifier != stacks.SBTCTestnet || sb.Balance != total || sb.DripsLeft != drips {
-			return false, fmt.Errorf("sbtc status %s %d sats, %d drips; node %d sats, %d drips", sb.AssetIdentifier, sb.Balance, sb.DripsLeft, total, drips)
+		if sb.AssetIdentifier != stacks.SBTCTestnet || *sb.Balance != total || *sb.DripsLeft != drips {
+			return false, fmt.Errorf("sbtc status %s %d sats, %d drips; node %d sats, %d drips", sb.AssetIdentifier, *sb.Balance, *sb.DripsLeft, total, drips)
+		}
+		if want := "sbtc:" + strconv.FormatInt(drips, 10); f.AssetsSummary != want {
+			return false, fmt.Errorf("assetsSummary %q, want %q", f.AssetsSummary, want)
 		}
 		for _, cond := range fs.Status.Conditions {
 			if cond.Type == "Funded" && cond.Status != metav1.ConditionTrue {
@@ -818,19 +819,21 @@ func checkSBTCFunding(t *testing.T, ctx context.Context, c client.Client, dn *de
 }
 
 // checkBatchDeployment checks the batching and per-IP flags in the pod
-// template, the contract from the CRD default.
+// template; the contract, the CRD's default, is serve's: no flag.
 func checkBatchDeployment(t *testing.T, dep *appsv1.Deployment) {
 	t.Helper()
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{
 		"--batch-max=" + strconv.Itoa(batchMax),
 		"--batch-window=" + batchWindow.String(),
-		"--batch-contract=" + stacks.SendManyMemoTestnet,
 		fmt.Sprintf("--limit-ip=%d/%s", perIPRequests, perIPWindow),
 	} {
 		if !strings.Contains(args, want) {
 			t.Fatalf("faucet args %q lack %s", args, want)
 		}
+	}
+	if strings.Contains(args, "--batch-contract") {
+		t.Fatalf("faucet args %q pass serve's default contract", args)
 	}
 }
 

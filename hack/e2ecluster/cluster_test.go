@@ -155,7 +155,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		fs = waitFunding(t, ctx, c, 90*time.Second)
 		table := e.kubectlOut(t, ctx, "get", "fsrv", "-n", ns)
 		t.Logf("kubectl get fsrv:\n%s", table)
-		for _, want := range []string{"URL", "BALANCE", "DRIPS LEFT", fs.Status.URL, fs.Status.Funding.BalanceSTX, strconv.FormatInt(fs.Status.Funding.DripsLeft, 10)} {
+		for _, want := range []string{"URL", "BALANCE", "DRIPS LEFT", "ASSETS", fs.Status.URL, fs.Status.Funding.BalanceSTX, strconv.FormatInt(fs.Status.Funding.DripsLeft, 10)} {
 			if !strings.Contains(table, want) {
 				t.Errorf("kubectl get fsrv lacks %q", want)
 			}

@@ -383,12 +383,14 @@ func checkStores(ctx context.Context, k kubectl) error {
 	if err != nil {
 		return err
 	}
-	for _, want := range []string{"--pow-difficulty=0", "--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
-		"--ip-allow=203.0.113.7", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000", "--low-drips=100",
-		"--sbtc-asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token", "--sbtc-amount=100000",
-		"--sbtc-limit-address=5/5m0s", "--sbtc-limit-ip=30/5m0s",
+	// The operator writes what differs from serve's defaults (the
+	// sample's difficulty 0, low threshold 100, regtest and BTC amounts
+	// are those), and always where the pod listens and how it logs.
+	for _, want := range []string{"--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
+		"--ip-allow=203.0.113.7/32", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000",
+		"--token=name=sbtc,asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token,amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s",
 		"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
-		"--btc-key-file=/etc/faucet/btc-key/key", "--btc-network=regtest", "--btc-amount=10000"} {
+		"--btc-key-file=/etc/faucet/btc-key/key", "--listen=:3999", "--log-format=json"} {
 		if !strings.Contains(args, `"`+want+`"`) {
 			return fmt.Errorf("deployment/%s args %s lack %s", sampleName, args, want)
 		}

@@ -1,8 +1,10 @@
 // Browser tests: devnet faucets (the real bin/faucet) and Debian's
-// chromium driven by playwright-core. The main faucet drips STX, sBTC and
-// BTC (its devnet runs a real btcd in regtest mode); short-lived ones have
-// sBTC off (a separate devnet node, as --devnet always turns sBTC on) and
-// sBTC out of funds with BTC off.
+// chromium driven by playwright-core. The main faucet drips every asset its
+// devnet lists: STX, sBTC, the test token tUSD and BTC (a real btcd in
+// regtest mode); each is dripped through the page and the recipient's
+// balance read back from the node. Short-lived faucets have sBTC off (a
+// separate devnet node, as --devnet always turns sBTC on), and sBTC
+// unavailable (the node names no sBTC contract) with BTC off.
 
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -15,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 
+import { c32addressDecode } from 'c32check';
 import { chromium } from 'playwright-core';
 
 import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
@@ -31,9 +34,8 @@ const BAD_CHARS = 'ST3M7N9Q9HDRM7RV!1Q26P0EE69358PZZAZD7KMXQ';
 // A Bitcoin mainnet address (BIP-173's P2WPKH vector).
 const BTC_MAINNET = 'bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4';
 
-// More satoshis than a devnet key is minted (1,000 sBTC), so the sBTC faucet
-// is empty from the start and answers its real 503.
-const SBTC_BEYOND_FUNDS = '100000000001';
+// The devnet's assets, in the order /faucet/v1/info lists them.
+const DEVNET_ASSETS = ['stx', 'sbtc', 'tusd', 'btc'];
 
 const LAUNCH_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'];
 
@@ -74,6 +76,8 @@ class FaucetProcess {
     const keep = (chunk) => {
       for (const line of chunk.toString().split('\n')) {
         if (line.trim()) this.lines.push(line);
+        // A devnet's Stacks node, from the start-up line (node=http://…).
+        this.nodeURL ??= /\bnode=(http:\/\/127\.0\.0\.1:\d+)/.exec(line)?.[1];
       }
       if (this.lines.length > 400) this.lines.splice(0, this.lines.length - 400);
     };
@@ -132,6 +136,33 @@ class FaucetProcess {
   killNow() {
     if (this.running()) this.proc.kill('SIGKILL');
   }
+}
+
+// ------------------------------------------------------- balances on chain
+
+/** stxBalance is an address's µSTX on the Stacks node (GET /v2/accounts). */
+async function stxBalance(node, address) {
+  const r = await fetch(`${node}/v2/accounts/${address}?proof=0`);
+  assert.equal(r.status, 200, `GET /v2/accounts/${address}: ${r.status}`);
+  return BigInt((await r.json()).balance);
+}
+
+/**
+ * tokenBalance is a principal's balance of a SIP-010 token (asset is
+ * ADDR.contract::token), read with the contract's get-balance through the
+ * node's call-read RPC: (ok uint), a 0x07 0x01 and 16 big-endian bytes.
+ */
+async function tokenBalance(node, asset, address) {
+  const [contract, name] = asset.split('::')[0].split('.');
+  const [version, hash160] = c32addressDecode(address);
+  const principal = `0x05${version.toString(16).padStart(2, '0')}${hash160}`;
+  const r = await fetch(`${node}/v2/contracts/call-read/${contract}/${name}/get-balance`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ sender: address, arguments: [principal] }),
+  });
+  const body = await r.json();
+  const m = body.okay === true ? /^0x0701([0-9a-f]{32})$/.exec(body.result) : null;
+  assert.ok(m, `get-balance of ${address} in ${asset}: ${JSON.stringify(body)}`);
+  return BigInt(`0x${m[1]}`);
 }
 
 /** devnetArgs are `faucet serve --devnet` on port with extra flags. */
@@ -315,8 +346,12 @@ export function registerBrowserTests(opts) {
     let address = '';
     let txid = '';
     let firstTip = 0;
+    let node = ''; // the main faucet's Stacks node
+    const balanceBefore = {}; // the recipient's balance of each asset before its drip
     let sbtc = null; // the main faucet's sBTC entry of /faucet/v1/info
     let sbtcTxid = '';
+    let tusd = null; // the main faucet's tUSD entry
+    let tusdTxid = '';
     let btc = null; // the main faucet's BTC entry of /faucet/v1/info
     let btcAddress = '';
     let btcTxid = '';
@@ -435,6 +470,14 @@ export function registerBrowserTests(opts) {
 
     const getInfo = async (b) => (await fetch(`${b}/faucet/v1/info`)).json();
 
+    /** btcBalance is a Bitcoin address's confirmed satoshis, from the faucet's v1 BTC balance route (the node's). */
+    const btcBalance = async (a) => {
+      const r = await fetch(`${base}/extended/v1/faucets/btc/${a}`);
+      const body = await r.json();
+      assert.ok(r.status === 200 && Number.isFinite(body.balance), `GET /extended/v1/faucets/btc/${a}: ${r.status} ${JSON.stringify(body)}`);
+      return BigInt(Math.round(body.balance * 1e8));
+    };
+
     before(async () => {
       await mkdir(opts.out, { recursive: true });
       // sBTC and BTC have their own buckets: one an hour, so the page meets
@@ -443,6 +486,8 @@ export function registerBrowserTests(opts) {
       faucet = await launch((port) => devnetArgs(port, ['--pow-difficulty', String(POW_DIFFICULTY),
         '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h', '--btc-limit-address', '1/1h', '--btc-block-time', '2s']));
       base = faucet.base;
+      node = faucet.nodeURL;
+      assert.match(node ?? '', /^http:/, `no node=… in the faucet's log:\n${faucet.log()}`);
       browser = await chromium.launch({
         executablePath: opts.chromium,
         headless: !opts.headed,
@@ -502,23 +547,27 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
     }, { needs: [LOADED] });
 
-    const CHOOSER = 'the asset chooser: a named radio group of the assets info lists, STX chosen';
+    const CHOOSER = 'the asset chooser: a named radio group of the assets info lists, in its order, STX chosen';
     step(CHOOSER, async () => {
       const info = await getInfo(base);
-      assert.deepEqual(info.assets.map((a) => a.asset), ['stx', 'sbtc', 'btc'], 'the devnet drips STX, sBTC and BTC (its btcd)');
+      assert.deepEqual(info.assets.map((a) => a.asset), DEVNET_ASSETS, 'the devnet drips STX, sBTC, tUSD and BTC (its btcd)');
       const group = page.getByRole('group', { name: 'What to request' });
       assert.equal(await group.isVisible(), true, 'no visible chooser');
       const radios = await group.getByRole('radio').evaluateAll((rs) => rs.map((r) => [r.value, r.labels[0].textContent.trim(), r.checked]));
-      assert.deepEqual(radios, [['stx', 'STX', true], ['sbtc', 'sBTC', false], ['btc', 'BTC', false]]);
-      assert.equal(await page.getByRole('radio', { name: 'sBTC' }).count(), 1, 'the sBTC radio is named by its label');
-      assert.equal(await page.getByRole('radio', { name: 'BTC', exact: true }).count(), 1, 'the BTC radio is named by its label');
-      assert.equal(await page.locator('h1').textContent(), 'Get testnet STX, sBTC or BTC');
+      // One radio per entry, named as info names the asset.
+      assert.deepEqual(radios, info.assets.map((a, i) => [a.asset, a.name, i === 0]));
+      assert.deepEqual(radios.map((r) => r[1]), ['STX', 'sBTC', 'tUSD', 'BTC']);
+      for (const name of ['STX', 'sBTC', 'tUSD', 'BTC']) {
+        assert.equal(await page.getByRole('radio', { name, exact: true }).count(), 1, `the ${name} radio is named by its label`);
+      }
+      assert.equal(await page.locator('h1').textContent(), 'Get testnet STX, sBTC, tUSD or BTC');
       assert.match(await page.locator('.lede').innerText(), /on Stacks; test BTC is paid on a Bitcoin test network \(regtest\)\. They have no value\.$/, 'the lede says what BTC is');
       assert.equal(await page.locator('#size-row').isVisible(), false, 'no sizes for STX');
-      assert.match(await page.locator('.lede').innerText(), /testnet sBTC, a SIP-010 token/, 'the lede says what sBTC is');
+      assert.match(await page.locator('.lede').innerText(), /; testnet sBTC and tUSD are SIP-010 tokens on Stacks;/, 'the lede says what the tokens are');
       assert.equal(await page.locator('#stacking').isVisible(), true, 'STX chosen: the stacking option shows');
       assert.equal(await page.locator('#token-fact-row').isVisible(), false);
       assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/stx');
+      assert.equal(await page.locator('#address').getAttribute('placeholder'), 'ST…', 'a Stacks placeholder');
     }, { needs: [LOADED] });
 
     step('a bad address typed character by character: inline message, button disabled, no request', async () => {
@@ -561,6 +610,7 @@ export function registerBrowserTests(opts) {
 
     step('a valid address, Enter: proof of work, txid, the status link (a devnet: no public explorer)', async () => {
       address = randomTestnetAddress();
+      balanceBefore.stx = await stxBalance(node, address);
       await typeInto(address);
       assert.equal(await page.locator('#address-error').isVisible(), false);
       assert.equal(await page.locator('#submit').isDisabled(), false, 'the button is enabled for a valid address');
@@ -630,13 +680,15 @@ export function registerBrowserTests(opts) {
       }
     });
 
-    step('the transaction is confirmed after the devnode mines', async () => {
+    step('the transaction is confirmed after the devnode mines; the recipient\'s STX balance rises by the drip', async () => {
       await page.waitForFunction(() => /^Confirmed in block \d+\.$/.test(document.getElementById('tx-state').textContent), null, { timeout: 30_000 })
         .catch(async (err) => {
           throw new Error(`${err.message}; tx-state says ${JSON.stringify(await page.locator('#tx-state').textContent())}`);
         });
       const polls = requests.filter((r) => new URL(r.url).pathname === `/faucet/v1/drips/${txid}`);
       assert.ok(polls.length >= 1, 'the page never polled the drip status');
+      const stx = (await getInfo(base)).assets.find((a) => a.asset === 'stx');
+      assert.equal(await stxBalance(node, address) - balanceBefore.stx, BigInt(stx.amount), 'GET /v2/accounts: the balance rose by the drip');
     });
 
     step('360 px wide after the drip: no horizontal scroll, names, contrast; screenshots', async () => {
@@ -713,6 +765,7 @@ export function registerBrowserTests(opts) {
     });
 
     step('keyboard-only sBTC drip: Tab, Enter: proof of work, the sBTC endpoint, txid', async () => {
+      balanceBefore.sbtc = await tokenBalance(node, sbtc.asset_identifier, address);
       const from = extendedRequests().length;
       await page.keyboard.press('Tab');
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
@@ -742,10 +795,11 @@ export function registerBrowserTests(opts) {
       assert.deepEqual([d.asset, d.amount, d.amount_ustx], ['sbtc', String(sbtc.amount), null], `drip status: ${JSON.stringify(d)}`);
     });
 
-    step('the sBTC transfer is confirmed after the devnode mines', async () => {
+    step('the sBTC transfer is confirmed after the devnode mines; the recipient\'s get-balance rises by the drip', async () => {
       await waitText(page, 'tx-state', /^Confirmed in block \d+\.$/);
       const polls = requests.filter((r) => new URL(r.url).pathname === `/faucet/v1/drips/${sbtcTxid}`);
       assert.ok(polls.length >= 1, 'the page never polled the sBTC drip status');
+      assert.equal(await tokenBalance(node, sbtc.asset_identifier, address) - balanceBefore.sbtc, BigInt(sbtc.amount), 'call-read get-balance');
     });
 
     step('sBTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshot', async () => {
@@ -783,6 +837,73 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
     });
 
+    // tUSD: a token the page knows nothing of but what info says (its name,
+    // 6 decimals, its contract, limits and endpoints).
+    const TUSD_CHOSEN = 'keyboard: arrows to tUSD: its amount by its 6 decimals, limits, state, balance and contract; no stacking';
+    step(TUSD_CHOSEN, async () => {
+      tusd = (await getInfo(base)).assets.find((a) => a.asset === 'tusd');
+      assert.deepEqual([tusd.name, tusd.decimals, String(tusd.amount), tusd.asset_source], ['tUSD', 6, '10000000', 'configured'], JSON.stringify(tusd));
+      await page.locator('#address').focus();
+      await page.keyboard.press('Shift+Tab');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-stx', true]);
+      await page.keyboard.press('ArrowRight');
+      await page.keyboard.press('ArrowRight');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-tusd', true], 'the arrow keys choose tUSD');
+      assert.equal(await page.locator('#default-amount').textContent(), '10 tUSD', '10000000 base units, 6 decimals');
+      assert.equal(await page.locator('#faucet-state').getAttribute('data-state'), tusd.state);
+      assert.equal(await page.locator('#state-message').textContent(), tusd.state_message);
+      assert.equal(await page.locator('#token-id').textContent(), tusd.asset_identifier);
+      assert.match(await page.locator('#balance').textContent(), /^\d[\d,]*(\.\d+)? tUSD \(\d[\d,]* drips? left\)$/);
+      const limits = await page.locator('#limits li').allTextContents();
+      assert.equal(limits.length, Object.values(tusd.limits).filter(Boolean).length, `tUSD limits: ${JSON.stringify(limits)}`);
+      assert.ok(limits.includes('5 drips per address every 5 minutes.'), `tUSD limits (the default): ${JSON.stringify(limits)}`);
+      assert.equal(await page.locator('#stacking').isVisible(), false, 'no stacking option for tUSD');
+      assert.equal(await page.locator('#size-row').isVisible(), false, 'no sizes for tUSD');
+      assert.equal(await page.locator('#form-heading').textContent(), 'Request tUSD');
+      assert.equal(await page.getByRole('button', { name: 'Send testnet tUSD' }).count(), 1);
+      assert.equal(await page.locator('#api-endpoint').textContent(), `POST ${tusd.endpoints.v3}`);
+      assert.equal(await page.getByRole('textbox', { name: 'Your testnet address' }).count(), 1, 'a Stacks address field');
+      // The address waits for STX and sBTC; tUSD has its own limit.
+      assert.equal(await page.locator('#submit').isDisabled(), false, 'the STX and sBTC waits hold tUSD back');
+    });
+
+    step('keyboard-only tUSD drip: Tab, Enter: proof of work, its v1 endpoint from info, txid, "10 tUSD"', async () => {
+      balanceBefore.tusd = await tokenBalance(node, tusd.asset_identifier, address);
+      const from = extendedRequests().length;
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((old) => {
+        const t = document.getElementById('txid').textContent;
+        return !document.getElementById('tx').hidden && t !== old && /^0x[0-9a-f]{64}$/.test(t);
+      }, sbtcTxid, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no tUSD txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
+      });
+      tusdTxid = await page.locator('#txid').textContent();
+      const drips = extendedRequests().slice(from);
+      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
+      const u = new URL(drips[0].url);
+      assert.deepEqual([drips[0].method, u.pathname, u.searchParams.get('address'), u.searchParams.has('stacking')],
+        ['POST', tusd.endpoints.v1, address, false]);
+      assertProof(drips[0].headers);
+      assert.equal(await page.locator('#result-heading').textContent(), 'tUSD on the way');
+      assert.equal(await page.locator('#message').textContent(),
+        `The faucet sent 10 tUSD to ${address}. It arrives when the transaction is in a block.`);
+      assert.equal(await page.locator('#tx-link').getAttribute('href'), `${base}/faucet/v1/drips/${tusdTxid}`);
+      const d = await (await fetch(`${base}/faucet/v1/drips/${tusdTxid}`)).json();
+      assert.deepEqual([d.asset, d.recipient, d.amount, d.amount_ustx], ['tusd', address, '10000000', null], `drip status: ${JSON.stringify(d)}`);
+    });
+
+    step('the tUSD transfer is confirmed; the recipient\'s get-balance rises by 10 tUSD; it is in the recent drips', async () => {
+      await waitText(page, 'tx-state', /^Confirmed in block \d+\.$/);
+      assert.equal((await (await fetch(`${base}/faucet/v1/drips/${tusdTxid}`)).json()).state, 'confirmed');
+      assert.equal(await tokenBalance(node, tusd.asset_identifier, address) - balanceBefore.tusd, 10_000_000n, 'call-read get-balance');
+      const item = recentItem(page, tusdTxid);
+      assert.match(await item.textContent(), /^10 tUSD · /);
+      await page.waitForFunction((id) => document.querySelector(`#recent-list li[data-txid="${id}"] .recent-state`)?.dataset.state === 'confirmed',
+        tusdTxid, { timeout: 10_000 });
+    });
+
     /** waitBTCReady waits until info's BTC entry has funds: the devnet's btcd mined its coins. */
     const waitBTCReady = async (b) => {
       const deadline = Date.now() + 60_000;
@@ -800,8 +921,7 @@ export function registerBrowserTests(opts) {
       assert.deepEqual([btc.network, btc.decimals, btc.amount], ['regtest', 8, 10000], JSON.stringify(btc));
       await page.locator('#address').focus();
       await page.keyboard.press('Shift+Tab');
-      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-stx', true]);
-      await page.keyboard.press('ArrowRight');
+      assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-tusd', true]);
       await page.keyboard.press('ArrowRight');
       assert.deepEqual(await focusRing(page).then((r) => [r.id, r.checked]), ['asset-btc', true], 'the arrow keys choose BTC');
       await waitReadyState(page);
@@ -821,6 +941,7 @@ export function registerBrowserTests(opts) {
         'It starts with bcrt1, m, n or 2. This faucet pays regtest BTC, not mainnet BTC.');
       assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/btc');
       assert.equal(await page.locator('#api-body').textContent(), '{"address":"bcrt1…"}');
+      assert.equal(await page.locator('#address').getAttribute('placeholder'), 'bcrt1…', 'a regtest placeholder');
       // The sizes: a named radio group, the usual drip chosen.
       const sizes = page.getByRole('group', { name: 'How much' });
       assert.equal(await sizes.isVisible(), true, 'no size choice');
@@ -855,6 +976,7 @@ export function registerBrowserTests(opts) {
 
     step('keyboard-only BTC drip to a fresh regtest address: proof of work, the v3 endpoint, a 64-hex txid, no explorer link', async () => {
       btcAddress = randomRegtestAddress();
+      balanceBefore.btc = await btcBalance(btcAddress);
       await typeInto(btcAddress);
       assert.equal(await page.locator('#address-error').isVisible(), false, await page.locator('#address-error').textContent());
       assert.equal(await page.locator('#submit').isDisabled(), false, 'the button is enabled for a regtest address');
@@ -885,11 +1007,19 @@ export function registerBrowserTests(opts) {
       assert.deepEqual([d.asset, d.recipient, d.amount], ['btc', btcAddress, '10000'], `drip status: ${JSON.stringify(d)}`);
     });
 
-    step('the BTC payout is confirmed after the devnet\'s btcd mines', async () => {
+    step('the BTC payout is confirmed after the devnet\'s btcd mines; the address holds 0.0001 BTC more', async () => {
       await waitText(page, 'tx-state', /^Confirmed \((1 confirmation|([2-9]|[1-9]\d+) confirmations)\)\.$/);
       const polls = requests.filter((r) => new URL(r.url).pathname === `/faucet/v1/drips/${btcTxid}`);
       assert.ok(polls.length >= 1, 'the page never polled the BTC drip status');
       assert.equal((await (await fetch(`${base}/faucet/v1/drips/${btcTxid}`)).json()).state, 'confirmed');
+      // Its confirmed balance, as btcd's address index answers it through
+      // the faucet: the index may trail the block by a moment.
+      let got = 0n;
+      for (const deadline = Date.now() + 20_000; Date.now() < deadline; await sleep(500)) {
+        got = await btcBalance(btcAddress) - balanceBefore.btc;
+        if (got !== 0n) break;
+      }
+      assert.equal(got, BigInt(btc.amount), 'GET /extended/v1/faucets/btc/{address}');
     });
 
     step('BTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshots', async () => {
@@ -973,6 +1103,7 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.locator('#stacking').isVisible(), true);
       assert.equal(await page.locator('#tip-fact-row').isVisible(), true);
       assert.equal(await page.locator('#api-body').textContent(), '{"address":"ST…"}');
+      assert.equal(await page.locator('#address').getAttribute('placeholder'), 'ST…');
       assert.match(await page.locator('#address-error').textContent(), /^A Stacks address starts with S/, 'the regtest address is checked as a Stacks one');
       await typeInto(address);
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
@@ -984,7 +1115,7 @@ export function registerBrowserTests(opts) {
       try {
         await p2.goto(`${base}/`);
         await waitReadyState(p2);
-        for (const name of ['STX', 'sBTC', 'BTC']) {
+        for (const name of (await getInfo(base)).assets.map((a) => a.name)) {
           await p2.getByRole('radio', { name, exact: true }).check();
           // Read info after the page: the balance moves with each drip and block.
           await p2.waitForFunction((n) => document.getElementById('balance').textContent.includes(` ${n} (`), name, { timeout: 15_000 });
@@ -995,8 +1126,9 @@ export function registerBrowserTests(opts) {
           assert.ok(m, `#balance for ${name}: ${shown}`);
           assert.notEqual(m[1], `0 ${name}`, `${name} balance: ${shown}`);
           assert.ok(await p2.locator('#balance-fact-row').isVisible());
-          // STX and sBTC hold still between drips: the page shows info's
-          // balance (it reads info every 10 s). BTC's grows as coinbases mature.
+          // The Stacks assets hold still between drips: the page shows
+          // info's balance (it reads info every 10 s). BTC's grows as
+          // coinbases mature.
           if (name !== 'BTC') {
             const want = formatAmount((await getInfo(base)).assets.find((x) => x.name === name).funding.balance, a.decimals, name);
             await waitText(p2, 'balance', new RegExp(`^${want.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`), 15_000);
@@ -1043,9 +1175,9 @@ export function registerBrowserTests(opts) {
         await p2.goto(`${base}/`);
         await waitReadyState(p2);
         const n = await p2.locator('#recent-list li').count();
-        assert.ok(n >= 3, `recent drips of STX, sBTC and BTC: ${n}`);
+        assert.ok(n >= 4, `recent drips of STX, sBTC, tUSD and BTC: ${n}`);
         const ids = await p2.locator('#recent-list li').evaluateAll((els) => els.map((e) => e.dataset.txid));
-        assert.ok(ids.includes(txid) && ids.includes(btcTxid), `recent txids ${JSON.stringify(ids)}`);
+        assert.ok([txid, sbtcTxid, tusdTxid, btcTxid].every((id) => ids.includes(id)), `recent txids ${JSON.stringify(ids)}`);
         assert.ok(await p2.locator('#recent-list li', { hasText: ' sBTC' }).count() >= 1, 'an sBTC drip is listed');
         await p2.locator('#recent-clear').focus();
         await p2.keyboard.press('Enter');
@@ -1197,41 +1329,82 @@ export function registerBrowserTests(opts) {
       }
     }, { needs: [SERVED, STX_ONLY] });
 
-    step('sBTC out of funds, BTC off: no BTC option; sBTC\'s state and amount, STX unaffected, the server\'s 503 text', async () => {
-      // BTC off (no btcd): a devnet whose info lists no BTC, and a page without the choice.
-      const dry = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--sbtc-amount', SBTC_BEYOND_FUNDS, '--devnet-btc=false']));
+    // sBTC on with no sBTC deployed: the node names no sBTC contract in
+    // /v2/pox, so info lists sBTC as "unavailable", its contract and
+    // decimals unknown. tUSD is real and ready; no flag makes a devnet token
+    // run dry (the devnet mints a million drips of any amount), so its
+    // "empty" state and the v1 503 are the server's words played back
+    // through playwright routes.
+    step('sBTC unavailable, tUSD out of funds, BTC off: no BTC option; their states, amounts and messages, STX unaffected', async () => {
+      const dry = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--devnet-sbtc=false', '--sbtc-amount', '100000']));
       const p = await context.newPage();
-      watch(p, []);
+      const reqs = [];
+      watch(p, reqs);
       try {
         const dryInfo = await getInfo(dry.base);
-        assert.deepEqual(dryInfo.assets.map((a) => a.asset), ['stx', 'sbtc'], '--devnet-btc=false: no BTC');
-        const token = dryInfo.assets.find((a) => a.asset === 'sbtc');
-        assert.equal(token?.state, 'empty', `a drip beyond a key's sBTC: ${JSON.stringify(token)}`);
+        assert.deepEqual(dryInfo.assets.map((a) => a.asset), ['stx', 'sbtc', 'tusd'], '--devnet-btc=false: no BTC');
+        const off = dryInfo.assets.find((a) => a.asset === 'sbtc');
+        assert.deepEqual([off.state, off.asset_identifier, off.decimals, off.funding], ['unavailable', null, null, null], JSON.stringify(off));
+        assert.match(off.state_message, /names no sBTC contract/);
+        const empty = (a) => a.asset === 'tusd'
+          ? { ...a, state: 'empty', state_message: `The faucet is out of ${a.name}; its operator has been asked to refill it.`, funding: { drips_left: 0, balance: 0 } }
+          : a;
+        await p.route('**/faucet/v1/info', async (route) => {
+          const response = await route.fetch();
+          const json = await response.json();
+          json.assets = json.assets.map(empty);
+          await route.fulfill({ response, json });
+        });
+        await p.route((u) => u.pathname === '/extended/v1/faucets/tusd', (route) => route.fulfill({
+          status: 503, contentType: 'application/json',
+          body: JSON.stringify({ success: false, error: 'The faucet is temporarily out of funds; try again later', reason: 'exhausted' }),
+        }));
         await p.goto(`${dry.base}/`);
         await waitReadyState(p);
-        assert.deepEqual(await p.getByRole('radio').evaluateAll((rs) => rs.map((r) => r.value)), ['stx', 'sbtc'], 'BTC off: no BTC option');
-        assert.equal(await p.locator('h1').textContent(), 'Get testnet STX or sBTC');
+        assert.deepEqual(await p.getByRole('radio').evaluateAll((rs) => rs.map((r) => r.value)), ['stx', 'sbtc', 'tusd'], 'BTC off: no BTC option');
+        assert.equal(await p.locator('h1').textContent(), 'Get testnet STX, sBTC or tUSD');
         assert.equal(await p.locator('#lede-btc').isVisible(), false);
+        // The unavailable asset is offered, marked, and says why.
+        assert.equal(await p.locator('label.segment', { hasText: 'sBTC' }).textContent(), 'sBTC (unavailable)');
+        await typeInto(randomTestnetAddress(), p);
+        assert.equal(await p.locator('#submit').isDisabled(), false, 'STX: a valid address enables the button');
         await p.locator('label.segment', { hasText: 'sBTC' }).click(); // the whole segment takes a click
+        await waitReadyState(p, 'unavailable');
+        assert.match(await p.locator('#faucet-state').textContent(), /Unavailable/);
+        assert.equal(await p.locator('#state-message').textContent(), off.state_message);
+        assert.equal(await p.locator('#asset-note').textContent(), off.state_message, 'the reason by the button');
+        assert.equal(await p.locator('#asset-note').isVisible(), true);
+        assert.equal(await p.locator('#default-amount').textContent(), '100,000 base units of sBTC', 'decimals unknown: base units');
+        assert.equal(await p.locator('#token-id').textContent(), 'not known yet');
+        assert.equal(await p.locator('#balance-fact-row').isVisible(), false, 'no funding');
+        assert.equal(await p.locator('#submit').isDisabled(), true, 'an unavailable asset cannot be requested');
+        assert.equal(await p.evaluate(() => document.getElementById('submit').getAttribute('aria-describedby')), 'asset-note');
+        await p.locator('#address').press('Enter');
+        await p.waitForTimeout(300);
+        assert.deepEqual(extendedRequests(reqs).map((r) => r.url), [], 'Enter sent a drip of an unavailable asset');
+        assert.deepEqual(await p.evaluate(contrastProblems), [], 'contrast of the unavailable state and its note');
+        assert.deepEqual(await p.evaluate(a11ySmoke), [], 'accessibility smoke (unavailable)');
+        await shot('page-desktop-unavailable.png', false, p);
+
+        // tUSD out of funds: its own state; STX stays ready.
+        await p.getByRole('radio', { name: 'tUSD' }).check();
         await waitReadyState(p, 'empty');
         assert.match(await p.locator('#faucet-state').textContent(), /Empty/);
-        assert.equal(await p.locator('#state-message').textContent(), token.state_message);
-        assert.match(token.state_message, /out of sBTC/);
-        assert.equal(await p.locator('#default-amount').textContent(), '1,000.00000001 sBTC');
+        assert.equal(await p.locator('#state-message').textContent(), 'The faucet is out of tUSD; its operator has been asked to refill it.');
+        assert.equal(await p.locator('#asset-note').isVisible(), false);
+        assert.equal(await p.locator('#default-amount').textContent(), '10 tUSD');
+        assert.equal(await p.locator('#balance').textContent(), '0 tUSD (0 drips left)');
         await p.getByRole('radio', { name: 'STX' }).check();
         await waitReadyState(p, 'ready');
-        await p.getByRole('radio', { name: 'sBTC' }).check();
-        await typeInto(randomTestnetAddress(), p);
-        const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/sbtc');
+        await p.getByRole('radio', { name: 'tUSD' }).check();
+        const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/tusd');
         await p.locator('#address').press('Enter');
-        const r = await answer;
-        assert.equal(r.status(), 503);
-        assert.equal((await r.json()).reason, 'exhausted');
+        assert.equal((await answer).status(), 503);
         await waitText(p, 'message', /\S/);
-        assert.equal(await p.locator('#result-heading').textContent(), 'No sBTC sent');
+        assert.equal(await p.locator('#result-heading').textContent(), 'No tUSD sent');
         assert.equal(await p.locator('#message').textContent(), 'The faucet is temporarily out of funds; try again later.');
         assert.deepEqual(await p.evaluate(contrastProblems), [], 'contrast of the empty state and the error');
-        await shot('page-desktop-sbtc-503.png', true, p);
+        await shot('page-desktop-token-503.png', true, p);
       } finally {
         await p.close();
         await dry.stop();

@@ -7,10 +7,11 @@
 // First the page's pure modules run in Node: the address validator against
 // c32check on random vectors, the Bitcoin address validator on the BIP
 // vectors, SHA-256 against node:crypto, the proof of work and the
-// formatting. Then devnet faucets (STX, sBTC and BTC on a regtest btcd; sBTC
-// off; sBTC out of funds, BTC off) are started from --faucet and Debian's
-// chromium drives the page through playwright-core; screenshots go to
-// --out. The faucets are always stopped; any failure exits non-zero.
+// formatting. Then devnet faucets (STX, sBTC, tUSD and BTC on a regtest
+// btcd; sBTC off; sBTC unavailable, BTC off) are started from --faucet and
+// Debian's chromium drives the page through playwright-core, dripping each
+// asset and reading the recipient's balance back; screenshots go to --out.
+// The faucets are always stopped; any failure exits non-zero.
 //
 // Environment: CHROMIUM (browser binary, default /usr/bin/chromium),
 // FAUCET_BTCD (the btcd the devnet runs; default bin/btcd, else a btcd

@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 
 import { c32address, c32addressDecode } from 'c32check';
@@ -12,7 +13,7 @@ import { c32address, c32addressDecode } from 'c32check';
 import { btcMainnetMessage, validateBtcAddress } from '../../server/web/assets/btcaddr.js';
 import { c32Address, C32_ALPHABET, MAINNET_MESSAGE, validateAddress } from '../../server/web/assets/c32.js';
 import {
-  bitcoinExplorerURL, explorerURL, formatAmount, formatSTX, formatWait, formatWindow, joinNames, limitSentence,
+  bitcoinExplorerURL, explorerURL, formatAmount, formatAssetAmount, formatSTX, formatWait, formatWindow, joinNames, limitSentence,
 } from '../../server/web/assets/format.js';
 import { solve } from '../../server/web/assets/pow-worker.js';
 import { hex, leadingZeroBits, PrefixHasher, sha256, utf8 } from '../../server/web/assets/sha256.js';
@@ -535,6 +536,28 @@ export function registerValidatorTests() {
       assert.equal(joinNames(['STX']), 'STX');
       assert.equal(joinNames(['STX', 'sBTC']), 'STX or sBTC');
       assert.equal(joinNames(['STX', 'sBTC', 'BTC']), 'STX, sBTC or BTC');
+      assert.equal(joinNames(['STX', 'sBTC', 'tUSD', 'BTC']), 'STX, sBTC, tUSD or BTC');
+      assert.equal(joinNames(['sBTC', 'tUSD'], 'and'), 'sBTC and tUSD');
+      // Any token by its own decimals; base units while they are unknown (null).
+      assert.equal(formatAssetAmount('10000000', 6, 'tUSD'), '10 tUSD');
+      assert.equal(formatAssetAmount(10000000, 6, 'tUSD'), '10 tUSD');
+      assert.equal(formatAssetAmount('100000', null, 'sBTC'), '100,000 base units of sBTC');
+      assert.equal(formatAssetAmount(1, null, 'T'), '1 base unit of T');
+      assert.equal(formatAssetAmount('0', undefined, 'T'), '0 base units of T');
+      assert.equal(formatAssetAmount('1.5', null, 'T'), null);
+      assert.equal(formatAssetAmount('1', 2.5, 'T'), null);
+    });
+
+    // Assets are data (/faucet/v1/info): the page names none of the
+    // configured tokens, the devnet's included.
+    test('the page\'s files name no token', async () => {
+      const dir = new URL('../../server/web/', import.meta.url);
+      const files = [...(await readdir(new URL('assets/', dir))).map((f) => `assets/${f}`), ...(await readdir(dir)).filter((f) => f.endsWith('.go'))];
+      assert.ok(files.includes('assets/app.js') && files.includes('web.go'), JSON.stringify(files));
+      for (const f of files) {
+        const text = await readFile(new URL(f, dir), 'utf8');
+        assert.doesNotMatch(text, /sbtc|tusd/i, `server/web/${f} names a token`);
+      }
     });
   });
 }

@@ -27,17 +27,7 @@ func (ac *accounts) syncKey(ctx context.Context, k *keyState) error {
 		f.pool.signalFreed()
 	}
 	if out.applied {
-		// STX drips go on when the token read fails; token drips see the
-		// last balance, less what confirmed since (see applySync). Logged
-		// when it starts and stops failing, not at every block.
-		err := ac.syncToken(ctx, k, seq)
-		switch k.noteTokenRead(err) {
-		case readStartedFailing:
-			f.log.Warn("token balance read failed; sBTC drips from this key use its last known balance until it works again",
-				"sender", k.addr.String(), "err", err)
-		case readRecovered:
-			f.log.Info("token balance read works again", "sender", k.addr.String())
-		}
+		ac.syncTokens(ctx, k, seq)
 	}
 	if !out.owned || len(out.confirmed) == 0 {
 		return nil // a new owner prunes its ledger; our writes would be fenced
@@ -45,22 +35,32 @@ func (ac *accounts) syncKey(ctx context.Context, k *keyState) error {
 	return f.journal.ForgetBelow(ctx, k.addr.String(), acct.Nonce)
 }
 
-// syncToken reads k's token balance after its account read and applies it
-// unless a newer read was applied. It reads second on purpose: a block
-// mined between the two reads then shows the token balance already lowered
-// while the nonce read still counts the transfer as in flight, so the key's
-// available tokens are underestimated, never overestimated.
-func (ac *accounts) syncToken(ctx context.Context, k *keyState, seq uint64) error {
+// syncTokens reads k's balance of every usable token after its account
+// read (number seq) and applies each unless a newer read was applied. It
+// reads second on purpose: a block mined between the two reads then shows
+// the token balance already lowered while the nonce read still counts the
+// transfer as in flight, so the key's available tokens are underestimated,
+// never overestimated. STX drips go on when a token read fails; that
+// token's drips see the last balance, less what confirmed since (see
+// applySync). A failure is logged when it starts and when it ends, not at
+// every block.
+func (ac *accounts) syncTokens(ctx context.Context, k *keyState, seq uint64) {
 	f := ac.f
-	if !f.cfg.Token.Enabled() {
-		return nil
+	for _, tok := range f.tokens.usable() {
+		asset, _ := tok.usable()
+		name := tok.cfg.Name
+		bal, err := f.cfg.Node.TokenBalance(ctx, asset.Contract, stacks.Principal{Address: k.addr})
+		if err == nil {
+			k.applyTokenSync(name, seq, bal)
+		}
+		switch k.noteTokenRead(name, err) {
+		case readStartedFailing:
+			f.log.Warn("token balance read failed; this token's drips from this key use its last known balance until it works again",
+				"sender", k.addr.String(), "asset", string(name), "err", fmt.Errorf("read %s balance of %s: %w", asset, k.addr, err))
+		case readRecovered:
+			f.log.Info("token balance read works again", "sender", k.addr.String(), "asset", string(name))
+		}
 	}
-	bal, err := f.cfg.Node.TokenBalance(ctx, f.cfg.Token.Asset.Contract, stacks.Principal{Address: k.addr})
-	if err != nil {
-		return fmt.Errorf("read %s balance of %s: %w", f.cfg.Token.Asset, k.addr, err)
-	}
-	k.applyTokenSync(seq, bal)
-	return nil
 }
 
 // prepareKey loads an owned key's ledger and syncs it if it never was, so

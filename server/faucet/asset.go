@@ -6,15 +6,13 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
-// Asset names what a drip pays: STX, or the configured SIP-010 token. The
-// names are the incumbent's path segments (/extended/v1/faucets/{asset}),
-// and they label metrics and history rows.
+// Asset names what a drip pays: STX, or one of the configured SIP-010
+// tokens (Config.Tokens). The names are path segments
+// (/extended/v1/faucets/{asset}), and they label metrics and history rows.
 type Asset string
 
-const (
-	AssetSTX  Asset = "stx"
-	AssetSBTC Asset = "sbtc"
-)
+// AssetSTX is the chain's own asset; every other name is a token's.
+const AssetSTX Asset = "stx"
 
 // OrSTX reads the zero Asset (rows and requests from before assets
 // existed) as STX.
@@ -25,43 +23,43 @@ func (a Asset) OrSTX() Asset {
 	return a
 }
 
-// IsToken is true for the SIP-010 token.
-func (a Asset) IsToken() bool { return a.OrSTX() == AssetSBTC }
+// IsSTX is true for STX (and the zero Asset).
+func (a Asset) IsSTX() bool { return a.OrSTX() == AssetSTX }
 
 // cost is what one transaction takes from its sender's account: µSTX (the
-// amount of an STX transfer plus the fee) and base units of the token.
+// amount of an STX transfer plus the fee) and, for a token transfer, base
+// units of that one token.
 type cost struct {
-	stx, token uint64
+	stx    uint64
+	token  Asset // "" for none
+	amount uint64
 }
 
-// costOf is what a ledger row of asset moving amount with fee costs.
+// costOf is what a journal entry of asset moving amount with fee costs.
 func costOf(asset Asset, amount, fee uint64) cost {
-	if asset.IsToken() {
-		return cost{stx: fee, token: amount}
+	if !asset.IsSTX() {
+		return cost{stx: fee, token: asset, amount: amount}
 	}
 	return cost{stx: satAdd(amount, fee)}
 }
 
-func (c cost) plus(o cost) cost {
-	return cost{stx: satAdd(c.stx, o.stx), token: satAdd(c.token, o.token)}
-}
-
-// TokenConfig is the configured token; ok is false when it is off.
-func (f *Faucet) TokenConfig() (Token, bool) { return f.cfg.Token, f.cfg.Token.Enabled() }
-
-// sendToken pays the token's drip amount to to in one SIP-010 transfer call,
+// sendToken pays tok's drip amount to to in one SIP-010 transfer call,
 // placed like every drip. Any key may pay it that holds the amount beyond
-// its in-flight token transfers and the fee in STX; it shares that key's
-// nonces with STX drips.
-func (f *Faucet) sendToken(ctx context.Context, to stacks.Principal) (*Result, error) {
-	tok := f.cfg.Token
+// its in-flight transfers of the token and the fee in STX; it shares that
+// key's nonces with STX drips.
+func (f *Faucet) sendToken(ctx context.Context, tok *tokenState, to stacks.Principal) (*Result, error) {
+	asset, err := tok.usable()
+	if err != nil {
+		return nil, err
+	}
+	amount := tok.cfg.Amount
 	chainID := f.chain.id()
 	memo := []byte(f.cfg.Amounts.Memo)
-	fee := f.price.token(ctx, tok.Asset, to, memo)
-	return f.placeDrip(ctx, f.placer.chooseDistributor(f.cfg.Timing.BusyWait), placement{to: to, asset: AssetSBTC, amount: tok.Amount, fee: fee,
+	fee := f.price.token(ctx, asset, to, memo)
+	return f.placeDrip(ctx, f.placer.chooseDistributor(f.cfg.Timing.BusyWait), placement{to: to, asset: tok.cfg.Name, amount: amount, fee: fee,
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
-				Asset: tok.Asset, Recipient: to, Amount: tok.Amount, Memo: memo, Nonce: nonce, Fee: fee, ChainID: chainID,
+				Asset: asset, Recipient: to, Amount: amount, Memo: memo, Nonce: nonce, Fee: fee, ChainID: chainID,
 			}, key)
 		}})
 }

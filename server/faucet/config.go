@@ -2,6 +2,7 @@ package faucet
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -20,6 +21,8 @@ type NodeClient interface {
 	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
 	// TokenBalance is a SIP-010 token's confirmed balance of owner.
 	TokenBalance(ctx context.Context, token stacks.ContractID, owner stacks.Principal) (uint64, error)
+	// TokenMetadata reads a SIP-010 token's decimals, symbol and name.
+	TokenMetadata(ctx context.Context, token stacks.ContractID) (node.TokenMetadata, error)
 }
 
 // Defaults of the engine's settings: the one definition the serve flags,
@@ -57,9 +60,9 @@ type Config struct {
 	ChainID uint32
 
 	Amounts Amounts
-	// Token is the SIP-010 token (sBTC) the faucet drips beside STX; off
-	// unless it names an asset and an amount.
-	Token    Token
+	// Tokens are the SIP-010 tokens the faucet drips beside STX, in the
+	// order they are listed everywhere.
+	Tokens   []Token
 	Fees     Fees
 	Batching Batching
 	Refills  Refills
@@ -80,21 +83,62 @@ type Amounts struct {
 	Memo                   string
 }
 
-// Token is a SIP-010 fungible token the faucet drips (spec.assets.sbtc):
-// Amount base units per drip, paid by a transfer call of Asset's contract
-// from any key holding enough of it and of STX for the fee. With a
-// treasury, a key whose available token balance falls below RefillBelow
-// gets RefillAmount from it (defaults: DefaultRefillBelowDrips drips and
-// DefaultRefillAmountFactor × RefillBelow).
+// Token is a SIP-010 fungible token the faucet drips (an entry of
+// spec.assets): Amount base units per drip, paid by a transfer call of the
+// token's contract from any key holding enough of it and of STX for the
+// fee. With a treasury, a key whose available balance of it falls below
+// RefillBelow gets RefillAmount from it (defaults: DefaultRefillBelowDrips
+// drips and DefaultRefillAmountFactor × RefillBelow).
 type Token struct {
-	Asset        stacks.AssetInfo
-	Amount       uint64
+	// Name is the asset's name: its path segment
+	// (/extended/v1/faucets/{name}), metrics label and history rows.
+	Name Asset
+	// Asset is the token's identifier, ADDR.contract::token. With
+	// FromPoX its contract is left zero: it is the contract the node names
+	// in /v2/pox (pox_5_sbtc_contract, Epoch 4.0), and Asset.Name the
+	// token's name in it.
+	Asset   stacks.AssetInfo
+	FromPoX bool
+	Amount  uint64
+	// RefillBelow and RefillAmount are in the token's base units.
 	RefillBelow  uint64
 	RefillAmount uint64
 }
 
-// Enabled reports whether the token is configured: an asset and an amount.
-func (t Token) Enabled() bool { return !t.Asset.IsZero() && t.Amount > 0 }
+// validate says why t cannot be dripped, or nil.
+func (t Token) validate() error {
+	switch {
+	case !validAssetName(t.Name):
+		return fmt.Errorf("token name %q: want 1 to 32 lower-case letters, digits or '-', starting with a letter", t.Name)
+	case t.Name == AssetSTX:
+		return fmt.Errorf("token name %q is STX's", t.Name)
+	case t.Amount == 0:
+		return fmt.Errorf("token %s: the amount per drip must be positive", t.Name)
+	case t.Asset.Name == "":
+		return fmt.Errorf("token %s: no asset identifier (ADDR.contract::token)", t.Name)
+	case t.FromPoX && t.Asset.Contract != (stacks.ContractID{}):
+		return fmt.Errorf("token %s: a contract is given and also to be found on the node", t.Name)
+	case !t.FromPoX && t.Asset.Contract == (stacks.ContractID{}):
+		return fmt.Errorf("token %s: no contract", t.Name)
+	case !t.FromPoX && t.Asset.Contract.Address.IsMainnet():
+		return fmt.Errorf("token %s: %s is a mainnet contract; the faucet is testnet only", t.Name, t.Asset)
+	}
+	return nil
+}
+
+// validAssetName: what a URL path segment, a metrics label and a
+// Kubernetes list key all take without escaping.
+func validAssetName(a Asset) bool {
+	if len(a) == 0 || len(a) > 32 || a[0] < 'a' || a[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(a) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Fees price a transaction: the node's rate × its length, clamped to
 // [Min, Max]; Fallback when the node has no rate (spec.fee).
@@ -214,3 +258,7 @@ func (c *Config) setDefaults() {
 		c.Now = time.Now
 	}
 }
+
+// CheckToken says why t cannot be dripped, or nil: the rules New applies,
+// for callers that check their settings before building an engine.
+func CheckToken(t Token) error { return t.validate() }

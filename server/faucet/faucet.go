@@ -27,6 +27,8 @@ type Faucet struct {
 	log  *slog.Logger
 	// pool owns the sending keys and their nonces (keypool.go).
 	pool *keyPool
+	// tokens are the SIP-010 tokens it drips beside STX (tokens.go).
+	tokens *tokens
 	// journal records every transaction before it is sent (place.go).
 	journal *journal.Journal
 
@@ -94,6 +96,10 @@ func New(cfg Config) (*Faucet, error) {
 	f.chain, f.price, f.clock = newChainView(&f.cfg), newPricer(&f.cfg), &blockClock{now: cfg.Now}
 	if err := f.setupTreasury(); err != nil {
 		return nil, err
+	}
+	// After the treasury, which fills the tokens' refill defaults.
+	if f.tokens, err = newTokens(f.cfg.Tokens, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("faucet: %w", err)
 	}
 	// Unless replicas share the store this process is the only writer:
 	// every key is ours from the start (its journal loads on first use).
@@ -223,18 +229,15 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 	if err := f.chain.check(ctx); err != nil {
 		return nil, err
 	}
-	switch req.Asset.OrSTX() {
-	case AssetSTX:
-	case AssetSBTC:
-		if !f.cfg.Token.Enabled() {
-			return nil, failf(ReasonDisabled, nil, "the sBTC faucet is not available")
-		}
-		if req.Stacking {
+	if !req.Asset.IsSTX() {
+		tok := f.tokens.byName(req.Asset)
+		switch {
+		case tok == nil:
+			return nil, failf(ReasonRejected, nil, "unknown asset %q", string(req.Asset))
+		case req.Stacking:
 			return nil, failf(ReasonRejected, nil, "stacking drips are STX only")
 		}
-		return f.sendToken(ctx, req.Recipient)
-	default:
-		return nil, failf(ReasonRejected, nil, "unknown asset %q", string(req.Asset))
+		return f.sendToken(ctx, tok, req.Recipient)
 	}
 	amount, err := f.amount(ctx, req.Stacking)
 	if err != nil {

@@ -65,22 +65,24 @@ func (f *Faucet) Funding() Funding {
 	return out
 }
 
-// TokenFunding is Funding for the token, in its base units: DripsLeft
-// counts token drips (Token.Amount each) on keys that are not out of STX
-// for the fee. ok is false when the token is off.
-func (f *Faucet) TokenFunding() (_ Funding, ok bool) {
-	if !f.cfg.Token.Enabled() {
+// TokenFunding is Funding for a token, in its base units: DripsLeft counts
+// its drips on keys that are not out of STX for the fee. ok is false for a
+// name that is not a configured token.
+func (f *Faucet) TokenFunding(name Asset) (_ Funding, ok bool) {
+	tok := f.tokens.byName(name)
+	if tok == nil {
 		return Funding{}, false
 	}
 	var out Funding
 	for _, s := range f.Keys() {
-		if !s.Owned || !s.Synced || !s.TokenKnown {
+		b, known := s.Tokens[name]
+		if !s.Owned || !s.Synced || !known || !b.Known {
 			continue
 		}
 		out.Keys++
-		out.Available = satAdd(out.Available, s.TokenAvailable)
+		out.Available = satAdd(out.Available, b.Available)
 		if !s.Dry {
-			out.DripsLeft = satAdd(out.DripsLeft, s.TokenAvailable/f.cfg.Token.Amount)
+			out.DripsLeft = satAdd(out.DripsLeft, b.Available/tok.cfg.Amount)
 		}
 	}
 	return out, true

@@ -18,14 +18,10 @@ type keyState struct {
 	mu      sync.Mutex
 	synced  bool
 	balance uint64 // confirmed µSTX as of the last sync
-	// token is the confirmed token balance as of the last token read,
-	// less the token transfers account reads confirmed since; tokenKnown
-	// is false until a token read succeeds.
-	token        uint64
-	tokenKnown   bool
-	tokenApplied uint64 // the account read number the token read belongs to
-	tokenFailing bool   // the last token read failed (logged once)
-	confirmed    uint64 // the node's next nonce (confirmed txs only)
+	// tokens are the key's balances of the configured tokens (an entry
+	// once a read of it succeeded or failed).
+	tokens    map[Asset]*tokenBalance
+	confirmed uint64 // the node's next nonce (confirmed txs only)
 	// pending holds accepted or possibly-accepted txs by nonce (≥ confirmed).
 	pending map[uint64]*PendingTx
 	// allocated marks nonces handed to a drip (or the repair loop) that has
@@ -57,6 +53,7 @@ func newKeyState(k *stacks.PrivateKey) *keyState {
 		addr:      k.TestnetAddress(),
 		pending:   map[uint64]*PendingTx{},
 		allocated: map[uint64]cost{},
+		tokens:    map[Asset]*tokenBalance{},
 	}
 }
 
@@ -71,30 +68,59 @@ func (k *keyState) hasInFlight() bool {
 // inFlight counts pending and allocated nonces. Caller holds mu.
 func (k *keyState) inFlight() int { return len(k.pending) + len(k.allocated) }
 
-// committedSpend is what in-flight txs will take from the balances. Caller holds mu.
-func (k *keyState) committedSpend() cost {
-	var s cost
+// tokenBalance is a key's balance of one token: confirmed as of the last
+// read of it, less the transfers of it that account reads confirmed since.
+type tokenBalance struct {
+	balance uint64
+	known   bool   // a read succeeded
+	applied uint64 // the account read number the token read belongs to
+	failing bool   // the last read failed (logged once)
+}
+
+// token returns the key's balance entry of asset, creating it. Caller
+// holds mu.
+func (k *keyState) token(asset Asset) *tokenBalance {
+	b := k.tokens[asset]
+	if b == nil {
+		b = &tokenBalance{}
+		k.tokens[asset] = b
+	}
+	return b
+}
+
+// committed sums what in-flight txs will take: µSTX, and base units of
+// token ("" for none). Caller holds mu.
+func (k *keyState) committed(token Asset) (stx, amount uint64) {
+	add := func(c cost) {
+		stx = satAdd(stx, c.stx)
+		if token != "" && c.token == token {
+			amount = satAdd(amount, c.amount)
+		}
+	}
 	for _, p := range k.pending {
-		s = s.plus(costOf(p.Asset, p.Amount, p.Fee))
+		add(costOf(p.Asset, p.Amount, p.Fee))
 	}
 	for _, v := range k.allocated {
-		s = s.plus(v)
+		add(v)
 	}
-	return s
+	return stx, amount
 }
 
 // available is balance − in-flight spends − reserve, in µSTX. Caller holds mu.
 func (k *keyState) available(reserve uint64) uint64 {
-	return satSub(satSub(k.balance, k.committedSpend().stx), reserve)
+	stx, _ := k.committed("")
+	return satSub(satSub(k.balance, stx), reserve)
 }
 
-// tokenAvailable is the token balance − in-flight token transfers; 0 while
-// the balance is unknown. Caller holds mu.
-func (k *keyState) tokenAvailable() uint64 {
-	if !k.tokenKnown {
+// tokenAvailable is the key's balance of token − its in-flight transfers;
+// 0 while the balance is unknown. Caller holds mu.
+func (k *keyState) tokenAvailable(token Asset) uint64 {
+	b := k.tokens[token]
+	if b == nil || !b.known {
 		return 0
 	}
-	return satSub(k.token, k.committedSpend().token)
+	_, moving := k.committed(token)
+	return satSub(b.balance, moving)
 }
 
 // canAfford reports whether the key can pay spend beyond what is in flight
@@ -103,7 +129,7 @@ func (k *keyState) canAfford(spend cost, reserve uint64) bool {
 	if k.available(reserve) < spend.stx {
 		return false
 	}
-	return spend.token == 0 || k.tokenAvailable() >= spend.token
+	return spend.token == "" || k.tokenAvailable(spend.token) >= spend.amount
 }
 
 // nextNonce is the nonce the next drip gets: the lowest one at or above the
@@ -154,22 +180,26 @@ func (k *keyState) flags() (owned, loaded, synced bool) {
 	return k.owned, k.loaded, k.synced
 }
 
-// fundsOf is funds for asset: µSTX with the reserve kept back, or the
-// token (0, 0 while its balance is unknown).
+// fundsOf is funds for asset: µSTX with the reserve kept back, or a token
+// (0, 0 while its balance is unknown).
 func (k *keyState) fundsOf(asset Asset, reserve uint64) (balance, available uint64) {
-	if !asset.IsToken() {
+	if asset.IsSTX() {
 		return k.funds(reserve)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.token, k.tokenAvailable()
+	if b := k.tokens[asset]; b != nil {
+		balance = b.balance
+	}
+	return balance, k.tokenAvailable(asset)
 }
 
-// tokenIsKnown reports whether a token read has succeeded.
-func (k *keyState) tokenIsKnown() bool {
+// tokenIsKnown reports whether a read of asset's balance has succeeded.
+func (k *keyState) tokenIsKnown(asset Asset) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.tokenKnown
+	b := k.tokens[asset]
+	return b != nil && b.known
 }
 
 // funds reads the confirmed balance and what is available beyond in-flight
@@ -250,11 +280,12 @@ func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve ui
 	var confirmed []uint64
 	for n, p := range k.pending {
 		if n < nonce {
-			if p.Asset.IsToken() {
+			if !p.Asset.IsSTX() {
 				// The token read that follows replaces this; until then
 				// the balance must not count the tokens the tx moved (if
 				// the transfer failed on chain, this errs low, safely).
-				k.token = satSub(k.token, p.Amount)
+				b := k.token(p.Asset)
+				b.balance = satSub(b.balance, p.Amount)
 			}
 			delete(k.pending, n)
 			confirmed = append(confirmed, n)
@@ -266,15 +297,16 @@ func (k *keyState) applySync(seq, balance, nonce, height, dryRecover, reserve ui
 	return syncOutcome{applied: true, freed: advanced && k.inFlight() < before, owned: k.owned, confirmed: confirmed}
 }
 
-// applyTokenSync applies the token balance read right after account read
-// seq, unless the token read of a newer account read was applied already.
-func (k *keyState) applyTokenSync(seq, balance uint64) {
+// applyTokenSync applies asset's balance read right after account read
+// seq, unless the read of a newer account read was applied already.
+func (k *keyState) applyTokenSync(asset Asset, seq, balance uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if seq < k.tokenApplied || seq < k.syncApplied {
+	b := k.token(asset)
+	if seq < b.applied || seq < k.syncApplied {
 		return
 	}
-	k.token, k.tokenKnown, k.tokenApplied = balance, true, seq
+	b.balance, b.known, b.applied = balance, true, seq
 }
 
 // readTransition is how a read's outcome changed from the previous one.
@@ -286,12 +318,13 @@ const (
 	readRecovered
 )
 
-// noteTokenRead records whether the latest token read failed.
-func (k *keyState) noteTokenRead(err error) readTransition {
+// noteTokenRead records whether the latest read of asset's balance failed.
+func (k *keyState) noteTokenRead(asset Asset, err error) readTransition {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	was := k.tokenFailing
-	k.tokenFailing = err != nil
+	b := k.token(asset)
+	was := b.failing
+	b.failing = err != nil
 	switch {
 	case err != nil && !was:
 		return readStartedFailing
@@ -502,44 +535,6 @@ func (k *keyState) pendingAt(nonce uint64) (PendingTx, bool) {
 		return *p, true
 	}
 	return PendingTx{}, false
-}
-
-// KeyStatus is a point-in-time view of one key, for metrics and readiness.
-type KeyStatus struct {
-	Address        string
-	Balance        uint64 // confirmed µSTX
-	Available      uint64 // balance minus in-flight spends and reserve
-	ConfirmedNonce uint64
-	NextNonce      uint64
-	InFlight       int
-	Dry            bool
-	Synced         bool
-	// Owned: this replica sends with the key (always true unless replicas share the store).
-	Owned bool
-	// Token balances, when the token is on: confirmed, and beyond
-	// in-flight token transfers; TokenKnown is false until read.
-	TokenBalance   uint64
-	TokenAvailable uint64
-	TokenKnown     bool
-}
-
-func (k *keyState) status(reserve uint64) KeyStatus {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return KeyStatus{
-		Address:        k.addr.String(),
-		Balance:        k.balance,
-		Available:      k.available(reserve),
-		ConfirmedNonce: k.confirmed,
-		NextNonce:      k.nextNonce(),
-		InFlight:       k.inFlight(),
-		Dry:            k.dry,
-		Synced:         k.synced,
-		Owned:          k.owned,
-		TokenBalance:   k.token,
-		TokenAvailable: k.tokenAvailable(),
-		TokenKnown:     k.tokenKnown,
-	}
 }
 
 func satAdd(a, b uint64) uint64 {

@@ -156,6 +156,9 @@ func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint
 	if f.chain.allowed(ci.chainID) != nil {
 		return ci.height, true
 	}
+	// A token still to be found on the node (or whose metadata is
+	// unknown) is looked for at every block until it is.
+	f.tokens.resolve(ctx, f.cfg.Node)
 	// The treasury first: a distributor's balance read after it is never
 	// older than the treasury's view of its refills (treasury.go).
 	refill := f.treasury.syncTreasury(ctx, ci.height)

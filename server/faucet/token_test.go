@@ -26,7 +26,11 @@ func sbtcAsset(t testing.TB) stacks.AssetInfo {
 func newTokenEnv(t *testing.T, nKeys int, funding, tokenFunding uint64, dcfg devnode.Config, fcfg Config) *env {
 	t.Helper()
 	dcfg.TokenAsset = stacks.SBTCTestnet
-	fcfg.Token = Token{Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: fcfg.Token.RefillBelow, RefillAmount: fcfg.Token.RefillAmount}
+	var below, amount uint64
+	if len(fcfg.Tokens) > 0 {
+		below, amount = fcfg.Tokens[0].RefillBelow, fcfg.Tokens[0].RefillAmount
+	}
+	fcfg.Tokens = []Token{{Name: tSBTC, Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: below, RefillAmount: amount}}
 	e := newEnv(t, nKeys, funding, dcfg, fcfg)
 	for _, k := range e.keys {
 		e.dn.FundToken(k.TestnetAddress(), tokenFunding)
@@ -36,6 +40,9 @@ func newTokenEnv(t *testing.T, nKeys int, funding, tokenFunding uint64, dcfg dev
 	}
 	return e
 }
+
+// tSBTC is the tests' name of the sBTC token.
+const tSBTC Asset = "sbtc"
 
 func tokenOf(e *env, addr stacks.Address) uint64 {
 	return e.dn.TokenBalance(stacks.Principal{Address: addr})
@@ -60,7 +67,7 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 		}
 		raw := tx.Serialize()
 		putPending(t, e.f.cfg.State.Journal, PendingTx{Sender: sender, Nonce: nonce, TxID: tx.TxID(), Raw: raw, Recipient: to,
-			Asset: AssetSBTC, Amount: tokenDrip, Fee: 400, State: TxBroadcasting})
+			Asset: tSBTC, Amount: tokenDrip, Fee: 400, State: TxBroadcasting})
 		if submit {
 			if _, err := e.dn.Submit(raw); err != nil {
 				t.Fatal(err)
@@ -70,7 +77,7 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 	record(0, unsent, false) // crashed before the send
 	record(1, sent, true)    // crashed before the mark
 	cfg := e.f.cfg
-	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Token: cfg.Token, State: State{Journal: cfg.State.Journal}})
+	f, err := New(Config{Keys: cfg.Keys, Node: cfg.Node, Tokens: cfg.Tokens, State: State{Journal: cfg.State.Journal}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +88,15 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 	if n := e.dn.MempoolSize(); n != 2 {
 		t.Fatalf("mempool %d after resume, want both transfers", n)
 	}
-	if s := f.Keys()[0]; !s.TokenKnown || s.TokenBalance != 3*tokenDrip || s.TokenAvailable != tokenDrip {
+	if s := f.Keys()[0]; !s.Tokens[tSBTC].Known || s.Tokens[tSBTC].Balance != 3*tokenDrip || s.Tokens[tSBTC].Available != tokenDrip {
 		t.Fatalf("key after resume: %+v; want 1 drip of sBTC available beyond the 2 in flight", s)
 	}
 	third := recipient(t)
-	res, err := f.Drip(ctx, Request{Recipient: third, Asset: AssetSBTC})
-	if err != nil || res.Nonce != 2 || res.Asset != AssetSBTC || res.Amount != tokenDrip {
+	res, err := f.Drip(ctx, Request{Recipient: third, Asset: tSBTC})
+	if err != nil || res.Nonce != 2 || res.Asset != tSBTC || res.Amount != tokenDrip {
 		t.Fatalf("third drip %+v, %v", res, err)
 	}
-	_, err = f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC})
+	_, err = f.Drip(ctx, Request{Recipient: recipient(t), Asset: tSBTC})
 	if ReasonOf(err) != ReasonExhausted {
 		t.Fatalf("fourth drip with sBTC for three: %v, want exhausted", err)
 	}
@@ -108,7 +115,7 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 	if got := tokenOf(e, sender); got != 0 {
 		t.Errorf("key keeps %d sats", got)
 	}
-	if s := f.Keys()[0]; s.TokenBalance != 0 || s.TokenAvailable != 0 || s.InFlight != 0 {
+	if s := f.Keys()[0]; s.Tokens[tSBTC].Balance != 0 || s.Tokens[tSBTC].Available != 0 || s.InFlight != 0 {
 		t.Errorf("key after mining: %+v", s)
 	}
 }
@@ -120,7 +127,7 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	const below, amount = 5 * tokenDrip, 20 * tokenDrip
 	hist := &recordingHistory{}
 	e := newTreasuryEnv(t, 1, 10_000_000_000, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
-		Config{State: State{History: hist}, Token: Token{Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: below, RefillAmount: amount}})
+		Config{State: State{History: hist}, Tokens: []Token{{Name: tSBTC, Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: below, RefillAmount: amount}}})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
 	e.f.cfg.Node = rb
 	ctx := context.Background()
@@ -129,11 +136,11 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	e.dn.FundToken(dist, 7*tokenDrip)
 	e.dn.FundToken(tAddr, 30*tokenDrip) // one refill and a half
 	e.mine()
-	if s := e.treasury(); s.Token == nil || s.Token.RefillBelow != below || s.Token.RefillAmount != amount || s.Token.Balance != 30*tokenDrip {
-		t.Fatalf("treasury token status %+v", s.Token)
+	if s := e.treasury(); len(s.Tokens) != 1 || s.Tokens[0].RefillBelow != below || s.Tokens[0].RefillAmount != amount || s.Tokens[0].Balance != 30*tokenDrip {
+		t.Fatalf("treasury token status %+v", s.Tokens)
 	}
 	for range 3 { // 7 → 4 drips available: below 5
-		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); err != nil {
+		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: tSBTC}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,8 +163,8 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	if got := tokenOf(e, dist); got != 4*tokenDrip+amount {
 		t.Fatalf("distributor holds %d sats after the refill, want %d", got, 4*tokenDrip+amount)
 	}
-	if s := e.treasury(); s.Token.Balance != 30*tokenDrip-amount || s.InFlightRefills != 0 {
-		t.Fatalf("treasury after the refill %+v / %+v", s, s.Token)
+	if s := e.treasury(); s.Tokens[0].Balance != 30*tokenDrip-amount || s.InFlightRefills != 0 {
+		t.Fatalf("treasury after the refill %+v / %+v", s, s.Tokens)
 	}
 	e.mine()
 	if n := len(rb.from(t, tAddr)); n != 1 {
@@ -166,7 +173,7 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	hist.mu.Lock()
 	var refilled bool
 	for _, r := range hist.recs {
-		refilled = refilled || (r.Outcome == OutcomeRefill && r.Asset == AssetSBTC && r.Amount == amount)
+		refilled = refilled || (r.Outcome == OutcomeRefill && r.Asset == tSBTC && r.Amount == amount)
 	}
 	hist.mu.Unlock()
 	if !refilled {
@@ -175,14 +182,14 @@ func TestTreasuryRefillsToken(t *testing.T) {
 
 	// Low again, the treasury's 10 drips' worth cannot pay a refill of 20:
 	// it is dry for sBTC, not for STX, and says so once per block.
-	for e.f.Keys()[0].TokenAvailable >= below {
-		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); err != nil {
+	for e.f.Keys()[0].Tokens[tSBTC].Available >= below {
+		if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: tSBTC}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.mine()
-	if s := e.treasury(); !s.Token.Dry || s.Dry {
-		t.Fatalf("treasury short of sBTC: token dry %v, STX dry %v", s.Token.Dry, s.Dry)
+	if s := e.treasury(); !s.Tokens[0].Dry || s.Dry {
+		t.Fatalf("treasury short of sBTC: token dry %v, STX dry %v", s.Tokens[0].Dry, s.Dry)
 	}
 }
 
@@ -194,12 +201,12 @@ func TestMissingTokenContract(t *testing.T) {
 	asset := sbtcAsset(t)
 	asset.Contract.Name = "not-deployed"
 	e := newEnv(t, 2, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
-		Config{Token: Token{Asset: asset, Amount: tokenDrip}, Logger: slog.New(logs)})
+		Config{Tokens: []Token{{Name: tSBTC, Asset: asset, Amount: tokenDrip}}, Logger: slog.New(logs)})
 	ctx := context.Background()
 	for range 3 {
 		e.mine()
 	}
-	if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: AssetSBTC}); ReasonOf(err) != ReasonExhausted {
+	if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t), Asset: tSBTC}); ReasonOf(err) != ReasonExhausted {
 		t.Fatalf("sBTC drip with an unreadable token: %v, want exhausted", err)
 	}
 	if _, err := e.f.Drip(ctx, Request{Recipient: recipient(t)}); err != nil {
@@ -208,7 +215,7 @@ func TestMissingTokenContract(t *testing.T) {
 	if n := logs.count("token balance read failed"); n != 2 {
 		t.Fatalf("%d warnings of a failing token read over 4 reads of 2 keys, want one per key", n)
 	}
-	if fund, on := e.f.TokenFunding(); !on || fund.Keys != 0 || fund.DripsLeft != 0 {
+	if fund, on := e.f.TokenFunding(tSBTC); !on || fund.Keys != 0 || fund.DripsLeft != 0 {
 		t.Fatalf("token funding %+v (on %v): nothing is known", fund, on)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -85,7 +86,7 @@ func (r Refills) Resolve(amount, feeFallback uint64) (Refills, error) {
 type treasury struct {
 	f    *Faucet // the engine whose pipeline it places refills on
 	memo stacks.Memo
-	// rules: STX first, then the token when it is on.
+	// rules: STX first, then each token in configuration order.
 	rules []refillRule
 
 	// passMu: one refill pass at a time (the poll loop and Sync may race).
@@ -95,7 +96,7 @@ type treasury struct {
 	// dry, per asset: the treasury cannot pay a refill of it (the node
 	// said NotEnoughFunds or its synced balance is short). It stays dry
 	// until its balance rises above the lowest balance seen while dry and
-	// covers a refill again. A treasury out of sBTC still refills STX.
+	// covers a refill again. A treasury out of a token still refills STX.
 	dry map[Asset]*dryState
 	// warnedAt is 1 + the tip height of the last "treasury is dry"
 	// warning per asset (0: none yet): at most one per block.
@@ -146,12 +147,15 @@ type TreasuryStatus struct {
 	Owned        bool
 	RefillBelow  uint64
 	RefillAmount uint64
-	// Token is the treasury's token side when the token is on.
-	Token *TreasuryToken
+	// Tokens are the treasury's side of each configured token, in
+	// configuration order.
+	Tokens []TreasuryToken
 }
 
-// TreasuryToken is the treasury's token balance and refill settings.
+// TreasuryToken is the treasury's balance of a token and its refill
+// settings, in the token's base units.
 type TreasuryToken struct {
+	Name               Asset
 	Balance, Available uint64
 	Known              bool // a token read succeeded
 	Dry                bool
@@ -202,13 +206,14 @@ func (f *Faucet) setupTreasury() error {
 	}
 	t := &treasury{f: f, memo: memo, dry: map[Asset]*dryState{}, warnedAt: map[Asset]uint64{},
 		rules: []refillRule{{asset: AssetSTX, below: c.Refills.Below, amount: c.Refills.Amount}}}
-	if c.Token.Enabled() {
-		tr, err := c.Token.ResolveRefills()
+	c.Tokens = slices.Clone(c.Tokens)
+	for i, tok := range c.Tokens {
+		tr, err := tok.ResolveRefills()
 		if err != nil {
-			return fmt.Errorf("faucet: %w", err)
+			return fmt.Errorf("faucet: token %s: %w", tok.Name, err)
 		}
-		c.Token = tr
-		t.rules = append(t.rules, refillRule{asset: AssetSBTC, below: tr.RefillBelow, amount: tr.RefillAmount})
+		c.Tokens[i] = tr
+		t.rules = append(t.rules, refillRule{asset: tr.Name, below: tr.RefillBelow, amount: tr.RefillAmount})
 	}
 	f.treasury = t
 	return nil
@@ -233,10 +238,10 @@ func (f *Faucet) Treasury() (TreasuryStatus, bool) {
 		RefillBelow:     t.rule(AssetSTX).below,
 		RefillAmount:    t.rule(AssetSTX).amount,
 	}
-	if f.cfg.Token.Enabled() {
-		r := t.rule(AssetSBTC)
-		s.Token = &TreasuryToken{Balance: ks.TokenBalance, Available: ks.TokenAvailable, Known: ks.TokenKnown,
-			RefillBelow: r.below, RefillAmount: r.amount, Dry: t.isDry(AssetSBTC)}
+	for _, tok := range f.cfg.Tokens {
+		r, b := t.rule(tok.Name), ks.Tokens[tok.Name]
+		s.Tokens = append(s.Tokens, TreasuryToken{Name: tok.Name, Balance: b.Balance, Available: b.Available, Known: b.Known,
+			RefillBelow: r.below, RefillAmount: r.amount, Dry: t.isDry(tok.Name)})
 	}
 	s.Dry = t.isDry(AssetSTX)
 	s.RefillsSent, s.RefillsFailed = t.sent.Load(), t.failed.Load()
@@ -259,7 +264,7 @@ func (t *treasury) syncTreasury(ctx context.Context, height uint64) bool {
 	for _, r := range t.rules {
 		bal, avail := k.fundsOf(r.asset, t.f.cfg.Fees.Reserve)
 		need := satAdd(r.amount, t.f.cfg.Fees.Max)
-		if r.asset.IsToken() {
+		if !r.asset.IsSTX() {
 			need = r.amount // its fee is STX, whose dryness is STX's
 		}
 		t.mu.Lock()
@@ -357,7 +362,7 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 	owned, loaded, isSynced := d.flags()
 	_, avail := d.fundsOf(asset, t.f.cfg.Fees.Reserve)
 	if owned && loaded {
-		if !syncedNow || !isSynced || (asset.IsToken() && !d.tokenIsKnown()) {
+		if !syncedNow || !isSynced || (!asset.IsSTX() && !d.tokenIsKnown(asset)) {
 			return 0, false
 		}
 		if avail >= t.rule(asset).below {
@@ -374,7 +379,7 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 		if owned, loaded, synced := d.flags(); !owned || !loaded || !synced {
 			return 0, false // ownership changed meanwhile
 		}
-		if asset.IsToken() && !d.tokenIsKnown() {
+		if !asset.IsSTX() && !d.tokenIsKnown(asset) {
 			return 0, false
 		}
 		_, avail := d.fundsOf(asset, t.f.cfg.Fees.Reserve)
@@ -389,10 +394,14 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 		return 0, false
 	}
 	balance := acct.Balance
-	if asset.IsToken() {
-		// Read after the account, like syncToken: errs low, never high.
-		if balance, err = t.f.cfg.Node.TokenBalance(ctx, t.f.cfg.Token.Asset.Contract, stacks.Principal{Address: d.addr}); err != nil {
-			t.f.log.Warn("refill: reading a distributor's token balance failed", "recipient", d.addr.String(), "err", err)
+	if !asset.IsSTX() {
+		id, ok := t.tokenAsset(asset)
+		if !ok {
+			return 0, false
+		}
+		// Read after the account, like syncTokens: errs low, never high.
+		if balance, err = t.f.cfg.Node.TokenBalance(ctx, id.Contract, stacks.Principal{Address: d.addr}); err != nil {
+			t.f.log.Warn("refill: reading a distributor's token balance failed", "recipient", d.addr.String(), "asset", string(asset), "err", err)
 			return 0, false
 		}
 	}
@@ -406,16 +415,30 @@ func (t *treasury) distributorAvailable(ctx context.Context, d *keyState, asset 
 		t.f.log.Warn("refill: reading a distributor's journal failed", "recipient", d.addr.String(), "err", err)
 		return 0, false
 	}
-	var spend cost
+	var stx, moving uint64
 	for _, e := range txs {
 		if e.Nonce >= acct.Nonce && !e.Foreign {
-			spend = spend.plus(costOf(e.Asset, e.Amount, e.Fee))
+			c := costOf(e.Asset, e.Amount, e.Fee)
+			stx = satAdd(stx, c.stx)
+			if c.token == asset {
+				moving = satAdd(moving, c.amount)
+			}
 		}
 	}
-	if asset.IsToken() {
-		return satSub(balance, spend.token), true
+	if !asset.IsSTX() {
+		return satSub(balance, moving), true
 	}
-	return satSub(satSub(balance, spend.stx), t.f.cfg.Fees.Reserve), true
+	return satSub(satSub(balance, stx), t.f.cfg.Fees.Reserve), true
+}
+
+// tokenAsset is the identifier of a token whose contract is known.
+func (t *treasury) tokenAsset(name Asset) (stacks.AssetInfo, bool) {
+	tok := t.f.tokens.byName(name)
+	if tok == nil {
+		return stacks.AssetInfo{}, false
+	}
+	asset, err := tok.usable()
+	return asset, err == nil
 }
 
 // sendRefill sends one refill of r's asset from the treasury to d: a
@@ -431,8 +454,11 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, he
 			Recipient: to, Amount: r.amount, Nonce: nonce, Fee: fee, Memo: t.memo, ChainID: chainID,
 		}, key)
 	}
-	if r.asset.IsToken() {
-		asset := t.f.cfg.Token.Asset
+	if !r.asset.IsSTX() {
+		asset, ok := t.tokenAsset(r.asset)
+		if !ok {
+			return // its contract is not known yet
+		}
 		fee = t.f.price.token(ctx, asset, to, []byte(RefillMemo))
 		build = func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSIP010Transfer(stacks.SIP010TransferParams{
@@ -470,7 +496,7 @@ func (t *treasury) sendRefill(ctx context.Context, d *keyState, r refillRule, he
 	case refused == refusedShort:
 		t.failed.Add(1)
 		short := r.asset
-		if r.asset.IsToken() {
+		if !r.asset.IsSTX() {
 			if _, avail := k.fundsOf(AssetSTX, t.f.cfg.Fees.Reserve); avail < fee {
 				short = AssetSTX // it cannot pay the fee
 			} else {

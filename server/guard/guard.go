@@ -58,7 +58,7 @@ const (
 type Request struct {
 	ClientIP      netip.Addr // zero when unknown
 	Recipient     stacks.Principal
-	Asset         string // "" for STX, or AssetSBTC
+	Asset         string // "" for STX, or another asset's name
 	Stacking      bool
 	Authorization string // the raw Authorization header ("" when absent)
 	Challenge     string // X-Faucet-Challenge header
@@ -378,8 +378,8 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 				"This challenge was already used: fetch a new one from POST /faucet/v1/challenge for each drip.")
 		}
 	}
-	// The cap is on STX held: a rich STX account may still need sBTC.
-	if r.Asset == "" {
+	// The cap is on STX held: a rich STX account may still need a token.
+	if r.Asset == "" || r.Asset == "stx" {
 		if rej := c.checkBalance(ctx, r.Recipient); rej != nil {
 			return c.rejectWith(rej)
 		}

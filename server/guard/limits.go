@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -18,27 +19,25 @@ type Limit struct {
 }
 
 // Limits are the independent buckets drips count against: STX drips the
-// first three, sBTC drips their own two (an sBTC drip never uses up an STX
-// one, as on the incumbent, whose limits are per currency).
+// first three, every other asset (a token, BTC) two of its own (a drip of
+// one asset never uses up another's, as on the incumbent, whose limits
+// are per currency).
 type Limits struct {
 	PerAddress         Limit // default drips per recipient
 	StackingPerAddress Limit // stacking drips per recipient, a bucket of its own
 	PerIP              Limit // all STX drips per client IP (IPv6 grouped by /64)
-	SBTC               AssetLimits
-	BTC                AssetLimits
+	// Assets are the other assets' limits by name. An asset without an
+	// entry is not limited, as zero Limits limit nothing: whoever
+	// configures an asset gives it its limits (DefaultAssetLimits unless
+	// told otherwise).
+	Assets map[string]AssetLimits
 }
 
-// AssetLimits are the buckets of a token's drips.
+// AssetLimits are the buckets of an asset's drips.
 type AssetLimits struct {
 	PerAddress Limit // drips per recipient
 	PerIP      Limit // drips per client IP (IPv6 grouped by /64)
 }
-
-// Admission.Asset of the other assets; "" is STX.
-const (
-	AssetSBTC = "sbtc"
-	AssetBTC  = "btc"
-)
 
 // DefaultLimits are the incumbent's per-address figures plus a per-IP cap.
 func DefaultLimits() Limits {
@@ -46,15 +45,27 @@ func DefaultLimits() Limits {
 		PerAddress:         Limit{Requests: 5, Window: 5 * time.Minute},
 		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour},
 		PerIP:              Limit{Requests: 30, Window: 5 * time.Minute},
-		SBTC: AssetLimits{
-			PerAddress: Limit{Requests: 5, Window: 5 * time.Minute},
-			PerIP:      Limit{Requests: 30, Window: 5 * time.Minute},
-		},
-		BTC: AssetLimits{
-			PerAddress: Limit{Requests: 5, Window: 5 * time.Minute},
-			PerIP:      Limit{Requests: 30, Window: 5 * time.Minute},
-		},
 	}
+}
+
+// DefaultAssetLimits are an asset's limits when its configuration names
+// none: STX's default ones.
+func DefaultAssetLimits() AssetLimits {
+	d := DefaultLimits()
+	return AssetLimits{PerAddress: d.PerAddress, PerIP: d.PerIP}
+}
+
+// Of is the limits of asset, a name other than STX's (none without an
+// entry).
+func (l Limits) Of(asset string) AssetLimits { return l.Assets[asset] }
+
+// With returns l with asset's limits set (its Assets map copied).
+func (l Limits) With(asset string, a AssetLimits) Limits {
+	m := make(map[string]AssetLimits, len(l.Assets)+1)
+	maps.Copy(m, l.Assets)
+	m[asset] = a
+	l.Assets = m
+	return l
 }
 
 // MemoryLimiter is a Limiter in process memory: an exact sliding-window log,
@@ -232,10 +243,11 @@ type TokenQuota struct {
 // Admission is a request that passed the checks, as the limits count it.
 type Admission struct {
 	Recipient stacks.Principal
-	// Address is the recipient of an asset paid outside Stacks (AssetBTC),
-	// as its canonical address text; Recipient is then zero.
+	// Address is the recipient of an asset paid outside Stacks (BTC), as
+	// its canonical address text; Recipient is then zero.
 	Address string
-	// Asset is "", AssetSBTC or AssetBTC: each asset has its own buckets.
+	// Asset is "" (or "stx") for STX, or another asset's name: each asset
+	// has its own buckets.
 	Asset    string
 	Stacking bool
 	// ClientIP is counted by the per-IP limit unless Grant.SkipIPLimit; the
@@ -306,11 +318,8 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	addr := a.Recipient.Address.String()
 	refs := make([]Bucket, 0, 3)
 	token := a.Grant.Token
-	switch a.Asset {
-	case AssetSBTC:
-		return r.assetBuckets(a, "sbtc:", r.limits.SBTC)
-	case AssetBTC:
-		return r.assetBuckets(a, "btc:", r.limits.BTC)
+	if a.Asset != "" && a.Asset != "stx" {
+		return r.assetBuckets(a, a.Asset+":", r.limits.Of(a.Asset))
 	}
 	switch {
 	case a.Stacking:
@@ -332,8 +341,9 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	return refs
 }
 
-// assetBuckets are a token asset's buckets, each key prefixed with the
-// asset so they never share a slot with STX's. An API token's quota is one
+// assetBuckets are an asset's buckets, each key prefixed with the asset's
+// name so they never share a slot with another asset's (sBTC's and BTC's
+// keys are those they always had). An API token's quota is one
 // for all assets; its per-address allowance is per asset.
 func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) []Bucket {
 	addr := a.Address

@@ -76,7 +76,7 @@ func TestTokenLockout(t *testing.T) {
 	_, err := c.Check(ctx, tokenReq(guesser, plainToken))
 	wantRejection(t, err, CheckTokenLockout, http.StatusTooManyRequests, "token_lockout")
 	anon := tokenReq(guesser, "")
-	anon.Recipient, anon.Asset = testPrincipal(2), AssetSBTC
+	anon.Recipient, anon.Asset = testPrincipal(2), "sbtc"
 	_, err = c.Check(ctx, anon)
 	if r := rejection(t, err, CheckTokenLockout, http.StatusTooManyRequests, "token_lockout"); r.RetryAfter != time.Hour {
 		t.Errorf("anonymous Retry-After = %v, want 1h", r.RetryAfter)

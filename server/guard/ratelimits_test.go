@@ -176,10 +176,10 @@ func (failingLimiter) Release(context.Context, Reservation) error { return errLi
 func TestRateLimitsPerAsset(t *testing.T) {
 	hour := Limit{Requests: 1, Window: time.Hour}
 	r := NewRateLimits(Limits{PerAddress: hour, PerIP: Limit{Requests: 5, Window: time.Hour},
-		SBTC: AssetLimits{PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}, nil, nil)
+		Assets: map[string]AssetLimits{"sbtc": {PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}}, nil, nil)
 	to := testPrincipal(6)
 	ip := netip.MustParseAddr("198.51.100.9")
-	stx, sbtc := Admission{Recipient: to, ClientIP: ip}, Admission{Recipient: to, Asset: AssetSBTC, ClientIP: ip}
+	stx, sbtc := Admission{Recipient: to, ClientIP: ip}, Admission{Recipient: to, Asset: "sbtc", ClientIP: ip}
 	if err := reserveErr(t, r, stx); err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +194,10 @@ func TestRateLimitsPerAsset(t *testing.T) {
 	}
 	// The sBTC per-IP bucket (2) is its own: one more address passes, the
 	// next is refused although STX's IP bucket (5) has room.
-	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(7), Asset: AssetSBTC, ClientIP: ip}); err != nil {
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(7), Asset: "sbtc", ClientIP: ip}); err != nil {
 		t.Fatal(err)
 	}
-	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(8), Asset: AssetSBTC, ClientIP: ip}); !isLimited(err) {
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(8), Asset: "sbtc", ClientIP: ip}); !isLimited(err) {
 		t.Fatalf("third sBTC drip from one IP: %v, want limited", err)
 	}
 	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(8), ClientIP: ip}); err != nil {
@@ -208,10 +208,10 @@ func TestRateLimitsPerAsset(t *testing.T) {
 	if err := reserveErr(t, r, Admission{Recipient: to, Grant: g}); err != nil {
 		t.Fatal(err)
 	}
-	if err := reserveErr(t, r, Admission{Recipient: to, Asset: AssetSBTC, Grant: g}); err != nil {
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: "sbtc", Grant: g}); err != nil {
 		t.Fatal(err)
 	}
-	if err := reserveErr(t, r, Admission{Recipient: to, Asset: AssetSBTC, Grant: g}); !isLimited(err) {
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: "sbtc", Grant: g}); !isLimited(err) {
 		t.Fatalf("third token drip across assets: %v, want the shared quota to refuse it", err)
 	}
 }
@@ -221,10 +221,10 @@ func TestRateLimitsPerAsset(t *testing.T) {
 func TestRateLimitsBTC(t *testing.T) {
 	hour := Limit{Requests: 1, Window: time.Hour}
 	r := NewRateLimits(Limits{PerAddress: hour, PerIP: hour,
-		SBTC: AssetLimits{PerAddress: hour, PerIP: hour},
-		BTC:  AssetLimits{PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}, nil, nil)
+		Assets: map[string]AssetLimits{"sbtc": {PerAddress: hour, PerIP: hour},
+			"btc": {PerAddress: hour, PerIP: Limit{Requests: 2, Window: time.Hour}}}}, nil, nil)
 	ip := netip.MustParseAddr("198.51.100.10")
-	btc := func(addr string) Admission { return Admission{Address: addr, Asset: AssetBTC, ClientIP: ip} }
+	btc := func(addr string) Admission { return Admission{Address: addr, Asset: "btc", ClientIP: ip} }
 	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(9), ClientIP: ip}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,33 @@ func TestRateLimitsBTC(t *testing.T) {
 	if err := reserveErr(t, r, btc("bcrt1qexampleaddressthree")); !isLimited(err) {
 		t.Fatalf("third BTC drip from one IP: %v, want BTC's IP bucket to refuse it", err)
 	}
-	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(9), Asset: AssetSBTC, ClientIP: ip}); err != nil {
+	if err := reserveErr(t, r, Admission{Recipient: testPrincipal(9), Asset: "sbtc", ClientIP: ip}); err != nil {
 		t.Fatalf("sBTC drip refused by BTC's buckets: %v", err)
+	}
+}
+
+// Any asset by name: each token has buckets of its own, keyed by its name,
+// so two tokens never share a slot.
+func TestRateLimitsAnyAsset(t *testing.T) {
+	one := Limit{Requests: 1, Window: time.Hour}
+	r := NewRateLimits(DefaultLimits().With("tusd", AssetLimits{PerAddress: one}).With("lp", DefaultAssetLimits()), nil, nil)
+	to := testPrincipal(10)
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: "tusd"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: "tusd"}); !isLimited(err) {
+		t.Fatalf("second tUSD drip: %v, want limited", err)
+	}
+	def := DefaultAssetLimits().PerAddress.Requests
+	for i := range def {
+		if err := reserveErr(t, r, Admission{Recipient: to, Asset: "lp"}); err != nil {
+			t.Fatalf("drip %d of an asset with default limits: %v", i, err)
+		}
+	}
+	if err := reserveErr(t, r, Admission{Recipient: to, Asset: "lp"}); !isLimited(err) {
+		t.Fatalf("drip %d of an asset with default limits: %v, want limited", def+1, err)
+	}
+	if lim := r.Limits().Of("other"); lim != (AssetLimits{}) {
+		t.Fatalf("Of(other) = %+v, want no limits", lim)
 	}
 }

@@ -53,7 +53,7 @@ func TestSendRecordsFirstThenSettles(t *testing.T) {
 		name      string
 		err       error
 		verdict   Verdict
-		wantState State // "" = forgotten
+		wantState State // empty when the entry is forgotten
 	}{
 		{"accepted", nil, Accepted, Pending},
 		{"in doubt", errors.New("answer lost"), InDoubt, Broadcasting},

@@ -580,7 +580,7 @@ func testHistory(t *testing.T, s subject) {
 	recs := []faucet.DripRecord{
 		{At: t0, Recipient: testAddr(1).String(), Asset: faucet.AssetSTX, Amount: 500_000_000, Fee: 180, TxID: testTxID(1).String(),
 			Sender: testAddr(9).String(), Nonce: 41, Outcome: faucet.OutcomeSent, ClientBucket: "203.0.113.7", Batch: 200},
-		{At: t0.Add(time.Hour), Recipient: testAddr(2).String() + ".some-contract", Asset: faucet.AssetSBTC, Stacking: true, Amount: 1<<63 + 9,
+		{At: t0.Add(time.Hour), Recipient: testAddr(2).String() + ".some-contract", Asset: "sbtc", Stacking: true, Amount: 1<<63 + 9,
 			Fee: math.MaxUint64, TxID: testTxID(2).String(), Sender: testAddr(9).String(), Nonce: 1<<63 + 2,
 			Outcome: faucet.OutcomeSent, ClientBucket: "2001:db8:1:2::/64"},
 		{At: t0.Add(2 * time.Hour), Recipient: testAddr(3).String(), Outcome: "rate_limited"},

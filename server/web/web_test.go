@@ -382,6 +382,8 @@ func TestPageStructure(t *testing.T) {
 		// BTC's address texts, sizes and link text.
 		"address-hint", "api-body", "size-row", "size-default", "size-large", "size-xlarge",
 		"tip-fact-row", "lede-btc", "tx-link-text",
+		// The tokens' sentence, and why the chosen asset cannot be dripped now.
+		"lede-tokens", "asset-note",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {
@@ -411,6 +413,22 @@ func TestPageStructure(t *testing.T) {
 	for _, want := range []string{"prefers-color-scheme: dark", "prefers-reduced-motion", ":focus-visible"} {
 		if !strings.Contains(css, want) {
 			t.Errorf("app.css lacks %s", want)
+		}
+	}
+}
+
+// TestAssetsAreData: the page drips every asset /faucet/v1/info lists at
+// the endpoints info gives, so no asset's drip path is written in the
+// assets (app.js's fallback builds it from the asset's name); the page's
+// footer starts with STX's v3 route, the one asset every faucet has, until
+// info is read.
+func TestAssetsAreData(t *testing.T) {
+	fixed := regexp.MustCompile(`faucets/([a-z][a-z0-9-]*)`)
+	for _, name := range assetNames(t) {
+		for _, m := range fixed.FindAllStringSubmatch(readAsset(t, name), -1) {
+			if name != indexFile || m[1] != "stx" {
+				t.Errorf("%s names a drip path (%s): take it from info's endpoints", name, m[0])
+			}
 		}
 	}
 }

@@ -1,24 +1,30 @@
 // The faucet page: live facts from /faucet/v1/info, the choice of asset
-// when the faucet drips more than STX (sBTC on Stacks, BTC on a Bitcoin
-// test network), address validation as the user types, the proof of work
-// in a Web Worker, the drip, and the transaction's progress.
+// (every asset info lists: STX, the SIP-010 tokens the faucet is configured
+// with, BTC on a Bitcoin test network), address validation as the user
+// types, the proof of work in a Web Worker, the drip, and the transaction's
+// progress.
+//
+// Assets are data: their names, decimals, amounts, limits, states, funding
+// and endpoints come from info. The page knows only what the incumbent API
+// fixes: STX is the Stacks chain's own coin (stacking drips), BTC is paid on
+// a Bitcoin network (its addresses, sizes and links); every other asset is
+// a SIP-010 token on Stacks.
 //
 // Everything the server sends is shown with textContent; no HTML is ever
 // built from server data.
 
 import { btcPrefixes, validateBtcAddress } from './btcaddr.js';
 import { validateAddress } from './c32.js';
-import { bitcoinExplorerURL, explorerURL, formatAmount, formatSTX, formatWait, joinNames, limitSentence } from './format.js';
+import {
+  bitcoinExplorerURL, explorerURL, formatAssetAmount, formatSTX, formatWait, joinNames, limitSentence,
+} from './format.js';
 
 const INFO_URL = 'faucet/v1/info';
 const DEFAULT_CHALLENGE_URL = 'faucet/v1/challenge';
-const DRIP_URL = 'extended/v1/faucets/stx';
-// Other assets' v1 endpoints, relative like DRIP_URL so the page keeps
-// working behind a path prefix.
-const ASSET_DRIP_URL = 'extended/v1/faucets/';
-// BTC's default drip goes to v3 (a JSON body); its sizes to v1.
-const BTC_V3_URL = 'extended/v3/faucets/btc';
 const DRIPS_URL = 'faucet/v1/drips/';
+// The incumbent's two assets that are not SIP-010 tokens on Stacks.
+const STX_ID = 'stx';
+const BTC_ID = 'btc';
 
 const INFO_INTERVAL_MS = 10_000;
 const VALIDATE_DEBOUNCE_MS = 150;
@@ -34,7 +40,7 @@ const MAX_MESSAGE_CHARS = 400;
 const $ = (id) => document.getElementById(id);
 const ui = {
   pageHeading: $('page-heading'),
-  ledeSBTC: $('lede-sbtc'),
+  ledeTokens: $('lede-tokens'),
   ledeBTC: $('lede-btc'),
   btcNetwork: $('btc-network'),
   assetChoice: $('asset-choice'),
@@ -63,6 +69,7 @@ const ui = {
   stackingAmount: $('stacking-amount'),
   stackingFact: $('stacking-amount-fact'),
   submit: $('submit'),
+  assetNote: $('asset-note'),
   state: $('faucet-state'),
   stateIcon: $('faucet-state').querySelector('.badge-icon'),
   stateText: $('faucet-state').querySelector('.badge-text'),
@@ -95,8 +102,8 @@ const ui = {
 };
 
 let info = null; // the last /faucet/v1/info answer
-let assets = [stxAsset({})]; // what the faucet drips, STX first (see assetList)
-let selected = 'stx'; // the chosen asset's id; not remembered across loads
+let assets = []; // what the faucet drips, in info's order, STX first (see assetList)
+let selected = STX_ID; // the chosen asset's id; not remembered across loads
 let infoFailed = false; // the last /faucet/v1/info read failed
 let busy = false; // a drip is being prepared or sent
 let lastValidation = validateAddress('');
@@ -173,11 +180,14 @@ const STATES = {
   empty: ['✕', 'Empty'],
   node_unreachable: ['✕', 'Node unreachable'],
   suspended: ['⏸', 'Suspended'],
+  standby: ['⏸', 'Standby'],
+  starting: ['…', 'Starting'],
+  unavailable: ['✕', 'Unavailable'],
   unreachable: ['✕', 'Server unreachable'],
 };
 
 function setState(state, message) {
-  const [icon, label] = STATES[state] || ['?', String(state || 'Unknown')];
+  const [icon, label] = STATES[state] || ['?', clip(String(state || 'Unknown')).replace(/_/g, ' ')];
   ui.state.dataset.state = state;
   setText(ui.stateIcon, icon);
   setText(ui.stateText, label);
@@ -187,19 +197,50 @@ function setState(state, message) {
 // ------------------------------------------------------------------ assets
 
 const ASSET_ID = /^[a-z][a-z0-9-]{0,31}$/;
+const BTC_NETWORK = /^[a-z0-9-]{1,20}$/;
+
+/** isBitcoin: the asset is paid on a Bitcoin network, not on Stacks. */
+function isBitcoin(id) {
+  return id === BTC_ID;
+}
+
+/** baseUnits reads an amount in base units (a whole number or digit string) as a string; null if unusable. */
+function baseUnits(v) {
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return String(v);
+  return typeof v === 'string' && /^\d{1,30}$/.test(v) ? v : null;
+}
+
+/** decimalsOf is an asset's decimals, or null when unknown (then amounts are shown in base units). */
+function decimalsOf(v) {
+  return Number.isInteger(v) && v >= 0 && v <= 30 ? v : null;
+}
+
+/** amountText renders base units of asset by its decimals, or as base units when they are unknown. */
+function amountText(asset, base) {
+  return formatAssetAmount(base, asset.decimals, asset.name);
+}
 
 /**
- * stxAsset is STX as the page always knew it, from info's top-level fields
- * (which are STX's): with only STX on, the page is what it was before
- * other assets existed.
+ * endpointOf is an asset's drip path for version ("v1" or "v3") as info
+ * gives it, made relative so the page keeps working behind a path prefix;
+ * the incumbent's path when info gives none usable.
+ */
+function endpointOf(endpoints, version, id) {
+  const p = endpoints && typeof endpoints === 'object' ? endpoints[version] : null;
+  if (typeof p === 'string' && /^\/?extended\/v[13]\/faucets\/[a-z][a-z0-9-]{0,31}$/.test(p)) return p.replace(/^\//, '');
+  return `extended/${version}/faucets/${id}`;
+}
+
+/**
+ * stxAsset is STX from info's top-level fields (which are STX's), for a
+ * server whose info has no assets list.
  */
 function stxAsset(data) {
   const amounts = data.amounts || {};
-  return {
-    id: 'stx', name: 'STX', decimals: 6, amount: amounts.default_ustx, identifier: null,
-    limits: data.limits || {}, state: data.state, stateMessage: data.state_message, stacking: true,
-    bitcoin: false, network: null, sizes: null, funding: data.funding,
-  };
+  return readAsset({
+    asset: STX_ID, name: 'STX', decimals: 6, amount: amounts.default_ustx, limits: data.limits,
+    state: data.state, state_message: data.state_message, funding: data.funding,
+  }, data);
 }
 
 // The Stacks texts of the address field, as the page always had them.
@@ -210,49 +251,78 @@ const STACKS_BODY = '{"address":"ST…"}';
 /** btcSizes reads BTC's larger amounts; null without any usable one. */
 function btcSizes(a) {
   const s = a.sizes && typeof a.sizes === 'object' ? a.sizes : {};
-  const ok = (v) => Number.isSafeInteger(v) && v > 0 ? v : null;
-  const sizes = { large: ok(s.large), xlarge: ok(s.xlarge) };
+  const sizes = { large: baseUnits(s.large), xlarge: baseUnits(s.xlarge) };
+  if (sizes.large === '0') sizes.large = null;
+  if (sizes.xlarge === '0') sizes.xlarge = null;
   return sizes.large || sizes.xlarge ? sizes : null;
 }
 
-/** assetList reads info's assets, STX first; malformed entries are skipped. */
-function assetList(data) {
-  const list = [stxAsset(data)];
-  for (const a of Array.isArray(data.assets) ? data.assets : []) {
-    if (!a || typeof a !== 'object' || typeof a.asset !== 'string' || !ASSET_ID.test(a.asset)) continue;
-    if (list.some((x) => x.id === a.asset)) continue;
-    const name = typeof a.name === 'string' ? clip(a.name).slice(0, 24) : '';
-    if (!name || formatAmount(a.amount, a.decimals, name) === null) continue;
-    list.push({
-      id: a.asset, name, decimals: a.decimals, amount: a.amount,
-      identifier: typeof a.asset_identifier === 'string' ? clip(a.asset_identifier) : null,
-      limits: a.limits && typeof a.limits === 'object' ? a.limits : {},
-      // An asset without its own state shares the faucet's.
-      state: typeof a.state === 'string' ? a.state : data.state,
-      stateMessage: typeof a.state_message === 'string' ? a.state_message : data.state_message,
-      stacking: false,
-      // BTC is paid on a Bitcoin network: its addresses, sizes and links are its own.
-      bitcoin: a.asset === 'btc',
-      network: a.asset === 'btc' && typeof a.network === 'string' && /^[a-z0-9-]{1,20}$/.test(a.network) ? a.network : null,
-      sizes: a.asset === 'btc' ? btcSizes(a) : null,
-      funding: a.funding,
-    });
+/**
+ * readAsset reads one entry of info's assets; null when it is unusable
+ * (no valid name). An entry without a state of its own shares the
+ * faucet's.
+ */
+function readAsset(a, data) {
+  if (!a || typeof a !== 'object' || typeof a.asset !== 'string' || !ASSET_ID.test(a.asset)) return null;
+  const id = a.asset;
+  const name = (typeof a.name === 'string' ? clip(a.name).slice(0, 24) : '') || id.toUpperCase();
+  const stx = id === STX_ID;
+  const bitcoin = isBitcoin(id);
+  let amount = baseUnits(a.amount);
+  let decimals = decimalsOf(a.decimals);
+  if (stx) {
+    // STX's amount and decimals are fixed by the chain; info's top level has them too.
+    amount ??= baseUnits(data.amounts && data.amounts.default_ustx);
+    decimals ??= 6;
   }
+  return {
+    id, name, decimals, amount,
+    identifier: typeof a.asset_identifier === 'string' && a.asset_identifier ? clip(a.asset_identifier) : null,
+    // Every asset but STX and BTC is a SIP-010 token on Stacks.
+    token: !stx && !bitcoin,
+    limits: a.limits && typeof a.limits === 'object' ? a.limits : {},
+    state: typeof a.state === 'string' && a.state ? a.state : data.state,
+    stateMessage: typeof a.state_message === 'string' ? a.state_message : data.state_message,
+    // Stacking is STX's alone.
+    stacking: stx,
+    // BTC is paid on a Bitcoin network: its addresses, sizes and links are its own.
+    bitcoin,
+    network: bitcoin && typeof a.network === 'string' && BTC_NETWORK.test(a.network) ? a.network : null,
+    sizes: bitcoin ? btcSizes(a) : null,
+    funding: a.funding && typeof a.funding === 'object' ? a.funding : null,
+    v1: endpointOf(a.endpoints, 'v1', id),
+    v3: endpointOf(a.endpoints, 'v3', id),
+  };
+}
+
+/** assetList reads info's assets in its order (STX first); malformed entries are skipped. */
+function assetList(data) {
+  const list = [];
+  for (const a of Array.isArray(data.assets) ? data.assets : []) {
+    const asset = readAsset(a, data);
+    if (asset && !list.some((x) => x.id === asset.id)) list.push(asset);
+  }
+  // A server from before the assets list: STX from the top-level fields.
+  if (!list.some((a) => a.id === STX_ID)) list.unshift(stxAsset(data));
   return list;
 }
 
-function currentAsset() {
-  return assets.find((a) => a.id === selected) || assets[0];
+/** unavailable: the faucet lists the asset but cannot drip it now (state_message says why). */
+function unavailable(asset) {
+  return !infoFailed && asset.state === 'unavailable';
 }
 
-function dripURL(asset) {
-  return asset.id === 'stx' ? DRIP_URL : ASSET_DRIP_URL + asset.id;
+function currentAsset() {
+  // Before info is read: STX, as the page always offered it.
+  if (assets.length === 0) assets = assetList({});
+  return assets.find((a) => a.id === selected) || assets[0];
 }
 
 /**
  * renderChooser shows one radio per asset when there is a choice. The
  * radios are rebuilt only when the list changes, so the 10 s refresh never
- * takes the focus away from them.
+ * takes the focus away from them; an asset's "unavailable" note is
+ * updated in place.
  */
 function renderChooser() {
   const key = assets.map((a) => `${a.id}:${a.name}`).join('|');
@@ -277,16 +347,23 @@ function renderChooser() {
       });
       const text = document.createElement('span');
       text.textContent = a.name;
-      label.append(radio, text);
+      const note = document.createElement('span');
+      note.className = 'segment-note';
+      label.append(radio, text, note);
       return label;
     }));
   }
   for (const radio of ui.assetOptions.querySelectorAll('input[type="radio"]')) {
     radio.checked = radio.value === selected;
+    const a = assets.find((x) => x.id === radio.value);
+    setText(radio.parentElement.querySelector('.segment-note'), a && unavailable(a) ? ' (unavailable)' : '');
   }
   ui.assetChoice.hidden = assets.length < 2;
   setText(ui.pageHeading, `Get testnet ${joinNames(assets.map((a) => a.name))}`);
-  ui.ledeSBTC.hidden = !assets.some((a) => a.id === 'sbtc');
+  const tokens = assets.filter((a) => a.token).map((a) => a.name);
+  ui.ledeTokens.hidden = tokens.length === 0;
+  setText(ui.ledeTokens, tokens.length === 1 ? `; testnet ${tokens[0]} is a SIP-010 token on Stacks`
+    : `; testnet ${joinNames(tokens, 'and')} are SIP-010 tokens on Stacks`);
   const btc = assets.find((a) => a.bitcoin);
   ui.ledeBTC.hidden = !btc;
   setText(ui.btcNetwork, (btc && btc.network) || 'test network');
@@ -304,11 +381,10 @@ function renderAsset() {
   }
 
   const amounts = data.amounts || {};
-  const def = a.stacking ? formatSTX(amounts.default_ustx) : formatAmount(a.amount, a.decimals, a.name);
-  setText(ui.defaultAmount, def || 'unknown');
+  setText(ui.defaultAmount, amountText(a, a.amount) || 'unknown');
   // What the faucet can still pay of this asset, when the server says.
-  const fund = a.funding && typeof a.funding === 'object' ? a.funding : {};
-  const bal = formatAmount(fund.balance, a.decimals, a.name);
+  const fund = a.funding || {};
+  const bal = amountText(a, baseUnits(fund.balance));
   ui.balanceFactRow.hidden = bal === null;
   const left = Number.isSafeInteger(fund.drips_left) && fund.drips_left >= 0 ? fund.drips_left : null;
   setText(ui.balance, bal === null ? '' : left === null ? bal
@@ -319,12 +395,18 @@ function renderAsset() {
   // Stacking is STX's alone; the checkbox keeps its state for the way back.
   ui.stackingRow.hidden = !a.stacking;
   ui.stackingFactRow.hidden = !a.stacking;
-  ui.tokenFactRow.hidden = a.identifier === null;
-  setText(ui.tokenId, a.identifier || '');
+  // A token's contract; one the node is to name (in /v2/pox) may not be known yet.
+  ui.tokenFactRow.hidden = !a.token;
+  setText(ui.tokenId, a.identifier || 'not known yet');
+
+  // An asset the faucet cannot drip now: shown, with why, and not sent.
+  const blocked = unavailable(a);
+  ui.assetNote.hidden = !blocked;
+  setText(ui.assetNote, blocked ? clip(a.stateMessage || `The faucet cannot send ${a.name} right now.`) : '');
 
   setText(ui.formHeading, `Request ${a.name}`);
   setText(ui.submit, `Send testnet ${a.name}`);
-  setText(ui.apiEndpoint, `POST /extended/v3/faucets/${a.id}`);
+  setText(ui.apiEndpoint, `POST /${a.v3}`);
   renderAddressTexts(a);
   renderSizes(a);
   // The chain tip is the Stacks chain's: it says nothing of a BTC drip.
@@ -333,14 +415,14 @@ function renderAsset() {
   const limits = a.limits || {};
   const lines = [
     limitSentence(limits.address, ['drip', 'drips', 'address']),
-    limitSentence(limits.stacking, ['stacking drip', 'stacking drips', 'address']),
+    a.stacking ? limitSentence(limits.stacking, ['stacking drip', 'stacking drips', 'address']) : null,
     limitSentence(limits.ip, ['drip', 'drips', 'IP address']),
   ].filter(Boolean);
   // The server's balance cap is on STX held by a Stacks address.
   const cap = a.bitcoin ? null : formatSTX(data.balance_cap_ustx);
   if (cap) lines.push(`Only for addresses holding less than ${cap}`);
   const old = [...ui.limits.children].map((li) => li.textContent);
-  if (old.join('\n') !== lines.join('\n')) {
+  if (old.join('\n') !== lines.map((t) => t + '.').join('\n')) {
     ui.limits.replaceChildren(...lines.map((t) => {
       const li = document.createElement('li');
       li.textContent = t + '.';
@@ -349,18 +431,22 @@ function renderAsset() {
   }
 }
 
-/** renderAddressTexts labels the address field for a's kind of address. */
+/** renderAddressTexts labels the address field for a's chain: a Stacks principal, or a Bitcoin address. */
 function renderAddressTexts(a) {
+  let placeholder;
   if (a.bitcoin) {
     const net = a.network || 'test network';
+    placeholder = `${a.network === 'regtest' ? 'bcrt1' : 'tb1'}…`;
     setText(ui.addressLabel, `Your Bitcoin ${net} address`);
     setText(ui.addressHint, `It starts with ${btcPrefixes(a.network)}. This faucet pays ${net} BTC, not mainnet BTC.`);
-    setText(ui.apiBody, `{"address":"${a.network === 'regtest' ? 'bcrt1' : 'tb1'}…"}`);
+    setText(ui.apiBody, `{"address":"${placeholder}"}`);
   } else {
+    placeholder = 'ST…';
     setText(ui.addressLabel, STACKS_LABEL);
     setText(ui.addressHint, STACKS_HINT);
     setText(ui.apiBody, STACKS_BODY);
   }
+  if (ui.address.placeholder !== placeholder) ui.address.placeholder = placeholder;
 }
 
 /** renderSizes offers BTC's sizes; other assets have one amount. */
@@ -368,7 +454,7 @@ function renderSizes(a) {
   const sizes = a.bitcoin ? a.sizes : null;
   ui.sizeRow.hidden = sizes === null;
   if (sizes === null) return;
-  const fmt = (v) => formatAmount(v, a.decimals, a.name);
+  const fmt = (v) => amountText(a, v);
   setText(ui.sizeDefaultAmount, fmt(a.amount) || 'the usual amount');
   ui.sizeLargeRow.hidden = !sizes.large;
   ui.sizeXLargeRow.hidden = !sizes.xlarge;
@@ -384,7 +470,7 @@ function sizeChosen(asset) {
   if (!asset.bitcoin || asset.sizes === null) return 'default';
   const chosen = ui.form.querySelector('input[name="size"]:checked');
   const v = chosen ? chosen.value : 'default';
-  return v === 'large' || v === 'xlarge' ? v : 'default';
+  return (v === 'large' || v === 'xlarge') && asset.sizes[v] ? v : 'default';
 }
 
 function renderInfo(data) {
@@ -425,7 +511,8 @@ async function loadInfo() {
     updateButton();
   } catch {
     infoFailed = true;
-    setState('unreachable', UNREACHABLE_MESSAGE);
+    renderAsset(); // the state says "unreachable"; no stale note
+    updateButton();
     setText(ui.tip, 'unknown');
   } finally {
     infoInFlight = false;
@@ -469,7 +556,8 @@ function cooldownLeft(key) {
 function updateButton() {
   const v = lastValidation;
   const a = currentAsset();
-  ui.submit.disabled = busy || validationPending || !v.ok || cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0;
+  ui.submit.disabled = busy || validationPending || !v.ok || unavailable(a) ||
+    cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0;
 }
 
 /** showValidation reflects a validation result on the field. */
@@ -669,6 +757,12 @@ function needsNewChallenge(res) {
   return (res.status === 400 || res.status === 403) && RETRY_REASONS.has(reason);
 }
 
+/**
+ * sendDrip asks for a drip of asset at the endpoints info gives: v1 with the
+ * address in the query string (STX's stacking and BTC's sizes are v1's),
+ * except BTC's usual drip, which goes to v3 with a JSON body as the
+ * incumbent's BTC clients send it.
+ */
 function sendDrip(asset, address, stacking, size, proof) {
   const headers = {};
   if (proof) {
@@ -677,34 +771,43 @@ function sendDrip(asset, address, stacking, size, proof) {
   }
   if (asset.bitcoin && size === 'default') {
     headers['Content-Type'] = 'application/json';
-    return request(apiURL(BTC_V3_URL), { method: 'POST', headers, body: JSON.stringify({ address }) });
+    return request(apiURL(asset.v3), { method: 'POST', headers, body: JSON.stringify({ address }) });
   }
-  const u = apiURL(dripURL(asset));
+  const u = apiURL(asset.v1);
   u.searchParams.set('address', address);
   // Only STX has stacking drips; the server refuses stacking=true otherwise.
   if (asset.stacking) u.searchParams.set('stacking', stacking ? 'true' : 'false');
   // BTC's larger sizes are v1's.
-  if (asset.bitcoin) u.searchParams.set(size, 'true');
+  if (asset.bitcoin && size !== 'default') u.searchParams.set(size, 'true');
   return request(u, { method: 'POST', headers });
 }
 
 const BTC_TXID = /^(?:0x)?([0-9a-fA-F]{64})$/;
 
 /**
- * dripSent reads a successful drip answer: {txid, amount} (amount in base
- * units, or null when the answer has none), or null when it is not one.
- * A Bitcoin txid is shown as Bitcoin tools print it: 64 hex digits, no 0x.
+ * dripSent reads a successful drip answer, v1's ({success, txId} on Stacks,
+ * {success, txid} for BTC) or v3's ({transaction: {tx_id}, amount: {<asset>:
+ * base units}}): {txid, amount} (amount in base units, or null when the
+ * answer has none), or null when it is not one. A Bitcoin txid is shown as
+ * Bitcoin tools print it: 64 hex digits, no 0x.
  */
 function dripSent(asset, res) {
   const b = res.body;
   if (res.status !== 200 || !b) return null;
-  if (!asset.bitcoin) {
-    return b.success === true && typeof b.txId === 'string' ? { txid: b.txId, amount: null } : null;
+  let txid = null;
+  let amount = null;
+  if (b.transaction && typeof b.transaction === 'object' && typeof b.transaction.tx_id === 'string') {
+    txid = b.transaction.tx_id;
+    amount = b.amount && typeof b.amount === 'object' ? baseUnits(b.amount[asset.id]) : null;
+  } else if (b.success === true) {
+    txid = asset.bitcoin ? b.txid : b.txId;
   }
-  const v3 = b.transaction && typeof b.transaction.tx_id === 'string' ? BTC_TXID.exec(b.transaction.tx_id) : null;
-  if (v3) return { txid: v3[1].toLowerCase(), amount: b.amount && typeof b.amount.btc === 'string' ? b.amount.btc : null };
-  const v1 = b.success === true && typeof b.txid === 'string' ? BTC_TXID.exec(b.txid) : null;
-  return v1 ? { txid: v1[1].toLowerCase(), amount: null } : null;
+  if (typeof txid !== 'string' || txid === '') return null;
+  if (asset.bitcoin) {
+    const m = BTC_TXID.exec(txid);
+    return m ? { txid: m[1].toLowerCase(), amount } : null;
+  }
+  return { txid: clip(txid), amount };
 }
 
 function retryAfterSeconds(res) {
@@ -795,13 +898,11 @@ function pendingText(asset) {
 }
 
 function showTx(txid, address, asset, stacking, size, sent) {
-  let amount;
-  if (asset.stacking) {
-    amount = formatSTX(info && info.amounts && (stacking ? info.amounts.stacking_ustx : info.amounts.default_ustx));
-  } else {
-    const base = sent ?? (size !== 'default' && asset.sizes ? asset.sizes[size] : asset.amount);
-    amount = formatAmount(base, asset.decimals, asset.name);
-  }
+  // What was sent: the answer's amount (v3), else what info says a drip of this kind is.
+  let base = sent;
+  if (base == null && stacking) base = baseUnits(info && info.amounts && info.amounts.stacking_ustx);
+  if (base == null) base = size !== 'default' && asset.sizes ? asset.sizes[size] : asset.amount;
+  const amount = amountText(asset, base);
   showResult('success', `${asset.name} on the way`,
     `The faucet sent ${amount || `testnet ${asset.name}`} to ${address}. It arrives when the transaction is in a block.`);
   ui.tx.hidden = false;
@@ -847,7 +948,8 @@ async function submit() {
   const size = sizeChosen(asset);
   const key = cooldownKey(asset, address, stacking);
   const failed = `No ${asset.name} sent`;
-  if (cooldownLeft(key) > 0) return;
+  // Listed but not dripped now: the note by the button says why.
+  if (cooldownLeft(key) > 0 || unavailable(asset)) return;
 
   busy = true;
   updateButton();
@@ -1074,7 +1176,8 @@ function renderRecent() {
     const code = document.createElement('code');
     code.className = 'recent-txid';
     code.textContent = e.txid;
-    const asset = assets.find((a) => a.id === e.asset) || { id: e.asset, name: e.name, bitcoin: e.asset === 'btc', network: e.network };
+    // A drip of an asset the faucet no longer lists keeps its link.
+    const asset = assets.find((a) => a.id === e.asset) || { id: e.asset, name: e.name, bitcoin: isBitcoin(e.asset), network: e.network };
     const link = txLinkFor(e.txid, asset);
     const a = document.createElement('a');
     a.href = link.url;

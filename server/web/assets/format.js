@@ -1,10 +1,10 @@
 // Text formatting for the faucet page; an ES module for the page and Node.
 
 /**
- * formatAmount renders base units (µSTX, satoshis), a whole number or a
- * decimal string, as "1,234.5 STX" or "0.001 sBTC", given the asset's
- * decimals and name; null if unusable. BigInt for the division: the
- * fraction must not go through a float.
+ * formatAmount renders base units (µSTX, satoshis, a token's smallest
+ * unit), a whole number or a decimal string, as "1,234.5 STX" or "0.0001
+ * BTC", given the asset's decimals and name; null if unusable. BigInt for
+ * the division: the fraction must not go through a float.
  */
 export function formatAmount(base, decimals, name) {
   if (typeof base === 'number' && Number.isSafeInteger(base) && base >= 0) base = String(base);
@@ -15,6 +15,19 @@ export function formatAmount(base, decimals, name) {
   const whole = (v / unit).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   const frac = decimals === 0 ? '' : (v % unit).toString().padStart(decimals, '0').replace(/0+$/, '');
   return `${whole}${frac ? '.' + frac : ''} ${name}`;
+}
+
+/**
+ * formatAssetAmount is formatAmount, or, when the asset's decimals are not
+ * known (null: a token whose contract has not answered yet), the base units
+ * as they are: "100,000 base units of TOKEN". Null if the amount is unusable.
+ */
+export function formatAssetAmount(base, decimals, name) {
+  if (decimals !== null && decimals !== undefined) return formatAmount(base, decimals, name);
+  if (typeof base === 'number' && Number.isSafeInteger(base) && base >= 0) base = String(base);
+  if (typeof base !== 'string' || !/^\d{1,30}$/.test(base)) return null;
+  const grouped = BigInt(base).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return `${grouped} base unit${base.replace(/^0+(?=\d)/, '') === '1' ? '' : 's'} of ${name}`;
 }
 
 /** formatSTX renders µSTX as "1,234.5 STX"; null if unusable. */
@@ -83,8 +96,11 @@ export function bitcoinExplorerURL(network, txid) {
   return `https://mempool.space/${path}/tx/${txid}`;
 }
 
-/** joinNames lists names in a sentence: "STX", "STX or sBTC", "STX, sBTC or BTC". */
-export function joinNames(names) {
-  if (names.length <= 2) return names.join(' or ');
-  return `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
+/**
+ * joinNames lists names in a sentence: "STX", "STX or BTC", "STX, A or
+ * BTC"; conj is the last link ("or", or "and").
+ */
+export function joinNames(names, conj = 'or') {
+  if (names.length <= 2) return names.join(` ${conj} `);
+  return `${names.slice(0, -1).join(', ')} ${conj} ${names[names.length - 1]}`;
 }

@@ -1,0 +1,211 @@
+package controllers
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/options"
+)
+
+// serverArgs are the faucet pod's command line: `faucet serve` with the
+// FaucetServer's settings, rendered by the same options serve parses them
+// with, so a flag's name is written only there.
+func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
+	o := serverOptions(fs)
+	// Where the pod listens and how it logs are the pod's contract with
+	// its probes and the cluster's log pipeline: written out, whatever
+	// the image's defaults.
+	return append([]string{"serve"}, o.Args("listen", "log-format")...)
+}
+
+// serverOptions are the spec on serve's defaults. Unset optional fields
+// keep the defaults, which are the CRD's defaults (a test holds the two
+// together).
+func serverOptions(fs *faucetv1alpha1.FaucetServer) options.Serve {
+	o := options.Defaults()
+	o.HTTP.Listen = ":" + strconv.Itoa(ServerPort)
+	o.Log.Format = "json"
+	for _, set := range []func(*faucetv1alpha1.FaucetServer, *options.Serve){
+		setNodeAndKeys, setAmountsAndFees, setLimitsAndAbuse, setAssets, setBTC, setService,
+	} {
+		set(fs, &o)
+	}
+	return o
+}
+
+func setInt64[T ~int64 | ~uint64 | ~int | ~uint](dst *T, v *int64) {
+	if v != nil {
+		*dst = T(*v)
+	}
+}
+
+func setInt32[T ~int64 | ~uint64 | ~int | ~uint](dst *T, v *int32) {
+	if v != nil {
+		*dst = T(*v)
+	}
+}
+
+func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
+	if l != nil {
+		*dst = guard.Limit{Requests: int(l.Requests), Window: l.Window.Duration}
+	}
+}
+
+// setNodeAndKeys: the node, the keys (files on Secret volumes: only their
+// paths are flags) and the treasury.
+func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	s := fs.Spec
+	o.Node.URL = s.Node.URL
+	if s.Node.Timeout != nil {
+		o.Node.Timeout = s.Node.Timeout.Duration
+	}
+	setInt64(&o.Node.ChainID, s.ChainID)
+	o.Keys.File = path.Join(keysMountPath, fs.KeySecretKey().Key)
+	if ref := fs.TreasurySecretKey(); ref != nil {
+		o.Keys.TreasuryFile = path.Join(treasuryMountPath, ref.Key)
+		setInt64(&o.Keys.RefillBelow, s.Treasury.RefillBelowUSTX)
+		setInt64(&o.Keys.RefillAmount, s.Treasury.RefillAmountUSTX)
+	}
+}
+
+// setAmountsAndFees: STX's amounts, the fees and batching.
+func setAmountsAndFees(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	s := fs.Spec
+	if a := s.Amounts; a != nil {
+		setInt64(&o.Amounts.Default, a.Default)
+		setInt32(&o.Amounts.StackingPadding, a.StackingPaddingPercent)
+		setInt64(&o.Amounts.Stacking, a.Stacking)
+	}
+	if f := s.Fee; f != nil {
+		setInt64(&o.Fees.Min, f.Min)
+		setInt64(&o.Fees.Max, f.Max)
+		setInt64(&o.Fees.Fallback, f.Fallback)
+	}
+	if s.Memo != nil {
+		o.Amounts.Memo = *s.Memo
+	}
+	if b := s.Batching; b != nil {
+		setInt32(&o.Batching.Max, b.MaxRecipients)
+		if b.Window != nil {
+			o.Batching.Window = b.Window.Duration
+		}
+		if b.Contract != nil {
+			o.Batching.Contract = *b.Contract
+		}
+	}
+}
+
+// setLimitsAndAbuse: STX's limits and the abuse checks.
+func setLimitsAndAbuse(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	s := fs.Spec
+	if rl := s.RateLimits; rl != nil {
+		setLimit(&o.Limits.Address, rl.PerAddress)
+		setLimit(&o.Limits.Stacking, rl.StackingPerAddress)
+		setLimit(&o.Limits.IP, rl.PerIP)
+		setInt32(&o.Limits.TrustedProxyHops, rl.TrustedProxyHops)
+	}
+	a := s.Abuse
+	if a == nil {
+		return
+	}
+	if p := a.ProofOfWork; p != nil {
+		setInt32(&o.Abuse.PoWDifficulty, p.Difficulty)
+		setLimit(&o.Abuse.PoWRaiseAbove, p.RaiseAbove)
+		setInt32(&o.Abuse.PoWMaxDifficulty, p.MaxDifficulty)
+		if p.TTL != nil {
+			o.Abuse.PoWTTL = p.TTL.Duration
+		}
+	}
+	if ref := fs.APITokensSecretKey(); ref != nil {
+		o.Abuse.TokensFile = path.Join(apiTokensMountPath, ref.Key)
+	}
+	// The CRD checks the lists (CEL, isCIDR/isIP); one it did not check
+	// would fail the pod's start, saying which entry.
+	_ = o.Abuse.IPAllow.Set(strings.Join(a.IPAllow, ","))
+	_ = o.Abuse.IPDeny.Set(strings.Join(a.IPDeny, ","))
+	setInt64(&o.Abuse.BalanceCap, a.BalanceCapUSTX)
+}
+
+// setAssets: every token of spec.assets as a --token, in spec order; sbtc
+// without an identifier is the contract the node names in /v2/pox (Asset
+// "").
+func setAssets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	for _, a := range fs.Tokens() {
+		t := options.Token{Name: a.Name, Asset: a.Token.AssetIdentifier, Amount: uint64(max(a.Token.Amount, 0)),
+			Limits: guard.DefaultAssetLimits()}
+		setAssetLimits(&t.Limits, a.RateLimits)
+		// The server refuses refills without a treasury; the CRD refuses
+		// them too, so this only guards an unvalidated object.
+		if fs.Spec.Treasury != nil {
+			setInt64(&t.RefillBelow, a.Token.RefillBelow)
+			setInt64(&t.RefillAmount, a.Token.RefillAmount)
+		}
+		// As for --low-drips, 1 means to the faucet what 0 means to the
+		// Funded condition; 0 would be "the faucet's threshold".
+		if a.LowThreshold != nil {
+			t.LowDrips = int(max(*a.LowThreshold, 1))
+		}
+		o.Assets.Tokens = append(o.Assets.Tokens, t)
+	}
+}
+
+func setAssetLimits(dst *guard.AssetLimits, rl *faucetv1alpha1.AssetRateLimits) {
+	if rl != nil {
+		setLimit(&dst.PerAddress, rl.PerAddress)
+		setLimit(&dst.PerIP, rl.PerIP)
+	}
+}
+
+// setBTC: the BTC faucet, from the btc entry of spec.assets; its key and
+// credentials are files on Secret volumes.
+func setBTC(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	a := fs.BTCAsset()
+	if a == nil {
+		return
+	}
+	b := a.BTC
+	o.BTC.RPCURL = b.RPC.URL
+	if ref := fs.BTCCredentialsSecretKey(); ref != nil {
+		o.BTC.CredentialsFile = path.Join(btcCredentialsMountPath, ref.Key)
+	}
+	o.BTC.KeyFile = path.Join(btcKeyMountPath, fs.BTCKeySecretKey().Key)
+	_ = o.BTC.Network.UnmarshalText([]byte(fs.BTCNetwork())) // the CRD's enum
+	if am := b.Amounts; am != nil {
+		setInt64(&o.BTC.Amounts.Default, am.Default)
+		setInt64(&o.BTC.Amounts.Large, am.Large)
+		setInt64(&o.BTC.Amounts.XLarge, am.XLarge)
+	}
+	setInt64(&o.BTC.StartHeight, b.StartHeight)
+	if f := b.Fees; f != nil {
+		setInt64(&o.BTC.Fees.Fallback, f.FallbackRate)
+		setInt64(&o.BTC.Fees.Min, f.MinRate)
+		setInt64(&o.BTC.Fees.Max, f.MaxRate)
+	}
+	setAssetLimits(&o.BTC.Limits, a.RateLimits)
+}
+
+// setService: the page, the funding threshold, suspension, logs and the
+// store.
+func setService(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	s := fs.Spec
+	if p := s.Page; p != nil && p.ExplorerTxURL != nil {
+		o.HTTP.ExplorerTxURL = *p.ExplorerTxURL
+	}
+	// The one threshold of the Funded condition, the page and the
+	// faucet_low_drips_threshold metric (the chart's FaucetLow alert).
+	// The faucet refuses 0; 1 means the same to it: only an empty faucet
+	// (no drip left) is below it, and that one is empty, not low.
+	if low, set := fs.LowThreshold(); set {
+		o.HTTP.LowDrips = int(max(low, 1))
+	}
+	o.Abuse.Suspend = s.Suspend
+	if s.LogLevel != "" {
+		o.Log.Level = s.LogLevel
+	}
+	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
+		o.Store.DSN = path.Join(dataMountPath, storeFile)
+	}
+}

@@ -1,0 +1,96 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/journal"
+)
+
+// BTC turns on the BTC faucet: regtest, signet or testnet BTC paid from
+// one key through a Bitcoin node's JSON-RPC (Bitcoin Core or btcd).
+type BTC struct {
+	RPCURL          string
+	CredentialsFile string
+	KeyFile         string
+	Network         bitcoin.Network
+	Amounts         btcfaucet.Amounts
+	StartHeight     int64
+	Fees            btcfaucet.Fees
+	BatchMax        int
+	RPCTimeout      time.Duration
+	Limits          guard.AssetLimits
+}
+
+func defaultBTC() BTC {
+	return BTC{
+		Network:  bitcoin.Regtest,
+		Amounts:  btcfaucet.Amounts{Default: btcfaucet.DefaultAmount, Large: btcfaucet.DefaultLargeAmount, XLarge: btcfaucet.DefaultXLargeAmount},
+		Fees:     btcfaucet.Fees{Fallback: btcfaucet.DefaultFallbackFeeRate, Min: bitcoin.MinFeeRate, Max: btcfaucet.DefaultMaxFeeRate},
+		BatchMax: btcfaucet.DefaultBatchMax, RPCTimeout: btcnode.DefaultTimeout, Limits: guard.DefaultAssetLimits(),
+	}
+}
+
+// BindFlags binds the --btc-* flags.
+func (o *BTC) BindFlags(fs *Flags) {
+	fs.String(&o.RPCURL, "btc-rpc-url", "turn on the BTC faucet: the Bitcoin node's JSON-RPC URL (Bitcoin Core or btcd), e.g. http://127.0.0.1:18443; credentials may be in it (user:pass@) or in --btc-rpc-credentials-file; needs --btc-key-file")
+	fs.String(&o.CredentialsFile, "btc-rpc-credentials-file", "file holding the node's RPC credentials as user:password (Bitcoin Core's .cookie format); re-read when the node answers 401")
+	fs.String(&o.KeyFile, "btc-key-file", "file with the BTC faucet's private key (WIF or 64 hex digits) on its first line, optionally followed by its address, as `faucet keys generate --btc` prints it")
+	fs.Text(&o.Network, "btc-network", "the Bitcoin network: regtest, signet or testnet (mainnet is refused)")
+	fs.Int64(&o.Amounts.Default, "btc-amount", "satoshis per default BTC drip (v1 and v3)")
+	fs.Int64(&o.Amounts.Large, "btc-large-amount", "satoshis per v1 drip with large=true")
+	fs.Int64(&o.Amounts.XLarge, "btc-xlarge-amount", "satoshis per v1 drip with xlarge=true")
+	fs.Int64(&o.Fees.Fallback, "btc-fee-rate", "fee rate in sat/vB when the node has no estimate (btcd and a fresh regtest Core have none)")
+	fs.Int64(&o.Fees.Min, "btc-min-fee-rate", "lowest fee rate paid, sat/vB")
+	fs.Int64(&o.Fees.Max, "btc-max-fee-rate", "highest fee rate paid, sat/vB, whatever the node estimates")
+	fs.Int64(&o.StartHeight, "btc-start-height", "first block scanned for the key's coins (set it near the key's first funding on signet or testnet: the faucet reads every block from here at start)")
+	fs.Int(&o.BatchMax, "btc-batch-max", "most BTC drips one payout transaction pays, one output each (1 = every drip alone)")
+	fs.Duration(&o.RPCTimeout, "btc-rpc-timeout", "timeout of each Bitcoin node RPC call")
+	fs.Var(limitValue{&o.Limits.PerAddress}, "btc-limit-address", "BTC drips per address, N/window, a bucket apart from the Stacks assets' (0 disables)")
+	fs.Var(limitValue{&o.Limits.PerIP}, "btc-limit-ip", "BTC drips per client IP (IPv6 by /64), N/window (0 disables)")
+}
+
+// On reports whether BTC flags turn the faucet on outside the devnet.
+func (o *BTC) On() bool { return o.RPCURL != "" || o.KeyFile != "" || o.CredentialsFile != "" }
+
+func (o *BTC) validate(devnet bool) error {
+	if devnet && o.On() {
+		return errors.New("--devnet runs its own btcd: drop --btc-rpc-url, --btc-key-file and --btc-rpc-credentials-file (or --devnet-btc=false and use them against your own node)")
+	}
+	if !devnet && o.On() {
+		switch {
+		case o.RPCURL == "":
+			return errors.New("--btc-key-file needs --btc-rpc-url, the Bitcoin node's JSON-RPC URL")
+		case o.KeyFile == "":
+			return errors.New("--btc-rpc-url needs --btc-key-file, the BTC faucet's private key")
+		}
+	}
+	if o.Fees.Min < 1 || o.Fees.Max < o.Fees.Min || o.Fees.Fallback < 1 {
+		return fmt.Errorf("--btc-min-fee-rate %d, --btc-max-fee-rate %d and --btc-fee-rate %d: want 1 ≤ min ≤ max and a positive fallback", o.Fees.Min, o.Fees.Max, o.Fees.Fallback)
+	}
+	if o.Fees.Max > bitcoin.MaxFeeRate {
+		return fmt.Errorf("--btc-max-fee-rate %d sat/vB is above the sanity cap of %d", o.Fees.Max, bitcoin.MaxFeeRate)
+	}
+	if o.BatchMax < 1 || o.BatchMax > btcfaucet.MaxBatch {
+		return fmt.Errorf("--btc-batch-max must be 1..%d, got %d", btcfaucet.MaxBatch, o.BatchMax)
+	}
+	if o.RPCTimeout <= 0 {
+		return fmt.Errorf("--btc-rpc-timeout must be positive, got %s", o.RPCTimeout)
+	}
+	return needScheme("--btc-rpc-url", o.RPCURL)
+}
+
+// FaucetConfig is the BTC faucet's configuration: its key and node, and
+// the journal its payouts go in (shared by replicas when shared).
+func (o *BTC) FaucetConfig(key *bitcoin.PrivateKey, node btcfaucet.FaucetNode, j journal.Store, shared bool, log *slog.Logger) btcfaucet.Config {
+	return btcfaucet.Config{
+		Key: key, Node: node, Journal: j, Shared: shared, Fees: o.Fees, Amounts: o.Amounts,
+		StartHeight: o.StartHeight, BatchMax: o.BatchMax, Logger: log,
+	}
+}

@@ -1,0 +1,76 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// Node is the Stacks node the faucet sends through.
+type Node struct {
+	URL     string
+	Timeout time.Duration
+	// ChainID, when set, refuses a node reporting another chain id.
+	ChainID uint
+}
+
+func defaultNode() Node { return Node{Timeout: node.DefaultTimeout} }
+
+// BindFlags binds --node-url, --node-timeout and --chain-id.
+func (o *Node) BindFlags(fs *Flags) {
+	fs.String(&o.URL, "node-url", "Stacks node RPC URL, e.g. http://stacks-node:20443")
+	fs.Duration(&o.Timeout, "node-timeout", "timeout of each node RPC call")
+	fs.Uint(&o.ChainID, "chain-id", "refuse a node reporting another chain id (0 = accept any testnet id)")
+}
+
+func (o *Node) validate() error {
+	if o.ChainID > 0xffffffff {
+		return fmt.Errorf("--chain-id %d does not fit in 32 bits", o.ChainID)
+	}
+	// The engine reads 0 as "use the default"; on the command line it
+	// would mean node calls without any timeout (a hung node would then
+	// stall the engine's poll loop for good).
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--node-timeout must be positive, got %s", o.Timeout)
+	}
+	return needScheme("--node-url", o.URL)
+}
+
+// Keys are the faucet's keys: the distributors, and the treasury that
+// tops them up.
+type Keys struct {
+	File         string
+	TreasuryFile string
+	// RefillBelow and RefillAmount are µSTX (0: the engine's defaults).
+	RefillBelow, RefillAmount uint64
+}
+
+// BindFlags binds --key-file, --treasury-key-file, --refill-below and
+// --refill-amount.
+func (o *Keys) BindFlags(fs *Flags) {
+	fs.String(&o.File, "key-file", "file with one or more hex private keys (newline or comma separated)")
+	fs.String(&o.TreasuryFile, "treasury-key-file", "file with one hex private key: the treasury, which tops up the faucet keys (never pays drips) so an operator funds a single address")
+	fs.Uint64(&o.RefillBelow, "refill-below", "with a treasury: refill a faucet key whose available µSTX (balance minus in-flight spends) falls below this (0 = 20 default drips' worth, 20 × (--amount + --fee-fallback))")
+	fs.Uint64(&o.RefillAmount, "refill-amount", "with a treasury: µSTX per refill (0 = 10 × --refill-below); must be at least --refill-below so that one refill lifts a key above the threshold")
+}
+
+// hasTreasury reports whether a treasury is configured or generated.
+func (o *Keys) hasTreasury(d Devnet) bool { return o.TreasuryFile != "" || d.On && d.Treasury }
+
+func (o *Keys) validate(hasTreasury bool, a Amounts, f Fees) error {
+	if !hasTreasury && (o.RefillBelow != 0 || o.RefillAmount != 0) {
+		return errors.New("--refill-below and --refill-amount need a treasury: --treasury-key-file (or --devnet-treasury)")
+	}
+	if _, err := o.Refills(a, f); err != nil {
+		return fmt.Errorf("--refill-below/--refill-amount: %w", err)
+	}
+	return nil
+}
+
+// Refills are the refill flags with the engine's defaults applied.
+func (o *Keys) Refills(a Amounts, f Fees) (faucet.Refills, error) {
+	return faucet.Refills{Below: o.RefillBelow, Amount: o.RefillAmount}.Resolve(a.Default, f.Fallback)
+}
