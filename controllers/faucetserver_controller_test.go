@@ -966,6 +966,13 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("a token named stx", func(fs *faucetv1alpha1.FaucetServer) {
 			withAssets(tokenAsset("stx", testnetSBTC, 1, nil))(fs)
 		}, "spec.assets[0].name: Invalid value: \"stx\": stx is the faucet's own asset, set by spec.amounts: name the token otherwise"),
+		Entry("a suspended asset that is not in spec.assets", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(tokenAsset("sbtc", testnetSBTC, 1, nil))(fs)
+			fs.Spec.SuspendedAssets = []string{"stx", "tusd"}
+		}, "spec.suspendedAssets names stx or the name of an entry of spec.assets"),
+		Entry("a suspended asset named twice", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.SuspendedAssets = []string{"stx", "stx"}
+		}, "spec.suspendedAssets[1]: Duplicate value"),
 		Entry("an upper-case name", func(fs *faucetv1alpha1.FaucetServer) {
 			withAssets(tokenAsset("sBTC", testnetSBTC, 1, nil))(fs)
 		}, "spec.assets[0].name: Invalid value: \"sBTC\": spec.assets[].name must be lower-case letters, digits and '-', starting with a letter, e.g. sbtc or tusd"),

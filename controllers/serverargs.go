@@ -202,6 +202,7 @@ func setService(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		o.HTTP.LowDrips = int(max(low, 1))
 	}
 	o.Abuse.Suspend = s.Suspend
+	o.Abuse.SuspendAssets = options.NameList(s.SuspendedAssets)
 	if s.LogLevel != "" {
 		o.Log.Level = s.LogLevel
 	}

@@ -84,6 +84,7 @@ func everyField(fs *faucetv1alpha1.FaucetServer) {
 		PerIP:      &faucetv1alpha1.RateLimit{Requests: 8, Window: duration(20 * time.Minute)},
 	}
 	fs.Spec.Assets = faucetv1alpha1.AssetList{sb, tusd, btc}
+	fs.Spec.SuspendedAssets = []string{"tusd", "stx"}
 }
 
 // TestServerArgsParseBack: for a minimal FaucetServer and one with every

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -162,8 +163,11 @@ func deploymentReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, 
 			return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonSuspended,
 				message: fmt.Sprintf("the faucet at %s is suspended: drips answer 403, status is served", url)}
 		}
-		return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable,
-			message: fmt.Sprintf("the faucet serves at %s", url)}
+		msg := fmt.Sprintf("the faucet serves at %s", url)
+		if sa := fs.Spec.SuspendedAssets; len(sa) > 0 {
+			msg += fmt.Sprintf("; suspended: %s (drips answer 403)", strings.Join(sa, ", "))
+		}
+		return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable, message: msg}
 	case phaseStalled:
 		return stalledOn(faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)
 	case phaseRollingOut:

@@ -375,6 +375,12 @@ func TestReadinessOf(t *testing.T) {
 			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonSuspended,
 				message: "the faucet at " + url + " is suspended: drips answer 403, status is served"},
 		},
+		"some assets suspended": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.SuspendedAssets = []string{"stx", "sbtc"} },
+			obs:    observation{keys: goodKeys, deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable,
+				message: "the faucet serves at " + url + "; suspended: stx, sbtc (drips answer 403)"},
+		},
 		"an error outranks everything, and is retried": {
 			obs: observation{keys: bad, conflict: "taken", invalidAsset: "bad", err: errors.New("boom")},
 			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonReconcileFailed,

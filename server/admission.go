@@ -84,10 +84,14 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 // the abuse checks and the rate limits. It returns the admission with its
 // grant and the reservation to release if the drip then fails.
 func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
-	if s.cfg.Suspended {
+	if s.suspended(asset) {
 		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-		log.Info("drip refused: the faucet is suspended")
-		return adm, guard.Reservation{}, s.disabledFailure(asset, "the faucet is suspended")
+		log.Info("drip refused: suspended by the operator", "all_assets", s.cfg.Suspended)
+		detail := "the faucet is suspended"
+		if !s.cfg.Suspended {
+			detail = "the " + s.assetLabel(asset) + " faucet is suspended"
+		}
+		return adm, guard.Reservation{}, s.disabledFailure(asset, detail)
 	}
 
 	if s.cfg.Guard != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -66,6 +67,20 @@ func (s *server) assetOn(asset faucet.Asset) bool {
 	}
 	_, on := s.token(asset)
 	return on
+}
+
+// suspended reports whether the operator suspended asset's drips: all of
+// them (--suspend) or this asset's (--suspend-asset).
+func (s *server) suspended(asset faucet.Asset) bool {
+	return s.cfg.Suspended || slices.Contains(s.cfg.SuspendedAssets, asset)
+}
+
+// suspendedMessage says who suspended what, for people.
+func (s *server) suspendedMessage(asset faucet.Asset) string {
+	if s.cfg.Suspended {
+		return "The faucet is suspended by its operator."
+	}
+	return "The " + s.assetLabel(asset) + " faucet is suspended by its operator."
 }
 
 // assetLabel is how people write the asset's name: the incumbent's, else

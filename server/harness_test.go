@@ -33,14 +33,16 @@ const testFunding uint64 = 1_000_000_000_000
 
 // options shape a harness.
 type options struct {
-	keys      int  // faucet keys; default 1
-	unfunded  bool // keys start with no balance
-	limits    guard.Limits
-	disabled  bool // suspended faucet
-	hops      int  // TrustedProxyHops
-	statusTTL time.Duration
-	now       func() time.Time // the server's clock; nil is time.Now
-	faucetCfg func(*faucet.Config)
+	keys     int  // faucet keys; default 1
+	unfunded bool // keys start with no balance
+	limits   guard.Limits
+	disabled bool // suspended faucet
+	// suspendedAssets are suspended alone (Config.SuspendedAssets).
+	suspendedAssets []faucet.Asset
+	hops            int // TrustedProxyHops
+	statusTTL       time.Duration
+	now             func() time.Time // the server's clock; nil is time.Now
+	faucetCfg       func(*faucet.Config)
 	// guard, when set, builds the abuse checks (Accounts defaults to the
 	// node client, the PoW secret to the faucet's derived one).
 	guard    *guard.Config
@@ -156,6 +158,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Guard:            checks,
 		Limits:           guard.NewRateLimits(o.limits, nil, o.now),
 		Suspended:        o.disabled,
+		SuspendedAssets:  o.suspendedAssets,
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		BTC:              o.btc,

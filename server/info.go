@@ -183,8 +183,12 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 			body.Amounts.StackingUSTX = &amt
 		}
 	}
-	var fund faucet.Funding
-	body.State, body.StateMessage, fund = s.faucetState(ctx, snap)
+	// The tokens share STX's node and keys, not its suspension.
+	state, message, fund := s.faucetState(ctx, snap)
+	body.State, body.StateMessage = state, message
+	if s.suspended(faucet.AssetSTX) {
+		body.State, body.StateMessage = stateSuspended, s.suspendedMessage(faucet.AssetSTX)
+	}
 	if fund.Keys > 0 {
 		body.Funding = fundingInfo(fund)
 	}
@@ -194,7 +198,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		Endpoints: assetRoutes(faucet.AssetSTX),
 	}}
 	for _, tok := range f.Tokens() {
-		body.Assets = append(body.Assets, s.tokenInfo(tok, lim, body.State, body.StateMessage))
+		body.Assets = append(body.Assets, s.tokenInfo(tok, lim, state, message))
 	}
 	if b := s.cfg.BTC; b != nil {
 		body.Assets = append(body.Assets, s.btcInfo(b, lim))
@@ -233,6 +237,9 @@ func (s *server) tokenInfo(tok faucet.TokenInfo, lim guard.Limits, state, messag
 			a.State, a.StateMessage = fundingState(tf, s.cfg.lowDrips(name), a.Name)
 		}
 	}
+	if s.suspended(name) {
+		a.State, a.StateMessage = stateSuspended, s.suspendedMessage(name)
+	}
 	return a
 }
 
@@ -247,8 +254,6 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 		Sizes: &infoSizes{Large: sats(am.Large), XLarge: sats(am.XLarge)},
 	}
 	switch {
-	case s.cfg.Suspended:
-		a.State, a.StateMessage = stateSuspended, "The faucet is suspended by its operator."
 	case st.Standby:
 		a.State, a.StateMessage = stateStandby, "Another replica of this faucet pays BTC drips; this one stands by."
 	case !st.Ready && !st.NodeUp:
@@ -262,6 +267,9 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 		if !st.NodeUp {
 			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
 		}
+	}
+	if s.suspended(assetBTC) {
+		a.State, a.StateMessage = stateSuspended, s.suspendedMessage(assetBTC)
 	}
 	return a
 }
@@ -281,14 +289,11 @@ func limitInfo(l guard.Limit) *infoLimit {
 	return &infoLimit{Requests: l.Requests, WindowSeconds: int64(l.Window / time.Second)}
 }
 
-// faucetState summarises whether a drip would work now, for people: the
-// node, the suspension switch and the funds left.
+// faucetState summarises whether a STX drip would work now, for people:
+// the node and the funds left (the suspension is the caller's).
 func (s *server) faucetState(ctx context.Context, snap *statusSnapshot) (state, message string, fund faucet.Funding) {
 	f := s.cfg.Faucet
-	switch {
-	case s.cfg.Suspended:
-		return stateSuspended, "The faucet is suspended by its operator.", f.Funding()
-	case snap.status == statusNodeUnreachable:
+	if snap.status == statusNodeUnreachable {
 		return stateNodeUnreachable, "The Stacks node is unreachable; drips will fail until it is back.", f.Funding()
 	}
 	fund = f.Funding()

@@ -38,6 +38,8 @@ type Metrics struct {
 	// client's lock-out.
 	tokenFailures prometheus.Counter
 	guard         *guardCollector
+	// suspended is 1 for each served asset the operator suspended.
+	suspended *prometheus.GaugeVec
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -99,6 +101,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faucet_api_token_failures_total",
 			Help: "Drip requests whose Bearer API token was wrong (401); enough from one client address lock it out (token_lockout).",
 		}),
+		suspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faucet_asset_suspended",
+			Help: "1 for an asset whose drips the operator suspended (--suspend, --suspend-asset), 0 for the other assets the faucet drips.",
+		}, []string{"asset"}),
 		guard: &guardCollector{
 			difficulty: prometheus.NewDesc("faucet_pow_difficulty", "Proof-of-work difficulty (leading zero bits) of challenges issued now; 0 when none is required.", nil, nil),
 			tokens:     prometheus.NewDesc("faucet_api_tokens", "API tokens loaded.", nil, nil),
@@ -112,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.startAsset(faucet.AssetSTX)
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.
@@ -148,6 +154,13 @@ func (m *Metrics) registerFaucet(f Reporter, lowDrips func(faucet.Asset) int) {
 	for _, t := range f.Tokens() {
 		m.startAsset(t.Name)
 		m.dispensedToken.WithLabelValues(string(t.Name))
+	}
+}
+
+// setSuspended reports which of assets are suspended.
+func (m *Metrics) setSuspended(assets []string, suspended func(faucet.Asset) bool) {
+	for _, a := range assets {
+		m.suspended.WithLabelValues(a).Set(b2f(suspended(faucet.Asset(a))))
 	}
 }
 

@@ -66,6 +66,9 @@ type Config struct {
 	BTC BTCFaucet
 	// Suspended refuses every drip with 403 (the operator's switch).
 	Suspended bool
+	// SuspendedAssets refuses the drips of these assets alone with 403
+	// (stx, a token's name, btc); the others serve.
+	SuspendedAssets []faucet.Asset
 
 	// Devnet says the node is the embedded simulated one (`serve
 	// --devnet`): no public explorer knows its transactions, so the page
@@ -170,6 +173,7 @@ func New(cfg Config) http.Handler {
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
+	cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
 	mux := http.NewServeMux()
 	s.addRoutes(mux)
 	return s.observe(s.cors(s.recoverPanics(mux)))

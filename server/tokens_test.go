@@ -22,8 +22,9 @@ const (
 )
 
 // twoTokenHarness drips STX, sBTC and tUSD; tUSD is limited to one drip
-// per address an hour, sBTC has the default limits.
-func twoTokenHarness(t *testing.T) *harness {
+// per address an hour, sBTC has the default limits. suspended are
+// suspended by the operator.
+func twoTokenHarness(t *testing.T, suspended ...faucet.Asset) *harness {
 	t.Helper()
 	tusd, err := stacks.ParseAssetID(testTUSD)
 	if err != nil {
@@ -31,7 +32,7 @@ func twoTokenHarness(t *testing.T) *harness {
 	}
 	lim := guard.DefaultLimits().With("sbtc", guard.DefaultAssetLimits()).
 		With("tusd", guard.AssetLimits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}})
-	h := sbtcHarness(t, options{keys: 2, limits: lim,
+	h := sbtcHarness(t, options{keys: 2, limits: lim, suspendedAssets: suspended,
 		devnode: devnode.Config{Tokens: []devnode.TokenSpec{{Asset: tusd, Name: "Test USD", Symbol: "tUSD", Decimals: 6}}},
 		faucetCfg: func(c *faucet.Config) {
 			c.Tokens = append(c.Tokens, faucet.Token{Name: "tusd", Asset: tusd, Amount: testTUSDAmount})
@@ -143,5 +144,51 @@ func TestTokenNotOnTheNode(t *testing.T) {
 	}
 	if w := h.drip("address=" + newRecipient(t)); w.Code != http.StatusOK {
 		t.Fatalf("STX drip: %d %s", w.Code, w.Body)
+	}
+}
+
+// An asset the operator suspends answers 403 on v1 and v3 and says so in
+// /faucet/v1/info and the metrics, with its funding still shown; the
+// other assets serve as before.
+func TestSuspendedAsset(t *testing.T) {
+	h := twoTokenHarness(t, "tusd", "stx")
+	to := newRecipient(t)
+	body := assertError(t, h.do(http.MethodPost, "/extended/v1/faucets/tusd?address="+to, nil, nil), http.StatusForbidden, "Faucet is not available")
+	if body["reason"] != string(faucet.ReasonDisabled) || body["detail"] != "the tUSD faucet is suspended" {
+		t.Errorf("v1 tUSD while suspended: %v", body)
+	}
+	w := h.do(http.MethodPost, "/extended/v3/faucets/tusd", strings.NewReader(`{"address":"`+to+`"}`),
+		map[string]string{"Content-Type": "application/json"})
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "tUSD faucet is not available") {
+		t.Errorf("v3 tUSD while suspended: %d %s", w.Code, w.Body)
+	}
+	assertError(t, h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+to, nil, nil), http.StatusForbidden, "Faucet is not available")
+	if w := h.dripSBTC(to); w.Code != http.StatusOK {
+		t.Fatalf("sBTC beside suspended STX and tUSD: %d %s", w.Code, w.Body)
+	}
+	h.dn.Mine()
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	info := getInfo(t, h)
+	if info["state"] != stateSuspended || info["state_message"] != "The STX faucet is suspended by its operator." {
+		t.Errorf("info's top-level (STX) state: %v %q", info["state"], info["state_message"])
+	}
+	for _, a := range info["assets"].([]any) {
+		a := a.(map[string]any)
+		want := map[string]string{"stx": stateSuspended, "sbtc": stateReady, "tusd": stateSuspended}[a["asset"].(string)]
+		if a["state"] != want || a["funding"] == nil {
+			t.Errorf("info %s: state %v (want %s), funding %v", a["asset"], a["state"], want, a["funding"])
+		}
+		if a["asset"] == "tusd" && a["state_message"] != "The tUSD faucet is suspended by its operator." {
+			t.Errorf("tUSD's message: %q", a["state_message"])
+		}
+		if got := counterValue(t, h.reg, "faucet_asset_suspended", map[string]string{"asset": a["asset"].(string)}); got != map[string]float64{stateSuspended: 1, stateReady: 0}[want] {
+			t.Errorf("faucet_asset_suspended{%s} = %v", a["asset"], got)
+		}
+	}
+	if got := counterValue(t, h.reg, "faucet_drips_total", map[string]string{"asset": "tusd", "outcome": "error", "reason": string(faucet.ReasonDisabled)}); got != 2 {
+		t.Errorf("tUSD's refused drips counted %v, want 2", got)
 	}
 }

@@ -64,6 +64,7 @@ const (
 // time, and roll without a gap.
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
 // +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || self.assets.all(a, !has(a.token) || (!has(a.token.refillBelow) && !has(a.token.refillAmount)))",message="spec.assets[].token.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
+// +kubebuilder:validation:XValidation:rule="!has(self.suspendedAssets) || self.suspendedAssets.all(n, n == 'stx' || (has(self.assets) && self.assets.exists(a, a.name == n)))",message="spec.suspendedAssets names stx or the name of an entry of spec.assets"
 type FaucetServerSpec struct {
 	// node is the Stacks node the faucet reads chain state from and
 	// broadcasts transactions to.
@@ -154,6 +155,18 @@ type FaucetServerSpec struct {
 	// Ready, with reason Suspended.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// suspendedAssets turns off the drips of these assets alone: stx, or
+	// the name of an entry of spec.assets. Their drips answer 403 and their
+	// entries in /faucet/v1/info say "suspended"; the other assets serve.
+	// Unlike removing an entry, the asset stays listed, its funding still
+	// reported, and its pods keep their keys and limits. spec.suspend turns
+	// every asset off.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=33
+	// +kubebuilder:validation:items:MaxLength=32
+	SuspendedAssets []string `json:"suspendedAssets,omitempty"`
 
 	// image overrides the container image of the faucet pod. Empty (the
 	// default) runs the operator's own image, which contains the same binary.

@@ -557,6 +557,11 @@ func (in *FaucetServerSpec) DeepCopyInto(out *FaucetServerSpec) {
 		*out = new(StoreSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.SuspendedAssets != nil {
+		in, out := &in.SuspendedAssets, &out.SuspendedAssets
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Service != nil {
 		in, out := &in.Service, &out.Service
 		*out = new(ServiceSpec)

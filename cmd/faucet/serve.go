@@ -238,7 +238,8 @@ func (r *serveRun) run(ctx context.Context) error {
 		Faucet: r.engine, Node: r.client, Txs: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC:    btcOrNil(r.btc),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Suspended: o.Abuse.Suspend,
-		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
+		SuspendedAssets: o.Abuse.SuspendedAssets(),
+		ExplorerTxURL:   o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
 		TrustedProxyHops: o.Limits.TrustedProxyHops, StatusCacheTTL: o.HTTP.StatusCacheTTL, Metrics: r.metrics, Logger: r.log,
 	})
 	// The engines outlive the HTTP server's graceful shutdown: drips still

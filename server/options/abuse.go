@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
@@ -40,6 +41,8 @@ type Abuse struct {
 	IPAllow, IPDeny  PrefixList
 	BalanceCap       uint64
 	Suspend          bool
+	// SuspendAssets are suspended alone: stx, a token's name, btc.
+	SuspendAssets NameList
 }
 
 func defaultAbuse() Abuse {
@@ -58,6 +61,16 @@ func (o *Abuse) BindFlags(fs *Flags) {
 	fs.Var(&o.IPDeny, "ip-deny", "comma-separated IPs/CIDRs whose drips are refused")
 	fs.Uint64(&o.BalanceCap, "balance-cap", "refuse drips to an address already holding at least this many µSTX (0 = off)")
 	fs.Bool(&o.Suspend, "suspend", "answer drips with 403 while still serving status")
+	fs.Var(&o.SuspendAssets, "suspend-asset", "comma-separated assets (stx, a token's name, btc) whose drips are answered with 403 while the others serve; repeatable")
+}
+
+// SuspendedAssets are the assets suspended alone, for server.Config.
+func (o *Abuse) SuspendedAssets() []faucet.Asset {
+	out := make([]faucet.Asset, 0, len(o.SuspendAssets))
+	for _, n := range o.SuspendAssets {
+		out = append(out, faucet.Asset(n))
+	}
+	return out
 }
 
 // GuardConfig is the abuse checks' configuration, their proof-of-work

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
 // Serve is every setting of `faucet serve`.
@@ -129,11 +131,29 @@ func (o *Serve) Validate() error {
 		func() error { return o.Assets.validate(o.Devnet.On, o.Keys.hasTreasury(o.Devnet)) },
 		func() error { return checkTokens(o.TokenList(), o.Keys.hasTreasury(o.Devnet)) },
 		func() error { return o.BTC.validate(o.Devnet.On) },
-		o.HTTP.validate, o.Store.validate, o.Log.validate, o.devnetValidate,
+		o.HTTP.validate, o.Store.validate, o.Log.validate, o.devnetValidate, o.suspendValidate,
 	}
 	for _, c := range checks {
 		if err := c(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// suspendValidate checks that --suspend-asset names assets the faucet
+// drips: a typo would otherwise leave the asset it meant on.
+func (o *Serve) suspendValidate() error {
+	known := []string{string(faucet.AssetSTX)}
+	for _, t := range o.TokenList() {
+		known = append(known, t.Name)
+	}
+	if o.BTC.On() || (o.Devnet.On && o.Devnet.BTC) {
+		known = append(known, "btc")
+	}
+	for _, n := range o.Abuse.SuspendAssets {
+		if !slices.Contains(known, n) {
+			return fmt.Errorf("--suspend-asset %s: the faucet drips no such asset; it drips %s", n, strings.Join(known, ", "))
 		}
 	}
 	return nil

@@ -69,7 +69,7 @@ func everySet() options.Serve {
 			IPAllow: options.PrefixList{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"),
 				netip.MustParsePrefix("203.0.113.7/32")},
 			IPDeny:     options.PrefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
-			BalanceCap: 5_000_000_000, Suspend: true,
+			BalanceCap: 5_000_000_000, Suspend: true, SuspendAssets: options.NameList{"stx", "tusd"},
 		},
 		Assets: options.Assets{
 			Tokens: options.TokenList{
@@ -308,6 +308,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"devnet BTC block time": {base: devnet, mutate: func(o *options.Serve) { o.Devnet.BTCBlockTime = 0 }, want: "--btc-block-time must be positive"},
 		"devnet treasury without the devnet": {base: real, mutate: func(o *options.Serve) { o.Devnet.Treasury = true },
 			want: "--devnet-treasury needs --devnet"},
+		"suspend an asset it drips": {base: devnet, mutate: func(o *options.Serve) { _ = o.Abuse.SuspendAssets.Set("stx, tusd,btc,stx") }},
+		"suspend an asset it does not drip": {base: real, mutate: func(o *options.Serve) { _ = o.Abuse.SuspendAssets.Set("stx,tusd") },
+			want: "--suspend-asset tusd: the faucet drips no such asset; it drips stx"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := options.Defaults()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,3 +111,28 @@ func (p *PrefixList) Set(v string) error {
 
 // LimitString is l as a limit flag writes it: N/window, or 0.
 func LimitString(l guard.Limit) string { return limitValue{&l}.String() }
+
+// NameList is a flag of comma-separated names, each added once; repeating
+// the flag adds to the list.
+type NameList []string
+
+// ArgName is the placeholder -h shows after the flag's name.
+func (*NameList) ArgName() string { return "names" }
+
+func (n *NameList) String() string {
+	if n == nil {
+		return ""
+	}
+	return strings.Join(*n, ",")
+}
+
+// Set adds the list's names.
+func (n *NameList) Set(v string) error {
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item != "" && !slices.Contains(*n, item) {
+			*n = append(*n, item)
+		}
+	}
+	return nil
+}
