@@ -36,13 +36,8 @@ func serverOptions(fs *faucetv1alpha1.FaucetServer) options.Serve {
 	return o
 }
 
-func setInt64[T ~int64 | ~uint64 | ~int | ~uint](dst *T, v *int64) {
-	if v != nil {
-		*dst = T(*v)
-	}
-}
-
-func setInt32[T ~int64 | ~uint64 | ~int | ~uint](dst *T, v *int32) {
+// setInt sets *dst to an optional spec integer when it is set.
+func setInt[T ~int64 | ~uint64 | ~int | ~uint, V ~int32 | ~int64](dst *T, v *V) {
 	if v != nil {
 		*dst = T(*v)
 	}
@@ -62,12 +57,12 @@ func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	if s.Node.Timeout != nil {
 		o.Node.Timeout = s.Node.Timeout.Duration
 	}
-	setInt64(&o.Node.ChainID, s.ChainID)
+	setInt(&o.Node.ChainID, s.ChainID)
 	o.Keys.File = path.Join(keysMountPath, fs.KeySecretKey().Key)
 	if ref := fs.TreasurySecretKey(); ref != nil {
 		o.Keys.TreasuryFile = path.Join(treasuryMountPath, ref.Key)
-		setInt64(&o.Keys.RefillBelow, s.Treasury.RefillBelowUSTX)
-		setInt64(&o.Keys.RefillAmount, s.Treasury.RefillAmountUSTX)
+		setInt(&o.Keys.RefillBelow, s.Treasury.RefillBelowUSTX)
+		setInt(&o.Keys.RefillAmount, s.Treasury.RefillAmountUSTX)
 	}
 }
 
@@ -75,20 +70,20 @@ func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 func setAmountsAndFees(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
 	if a := s.Amounts; a != nil {
-		setInt64(&o.Amounts.Default, a.Default)
-		setInt32(&o.Amounts.StackingPadding, a.StackingPaddingPercent)
-		setInt64(&o.Amounts.Stacking, a.Stacking)
+		setInt(&o.Amounts.Default, a.Default)
+		setInt(&o.Amounts.StackingPadding, a.StackingPaddingPercent)
+		setInt(&o.Amounts.Stacking, a.Stacking)
 	}
 	if f := s.Fee; f != nil {
-		setInt64(&o.Fees.Min, f.Min)
-		setInt64(&o.Fees.Max, f.Max)
-		setInt64(&o.Fees.Fallback, f.Fallback)
+		setInt(&o.Fees.Min, f.Min)
+		setInt(&o.Fees.Max, f.Max)
+		setInt(&o.Fees.Fallback, f.Fallback)
 	}
 	if s.Memo != nil {
 		o.Amounts.Memo = *s.Memo
 	}
 	if b := s.Batching; b != nil {
-		setInt32(&o.Batching.Max, b.MaxRecipients)
+		setInt(&o.Batching.Max, b.MaxRecipients)
 		if b.Window != nil {
 			o.Batching.Window = b.Window.Duration
 		}
@@ -105,16 +100,16 @@ func setLimitsAndAbuse(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		setLimit(&o.Limits.Address, rl.PerAddress)
 		setLimit(&o.Limits.Stacking, rl.StackingPerAddress)
 		setLimit(&o.Limits.IP, rl.PerIP)
-		setInt32(&o.Limits.TrustedProxyHops, rl.TrustedProxyHops)
+		setInt(&o.Limits.TrustedProxyHops, rl.TrustedProxyHops)
 	}
 	a := s.Abuse
 	if a == nil {
 		return
 	}
 	if p := a.ProofOfWork; p != nil {
-		setInt32(&o.Abuse.PoWDifficulty, p.Difficulty)
+		setInt(&o.Abuse.PoWDifficulty, p.Difficulty)
 		setLimit(&o.Abuse.PoWRaiseAbove, p.RaiseAbove)
-		setInt32(&o.Abuse.PoWMaxDifficulty, p.MaxDifficulty)
+		setInt(&o.Abuse.PoWMaxDifficulty, p.MaxDifficulty)
 		if p.TTL != nil {
 			o.Abuse.PoWTTL = p.TTL.Duration
 		}
@@ -126,7 +121,7 @@ func setLimitsAndAbuse(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	// would fail the pod's start, saying which entry.
 	_ = o.Abuse.IPAllow.Set(strings.Join(a.IPAllow, ","))
 	_ = o.Abuse.IPDeny.Set(strings.Join(a.IPDeny, ","))
-	setInt64(&o.Abuse.BalanceCap, a.BalanceCapUSTX)
+	setInt(&o.Abuse.BalanceCap, a.BalanceCapUSTX)
 }
 
 // setAssets: every token of spec.assets as a --token, in spec order; sbtc
@@ -140,8 +135,8 @@ func setAssets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		// The server refuses refills without a treasury; the CRD refuses
 		// them too, so this only guards an unvalidated object.
 		if fs.Spec.Treasury != nil {
-			setInt64(&t.RefillBelow, a.Token.RefillBelow)
-			setInt64(&t.RefillAmount, a.Token.RefillAmount)
+			setInt(&t.RefillBelow, a.Token.RefillBelow)
+			setInt(&t.RefillAmount, a.Token.RefillAmount)
 		}
 		// As for --low-drips, 1 means to the faucet what 0 means to the
 		// Funded condition; 0 would be "the faucet's threshold".
@@ -174,15 +169,15 @@ func setBTC(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	o.BTC.KeyFile = path.Join(btcKeyMountPath, fs.BTCKeySecretKey().Key)
 	_ = o.BTC.Network.UnmarshalText([]byte(fs.BTCNetwork())) // the CRD's enum
 	if am := b.Amounts; am != nil {
-		setInt64(&o.BTC.Amounts.Default, am.Default)
-		setInt64(&o.BTC.Amounts.Large, am.Large)
-		setInt64(&o.BTC.Amounts.XLarge, am.XLarge)
+		setInt(&o.BTC.Amounts.Default, am.Default)
+		setInt(&o.BTC.Amounts.Large, am.Large)
+		setInt(&o.BTC.Amounts.XLarge, am.XLarge)
 	}
-	setInt64(&o.BTC.StartHeight, b.StartHeight)
+	setInt(&o.BTC.StartHeight, b.StartHeight)
 	if f := b.Fees; f != nil {
-		setInt64(&o.BTC.Fees.Fallback, f.FallbackRate)
-		setInt64(&o.BTC.Fees.Min, f.MinRate)
-		setInt64(&o.BTC.Fees.Max, f.MaxRate)
+		setInt(&o.BTC.Fees.Fallback, f.FallbackRate)
+		setInt(&o.BTC.Fees.Min, f.MinRate)
+		setInt(&o.BTC.Fees.Max, f.MaxRate)
 	}
 	setAssetLimits(&o.BTC.Limits, a.RateLimits)
 }

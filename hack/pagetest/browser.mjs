@@ -408,6 +408,48 @@ export function registerBrowserTests(opts) {
       console.log(`# screenshot ${file}`);
     };
 
+    // layoutChecks: at 360 px (after scrolling to scrollTo) and on a
+    // desktop, in light and dark, no horizontal scroll at 360 px, every
+    // control named, enough contrast; at360(scheme) runs after each 360 px
+    // scheme's checks. It ends light, on a desktop.
+    const layoutChecks = async (label, scrollTo, at360 = async () => {}) => {
+      await page.setViewportSize({ width: 360, height: 800 });
+      await page.locator(scrollTo).scrollIntoViewIfNeeded();
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), `scrollWidth > 360${label}`);
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 360 px${label})`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px${label})`);
+        await at360(scheme);
+      }
+      await page.setViewportSize({ width: 1280, height: 900 });
+      for (const scheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme: scheme });
+        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop${label})`);
+        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop${label})`);
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+    };
+
+    // keyboardDrip drips the chosen token by keyboard alone (Tab from the
+    // chooser to the address, Enter), waits for a txid other than old, and
+    // returns it with the drip requests the page made.
+    const keyboardDrip = async (label, old) => {
+      const from = extendedRequests().length;
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((prev) => {
+        const t = document.getElementById('txid').textContent;
+        return !document.getElementById('tx').hidden && t !== prev && /^0x[0-9a-f]{64}$/.test(t);
+      }, old, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no ${label} txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
+      });
+      const drips = extendedRequests().slice(from);
+      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
+      return { txid: await page.locator('#txid').textContent(), drip: drips[0] };
+    };
+
     const typeInto = async (value, p = page) => {
       const field = p.locator('#address');
       await field.fill('');
@@ -692,25 +734,11 @@ export function registerBrowserTests(opts) {
     });
 
     step('360 px wide after the drip: no horizontal scroll, names, contrast; screenshots', async () => {
-      await page.setViewportSize({ width: 360, height: 800 });
-      await page.locator('#result').scrollIntoViewIfNeeded();
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'scrollWidth > 360');
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme})`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px)`);
+      await layoutChecks('', '#result', async (scheme) => {
         const suffix = scheme === 'dark' ? '-dark' : '';
         await shot(`page-360${suffix}.png`);
         await shot(`page-360-full${suffix}.png`, true);
-      }
-      await page.emulateMedia({ colorScheme: 'light' });
-      await page.setViewportSize({ width: 1280, height: 900 });
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop)`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop)`);
-      }
-      await page.emulateMedia({ colorScheme: 'light' });
+      });
       await shot('page-desktop-result.png', true);
     });
 
@@ -766,26 +794,14 @@ export function registerBrowserTests(opts) {
 
     step('keyboard-only sBTC drip: Tab, Enter: proof of work, the sBTC endpoint, txid', async () => {
       balanceBefore.sbtc = await tokenBalance(node, sbtc.asset_identifier, address);
-      const from = extendedRequests().length;
-      await page.keyboard.press('Tab');
-      assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
-      await page.keyboard.press('Enter');
-      await page.waitForFunction((old) => {
-        const t = document.getElementById('txid').textContent;
-        return !document.getElementById('tx').hidden && t !== old && /^0x[0-9a-f]{64}$/.test(t);
-      }, txid, { timeout: 30_000 }).catch(async (err) => {
-        throw new Error(`no sBTC txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
-      });
-      sbtcTxid = await page.locator('#txid').textContent();
-
-      const drips = extendedRequests().slice(from);
-      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
-      const u = new URL(drips[0].url);
-      assert.equal(drips[0].method, 'POST');
+      const { txid: got, drip } = await keyboardDrip('sBTC', txid);
+      sbtcTxid = got;
+      const u = new URL(drip.url);
+      assert.equal(drip.method, 'POST');
       assert.equal(u.pathname, '/extended/v1/faucets/sbtc');
       assert.equal(u.searchParams.get('address'), address);
       assert.equal(u.searchParams.has('stacking'), false, 'no stacking parameter for sBTC');
-      assertProof(drips[0].headers);
+      assertProof(drip.headers);
 
       assert.equal(await page.locator('#result-heading').textContent(), 'sBTC on the way');
       assert.equal(await page.locator('#message').textContent(),
@@ -803,23 +819,9 @@ export function registerBrowserTests(opts) {
     });
 
     step('sBTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshot', async () => {
-      await page.setViewportSize({ width: 360, height: 800 });
-      await page.locator('#asset-choice').scrollIntoViewIfNeeded();
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'scrollWidth > 360');
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 360 px, sBTC)`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px, sBTC)`);
-      }
-      await page.emulateMedia({ colorScheme: 'light' });
-      await shot('page-360-sbtc.png');
-      await page.setViewportSize({ width: 1280, height: 900 });
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop, sBTC)`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop, sBTC)`);
-      }
-      await page.emulateMedia({ colorScheme: 'light' });
+      await layoutChecks(', sBTC', '#asset-choice', async (scheme) => {
+        if (scheme === 'light') await shot('page-360-sbtc.png');
+      });
     });
 
     step('the same address for sBTC again: its own 429; back to STX by keyboard, whose wait still holds', async () => {
@@ -869,23 +871,12 @@ export function registerBrowserTests(opts) {
 
     step('keyboard-only tUSD drip: Tab, Enter: proof of work, its v1 endpoint from info, txid, "10 tUSD"', async () => {
       balanceBefore.tusd = await tokenBalance(node, tusd.asset_identifier, address);
-      const from = extendedRequests().length;
-      await page.keyboard.press('Tab');
-      assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'Tab from the chooser reaches the address');
-      await page.keyboard.press('Enter');
-      await page.waitForFunction((old) => {
-        const t = document.getElementById('txid').textContent;
-        return !document.getElementById('tx').hidden && t !== old && /^0x[0-9a-f]{64}$/.test(t);
-      }, sbtcTxid, { timeout: 30_000 }).catch(async (err) => {
-        throw new Error(`no tUSD txid: ${err.message}; result says ${JSON.stringify(await page.locator('#result').textContent())}`);
-      });
-      tusdTxid = await page.locator('#txid').textContent();
-      const drips = extendedRequests().slice(from);
-      assert.equal(drips.length, 1, `drip requests: ${JSON.stringify(drips.map((r) => r.url))}`);
-      const u = new URL(drips[0].url);
-      assert.deepEqual([drips[0].method, u.pathname, u.searchParams.get('address'), u.searchParams.has('stacking')],
+      const { txid: got, drip } = await keyboardDrip('tUSD', sbtcTxid);
+      tusdTxid = got;
+      const u = new URL(drip.url);
+      assert.deepEqual([drip.method, u.pathname, u.searchParams.get('address'), u.searchParams.has('stacking')],
         ['POST', tusd.endpoints.v1, address, false]);
-      assertProof(drips[0].headers);
+      assertProof(drip.headers);
       assert.equal(await page.locator('#result-heading').textContent(), 'tUSD on the way');
       assert.equal(await page.locator('#message').textContent(),
         `The faucet sent 10 tUSD to ${address}. It arrives when the transaction is in a block.`);
@@ -1023,22 +1014,9 @@ export function registerBrowserTests(opts) {
     });
 
     step('BTC chosen, 360 px and desktop: no horizontal scroll, names, contrast; screenshots', async () => {
-      await page.setViewportSize({ width: 360, height: 800 });
-      await page.locator('#form-heading').scrollIntoViewIfNeeded();
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'scrollWidth > 360');
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, 360 px, BTC)`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, 360 px, BTC)`);
-      }
-      await page.emulateMedia({ colorScheme: 'light' });
-      await shot('page-360-btc.png');
-      await page.setViewportSize({ width: 1280, height: 900 });
-      for (const scheme of ['light', 'dark']) {
-        await page.emulateMedia({ colorScheme: scheme });
-        assert.deepEqual(await page.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, desktop, BTC)`);
-        assert.deepEqual(await page.evaluate(contrastProblems), [], `contrast (${scheme}, desktop, BTC)`);
-      }
+      await layoutChecks(', BTC', '#form-heading', async (scheme) => {
+        if (scheme === 'light') await shot('page-360-btc.png');
+      });
       await page.emulateMedia({ colorScheme: 'dark' });
       await shot('page-desktop-btc-result-dark.png', true);
       await page.emulateMedia({ colorScheme: 'light' });
