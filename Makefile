@@ -130,8 +130,8 @@ fuzz: ## Run each fuzz target for FUZZ_TIME (default 60s).
 	@$(MAKE) --no-print-directory test-fuzz-smoke FUZZ_SMOKE_TIME=$(FUZZ_TIME)
 
 .PHONY: bench
-bench: postgres ## Run the benchmarks.
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: postgres envtest ## Run the benchmarks (the chart's package has none and needs helm: left out).
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /hack/charttest)
 
 .PHONY: postgres
 postgres: ## Install Postgres for the store tests if missing (apt-get, as root); quiet when present.
