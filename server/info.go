@@ -235,6 +235,9 @@ func (s *server) tokenInfo(tok faucet.TokenInfo, lim guard.Limits, state, messag
 		if tf, _ := s.cfg.Faucet.TokenFunding(name); tf.Keys > 0 {
 			a.Funding = fundingInfo(tf)
 			a.State, a.StateMessage = fundingState(tf, s.cfg.lowDrips(name), a.Name)
+		} else {
+			// A drip now could not be paid: no key's balance is read yet.
+			a.State, a.StateMessage = stateUnavailable, "The "+a.Name+" faucet is starting: its keys' balances are not read yet."
 		}
 	}
 	if s.suspended(name) {

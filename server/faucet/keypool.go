@@ -144,6 +144,8 @@ func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, keep int, pr
 	var best *keyState
 	bestLoad := 0
 	anyOwned, anySynced, anyCapacity := false, false, false
+	// Whether a key's token balance is known, or its first read pending.
+	anyTokenKnown, anyTokenUnread := spend.token == "", false
 	n := len(p.keys)
 	for i := range n {
 		k := p.keys[(p.rr+i)%n]
@@ -158,6 +160,10 @@ func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, keep int, pr
 		load := k.inFlight()
 		hasCapacity := ok && load < p.maxInFlight-keep
 		anyCapacity = anyCapacity || hasCapacity
+		if ok && spend.token != "" {
+			known, unread := k.tokenRead(spend.token)
+			anyTokenKnown, anyTokenUnread = anyTokenKnown || known, anyTokenUnread || unread
+		}
 		canPay := ok && !k.dry && k.canAfford(spend, p.reserve)
 		k.mu.Unlock()
 		if hasCapacity && canPay && (best == nil || load < bestLoad) {
@@ -177,6 +183,9 @@ func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, keep int, pr
 		return nil, 0, failf(ReasonNodeUnavailable, nil, "the Stacks node is unavailable; try again shortly")
 	case !anyCapacity:
 		return nil, 0, failf(ReasonBusy, nil, "the faucet is busy; try again in a minute")
+	case !anyTokenKnown && anyTokenUnread:
+		// Not "out of funds": the first read of the balances is pending.
+		return nil, 0, failf(ReasonNodeUnavailable, nil, "the faucet has not read its %s balance yet; try again shortly", spend.token)
 	default:
 		return nil, 0, failf(ReasonExhausted, nil, "the faucet is out of funds")
 	}

@@ -123,6 +123,16 @@ func (k *keyState) tokenAvailable(token Asset) uint64 {
 	return satSub(b.balance, moving)
 }
 
+// tokenRead reports whether a read of the key's token balance succeeded,
+// and whether none has been tried yet. Caller holds mu.
+func (k *keyState) tokenRead(token Asset) (known, unread bool) {
+	b := k.tokens[token]
+	if b == nil {
+		return false, true
+	}
+	return b.known, !b.known && !b.failing
+}
+
 // canAfford reports whether the key can pay spend beyond what is in flight
 // and the µSTX reserve. Caller holds mu.
 func (k *keyState) canAfford(spend cost, reserve uint64) bool {
