@@ -89,6 +89,7 @@ type prechecked struct {
 	raw    []byte
 	txid   stacks.TxID
 	sigErr error
+	drop   bool // admit, answer, but keep nothing (FrontEnd.DropBroadcasts)
 }
 
 func precheck(tx *stacks.Transaction, raw []byte) prechecked {
@@ -242,7 +243,7 @@ func (n *Node) checkFunds(tx *stacks.Transaction, balance uint64, principal stri
 // Callers hold n.mu.
 func (n *Node) store(c prechecked, principal string, prior *poolEntry, call []transfer, tc *tokenCall) {
 	txid, nonce := c.txid, c.tx.Auth.Nonce
-	if n.dropRate > 0 && n.rng.Float64() < n.dropRate {
+	if c.drop || n.dropRate > 0 && n.rng.Float64() < n.dropRate {
 		n.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.Hex0x())
 		return
 	}

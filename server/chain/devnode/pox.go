@@ -179,10 +179,13 @@ func bootDeployer(mainnet bool) string {
 }
 
 // info builds /v2/info from the current state.
-func (n *Node) info() *node.Info {
+func (n *Node) info() *node.Info { return n.infoAt(atTip) }
+
+// infoAt is /v2/info as a node whose tip is block h answers it.
+func (n *Node) infoAt(h uint64) *node.Info {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	tip := n.tip
+	tip := n.headerAt(h)
 	stable := tip.BurnHeight - min(tip.BurnHeight, stableConfirmations)
 	peer, parent := peerVersionTestnet, parentNetworkRegtest
 	if n.mainnet {

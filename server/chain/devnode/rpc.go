@@ -97,11 +97,11 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case post && path == "/v2/fees/transaction":
 		n.postFeeRate(w, r)
 	case post && path == "/v2/transactions":
-		n.postTransaction(w, r)
+		n.postTransaction(w, r, false)
 	case post && callReadPath.MatchString(path):
 		n.postCallRead(w, r, callReadPath.FindStringSubmatch(path))
 	case get && accountPath.MatchString(path):
-		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1])
+		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], atTip)
 	case get && unconfirmedPath.MatchString(path):
 		if r.ContentLength > 0 {
 			writeText(w, http.StatusBadRequest, msgUnconfirmedBody)
@@ -113,7 +113,7 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeText(w, http.StatusBadRequest, msgTxBody)
 			return
 		}
-		n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1])
+		n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], atTip)
 	default:
 		writeText(w, http.StatusNotFound, msgNoSuchPath)
 	}
@@ -131,7 +131,9 @@ func hangUp(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request) {
+// postTransaction admits a posted tx; with drop it is checked and answered
+// as usual but not stored (a front end that does not relay).
+func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request, drop bool) {
 	// The node checks the declared length before the content type.
 	if r.ContentLength == 0 {
 		writeText(w, http.StatusBadRequest, msgEmptyBody)
@@ -195,6 +197,7 @@ func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	checked := precheck(tx, raw)
+	checked.drop = drop
 	n.mu.Lock()
 	txid, rej := n.admit(checked)
 	n.mu.Unlock()
@@ -215,7 +218,8 @@ type accountResponse struct {
 	NonceProof   string `json:"nonce_proof"`
 }
 
-func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal string) {
+// getAccount answers an account read as of block h (atTip: the tip).
+func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal string, h uint64) {
 	p, err := stacks.ParsePrincipal(principal)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, msgBadPrincipal)
@@ -223,7 +227,7 @@ func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal stri
 	}
 	key := p.String()
 	n.mu.Lock()
-	a := n.peek(key)
+	a := n.accountAt(key, h)
 	n.mu.Unlock()
 
 	// get_with_proof: proofs are on unless proof is present and not "1".
@@ -276,7 +280,9 @@ func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
 // tip: block_height is always set and is_canonical true. Mine only includes
 // transfers that can pay, so a transfer's result is always "(ok true)"; a
 // contract call's is what its execution returned.
-func (n *Node) getTransaction(w http.ResponseWriter, txidHex string) {
+//
+// A node whose tip is block h does not know txs mined above it.
+func (n *Node) getTransaction(w http.ResponseWriter, txidHex string, h uint64) {
 	if n.cfg.NoTxIndex {
 		writeText(w, http.StatusNotImplemented, msgTxIndexOff)
 		return
@@ -285,6 +291,7 @@ func (n *Node) getTransaction(w http.ResponseWriter, txidHex string) {
 	_, _ = hex.Decode(txid[:], []byte(txidHex)) // the route regex guarantees 64 hex digits
 	n.mu.Lock()
 	m, ok := n.confirmed[txid]
+	ok = ok && m.height <= h
 	var blockID string
 	if ok {
 		blockID = n.blockIDs[m.height]
