@@ -53,7 +53,7 @@ func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
 // paths are flags) and the treasury.
 func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
-	o.Node.URL = s.Node.URL
+	o.Node.URLs = options.URLList{s.Node.URL}
 	if s.Node.Timeout != nil {
 		o.Node.Timeout = s.Node.Timeout.Duration
 	}

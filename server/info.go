@@ -55,8 +55,11 @@ type infoBody struct {
 	// Assets lists what the faucet drips, STX first: each with its amount,
 	// limits, endpoints and funding state. The top-level amounts, limits,
 	// state and funding are STX's, as before assets existed.
-	Assets        []infoAsset `json:"assets"`
-	ServerVersion string      `json:"server_version"`
+	Assets []infoAsset `json:"assets"`
+	// Nodes are the Stacks nodes the faucet reads from and sends
+	// through, with their health.
+	Nodes         []infoNode `json:"nodes,omitempty"`
+	ServerVersion string     `json:"server_version"`
 }
 
 // infoAsset is one asset the faucet drips. Amounts are in base units
@@ -156,6 +159,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		ServerVersion: s.status.serverVersion,
 		Amounts:       infoAmounts{DefaultUSTX: f.DefaultAmount()},
 		Challenge:     infoPoW{Endpoint: pathChallenge},
+		Nodes:         nodesInfo(s.cfg.Nodes),
 	}
 	if id := snap.chainID; id != 0 {
 		body.ChainID = &id

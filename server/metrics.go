@@ -40,6 +40,7 @@ type Metrics struct {
 	guard         *guardCollector
 	// suspended is 1 for each served asset the operator suspended.
 	suspended *prometheus.GaugeVec
+	nodes     *nodeCollector
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -88,7 +89,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			// Drips wait for the node's mempool, so the tail reaches tens of seconds.
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "method", "code"}),
-		keys: newKeyCollector(),
+		keys:  newKeyCollector(),
+		nodes: newNodeCollector(),
 		dispensedBTC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_btc_sats_total",
 			Help: "Satoshis sent by accepted BTC drips (payout fees excluded).",
@@ -118,7 +120,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.startAsset(faucet.AssetSTX)
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended, m.nodes} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.

@@ -53,6 +53,9 @@ type Config struct {
 	Faucet Engine
 	// Node serves the status endpoint. Required.
 	Node StatusNode
+	// Nodes, when set, reports each Stacks node's health in the info
+	// document and the metrics.
+	Nodes NodeHealth
 	// Txs answers the drip status endpoint's questions about transactions;
 	// nil answers from the faucet's own records only.
 	Txs TxNode
@@ -164,6 +167,9 @@ func New(cfg Config) http.Handler {
 	cfg.Metrics.registerBTC(cfg.BTC)
 	if cfg.Guard != nil {
 		cfg.Metrics.RegisterGuard(cfg.Guard)
+	}
+	if cfg.Nodes != nil {
+		cfg.Metrics.nodes.set(cfg.Nodes)
 	}
 
 	s := &server{

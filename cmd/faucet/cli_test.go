@@ -208,7 +208,8 @@ func TestHelpGroupsEveryFlag(t *testing.T) {
 	}
 	stdout, _, _ := runCLI(t, "serve", "-h")
 	for _, want := range []string{
-		"node and keys:\n  --node-url string\n      Stacks node RPC URL, e.g. http://stacks-node:20443\n  --node-timeout duration\n      timeout of each node RPC call (default 10s)\n",
+		"node and keys:\n  --node-url urls\n      Stacks node RPC URL, e.g. http://stacks-node:20443; comma-separated or\n",
+		"\n  --node-timeout duration\n      timeout of each node RPC call (default 10s)\n",
 		"\n  --limit-ip N/window\n",
 		`(default "faucet")`,
 		"\n  --devnet\n      run an embedded simulated node with generated, funded keys\n",

@@ -333,7 +333,7 @@ func TestCRDBatchLimitIsTheEngines(t *testing.T) {
 	}
 	batchMax := func(n int) error {
 		o := serveDefaults(t)
-		o.Node.URL, o.Keys.File = "http://stacks-node:20443", "/keys"
+		o.Node.URLs, o.Keys.File = options.URLList{"http://stacks-node:20443"}, "/keys"
 		o.Batching.Max = n
 		return o.Validate()
 	}
@@ -471,7 +471,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 		"minimal: the server's defaults, the embedded store on its volume": {
 			fs: minimal(),
 			want: func(o *options.Serve) {
-				o.Node.URL = "http://stacks-node:20443"
+				o.Node.URLs = options.URLList{"http://stacks-node:20443"}
 				o.Keys.File = "/etc/faucet/keys/keys"
 				o.Store.DSN = "/var/lib/faucet/faucet.db"
 			},
@@ -498,7 +498,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				return fs
 			}(),
 			want: func(o *options.Serve) {
-				o.Node.URL = "http://stacks-node:20443"
+				o.Node.URLs = options.URLList{"http://stacks-node:20443"}
 				o.Keys.File = "/etc/faucet/keys/keys"
 				o.Store.DSN = "/var/lib/faucet/faucet.db"
 				def := guard.DefaultAssetLimits()
@@ -599,7 +599,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 // FaucetServer of TestOperatorArgsReachServe, with store.
 func fullOptions(store string) func(o *options.Serve) {
 	return func(o *options.Serve) {
-		o.Node = options.Node{URL: "https://node.example.com:20443", Timeout: 15 * time.Second, ChainID: 2147483648}
+		o.Node = options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648}
 		o.Keys = options.Keys{File: "/etc/faucet/keys/faucet.txt", TreasuryFile: "/etc/faucet/treasury/treasury.txt",
 			RefillBelow: 40_000_000, RefillAmount: 400_000_000}
 		o.Amounts = options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7, Memo: "hello faucet"}

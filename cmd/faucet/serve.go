@@ -20,6 +20,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -95,7 +96,7 @@ type serveRun struct {
 	btcKey    *bitcoin.PrivateKey
 	btcURL    string // the Bitcoin node, without credentials
 	devnetURL string
-	client    *node.Client
+	client    *nodepool.Pool
 	state     *engineState
 	engine    *faucet.Faucet
 	btc       *btcfaucet.Faucet
@@ -144,7 +145,7 @@ func (r *serveRun) startChains(ctx context.Context) error {
 		return err
 	}
 	r.keys, r.treasury, r.devnetURL = d.keys, d.treasury, d.url
-	o.Node.URL = d.url
+	o.Node.URLs = options.URLList{d.url}
 	if o.Devnet.BTC {
 		var stop func()
 		if r.btcKey, stop, err = startDevnetBTC(ctx, o, r.log); err != nil {
@@ -155,19 +156,34 @@ func (r *serveRun) startChains(ctx context.Context) error {
 	return nil
 }
 
-// connect makes the Stacks node's client and, off the devnet, checks
-// that the URL is a Stacks node's RPC.
+// connect makes the Stacks nodes' pool and, off the devnet, checks that
+// each URL is a Stacks node's RPC; it probes them once so that the first
+// reads go to a node in rotation.
 func (r *serveRun) connect(ctx context.Context) error {
-	client, err := node.New(r.o.Node.URL, node.WithTimeout(r.o.Node.Timeout), node.WithObserver(r.metrics.ObserveNodeCall),
-		node.WithUserAgent("faucet-operator/"+version))
+	var clients []*node.Client
+	for _, u := range r.o.Node.URLs {
+		c, err := node.New(u, node.WithTimeout(r.o.Node.Timeout), node.WithObserver(r.metrics.ObserveNodeCall),
+			node.WithUserAgent("faucet-operator/"+version))
+		if err != nil {
+			return fmt.Errorf("%w: --node-url: %w", errUsage, err)
+		}
+		if !r.o.Devnet.On {
+			if err := checkNode(ctx, c, r.log); err != nil {
+				return err
+			}
+		}
+		clients = append(clients, c)
+	}
+	pool, err := nodepool.New(nodepool.Config{Clients: clients, ChainID: uint32(r.o.Node.ChainID), //nolint:gosec // validated to fit
+		Logger: r.log.With("component", "nodes")})
 	if err != nil {
 		return fmt.Errorf("%w: --node-url: %w", errUsage, err)
 	}
-	r.client = client
-	if r.o.Devnet.On {
-		return nil
-	}
-	return checkNode(ctx, client, r.log)
+	probeCtx, cancel := context.WithTimeout(ctx, r.o.Node.Timeout)
+	defer cancel()
+	pool.Probe(probeCtx)
+	r.client = pool
+	return nil
 }
 
 // openState opens the store and closes it when the run ends.
@@ -235,7 +251,7 @@ func (r *serveRun) run(ctx context.Context) error {
 	}
 	r.logStart(ln.Addr())
 	h := server.New(server.Config{
-		Faucet: r.engine, Node: r.client, Txs: r.client, Guard: r.checks, Version: version, Commit: commit,
+		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC:    btcOrNil(r.btc),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Suspended: o.Abuse.Suspend,
 		SuspendedAssets: o.Abuse.SuspendedAssets(),
@@ -249,6 +265,7 @@ func (r *serveRun) run(ctx context.Context) error {
 	defer stopEngine()
 	return supervise(ctx, r.log,
 		task{"faucet engine", func(context.Context) error { return r.engine.Run(engineCtx) }},
+		task{"stacks nodes", func(context.Context) error { return r.client.Run(engineCtx) }},
 		task{"btc faucet", func(context.Context) error { return btcTask(r.btc)(engineCtx) }},
 		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.engine, r.btc, r.log) }},
 		task{"http server", func(ctx context.Context) error {

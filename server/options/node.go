@@ -9,9 +9,11 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
-// Node is the Stacks node the faucet sends through.
+// Node is the Stacks nodes the faucet reads from and sends through.
 type Node struct {
-	URL     string
+	// URLs are the nodes of one chain; reads go to the best, broadcasts to
+	// all (see nodepool).
+	URLs    URLList
 	Timeout time.Duration
 	// ChainID, when set, refuses a node reporting another chain id.
 	ChainID uint
@@ -21,7 +23,7 @@ func defaultNode() Node { return Node{Timeout: node.DefaultTimeout} }
 
 // BindFlags binds --node-url, --node-timeout and --chain-id.
 func (o *Node) BindFlags(fs *Flags) {
-	fs.String(&o.URL, "node-url", "Stacks node RPC URL, e.g. http://stacks-node:20443")
+	fs.Var(&o.URLs, "node-url", "Stacks node RPC URL, e.g. http://stacks-node:20443; comma-separated or repeated for several nodes of one chain: reads go to a healthy node at the highest tip, broadcasts to all")
 	fs.Duration(&o.Timeout, "node-timeout", "timeout of each node RPC call")
 	fs.Uint(&o.ChainID, "chain-id", "refuse a node reporting another chain id (0 = accept any testnet id)")
 }
@@ -36,7 +38,12 @@ func (o *Node) validate() error {
 	if o.Timeout <= 0 {
 		return fmt.Errorf("--node-timeout must be positive, got %s", o.Timeout)
 	}
-	return needScheme("--node-url", o.URL)
+	for _, u := range o.URLs {
+		if err := needScheme("--node-url", u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Keys are the faucet's keys: the distributors, and the treasury that

@@ -164,7 +164,7 @@ func (o *Serve) devnetValidate() error {
 	d := o.Devnet
 	switch {
 	case d.On:
-		if o.Node.URL != "" || o.Keys.File != "" || o.Keys.TreasuryFile != "" {
+		if len(o.Node.URLs) > 0 || o.Keys.File != "" || o.Keys.TreasuryFile != "" {
 			return errors.New("--devnet runs its own node and keys; drop --node-url, --key-file and --treasury-key-file (--devnet-treasury generates a treasury)")
 		}
 		if d.Keys < 1 || d.Keys > 100 {
@@ -176,7 +176,7 @@ func (o *Serve) devnetValidate() error {
 		if d.BTC && d.BTCBlockTime <= 0 {
 			return fmt.Errorf("%w, got %s", errBTCBlockTime, d.BTCBlockTime)
 		}
-	case o.Node.URL == "" || o.Keys.File == "":
+	case len(o.Node.URLs) == 0 || o.Keys.File == "":
 		return errors.New("--node-url and --key-file are required (or use --devnet)")
 	case d.Treasury:
 		return errors.New("--devnet-treasury needs --devnet (use --treasury-key-file with a real node)")

@@ -50,7 +50,7 @@ func TestDefaultsAreTheFlagDefaults(t *testing.T) {
 // durations), as one would not run it: Validate is not asked.
 func everySet() options.Serve {
 	return options.Serve{
-		Node: options.Node{URL: "https://node.example.com:20443", Timeout: 15 * time.Second, ChainID: 2147483648},
+		Node: options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648},
 		Keys: options.Keys{File: "/etc/faucet/keys/keys", TreasuryFile: "/etc/faucet/treasury/keys", RefillBelow: 40_000_000, RefillAmount: 400_000_000},
 		Amounts: options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7,
 			Memo: "hello, faucet; = x"}, // the separators of --token mean nothing here
@@ -185,7 +185,7 @@ func TestArgsRoundTrip(t *testing.T) {
 // to its default passes no flag.
 func TestArgsOnlyWhatDiffers(t *testing.T) {
 	o := options.Defaults()
-	o.Node.URL = "http://stacks-node:20443"
+	o.Node.URLs = options.URLList{"http://stacks-node:20443"}
 	o.Amounts.Default = options.Defaults().Amounts.Default // set, but to the default
 	o.Limits.IP = guard.Limit{}                            // 0: off
 	o.Assets.SBTC.Amount = 1000
@@ -195,6 +195,32 @@ func TestArgsOnlyWhatDiffers(t *testing.T) {
 	}
 	if got := parse(t, want...); !reflect.DeepEqual(got, o) {
 		t.Errorf("parsed back %+v, want %+v", got, o)
+	}
+}
+
+// Several nodes: the flag repeated and a comma-separated value give the
+// same list, each URL once, and Args writes it back as one value.
+func TestSeveralNodeURLs(t *testing.T) {
+	a, b := "http://node-a:20443", "https://user:secret@node-b:20443"
+	want := options.URLList{a, b}
+	for _, args := range [][]string{
+		{"--node-url=" + a, "--node-url=" + b},
+		{"--node-url=" + a + "," + b},
+		{"--node-url=" + a + ", " + b, "--node-url=" + a},
+	} {
+		if got := parse(t, args...).Node.URLs; !slices.Equal(got, want) {
+			t.Errorf("%q: URLs %q, want %q", args, got, want)
+		}
+	}
+	o := options.Defaults()
+	o.Node.URLs = want
+	if got := o.Args(); !slices.Equal(got, []string{"--node-url=" + a + "," + b}) {
+		t.Errorf("Args() = %q", got)
+	}
+	o.Keys.File = "/keys"
+	o.Node.URLs = options.URLList{a, "node-c:20443"}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--node-url node-c:20443: needs a scheme") {
+		t.Errorf("a URL without a scheme among several: %v", err)
 	}
 }
 
@@ -233,7 +259,9 @@ func TestFlagGroupsListEveryFlagOnce(t *testing.T) {
 
 // Validate's errors name the flag to change.
 func TestValidateNamesTheFlag(t *testing.T) {
-	real := func(o *options.Serve) { o.Node.URL, o.Keys.File = "http://stacks-node:20443", "/keys" }
+	real := func(o *options.Serve) {
+		o.Node.URLs, o.Keys.File = options.URLList{"http://stacks-node:20443"}, "/keys"
+	}
 	devnet := func(o *options.Serve) { o.Devnet.On = true }
 	treasury := func(o *options.Serve) { real(o); o.Keys.TreasuryFile = "/treasury" }
 	for name, tc := range map[string]struct {
@@ -245,7 +273,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"the devnet":                 {base: devnet, mutate: func(*options.Serve) {}},
 		"a treasury with refills":    {base: treasury, mutate: func(o *options.Serve) { o.Keys.RefillBelow, o.Keys.RefillAmount = 10, 10 }},
 		"no node":                    {base: func(*options.Serve) {}, mutate: func(*options.Serve) {}, want: "--node-url and --key-file are required"},
-		"node URL without a scheme":  {base: real, mutate: func(o *options.Serve) { o.Node.URL = "localhost:20443" }, want: "--node-url localhost:20443: needs a scheme"},
+		"node URL without a scheme":  {base: real, mutate: func(o *options.Serve) { o.Node.URLs = options.URLList{"localhost:20443"} }, want: "--node-url localhost:20443: needs a scheme"},
 		"zero node timeout":          {base: real, mutate: func(o *options.Serve) { o.Node.Timeout = 0 }, want: "--node-timeout must be positive"},
 		"chain id over 32 bits":      {base: real, mutate: func(o *options.Serve) { o.Node.ChainID = 1 << 32 }, want: "--chain-id 4294967296"},
 		"zero amount":                {base: real, mutate: func(o *options.Serve) { o.Amounts.Default = 0 }, want: "--amount must be positive"},
@@ -302,7 +330,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"zero history":          {base: real, mutate: func(o *options.Serve) { o.Store.HistoryRetention = 0 }, want: "--history-retention must be positive"},
 		"log level":             {base: real, mutate: func(o *options.Serve) { o.Log.Level = "loud" }, want: "--log-level"},
 		"log format":            {base: real, mutate: func(o *options.Serve) { o.Log.Format = "xml" }, want: "--log-format"},
-		"devnet with a node":    {base: devnet, mutate: func(o *options.Serve) { o.Node.URL = "http://x:1" }, want: "drop --node-url, --key-file and --treasury-key-file"},
+		"devnet with a node":    {base: devnet, mutate: func(o *options.Serve) { o.Node.URLs = options.URLList{"http://x:1"} }, want: "drop --node-url, --key-file and --treasury-key-file"},
 		"devnet keys":           {base: devnet, mutate: func(o *options.Serve) { o.Devnet.Keys = 101 }, want: "--devnet-keys must be 1..100"},
 		"devnet block time":     {base: devnet, mutate: func(o *options.Serve) { o.Devnet.BlockTime = 0 }, want: "--block-time must be positive"},
 		"devnet BTC block time": {base: devnet, mutate: func(o *options.Serve) { o.Devnet.BTCBlockTime = 0 }, want: "--btc-block-time must be positive"},

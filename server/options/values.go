@@ -136,3 +136,15 @@ func (n *NameList) Set(v string) error {
 	}
 	return nil
 }
+
+// URLList is a flag of comma-separated URLs, each added once; repeating the
+// flag adds to the list.
+type URLList []string
+
+// ArgName is the placeholder -h shows after the flag's name.
+func (*URLList) ArgName() string { return "urls" }
+
+func (u *URLList) String() string { return (*NameList)(u).String() }
+
+// Set adds the list's URLs.
+func (u *URLList) Set(v string) error { return (*NameList)(u).Set(v) }
