@@ -3,6 +3,7 @@ package controllers
 import (
 	"maps"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server"
 )
 
 // The faucet's Deployment, from pure builders like those of resources.go:
@@ -106,13 +108,15 @@ func podSpecFor(fs *faucetv1alpha1.FaucetServer, c corev1.Container, volumes []c
 		EnableServiceLinks:           ptr.To(false),
 		SecurityContext:              podSecurityContext(),
 		Containers:                   []corev1.Container{c},
-		Volumes:                      volumes,
-		NodeSelector:                 maps.Clone(fs.Spec.NodeSelector),
-		Tolerations:                  deepCopies(fs.Spec.Tolerations, (*corev1.Toleration).DeepCopy),
-		Affinity:                     fs.Spec.Affinity.DeepCopy(),
-		TopologySpreadConstraints:    deepCopies(fs.Spec.TopologySpreadConstraints, (*corev1.TopologySpreadConstraint).DeepCopy),
-		PriorityClassName:            fs.Spec.PriorityClassName,
-		ImagePullSecrets:             slices.Clone(fs.Spec.ImagePullSecrets),
+		// The lame duck and the drain must end before the kubelet kills.
+		TerminationGracePeriodSeconds: ptr.To(int64(terminationGrace / time.Second)),
+		Volumes:                       volumes,
+		NodeSelector:                  maps.Clone(fs.Spec.NodeSelector),
+		Tolerations:                   deepCopies(fs.Spec.Tolerations, (*corev1.Toleration).DeepCopy),
+		Affinity:                      fs.Spec.Affinity.DeepCopy(),
+		TopologySpreadConstraints:     deepCopies(fs.Spec.TopologySpreadConstraints, (*corev1.TopologySpreadConstraint).DeepCopy),
+		PriorityClassName:             fs.Spec.PriorityClassName,
+		ImagePullSecrets:              slices.Clone(fs.Spec.ImagePullSecrets),
 	}
 }
 
@@ -153,7 +157,7 @@ func containerFor(fs *faucetv1alpha1.FaucetServer, image string, args []string, 
 		// serve: with the one pod of the embedded store, that is the outage
 		// of a pod deletion. A 2s tick keeps it short; /readyz is cheap.
 		LivenessProbe:   httpProbe("/healthz", 10, 2),
-		ReadinessProbe:  httpProbe("/readyz", 2, 5),
+		ReadinessProbe:  httpProbe("/readyz", readinessPeriod, 5),
 		Resources:       resources,
 		SecurityContext: containerSecurityContext(),
 		VolumeMounts:    mounts,
@@ -161,15 +165,29 @@ func containerFor(fs *faucetv1alpha1.FaucetServer, image string, args []string, 
 }
 
 // httpProbe GETs path on the faucet's port every period seconds, each
-// within timeout seconds; three failures in a row count.
+// within timeout seconds; probeFailures failures in a row count.
 func httpProbe(path string, period, timeout int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portName)}},
 		TimeoutSeconds:   timeout,
 		PeriodSeconds:    period,
-		FailureThreshold: 3,
+		FailureThreshold: probeFailures,
 	}
 }
+
+const (
+	readinessPeriod int32 = 2
+	probeFailures   int32 = 3
+	// lameDuck is how long a terminating faucet pod fails /readyz while
+	// still serving: until the readiness probe has failed often enough to
+	// take it out of the Service, plus one period for the endpoints change
+	// to reach every node's proxy. Kubernetes drops a terminating pod from
+	// the endpoints at once, but a probe-driven load balancer does not.
+	lameDuck = time.Duration(readinessPeriod*(probeFailures+1)) * time.Second
+	// terminationGrace covers the lame duck, then the drain of in-flight
+	// drips (server.ShutdownTimeout), with room for the process to exit.
+	terminationGrace = lameDuck + server.ShutdownTimeout + 4*time.Second
+)
 
 // containerSecurityContext: non-root, no privilege escalation, no
 // capabilities, a read-only root filesystem.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server"
 )
 
 // The parts of the Deployment, each built on its own; TestDeploymentFor
@@ -248,5 +250,27 @@ func TestContainerFor(t *testing.T) {
 	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation ||
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("securityContext %+v", sc)
+	}
+}
+
+// A deleted pod fails readiness for longer than the probe needs to notice,
+// still serving, then drains its drips, all within its grace period.
+func TestLameDuckFitsTheGracePeriod(t *testing.T) {
+	probe := time.Duration(readinessPeriod*probeFailures) * time.Second
+	if lameDuck <= probe {
+		t.Errorf("lame duck %s, want more than the readiness probe's %s to fail", lameDuck, probe)
+	}
+	if terminationGrace <= lameDuck+server.ShutdownTimeout {
+		t.Errorf("grace period %s, want more than the lame duck %s and the drain %s", terminationGrace, lameDuck, server.ShutdownTimeout)
+	}
+	pod := DeploymentFor(fixture(), "img").Spec.Template.Spec
+	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second != terminationGrace {
+		t.Errorf("terminationGracePeriodSeconds %v, want %s", g, terminationGrace)
+	}
+	if !slices.Contains(pod.Containers[0].Args, "--shutdown-delay="+lameDuck.String()) {
+		t.Errorf("args %q lack the lame duck", pod.Containers[0].Args)
+	}
+	if p := pod.Containers[0].ReadinessProbe; p.PeriodSeconds != readinessPeriod || p.FailureThreshold != probeFailures {
+		t.Errorf("readiness probe %+v", p)
 	}
 }

@@ -116,8 +116,10 @@ func TestServerArgs(t *testing.T) {
 		// order (listen after the store, log-format last).
 		listen    = "--listen=:3999"
 		logFormat = "--log-format=json"
+		// The lame duck the grace period is sized for: always written.
+		shutdownDelay = "--shutdown-delay=8s"
 	)
-	minimal := []string{"serve", nodeURL, keyFile, embeddedStore, listen, logFormat}
+	minimal := []string{"serve", nodeURL, keyFile, embeddedStore, listen, shutdownDelay, logFormat}
 	tests := map[string]struct {
 		// spec changes applied to the fixture
 		mutate func(*faucetv1alpha1.FaucetServer)
@@ -130,7 +132,7 @@ func TestServerArgs(t *testing.T) {
 		},
 		"a custom Secret data key names the mounted file": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.KeySecretRef.Key = "faucet.txt" },
-			want:   []string{"serve", nodeURL, "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore, listen, logFormat},
+			want:   []string{"serve", nodeURL, "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"an explicit embedded store is the same file on the volume": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -140,7 +142,7 @@ func TestServerArgs(t *testing.T) {
 		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
-			want:   []string{"serve", nodeURL, keyFile, listen, logFormat},
+			want:   []string{"serve", nodeURL, keyFile, listen, shutdownDelay, logFormat},
 		},
 		"every setting maps to its flag; those equal to serve's defaults pass none": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -163,7 +165,7 @@ func TestServerArgs(t *testing.T) {
 				"--amount=1000000", "--stacking-amount=90000000000", "--stacking-padding-percent=0", "--memo=hello faucet",
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
 				"--limit-ip=30/1m30s", "--trusted-proxy-hops=2", "--suspend=true",
-				embeddedStore, listen, "--log-level=debug", logFormat},
+				embeddedStore, listen, shutdownDelay, "--log-level=debug", logFormat},
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -182,13 +184,13 @@ func TestServerArgs(t *testing.T) {
 				"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24",
 				"--balance-cap=5000000000",
 				embeddedStore, listen,
-				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250", logFormat},
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250", shutdownDelay, logFormat},
 		},
 		"funding.lowThreshold is the faucet's --low-drips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
-			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=40", logFormat},
+			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=40", shutdownDelay, logFormat},
 		},
 		"funding.lowThreshold wins over the deprecated page.lowDrips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -197,13 +199,13 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
 			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen,
-				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", logFormat},
+				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", shutdownDelay, logFormat},
 		},
 		"a lowThreshold of 0 (only empty) is --low-drips=1, the least the faucet takes and the same to it": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
 			},
-			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=1", logFormat},
+			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=1", shutdownDelay, logFormat},
 		},
 		"batching maps to its flags, after the memo": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -216,7 +218,7 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: []string{"serve", nodeURL, keyFile, "--memo=hi",
 				"--batch-max=150", "--batch-window=1.5s",
-				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore, listen, logFormat},
+				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"batching with the CRD's defaults filled in (200, no window, the default contract) passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -231,18 +233,18 @@ func TestServerArgs(t *testing.T) {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(50))}
 			},
-			want: []string{"serve", nodeURL, keyFile, "--batch-max=50", embeddedStore, listen, logFormat},
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=50", embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"batching off": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(0))}
 			},
-			want: []string{"serve", nodeURL, keyFile, "--batch-max=0", embeddedStore, listen, logFormat},
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=0", embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"the API tokens key defaults to tokens": {
 			mutate: apiTokens("faucet-api-tokens", ""),
 			want: []string{"serve", nodeURL, keyFile, "--api-tokens-file=/etc/faucet/api-tokens/tokens",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"each token of spec.assets is a --token, in spec order, with its limits (the CRD's defaults filled in or not)": {
 			mutate: withAssets(
@@ -257,12 +259,12 @@ func TestServerArgs(t *testing.T) {
 			want: []string{"serve", nodeURL, keyFile,
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s;" +
 					"name=tusd,asset=" + testnetTUSD + ",amount=10000000,limit-address=2/1h0m0s,limit-ip=30/5m0s",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"sbtc without an identifier is the contract the node names in /v2/pox: no asset=": {
 			mutate: withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 1}}),
 			want: []string{"serve", nodeURL, keyFile, "--token=name=sbtc,amount=1,limit-address=5/5m0s,limit-ip=30/5m0s",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"a token's lowThreshold is its low-drips; 0 is 1 to the faucet, as for --low-drips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -273,7 +275,7 @@ func TestServerArgs(t *testing.T) {
 			want: []string{"serve", nodeURL, keyFile,
 				"--token=name=tusd,asset=" + testnetTUSD + ",amount=7,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=25;" +
 					"name=sbtc,asset=" + testnetSBTC + ",amount=3,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=1",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"an empty list passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Assets = faucetv1alpha1.AssetList{} },
@@ -288,7 +290,7 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: []string{"serve", nodeURL, keyFile, "--treasury-key-file=/etc/faucet/treasury/keys",
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=3/1h0m0s,refill-below=20000,refill-amount=200000",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"token refills without a treasury, which the CRD refuses, pass nothing the server would refuse": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -298,7 +300,7 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: []string{"serve", nodeURL, keyFile,
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s",
-				embeddedStore, listen, logFormat},
+				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"a proof of work with the CRD's defaults filled in passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {

@@ -15,10 +15,10 @@ import (
 // with, so a flag's name is written only there.
 func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 	o := serverOptions(fs)
-	// Where the pod listens and how it logs are the pod's contract with
-	// its probes and the cluster's log pipeline: written out, whatever
-	// the image's defaults.
-	return append([]string{"serve"}, o.Args("listen", "log-format")...)
+	// Where the pod listens, how it logs and how long it stays a lame duck
+	// are the pod's contract with its probes, the cluster's log pipeline
+	// and its grace period: written out, whatever the image's defaults.
+	return append([]string{"serve"}, o.Args("listen", "log-format", "shutdown-delay")...)
 }
 
 // serverOptions are the spec on serve's defaults. Unset optional fields
@@ -27,6 +27,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 func serverOptions(fs *faucetv1alpha1.FaucetServer) options.Serve {
 	o := options.Defaults()
 	o.HTTP.Listen = ":" + strconv.Itoa(ServerPort)
+	o.HTTP.ShutdownDelay = lameDuck
 	o.Log.Format = "json"
 	for _, set := range []func(*faucetv1alpha1.FaucetServer, *options.Serve){
 		setNodeAndKeys, setAmountsAndFees, setLimitsAndAbuse, setAssets, setBTC, setService,

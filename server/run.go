@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,11 +40,22 @@ func Run(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) 
 // connections and waits up to ShutdownTimeout for in-flight requests before
 // closing the rest. It returns nil after a clean shutdown.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	return ServeLameDuck(ctx, ln, h, logger, 0)
+}
+
+// ServeLameDuck is Serve with a lame-duck period: once ctx is cancelled,
+// /readyz answers 503 and every answer closes its connection, while
+// everything is still served for lameDuck; only then does the shutdown
+// start. Kubernetes takes a terminating pod out of its Service's endpoints
+// while the pod is still serving, and load balancers that probe readiness
+// see it fail, so no client is sent to a closed port.
+func ServeLameDuck(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, lameDuck time.Duration) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	var draining atomic.Bool
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           drainingHandler(h, &draining),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
@@ -62,6 +74,17 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		return err // Serve failed before any shutdown; never ErrServerClosed here
 	case <-ctx.Done():
 	}
+	if lameDuck > 0 {
+		draining.Store(true)
+		logger.Info("http server draining: not ready, still serving", "for", lameDuck.String())
+		t := time.NewTimer(lameDuck)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
+			return err
+		}
+	}
 	logger.Info("http server shutting down", "timeout", ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
@@ -75,4 +98,22 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+// drainingHandler is h, but while draining /readyz fails and each answer
+// asks the client to reconnect (through the Service, to another pod).
+func drainingHandler(h http.Handler, draining *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !draining.Load() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/readyz" {
+			w.Header().Set("Cache-Control", "no-store")
+			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: "shutting down"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -6,10 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 )
 
 // TestGracefulShutdown: cancelling Serve's context while a drip is being
@@ -151,4 +154,59 @@ func (h *listenHook) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	return nil
+}
+
+// During the lame duck after the context ends, /readyz fails and every
+// other route is still served, each answer closing its connection; then
+// the listener closes.
+func TestServeLameDuck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	h := http.NewServeMux()
+	h.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	h.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hi") })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ServeLameDuck(ctx, ln, h, nil, 2*time.Second) }()
+
+	get := func(path string) (int, string, bool) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Close
+	}
+	if code, _, closing := get("/readyz"); code != http.StatusOK || closing {
+		t.Fatalf("ready before the cancel: %d, closing %v", code, closing)
+	}
+	cancel()
+	eventually.True(t, time.Second, "/readyz fails once the lame duck starts", func() bool {
+		code, _, _ := get("/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	if code, body, closing := get("/readyz"); !strings.Contains(body, "shutting down") || !closing {
+		t.Errorf("lame-duck /readyz: %d %s, closing %v", code, body, closing)
+	}
+	if code, body, closing := get("/hello"); code != http.StatusOK || body != "hi" || !closing {
+		t.Errorf("lame-duck /hello: %d %q, closing %v", code, body, closing)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ServeLameDuck: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeLameDuck did not return after its lame duck")
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Error("listener still accepting after the lame duck")
+	}
 }

@@ -546,6 +546,8 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
 			want := defaults
+			// The lame duck the pod's grace period is sized for.
+			want.HTTP.ShutdownDelay = 8 * time.Second
 			tt.want(&want)
 			// Every field of options.Serve: one added to it is compared
 			// without touching this test.
@@ -557,7 +559,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			// listens and how it logs, its contract with the probes and
 			// the log pipeline, are written always, whatever the image's
 			// defaults.
-			always := []string{"--listen=:3999", "--log-format=json"}
+			always := []string{"--listen=:3999", "--shutdown-delay=8s", "--log-format=json"}
 			for _, a := range always {
 				if !slices.Contains(c.Args, a) {
 					t.Errorf("args %q lack %s", c.Args, a)

@@ -270,7 +270,7 @@ func (r *serveRun) run(ctx context.Context) error {
 		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.engine, r.btc, r.log) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
-			return server.Serve(ctx, ln, h, r.log)
+			return server.ServeLameDuck(ctx, ln, h, r.log, o.HTTP.ShutdownDelay)
 		}},
 		task{"store maintenance", r.state.background},
 		task{"api tokens reload", func(ctx context.Context) error { r.checks.Run(ctx); return nil }},

@@ -59,6 +59,8 @@ type HTTP struct {
 	StatusCacheTTL time.Duration
 	ExplorerTxURL  string
 	LowDrips       int
+	// ShutdownDelay is the lame duck after SIGTERM (server.ServeLameDuck).
+	ShutdownDelay time.Duration
 }
 
 func defaultHTTP() HTTP {
@@ -66,13 +68,14 @@ func defaultHTTP() HTTP {
 		ExplorerTxURL: server.DefaultExplorerTxURL, LowDrips: server.DefaultLowDrips}
 }
 
-// BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url and
-// --low-drips.
+// BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url,
+// --low-drips and --shutdown-delay.
 func (o *HTTP) BindFlags(fs *Flags) {
 	fs.String(&o.Listen, "listen", "address the HTTP server listens on")
 	fs.Duration(&o.StatusCacheTTL, "status-cache-ttl", "how long node reads for the status endpoint are cached")
 	fs.String(&o.ExplorerTxURL, "explorer-tx-url", "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
 	fs.Int(&o.LowDrips, "low-drips", "report the faucet as low on funds when fewer default drips than this are left")
+	fs.Duration(&o.ShutdownDelay, "shutdown-delay", "after SIGTERM, answer /readyz with 503 and keep serving this long before draining, so load balancers and the Service's endpoints stop sending first (0 = drain at once); the operator sets it from the readiness probe")
 }
 
 // validate checks the web page's settings.
@@ -83,6 +86,9 @@ func (o *HTTP) validate() error {
 	}
 	if o.LowDrips < 1 {
 		return fmt.Errorf("--low-drips must be at least 1, got %d", o.LowDrips)
+	}
+	if o.ShutdownDelay < 0 {
+		return fmt.Errorf("--shutdown-delay must not be negative, got %s", o.ShutdownDelay)
 	}
 	return nil
 }
