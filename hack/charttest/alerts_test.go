@@ -16,7 +16,7 @@ import (
 // allAlerts are the alerts of templates/prometheusrule.yaml, in order.
 var allAlerts = []string{
 	"FaucetLow", "FaucetEmpty", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
-	"FaucetNodeUnreachable", "FaucetPodNotReady",
+	"FaucetNodeUnreachable", "FaucetStacksNodeOut", "FaucetPodNotReady",
 }
 
 // alertCases are the value sets the alerts are unit-tested with, each with
@@ -37,7 +37,7 @@ var alertCases = []struct {
 		name:     "custom",
 		values:   []string{"-f", "hack/charttest/testdata/alerts/custom-values.yaml"},
 		testFile: "custom.test.yaml",
-		alerts:   []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetPodNotReady"},
+		alerts:   []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetStacksNodeOut", "FaucetPodNotReady"},
 	},
 }
 

@@ -142,6 +142,12 @@ func TestRenderMonitoringFull(t *testing.T) {
 		if got := rules["FaucetEmpty"]["for"]; got != "2m" {
 			t.Errorf("FaucetEmpty for %v, want 2m", got)
 		}
+		if got := rules["FaucetStacksNodeOut"]["for"]; got != "15m" {
+			t.Errorf("FaucetStacksNodeOut for %v, want 15m", got)
+		}
+		if expr := rules["FaucetStacksNodeOut"]["expr"].(string); !strings.Contains(expr, "by (namespace, "+serverLabel+", node)") {
+			t.Errorf("FaucetStacksNodeOut does not count by namespace, %s and node:\n%s", serverLabel, expr)
+		}
 		checkRules(t, "faucet-rules.yaml", groups)
 	})
 
