@@ -292,7 +292,7 @@ const (
 
 func TestComputeFundingBTC(t *testing.T) {
 	btc := btcTarget{rpcURL: "http://bitcoind:18443", network: "regtest", address: btcAddr}
-	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A"}, btc: btc}
+	target := fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{"ST1A"}, btc: btc}
 	fs := fundingFS()
 	withBTC(btcSpec(true))(fs)
 	result := func(stx, sats uint64, btcErr error) fundingResult {
@@ -476,7 +476,7 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 
 	// read with a Stacks node that is down: the BTC balance is read all
 	// the same, and kept apart from the Stacks error.
-	rd, err := m.read(ctx, fundingTarget{nodeURL: "http://127.0.0.1:1", addresses: []string{"ST1A"}, btc: good})
+	rd, err := m.read(ctx, fundingTarget{nodeURLs: []string{"http://127.0.0.1:1"}, addresses: []string{"ST1A"}, btc: good})
 	if err == nil || rd.btcErr != nil || rd.btc != sats {
 		t.Errorf("read: %+v, %v; want the Stacks error and the BTC balance", rd, err)
 	}

@@ -174,7 +174,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURL: fs.Spec.Node.URL, addresses: keys.addresses, treasury: treasury.address(), tokens: tokens, btc: btc}
+	t := fundingTarget{nodeURLs: fs.Spec.Node.NodeURLs(), addresses: keys.addresses, treasury: treasury.address(), tokens: tokens, btc: btc}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}

@@ -555,6 +555,15 @@ var _ = Describe("FaucetServer controller", func() {
 		}).Should(Succeed())
 	})
 
+	It("passes several Stacks nodes to the faucet as one --node-url list", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node = faucetv1alpha1.NodeSpec{URLs: []string{"http://miner.stacks:20443", "http://follower.stacks:20443"}}
+		})
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).
+			To(ContainElement("--node-url=http://miner.stacks:20443,http://follower.stacks:20443"))
+	})
+
 	It("passes the pod settings into the Deployment: log level, extra env, pull Secrets, topology spread", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
@@ -764,6 +773,16 @@ var _ = Describe("FaucetServer controller", func() {
 			"node.url must be an http:// or https:// URL with a host"),
 		Entry("URL without a host", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.URL = "http:///v2/info" },
 			"node.url must be an http:// or https:// URL with a host"),
+		Entry("url and urls", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.URLs = []string{"http://follower:20443"} },
+			"node: set url (one node) or urls (several nodes of one chain), not both"),
+		Entry("neither url nor urls", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node = faucetv1alpha1.NodeSpec{} },
+			"node: set url (one node) or urls (several nodes of one chain), not both"),
+		Entry("a node of urls without a scheme", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node = faucetv1alpha1.NodeSpec{URLs: []string{"http://miner:20443", "follower:20443"}}
+		}, "node.urls must each be an http:// or https:// URL with a host (and no comma)"),
+		Entry("a node listed twice in urls", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node = faucetv1alpha1.NodeSpec{URLs: []string{"http://miner:20443", "http://miner:20443"}}
+		}, "Duplicate value"),
 		Entry("a FAUCET_ variable in extraEnv", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.ExtraEnv = []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "200MiB"}, {Name: "FAUCET_LOW_DRIPS", Value: "5"}}
 		}, "spec.extraEnv[1].name: Invalid value: extraEnv names must not start with FAUCET_: the faucet would read it as one of its settings, which the operator sets from the spec; set the spec's field instead"),

@@ -160,7 +160,7 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 	}
 	if res.err != nil {
 		out.condStatus, out.condReason = metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable
-		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURL(res.target.nodeURL), res.err), maxConditionMessage)
+		out.condMessage = truncate(fmt.Sprintf("cannot read the balances from the node %s: %v", redactURLs(res.target.nodeURLs), res.err), maxConditionMessage)
 		return out
 	}
 	assets := append([]assetOutcome{stxOutcome(fs, out.status, lowThreshold(fs), res.target.addresses)}, assetOutcomes(fs, res, out.status)...)
@@ -213,6 +213,15 @@ func redactURL(s string) string {
 	}
 	u.User = nil
 	return u.String()
+}
+
+// redactURLs is redactURL of each, comma-separated.
+func redactURLs(urls []string) string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = redactURL(u)
+	}
+	return strings.Join(out, ", ")
 }
 
 // fundingStatusOf is status.funding for a successful read.

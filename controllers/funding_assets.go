@@ -187,7 +187,7 @@ func tokenOutcome(fs *faucetv1alpha1.FaucetServer, a faucetv1alpha1.AssetSpec, f
 		}
 		o.message = fmt.Sprintf("%s: not read yet", a.Name)
 		if err != nil {
-			o.message = fmt.Sprintf("%s: cannot read its balances from the node %s: %v", a.Name, redactURL(res.target.nodeURL), err)
+			o.message = fmt.Sprintf("%s: cannot read its balances from the node %s: %v", a.Name, redactURLs(res.target.nodeURLs), err)
 		}
 		return o
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -41,7 +42,7 @@ const (
 // fundingTarget is what to read for one FaucetServer: addresses only,
 // derived by Reconcile from the keys it parsed. No key leaves the Secret.
 type fundingTarget struct {
-	nodeURL   string
+	nodeURLs  []string // tried in order: the first that answers is read
 	timeout   time.Duration
 	addresses []string
 	treasury  string        // "" without spec.treasury
@@ -60,7 +61,7 @@ type btcTarget struct {
 }
 
 func (t fundingTarget) equal(o fundingTarget) bool {
-	return t.nodeURL == o.nodeURL && t.timeout == o.timeout && t.treasury == o.treasury &&
+	return slices.Equal(t.nodeURLs, o.nodeURLs) && t.timeout == o.timeout && t.treasury == o.treasury &&
 		t.btc == o.btc && slices.Equal(t.addresses, o.addresses) && slices.Equal(t.tokens, o.tokens)
 }
 
@@ -308,7 +309,7 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	m.mu.Unlock()
 
 	if err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("failed to read faucet balances", "faucetserver", key, "node", redactURL(t.nodeURL), "error", err.Error())
+		ctrl.LoggerFrom(ctx).V(1).Info("failed to read faucet balances", "faucetserver", key, "node", redactURLs(t.nodeURLs), "error", err.Error())
 	}
 	if rd.btcErr != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("failed to read the faucet's BTC balance", "faucetserver", key, "node", redactURL(t.btc.rpcURL), "error", rd.btcErr.Error())
@@ -372,7 +373,9 @@ func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, erro
 	return uint64(max(sats, 0)), nil
 }
 
-// readStacks reads the Stacks node's part of t.
+// readStacks reads the Stacks node's part of t from its first node that
+// answers: the faucet spreads its reads over the nodes, the operator only
+// needs one view of the balances.
 func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (reading, error) {
 	timeout := m.CallTimeout
 	if timeout <= 0 {
@@ -381,11 +384,27 @@ func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (readi
 	if t.timeout > 0 && t.timeout < timeout {
 		timeout = t.timeout
 	}
-	c, err := node.New(t.nodeURL, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
-		node.WithUserAgent("faucet-operator-funding/1"))
-	if err != nil {
-		return reading{}, err
+	var errs []error
+	for _, u := range t.nodeURLs {
+		c, err := node.New(u, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
+			node.WithUserAgent("faucet-operator-funding/1"))
+		if err != nil {
+			return reading{}, err
+		}
+		rd, err := readStacksFrom(ctx, c, t)
+		if err == nil || ctx.Err() != nil || !node.IsUnavailable(err) {
+			return rd, err
+		}
+		errs = append(errs, err)
 	}
+	if len(errs) == 0 {
+		return reading{}, errors.New("no Stacks node")
+	}
+	return reading{}, errors.Join(errs...)
+}
+
+// readStacksFrom reads the balances of t from one node.
+func readStacksFrom(ctx context.Context, c *node.Client, t fundingTarget) (reading, error) {
 	var rd reading
 	rd.balances = make([]uint64, len(t.addresses))
 	for i, addr := range t.addresses {

@@ -117,7 +117,7 @@ func TestRunway(t *testing.T) {
 }
 
 func TestComputeFunding(t *testing.T) {
-	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}}
+	target := fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{"ST1A", "ST1B"}}
 	result := func(balances ...uint64) fundingResult {
 		return fundingResult{target: target, ok: true, balances: balances, checked: t0}
 	}
@@ -357,10 +357,10 @@ func TestFundingMonitor(t *testing.T) {
 
 	slowKeys := []types.NamespacedName{{Namespace: "a", Name: "slow1"}, {Namespace: "a", Name: "slow2"}}
 	for _, k := range slowKeys {
-		m.Track(k, fundingTarget{nodeURL: slow.URL, addresses: []string{addr.String()}})
+		m.Track(k, fundingTarget{nodeURLs: []string{slow.URL}, addresses: []string{addr.String()}})
 	}
 	fastKey := types.NamespacedName{Namespace: "a", Name: "fast"}
-	target := fundingTarget{nodeURL: fast.URL, addresses: []string{addr.String()}}
+	target := fundingTarget{nodeURLs: []string{fast.URL}, addresses: []string{addr.String()}}
 	start := time.Now()
 	m.Track(fastKey, target)
 
@@ -391,12 +391,12 @@ func TestFundingMonitor(t *testing.T) {
 	if !ok || res.err != nil || res.balances[0] != 3*cost || len(res.samples) < 4 {
 		t.Fatalf("result %+v %v", res, ok)
 	}
-	if _, ok := m.Result(fastKey, fundingTarget{nodeURL: fast.URL}); ok {
+	if _, ok := m.Result(fastKey, fundingTarget{nodeURLs: []string{fast.URL}}); ok {
 		t.Error("a result for another target")
 	}
 	var slowErr error
 	for slowErr == nil && ctx.Err() == nil {
-		if r, ok := m.Result(slowKeys[0], fundingTarget{nodeURL: slow.URL, addresses: []string{addr.String()}}); ok {
+		if r, ok := m.Result(slowKeys[0], fundingTarget{nodeURLs: []string{slow.URL}, addresses: []string{addr.String()}}); ok {
 			slowErr = r.err
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -437,7 +437,7 @@ func twoTokens(t testing.TB) (*faucetv1alpha1.FaucetServer, fundingTarget) {
 	tusd := tokenAsset("tusd", testnetTUSD, 10, nil)
 	tusd.LowThreshold = ptr.To(int64(5))
 	withAssets(sbtcAsset(1000, nil), tusd)(fs)
-	target := fundingTarget{nodeURL: "http://node:20443", addresses: []string{"ST1A", "ST1B"}, tokens: []tokenTarget{
+	target := fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{"ST1A", "ST1B"}, tokens: []tokenTarget{
 		{name: "sbtc", asset: parseAsset(t, testnetSBTC)}, {name: "tusd", asset: parseAsset(t, testnetTUSD)},
 	}}
 	return fs, target
@@ -738,11 +738,15 @@ func TestFundingMonitorReadsTokens(t *testing.T) {
 	srv := httptest.NewServer(counter)
 	defer srv.Close()
 	addr := func(i int) string { return keys[i].TestnetAddress().String() }
-	target := fundingTarget{nodeURL: srv.URL, addresses: []string{addr(0), addr(1)}, treasury: addr(2),
+	target := fundingTarget{nodeURLs: []string{srv.URL}, addresses: []string{addr(0), addr(1)}, treasury: addr(2),
 		tokens: []tokenTarget{{name: "sbtc", asset: sbtc}, {name: "tusd", asset: tusd}}}
 	m := &FundingMonitor{HTTPClient: srv.Client()}
 	ctx := context.Background()
 
+	// Several nodes: the first does not answer, the second is read.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	target.nodeURLs = []string{closed.URL, srv.URL}
 	rd, err := m.read(ctx, target)
 	if err != nil {
 		t.Fatal(err)
@@ -823,7 +827,7 @@ func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 		srv := httptest.NewServer(devnode.New(cfg).Handler())
 		defer srv.Close()
 		m := &FundingMonitor{HTTPClient: srv.Client()}
-		return m.read(context.Background(), fundingTarget{nodeURL: srv.URL, addresses: []string{a.String()}, tokens: tokens})
+		return m.read(context.Background(), fundingTarget{nodeURLs: []string{srv.URL}, addresses: []string{a.String()}, tokens: tokens})
 	}
 	cfg := devnode.Config{
 		Genesis: map[stacks.Address]uint64{a: 200 * cost},
@@ -849,7 +853,7 @@ func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 		if err != nil || rd.balances[0] != 200*cost || !errors.Is(rd.tokens[0].err, errNoPoXSBTC) {
 			t.Fatalf("read %+v, %v", rd, err)
 		}
-		res := fundingResult{target: fundingTarget{nodeURL: "http://node:20443", addresses: []string{a.String()}, tokens: tokens}, ok: true,
+		res := fundingResult{target: fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{a.String()}, tokens: tokens}, ok: true,
 			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
 		out := computeFunding(fs, res, nil)
 		f := assetFunding(out.status, "sbtc")

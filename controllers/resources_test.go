@@ -140,6 +140,12 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: minimal,
 		},
+		"several nodes are one --node-url list, in order": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Node = faucetv1alpha1.NodeSpec{URLs: []string{"http://miner:20443", "https://follower.example.com:20443"}}
+			},
+			want: []string{"serve", "--node-url=http://miner:20443,https://follower.example.com:20443", keyFile, embeddedStore, listen, shutdownDelay, logFormat},
+		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
 			want:   []string{"serve", nodeURL, keyFile, listen, shutdownDelay, logFormat},

@@ -54,7 +54,7 @@ func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
 // paths are flags) and the treasury.
 func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
-	o.Node.URLs = options.URLList{s.Node.URL}
+	o.Node.URLs = s.Node.NodeURLs()
 	if s.Node.Timeout != nil {
 		o.Node.Timeout = s.Node.Timeout.Duration
 	}

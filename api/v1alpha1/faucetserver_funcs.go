@@ -1,6 +1,10 @@
 package v1alpha1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Helpers that read a FaucetServer's spec with its defaults applied. They
 // live beside the types so that the controller, its tests and the CLI read
@@ -14,6 +18,18 @@ func (fs *FaucetServer) StoreKind() string {
 		return StorePostgres
 	}
 	return StoreEmbedded
+}
+
+// NodeURLs are the Stacks nodes the faucet uses: spec.node.urls, or
+// spec.node.url alone.
+func (n NodeSpec) NodeURLs() []string {
+	if len(n.URLs) > 0 {
+		return slices.Clone(n.URLs)
+	}
+	if n.URL == "" {
+		return nil
+	}
+	return []string{n.URL}
 }
 
 // KeySecretKey selects the Secret data key that holds the private keys.

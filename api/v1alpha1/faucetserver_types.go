@@ -614,14 +614,27 @@ type TreasuryKeyReference struct {
 }
 
 // NodeSpec locates the Stacks node RPC.
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.urls)",message="node: set url (one node) or urls (several nodes of one chain), not both"
 type NodeSpec struct {
 	// url is the http or https URL of the Stacks node RPC, e.g.
-	// http://stacks-node.stacks.svc:20443.
-	// +required
+	// http://stacks-node.stacks.svc:20443. Set url or urls.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="node.url must be an http:// or https:// URL with a host, e.g. http://stacks-node:20443"
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+
+	// urls are several Stacks nodes of one chain, e.g. the miner and a
+	// follower: the faucet reads from a healthy one at the highest tip,
+	// broadcasts to all of them and sends a transaction again to one that
+	// lacks it, so one node's restart or lag costs no drip. Set url or urls.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(u, isURL(u) && url(u).getScheme() in ['http', 'https'] && url(u).getHostname() != '' && !u.contains(','))",message="node.urls must each be an http:// or https:// URL with a host (and no comma), e.g. http://stacks-follower:20443"
+	URLs []string `json:"urls,omitempty"`
 
 	// timeout bounds each call to the node, as a duration ("10s").
 	// Defaults to 10s.
