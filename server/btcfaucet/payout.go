@@ -46,6 +46,8 @@ type Node interface {
 	BlockSource
 	SendRawTransaction(ctx context.Context, raw []byte) (string, error)
 	EstimateFee(ctx context.Context, confTarget int) (*btcnode.FeeEstimate, error)
+	// MempoolSpends lists which of the outputs mempool transactions spend.
+	MempoolSpends(ctx context.Context, outs []btcnode.OutPoint) (map[btcnode.OutPoint]string, error)
 }
 
 var _ Node = (*btcnode.Client)(nil)
@@ -85,6 +87,13 @@ type Payer struct {
 	mu       sync.Mutex
 	log      *slog.Logger
 	inflight map[string]*PayoutRecord
+	// spentElsewhere are chain coins that a mempool transaction the payer
+	// did not record spends (its own payouts before a restart without its
+	// records, or another wallet of the key), and unspentAt the coins the
+	// node said are free, each at the tip it was asked at: a coin is asked
+	// about at most once a block, and skipped until a block shows where
+	// it went.
+	spentElsewhere, unspentAt map[wire.OutPoint]int64
 	// beforeSend, when set (tests), runs after the record and before the
 	// broadcast; an error stops there, as a crash would.
 	beforeSend func(PayoutRecord) error
@@ -105,7 +114,8 @@ func newPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees
 		store = journal.NewMemoryStore()
 	}
 	p := &Payer{key: key, addr: key.Address().String(), node: node, chain: chain,
-		journal: journal.New(store, now), fees: fees, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{}}
+		journal: journal.New(store, now), fees: fees, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{},
+		spentElsewhere: map[wire.OutPoint]int64{}, unspentAt: map[wire.OutPoint]int64{}}
 	p.estimate.TTL, p.estimate.Now = FeeRateTTL, p.journal.Now
 	return p
 }
@@ -226,16 +236,28 @@ func (p *Payer) Pay(ctx context.Context, payouts []bitcoin.Payout) (*PayoutRecor
 		total += po.Amount
 	}
 	rate := p.feeRate(ctx)
-	coins, depth, err := p.spendable()
-	if err != nil {
-		return nil, err
-	}
-	sel, err := bitcoin.SelectCoins(coins, total, rate, len(payouts))
-	if err != nil {
-		if errors.Is(err, bitcoin.ErrInsufficientFunds) {
-			return nil, fmt.Errorf("btc payer: %w: %w", ErrNoCoins, err)
+	var (
+		sel   []bitcoin.Coin
+		depth map[wire.OutPoint]int
+	)
+	for round := 0; ; round++ {
+		var coins []bitcoin.Coin
+		var err error
+		if coins, depth, err = p.spendable(); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("btc payer: %w", err)
+		sel, err = bitcoin.SelectCoins(coins, total, rate, len(payouts))
+		if err != nil {
+			if errors.Is(err, bitcoin.ErrInsufficientFunds) {
+				return nil, fmt.Errorf("btc payer: %w: %w", ErrNoCoins, err)
+			}
+			return nil, fmt.Errorf("btc payer: %w", err)
+		}
+		// A selection of free coins goes; one with a coin the mempool
+		// spends is made again without it (a bounded number of times).
+		if round >= maxSelectRounds || !p.dropSpentElsewhere(ctx, sel) {
+			break
+		}
 	}
 	tx, err := bitcoin.BuildPayout(bitcoin.BuildParams{Key: p.key, Coins: sel, Payouts: payouts, FeeRate: rate})
 	if err != nil {
@@ -366,10 +388,50 @@ func (btcChain) Judge(err error) journal.Verdict {
 	return journal.NotSent
 }
 
+// maxSelectRounds bounds how many selections one payout tries while the
+// node reports their coins spent in its mempool.
+const maxSelectRounds = 16
+
+// dropSpentElsewhere asks the node whether a mempool transaction spends a
+// chain coin of sel it has not vouched for at this tip, marks those that
+// are, and reports whether it found one. Change of our own payouts in
+// flight is ours to know about. A node that does not answer vouches for
+// nothing, and the payout goes as chosen: the send's own answer tells.
+func (p *Payer) dropSpentElsewhere(ctx context.Context, sel []bitcoin.Coin) bool {
+	tip := p.chain.Tip()
+	var ask []btcnode.OutPoint
+	for _, c := range sel {
+		if _, onChain := p.chain.Coin(c.OutPoint); onChain && p.unspentAt[c.OutPoint] != tip {
+			ask = append(ask, btcnode.OutPoint{TxID: c.OutPoint.Hash.String(), Vout: c.OutPoint.Index})
+		}
+	}
+	if len(ask) == 0 {
+		return false
+	}
+	spends, err := p.node.MempoolSpends(ctx, ask)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, c := range sel {
+		spender, spent := spends[btcnode.OutPoint{TxID: c.OutPoint.Hash.String(), Vout: c.OutPoint.Index}]
+		if !spent {
+			p.unspentAt[c.OutPoint] = tip
+			continue
+		}
+		p.spentElsewhere[c.OutPoint] = tip
+		found = true
+		p.log.Info("btc coin spent by a mempool transaction the faucet has no record of; choosing another",
+			"coin", c.OutPoint.String(), "spent_by", spender, "value", c.Value)
+	}
+	return found
+}
+
 // spendable lists the coins a new payout may spend: mature coins unspent
 // on chain and the change of in-flight payouts, less every coin an
-// in-flight payout spends and less change at the chain limit; depth gives
-// each coin's unconfirmed ancestors.
+// in-flight payout spends, a mempool transaction spends (at this tip) and
+// less change at the chain limit; depth gives each coin's unconfirmed
+// ancestors.
 func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
 	reserved := map[wire.OutPoint]bool{}
 	for _, r := range p.inflight {
@@ -380,8 +442,18 @@ func (p *Payer) spendable() ([]bitcoin.Coin, map[wire.OutPoint]int, error) {
 	depth := map[wire.OutPoint]int{}
 	var out []bitcoin.Coin
 	tip := p.chain.Tip()
+	for op, at := range p.spentElsewhere {
+		if at != tip {
+			delete(p.spentElsewhere, op) // a block came: ask again
+		}
+	}
+	for op, at := range p.unspentAt {
+		if at != tip {
+			delete(p.unspentAt, op)
+		}
+	}
 	for _, c := range p.chain.Coins() {
-		if !reserved[c.OutPoint] && c.Mature(tip) {
+		if _, elsewhere := p.spentElsewhere[c.OutPoint]; !reserved[c.OutPoint] && !elsewhere && c.Mature(tip) {
 			out = append(out, c.Coin)
 		}
 	}

@@ -322,3 +322,39 @@ func TestPayoutNodeDown(t *testing.T) {
 		t.Fatalf("the payout after recovery: %v", got)
 	}
 }
+
+// A payer that starts again without its records (a memory store, a lost
+// volume) while three earlier payouts wait in the mempool pays the next
+// drips with coins they do not spend, instead of a refused double spend
+// until the next block; every recipient is paid exactly once.
+func TestPayoutAfterARestartWithoutRecords(t *testing.T) {
+	ctx := context.Background()
+	key, c, p := fundedPayer(t, 110, nil)
+	to := recipients(t, 6)
+	for i := range 3 {
+		if _, err := p.Pay(ctx, []bitcoin.Payout{{Address: to[i], Amount: dripSats}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pool, err := c.RawMempool(ctx); err != nil || len(pool) != 3 {
+		t.Fatalf("mempool %v, %v: want the three payouts", pool, err)
+	}
+
+	// The next process, with nothing recorded.
+	fresh := NewPayer(key, c, nil, testFees, 1, nil)
+	if err := fresh.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 6; i++ {
+		if _, err := fresh.Pay(ctx, []bitcoin.Payout{{Address: to[i], Amount: dripSats}}); err != nil {
+			t.Fatalf("drip %d after the restart: %v", i, err)
+		}
+	}
+	mineAll(t, c, fresh)
+	paid := paidTo(t, c)
+	for i, a := range to {
+		if got := paid[hex.EncodeToString(a.PkScript())]; len(got) != 1 || got[0] != dripSats {
+			t.Errorf("recipient %d got %v, want exactly one drip", i, got)
+		}
+	}
+}

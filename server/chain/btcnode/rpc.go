@@ -21,6 +21,7 @@ const (
 	CallRawTransaction  = "getrawtransaction"
 	CallSendRawTx       = "sendrawtransaction"
 	CallRawMempool      = "getrawmempool"
+	CallTxSpending      = "gettxspendingprevout"
 	CallFeeEstimate     = "fee_estimate"
 	CallGenerate        = "generate"
 	CallGenerateToAddr  = "generatetoaddress"
@@ -212,6 +213,47 @@ func (c *Client) RawMempool(ctx context.Context) (txids []string, err error) {
 		txids[i] = strings.ToLower(id)
 	}
 	return txids, nil
+}
+
+// OutPoint names a transaction output: its transaction's id (hex, as the
+// node writes it) and its index.
+type OutPoint struct {
+	TxID string `json:"txid"`
+	Vout uint32 `json:"vout"`
+}
+
+// MempoolSpends calls gettxspendingprevout (Bitcoin Core 24+, btcd 0.24+):
+// of outs, those a mempool transaction spends, with that transaction's id.
+// An output spent in a block, or not spent, is not listed: gettxout cannot
+// tell this, since btcd ignores mempool spends there.
+func (c *Client) MempoolSpends(ctx context.Context, outs []OutPoint) (spends map[OutPoint]string, err error) {
+	defer c.observe(CallTxSpending, time.Now(), &err)
+	ids := make([]OutPoint, len(outs))
+	for i, o := range outs {
+		id, err := normalizeHash(CallTxSpending, o.TxID)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = OutPoint{TxID: id, Vout: o.Vout}
+	}
+	var res []struct {
+		OutPoint
+		SpendingTxID string `json:"spendingtxid"`
+	}
+	if err := c.call(ctx, CallTxSpending, []any{ids}, &res); err != nil {
+		return nil, err
+	}
+	spends = map[OutPoint]string{}
+	for _, r := range res {
+		if r.SpendingTxID == "" {
+			continue
+		}
+		if err := checkHash(r.SpendingTxID); err != nil {
+			return nil, &ResponseError{Method: CallTxSpending, Err: fmt.Errorf("spendingtxid: %w", err)}
+		}
+		spends[OutPoint{TxID: strings.ToLower(r.TxID), Vout: r.Vout}] = strings.ToLower(r.SpendingTxID)
+	}
+	return spends, nil
 }
 
 // EstimateFee asks for a fee rate that confirms within confTarget blocks:
