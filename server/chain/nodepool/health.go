@@ -225,6 +225,9 @@ func (p *Pool) Probe(ctx context.Context) {
 }
 
 func (p *Pool) probe(ctx context.Context, round []*member) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
+	defer cancel()
 	infos := make([]*node.Info, len(round))
 	var wg sync.WaitGroup
 	for i, m := range round {
@@ -235,7 +238,7 @@ func (p *Pool) probe(ctx context.Context, round []*member) {
 			case err == nil:
 				p.answered(m, p.cfg.Now().Sub(start))
 				infos[i] = info
-			case ctx.Err() == nil:
+			case parent.Err() == nil: // not our own shutdown
 				p.failed(m, err)
 			}
 		})

@@ -37,6 +37,10 @@ const (
 	DefaultMaxLag uint64 = 5
 	// DefaultProbeInterval is how often a node in rotation is probed.
 	DefaultProbeInterval = time.Second
+	// DefaultProbeTimeout bounds a probe's /v2/info: a node that takes
+	// longer is out of rotation (a hung node would otherwise stay in until
+	// the client's own, longer timeout).
+	DefaultProbeTimeout = 2 * time.Second
 	// DefaultMaxBackoff caps the probe interval of a node out of rotation.
 	DefaultMaxBackoff = 30 * time.Second
 	// DefaultTipHold is how long a tip lower than the best one seen is
@@ -63,6 +67,7 @@ type Config struct {
 	ChainID       uint32
 	MaxLag        uint64
 	ProbeInterval time.Duration
+	ProbeTimeout  time.Duration
 	MaxBackoff    time.Duration
 	TipHold       time.Duration
 	ResendAfter   time.Duration
@@ -107,6 +112,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
@@ -188,29 +196,93 @@ func cmpDesc(a, b uint64) int {
 // so another node should be asked: not an answer about the request.
 func nodeFailed(err error) bool { return node.IsUnavailable(err) }
 
-// read runs call on the best node, and on the next while a node fails to
-// answer. The last node's error is returned when none answers.
-func read[T any](ctx context.Context, p *Pool, call func(*node.Client) (T, error)) (T, error) {
-	var (
-		zero    T
-		lastErr error
-	)
-	for _, m := range p.candidates() {
+// read runs call on the best node, and on the next one at once when a node
+// fails to answer. When the best node is slow to answer (a hung node
+// answers only at the client's timeout) the next one is asked too, after
+// a hedge delay, and the first answer wins; reads are idempotent. The
+// last node's error is returned when none answers.
+func read[T any](ctx context.Context, p *Pool, call func(context.Context, *node.Client) (T, error)) (T, error) {
+	var zero T
+	cands := p.candidates()
+	if len(cands) == 1 {
+		m := cands[0]
 		start := p.cfg.Now()
-		v, err := call(m.c)
-		if err == nil || !nodeFailed(err) || ctx.Err() != nil {
-			if err == nil {
-				p.answered(m, p.cfg.Now().Sub(start))
-			}
-			return v, err
+		v, err := call(ctx, m.c)
+		switch {
+		case err == nil:
+			p.answered(m, p.cfg.Now().Sub(start))
+		case nodeFailed(err) && ctx.Err() == nil:
+			p.failed(m, err)
 		}
-		p.failed(m, err)
-		lastErr = err
+		return v, err
 	}
-	if lastErr == nil {
-		lastErr = errors.New("nodepool: no node")
+	type result struct {
+		m    *member
+		v    T
+		err  error
+		took time.Duration
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel() // the reads still running lose
+	results := make(chan result, len(cands))
+	next, running := 0, 0
+	launch := func() {
+		m := cands[next]
+		next++
+		running++
+		go func() {
+			start := p.cfg.Now()
+			v, err := call(callCtx, m.c)
+			results <- result{m, v, err, p.cfg.Now().Sub(start)}
+		}()
+	}
+	launch()
+	hedge := time.NewTimer(p.hedgeDelay(cands[0]))
+	defer hedge.Stop()
+	lastErr := errors.New("nodepool: no node")
+	for running > 0 {
+		select {
+		case r := <-results:
+			running--
+			if r.err == nil || !nodeFailed(r.err) || ctx.Err() != nil {
+				if r.err == nil {
+					p.answered(r.m, r.took)
+				}
+				return r.v, r.err
+			}
+			p.failed(r.m, r.err)
+			lastErr = r.err
+			if next < len(cands) {
+				launch()
+			}
+		case <-hedge.C:
+			if next < len(cands) {
+				launch()
+				hedge.Reset(p.hedgeDelay(cands[next-1]))
+			}
+		}
 	}
 	return zero, lastErr
+}
+
+// Bounds of the hedge delay: a node answering in 5 ms is given 200 ms, one
+// whose latency is not known yet a second, and no node more than two.
+const (
+	minHedgeDelay     = 200 * time.Millisecond
+	unknownHedgeDelay = time.Second
+	maxHedgeDelay     = 2 * time.Second
+)
+
+// hedgeDelay is how long a read waits for m before asking the next node
+// too: four times m's usual latency, within the bounds above.
+func (p *Pool) hedgeDelay(m *member) time.Duration {
+	p.mu.Lock()
+	lat := m.latency
+	p.mu.Unlock()
+	if lat == 0 {
+		return unknownHedgeDelay
+	}
+	return min(max(4*lat, minHedgeDelay), maxHedgeDelay)
 }
 
 // Info reads /v2/info from the best node. The tip it answers never goes
@@ -218,7 +290,7 @@ func read[T any](ctx context.Context, p *Pool, call func(*node.Client) (T, error
 // Config.TipHold (the chain restarted): a node a little behind, or a load
 // balancer alternating between nodes, cannot move the faucet's view back.
 func (p *Pool) Info(ctx context.Context) (*node.Info, error) {
-	info, err := read(ctx, p, func(c *node.Client) (*node.Info, error) {
+	info, err := read(ctx, p, func(ctx context.Context, c *node.Client) (*node.Info, error) {
 		info, err := c.Info(ctx)
 		if err == nil {
 			p.observe(c, info)
@@ -235,51 +307,53 @@ func (p *Pool) Info(ctx context.Context) (*node.Info, error) {
 
 // PoX reads /v2/pox from the best node.
 func (p *Pool) PoX(ctx context.Context) (*node.PoXInfo, error) {
-	return read(ctx, p, func(c *node.Client) (*node.PoXInfo, error) { return c.PoX(ctx) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (*node.PoXInfo, error) { return c.PoX(ctx) })
 }
 
 // Account reads an account from the best node.
 func (p *Pool) Account(ctx context.Context, principal string) (*node.Account, error) {
-	return read(ctx, p, func(c *node.Client) (*node.Account, error) { return c.Account(ctx, principal) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (*node.Account, error) { return c.Account(ctx, principal) })
 }
 
 // TransferFeeRate reads /v2/fees/transfer from the best node.
 func (p *Pool) TransferFeeRate(ctx context.Context) (uint64, error) {
-	return read(ctx, p, func(c *node.Client) (uint64, error) { return c.TransferFeeRate(ctx) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (uint64, error) { return c.TransferFeeRate(ctx) })
 }
 
 // TransactionFeeEstimate asks the best node for a fee estimate.
 func (p *Pool) TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error) {
-	return read(ctx, p, func(c *node.Client) (*node.FeeEstimate, error) {
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (*node.FeeEstimate, error) {
 		return c.TransactionFeeEstimate(ctx, payload, estimatedLen)
 	})
 }
 
 // CallReadOnly runs a read-only function on the best node.
 func (p *Pool) CallReadOnly(ctx context.Context, contract stacks.ContractID, function string, sender stacks.Principal, args ...stacks.ClarityValue) (stacks.ClarityValue, error) {
-	return read(ctx, p, func(c *node.Client) (stacks.ClarityValue, error) {
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (stacks.ClarityValue, error) {
 		return c.CallReadOnly(ctx, contract, function, sender, args...)
 	})
 }
 
 // TokenBalance reads a SIP-010 balance from the best node.
 func (p *Pool) TokenBalance(ctx context.Context, token stacks.ContractID, owner stacks.Principal) (uint64, error) {
-	return read(ctx, p, func(c *node.Client) (uint64, error) { return c.TokenBalance(ctx, token, owner) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (uint64, error) { return c.TokenBalance(ctx, token, owner) })
 }
 
 // TokenMetadata reads a SIP-010 token's metadata from the best node.
 func (p *Pool) TokenMetadata(ctx context.Context, token stacks.ContractID) (node.TokenMetadata, error) {
-	return read(ctx, p, func(c *node.Client) (node.TokenMetadata, error) { return c.TokenMetadata(ctx, token) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (node.TokenMetadata, error) {
+		return c.TokenMetadata(ctx, token)
+	})
 }
 
 // Transaction looks a mined transaction up on the best node.
 func (p *Pool) Transaction(ctx context.Context, txid string) (*node.MinedTx, error) {
-	return read(ctx, p, func(c *node.Client) (*node.MinedTx, error) { return c.Transaction(ctx, txid) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (*node.MinedTx, error) { return c.Transaction(ctx, txid) })
 }
 
 // MempoolTx reports whether the best node holds txid unconfirmed.
 func (p *Pool) MempoolTx(ctx context.Context, txid string) (bool, error) {
-	return read(ctx, p, func(c *node.Client) (bool, error) { return c.MempoolTx(ctx, txid) })
+	return read(ctx, p, func(ctx context.Context, c *node.Client) (bool, error) { return c.MempoolTx(ctx, txid) })
 }
 
 // shownTip keeps Info's answers from going back.

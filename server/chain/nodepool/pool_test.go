@@ -340,3 +340,32 @@ func TestOneNodeIsItsClient(t *testing.T) {
 		t.Error("a node listed twice was accepted")
 	}
 }
+
+// A hung node costs a read no more than the hedge delay: the next node is
+// asked too and answers; the next probe takes the hung one out.
+func TestReadsAroundAHungNode(t *testing.T) {
+	ctx := context.Background()
+	c := newChain(t, 2, nodepool.Config{})
+	c.pool.Probe(ctx)
+	c.fes[0].Hang(true)
+	defer c.fes[0].Hang(false)
+	// Well below the clients' own timeout: without the hedge every read
+	// would wait for it and fail.
+	rctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+	defer cancel()
+	if _, err := c.pool.Account(rctx, c.from.TestnetAddress().String()); err != nil {
+		t.Fatalf("account read with the best node hung: %v", err)
+	}
+	if c.fes[1].Served(node.CallAccount) != 1 {
+		t.Errorf("the healthy node served %d account reads, want 1", c.fes[1].Served(node.CallAccount))
+	}
+	c.pool.Probe(ctx)
+	if s := c.state(0); s.State != "out" || s.Reason != "does not answer in time" {
+		t.Errorf("hung node after a probe: %+v", s)
+	}
+	ictx, cancel2 := context.WithTimeout(ctx, 800*time.Millisecond)
+	defer cancel2()
+	if _, err := c.pool.Info(ictx); err != nil {
+		t.Errorf("info with the hung node out: %v", err)
+	}
+}
