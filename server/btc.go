@@ -54,6 +54,7 @@ const (
 	btcOff           = "BTC faucet is not available"
 	btcBothSizes     = "cannot simultaneously request a large and xlarge amount"
 	btcNodeDown      = "The Bitcoin node is unavailable; try again shortly"
+	btcNodeBehind    = "The Bitcoin node's chain is behind the faucet's (it restarted or is syncing); try again once it has caught up"
 	btcOutOfFunds    = "The faucet is temporarily out of BTC; try again later"
 	btcBusy          = "The faucet's coins are all waiting for a block; try again in a few minutes"
 	btcRefused       = "The Bitcoin node refused the faucet transaction"
@@ -254,6 +255,8 @@ func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *d
 	switch {
 	case errors.Is(err, btcfaucet.ErrNodeDown), errors.Is(err, btcfaucet.ErrNotReady):
 		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonNodeUnavailable), btcNodeDown
+	case errors.Is(err, btcfaucet.ErrNodeBehind):
+		f.status, f.reason, f.message = http.StatusServiceUnavailable, string(faucet.ReasonNodeUnavailable), btcNodeBehind
 	case errors.Is(err, btcfaucet.ErrStandby), errors.Is(err, journal.ErrNotOwner):
 		// One replica at a time pays from the BTC key; the others stand by
 		// (and one that just lost the key refuses the drip it was paying).

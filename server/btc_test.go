@@ -356,6 +356,60 @@ func TestBTCNodeDownAndBack(t *testing.T) {
 	}
 }
 
+// A node that restarts with an empty chain (btcd on regtest) while a payout
+// waits: within seconds the faucet shows no BTC funds (its coins are on no
+// chain the node has) and drips answer 503 rather than paying with those
+// coins; the waiting payout is not sent again, and is retired once the new
+// chain has passed the old one's height; drips resume when coins mature.
+func TestBTCNodeRestartedEmpty(t *testing.T) {
+	ctx := context.Background()
+	e := newBTCEnv(t, options{})
+	to := regtestAddresses(t)
+	if w := e.dripBTC("address=" + to["p2wpkh"]); w.Code != http.StatusOK {
+		t.Fatalf("drip before the restart: %d %s", w.Code, w.Body)
+	}
+	oldTip := e.bf.Status().Tip
+	if err := e.node.StopEmpty(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually.Wait(t, 10*time.Second, func() bool { st := e.bf.Status(); return st.Tip == 0 && st.Balance == 0 }); err != nil {
+		t.Fatalf("the faucet still counts coins of the old chain: %+v", e.bf.Status())
+	}
+	var info struct {
+		Assets []struct {
+			Asset string `json:"asset"`
+			State string `json:"state"`
+		} `json:"assets"`
+	}
+	if err := json.Unmarshal(e.do(http.MethodGet, pathInfo, nil, nil).Body.Bytes(), &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range info.Assets {
+		if a.Asset == "btc" && a.State != stateEmpty {
+			t.Errorf("info BTC state %s, want %s", a.State, stateEmpty)
+		}
+	}
+	if w := e.dripBTC("address=" + to["p2tr"]); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("drip with the old chain gone: %d %s", w.Code, w.Body)
+	}
+	if pool, err := e.client.RawMempool(ctx); err != nil || len(pool) != 0 {
+		t.Errorf("the emptied node's mempool: %v, %v; want the old payout not sent again", pool, err)
+	}
+	// Past the old height and past coinbase maturity on the new chain.
+	if _, err := e.client.Generate(ctx, int(oldTip)+btcfaucet.CoinbaseMaturity); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually.Wait(t, 20*time.Second, func() bool { st := e.bf.Status(); return st.InFlight == 0 && st.Balance > 0 }); err != nil {
+		t.Fatalf("the old payout was not retired, or the new coins not counted: %+v", e.bf.Status())
+	}
+	if w := e.dripBTC("address=" + to["p2tr"]); w.Code != http.StatusOK {
+		t.Errorf("drip on the new chain: %d %s", w.Code, w.Body)
+	}
+}
+
 // 200 concurrent HTTP drips from one key: all answered 200, paid in a few
 // transactions (the batcher), every recipient exactly once, no coin spent
 // twice (the node would refuse a double spend), and the key's funds fall by

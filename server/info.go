@@ -265,6 +265,8 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 		a.State, a.StateMessage = stateStandby, "Another replica of this faucet pays BTC drips; this one stands by."
 	case !st.Ready && !st.NodeUp:
 		a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
+	case st.Behind:
+		a.State, a.StateMessage = stateUnavailable, "The Bitcoin node's chain is behind the faucet's (it restarted or is syncing); BTC drips wait until it catches up."
 	case !st.Ready:
 		a.State, a.StateMessage = stateReady, "The BTC faucet is starting."
 	default:

@@ -308,7 +308,7 @@ func newKeyCollector() *keyCollector {
 		btcImmature:    prometheus.NewDesc("faucet_btc_immature_sats", "Coinbase satoshis of the BTC key still short of 100 confirmations.", addr, nil),
 		btcInFlight:    prometheus.NewDesc("faucet_btc_payouts_in_flight", "BTC payout transactions sent and not yet confirmed.", addr, nil),
 		btcNodeUp:      prometheus.NewDesc("faucet_btc_node_up", "1 when the BTC faucet's last read of the Bitcoin node succeeded.", nil, nil),
-		btcReady:       prometheus.NewDesc("faucet_btc_ready", "1 once the BTC faucet has resumed its payouts and read its coins from the chain.", nil, nil),
+		btcReady:       prometheus.NewDesc("faucet_btc_ready", "1 once the BTC faucet has resumed its payouts and read its coins from the chain, and while the node's chain is not behind its view (a node restarted empty).", nil, nil),
 	}
 }
 
@@ -439,7 +439,7 @@ func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low 
 	st := b.Status()
 	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, asset)
 	ch <- prometheus.MustNewConstMetric(c.btcNodeUp, prometheus.GaugeValue, b2f(st.NodeUp))
-	ch <- prometheus.MustNewConstMetric(c.btcReady, prometheus.GaugeValue, b2f(st.Ready))
+	ch <- prometheus.MustNewConstMetric(c.btcReady, prometheus.GaugeValue, b2f(st.Ready && !st.Behind))
 	if !st.Ready {
 		return // no chain view yet: zeros would fire the funding alerts
 	}

@@ -33,6 +33,12 @@ const DefaultReorgDepth = 144
 // follower keeps blocks for; its view must be rebuilt from a rescan.
 var ErrReorgTooDeep = errors.New("reorg deeper than the blocks kept")
 
+// ErrNodeBehind: the node's chain is shorter than every block the follower
+// keeps, as when a node restarted empty (btcd wipes a regtest chain) or is
+// reindexing. The coins the view holds may not exist there; payouts wait
+// until the node is back up to the view.
+var ErrNodeBehind = errors.New("the Bitcoin node's chain is behind the faucet's view of it")
+
 // BlockSource is what the follower reads from the node.
 type BlockSource interface {
 	BlockCount(ctx context.Context) (int64, error)
@@ -116,7 +122,7 @@ func (f *chainFollower) Sync(ctx context.Context) (SyncResult, error) {
 		// Shorter than every block kept: a node starting over (btcd wipes
 		// a regtest chain at start; a reindexing node) rather than a reorg
 		// anyone can prove. Keep the view until it is back up to it.
-		return res, fmt.Errorf("chain follower: the node's chain (height %d) is below the oldest block kept (%d); waiting for it to catch up", height, f.blocks[0].height)
+		return res, fmt.Errorf("chain follower: %w: its height %d is below the oldest block kept (%d); waiting for it to catch up", ErrNodeBehind, height, f.blocks[0].height)
 	}
 	// Undo from our tip down to the last block the node still has at its
 	// height (a node whose chain got shorter counts as a reorg too).

@@ -207,3 +207,31 @@ func TestChainFollowerReorgTooDeep(t *testing.T) {
 		t.Fatalf("sync across a 4-block reorg keeping 2: %v, want ErrReorgTooDeep", err)
 	}
 }
+
+// A node whose chain restarted below every block the follower keeps is
+// behind, not reorganised: the view stays, and Sync says so until the
+// node catches up.
+func TestFollowerSeesANodeBehind(t *testing.T) {
+	ctx := context.Background()
+	key := regtestKey(t)
+	node := btcdtest.Start(t, key.Address().String())
+	c := node.Client()
+	if _, err := c.Generate(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	f := newChainFollower(c, key.Address().PkScript(), 1, 5)
+	if _, err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := viewOf(f)
+	if err := node.StopEmpty(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Sync(ctx); !errors.Is(err, ErrNodeBehind) {
+		t.Fatalf("sync against an emptied node: %v, want ErrNodeBehind", err)
+	}
+	sameView(t, "the view while the node is behind", viewOf(f), before)
+}

@@ -147,6 +147,9 @@ type Faucet struct {
 
 	nodeUp atomic.Bool
 	seen   atomic.Bool // the node was asked at least once
+	// behind: the last sync found the node's chain behind the view
+	// (ErrNodeBehind); drips are refused until it catches up.
+	behind atomic.Bool
 	// lastErr is the node error that keeps it not ready, for readiness.
 	mu      sync.Mutex
 	lastErr error
@@ -264,6 +267,11 @@ func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Dr
 			return nil, fmt.Errorf("btc faucet: %w: %w", ErrNotReady, cause)
 		}
 		return nil, fmt.Errorf("btc faucet: %w", ErrNotReady)
+	}
+	if f.behind.Load() {
+		// Its coins may not exist on the node's chain: a payout would be
+		// refused, or worse, wait for inputs that never come.
+		return nil, fmt.Errorf("btc faucet: %w", ErrNodeBehind)
 	}
 	amount := f.cfg.Amounts.Of(size)
 	rec, err := e.batcher.Pay(ctx, bitcoin.Payout{Address: addr, Amount: amount})

@@ -49,6 +49,12 @@ type PayoutRecord struct {
 	// unconfirmed. Set by Sync (not stored: a restart reads it from the
 	// chain again).
 	MinedAt int64
+	// OrphanedAt is set while a coin it spends is on no chain the node has
+	// (a reorg dropped the block that made it, or the node restarted
+	// empty): the highest tip the payer had seen then. Such a payout is
+	// not sent again, and is retired once the node's chain has grown
+	// orphanRetireDepth past that tip without the coin. Not stored.
+	OrphanedAt int64
 	// Replaces is the txid of the payout this one replaces (a fee bump,
 	// BumpStuck): the same coins, the same outputs, less change. Both stay
 	// recorded until a block confirms one of them; the other is then

@@ -53,6 +53,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 		if errors.Is(err, ErrReorgTooDeep) {
 			return fmt.Errorf("btc faucet: %w; restart to rescan from the start height", err)
 		}
+		f.noteBehind(err)
 		f.observe(err)
 		if err != nil {
 			continue
@@ -175,6 +176,18 @@ func chainMatches(c btcnode.Chain, n bitcoin.Network) bool {
 	return false
 }
 
+// noteBehind records whether the node's chain is behind the view, and logs
+// when that begins and ends rather than at every poll.
+func (f *Faucet) noteBehind(err error) {
+	behind := errors.Is(err, ErrNodeBehind)
+	switch was := f.behind.Swap(behind); {
+	case behind && !was:
+		f.log.Warn("btc node's chain is behind the faucet's view (restarted empty, or reindexing); BTC drips wait until it catches up", "err", err)
+	case !behind && was:
+		f.log.Info("btc node's chain caught up; BTC drips resume")
+	}
+}
+
 // observe records whether the node answered the last loop step.
 func (f *Faucet) observe(err error) {
 	up := err == nil || !btcnode.IsUnavailable(err) && !journal.NeverSent(err)
@@ -188,7 +201,7 @@ func (f *Faucet) observe(err error) {
 	f.mu.Lock()
 	f.lastErr = err
 	f.mu.Unlock()
-	if err != nil && up {
+	if err != nil && up && !errors.Is(err, ErrNodeBehind) { // that one is noteBehind's to log
 		f.log.Warn("btc faucet: following the chain failed", "err", err)
 	}
 }

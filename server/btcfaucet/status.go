@@ -16,7 +16,10 @@ type Status struct {
 	Ready   bool // holds the key, resumed and following the chain
 	Standby bool // another replica holds the key
 	NodeUp  bool
-	Tip     int64
+	// Behind: the node's chain is behind the faucet's view of it (a node
+	// restarted empty); drips are refused until it catches up.
+	Behind bool
+	Tip    int64
 	// Balance is what new payouts can spend: mature coins no payout in
 	// flight spends, plus the change of payouts in flight.
 	Balance int64
@@ -30,7 +33,7 @@ type Status struct {
 func (f *Faucet) Status() Status {
 	e := f.cur.Load()
 	st := Status{Address: f.Address().String(), Network: f.Network().String(),
-		Ready: e != nil, Standby: e == nil && !f.held.Load(), NodeUp: f.nodeUp.Load()}
+		Ready: e != nil, Standby: e == nil && !f.held.Load(), NodeUp: f.nodeUp.Load(), Behind: f.behind.Load()}
 	if e == nil {
 		return st
 	}

@@ -319,6 +319,17 @@ func (n *Node) Kill() error {
 	return n.stopLocked(syscall.SIGKILL, true)
 }
 
+// StopEmpty shuts the node down and forgets its chain: Start then brings
+// up an empty regtest chain, as a regtest node restarted without its data
+// does (btcd wipes regtest at start).
+func (n *Node) StopEmpty() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	err := n.stopLocked(syscall.SIGTERM, false)
+	n.saved, n.lost = nil, nil
+	return err
+}
+
 func (n *Node) stopLocked(sig syscall.Signal, keepChain bool) error {
 	if n.cmd == nil {
 		return nil
