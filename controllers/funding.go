@@ -38,6 +38,9 @@ type fundingResult struct {
 	checked  time.Time
 	samples  []fundingSample // oldest first, successful reads only
 	err      error           // the latest attempt's error; nil if it succeeded
+	// nodes are the Stacks nodes' last probes, aligned with
+	// target.nodeURLs; nil before the first.
+	nodes []nodeReading
 	// tokens, aligned with target.tokens, are read after the STX balances,
 	// each on its own: one that fails keeps its last figures and says why.
 	tokens []tokenResult
@@ -246,4 +249,30 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 	st.Assets = assetFundingsOf(fs, res)
 	st.AssetsSummary = assetsSummary(st.Assets)
 	return st
+}
+
+// nodesStatusOf is status.nodes and status.nodesSummary from the probes.
+func nodesStatusOf(nodes []nodeReading) ([]faucetv1alpha1.NodeHealth, string) {
+	if len(nodes) == 0 {
+		return nil, ""
+	}
+	var best uint64
+	for _, n := range nodes {
+		if n.err == nil {
+			best = max(best, n.tip)
+		}
+	}
+	out := make([]faucetv1alpha1.NodeHealth, len(nodes))
+	up := 0
+	for i, n := range nodes {
+		out[i] = faucetv1alpha1.NodeHealth{URL: redactURL(n.url), Reachable: n.err == nil}
+		if n.err != nil {
+			out[i].Message = truncate(n.err.Error(), maxConditionMessage)
+			continue
+		}
+		up++
+		out[i].TipHeight = ptr.To(int64(n.tip))        //nolint:gosec // a block height
+		out[i].LagBlocks = ptr.To(int64(best - n.tip)) //nolint:gosec // at most the height
+	}
+	return out, fmt.Sprintf("%d/%d", up, len(nodes))
 }

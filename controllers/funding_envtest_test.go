@@ -371,9 +371,12 @@ var _ = Describe("Funding", func() {
 			"name=tusd,asset=" + testnetTUSD + ",amount=10,limit-address=5/5m0s,limit-ip=30/5m0s"
 		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement(twoTokens))
 		Eventually(func(g Gomega) {
-			f := getFaucetServer(g, ns).Status.Funding
-			g.Expect(f).NotTo(BeNil())
-			g.Expect(f.AssetsSummary).To(Equal("sbtc:200 tusd:100"))
+			st := getFaucetServer(g, ns).Status
+			g.Expect(st.Funding).NotTo(BeNil())
+			g.Expect(st.Funding.AssetsSummary).To(Equal("sbtc:200 tusd:100"))
+			g.Expect(st.NodesSummary).To(Equal("1/1"), "the NODES column")
+			g.Expect(st.Nodes).To(ConsistOf(And(HaveField("URL", url), HaveField("Reachable", true),
+				HaveField("TipHeight", HaveValue(BeNumerically(">=", 0))), HaveField("LagBlocks", HaveValue(BeZero())))))
 		}).Should(Succeed())
 
 		By("adding tEUR to spec.assets, and nothing else")

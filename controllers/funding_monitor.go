@@ -287,6 +287,9 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	r := &e.result
 	r.target = t
 	r.err = err
+	if rd.nodes != nil {
+		r.nodes = rd.nodes
+	}
 	// The BTC balance comes from another node: it is kept, or fails, on
 	// its own.
 	r.btcErr = rd.btcErr
@@ -328,6 +331,7 @@ type reading struct {
 	tokens   []tokenReading // aligned with target.tokens
 	btc      uint64         // sats of target.btc.address
 	btcErr   error          // the BTC read's error; nil if it succeeded or there is none
+	nodes    []nodeReading  // the Stacks nodes' probes, aligned with target.nodeURLs
 }
 
 // read fetches the STX balances of t's addresses and treasury, then each
@@ -384,23 +388,82 @@ func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (readi
 	if t.timeout > 0 && t.timeout < timeout {
 		timeout = t.timeout
 	}
-	var errs []error
-	for _, u := range t.nodeURLs {
+	clients := make([]*node.Client, len(t.nodeURLs))
+	for i, u := range t.nodeURLs {
 		c, err := node.New(u, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
 			node.WithUserAgent("faucet-operator-funding/1"))
 		if err != nil {
 			return reading{}, err
 		}
-		rd, err := readStacksFrom(ctx, c, t)
+		clients[i] = c
+	}
+	nodes := probeNodes(ctx, clients)
+	var errs []error
+	for _, i := range readOrder(nodes) {
+		rd, err := readStacksFrom(ctx, clients[i], t)
+		rd.nodes = nodes
 		if err == nil || ctx.Err() != nil || !node.IsUnavailable(err) {
 			return rd, err
 		}
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		return reading{}, errors.New("no Stacks node")
+		return reading{nodes: nodes}, errors.New("no Stacks node")
 	}
-	return reading{}, errors.Join(errs...)
+	return reading{nodes: nodes}, errors.Join(errs...)
+}
+
+// nodeReading is one node's answer to the operator's probe.
+type nodeReading struct {
+	url string // without credentials
+	tip uint64
+	err error
+}
+
+// probeNodes reads each node's /v2/info at once.
+func probeNodes(ctx context.Context, clients []*node.Client) []nodeReading {
+	out := make([]nodeReading, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			out[i].url = c.URL()
+			info, err := c.Info(ctx)
+			if err != nil {
+				out[i].err = err
+				return
+			}
+			out[i].tip = info.StacksTipHeight
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// readOrder is the order to read the balances in: the nodes that answered
+// the probe, highest tip first, then the others (a probe can fail where a
+// read succeeds).
+func readOrder(nodes []nodeReading) []int {
+	order := make([]int, len(nodes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		na, nb := nodes[a], nodes[b]
+		switch {
+		case (na.err == nil) != (nb.err == nil):
+			if na.err == nil {
+				return -1
+			}
+			return 1
+		case na.tip != nb.tip:
+			if na.tip > nb.tip {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return order
 }
 
 // readStacksFrom reads the balances of t from one node.

@@ -751,6 +751,9 @@ func TestFundingMonitorReadsTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(rd.nodes) != 2 || rd.nodes[0].err == nil || rd.nodes[1].err != nil || rd.nodes[1].url != srv.URL {
+		t.Errorf("node probes %+v: want the closed one failed, the live one answered", rd.nodes)
+	}
 	if !slices.Equal(rd.balances, []uint64{cost, 2 * cost}) || rd.treasury != 3*cost {
 		t.Errorf("STX balances %v, treasury %d", rd.balances, rd.treasury)
 	}
@@ -883,5 +886,37 @@ func TestTokenTargets(t *testing.T) {
 	_, err := tokenTargets(fs)
 	if err == nil || !errors.Is(err, stacks.ErrBadAssetID) || !strings.HasPrefix(err.Error(), "spec.assets[name=tusd].token.assetIdentifier: ") {
 		t.Errorf("a typo in the address: %v", err)
+	}
+}
+
+// status.nodes: each node in order, reachable or why not, its tip and lag
+// behind the best; the summary counts those that answered.
+func TestNodesStatusOf(t *testing.T) {
+	nodes := []nodeReading{
+		{url: "http://user:secret@miner:20443", tip: 120},
+		{url: "http://follower:20443", tip: 117},
+		{url: "http://gone:20443", err: errors.New("node info: connection refused")},
+	}
+	got, summary := nodesStatusOf(nodes)
+	if summary != "2/3" || len(got) != 3 {
+		t.Fatalf("summary %q, %d nodes", summary, len(got))
+	}
+	if g := got[0]; g.URL != "http://miner:20443" || !g.Reachable || *g.TipHeight != 120 || *g.LagBlocks != 0 {
+		t.Errorf("miner %+v: want no credentials, tip 120, lag 0", g)
+	}
+	if g := got[1]; !g.Reachable || *g.TipHeight != 117 || *g.LagBlocks != 3 {
+		t.Errorf("follower %+v: want tip 117, lag 3", g)
+	}
+	if g := got[2]; g.Reachable || g.TipHeight != nil || !strings.Contains(g.Message, "connection refused") {
+		t.Errorf("gone %+v", g)
+	}
+	if order := readOrder(nodes); !slices.Equal(order, []int{0, 1, 2}) {
+		t.Errorf("read order %v", order)
+	}
+	if order := readOrder([]nodeReading{{err: errors.New("x")}, {tip: 5}, {tip: 9}}); !slices.Equal(order, []int{2, 1, 0}) {
+		t.Errorf("read order %v: want the highest tip that answered first", order)
+	}
+	if got, summary := nodesStatusOf(nil); got != nil || summary != "" {
+		t.Errorf("no probe yet: %v %q", got, summary)
 	}
 }

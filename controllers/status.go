@@ -207,6 +207,9 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 	switch {
 	case obs.funding != nil:
 		t := obs.funding.target
+		if obs.funding.nodes != nil {
+			st.Nodes, st.NodesSummary = nodesStatusOf(obs.funding.nodes)
+		}
 		out := computeFunding(fs, *obs.funding, st.Funding)
 		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.tokens, t.btc.address) {
 			out.status = nil // a failed first read of new keys: the old figures are of other keys

@@ -1068,6 +1068,42 @@ type FaucetServerStatus struct {
 	// how long they last. The Funded condition summarises it.
 	// +optional
 	Funding *FundingStatus `json:"funding,omitempty"`
+
+	// nodes are the Stacks nodes of spec.node as the operator last probed
+	// them (/v2/info), in their order. The faucet pods keep their own
+	// rotation (GET /faucet/v1/info lists it); this is the operator's view.
+	// +optional
+	// +listType=map
+	// +listMapKey=url
+	Nodes []NodeHealth `json:"nodes,omitempty"`
+
+	// nodesSummary is how many of the nodes answered, e.g. "2/2": the NODES
+	// column.
+	// +optional
+	NodesSummary string `json:"nodesSummary,omitempty"`
+}
+
+// NodeHealth is a Stacks node as the operator last probed it.
+type NodeHealth struct {
+	// url is the node's URL, without credentials.
+	// +required
+	URL string `json:"url"`
+
+	// reachable is true when the node answered /v2/info.
+	// +required
+	Reachable bool `json:"reachable"`
+
+	// tipHeight is the Stacks tip height the node reported.
+	// +optional
+	TipHeight *int64 `json:"tipHeight,omitempty"`
+
+	// lagBlocks is how far the node trailed the highest tip of the nodes.
+	// +optional
+	LagBlocks *int64 `json:"lagBlocks,omitempty"`
+
+	// message says why the node is not reachable.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // FundingStatus reports the balances of the faucet's keys, as the operator
@@ -1237,6 +1273,7 @@ type AccountFunding struct {
 // +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
 // +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
 // +kubebuilder:printcolumn:name="Assets",type="string",JSONPath=`.status.funding.assetsSummary`,description="drips left of each asset of spec.assets"
+// +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=`.status.nodesSummary`,description="Stacks nodes of spec.node that answered the operator"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=`.spec.node.url`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=`.spec.replicas`,priority=1
