@@ -109,7 +109,7 @@ func podSpecFor(fs *faucetv1alpha1.FaucetServer, c corev1.Container, volumes []c
 		SecurityContext:              podSecurityContext(),
 		Containers:                   []corev1.Container{c},
 		// The lame duck and the drain must end before the kubelet kills.
-		TerminationGracePeriodSeconds: ptr.To(int64(terminationGrace / time.Second)),
+		TerminationGracePeriodSeconds: ptr.To(int64(terminationGraceOf(fs) / time.Second)),
 		Volumes:                       volumes,
 		NodeSelector:                  maps.Clone(fs.Spec.NodeSelector),
 		Tolerations:                   deepCopies(fs.Spec.Tolerations, (*corev1.Toleration).DeepCopy),
@@ -178,16 +178,33 @@ func httpProbe(path string, period, timeout int32) *corev1.Probe {
 const (
 	readinessPeriod int32 = 2
 	probeFailures   int32 = 3
-	// lameDuck is how long a terminating faucet pod fails /readyz while
-	// still serving: until the readiness probe has failed often enough to
-	// take it out of the Service, plus one period for the endpoints change
-	// to reach every node's proxy. Kubernetes drops a terminating pod from
-	// the endpoints at once, but a probe-driven load balancer does not.
+	// lameDuck is how long a terminating faucet pod of several fails
+	// /readyz while still serving: until the readiness probe has failed
+	// often enough to take it out of the Service, plus one period for the
+	// endpoints change to reach every node's proxy. Kubernetes drops a
+	// terminating pod from the endpoints at once, but a probe-driven load
+	// balancer does not.
 	lameDuck = time.Duration(readinessPeriod*(probeFailures+1)) * time.Second
-	// terminationGrace covers the lame duck, then the drain of in-flight
-	// drips (server.ShutdownTimeout), with room for the process to exit.
-	terminationGrace = lameDuck + server.ShutdownTimeout + 4*time.Second
+	// exitMargin is the room left for the process to exit after the drain
+	// of in-flight drips (server.ShutdownTimeout).
+	exitMargin = 4 * time.Second
 )
+
+// lameDuckOf is fs's pods' lame duck: lameDuck with several replicas, none
+// with one. A lone pod has no peer to take its traffic, and on the
+// embedded store its replacement starts only once it has exited (the
+// store's lock): failing readiness early would only lengthen the gap.
+func lameDuckOf(fs *faucetv1alpha1.FaucetServer) time.Duration {
+	if replicasOf(fs) > 1 {
+		return lameDuck
+	}
+	return 0
+}
+
+// terminationGraceOf covers the lame duck, the drain and the exit.
+func terminationGraceOf(fs *faucetv1alpha1.FaucetServer) time.Duration {
+	return lameDuckOf(fs) + server.ShutdownTimeout + exitMargin
+}
 
 // containerSecurityContext: non-root, no privilege escalation, no
 // capabilities, a read-only root filesystem.

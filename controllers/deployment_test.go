@@ -253,24 +253,31 @@ func TestContainerFor(t *testing.T) {
 	}
 }
 
-// A deleted pod fails readiness for longer than the probe needs to notice,
-// still serving, then drains its drips, all within its grace period.
+// A deleted pod of several fails readiness for longer than the probe needs
+// to notice, still serving, then drains its drips, all within its grace
+// period; a lone pod drains at once.
 func TestLameDuckFitsTheGracePeriod(t *testing.T) {
 	probe := time.Duration(readinessPeriod*probeFailures) * time.Second
 	if lameDuck <= probe {
 		t.Errorf("lame duck %s, want more than the readiness probe's %s to fail", lameDuck, probe)
 	}
-	if terminationGrace <= lameDuck+server.ShutdownTimeout {
-		t.Errorf("grace period %s, want more than the lame duck %s and the drain %s", terminationGrace, lameDuck, server.ShutdownTimeout)
-	}
-	pod := DeploymentFor(fixture(), "img").Spec.Template.Spec
-	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second != terminationGrace {
-		t.Errorf("terminationGracePeriodSeconds %v, want %s", g, terminationGrace)
-	}
-	if !slices.Contains(pod.Containers[0].Args, "--shutdown-delay="+lameDuck.String()) {
-		t.Errorf("args %q lack the lame duck", pod.Containers[0].Args)
-	}
-	if p := pod.Containers[0].ReadinessProbe; p.PeriodSeconds != readinessPeriod || p.FailureThreshold != probeFailures {
-		t.Errorf("readiness probe %+v", p)
+	for _, c := range []struct {
+		name            string
+		fs              *faucetv1alpha1.FaucetServer
+		lameDuck, grace time.Duration
+	}{
+		{"one replica", fixture(), 0, server.ShutdownTimeout + exitMargin},
+		{"three replicas on Postgres", fixture(postgres(3)), lameDuck, lameDuck + server.ShutdownTimeout + exitMargin},
+	} {
+		pod := DeploymentFor(c.fs, "img").Spec.Template.Spec
+		if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second != c.grace {
+			t.Errorf("%s: terminationGracePeriodSeconds %v, want %s", c.name, g, c.grace)
+		}
+		if !slices.Contains(pod.Containers[0].Args, "--shutdown-delay="+c.lameDuck.String()) {
+			t.Errorf("%s: args %q lack --shutdown-delay=%s", c.name, pod.Containers[0].Args, c.lameDuck)
+		}
+		if p := pod.Containers[0].ReadinessProbe; p.PeriodSeconds != readinessPeriod || p.FailureThreshold != probeFailures {
+			t.Errorf("%s: readiness probe %+v", c.name, p)
+		}
 	}
 }

@@ -56,7 +56,7 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(defaulted.RateLimits).NotTo(BeNil(), "the CRD fills in spec.rateLimits")
 		Expect(c.Args).To(Equal([]string{
 			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
-			"--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--shutdown-delay=8s", "--log-format=json",
+			"--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--shutdown-delay=0s", "--log-format=json",
 		}))
 		Expect(c.Args).To(Equal(serverArgs(newFaucetServer(ns))), "the spec as the user wrote it, before defaulting, passes the same flags")
 		Expect(c.Args).NotTo(ContainElement(HavePrefix("--suspend")))
@@ -679,7 +679,7 @@ var _ = Describe("FaucetServer controller", func() {
 			"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24,2001:db8:bad::1/128",
 			"--balance-cap=5000000000",
 			"--store=/var/lib/faucet/faucet.db", "--listen=:3999",
-			"--low-drips=250", "--shutdown-delay=8s", "--log-format=json",
+			"--low-drips=250", "--shutdown-delay=0s", "--log-format=json",
 		}))
 		stored := getFaucetServer(Default, ns).Spec
 		Expect(stored.Abuse.ProofOfWork.MaxDifficulty).To(HaveValue(Equal(int32(24))), "the CRD's default, serve's")

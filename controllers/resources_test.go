@@ -116,8 +116,9 @@ func TestServerArgs(t *testing.T) {
 		// order (listen after the store, log-format last).
 		listen    = "--listen=:3999"
 		logFormat = "--log-format=json"
-		// The lame duck the grace period is sized for: always written.
-		shutdownDelay = "--shutdown-delay=8s"
+		// The lame duck the grace period is sized for: always written,
+		// none for a lone pod, 8s with several.
+		shutdownDelay = "--shutdown-delay=0s"
 	)
 	minimal := []string{"serve", nodeURL, keyFile, embeddedStore, listen, shutdownDelay, logFormat}
 	tests := map[string]struct {
@@ -148,7 +149,7 @@ func TestServerArgs(t *testing.T) {
 		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
-			want:   []string{"serve", nodeURL, keyFile, listen, shutdownDelay, logFormat},
+			want:   []string{"serve", nodeURL, keyFile, listen, "--shutdown-delay=8s", logFormat},
 		},
 		"every setting maps to its flag; those equal to serve's defaults pass none": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {

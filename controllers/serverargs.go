@@ -27,7 +27,7 @@ func serverArgs(fs *faucetv1alpha1.FaucetServer) []string {
 func serverOptions(fs *faucetv1alpha1.FaucetServer) options.Serve {
 	o := options.Defaults()
 	o.HTTP.Listen = ":" + strconv.Itoa(ServerPort)
-	o.HTTP.ShutdownDelay = lameDuck
+	o.HTTP.ShutdownDelay = lameDuckOf(fs)
 	o.Log.Format = "json"
 	for _, set := range []func(*faucetv1alpha1.FaucetServer, *options.Serve){
 		setNodeAndKeys, setAmountsAndFees, setLimitsAndAbuse, setAssets, setBTC, setService,

@@ -112,8 +112,7 @@ func TestServerArgsParseBack(t *testing.T) {
 	}
 	want := options.Defaults()
 	want.Node.URLs, want.Keys.File, want.Store.DSN = options.URLList{"http://stacks-node:20443"}, "/etc/faucet/keys/keys", "/var/lib/faucet/faucet.db"
-	want.HTTP.ShutdownDelay = lameDuck
 	if got := serverOptions(fixture()); !reflect.DeepEqual(got, want) {
-		t.Errorf("a minimal FaucetServer's options\n %+v\nwant serve's defaults but for the node, keys, store and lame duck\n %+v", got, want)
+		t.Errorf("a minimal FaucetServer's options\n %+v\nwant serve's defaults but for the node, keys and store\n %+v", got, want)
 	}
 }

@@ -50,18 +50,22 @@ const (
 	release    = "faucet-operator"
 	operatorNS = "faucet-system"
 	// scraperSA is the ServiceAccount of the scrape pod.
-	scraperSA     = "metrics-scraper"
-	ns            = "faucet-e2e"
-	fsName        = "testnet"
-	keySecret     = "faucet-keys"
-	devnodePort   = 20443
-	dripUSTX      = 500_000_000                   // the default drip, 500 STX
-	keyFunding    = uint64(1_000_000) * 1_000_000 // 1M STX per key at genesis
-	perAddress    = 5                             // the default per-address limit, 5 per 5m
-	burstBefore   = 15                            // drips answered before the pod is deleted
-	burstAfter    = 15                            // and after its replacement serves
-	maxBurst      = 400                           // drips the burst sends at most
-	burstWorkers  = 6
+	scraperSA    = "metrics-scraper"
+	ns           = "faucet-e2e"
+	fsName       = "testnet"
+	keySecret    = "faucet-keys"
+	devnodePort  = 20443
+	dripUSTX     = 500_000_000                   // the default drip, 500 STX
+	keyFunding   = uint64(1_000_000) * 1_000_000 // 1M STX per key at genesis
+	perAddress   = 5                             // the default per-address limit, 5 per 5m
+	burstBefore  = 15                            // drips answered before the pod is deleted
+	burstAfter   = 15                            // and after its replacement serves
+	maxBurst     = 600                           // drips the burst sends at most
+	burstWorkers = 6
+	// burstPace is each worker's pause after an answered drip: about 30
+	// drips a second, so the burst outlasts the old pod's drain and its
+	// replacement's start (a lame duck too, were one set) within maxBurst.
+	burstPace     = 200 * time.Millisecond
 	restrictedUID = 65532
 )
 
@@ -242,6 +246,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 					if restarted.Load() && answeredAfter.Add(1) >= burstAfter {
 						stopOnce.Do(func() { close(stop) })
 					}
+					time.Sleep(burstPace)
 				}
 			}()
 		}
