@@ -326,6 +326,21 @@ func (b *lockedBuffer) add(s string) {
 	b.mu.Unlock()
 }
 
+// Write adds p's lines: the buffer can be an in-process command's stderr.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
+		b.add(line)
+	}
+	return len(p), nil
+}
+
+// String is every line so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
+
 func (b *lockedBuffer) tail(n int) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -40,26 +40,7 @@ func TestServeSeveralNodes(t *testing.T) {
 		{"comma-separated", []string{"--node-url", closed + "," + live}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			addr := freeAddr(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				done <- run(ctx, append([]string{"serve", "--key-file", keyFile, "--store", "memory", "--listen", addr,
-					"--log-level", "error"}, c.nodes...), io.Discard, io.Discard)
-			}()
-			defer func() {
-				cancel()
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Errorf("serve: %v", err)
-					}
-				case <-time.After(15 * time.Second):
-					t.Error("serve did not stop with its context")
-				}
-			}()
-			base := "http://" + addr
-			waitReady(t, base)
+			base, _ := serveInProcess(t, io.Discard, append([]string{"--key-file", keyFile, "--log-level", "error"}, c.nodes...)...)
 			code, body := post(t, base+"/extended/v1/faucets/stx?address="+newAddress(t), "", "")
 			var drip struct {
 				Success bool   `json:"success"`
@@ -116,22 +97,9 @@ func burstAcrossAFault(t *testing.T, fault string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = dn.Run(ctx) }()
-	fes := []*devnode.FrontEnd{dn.FrontEnd(), dn.FrontEnd()}
-	var urls []string
-	for _, fe := range fes {
-		srv := httptest.NewServer(fe.Handler())
-		t.Cleanup(srv.Close)
-		urls = append(urls, srv.URL)
-	}
-	addr := freeAddr(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--node-url", strings.Join(urls, ","), "--key-file", writeKeys(t, keys...),
-			"--store", "memory", "--listen", addr, "--log-level", "error", "--ip-allow", "127.0.0.1", "--busy-wait", "20s"},
-			io.Discard, io.Discard)
-	}()
-	base := "http://" + addr
-	waitReady(t, base)
+	fes, urls := serveFrontEnds(t, dn, 2)
+	base, stop := serveInProcess(t, io.Discard, "--node-url", strings.Join(urls, ","), "--key-file", writeKeys(t, keys...),
+		"--log-level", "error", "--ip-allow", "127.0.0.1", "--busy-wait", "20s")
 
 	const drips, parallel, stopAfter = 1000, 64, 300
 	to := newRecipients(t, drips)
@@ -179,7 +147,7 @@ func burstAcrossAFault(t *testing.T, fault string) {
 	wg.Wait()
 
 	var all, around []time.Duration
-	stop := *stoppedAt.Load()
+	faultAt := *stoppedAt.Load()
 	for i, a := range answers {
 		if a.code != http.StatusOK {
 			t.Errorf("drip %d: answered %d", i, a.code)
@@ -187,7 +155,7 @@ func burstAcrossAFault(t *testing.T, fault string) {
 		}
 		d := a.finish.Sub(a.start)
 		all = append(all, d)
-		if a.finish.After(stop.Add(-time.Second)) && a.start.Before(stop.Add(2*time.Second)) {
+		if a.finish.After(faultAt.Add(-time.Second)) && a.start.Before(faultAt.Add(2*time.Second)) {
 			around = append(around, d)
 		}
 	}
@@ -219,10 +187,7 @@ func burstAcrossAFault(t *testing.T, fault string) {
 		return len(info.Nodes) == 2 && info.Nodes[0].State == "out" && info.Nodes[1].State == "ready"
 	})
 	fes[0].Hang(false) // let the server's shutdown end its requests
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v", err)
-	}
+	stop()
 }
 
 // quantile is the q-quantile of ds (nearest rank).
@@ -235,24 +200,6 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// lockedWriter collects a process's log.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // The preferred node accepts every broadcast and relays none: the drips
 // are mined within two blocks anyway, and the engine never repairs a
 // stuck nonce.
@@ -263,25 +210,11 @@ func TestServeWithANodeThatDropsBroadcasts(t *testing.T) {
 	}
 	dn := devnode.New(devnode.Config{Genesis: map[stacks.Address]uint64{key.TestnetAddress(): faultKeyFunding},
 		SendManyContract: stacks.SendManyMemoTestnet})
-	fes := []*devnode.FrontEnd{dn.FrontEnd(), dn.FrontEnd()}
+	fes, urls := serveFrontEnds(t, dn, 2)
 	fes[0].DropBroadcasts(true)
-	var urls []string
-	for _, fe := range fes {
-		srv := httptest.NewServer(fe.Handler())
-		t.Cleanup(srv.Close)
-		urls = append(urls, srv.URL)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr, logs := freeAddr(t), &lockedWriter{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--key-file", writeKeys(t, key), "--store", "memory", "--listen", addr,
-			"--log-level", "warn", "--log-format", "text", "--ip-allow", "127.0.0.1"}, "--node-url", urls[0], "--node-url", urls[1]),
-			io.Discard, logs)
-	}()
-	base := "http://" + addr
-	waitReady(t, base)
+	logs := &lockedBuffer{}
+	base, stop := serveInProcess(t, logs, "--key-file", writeKeys(t, key), "--log-level", "warn", "--log-format", "text",
+		"--ip-allow", "127.0.0.1", "--node-url", urls[0], "--node-url", urls[1])
 	for round := range 3 {
 		to := newRecipients(t, 20)
 		txids := make([]string, len(to))
@@ -319,14 +252,11 @@ func TestServeWithANodeThatDropsBroadcasts(t *testing.T) {
 	if fes[0].Served(node.CallBroadcast) == 0 {
 		t.Error("the dropping node was never sent a broadcast")
 	}
+	stop()
 	for _, repair := range []string{"nonce stuck", "nonce still stuck", "filled nonce gap"} {
 		if strings.Contains(logs.String(), repair) {
 			t.Errorf("the engine repaired a nonce (%q):\n%s", repair, logs.String())
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v", err)
 	}
 }
 
@@ -342,26 +272,13 @@ func TestServeWithANodeHeldBehind(t *testing.T) {
 	for range 12 {
 		dn.Mine()
 	}
-	fes := []*devnode.FrontEnd{dn.FrontEnd(), dn.FrontEnd()}
+	fes, urls := serveFrontEnds(t, dn, 2)
 	fes[0].HoldBehind(10)
-	var urls []string
-	for _, fe := range fes {
-		srv := httptest.NewServer(fe.Handler())
-		t.Cleanup(srv.Close)
-		urls = append(urls, srv.URL)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = dn.Run(ctx) }()
-	addr := freeAddr(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--key-file", writeKeys(t, key), "--store", "memory", "--listen", addr,
-			"--log-level", "error", "--ip-allow", "127.0.0.1", "--status-cache-ttl", "0s", "--node-url", strings.Join(urls, ",")},
-			io.Discard, io.Discard)
-	}()
-	base := "http://" + addr
-	waitReady(t, base)
+	base, _ := serveInProcess(t, io.Discard, "--key-file", writeKeys(t, key), "--log-level", "error", "--ip-allow", "127.0.0.1",
+		"--status-cache-ttl", "0s", "--node-url", strings.Join(urls, ","))
 	var last uint64
 	for i := range 40 {
 		if i%4 == 0 {
@@ -389,8 +306,49 @@ func TestServeWithANodeHeldBehind(t *testing.T) {
 	if fes[1].Served(node.CallAccount) == 0 || fes[1].Served(node.CallBroadcast) == 0 {
 		t.Error("the node at the tip served no account read or broadcast")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v", err)
+}
+
+// serveInProcess runs `faucet serve` with args in this process, on a free
+// port and with the memory store, until stop (or the test's end), and
+// returns its base URL once it is ready. Its log goes to stderr.
+func serveInProcess(t *testing.T, stderr io.Writer, args ...string) (base string, stop func()) {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--store", "memory", "--listen", addr}, args...), io.Discard, stderr)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("serve: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Error("serve did not stop with its context")
+			}
+		})
 	}
+	t.Cleanup(stop)
+	base = "http://" + addr
+	waitReady(t, base)
+	return base, stop
+}
+
+// serveFrontEnds serves n new front ends of dn until the test ends.
+func serveFrontEnds(t *testing.T, dn *devnode.Node, n int) ([]*devnode.FrontEnd, []string) {
+	t.Helper()
+	fes := make([]*devnode.FrontEnd, n)
+	urls := make([]string, n)
+	for i := range fes {
+		fes[i] = dn.FrontEnd()
+		srv := httptest.NewServer(fes[i].Handler())
+		t.Cleanup(srv.Close)
+		urls[i] = srv.URL
+	}
+	return fes, urls
 }

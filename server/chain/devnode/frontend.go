@@ -103,14 +103,8 @@ func (f *FrontEnd) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
+	if latency > 0 && !wait(r, latency) {
+		return
 	}
 	f.mu.Lock()
 	f.served[callOf(r)]++

@@ -67,11 +67,7 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if n.onDelay != nil {
 			n.onDelay()
 		}
-		t := time.NewTimer(latency)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
+		if !wait(r, latency) {
 			return
 		}
 	}
@@ -116,6 +112,19 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], atTip)
 	default:
 		writeText(w, http.StatusNotFound, msgNoSuchPath)
+	}
+}
+
+// wait sleeps d, or less when r's client gives up; it reports whether the
+// request is still wanted.
+func wait(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
 	}
 }
 

@@ -1,14 +1,12 @@
 package nodepool_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
 // These tests run the pool against several RPC front ends of one simulated
@@ -27,25 +26,8 @@ type chain struct {
 	fes  []*devnode.FrontEnd
 	urls []string
 	pool *nodepool.Pool
-	logs *syncBuffer
+	logs *logtest.Buffer
 	from *stacks.PrivateKey // funded
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newChain serves frontEnds front ends of one devnode and pools them.
@@ -55,7 +37,7 @@ func newChain(t *testing.T, frontEnds int, cfg nodepool.Config) *chain {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &chain{logs: &syncBuffer{}, from: key}
+	c := &chain{logs: &logtest.Buffer{}, from: key}
 	c.n = devnode.New(devnode.Config{Seed: 1, Genesis: map[stacks.Address]uint64{key.TestnetAddress(): 1_000_000_000}})
 	for range frontEnds {
 		fe := c.n.FrontEnd()
