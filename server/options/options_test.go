@@ -103,7 +103,7 @@ func everySet() options.Serve {
 		},
 		Store: options.Store{DSN: "postgresql://app:pa55@db:5432/app?sslmode=require", HistoryRetention: 72 * time.Hour},
 		HTTP: options.HTTP{Listen: "127.0.0.1:8080", StatusCacheTTL: 3 * time.Second,
-			ExplorerTxURL: "https://explorer.example.com/tx/{txid}?network=testnet", LowDrips: 300},
+			ExplorerTxURL: "https://explorer.example.com/tx/{txid}?network=testnet", LowDrips: 300, ShutdownDelay: 8 * time.Second},
 		Log: options.Log{Level: "warn", Format: "text"},
 		Devnet: options.Devnet{On: true, Keys: 9, BlockTime: 250 * time.Millisecond, Treasury: true,
 			SBTC: false, TestToken: false, BTC: false, BTCBlockTime: 3 * time.Second},
