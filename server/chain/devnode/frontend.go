@@ -119,7 +119,7 @@ func (f *FrontEnd) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case view != atTip && get && path == "/v2/info":
-		writeJSON(w, http.StatusOK, f.n.infoAt(view))
+		writeJSON(w, http.StatusOK, f.n.info(view))
 	case view != atTip && get && accountPath.MatchString(path):
 		f.n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], view)
 	case view != atTip && get && transactionPath.MatchString(path) && r.ContentLength <= 0:

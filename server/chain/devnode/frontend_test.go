@@ -42,7 +42,7 @@ func TestFrontEndHeldBehind(t *testing.T) {
 	if err != nil || info.StacksTipHeight != 2 {
 		t.Fatalf("held-back info: %+v, %v; want tip 2", info, err)
 	}
-	if tipBlock := h.n.headers[2]; info.StacksTip != tipBlock.Hash || info.BurnBlockHeight != tipBlock.BurnHeight {
+	if tipBlock := h.n.past.headers[2]; info.StacksTip != tipBlock.Hash || info.BurnBlockHeight != tipBlock.BurnHeight {
 		t.Errorf("held-back tip %s at burn %d, want block 2's %s at %d", info.StacksTip, info.BurnBlockHeight, tipBlock.Hash, tipBlock.BurnHeight)
 	}
 	if a, err := behind.Account(ctx, alice.addr.String()); err != nil || a.Nonce != 0 || a.Balance != 1_000_000 {

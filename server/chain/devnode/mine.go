@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"context"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -42,8 +41,8 @@ func (n *Node) Mine() Block {
 	defer n.mu.Unlock()
 
 	height := n.tip.Height + 1
-	n.mining = height
-	defer func() { n.mining = 0 }()
+	n.past.mining = height
+	defer func() { n.past.mining = 0 }()
 	var included []stacks.TxID
 	var raws [][]byte
 	var outcomes []callOutcome
@@ -101,9 +100,8 @@ func (n *Node) Mine() Block {
 	n.tip = n.makeBlock(n.tip.Hash, height, included)
 	// The block id depends on the included txids, so index them afterwards.
 	n.blockIDs = append(n.blockIDs, n.tip.IndexBlockHash)
-	header := n.tip
-	header.TxIDs = nil
-	n.headers = append(n.headers, header)
+	n.past.mined(n.tip)
+	n.past.prune(n.tip.Height)
 	for i, id := range included {
 		o := outcomes[i]
 		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: o.result, aborted: o.aborted, pcFailure: o.pcFailure, events: o.events}
@@ -136,21 +134,6 @@ func (n *Node) gc() {
 		return
 	}
 	minHeight := n.tip.Height - MempoolMaxTxAge
-	// A front end is held at most MaxBehind blocks back; older account
-	// states are never asked for.
-	if n.tip.Height > MaxBehind && n.tip.Height%64 == 0 {
-		for p, hist := range n.history {
-			i := 0
-			for i < len(hist) && hist[i].height+MaxBehind < n.tip.Height {
-				i++
-			}
-			if i == len(hist) {
-				delete(n.history, p)
-			} else if i > 0 {
-				n.history[p] = slices.Clone(hist[i:])
-			}
-		}
-	}
 	for id, e := range n.pool {
 		if e.received >= minHeight {
 			continue

@@ -224,14 +224,11 @@ type Node struct {
 	nPending  int
 	confirmed map[stacks.TxID]minedTx // kept forever, like the txindex table
 	blockIDs  []string                // index block hash by height
-	headers   []Block                 // block by height, without txids
 	seq       uint64
 	tip       Block
 	genesis   string
-	// history keeps, per principal, its account before each block that
-	// changed it, so a front end held behind answers an older state.
-	history map[string][]accountBefore
-	mining  uint64 // the height Mine is building, 0 outside it
+	// past answers for earlier blocks: a front end held behind.
+	past chainPast
 
 	// onDelay, when set (tests only, before any request), is called as a
 	// request starts its injected latency: a synchronisation point.
@@ -285,7 +282,6 @@ func New(cfg Config) *Node {
 		pool:      make(map[stacks.TxID]*poolEntry),
 		pending:   make(map[string]map[uint64]*poolEntry),
 		confirmed: make(map[stacks.TxID]minedTx),
-		history:   make(map[string][]accountBefore),
 		mainnet:   cfg.Mainnet,
 		synced:    true,
 		minAmount: cfg.MinAmountUstx,
@@ -324,7 +320,7 @@ func New(cfg Config) *Node {
 	n.tip = n.makeBlock(n.genesis, 0, nil)
 	n.tip.ParentHash = hex.EncodeToString(make([]byte, 32))
 	n.blockIDs = []string{n.tip.IndexBlockHash}
-	n.headers = []Block{n.tip}
+	n.past = newChainPast(n.tip)
 	return n
 }
 
@@ -387,45 +383,15 @@ func (n *Node) credit(principal string, ustx uint64) {
 }
 
 // acct returns the principal's account, creating it, for a change; inside
-// Mine it first keeps the state before the block. Callers hold n.mu.
+// Mine the state before the block is kept (chainPast). Callers hold n.mu.
 func (n *Node) acct(principal string) *account {
 	a := n.accounts[principal]
 	if a == nil {
 		a = &account{}
 		n.accounts[principal] = a
 	}
-	if n.mining != 0 {
-		h := n.history[principal]
-		if len(h) == 0 || h[len(h)-1].height != n.mining {
-			n.history[principal] = append(h, accountBefore{height: n.mining, account: *a})
-		}
-	}
+	n.past.changing(principal, *a)
 	return a
-}
-
-// accountBefore is a principal's account before block height changed it.
-type accountBefore struct {
-	height uint64
-	account
-}
-
-// accountAt is the principal's account as of block height h (as the tip
-// when h is at or above it); callers hold n.mu.
-func (n *Node) accountAt(principal string, h uint64) account {
-	a := n.peek(principal)
-	hist := n.history[principal]
-	for i := len(hist) - 1; i >= 0 && hist[i].height > h; i-- {
-		a = hist[i].account
-	}
-	return a
-}
-
-// headerAt is the block at height h, or the tip above it; callers hold n.mu.
-func (n *Node) headerAt(h uint64) Block {
-	if h >= n.tip.Height {
-		return n.tip
-	}
-	return n.headers[h]
 }
 
 // peek returns the principal's account without creating it.

@@ -178,14 +178,12 @@ func bootDeployer(mainnet bool) string {
 	return "ST000000000000000000002AMW42H"
 }
 
-// info builds /v2/info from the current state.
-func (n *Node) info() *node.Info { return n.infoAt(atTip) }
-
-// infoAt is /v2/info as a node whose tip is block h answers it.
-func (n *Node) infoAt(h uint64) *node.Info {
+// info builds /v2/info as a node whose tip is block h answers it (atTip:
+// the current tip).
+func (n *Node) info(h uint64) *node.Info {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	tip := n.headerAt(h)
+	tip := n.past.header(h, n.tip)
 	stable := tip.BurnHeight - min(tip.BurnHeight, stableConfirmations)
 	peer, parent := peerVersionTestnet, parentNetworkRegtest
 	if n.mainnet {

@@ -82,7 +82,7 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
 	switch {
 	case get && path == "/v2/info":
-		writeJSON(w, http.StatusOK, n.info())
+		writeJSON(w, http.StatusOK, n.info(atTip))
 	case get && path == "/v2/pox":
 		writeJSON(w, http.StatusOK, n.pox())
 	case get && path == "/v2/fees/transfer":
@@ -236,7 +236,7 @@ func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal stri
 	}
 	key := p.String()
 	n.mu.Lock()
-	a := n.accountAt(key, h)
+	a := n.past.account(key, h, n.peek(key))
 	n.mu.Unlock()
 
 	// get_with_proof: proofs are on unless proof is present and not "1".
