@@ -56,6 +56,16 @@ var _ = Describe("BTC", func() {
 			"the btc entry of spec.assets: rpc.url must be an http:// or https:// URL with a host"),
 		Entry("a URL with a query", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "http://bitcoind:18443/?wallet=x" },
 			"the btc entry of spec.assets: rpc.url must not have a query or a fragment"),
+		Entry("url and urls", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URLs = []string{"http://bitcoind-2:18443"} },
+			"the btc entry of spec.assets: set rpc.url (one node) or rpc.urls (several nodes of one chain), not both"),
+		Entry("neither url nor urls", func(a *faucetv1alpha1.AssetSpec) { a.BTC.RPC.URL = "" },
+			"the btc entry of spec.assets: set rpc.url (one node) or rpc.urls (several nodes of one chain), not both"),
+		Entry("urls with a password", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.RPC.URL, a.BTC.RPC.URLs = "", []string{"http://bitcoind-1:18443", "http://u:hunter2@bitcoind-2:18443"}
+		}, "the btc entry of spec.assets: rpc.urls must carry no user or password"),
+		Entry("urls with a comma", func(a *faucetv1alpha1.AssetSpec) {
+			a.BTC.RPC.URL, a.BTC.RPC.URLs = "", []string{"http://bitcoind-1:18443,http://bitcoind-2:18443"}
+		}, "the btc entry of spec.assets: rpc.urls must each be an http:// or https:// URL with a host (and no comma)"),
 		Entry("no key Secret", func(a *faucetv1alpha1.AssetSpec) { a.BTC.KeySecretRef.Name = "" },
 			"spec.assets[0].btc.keySecretRef.name"),
 		Entry("a key that is no file name", func(a *faucetv1alpha1.AssetSpec) { a.BTC.KeySecretRef.Key = ".." },
@@ -116,6 +126,9 @@ var _ = Describe("BTC", func() {
 			b := btcSpec(true)
 			b.Network = network
 			b.RPC.URL = "https://btc.example.com/rpc"
+			if network == "testnet" {
+				b.RPC.URL, b.RPC.URLs = "", []string{"https://btc.example.com/rpc", "http://bitcoind-2.bitcoin.svc:18332"}
+			}
 			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(546)), Large: ptr.To(int64(546)), XLarge: ptr.To(int64(546))}
 			b.StartHeight = ptr.To(int64(0))
 			b.Fees = &faucetv1alpha1.BTCFees{FallbackRate: ptr.To(int64(1)), MinRate: ptr.To(int64(1)), MaxRate: ptr.To(int64(10_000))}

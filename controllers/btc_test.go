@@ -84,6 +84,16 @@ func TestBTCArgsAndMounts(t *testing.T) {
 				"--btc-key-file=/etc/faucet/btc-key/key",
 			},
 		},
+		"several nodes are one --btc-rpc-url list, in order": {
+			btc: btcAsset(&faucetv1alpha1.BTCSpec{
+				RPC:          faucetv1alpha1.BTCRPCSpec{URLs: []string{"http://bitcoind-0.bitcoind:18443", "https://btc.example.com/rpc"}},
+				KeySecretRef: faucetv1alpha1.BTCKeySecretReference{Name: "faucet-btc"},
+			}),
+			want: []string{
+				"--btc-rpc-url=http://bitcoind-0.bitcoind:18443,https://btc.example.com/rpc",
+				"--btc-key-file=/etc/faucet/btc-key/key",
+			},
+		},
 		"every field, the entry's rate limits included": {
 			btc: faucetv1alpha1.AssetSpec{Name: "btc", BTC: every, RateLimits: everyLimits},
 			want: []string{
@@ -291,7 +301,7 @@ const (
 )
 
 func TestComputeFundingBTC(t *testing.T) {
-	btc := btcTarget{rpcURL: "http://bitcoind:18443", network: "regtest", address: btcAddr}
+	btc := btcTarget{rpcURLs: []string{"http://bitcoind:18443"}, network: "regtest", address: btcAddr}
 	target := fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{"ST1A"}, btc: btc}
 	fs := fundingFS()
 	withBTC(btcSpec(true))(fs)
@@ -468,7 +478,7 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &FundingMonitor{}
-	good := btcTarget{rpcURL: "http://" + n.RPCAddr(), credentials: newRPCCredentials(n.User(), n.Password()), network: "regtest", address: addr}
+	good := btcTarget{rpcURLs: []string{"http://" + n.RPCAddr()}, credentials: newRPCCredentials(n.User(), n.Password()), network: "regtest", address: addr}
 	sats, err := m.readBTC(ctx, good)
 	if err != nil || sats != 3*50*100_000_000 {
 		t.Fatalf("readBTC = %d, %v; want 3 coinbases", sats, err)
@@ -482,6 +492,13 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	}
 
 	const wrongPassword = "not-the-password-77"
+	// Several nodes: the first that answers is read.
+	failover := good
+	failover.rpcURLs = []string{"http://127.0.0.1:1", good.rpcURLs[0]}
+	if sats, err := m.readBTC(ctx, failover); err != nil || sats == 0 {
+		t.Errorf("a closed port, then the node: %d sats, %v; want the node's balance", sats, err)
+	}
+
 	wrong := good
 	wrong.credentials = newRPCCredentials(n.User(), wrongPassword)
 	_, err = m.readBTC(ctx, wrong)
@@ -491,7 +508,7 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 
 	plain := btcdtest.Start(t, addr) // no --addrindex
 	bare := good
-	bare.rpcURL = "http://" + plain.RPCAddr()
+	bare.rpcURLs = []string{"http://" + plain.RPCAddr()}
 	bare.credentials = newRPCCredentials(plain.User(), plain.Password())
 	_, err = m.readBTC(ctx, bare)
 	if !errors.Is(err, btcnode.ErrNoAddressIndex) {

@@ -198,7 +198,7 @@ func btcTargetOf(fs *faucetv1alpha1.FaucetServer, key, creds secretState) btcTar
 	if b == nil || key.address() == "" {
 		return btcTarget{}
 	}
-	return btcTarget{rpcURL: b.RPC.URL, credentials: creds.credentials, network: fs.BTCNetwork(), address: key.address()}
+	return btcTarget{rpcURLs: b.RPC.RPCURLs(), credentials: creds.credentials, network: fs.BTCNetwork(), address: key.address()}
 }
 
 // isPostgresURI is how `faucet serve --store` tells a Postgres URI from an

@@ -221,7 +221,7 @@ func btcOutcome(fs *faucetv1alpha1.FaucetServer, a faucetv1alpha1.AssetSpec, f f
 		}
 		o.message = fmt.Sprintf("%s: not read yet", a.Name)
 		if res.btcErr != nil {
-			o.message = fmt.Sprintf("%s: cannot read the BTC balance from the Bitcoin node %s: %v", a.Name, redactURL(res.target.btc.rpcURL), res.btcErr)
+			o.message = fmt.Sprintf("%s: cannot read the BTC balance from the Bitcoin node %s: %v", a.Name, redactURLs(res.target.btc.rpcURLs), res.btcErr)
 		}
 		return o
 	}

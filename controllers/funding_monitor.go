@@ -54,7 +54,7 @@ type fundingTarget struct {
 // come from the FaucetServer's credentials Secret and only ever reach the
 // node, as HTTP Basic auth.
 type btcTarget struct {
-	rpcURL      string
+	rpcURLs     []string // tried in order: the first that answers is read
 	credentials rpcCredentials
 	network     string
 	address     string // "" for none
@@ -62,7 +62,11 @@ type btcTarget struct {
 
 func (t fundingTarget) equal(o fundingTarget) bool {
 	return slices.Equal(t.nodeURLs, o.nodeURLs) && t.timeout == o.timeout && t.treasury == o.treasury &&
-		t.btc == o.btc && slices.Equal(t.addresses, o.addresses) && slices.Equal(t.tokens, o.tokens)
+		t.btc.equal(o.btc) && slices.Equal(t.addresses, o.addresses) && slices.Equal(t.tokens, o.tokens)
+}
+
+func (t btcTarget) equal(o btcTarget) bool {
+	return slices.Equal(t.rpcURLs, o.rpcURLs) && t.credentials == o.credentials && t.network == o.network && t.address == o.address
 }
 
 // fundingEntry is the monitor's state for one FaucetServer.
@@ -315,7 +319,7 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 		ctrl.LoggerFrom(ctx).V(1).Info("failed to read faucet balances", "faucetserver", key, "node", redactURLs(t.nodeURLs), "error", err.Error())
 	}
 	if rd.btcErr != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("failed to read the faucet's BTC balance", "faucetserver", key, "node", redactURL(t.btc.rpcURL), "error", rd.btcErr.Error())
+		ctrl.LoggerFrom(ctx).V(1).Info("failed to read the faucet's BTC balance", "faucetserver", key, "node", redactURLs(t.btc.rpcURLs), "error", rd.btcErr.Error())
 	}
 	fs := &faucetv1alpha1.FaucetServer{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
@@ -348,17 +352,32 @@ func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, er
 	return rd, err
 }
 
-// readBTC reads the confirmed balance of t's address from its node.
+// readBTC reads the confirmed balance of t's address from the first of
+// its nodes that answers.
 func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, error) {
 	timeout := m.BTCTimeout
 	if timeout <= 0 {
 		timeout = DefaultBTCBalanceTimeout
 	}
-	rpcURL := t.rpcURL
+	var last error
+	for _, u := range t.rpcURLs {
+		sats, err := m.readBTCFrom(ctx, u, t, timeout)
+		if err == nil || !btcnode.IsUnavailable(err) || ctx.Err() != nil {
+			return sats, err
+		}
+		last = err
+	}
+	if last == nil {
+		last = errors.New("no Bitcoin node")
+	}
+	return 0, last
+}
+
+func (m *FundingMonitor) readBTCFrom(ctx context.Context, rpcURL string, t btcTarget, timeout time.Duration) (uint64, error) {
 	if !t.credentials.isZero() {
 		// btcnode sends a URL's userinfo as Basic auth and never repeats
 		// it in errors or URL().
-		u, err := url.Parse(t.rpcURL)
+		u, err := url.Parse(rpcURL)
 		if err != nil {
 			return 0, fmt.Errorf("the Bitcoin node URL: %w", err)
 		}

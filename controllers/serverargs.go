@@ -163,7 +163,7 @@ func setBTC(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		return
 	}
 	b := a.BTC
-	o.BTC.RPCURL = b.RPC.URL
+	o.BTC.RPCURLs = b.RPC.RPCURLs()
 	if ref := fs.BTCCredentialsSecretKey(); ref != nil {
 		o.BTC.CredentialsFile = path.Join(btcCredentialsMountPath, ref.Key)
 	}

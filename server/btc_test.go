@@ -52,8 +52,17 @@ func newBTCEnv(t *testing.T, o options) *btcEnv {
 	if _, err := client.Generate(context.Background(), btcfaucet.CoinbaseMaturity+10); err != nil {
 		t.Fatal(err)
 	}
+	bf := startBTCFaucet(t, key, client)
+	o.btc = bf
+	return &btcEnv{harness: newHarness(t, o), node: node, client: client, bf: bf, key: key}
+}
+
+// startBTCFaucet runs a BTC faucet of key over node until t ends and waits
+// until it is ready.
+func startBTCFaucet(t *testing.T, key *bitcoin.PrivateKey, node btcfaucet.FaucetNode) *btcfaucet.Faucet {
+	t.Helper()
 	bf, err := btcfaucet.New(btcfaucet.Config{
-		Key: key, Node: client, Fees: btcfaucet.Fees{Min: 1, Max: 50, Fallback: 2},
+		Key: key, Node: node, Fees: btcfaucet.Fees{Min: 1, Max: 50, Fallback: 2},
 		PollInterval: 50 * time.Millisecond, BatchWindow: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -71,8 +80,7 @@ func newBTCEnv(t *testing.T, o options) *btcEnv {
 	if err := eventually.Wait(t, 30*time.Second, func() bool { return bf.Status().Ready }); err != nil {
 		t.Fatalf("btc faucet not ready: %v", err)
 	}
-	o.btc = bf
-	return &btcEnv{harness: newHarness(t, o), node: node, client: client, bf: bf, key: key}
+	return bf
 }
 
 // regtestAddresses returns one fresh regtest address of each type.

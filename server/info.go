@@ -58,7 +58,9 @@ type infoBody struct {
 	Assets []infoAsset `json:"assets"`
 	// Nodes are the Stacks nodes the faucet reads from and sends
 	// through, with their health.
-	Nodes         []infoNode `json:"nodes,omitempty"`
+	Nodes []infoNode `json:"nodes,omitempty"`
+	// BTCNodes are the Bitcoin nodes of the BTC faucet, likewise.
+	BTCNodes      []infoNode `json:"btc_nodes,omitempty"`
 	ServerVersion string     `json:"server_version"`
 }
 
@@ -160,6 +162,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		Amounts:       infoAmounts{DefaultUSTX: f.DefaultAmount()},
 		Challenge:     infoPoW{Endpoint: pathChallenge},
 		Nodes:         nodesInfo(s.cfg.Nodes),
+		BTCNodes:      nodesInfo(s.cfg.BTCNodes),
 	}
 	if id := snap.chainID; id != 0 {
 		body.ChainID = &id

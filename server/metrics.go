@@ -41,6 +41,7 @@ type Metrics struct {
 	// suspended is 1 for each served asset the operator suspended.
 	suspended *prometheus.GaugeVec
 	nodes     *nodeCollector
+	btcNodes  *nodeCollector
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -90,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "method", "code"}),
 		keys:  newKeyCollector(),
-		nodes: newNodeCollector(),
+		nodes: newNodeCollector("stacks", "Stacks"), btcNodes: newNodeCollector("bitcoin", "Bitcoin"),
 		dispensedBTC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_btc_sats_total",
 			Help: "Satoshis sent by accepted BTC drips (payout fees excluded).",
@@ -120,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.startAsset(faucet.AssetSTX)
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended, m.nodes} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended, m.nodes, m.btcNodes} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.

@@ -9,12 +9,13 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 )
 
-// NodeHealth reports each Stacks node's health; *nodepool.Pool has it.
+// NodeHealth reports each node's health; *nodepool.Pool (Stacks) and
+// *nodepool.BTCPool have it.
 type NodeHealth interface {
 	Nodes() []nodepool.NodeStatus
 }
 
-// infoNode is one Stacks node in /faucet/v1/info. URLs never carry
+// infoNode is one node in /faucet/v1/info. URLs never carry
 // credentials (the node client drops them).
 type infoNode struct {
 	URL       string  `json:"url"`
@@ -64,17 +65,20 @@ type nodeCollector struct {
 	inRotation, tip, lag, latency, broadcasts, resent *prometheus.Desc
 }
 
-func newNodeCollector() *nodeCollector {
+// newNodeCollector describes one chain's nodes: chain is the metric
+// names' word for it (stacks, bitcoin), title its name in the help text.
+func newNodeCollector(chain, title string) *nodeCollector {
 	node := []string{"node"}
+	name := func(s string) string { return "faucet_" + chain + "_node_" + s }
 	return &nodeCollector{
-		inRotation: prometheus.NewDesc("faucet_stacks_node_in_rotation",
-			"1 when the Stacks node serves the faucet's reads and broadcasts; 0 while it is out of rotation (unreachable, answering errors, lagging or of another chain).", node, nil),
-		tip:     prometheus.NewDesc("faucet_stacks_node_tip_height", "Stacks tip height the node last reported.", node, nil),
-		lag:     prometheus.NewDesc("faucet_stacks_node_lag_blocks", "Blocks the node trailed the best tip at the last probe.", node, nil),
-		latency: prometheus.NewDesc("faucet_stacks_node_latency_seconds", "Moving average of the node's answered calls.", node, nil),
-		broadcasts: prometheus.NewDesc("faucet_stacks_node_broadcasts_total",
-			"Transactions posted to the node, by result (accepted, refused: a mempool rejection, unanswered).", []string{"node", "result"}, nil),
-		resent: prometheus.NewDesc("faucet_stacks_node_resent_total",
+		inRotation: prometheus.NewDesc(name("in_rotation"),
+			"1 when the "+title+" node serves the faucet's reads and broadcasts; 0 while it is out of rotation (unreachable, answering errors, lagging or of another chain).", node, nil),
+		tip:     prometheus.NewDesc(name("tip_height"), title+" tip height the node last reported.", node, nil),
+		lag:     prometheus.NewDesc(name("lag_blocks"), "Blocks the node trailed the best tip at the last probe.", node, nil),
+		latency: prometheus.NewDesc(name("latency_seconds"), "Moving average of the node's answered calls.", node, nil),
+		broadcasts: prometheus.NewDesc(name("broadcasts_total"),
+			"Transactions posted to the node, by result (accepted, refused: a verdict on the transaction, unanswered).", []string{"node", "result"}, nil),
+		resent: prometheus.NewDesc(name("resent_total"),
 			"Transactions the node lacked after another node accepted them, sent to it again.", node, nil),
 	}
 }

@@ -56,6 +56,8 @@ type Config struct {
 	// Nodes, when set, reports each Stacks node's health in the info
 	// document and the metrics.
 	Nodes NodeHealth
+	// BTCNodes, when set, reports each Bitcoin node's health likewise.
+	BTCNodes NodeHealth
 	// Txs answers the drip status endpoint's questions about transactions;
 	// nil answers from the faucet's own records only.
 	Txs TxNode
@@ -170,6 +172,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.Nodes != nil {
 		cfg.Metrics.nodes.set(cfg.Nodes)
+	}
+	if cfg.BTCNodes != nil {
+		cfg.Metrics.btcNodes.set(cfg.BTCNodes)
 	}
 
 	s := &server{

@@ -32,6 +32,18 @@ func (n NodeSpec) NodeURLs() []string {
 	return []string{n.URL}
 }
 
+// RPCURLs are the Bitcoin nodes the BTC faucet uses: rpc.urls, or rpc.url
+// alone.
+func (r BTCRPCSpec) RPCURLs() []string {
+	if len(r.URLs) > 0 {
+		return slices.Clone(r.URLs)
+	}
+	if r.URL == "" {
+		return nil
+	}
+	return []string{r.URL}
+}
+
 // KeySecretKey selects the Secret data key that holds the private keys.
 func (fs *FaucetServer) KeySecretKey() *corev1.SecretKeySelector {
 	return secretKey(fs.Spec.KeySecretRef.Name, fs.Spec.KeySecretRef.Key, DefaultKeySecretKey)

@@ -436,18 +436,34 @@ type BTCSpec struct {
 }
 
 // BTCRPCSpec locates a Bitcoin node's JSON-RPC.
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.urls)",message="the btc entry of spec.assets: set rpc.url (one node) or rpc.urls (several nodes of one chain), not both"
 type BTCRPCSpec struct {
 	// url is the http or https URL of the node's RPC, e.g.
 	// http://bitcoind.bitcoin.svc:18443 (regtest), :38332 (signet) or
 	// :18332 (testnet). It carries no user or password: those belong in
 	// the Secret of credentialsSecretRef, since the spec is not secret.
-	// +required
+	// Set url or urls.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="the btc entry of spec.assets: rpc.url must be an http:// or https:// URL with a host, e.g. http://bitcoind:18443"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]*://[^/?#]*@')",message="the btc entry of spec.assets: rpc.url must not carry a user or password: put them in a Secret and name it in btc.rpc.credentialsSecretRef"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="the btc entry of spec.assets: rpc.url must not have a query or a fragment"
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+
+	// urls are several Bitcoin nodes of one chain: the faucet reads from a
+	// healthy one at the highest tip and sends each payout to all of them,
+	// so one node's restart or lag costs no drip. Each is a URL as url is;
+	// the credentials of credentialsSecretRef are sent to every one. Set
+	// url or urls.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(u, isURL(u) && url(u).getScheme() in ['http', 'https'] && url(u).getHostname() != '' && !u.contains(','))",message="the btc entry of spec.assets: rpc.urls must each be an http:// or https:// URL with a host (and no comma), e.g. http://bitcoind-2:18443"
+	// +kubebuilder:validation:XValidation:rule="self.all(u, !u.matches('^[^:/?#]*://[^/?#]*@') && !u.contains('?') && !u.contains('#'))",message="the btc entry of spec.assets: rpc.urls must carry no user or password (put them in the Secret of rpc.credentialsSecretRef), no query and no fragment"
+	URLs []string `json:"urls,omitempty"`
 
 	// credentialsSecretRef selects the Secret data key holding the RPC
 	// credentials, "user:password" on the first line: the format of

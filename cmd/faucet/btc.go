@@ -9,12 +9,12 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/stxfaucet/faucet-operator/server"
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -51,20 +51,50 @@ func shortField(s string) string {
 	return s
 }
 
-// btcClient is the node client of the BTC flags.
-func btcClient(o *options.BTC, observe func(string, time.Duration, error)) (*btcnode.Client, error) {
+// btcPool is the Bitcoin node pool of the BTC flags: one client per
+// --btc-rpc-url, probed once so that the first reads go to a node in
+// rotation.
+func btcPool(ctx context.Context, o *options.BTC, log *slog.Logger) (*nodepool.BTCPool, error) {
 	opts := []btcnode.Option{btcnode.WithTimeout(o.RPCTimeout), btcnode.WithUserAgent("faucet-operator/" + version)}
 	if o.CredentialsFile != "" {
 		opts = append(opts, btcnode.WithCredentialsFile(o.CredentialsFile))
 	}
-	if observe != nil {
-		opts = append(opts, btcnode.WithObserver(observe))
+	var clients []*btcnode.Client
+	for _, u := range o.RPCURLs {
+		c, err := btcnode.New(u, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("--btc-rpc-url: %w", err)
+		}
+		clients = append(clients, c)
 	}
-	c, err := btcnode.New(o.RPCURL, opts...)
+	pool, err := nodepool.NewBTC(nodepool.BTCConfig{Clients: clients, Chains: btcChains(o.Network), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--btc-rpc-url: %w", err)
 	}
-	return c, nil
+	probeCtx, cancel := context.WithTimeout(ctx, o.RPCTimeout)
+	defer cancel()
+	pool.Probe(probeCtx)
+	return pool, nil
+}
+
+// btcChains are the chains a node of network may report.
+func btcChains(n bitcoin.Network) []btcnode.Chain {
+	switch n {
+	case bitcoin.Regtest:
+		return []btcnode.Chain{btcnode.ChainRegtest}
+	case bitcoin.Signet:
+		return []btcnode.Chain{btcnode.ChainSignet}
+	default:
+		return []btcnode.Chain{btcnode.ChainTestnet3, btcnode.ChainTestnet4}
+	}
+}
+
+// btcNodesTask probes the Bitcoin nodes (a no-op when BTC is off).
+func btcNodesTask(p *nodepool.BTCPool) func(context.Context) error {
+	if p == nil {
+		return func(ctx context.Context) error { <-ctx.Done(); return nil }
+	}
+	return p.Run
 }
 
 // btcTask runs the BTC faucet's loop (a no-op when BTC is off).
@@ -83,6 +113,14 @@ func btcOrNil(f *btcfaucet.Faucet) server.BTCFaucet {
 	return f
 }
 
+// nodeHealthOrNil keeps a nil pool a nil interface: BTC off.
+func nodeHealthOrNil(p *nodepool.BTCPool) server.NodeHealth {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
 // startDevnetBTC starts the devnet's btcd when one is found and points the
 // BTC flags at it; the caller defers the returned stop. Without btcd the
 // devnet runs without BTC and says how to turn it on.
@@ -99,7 +137,7 @@ func startDevnetBTC(ctx context.Context, o *options.Serve, logger *slog.Logger) 
 	if err != nil {
 		return nil, nil, err
 	}
-	o.BTC.RPCURL = d.url
+	o.BTC.RPCURLs = options.URLList{d.url}
 	o.BTC.Network = bitcoin.Regtest
 	return d.key, d.Stop, nil
 }

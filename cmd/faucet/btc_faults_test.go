@@ -109,20 +109,27 @@ func (p *faucetProc) dripBTC(to string) btcAnswer {
 // output script (hex).
 func (e *btcFaultEnv) receivedByScript(from int64) map[string][]int64 {
 	e.t.Helper()
+	return receivedByScript(e.t, e.client, from)
+}
+
+// receivedByScript lists every output of c's main chain above from, by
+// output script (hex).
+func receivedByScript(t *testing.T, c *btcnode.Client, from int64) map[string][]int64 {
+	t.Helper()
 	ctx := context.Background()
-	tip, err := e.client.BlockCount(ctx)
+	tip, err := c.BlockCount(ctx)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out := map[string][]int64{}
 	for h := from + 1; h <= tip; h++ {
-		hash, err := e.client.BlockHash(ctx, h)
+		hash, err := c.BlockHash(ctx, h)
 		if err != nil {
-			e.t.Fatal(err)
+			t.Fatal(err)
 		}
-		b, err := e.client.Block(ctx, hash)
+		b, err := c.Block(ctx, hash)
 		if err != nil {
-			e.t.Fatal(err)
+			t.Fatal(err)
 		}
 		for _, tx := range b.Txs {
 			for _, o := range tx.Vout {

@@ -508,7 +508,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 					{Name: "teur", Asset: "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.teur-token::teur", Amount: 5,
 						Limits: guard.AssetLimits{PerAddress: def.PerAddress, PerIP: guard.Limit{Requests: 1, Window: time.Hour}}},
 				}
-				o.BTC.RPCURL, o.BTC.KeyFile = "http://bitcoind:18443", "/etc/faucet/btc-key/key"
+				o.BTC.RPCURLs, o.BTC.KeyFile = options.URLList{"http://bitcoind:18443"}, "/etc/faucet/btc-key/key"
 			},
 		},
 	}
@@ -639,7 +639,7 @@ func fullOptions(store string) func(o *options.Serve) {
 		}, {
 			Name: "tusd", Asset: options.DevnetTestTokenAsset, Amount: 10_000_000, Limits: guard.DefaultAssetLimits(),
 		}}
-		o.BTC.RPCURL = "http://bitcoind.btc.svc:38332"
+		o.BTC.RPCURLs = options.URLList{"http://bitcoind.btc.svc:38332"}
 		o.BTC.CredentialsFile = "/etc/faucet/btc-rpc/cookie"
 		o.BTC.KeyFile = "/etc/faucet/btc-key/btc.txt"
 		o.BTC.Network = bitcoin.Signet

@@ -94,7 +94,7 @@ type serveRun struct {
 	keys      []*stacks.PrivateKey
 	treasury  *stacks.PrivateKey
 	btcKey    *bitcoin.PrivateKey
-	btcURL    string // the Bitcoin node, without credentials
+	btcNodes  *nodepool.BTCPool
 	devnetURL string
 	client    *nodepool.Pool
 	state     *engineState
@@ -213,16 +213,16 @@ func (r *serveRun) buildEngine(context.Context) error {
 }
 
 // buildBTC builds the BTC faucet when it is on.
-func (r *serveRun) buildBTC(context.Context) error {
+func (r *serveRun) buildBTC(ctx context.Context) error {
 	if r.btcKey == nil {
 		return nil
 	}
-	client, err := btcClient(&r.o.BTC, nil)
+	pool, err := btcPool(ctx, &r.o.BTC, r.log.With("component", "btc-nodes"))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	r.btcURL = client.URL()
-	cfg := r.o.BTC.FaucetConfig(r.btcKey, client, r.state.journal, r.state.owner != nil, r.log.With("component", "btc"))
+	r.btcNodes = pool
+	cfg := r.o.BTC.FaucetConfig(r.btcKey, pool, r.state.journal, r.state.owner != nil, r.log.With("component", "btc"))
 	if r.btc, err = btcfaucet.New(cfg); err != nil {
 		return fmt.Errorf("btc: %w", err)
 	}
@@ -252,7 +252,7 @@ func (r *serveRun) run(ctx context.Context) error {
 	r.logStart(ln.Addr())
 	h := server.New(server.Config{
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
-		BTC:    btcOrNil(r.btc),
+		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Suspended: o.Abuse.Suspend,
 		SuspendedAssets: o.Abuse.SuspendedAssets(),
 		ExplorerTxURL:   o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
@@ -267,6 +267,7 @@ func (r *serveRun) run(ctx context.Context) error {
 		task{"faucet engine", func(context.Context) error { return r.engine.Run(engineCtx) }},
 		task{"stacks nodes", func(context.Context) error { return r.client.Run(engineCtx) }},
 		task{"btc faucet", func(context.Context) error { return btcTask(r.btc)(engineCtx) }},
+		task{"bitcoin nodes", func(context.Context) error { return btcNodesTask(r.btcNodes)(engineCtx) }},
 		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.engine, r.btc, r.log) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
@@ -298,7 +299,7 @@ func (r *serveRun) logStart(addr net.Addr) {
 	}
 	if r.btc != nil {
 		am, al := r.btc.Amounts(), limits.Of("btc")
-		r.log.Info("BTC faucet on", "network", r.btc.Network().String(), "address", r.btc.Address().String(), "btc_node", r.btcURL,
+		r.log.Info("BTC faucet on", "network", r.btc.Network().String(), "address", r.btc.Address().String(), "btc_node", r.btcNodes.URL(),
 			"amount_sats", am.Default, "large_sats", am.Large, "xlarge_sats", am.XLarge,
 			"limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))
 	}

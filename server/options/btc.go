@@ -16,7 +16,9 @@ import (
 // BTC turns on the BTC faucet: regtest, signet or testnet BTC paid from
 // one key through a Bitcoin node's JSON-RPC (Bitcoin Core or btcd).
 type BTC struct {
-	RPCURL          string
+	// RPCURLs are the Bitcoin nodes of one chain; reads go to the best,
+	// broadcasts to all.
+	RPCURLs         URLList
 	CredentialsFile string
 	KeyFile         string
 	Network         bitcoin.Network
@@ -39,8 +41,8 @@ func defaultBTC() BTC {
 
 // BindFlags binds the --btc-* flags.
 func (o *BTC) BindFlags(fs *Flags) {
-	fs.String(&o.RPCURL, "btc-rpc-url", "turn on the BTC faucet: the Bitcoin node's JSON-RPC URL (Bitcoin Core or btcd), e.g. http://127.0.0.1:18443; credentials may be in it (user:pass@) or in --btc-rpc-credentials-file; needs --btc-key-file")
-	fs.String(&o.CredentialsFile, "btc-rpc-credentials-file", "file holding the node's RPC credentials as user:password (Bitcoin Core's .cookie format); re-read when the node answers 401")
+	fs.Var(&o.RPCURLs, "btc-rpc-url", "turn on the BTC faucet: the Bitcoin node's JSON-RPC URL (Bitcoin Core or btcd), e.g. http://127.0.0.1:18443; credentials may be in it (user:pass@) or in --btc-rpc-credentials-file; needs --btc-key-file. Comma-separated or repeated for several nodes of one chain: reads go to a healthy node at the highest tip, payouts to all")
+	fs.String(&o.CredentialsFile, "btc-rpc-credentials-file", "file holding the nodes' RPC credentials as user:password (Bitcoin Core's .cookie format), sent to every --btc-rpc-url (which then carries none); re-read when a node answers 401")
 	fs.String(&o.KeyFile, "btc-key-file", "file with the BTC faucet's private key (WIF or 64 hex digits) on its first line, optionally followed by its address, as `faucet keys generate --btc` prints it")
 	fs.Text(&o.Network, "btc-network", "the Bitcoin network: regtest, signet or testnet (mainnet is refused)")
 	fs.Int64(&o.Amounts.Default, "btc-amount", "satoshis per default BTC drip (v1 and v3)")
@@ -57,7 +59,7 @@ func (o *BTC) BindFlags(fs *Flags) {
 }
 
 // On reports whether BTC flags turn the faucet on outside the devnet.
-func (o *BTC) On() bool { return o.RPCURL != "" || o.KeyFile != "" || o.CredentialsFile != "" }
+func (o *BTC) On() bool { return len(o.RPCURLs) > 0 || o.KeyFile != "" || o.CredentialsFile != "" }
 
 func (o *BTC) validate(devnet bool) error {
 	if devnet && o.On() {
@@ -65,7 +67,7 @@ func (o *BTC) validate(devnet bool) error {
 	}
 	if !devnet && o.On() {
 		switch {
-		case o.RPCURL == "":
+		case len(o.RPCURLs) == 0:
 			return errors.New("--btc-key-file needs --btc-rpc-url, the Bitcoin node's JSON-RPC URL")
 		case o.KeyFile == "":
 			return errors.New("--btc-rpc-url needs --btc-key-file, the BTC faucet's private key")
@@ -83,7 +85,12 @@ func (o *BTC) validate(devnet bool) error {
 	if o.RPCTimeout <= 0 {
 		return fmt.Errorf("--btc-rpc-timeout must be positive, got %s", o.RPCTimeout)
 	}
-	return needScheme("--btc-rpc-url", o.RPCURL)
+	for _, u := range o.RPCURLs {
+		if err := needScheme("--btc-rpc-url", u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // FaucetConfig is the BTC faucet's configuration: its key and node, and

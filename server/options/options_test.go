@@ -90,7 +90,7 @@ func everySet() options.Serve {
 				RefillBelow: 5_000_000, RefillAmount: 50_000_000},
 		},
 		BTC: options.BTC{
-			RPCURL: "http://bitcoind.btc.svc:38332", CredentialsFile: "/etc/faucet/btc-rpc/cookie", KeyFile: "/etc/faucet/btc-key/btc.txt",
+			RPCURLs: options.URLList{"http://bitcoind.btc.svc:38332"}, CredentialsFile: "/etc/faucet/btc-rpc/cookie", KeyFile: "/etc/faucet/btc-key/btc.txt",
 			Network:     bitcoin.Signet,
 			Amounts:     btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000},
 			StartHeight: 230_000,
@@ -317,9 +317,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: stacks.SBTCTestnet, Amount: 1, RefillBelow: 10, RefillAmount: 9}}
 		}, want: "--token tusd: token refill amount 9 is below the token refill threshold 10"},
 		"BTC key without URL":   {base: real, mutate: func(o *options.Serve) { o.BTC.KeyFile = "/btc" }, want: "--btc-key-file needs --btc-rpc-url"},
-		"BTC URL without key":   {base: real, mutate: func(o *options.Serve) { o.BTC.RPCURL = "http://btc:18443" }, want: "--btc-rpc-url needs --btc-key-file"},
-		"BTC beside the devnet": {base: devnet, mutate: func(o *options.Serve) { o.BTC.RPCURL, o.BTC.KeyFile = "http://btc:18443", "/btc" }, want: "--devnet runs its own btcd"},
-		"BTC URL without a scheme": {base: real, mutate: func(o *options.Serve) { o.BTC.RPCURL, o.BTC.KeyFile = "btc:18443", "/btc" },
+		"BTC URL without key":   {base: real, mutate: func(o *options.Serve) { o.BTC.RPCURLs = options.URLList{"http://btc:18443"} }, want: "--btc-rpc-url needs --btc-key-file"},
+		"BTC beside the devnet": {base: devnet, mutate: func(o *options.Serve) { o.BTC.RPCURLs, o.BTC.KeyFile = options.URLList{"http://btc:18443"}, "/btc" }, want: "--devnet runs its own btcd"},
+		"BTC URL without a scheme": {base: real, mutate: func(o *options.Serve) { o.BTC.RPCURLs, o.BTC.KeyFile = options.URLList{"btc:18443"}, "/btc" },
 			want: "--btc-rpc-url btc:18443: needs a scheme"},
 		"BTC fee rates":         {base: real, mutate: func(o *options.Serve) { o.BTC.Fees.Min = 0 }, want: "--btc-min-fee-rate 0"},
 		"BTC fee cap":           {base: real, mutate: func(o *options.Serve) { o.BTC.Fees.Max = bitcoin.MaxFeeRate + 1 }, want: "--btc-max-fee-rate"},

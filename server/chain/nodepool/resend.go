@@ -8,98 +8,6 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 )
 
-// Broadcast posts rawTx to every node in rotation at once and returns the
-// txid as soon as one accepts it; the other posts finish in the
-// background. Only when no node accepts is the answer an error: a mempool
-// rejection when a node gave one (so the caller classifies a real
-// refusal), else the last node's failure. A transaction one node accepted
-// is then watched until every node holds it (see Run).
-func (p *Pool) Broadcast(ctx context.Context, rawTx []byte) (string, error) {
-	targets := p.broadcastTargets()
-	if len(p.members) == 1 {
-		txid, err := targets[0].c.Broadcast(ctx, rawTx)
-		p.noteBroadcast(targets[0], err)
-		return txid, err
-	}
-	type result struct {
-		txid string
-		err  error
-	}
-	results := make(chan result, len(targets))
-	// A post in flight is not cut short when the caller has its answer: the
-	// other nodes should get the transaction too. Each client call has its
-	// own timeout.
-	sendCtx := context.WithoutCancel(ctx)
-	for _, m := range targets {
-		go func() {
-			txid, err := m.c.Broadcast(sendCtx, rawTx)
-			p.noteBroadcast(m, err)
-			results <- result{txid, err}
-		}()
-	}
-	var rejection, last error
-	for range targets {
-		select {
-		case <-ctx.Done():
-			return "", &node.TransportError{Call: node.CallBroadcast, Err: ctx.Err()}
-		case r := <-results:
-			if r.err == nil {
-				p.track(r.txid, rawTx)
-				return r.txid, nil
-			}
-			var rej *node.RejectionError
-			if rejection == nil && errors.As(r.err, &rej) && !rej.IsServerFailure() {
-				rejection = r.err
-			}
-			last = r.err
-		}
-	}
-	if rejection != nil {
-		return "", rejection
-	}
-	return "", last
-}
-
-// broadcastTargets are the nodes in rotation and those not judged yet, or
-// every node when none is.
-func (p *Pool) broadcastTargets() []*member {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []*member
-	for _, m := range p.members {
-		if m.state != stateOut {
-			out = append(out, m)
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, p.members...)
-	}
-	return out
-}
-
-// noteBroadcast counts a post's outcome and takes a node that did not
-// answer out of rotation.
-func (p *Pool) noteBroadcast(m *member, err error) {
-	var rej *node.RejectionError
-	switch {
-	case err == nil:
-		p.mu.Lock()
-		m.accepted++
-		p.mu.Unlock()
-	case errors.As(err, &rej):
-		p.mu.Lock()
-		m.refused++
-		p.mu.Unlock()
-	default:
-		p.mu.Lock()
-		m.unanswered++
-		p.mu.Unlock()
-		if nodeFailed(err) && !errors.Is(err, context.Canceled) {
-			p.failed(m, err)
-		}
-	}
-}
-
 // sentTx is a transaction a node accepted, watched until every node in
 // rotation holds it.
 type sentTx struct {
@@ -107,11 +15,11 @@ type sentTx struct {
 	raw     []byte
 	at      time.Time
 	checked time.Time
-	has     map[*member]bool
+	has     map[*member[*node.Client]]bool
 }
 
 // sentTracker keeps the watched transactions in the order they were sent.
-// It is guarded by Pool.mu.
+// It is guarded by group.mu.
 type sentTracker struct {
 	byID  map[string]*sentTx
 	order []*sentTx
@@ -130,7 +38,7 @@ func (p *Pool) track(txid string, raw []byte) {
 		delete(s.byID, s.order[0].txid)
 		s.order = s.order[1:]
 	}
-	tx := &sentTx{txid: txid, raw: raw, at: p.cfg.Now(), has: map[*member]bool{}}
+	tx := &sentTx{txid: txid, raw: raw, at: p.cfg.Now(), has: map[*member[*node.Client]]bool{}}
 	s.byID[txid] = tx
 	s.order = append(s.order, tx)
 }
@@ -178,7 +86,7 @@ func (p *Pool) checkSent(ctx context.Context) {
 	}
 	type check struct {
 		tx *sentTx
-		m  *member
+		m  *member[*node.Client]
 	}
 	p.mu.Lock()
 	now := p.cfg.Now()
@@ -224,7 +132,7 @@ func (p *Pool) checkSent(ctx context.Context) {
 
 // resend posts tx again to a node that lacks it; it reports whether the
 // node took it and whether tx is settled (mined or replaced).
-func (p *Pool) resend(ctx context.Context, m *member, tx *sentTx) (took, settled bool) {
+func (p *Pool) resend(ctx context.Context, m *member[*node.Client], tx *sentTx) (took, settled bool) {
 	_, err := m.c.Broadcast(ctx, tx.raw)
 	var rej *node.RejectionError
 	switch {
