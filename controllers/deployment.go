@@ -151,13 +151,16 @@ func containerFor(fs *faucetv1alpha1.FaucetServer, image string, args []string, 
 		Env:   containerEnv(fs),
 		Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: ServerPort, Protocol: corev1.ProtocolTCP}},
 		// /readyz checks the node, funding and (with Postgres) that this
-		// replica owns a key, with its own 3s bound.
+		// replica owns a key, with its own 3s bound. It checks BTC too,
+		// which the probe leaves out: a Bitcoin node's outage fails the
+		// BTC drips alone (with a reason) and must not take the STX and
+		// token drips out of the Service.
 		// The kubelet probes on a fixed tick from the pod's start, so a
 		// replacement pod joins the Service up to one period after it can
 		// serve: with the one pod of the embedded store, that is the outage
 		// of a pod deletion. A 2s tick keeps it short; /readyz is cheap.
 		LivenessProbe:   httpProbe("/healthz", 10, 2),
-		ReadinessProbe:  httpProbe("/readyz", readinessPeriod, 5),
+		ReadinessProbe:  httpProbe(readyzPath, readinessPeriod, 5),
 		Resources:       resources,
 		SecurityContext: containerSecurityContext(),
 		VolumeMounts:    mounts,
@@ -176,6 +179,9 @@ func httpProbe(path string, period, timeout int32) *corev1.Probe {
 }
 
 const (
+	// readyzPath is the readiness probe's path: every check of the
+	// faucet's /readyz but BTC's.
+	readyzPath            = "/readyz?exclude=btc"
 	readinessPeriod int32 = 2
 	probeFailures   int32 = 3
 	// lameDuck is how long a terminating faucet pod of several fails

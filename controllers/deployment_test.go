@@ -240,7 +240,7 @@ func TestContainerFor(t *testing.T) {
 	for probe, want := range map[*corev1.Probe]struct {
 		path            string
 		period, timeout int32
-	}{c.LivenessProbe: {"/healthz", 10, 2}, c.ReadinessProbe: {"/readyz", 2, 5}} {
+	}{c.LivenessProbe: {"/healthz", 10, 2}, c.ReadinessProbe: {"/readyz?exclude=btc", 2, 5}} {
 		if probe.HTTPGet.Path != want.path || probe.HTTPGet.Port != intstr.FromString("http") ||
 			probe.PeriodSeconds != want.period || probe.TimeoutSeconds != want.timeout || probe.FailureThreshold != 3 {
 			t.Errorf("probe %+v, want %+v", probe, want)

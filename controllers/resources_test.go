@@ -492,7 +492,7 @@ func TestDeploymentFor(t *testing.T) {
 						t.Errorf("arg %q would override FAUCET_STORE", a)
 					}
 				}
-				if c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+				if c.ReadinessProbe.HTTPGet.Path != "/readyz?exclude=btc" {
 					t.Errorf("readiness probe %s: a replica that owns no key must drop out of the Service", c.ReadinessProbe.HTTPGet.Path)
 				}
 			},
@@ -511,7 +511,7 @@ func TestDeploymentFor(t *testing.T) {
 		"probes and port": {
 			check: func(t *testing.T, d *appsv1.Deployment) {
 				c := d.Spec.Template.Spec.Containers[0]
-				if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+				if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz?exclude=btc" {
 					t.Errorf("probes %s %s", c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path)
 				}
 				// A replacement pod joins the Service at the first

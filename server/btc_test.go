@@ -386,6 +386,17 @@ func TestBTCNodeRestartedEmpty(t *testing.T) {
 	if err := eventually.Wait(t, 10*time.Second, func() bool { st := e.bf.Status(); return st.Tip == 0 && st.Balance == 0 }); err != nil {
 		t.Fatalf("the faucet still counts coins of the old chain: %+v", e.bf.Status())
 	}
+	// Readiness says so: the emptied chain holds no coin of the faucet's
+	// (the operator's probe leaves BTC out).
+	var ready readyBody
+	w := e.do(http.MethodGet, "/readyz", nil, nil)
+	if err := json.Unmarshal(w.Body.Bytes(), &ready); err != nil || w.Code != http.StatusServiceUnavailable ||
+		!strings.Contains(ready.Checks["btc"], "no spendable coins") || ready.Checks["stacks"] != "ok" {
+		t.Errorf("/readyz with the BTC node emptied: %d %s", w.Code, w.Body)
+	}
+	if w := e.do(http.MethodGet, "/readyz?exclude=btc", nil, nil); w.Code != http.StatusOK {
+		t.Errorf("/readyz?exclude=btc with the BTC node emptied: %d %s", w.Code, w.Body)
+	}
 	var info struct {
 		Assets []struct {
 			Asset string `json:"asset"`
@@ -415,6 +426,9 @@ func TestBTCNodeRestartedEmpty(t *testing.T) {
 	}
 	if w := e.dripBTC("address=" + to["p2tr"]); w.Code != http.StatusOK {
 		t.Errorf("drip on the new chain: %d %s", w.Code, w.Body)
+	}
+	if w := e.do(http.MethodGet, "/readyz", nil, nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"btc":"ok"`) {
+		t.Errorf("/readyz on the new chain: %d %s", w.Code, w.Body)
 	}
 }
 

@@ -350,12 +350,18 @@ func TestReadinessAndStateFollowTheEngine(t *testing.T) {
 	e := &fakeEngine{readyErr: &faucet.Error{Reason: faucet.ReasonExhausted, Message: "no faucet key is funded for a drip"}}
 	h := newFakeServer(t, e)
 	w := serveFake(h, http.MethodGet, "/readyz", "")
-	if w.Code != http.StatusServiceUnavailable || w.Body.String() != `{"ready":false,"reason":"no faucet key is funded for a drip"}` {
+	if w.Code != http.StatusServiceUnavailable || w.Body.String() != `{"ready":false,"reason":"no faucet key is funded for a drip","checks":{"stacks":"no faucet key is funded for a drip"}}` {
 		t.Errorf("readyz: %d %s", w.Code, w.Body)
 	}
 	e.readyErr = nil
 	w = serveFake(h, http.MethodGet, "/readyz", "")
-	if w.Code != http.StatusOK || w.Body.String() != `{"ready":true}` {
+	if w.Code != http.StatusOK || w.Body.String() != `{"ready":true,"checks":{"stacks":"ok"}}` {
 		t.Errorf("readyz: %d %s", w.Code, w.Body)
+	}
+	// Excluding the failing check passes; the check is still reported.
+	e.readyErr = &faucet.Error{Reason: faucet.ReasonExhausted, Message: "no faucet key is funded for a drip"}
+	w = serveFake(h, http.MethodGet, "/readyz?exclude=btc,stacks", "")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"stacks":"no faucet key is funded for a drip"`) {
+		t.Errorf("readyz?exclude=btc,stacks: %d %s", w.Code, w.Body)
 	}
 }

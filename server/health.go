@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
@@ -26,20 +27,74 @@ func handleHealthz(w http.ResponseWriter, _ *http.Request) {
 type readyBody struct {
 	Ready  bool   `json:"ready"`
 	Reason string `json:"reason,omitempty"`
+	// Checks are each enabled chain's readiness, "ok" or why not: stacks
+	// always, btc when the BTC faucet is on.
+	Checks map[string]string `json:"checks"`
 }
 
-// handleReadyz is readiness: 200 when the engine can serve a drip (node
-// reachable and testnet, a key funded), else 503 with a user-safe reason.
-// The engine logs when its readiness changes, probed or not.
+// Names of the readiness checks.
+const (
+	checkStacks = "stacks"
+	checkBTC    = "btc"
+	checkOK     = "ok"
+)
+
+// handleReadyz is readiness: 200 when every enabled chain can serve a
+// drip (Stacks: a node reachable and testnet, a key funded; BTC: a node
+// answering, its chain not behind the faucet's view, coins for a drip), else
+// 503 with a user-safe reason. ?exclude=btc (repeatable, or
+// comma-separated, as Kubernetes' own /readyz takes it) still reports a
+// check but lets the answer pass without it: the operator's readiness
+// probe excludes btc, so that a Bitcoin node's outage, which fails the BTC
+// drips alone, does not take the pod's STX and token drips out of its
+// Service. The engines log when their readiness changes, probed or not.
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
+	body := readyBody{Checks: map[string]string{checkStacks: checkOK}}
 	if err := s.cfg.Faucet.Ready(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: readyReason(err)})
+		body.Checks[checkStacks] = readyReason(err)
+	}
+	if s.cfg.BTC != nil {
+		body.Checks[checkBTC] = btcReadiness(s.cfg.BTC.Status(), s.cfg.BTC.Amounts())
+	}
+	excluded := map[string]bool{}
+	for _, v := range r.URL.Query()["exclude"] {
+		for name := range strings.SplitSeq(v, ",") {
+			excluded[strings.TrimSpace(name)] = true
+		}
+	}
+	body.Ready = true
+	for _, name := range []string{checkStacks, checkBTC} {
+		if why, ok := body.Checks[name]; ok && why != checkOK && !excluded[name] && body.Ready {
+			body.Ready, body.Reason = false, why
+		}
+	}
+	if !body.Ready {
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, readyBody{Ready: true})
+	writeJSON(w, http.StatusOK, body)
+}
+
+// btcReadiness is the BTC check: "ok", or why a drip would fail now. A
+// replica standing by (another one holds the key and pays) passes: its
+// BTC answers say to try again, and failing it would change nothing.
+func btcReadiness(st btcfaucet.Status, am btcfaucet.Amounts) string {
+	switch {
+	case st.Standby:
+		return checkOK
+	case !st.NodeUp:
+		return "the Bitcoin node is unreachable"
+	case st.Behind:
+		return "the Bitcoin node's chain is behind the faucet's view (it restarted or is syncing)"
+	case !st.Ready:
+		return "the BTC faucet has not read its coins from the node yet"
+	case st.Balance < am.Default:
+		return "the BTC faucet's key has no spendable coins for a drip"
+	}
+	return checkOK
 }
 
 // readyReason turns Ready's error into text safe for an unauthenticated
