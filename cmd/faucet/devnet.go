@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +51,18 @@ func (f fundList) Set(s string) error {
 // devnetUsage heads `faucet devnet -h`.
 const devnetUsage = `usage: faucet devnet --fund-key-file FILE [flags]
        faucet devnet --fund ADDR=µSTX [--fund ADDR=µSTX]... [flags]
+       faucet devnet --upstream URL [--listen ADDR]
 
 Serves the simulated Stacks node alone, e.g. for a separate
-faucet serve --node-url. Every flag can also be set as FAUCET_<NAME>.
+faucet serve --node-url. With --upstream it serves another front end of a
+running one instead: a second RPC endpoint of the same chain, as a
+follower node is, to give faucet serve several --node-url. Every flag can
+also be set as FAUCET_<NAME>.
 `
 
 // devnetFlagGroups order `faucet devnet -h` by concern.
 var devnetFlagGroups = []flagGroup{
-	{"node", []string{"listen", "block-time", "pox-min-amount", "send-many-contract", "token-asset"}},
+	{"node", []string{"listen", "upstream", "block-time", "pox-min-amount", "send-many-contract", "token-asset"}},
 	{"genesis funding", []string{"fund-key-file", "fund-amount", "fund-token-amount", "fund"}},
 	{"logging", []string{"log-level", "log-format"}},
 }
@@ -73,6 +79,7 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	sendMany := fs.String("send-many-contract", stacks.SendManyMemoTestnet, "contract id of the send-many-memo contract the node deploys (\"\" = none)")
 	token := fs.String("token-asset", stacks.SBTCTestnet, "asset identifier ADDR.contract::"+devnode.TokenName+" of the SIP-010 token (sBTC) the node deploys (\"\" = none)")
 	tokenFunding := fs.Uint64("fund-token-amount", devnetTokenFunding, "token base units (sats) for each address from --fund-key-file")
+	upstream := fs.String("upstream", "", "serve another RPC front end of the devnode at this URL (http://host:port) instead of a node of its own; the other flags but --listen and logging do not apply")
 	fund := fundList{}
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
 	lf := options.Defaults().Log
@@ -84,6 +91,9 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	logger, err := lf.Logger()
 	if err != nil {
 		return flagError(fs, err)
+	}
+	if *upstream != "" {
+		return serveFrontEndOf(ctx, fs, *upstream, *listen, stdout, logger)
 	}
 	tokenGenesis := map[stacks.Address]uint64{}
 	if *keyFile != "" {
@@ -125,6 +135,38 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "devnode serving the Stacks node RPC at %s (block time %s, %d funded addresses)\n", url, *blockTime, len(fund))
 	<-ctx.Done()
+	return nil
+}
+
+// serveFrontEndOf serves a second RPC front end of the devnode at
+// upstream, relaying every call to it, until ctx ends: a node of the same
+// chain whose process (or pod) can be stopped while the chain goes on, as
+// a follower can beside a miner.
+func serveFrontEndOf(ctx context.Context, fs *flag.FlagSet, upstream, listen string, stdout io.Writer, logger *slog.Logger) error {
+	u, err := url.Parse(upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return flagError(fs, fmt.Errorf("--upstream %q: want the devnode's URL, http://host:port", upstream))
+	}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return fmt.Errorf("devnode front end listen %s: %w", listen, err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		logger.Warn("the upstream devnode did not answer", "path", r.URL.Path, "err", err)
+		http.Error(w, "upstream devnode unavailable", http.StatusBadGateway)
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	fmt.Fprintf(stdout, "devnode front end serving the Stacks node RPC at http://%s (relaying to %s)\n", ln.Addr(), u.Redacted())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("devnode front end: %w", err)
+	}
 	return nil
 }
 

@@ -68,6 +68,43 @@ func TestDevnetToken(t *testing.T) {
 
 // startDevnet runs `faucet devnet` with args on a free port until the test
 // ends, and returns a client of its RPC (the one line it prints names it).
+// `faucet devnet --upstream` serves a second front end of a running
+// devnode: it answers for the same chain, and a transaction sent through it
+// reaches that chain's mempool. A URL without a scheme is a usage error.
+func TestDevnetFrontEnd(t *testing.T) {
+	if err := runDevnet(context.Background(), []string{"--upstream", "devnode:20443"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "--upstream") {
+		t.Fatalf("an upstream without a scheme: %v", err)
+	}
+	key, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := startDevnet(t, "--fund", key.TestnetAddress().String()+"=1000000000")
+	second := startDevnet(t, "--upstream", first.URL())
+	i1, err := first.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i2, err := second.Info(ctx)
+	if err != nil || i2.NetworkID != i1.NetworkID || i2.StacksTipHeight != i1.StacksTipHeight {
+		t.Fatalf("the front end's /v2/info %+v, %v; want the devnode's %+v", i2, err, i1)
+	}
+	to, _ := stacks.GeneratePrivateKey()
+	tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: stacks.Principal{Address: to.TestnetAddress()}, Amount: 1_000, Fee: 10_000}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txid, err := second.Broadcast(ctx, tx.Serialize())
+	if err != nil {
+		t.Fatalf("broadcast through the front end: %v", err)
+	}
+	if held, err := first.MempoolTx(ctx, txid); err != nil || !held {
+		t.Fatalf("the devnode's mempool holds %s: %v, %v", txid, held, err)
+	}
+}
+
 func startDevnet(t *testing.T, args ...string) *node.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

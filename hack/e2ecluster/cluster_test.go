@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +46,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/hack/e2eclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
 
 const (
@@ -67,6 +70,12 @@ const (
 	// replacement's start (a lame duck too, were one set) within maxBurst.
 	burstPace     = 200 * time.Millisecond
 	restrictedUID = 65532
+	// fsPG is the FaucetServer of two replicas on Postgres.
+	fsPG = "testnet-pg"
+	// nodeIP is the cluster node's address (hack/cluster/cluster.sh), where
+	// the test's Postgres listens; podNetwork is where pods connect from.
+	nodeIP     = "10.250.0.1"
+	podNetwork = "10.244.0.0/16"
 )
 
 // env is what `make e2e-cluster` passes in.
@@ -93,6 +102,11 @@ func TestUserPathOnARealCluster(t *testing.T) {
 	defer cancel()
 	c := newClient(t, e.kubeconfig)
 	keyA, keyB := newKey(t), newKey(t)
+	// The Postgres faucet's keys: two per replica. The replicas spread the
+	// keys by quota over the live ones, a terminating pod and a surge pod
+	// included; with one key each, a rollout's surge can leave a serving
+	// replica without a key for a moment, and its drips answer "busy".
+	keysPG := []*stacks.PrivateKey{newKey(t), newKey(t), newKey(t), newKey(t)}
 
 	t.Run("helm install: the manager runs hardened with the chart's RBAC", func(t *testing.T) {
 		e.run(t, ctx, e.helm, "install", release, filepath.Join(e.repo, "charts", "faucet-operator"),
@@ -118,7 +132,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 
 	var nodeURL string
 	t.Run("a devnode runs in the cluster behind a Service", func(t *testing.T) {
-		e.apply(t, ctx, devnodeManifest(e.image, keyA.TestnetAddress(), keyB.TestnetAddress()))
+		e.apply(t, ctx, devnodeManifest(e.image, append([]stacks.Address{keyA.TestnetAddress(), keyB.TestnetAddress()}, addressesOf(keysPG)...)...))
 		waitAvailable(t, ctx, c, ns, "devnode", 2*time.Minute)
 		nodeURL = "http://" + serviceAddr(t, ctx, c, ns, "devnode")
 		// The Service answers once kube-proxy has programmed its endpoint.
@@ -304,6 +318,218 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		if code, body := drip(ctx, faucetURL, limited); code != http.StatusTooManyRequests {
 			t.Fatalf("drip %d to %s: %d %s; want 429, the limit of %d counted across the restart", perAddress+1, limited, code, body, perAddress)
 		}
+	})
+
+	t.Run("two node URLs: the faucet keeps dripping while one node's pod is deleted", func(t *testing.T) {
+		e.apply(t, ctx, devnodeFrontEndManifest(e.image, nodeURL))
+		waitPodReady(t, ctx, c, "devnode-2", 2*time.Minute)
+		secondURL := "http://" + serviceAddr(t, ctx, c, ns, "devnode-2")
+		old := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName)
+		// The second node first: reads prefer it, so its loss is a failover.
+		e.apply(t, ctx, faucetServerManifest(secondURL, nodeURL))
+		waitNewPod(t, ctx, c, old.UID, 3*time.Minute)
+		waitServed(t, ctx, faucetURL)
+		poll(t, ctx, "the FaucetServer to show both nodes", 90*time.Second, func() error {
+			var fs faucetv1alpha1.FaucetServer
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fsName}, &fs); err != nil {
+				return err
+			}
+			if fs.Status.NodesSummary != "2/2" {
+				return fmt.Errorf("status.nodesSummary %q", fs.Status.NodesSummary)
+			}
+			return nil
+		})
+
+		// A burst at a steady pace; the second node's pod is deleted once a
+		// third of it is answered. No request may fail: reads and
+		// broadcasts go to the other node.
+		const drips, deleteAfter, workers = 90, 30, 3
+		type shot struct {
+			to   stacks.Address
+			code int
+			body string
+		}
+		shots := make([]shot, drips)
+		next := atomic.Int32{}
+		var answered atomic.Int32
+		deleted := make(chan struct{})
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= drips {
+						return
+					}
+					to := newKey(t).TestnetAddress()
+					code, body := drip(ctx, faucetURL, to)
+					shots[i] = shot{to, code, body}
+					if answered.Add(1) == deleteAfter {
+						close(deleted)
+					}
+					time.Sleep(burstPace)
+				}
+			})
+		}
+		<-deleted
+		e.run(t, ctx, e.kubectl, "delete", "pod", "-n", ns, "devnode-2", "--wait=false")
+		wg.Wait()
+		ok := map[stacks.Address]uint64{}
+		for i, s := range shots {
+			if s.code != http.StatusOK {
+				t.Errorf("drip %d: %d %s", i, s.code, s.body)
+			}
+			ok[s.to] = dripUSTX
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		waitBalances(t, ctx, nodeURL, ok, nil, 2*time.Minute)
+		t.Logf("%d drips, the second node's pod deleted after %d: every one answered 200 and mined once", drips, deleteAfter)
+		faucetPod := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName).Name
+		if logs := grepLines(e.kubectlOut(t, ctx, "logs", "-n", ns, faucetPod), "left the rotation"); !strings.Contains(logs, secondURL) {
+			t.Errorf("the faucet did not log the second node leaving the rotation:\n%s", logs)
+		}
+
+		// Back, the node rejoins the rotation.
+		poll(t, ctx, "the second node's pod gone", time.Minute, func() error {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "devnode-2"}, &corev1.Pod{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return err
+			}
+			return errors.New("still there")
+		})
+		e.apply(t, ctx, devnodeFrontEndManifest(e.image, nodeURL))
+		waitPodReady(t, ctx, c, "devnode-2", 2*time.Minute)
+		poll(t, ctx, "the second node back in rotation", 2*time.Minute, func() error {
+			var info struct {
+				Nodes []struct {
+					URL, State string
+				} `json:"nodes"`
+			}
+			resp, err := httpClient.Get(faucetURL + "/faucet/v1/info") //nolint:noctx // bounded by httpClient's timeout
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+				return err
+			}
+			if len(info.Nodes) != 2 || info.Nodes[0].State != "ready" || info.Nodes[1].State != "ready" {
+				return fmt.Errorf("nodes %+v", info.Nodes)
+			}
+			return nil
+		})
+		nodeLog := grepLines(e.kubectlOut(t, ctx, "logs", "-n", ns, faucetPod), "rotation")
+		if !strings.Contains(nodeLog, "rejoined the rotation") {
+			t.Errorf("the faucet did not log the second node rejoining the rotation")
+		}
+		t.Logf("the faucet's log of its nodes:\n%s", nodeLog)
+	})
+
+	t.Run("replicas: 2 on Postgres: a pod deleted mid-burst and a rollout under load, every request answered", func(t *testing.T) {
+		// A real Postgres on the node's address, which pods reach.
+		pg := pgtest.StartOn(t, nodeIP, podNetwork, nodeIP+"/32")
+		// Gone before Postgres stops (cleanups run last first), even when
+		// the step fails, so that the steps after it start clean.
+		t.Cleanup(func() {
+			e.run(t, ctx, e.kubectl, "delete", "faucetserver", "-n", ns, fsPG, "--ignore-not-found", "--wait=true", "--timeout=2m")
+			e.run(t, ctx, e.kubectl, "delete", "secret", "-n", ns, fsPG+"-store", fsPG+"-keys", "--ignore-not-found", "--wait=true")
+			poll(t, ctx, "every object of the Postgres faucet gone", 2*time.Minute, func() error {
+				out := e.kubectlOut(t, ctx, "get", "deploy,rs,pods,svc,pdb,secrets", "-n", ns, "-o", "name")
+				if left := grepLines(out, fsPG); left != "" {
+					return errors.New(left)
+				}
+				return nil
+			})
+		})
+		e.apply(t, ctx, postgresFaucetServerManifest(pg.CreateDB(t), keysPG, nodeURL, 1000))
+		waitReplicas(t, ctx, c, fsPG, 2, 3*time.Minute)
+		pgURL := "http://" + serviceAddr(t, ctx, c, ns, fsPG)
+		waitServed(t, ctx, pgURL)
+
+		// Workers drip without retrying (a connection error is a failure),
+		// through the delete of one pod and then a rollout of both.
+		type shot struct {
+			to   stacks.Address
+			code int
+			body string
+			at   time.Time
+		}
+		var mu sync.Mutex
+		var shots []shot
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range burstWorkers {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					to := newKey(t).TestnetAddress()
+					code, body := dripWith(ctx, plainClient, pgURL, to)
+					mu.Lock()
+					shots = append(shots, shot{to, code, body, time.Now()})
+					mu.Unlock()
+					time.Sleep(burstPace)
+				}
+			})
+		}
+		answered := func() int { mu.Lock(); defer mu.Unlock(); return len(shots) }
+		poll(t, ctx, "the burst under way", time.Minute, func() error {
+			if n := answered(); n < burstBefore {
+				return fmt.Errorf("%d answered", n)
+			}
+			return nil
+		})
+		victim := onlyPodsOf(t, ctx, c, fsPG)[0]
+		start := time.Now()
+		e.run(t, ctx, e.kubectl, "delete", "pod", "-n", ns, victim.Name, "--wait=false")
+		waitPodGone(t, ctx, c, victim, 2*time.Minute)
+		waitReplicas(t, ctx, c, fsPG, 2, 3*time.Minute)
+		t.Logf("pod %s deleted; two pods Ready again %s later", victim.Name, time.Since(start).Round(time.Millisecond))
+
+		// A rollout: a changed setting rolls both pods, one at a time.
+		before := onlyPodsOf(t, ctx, c, fsPG)
+		start = time.Now()
+		e.apply(t, ctx, postgresFaucetServerManifest("", keysPG, nodeURL, 1001))
+		for _, p := range before {
+			waitPodGone(t, ctx, c, p, 3*time.Minute)
+		}
+		waitReplicas(t, ctx, c, fsPG, 2, 3*time.Minute)
+		t.Logf("rollout of both pods done in %s", time.Since(start).Round(time.Millisecond))
+		time.Sleep(3 * time.Second) // a few drips on the new pods
+		close(stop)
+		wg.Wait()
+
+		ok := map[stacks.Address]uint64{}
+		tally := map[int]int{}
+		var okAt []time.Time
+		for _, s := range shots {
+			tally[s.code]++
+			if s.code != http.StatusOK {
+				t.Errorf("drip to %s: %d %s", s.to, s.code, s.body)
+				continue
+			}
+			ok[s.to] = dripUSTX
+			okAt = append(okAt, s.at)
+		}
+		var gap time.Duration
+		for i := 1; i < len(okAt); i++ {
+			gap = max(gap, okAt[i].Sub(okAt[i-1]))
+		}
+		t.Logf("burst of %d drips across a pod delete and a rollout, 2 replicas on Postgres: answers %v; the longest time without an answered drip: %s",
+			len(shots), tally, gap.Round(time.Millisecond))
+		if t.Failed() {
+			t.FailNow()
+		}
+		waitBalances(t, ctx, nodeURL, ok, nil, 2*time.Minute)
+
 	})
 
 	t.Run("rotating the key Secret rolls the pod and the new key serves", func(t *testing.T) {
@@ -558,6 +784,80 @@ func waitNewPodIn(t *testing.T, ctx context.Context, c client.Client, namespace,
 		return nil
 	})
 	return pod
+}
+
+func addressesOf(keys []*stacks.PrivateKey) []stacks.Address {
+	out := make([]stacks.Address, len(keys))
+	for i, k := range keys {
+		out[i] = k.TestnetAddress()
+	}
+	return out
+}
+
+// podsOf lists the FaucetServer name's pods that are not terminating.
+func podsOf(ctx context.Context, c client.Client, name string) []corev1.Pod {
+	all, err := pods(ctx, c, ns, "app.kubernetes.io/instance="+name)
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(all, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+}
+
+func onlyPodsOf(t *testing.T, ctx context.Context, c client.Client, name string) []corev1.Pod {
+	t.Helper()
+	ps := podsOf(ctx, c, name)
+	if len(ps) == 0 {
+		t.Fatalf("no pod of %s", name)
+	}
+	return ps
+}
+
+// waitPodReady waits until the pod name is Ready.
+func waitPodReady(t *testing.T, ctx context.Context, c client.Client, name string, timeout time.Duration) {
+	t.Helper()
+	poll(t, ctx, "pod "+name+" to be Ready", timeout, func() error {
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			return err
+		}
+		if p.DeletionTimestamp != nil || !podReady(&p) {
+			return errors.New("not Ready")
+		}
+		return nil
+	})
+}
+
+// waitPodGone waits until p no longer exists.
+func waitPodGone(t *testing.T, ctx context.Context, c client.Client, p corev1.Pod, timeout time.Duration) {
+	t.Helper()
+	poll(t, ctx, "pod "+p.Name+" gone", timeout, func() error {
+		var got corev1.Pod
+		err := c.Get(ctx, client.ObjectKeyFromObject(&p), &got)
+		switch {
+		case err == nil && got.UID == p.UID:
+			return errors.New("still there")
+		case err != nil && !apierrors.IsNotFound(err):
+			return err
+		}
+		return nil
+	})
+}
+
+// waitReplicas waits until the Deployment name runs n pods of its
+// current template, all available, and no other.
+func waitReplicas(t *testing.T, ctx context.Context, c client.Client, name string, n int32, timeout time.Duration) {
+	t.Helper()
+	poll(t, ctx, fmt.Sprintf("deployment %s to run %d available pods", name, n), timeout, func() error {
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			return err
+		}
+		st := d.Status
+		if d.Status.ObservedGeneration < d.Generation || st.Replicas != n || st.UpdatedReplicas != n || st.AvailableReplicas != n || st.ReadyReplicas != n {
+			return fmt.Errorf("replicas %d, updated %d, available %d", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
+		}
+		return nil
+	})
 }
 
 func waitAvailable(t *testing.T, ctx context.Context, c client.Client, namespace, name string, timeout time.Duration) {
@@ -923,7 +1223,64 @@ stringData:
 `, keySecret, ns, k.Hex())
 }
 
-func faucetServerManifest(nodeURL string) string {
+// postgresFaucetServerManifest is the FaucetServer fsPG: two replicas on
+// the Postgres database at uri, paying from keys (a replica is Ready once
+// it owns one), with a per-IP limit of
+// perIP (a change of it rolls the pods). uri "" leaves the store's Secret
+// out of the manifest, as it was.
+func postgresFaucetServerManifest(uri string, keys []*stacks.PrivateKey, nodeURL string, perIP int) string {
+	var secrets string
+	if uri != "" {
+		hexes := make([]string, len(keys))
+		for i, k := range keys {
+			hexes[i] = k.Hex()
+		}
+		secrets = fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: %[1]s-store
+  namespace: %[2]s
+type: Opaque
+stringData:
+  uri: %[3]s
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: %[1]s-keys
+  namespace: %[2]s
+type: Opaque
+stringData:
+  keys: "%[4]s"
+---
+`, fsPG, ns, uri, strings.Join(hexes, `\n`))
+	}
+	return secrets + fmt.Sprintf(`apiVersion: faucet.stxfaucet.dev/v1alpha1
+kind: FaucetServer
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  replicas: 2
+  node:
+    url: %[3]s
+  keySecretRef:
+    name: %[1]s-keys
+  store:
+    postgres:
+      uriSecretRef: {name: %[1]s-store}
+  rateLimits:
+    perIP: {requests: %[4]d, window: 5m}
+`, fsPG, ns, nodeURL, perIP)
+}
+
+// faucetServerManifest is the FaucetServer on the nodes: node.url for one,
+// node.urls for several.
+func faucetServerManifest(nodeURLs ...string) string {
+	node := "url: " + nodeURLs[0]
+	if len(nodeURLs) > 1 {
+		node = "urls: [" + strings.Join(nodeURLs, ", ") + "]"
+	}
 	return fmt.Sprintf(`apiVersion: faucet.stxfaucet.dev/v1alpha1
 kind: FaucetServer
 metadata:
@@ -931,12 +1288,50 @@ metadata:
   namespace: %s
 spec:
   node:
-    url: %s
+    %s
   keySecretRef:
     name: %s
   rateLimits:
     perIP: {requests: 1000, window: 5m}
-`, fsName, ns, nodeURL, keySecret)
+`, fsName, ns, node, keySecret)
+}
+
+// devnodeFrontEndManifest runs a second front end of the devnode
+// (`faucet devnet --upstream`) in a pod of its own behind a Service: a
+// second node URL of the one chain, whose pod can be deleted (and stays
+// gone until applied again) while the chain goes on.
+func devnodeFrontEndManifest(image, upstream string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: devnode-2
+  namespace: %[1]s
+  labels: {app: devnode-2}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 5
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: devnode
+    image: %[2]s
+    args: [devnet, --listen=0.0.0.0:%[3]d, --upstream=%[4]s]
+    ports:
+    - {name: rpc, containerPort: %[3]d}
+    readinessProbe:
+      httpGet: {path: /v2/info, port: rpc}
+      periodSeconds: 1
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: devnode-2
+  namespace: %[1]s
+spec:
+  selector: {app: devnode-2}
+  ports:
+  - {name: rpc, port: %[3]d, targetPort: rpc}
+`, ns, image, devnodePort, upstream)
 }
 
 // --- the faucet and the node
@@ -964,11 +1359,21 @@ var httpClient = &http.Client{
 
 // drip is a v1 drip; code 0 means no answer (no endpoint, reset).
 func drip(ctx context.Context, faucetURL string, to stacks.Address) (int, string) {
+	return dripWith(ctx, httpClient, faucetURL, to)
+}
+
+// plainClient is a client as most are: the system's connect timeout, keep-
+// alive, no retry (a POST is never retried), so a connection refused or
+// reset by a pod going away is an error the test sees.
+var plainClient = &http.Client{Timeout: 30 * time.Second}
+
+// dripWith is a v1 drip through hc; code 0 means no answer.
+func dripWith(ctx context.Context, hc *http.Client, faucetURL string, to stacks.Address) (int, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, faucetURL+"/extended/v1/faucets/stx?address="+to.String(), nil)
 	if err != nil {
 		return 0, err.Error()
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

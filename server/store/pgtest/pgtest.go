@@ -51,10 +51,12 @@ const SkipEnv = "FAUCET_SKIP_POSTGRES"
 
 // Server is one running (or stopped) test Postgres.
 type Server struct {
-	bin  string // directory of initdb and postgres
-	dir  string // temporary root: data/, sock/, postgres.log
-	port int
-	cred *syscall.Credential // nil unless running as root
+	bin   string   // directory of initdb and postgres
+	dir   string   // temporary root: data/, sock/, postgres.log
+	host  string   // the address it listens on: 127.0.0.1 but for StartOn
+	allow []string // networks (CIDR) besides loopback whose clients may connect
+	port  int
+	cred  *syscall.Credential // nil unless running as root
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -65,7 +67,15 @@ type Server struct {
 // Start starts a server of t's own, stopped and removed at t's cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := start(t)
+	return StartOn(t, "127.0.0.1")
+}
+
+// StartOn is Start on the address host, accepting clients (with the
+// password) from the networks allow as well as from loopback: for a
+// server that pods reach, e.g. on a cluster node's address.
+func StartOn(t testing.TB, host string, allow ...string) *Server {
+	t.Helper()
+	s, err := start(t, host, allow...)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -109,7 +119,7 @@ func Shared(t testing.TB) *Server {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.srv == nil && shared.failure == nil {
-		shared.srv, shared.failure = start(t)
+		shared.srv, shared.failure = start(t, "127.0.0.1")
 	}
 	if shared.failure != nil {
 		t.Fatalf("pgtest: %v", shared.failure)
@@ -119,7 +129,7 @@ func Shared(t testing.TB) *Server {
 
 // start finds the binaries (failing or skipping t without them) and starts
 // a new server.
-func start(t testing.TB) (*Server, error) {
+func start(t testing.TB, host string, allow ...string) (*Server, error) {
 	t.Helper()
 	bin, err := findBinaries()
 	if err != nil {
@@ -128,7 +138,7 @@ func start(t testing.TB) (*Server, error) {
 		}
 		return nil, fmt.Errorf("%w: run `make postgres` to install Postgres (or set %s=1 to skip these tests)", err, SkipEnv)
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, host: host, allow: allow}
 	if err := s.init(); err != nil {
 		s.Destroy()
 		return nil, err
@@ -209,7 +219,20 @@ func (s *Server) init() error {
 	if err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	return nil
+	if len(s.allow) == 0 {
+		return nil
+	}
+	hba, err := os.OpenFile(filepath.Join(dir, "data", "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	for _, network := range s.allow {
+		if _, err := fmt.Fprintf(hba, "host all all %s scram-sha-256\n", network); err != nil {
+			_ = hba.Close()
+			return err
+		}
+	}
+	return hba.Close()
 }
 
 // command prepares a Postgres binary to run as the server's user.
@@ -230,7 +253,7 @@ func (s *Server) Start() error {
 		return errors.New("already running")
 	}
 	if s.port == 0 {
-		port, err := freePort()
+		port, err := freePort(s.host)
 		if err != nil {
 			return err
 		}
@@ -243,7 +266,7 @@ func (s *Server) Start() error {
 	defer logf.Close()
 	cmd := s.command(filepath.Join(s.bin, "postgres"),
 		"-D", filepath.Join(s.dir, "data"),
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses="+s.host,
 		"-c", "port="+strconv.Itoa(s.port),
 		"-c", "unix_socket_directories="+filepath.Join(s.dir, "sock"),
 		"-c", "max_connections=300",
@@ -344,7 +367,8 @@ func (s *Server) Destroy() {
 	}
 }
 
-// Port is the TCP port the server listens on (on 127.0.0.1).
+// Port is the TCP port the server listens on (on 127.0.0.1, or StartOn's
+// address).
 func (s *Server) Port() int { return s.port }
 
 // URI returns a connection URI for database dbname, with the password.
@@ -352,7 +376,7 @@ func (s *Server) URI(dbname string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(User, Password),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+		Host:     net.JoinHostPort(s.host, strconv.Itoa(s.port)),
 		Path:     "/" + dbname,
 		RawQuery: "sslmode=disable",
 	}
@@ -385,9 +409,9 @@ func (s *Server) logTail() string {
 	return string(bytes.TrimSpace(b))
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort asks the kernel for a free TCP port on host.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -397,5 +421,5 @@ func freePort() (int, error) {
 
 // String describes the server for test logs.
 func (s *Server) String() string {
-	return "postgres on 127.0.0.1:" + strconv.Itoa(s.port) + " (" + strings.TrimSuffix(s.dir, "/") + ")"
+	return "postgres on " + net.JoinHostPort(s.host, strconv.Itoa(s.port)) + " (" + strings.TrimSuffix(s.dir, "/") + ")"
 }

@@ -79,13 +79,33 @@ func TestMissingBinaries(t *testing.T) {
 	t.Cleanup(func() { searchGlob = old })
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv(SkipEnv, "")
-	_, err := start(t)
+	_, err := start(t, "127.0.0.1")
 	if err == nil || !strings.Contains(err.Error(), "make postgres") {
 		t.Fatalf("missing binaries: %v, want a hint to run make postgres", err)
 	}
 	t.Run("skipped", func(t *testing.T) {
 		t.Setenv(SkipEnv, "1")
-		_, _ = start(t)
+		_, _ = start(t, "127.0.0.1")
 		t.Fatal("not skipped")
 	})
+}
+
+// StartOn listens on the address it is given (here another loopback
+// address), which its URI names, and takes the networks it allows.
+func TestStartOn(t *testing.T) {
+	s := StartOn(t, "127.0.0.2", "127.0.0.0/8")
+	uri := s.CreateDB(t)
+	if !strings.Contains(uri, "@127.0.0.2:") {
+		t.Fatalf("URI %s does not name 127.0.0.2", uri)
+	}
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var one int
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1: %d, %v", one, err)
+	}
 }
