@@ -61,18 +61,34 @@ if all_present; then
 	exit 0
 fi
 
+# One build at a time per directory: `make test` starts the cluster's
+# binaries in the background (hack/background.sh), and a later call waits
+# for that build instead of starting its own, then finds them present.
+exec 9>"${outdir}/.lock"
+if ! flock -n 9; then
+	log "another build into ${outdir} is running; waiting for it"
+	flock 9
+fi
+if all_present; then
+	echo "${outdir}"
+	exit 0
+fi
+
 # Fail loudly if the version variables drifted from the go.mod pins.
 grep -Eq "^(require)?[[:space:]]*k8s.io/kubernetes v${K8S_VERSION}\$" "${script_dir}/kube/go.mod" ||
 	{ log "K8S_VERSION=${K8S_VERSION} does not match kube/go.mod"; exit 1; }
 grep -Eq "^(require)?[[:space:]]*go.etcd.io/etcd/server/v3 v${ETCD_VERSION}\$" "${script_dir}/etcd/go.mod" ||
 	{ log "ETCD_VERSION=${ETCD_VERSION} does not match etcd/go.mod"; exit 1; }
 
-# A stamp from other versions means every binary is stale.
+# A stamp from other versions means every binary is stale. A matching one
+# stays while the missing binaries are built: the present ones are whole
+# (each is moved in once linked), and a call that needs only them must not
+# wait for this build.
 if [[ -f "${stamp_file}" && "$(cat "${stamp_file}")" != "${stamp}" ]]; then
 	log "versions changed ($(cat "${stamp_file}") -> ${stamp}); rebuilding all"
 	for entry in "${binaries[@]}"; do rm -f "${outdir}/${entry%%:*}"; done
+	rm -f "${stamp_file}"
 fi
-rm -f "${stamp_file}"
 
 # Version info that upstream's hack/lib/version.sh injects; without it the
 # binaries report v0.0.0-master. buildDate keeps its fixed default so the

@@ -36,8 +36,20 @@ client_go_version=$(pin k8s.io/client-go)
 [[ -n "${helm_version}" && -n "${client_go_version}" ]] ||
 	{ log "cannot read the helm.sh/helm/v3 and k8s.io/client-go pins from ${script_dir}/go.mod"; exit 1; }
 
-if [[ -x "${target}" ]] &&
-	[[ "$("${target}" version --template '{{.Version}}' 2>/dev/null || true)" == "${helm_version}" ]]; then
+built() {
+	[[ -x "${target}" ]] &&
+		[[ "$("${target}" version --template '{{.Version}}' 2>/dev/null || true)" == "${helm_version}" ]]
+}
+if built; then
+	echo "${target}"
+	exit 0
+fi
+# One build at a time: `make test` starts this one in the background
+# (hack/background.sh); a call meanwhile waits for it, then finds it built.
+mkdir -p "$(dirname "${target}")"
+exec 9>"${target}.lock"
+flock 9
+if built; then
 	echo "${target}"
 	exit 0
 fi

@@ -43,8 +43,20 @@ if [[ ! "${module_version}" =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]]; then
 fi
 prom_version="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
 
-if [[ -x "${target}" ]] &&
-	[[ "$("${target}" --version 2>/dev/null | head -n1 || true)" == "promtool, version ${prom_version} "* ]]; then
+built() {
+	[[ -x "${target}" ]] &&
+		[[ "$("${target}" --version 2>/dev/null | head -n1 || true)" == "promtool, version ${prom_version} "* ]]
+}
+if built; then
+	echo "${target}"
+	exit 0
+fi
+# One build at a time: `make test` starts this one in the background
+# (hack/background.sh); a call meanwhile waits for it, then finds it built.
+mkdir -p "$(dirname "${target}")"
+exec 9>"${target}.lock"
+flock 9
+if built; then
 	echo "${target}"
 	exit 0
 fi
