@@ -210,7 +210,8 @@ var _ = Describe("BTC", func() {
 			fs.Spec.Node.URL = url
 			fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(10))}
 			b := btcSpec(true)
-			b.RPC.URL = "http://" + btcd.RPCAddr()
+			// A node that is down, then btcd: the balance comes from btcd.
+			b.RPC.URL, b.RPC.URLs = "", []string{"http://127.0.0.1:1", "http://" + btcd.RPCAddr()}
 			// 1 BTC per drip, so a few coins make a handful of drips.
 			b.Amounts = &faucetv1alpha1.BTCAmounts{Default: ptr.To(int64(btcPerCoin)), Large: ptr.To(int64(btcPerCoin)), XLarge: ptr.To(int64(btcPerCoin))}
 			withBTC(b)(fs)
@@ -227,6 +228,10 @@ var _ = Describe("BTC", func() {
 			g.Expect(b.Balance).To(HaveValue(BeZero()))
 			g.Expect(b.LastChecked).NotTo(BeNil())
 			g.Expect(got.Status.Funding.AssetsSummary).To(Equal("btc:0"))
+			g.Expect(got.Status.BTCNodes).To(HaveLen(2))
+			g.Expect(got.Status.BTCNodes[0].Reachable).To(BeFalse())
+			g.Expect(got.Status.BTCNodes[1].Reachable).To(BeTrue())
+			g.Expect(got.Status.BTCNodes[1].URL).NotTo(ContainSubstring(btcd.Password()))
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty)
 			g.Expect(c.Message).To(HavePrefix("btc: 0 drips left (0 sats at " + addr + " on regtest, 100000000 sats per drip): send test BTC to " + addr))
 		}).Should(Succeed())
@@ -272,7 +277,9 @@ var _ = Describe("BTC", func() {
 		Eventually(func(g Gomega) {
 			got := getFaucetServer(g, ns)
 			c := expectCondition(g, got, faucetv1alpha1.ConditionFunded, metav1.ConditionUnknown, faucetv1alpha1.ReasonNodeUnreachable)
-			g.Expect(c.Message).To(HavePrefix("btc: cannot read the BTC balance from the Bitcoin node http://" + btcd.RPCAddr()))
+			g.Expect(c.Message).To(HavePrefix("btc: cannot read the BTC balance from the Bitcoin node http://127.0.0.1:1, http://" + btcd.RPCAddr()))
+			g.Expect(got.Status.BTCNodes).To(HaveLen(2))
+			g.Expect(got.Status.BTCNodes[1].Reachable).To(BeFalse(), "btcd stopped")
 			g.Expect(assetFunding(got.Status.Funding, "btc").Balance).To(HaveValue(Equal(change)))
 			g.Expect(assetFunding(got.Status.Funding, "btc").Message).To(ContainSubstring("BTC balance of " + addr))
 			g.Expect(got.Status.Funding.DripsLeft).To(Equal(int64(200)))

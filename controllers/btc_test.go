@@ -479,7 +479,7 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	}
 	m := &FundingMonitor{}
 	good := btcTarget{rpcURLs: []string{"http://" + n.RPCAddr()}, credentials: newRPCCredentials(n.User(), n.Password()), network: "regtest", address: addr}
-	sats, err := m.readBTC(ctx, good)
+	sats, _, err := m.readBTC(ctx, good)
 	if err != nil || sats != 3*50*100_000_000 {
 		t.Fatalf("readBTC = %d, %v; want 3 coinbases", sats, err)
 	}
@@ -495,13 +495,21 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	// Several nodes: the first that answers is read.
 	failover := good
 	failover.rpcURLs = []string{"http://127.0.0.1:1", good.rpcURLs[0]}
-	if sats, err := m.readBTC(ctx, failover); err != nil || sats == 0 {
-		t.Errorf("a closed port, then the node: %d sats, %v; want the node's balance", sats, err)
+	sats2, nodes, err := m.readBTC(ctx, failover)
+	if err != nil || sats2 != sats {
+		t.Errorf("a closed port, then the node: %d sats, %v; want the node's balance", sats2, err)
+	}
+	if len(nodes) != 2 || nodes[0].err == nil || nodes[1].err != nil || nodes[1].tip != 3 {
+		t.Errorf("the probes of a closed port and the node: %+v", nodes)
+	}
+	health, _ := nodesStatusOf(nodes)
+	if health[0].Reachable || !health[1].Reachable || *health[1].TipHeight != 3 || *health[1].LagBlocks != 0 {
+		t.Errorf("status.btcNodes: %+v", health)
 	}
 
 	wrong := good
 	wrong.credentials = newRPCCredentials(n.User(), wrongPassword)
-	_, err = m.readBTC(ctx, wrong)
+	_, _, err = m.readBTC(ctx, wrong)
 	if !btcnode.IsAuthError(err) || strings.Contains(err.Error(), wrongPassword) || strings.Contains(err.Error(), n.Password()) {
 		t.Errorf("wrong password: %v; want an AuthError without the password", err)
 	}
@@ -510,7 +518,7 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	bare := good
 	bare.rpcURLs = []string{"http://" + plain.RPCAddr()}
 	bare.credentials = newRPCCredentials(plain.User(), plain.Password())
-	_, err = m.readBTC(ctx, bare)
+	_, _, err = m.readBTC(ctx, bare)
 	if !errors.Is(err, btcnode.ErrNoAddressIndex) {
 		t.Errorf("btcd without --addrindex: %v; want ErrNoAddressIndex", err)
 	}

@@ -39,8 +39,9 @@ type fundingResult struct {
 	samples  []fundingSample // oldest first, successful reads only
 	err      error           // the latest attempt's error; nil if it succeeded
 	// nodes are the Stacks nodes' last probes, aligned with
-	// target.nodeURLs; nil before the first.
-	nodes []nodeReading
+	// target.nodeURLs; nil before the first. btcNodes are the Bitcoin
+	// nodes', aligned with target.btc.rpcURLs.
+	nodes, btcNodes []nodeReading
 	// tokens, aligned with target.tokens, are read after the STX balances,
 	// each on its own: one that fails keeps its last figures and says why.
 	tokens []tokenResult

@@ -291,6 +291,9 @@ func (m *FundingMonitor) check(ctx context.Context, key types.NamespacedName) {
 	r := &e.result
 	r.target = t
 	r.err = err
+	if rd.btcNodes != nil {
+		r.btcNodes = rd.btcNodes
+	}
 	if rd.nodes != nil {
 		r.nodes = rd.nodes
 	}
@@ -336,6 +339,7 @@ type reading struct {
 	btc      uint64         // sats of target.btc.address
 	btcErr   error          // the BTC read's error; nil if it succeeded or there is none
 	nodes    []nodeReading  // the Stacks nodes' probes, aligned with target.nodeURLs
+	btcNodes []nodeReading  // the Bitcoin nodes' probes, aligned with target.btc.rpcURLs
 }
 
 // read fetches the STX balances of t's addresses and treasury, then each
@@ -347,53 +351,68 @@ type reading struct {
 func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, error) {
 	rd, err := m.readStacks(ctx, t)
 	if t.btc.address != "" {
-		rd.btc, rd.btcErr = m.readBTC(ctx, t.btc)
+		rd.btc, rd.btcNodes, rd.btcErr = m.readBTC(ctx, t.btc)
 	}
 	return rd, err
 }
 
-// readBTC reads the confirmed balance of t's address from the first of
-// its nodes that answers.
-func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, error) {
+// readBTC probes t's nodes (getblockcount, all at once) and reads the
+// confirmed balance of t's address from the first that answers, highest
+// tip first.
+func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, []nodeReading, error) {
 	timeout := m.BTCTimeout
 	if timeout <= 0 {
 		timeout = DefaultBTCBalanceTimeout
 	}
-	var last error
-	for _, u := range t.rpcURLs {
-		sats, err := m.readBTCFrom(ctx, u, t, timeout)
-		if err == nil || !btcnode.IsUnavailable(err) || ctx.Err() != nil {
-			return sats, err
+	clients := make([]*btcnode.Client, len(t.rpcURLs))
+	for i, u := range t.rpcURLs {
+		c, err := m.btcClient(u, t, timeout)
+		if err != nil {
+			return 0, nil, err
 		}
-		last = err
+		clients[i] = c
+	}
+	nodes := make([]nodeReading, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			nodes[i].url = c.URL()
+			h, err := c.BlockCount(ctx)
+			nodes[i].tip, nodes[i].err = uint64(max(h, 0)), err
+		})
+	}
+	wg.Wait()
+	var last error
+	for _, i := range readOrder(nodes) {
+		sats, err := clients[i].AddressBalance(ctx, t.address)
+		if err == nil {
+			return uint64(max(sats, 0)), nodes, nil
+		}
+		last = fmt.Errorf("BTC balance of %s: %w", t.address, err)
+		if !btcnode.IsUnavailable(err) || ctx.Err() != nil {
+			break
+		}
 	}
 	if last == nil {
 		last = errors.New("no Bitcoin node")
 	}
-	return 0, last
+	return 0, nodes, last
 }
 
-func (m *FundingMonitor) readBTCFrom(ctx context.Context, rpcURL string, t btcTarget, timeout time.Duration) (uint64, error) {
+// btcClient is a client of the node at rpcURL with t's credentials.
+func (m *FundingMonitor) btcClient(rpcURL string, t btcTarget, timeout time.Duration) (*btcnode.Client, error) {
 	if !t.credentials.isZero() {
 		// btcnode sends a URL's userinfo as Basic auth and never repeats
 		// it in errors or URL().
 		u, err := url.Parse(rpcURL)
 		if err != nil {
-			return 0, fmt.Errorf("the Bitcoin node URL: %w", err)
+			return nil, fmt.Errorf("the Bitcoin node URL: %w", err)
 		}
 		u.User = url.UserPassword(t.credentials.get())
 		rpcURL = u.String()
 	}
-	c, err := btcnode.New(rpcURL, btcnode.WithHTTPClient(m.HTTPClient), btcnode.WithTimeout(timeout),
+	return btcnode.New(rpcURL, btcnode.WithHTTPClient(m.HTTPClient), btcnode.WithTimeout(timeout),
 		btcnode.WithUserAgent("faucet-operator-funding/1"))
-	if err != nil {
-		return 0, err
-	}
-	sats, err := c.AddressBalance(ctx, t.address)
-	if err != nil {
-		return 0, fmt.Errorf("BTC balance of %s: %w", t.address, err)
-	}
-	return uint64(max(sats, 0)), nil
 }
 
 // readStacks reads the Stacks node's part of t from its first node that

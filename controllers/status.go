@@ -210,6 +210,12 @@ func setFunding(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Faucet
 		if obs.funding.nodes != nil {
 			st.Nodes, st.NodesSummary = nodesStatusOf(obs.funding.nodes)
 		}
+		if obs.funding.btcNodes != nil {
+			st.BTCNodes, _ = nodesStatusOf(obs.funding.btcNodes)
+		}
+		if t.btc.address == "" {
+			st.BTCNodes = nil // BTC turned off
+		}
 		out := computeFunding(fs, *obs.funding, st.Funding)
 		if out.status != nil && !fundingMatches(out.status, t.addresses, t.treasury, t.tokens, t.btc.address) {
 			out.status = nil // a failed first read of new keys: the old figures are of other keys

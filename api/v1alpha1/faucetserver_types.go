@@ -1097,19 +1097,27 @@ type FaucetServerStatus struct {
 	// column.
 	// +optional
 	NodesSummary string `json:"nodesSummary,omitempty"`
+
+	// btcNodes are the Bitcoin nodes of the btc entry of spec.assets as the
+	// operator last probed them (getblockcount), in their order; the faucet
+	// pods' own rotation is btc_nodes in GET /faucet/v1/info.
+	// +optional
+	// +listType=map
+	// +listMapKey=url
+	BTCNodes []NodeHealth `json:"btcNodes,omitempty"`
 }
 
-// NodeHealth is a Stacks node as the operator last probed it.
+// NodeHealth is a Stacks or Bitcoin node as the operator last probed it.
 type NodeHealth struct {
 	// url is the node's URL, without credentials.
 	// +required
 	URL string `json:"url"`
 
-	// reachable is true when the node answered /v2/info.
+	// reachable is true when the node answered the probe.
 	// +required
 	Reachable bool `json:"reachable"`
 
-	// tipHeight is the Stacks tip height the node reported.
+	// tipHeight is the height of the node's chain tip.
 	// +optional
 	TipHeight *int64 `json:"tipHeight,omitempty"`
 
