@@ -16,7 +16,8 @@ import (
 // allAlerts are the alerts of templates/prometheusrule.yaml, in order.
 var allAlerts = []string{
 	"FaucetLow", "FaucetEmpty", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
-	"FaucetNodeUnreachable", "FaucetStacksNodeOut", "FaucetPodNotReady",
+	"FaucetNodeUnreachable", "FaucetBTCNodeUnreachable", "FaucetStacksNodeOut", "FaucetBitcoinNodeOut",
+	"FaucetPodNotReady",
 }
 
 // alertCases are the value sets the alerts are unit-tested with, each with
@@ -37,7 +38,8 @@ var alertCases = []struct {
 		name:     "custom",
 		values:   []string{"-f", "hack/charttest/testdata/alerts/custom-values.yaml"},
 		testFile: "custom.test.yaml",
-		alerts:   []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetStacksNodeOut", "FaucetPodNotReady"},
+		alerts: []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetBTCNodeUnreachable",
+			"FaucetStacksNodeOut", "FaucetBitcoinNodeOut", "FaucetPodNotReady"},
 	},
 }
 

@@ -232,6 +232,10 @@ func TestExportedMetrics(t *testing.T) {
 		// once a node pool is attached, so found by their descriptors.
 		"faucet_stacks_node_in_rotation", "faucet_stacks_node_tip_height", "faucet_stacks_node_lag_blocks",
 		"faucet_stacks_node_latency_seconds", "faucet_stacks_node_broadcasts_total", "faucet_stacks_node_resent_total",
+		// The same per Bitcoin node of the BTC faucet, which
+		// FaucetBitcoinNodeOut reads; collected once a BTC pool is.
+		"faucet_bitcoin_node_in_rotation", "faucet_bitcoin_node_tip_height", "faucet_bitcoin_node_lag_blocks",
+		"faucet_bitcoin_node_latency_seconds", "faucet_bitcoin_node_broadcasts_total", "faucet_bitcoin_node_resent_total",
 	} {
 		if !names[want] {
 			t.Errorf("the faucet's metrics lack %s", want)

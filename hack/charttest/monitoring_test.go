@@ -142,11 +142,23 @@ func TestRenderMonitoringFull(t *testing.T) {
 		if got := rules["FaucetEmpty"]["for"]; got != "2m" {
 			t.Errorf("FaucetEmpty for %v, want 2m", got)
 		}
+		if got := rules["FaucetBTCNodeUnreachable"]["for"]; got != "25m" {
+			t.Errorf("FaucetBTCNodeUnreachable for %v, want 25m", got)
+		}
+		if expr := rules["FaucetBTCNodeUnreachable"]["expr"].(string); !strings.Contains(expr, "max by (namespace, "+serverLabel+") (faucet_btc_node_up)") {
+			t.Errorf("FaucetBTCNodeUnreachable does not aggregate by namespace and %s:\n%s", serverLabel, expr)
+		}
 		if got := rules["FaucetStacksNodeOut"]["for"]; got != "15m" {
 			t.Errorf("FaucetStacksNodeOut for %v, want 15m", got)
 		}
 		if expr := rules["FaucetStacksNodeOut"]["expr"].(string); !strings.Contains(expr, "by (namespace, "+serverLabel+", node)") {
 			t.Errorf("FaucetStacksNodeOut does not count by namespace, %s and node:\n%s", serverLabel, expr)
+		}
+		if got := rules["FaucetBitcoinNodeOut"]["for"]; got != "20m" {
+			t.Errorf("FaucetBitcoinNodeOut for %v, want 20m", got)
+		}
+		if expr := rules["FaucetBitcoinNodeOut"]["expr"].(string); !strings.Contains(expr, "by (namespace, "+serverLabel+", node)") {
+			t.Errorf("FaucetBitcoinNodeOut does not count by namespace, %s and node:\n%s", serverLabel, expr)
 		}
 		checkRules(t, "faucet-rules.yaml", groups)
 	})
