@@ -215,20 +215,13 @@ func (*bitcoinRPC) failureReason(err error) string {
 		te *btcnode.TransportError
 		re *btcnode.ResponseError
 	)
+	f := failure{warmup: btcnode.IsInWarmup(err), auth: errors.As(err, &ae), timeout: errors.Is(err, context.DeadlineExceeded),
+		transport: errors.As(err, &te), response: errors.As(err, &re)}
 	switch {
-	case btcnode.IsInWarmup(err):
-		return "is warming up"
-	case errors.As(err, &ae):
-		return fmt.Sprintf("refuses the RPC credentials (HTTP %d)", ae.StatusCode)
+	case f.auth:
+		f.status = ae.StatusCode
 	case errors.As(err, &he):
-		return fmt.Sprintf("answers HTTP %d", he.StatusCode)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "does not answer in time"
-	case errors.As(err, &te):
-		return "unreachable"
-	case errors.As(err, &re):
-		return "answers something other than JSON-RPC"
-	default:
-		return "fails"
+		f.status = he.StatusCode
 	}
+	return f.reason("JSON-RPC")
 }

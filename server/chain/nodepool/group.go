@@ -3,6 +3,7 @@ package nodepool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -33,6 +34,37 @@ type chainRPC[C client] interface {
 	refusal(err error) int
 	// cut is the error of a broadcast whose caller gave up waiting.
 	cut(err error) error
+}
+
+// failure is what a failed call tells of the node, for the reason it is
+// out of rotation; each chain's adapter reads its client's errors into it.
+type failure struct {
+	status    int  // an HTTP status other than 2xx
+	auth      bool // the node refuses the credentials
+	warmup    bool // the node is starting
+	timeout   bool
+	transport bool // no answer at all
+	response  bool // an answer that is not the node's protocol
+}
+
+// reason is a short, credential-free account of f.
+func (f failure) reason(protocol string) string {
+	switch {
+	case f.warmup:
+		return "is warming up"
+	case f.auth:
+		return fmt.Sprintf("refuses the credentials (HTTP %d)", f.status)
+	case f.status != 0:
+		return fmt.Sprintf("answers HTTP %d", f.status)
+	case f.timeout:
+		return "does not answer in time"
+	case f.transport:
+		return "unreachable"
+	case f.response:
+		return "answers something other than " + protocol
+	default:
+		return "fails"
+	}
 }
 
 // tuning are the knobs common to both chains' pools.

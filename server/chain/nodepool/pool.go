@@ -265,18 +265,11 @@ func (*stacksRPC) failureReason(err error) string {
 		te *node.TransportError
 		re *node.ResponseError
 	)
-	switch {
-	case errors.As(err, &he):
-		return fmt.Sprintf("answers HTTP %d", he.StatusCode)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "does not answer in time"
-	case errors.As(err, &te):
-		return "unreachable"
-	case errors.As(err, &re):
-		return "answers something other than a node's JSON"
-	default:
-		return "fails"
+	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re)}
+	if errors.As(err, &he) {
+		f.status = he.StatusCode
 	}
+	return f.reason("a node's JSON")
 }
 
 // chainID is the chain every node must report.
