@@ -76,11 +76,7 @@ func TestServeBTCBurstAcrossANodeStop(t *testing.T) {
 		}
 		to[i] = k.Address().String()
 	}
-	type answer struct {
-		code          int
-		start, finish time.Time
-	}
-	answers := make([]answer, drips)
+	answers := make([]timedAnswer, drips)
 	var answered atomic.Int64
 	var stoppedAt atomic.Pointer[time.Time]
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: parallel}}
@@ -90,7 +86,7 @@ func TestServeBTCBurstAcrossANodeStop(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			a := answer{start: time.Now()}
+			a := timedAnswer{start: time.Now()}
 			defer func() {
 				a.finish = time.Now()
 				answers[i] = a
@@ -117,22 +113,7 @@ func TestServeBTCBurstAcrossANodeStop(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var all, around []time.Duration
-	stopped := *stoppedAt.Load()
-	for i, a := range answers {
-		if a.code != http.StatusOK {
-			t.Errorf("drip %d: answered %d", i, a.code)
-			continue
-		}
-		d := a.finish.Sub(a.start)
-		all = append(all, d)
-		if a.finish.After(stopped.Add(-time.Second)) && a.start.Before(stopped.Add(2*time.Second)) {
-			around = append(around, d)
-		}
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	all, around := burstLatencies(t, answers, *stoppedAt.Load())
 	t.Logf("%d BTC drips, the first of two btcd nodes stopped after %d answers: p50 %s, p99 %s; the %d in flight from 1 s before to 2 s after: p99 %s, max %s",
 		drips, stopAfter, quantile(all, 0.5), quantile(all, 0.99), len(around), quantile(around, 0.99), quantile(around, 1))
 

@@ -103,12 +103,7 @@ func burstAcrossAFault(t *testing.T, fault string) {
 
 	const drips, parallel, stopAfter = 1000, 64, 300
 	to := newRecipients(t, drips)
-	type answer struct {
-		code          int
-		txid          string
-		start, finish time.Time
-	}
-	answers := make([]answer, drips)
+	answers, txids := make([]timedAnswer, drips), make([]string, drips)
 	var answered atomic.Int64
 	var stoppedAt atomic.Pointer[time.Time]
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: parallel}}
@@ -118,7 +113,7 @@ func burstAcrossAFault(t *testing.T, fault string) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			a := answer{start: time.Now()}
+			a := timedAnswer{start: time.Now()}
 			defer func() {
 				a.finish = time.Now()
 				answers[i] = a
@@ -141,38 +136,23 @@ func burstAcrossAFault(t *testing.T, fault string) {
 				TxID string `json:"txId"`
 			}
 			_ = json.NewDecoder(resp.Body).Decode(&body)
-			a.code, a.txid = resp.StatusCode, body.TxID
+			a.code, txids[i] = resp.StatusCode, body.TxID
 		})
 	}
 	wg.Wait()
 
-	var all, around []time.Duration
-	faultAt := *stoppedAt.Load()
-	for i, a := range answers {
-		if a.code != http.StatusOK {
-			t.Errorf("drip %d: answered %d", i, a.code)
-			continue
-		}
-		d := a.finish.Sub(a.start)
-		all = append(all, d)
-		if a.finish.After(faultAt.Add(-time.Second)) && a.start.Before(faultAt.Add(2*time.Second)) {
-			around = append(around, d)
-		}
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	all, around := burstLatencies(t, answers, *stoppedAt.Load())
 	t.Logf("1,000 drips, one of two nodes made to %s after %d answers: p50 %s, p99 %s; the %d drips in flight from 1 s before to 2 s after: p99 %s, max %s",
 		fault, stopAfter, quantile(all, 0.5), quantile(all, 0.99), len(around), quantile(around, 0.99), quantile(around, 1))
 
 	// Every answered drip is mined, and each recipient was paid once.
-	for i, a := range answers {
-		txid, err := stacks.ParseTxID(a.txid)
+	for i, id := range txids {
+		txid, err := stacks.ParseTxID(id)
 		if err != nil {
-			t.Fatalf("drip %d: txid %q: %v", i, a.txid, err)
+			t.Fatalf("drip %d: txid %q: %v", i, id, err)
 		}
 		if werr := eventually.Wait(t, 30*time.Second, func() bool { return dn.TxStatus(txid).State == devnode.TxConfirmed }); werr != nil {
-			t.Fatalf("drip %d: %s not mined: %s", i, a.txid, dn.TxStatus(txid).State)
+			t.Fatalf("drip %d: %s not mined: %s", i, id, dn.TxStatus(txid).State)
 		}
 		if bal, _ := dn.Account(to[i].Address); bal != faucet.DefaultAmount {
 			t.Errorf("recipient %d holds %d µSTX, want one drip of %d", i, bal, faucet.DefaultAmount)
@@ -191,6 +171,35 @@ func burstAcrossAFault(t *testing.T, fault string) {
 }
 
 // quantile is the q-quantile of ds (nearest rank).
+// timedAnswer is one drip of a burst: its status, and when it was asked
+// and answered.
+type timedAnswer struct {
+	code          int
+	start, finish time.Time
+}
+
+// burstLatencies fails t, and stops it, on any answer but 200; it returns
+// the latencies of every answer and of those in flight from 1 s before
+// faultAt to 2 s after.
+func burstLatencies(t *testing.T, answers []timedAnswer, faultAt time.Time) (all, around []time.Duration) {
+	t.Helper()
+	for i, a := range answers {
+		if a.code != http.StatusOK {
+			t.Errorf("drip %d: answered %d", i, a.code)
+			continue
+		}
+		d := a.finish.Sub(a.start)
+		all = append(all, d)
+		if a.finish.After(faultAt.Add(-time.Second)) && a.start.Before(faultAt.Add(2*time.Second)) {
+			around = append(around, d)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return all, around
+}
+
 func quantile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
