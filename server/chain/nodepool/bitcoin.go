@@ -118,7 +118,7 @@ func (p *BTCPool) AddressBalance(ctx context.Context, address string) (int64, er
 // mempool" or "already in the chain" first: the payer counts those as
 // sent), else the last node's failure.
 func (p *BTCPool) SendRawTransaction(ctx context.Context, rawTx []byte) (string, error) {
-	txid, _, err := p.broadcast(ctx, func(ctx context.Context, c *btcnode.Client) (string, error) {
+	txid, err := p.broadcast(ctx, func(ctx context.Context, c *btcnode.Client) (string, error) {
 		return c.SendRawTransaction(ctx, rawTx)
 	})
 	return txid, err

@@ -271,16 +271,15 @@ func (g *group[C]) hedgeDelay(m *member[C]) time.Duration {
 // get the transaction too. Only when no node accepts is the answer an
 // error: the best-ranked verdict on the transaction when a node gave one
 // (so the caller classifies a real refusal), else the last node's failure.
-func (g *group[C]) broadcast(ctx context.Context, send func(context.Context, C) (string, error)) (txid string, from C, err error) {
+func (g *group[C]) broadcast(ctx context.Context, send func(context.Context, C) (string, error)) (string, error) {
 	targets := g.broadcastTargets()
 	if len(g.members) == 1 {
 		txid, err := send(ctx, targets[0].c)
 		g.noteBroadcast(targets[0], err)
-		return txid, targets[0].c, err
+		return txid, err
 	}
 	type result struct {
 		txid string
-		c    C
 		err  error
 	}
 	results := make(chan result, len(targets))
@@ -289,7 +288,7 @@ func (g *group[C]) broadcast(ctx context.Context, send func(context.Context, C) 
 		go func() {
 			txid, err := send(sendCtx, m.c)
 			g.noteBroadcast(m, err)
-			results <- result{txid, m.c, err}
+			results <- result{txid, err}
 		}()
 	}
 	var verdict, last error
@@ -297,10 +296,10 @@ func (g *group[C]) broadcast(ctx context.Context, send func(context.Context, C) 
 	for range targets {
 		select {
 		case <-ctx.Done():
-			return "", from, g.rpc.cut(ctx.Err())
+			return "", g.rpc.cut(ctx.Err())
 		case r := <-results:
 			if r.err == nil {
-				return r.txid, r.c, nil
+				return r.txid, nil
 			}
 			if k := g.rpc.refusal(r.err); k > rank {
 				verdict, rank = r.err, k
@@ -309,9 +308,9 @@ func (g *group[C]) broadcast(ctx context.Context, send func(context.Context, C) 
 		}
 	}
 	if verdict != nil {
-		return "", from, verdict
+		return "", verdict
 	}
-	return "", from, last
+	return "", last
 }
 
 // broadcastTargets are the nodes in rotation and those not judged yet, or

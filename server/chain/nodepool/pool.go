@@ -199,7 +199,7 @@ func (p *Pool) MempoolTx(ctx context.Context, txid string) (bool, error) {
 // failure. A transaction one node accepted is then watched until every
 // node holds it (see Run).
 func (p *Pool) Broadcast(ctx context.Context, rawTx []byte) (string, error) {
-	txid, _, err := p.broadcast(ctx, func(ctx context.Context, c *node.Client) (string, error) { return c.Broadcast(ctx, rawTx) })
+	txid, err := p.broadcast(ctx, func(ctx context.Context, c *node.Client) (string, error) { return c.Broadcast(ctx, rawTx) })
 	if err == nil && p.Len() > 1 {
 		p.track(txid, rawTx)
 	}
