@@ -929,7 +929,7 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.getByRole('button', { name: 'Send testnet BTC' }).count(), 1);
       assert.equal(await page.getByRole('textbox', { name: 'Your Bitcoin regtest address' }).count(), 1, 'the field names the network');
       assert.equal(await page.locator('#address-hint').textContent(),
-        'It starts with bcrt1, m, n or 2. This faucet pays regtest BTC, not mainnet BTC.');
+        'It starts with bcrt1, tb1, m, n or 2. This faucet pays regtest BTC, not mainnet BTC.');
       assert.equal(await page.locator('#api-endpoint').textContent(), 'POST /extended/v3/faucets/btc');
       assert.equal(await page.locator('#api-body').textContent(), '{"address":"bcrt1…"}');
       assert.equal(await page.locator('#address').getAttribute('placeholder'), 'bcrt1…', 'a regtest placeholder');

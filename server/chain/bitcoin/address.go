@@ -101,10 +101,12 @@ const maxAddressLen = 90
 var mainnetHRP = chaincfg.MainNetParams.Bech32HRPSegwit
 
 // ParseAddress reads a P2PKH, P2SH, P2WPKH, P2WSH or P2TR address for net.
-// Surrounding whitespace is ignored. Errors are *AddressError values that
-// say why: not an address, which checksum failed, mainnet, another test
-// network (only bech32 can tell: regtest is bcrt1, signet and testnet tb1),
-// or an unsupported type.
+// Surrounding whitespace is ignored. On regtest the testnet/signet bech32
+// form (tb1…) is accepted too: wallets on the Stacks testnet show that form,
+// and it pays the same script; the address is returned in net's own form
+// (bcrt1…), so both spellings are one recipient. Errors are *AddressError
+// values that say why: not an address, which checksum failed, mainnet, a
+// regtest address on signet or testnet, or an unsupported type.
 func ParseAddress(s string, net Network) (Address, error) {
 	params, err := net.params()
 	if err != nil {
@@ -121,6 +123,11 @@ func ParseAddress(s string, net Network) (Address, error) {
 	if hrp, ok := segwitHRP(s); ok {
 		typ, err = checkSegwit(s, hrp, net)
 		s = strings.ToLower(s)
+		if err == nil && hrp != params.Bech32HRPSegwit {
+			// A tb1… address on regtest (checkSegwit allows no other
+			// crossing): decode it as written, re-encode it for net.
+			s, err = reencodeSegwit(s, params.Bech32HRPSegwit)
+		}
 	} else {
 		typ, err = checkBase58(s, net)
 	}
@@ -214,10 +221,33 @@ func checkSegwit(s, hrp string, net Network) (AddressType, error) {
 	}
 }
 
+// reencodeSegwit writes a checked segwit address under another
+// human-readable part, keeping its witness version, program and checksum
+// variant.
+func reencodeSegwit(s, hrp string) (string, error) {
+	_, data, variant, err := bech32.DecodeGeneric(s)
+	if err != nil {
+		return "", addrErr(ErrNotAddress, "not a bitcoin address: bech32: %v", err)
+	}
+	var out string
+	if variant == bech32.VersionM {
+		out, err = bech32.EncodeM(hrp, data)
+	} else {
+		out, err = bech32.Encode(hrp, data)
+	}
+	if err != nil {
+		return "", addrErr(ErrNotAddress, "not a bitcoin address: bech32: %v", err)
+	}
+	return out, nil
+}
+
 func checkSegwitNetwork(hrp string, net Network) error {
 	want := net.ChainParams().Bech32HRPSegwit
 	switch {
 	case hrp == want:
+		return nil
+	case net == Regtest && hrp == chaincfg.TestNet3Params.Bech32HRPSegwit:
+		// Regtest pays the same scripts; only the spelling differs.
 		return nil
 	case hrp == mainnetHRP:
 		return &AddressError{Kind: ErrMainnet, msg: fmt.Sprintf(

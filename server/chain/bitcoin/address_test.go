@@ -78,15 +78,16 @@ func TestParseAddressValid(t *testing.T) {
 }
 
 // Regtest, signet and testnet share base58 versions (m/n/2) but not bech32
-// prefixes (bcrt vs tb).
+// prefixes (bcrt vs tb); regtest takes the tb form as well, as wallets show
+// it, while signet and testnet refuse bcrt.
 func TestParseAddressNetworks(t *testing.T) {
 	for _, v := range validAddresses {
 		for _, net := range []Network{Regtest, Signet, Testnet} {
 			a, err := ParseAddress(v.addr, net)
 			base58 := v.typ == P2PKH || v.typ == P2SH
-			sameHRP := strings.HasPrefix(v.addr, "tb1") == (net != Regtest)
+			accepted := strings.HasPrefix(v.addr, "tb1") || net == Regtest
 			switch {
-			case base58 || sameHRP:
+			case base58 || accepted:
 				if err != nil || hex.EncodeToString(a.PkScript()) != v.script || a.Network() != net {
 					t.Errorf("%s on %s: %v", v.addr, net, err)
 				}
@@ -97,13 +98,31 @@ func TestParseAddressNetworks(t *testing.T) {
 			}
 		}
 	}
-	_, err := ParseAddress("tb1q3vya2h5435jkugq2few7dmktlrwq4ejmfaw7kr", Regtest)
-	if err == nil || !strings.Contains(err.Error(), "testnet or signet") || !strings.Contains(err.Error(), "bcrt1") {
-		t.Errorf("tb1 on regtest: %v", err)
-	}
-	_, err = ParseAddress("bcrt1qdavt4j2sd7dlhqsavtnfxvzppw6k7qy97tmnu9", Signet)
+	_, err := ParseAddress("bcrt1qdavt4j2sd7dlhqsavtnfxvzppw6k7qy97tmnu9", Signet)
 	if err == nil || !strings.Contains(err.Error(), "regtest address") || !strings.Contains(err.Error(), "tb1") {
 		t.Errorf("bcrt1 on signet: %v", err)
+	}
+}
+
+// A tb1… address on regtest is the same recipient as its bcrt1… spelling:
+// one canonical string (limits and drip records key on it), one script,
+// the checksum variant kept (bech32 for v0, bech32m for taproot).
+func TestParseAddressTestnetFormOnRegtest(t *testing.T) {
+	for _, v := range validAddresses {
+		if !strings.HasPrefix(v.addr, "tb1") {
+			continue
+		}
+		a, err := ParseAddress(strings.ToUpper(v.addr), Regtest)
+		if err != nil {
+			t.Fatalf("%s on regtest: %v", v.addr, err)
+		}
+		if !strings.HasPrefix(a.String(), "bcrt1") || hex.EncodeToString(a.PkScript()) != v.script || a.Type() != v.typ {
+			t.Errorf("%s on regtest: %s %x %s", v.addr, a, a.PkScript(), a.Type())
+		}
+		again, err := ParseAddress(a.String(), Regtest)
+		if err != nil || again != a {
+			t.Errorf("%s: its regtest form %s reads back as %v, %v", v.addr, a, again, err)
+		}
 	}
 }
 

@@ -13,9 +13,10 @@
 // dust arithmetic, and coin selection.
 //
 // It refuses, everywhere: mainnet (as a network, an address or a WIF key),
-// addresses of another test network where the encoding can tell (bech32
-// "tb" versus "bcrt"; base58 m/n/2 addresses are shared by regtest, signet
-// and testnet and cannot be told apart), address types other than P2PKH,
+// regtest's bech32 addresses (bcrt1…) on signet and testnet (base58 m/n/2
+// addresses are shared by regtest, signet and testnet, and on regtest the
+// tb1… form a wallet shows is taken too: all pay the same scripts), address
+// types other than P2PKH,
 // P2SH, P2WPKH, P2WSH and P2TR, uncompressed keys, dust and non-positive
 // outputs, and payouts a single standard transaction cannot carry.
 package bitcoin

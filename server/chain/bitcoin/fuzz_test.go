@@ -47,8 +47,14 @@ func FuzzParseAddress(f *testing.F) {
 		if got := txscript.GetScriptClass(a.PkScript()); got != classes[a.Type()] || a.Network() != net {
 			t.Fatalf("%q: %v script %x class %v", s, a.Type(), a.PkScript(), got)
 		}
-		if strings.Contains(strings.ToLower(s), "1") && a.Type() >= P2WPKH && a.String() != strings.ToLower(strings.TrimSpace(s)) {
-			t.Fatalf("%q: canonical %q", s, a.String())
+		// A segwit address keeps its spelling, lower-cased; only a tb1…
+		// on regtest is re-spelled, to bcrt1… with the same program.
+		in := strings.ToLower(strings.TrimSpace(s))
+		if a.Type() >= P2WPKH && a.String() != in {
+			if net != Regtest || !strings.HasPrefix(in, "tb1") || !strings.HasPrefix(a.String(), "bcrt1") ||
+				in[3:len(in)-6] != a.String()[5:len(a.String())-6] {
+				t.Fatalf("%q: canonical %q", s, a.String())
+			}
 		}
 	})
 }

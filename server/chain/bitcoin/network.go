@@ -108,9 +108,8 @@ func (n Network) params() (*chaincfg.Params, error) {
 
 // addressHint names the address forms a user of this network should paste.
 func (n Network) addressHint() string {
-	hrp := "tb1"
 	if n == Regtest {
-		hrp = "bcrt1"
+		return "bcrt1…, tb1…, m…, n… or 2…"
 	}
-	return hrp + "…, m…, n… or 2…"
+	return "tb1…, m…, n… or 2…"
 }

@@ -27,8 +27,10 @@ const VERSION_TEST_P2SH = 196; // 2…
 const VERSION_MAIN_P2PKH = 0; // 1…
 const VERSION_MAIN_P2SH = 5; // 3…
 
-// Each network's bech32 prefix (the part before the last "1").
+// Each network's bech32 prefix (the part before the last "1"). Regtest also
+// takes testnet's: wallets show that form, and it pays the same script.
 const HRP = { regtest: 'bcrt', signet: 'tb', testnet: 'tb' };
+const ALSO_HRP = { regtest: 'tb' };
 const MAINNET_HRP = 'bc';
 
 /** knownNetwork is net when the page knows it, else null (any test network). */
@@ -39,7 +41,7 @@ function knownNetwork(net) {
 /** btcPrefixes is how a network's addresses start, for the messages. */
 export function btcPrefixes(net) {
   const n = knownNetwork(net);
-  const bech = n ? `${HRP[n]}1` : 'bcrt1 or tb1';
+  const bech = n ? [HRP[n], ALSO_HRP[n]].filter(Boolean).map((h) => `${h}1`).join(', ') : 'bcrt1 or tb1';
   return `${bech}, m, n or 2`;
 }
 
@@ -147,7 +149,7 @@ function checkBech32(s, hrp, sep, net) {
 
   if (hrp === MAINNET_HRP) return fail('mainnet', btcMainnetMessage(net));
   const n = knownNetwork(net);
-  if (n && hrp !== HRP[n]) {
+  if (n && hrp !== HRP[n] && hrp !== ALSO_HRP[n]) {
     const other = hrp === 'bcrt' ? 'regtest' : 'testnet or signet';
     return fail('network',
       `This is a ${other} address (${hrp}1…); this faucet pays ${n} BTC: use a ${n} address (it starts with ${btcPrefixes(n)}).`);
