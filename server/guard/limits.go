@@ -153,6 +153,27 @@ func (l *MemoryLimiter) Release(_ context.Context, r Reservation) error {
 	return nil
 }
 
+// Peek reads each bucket's use without reserving.
+func (l *MemoryLimiter) Peek(_ context.Context, now time.Time, refs []Bucket) ([]BucketUse, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]BucketUse, len(refs))
+	for i, r := range refs {
+		if r.Limit.Requests <= 0 {
+			continue
+		}
+		live := l.trim(r.Key, now, r.Limit.Window)
+		out[i].Used = len(live)
+		if len(live) > 0 {
+			out[i].Reset = max(live[0].at.Add(r.Limit.Window).Sub(now), time.Nanosecond)
+		}
+		if len(live) >= r.Limit.Requests {
+			out[i].Wait = max(live[len(live)-r.Limit.Requests].at.Add(r.Limit.Window).Sub(now), time.Nanosecond)
+		}
+	}
+	return out, nil
+}
+
 // trim drops expired entries of one bucket and returns the live ones.
 func (l *MemoryLimiter) trim(key string, now time.Time, window time.Duration) []slot {
 	b := l.buckets[key]
@@ -210,6 +231,20 @@ type Limiter interface {
 	// Release gives a reservation's slots back (a drip that was certainly
 	// not sent is not charged). Releasing twice or an empty one is a no-op.
 	Release(ctx context.Context, r Reservation) error
+	// Peek reads each bucket's use at now without taking a slot: what the
+	// eligibility endpoint and the RateLimit headers say.
+	Peek(ctx context.Context, now time.Time, buckets []Bucket) ([]BucketUse, error)
+}
+
+// BucketUse is a bucket's state at a moment.
+type BucketUse struct {
+	// Used is the number of live slots.
+	Used int
+	// Reset is how long until the oldest live slot leaves the window (0
+	// when the bucket is empty): the next time a slot frees.
+	Reset time.Duration
+	// Wait is how long until the bucket admits a drip (0 unless it is full).
+	Wait time.Duration
 }
 
 // Bucket names one limit a request counts against.

@@ -168,6 +168,11 @@ type failingLimiter struct{}
 func (failingLimiter) Reserve(context.Context, time.Time, []Bucket) (Reservation, time.Duration, bool, error) {
 	return Reservation{}, 0, false, errLimiterDown
 }
+
+func (failingLimiter) Peek(context.Context, time.Time, []Bucket) ([]BucketUse, error) {
+	return nil, errLimiterDown
+}
+
 func (failingLimiter) Release(context.Context, Reservation) error { return errLimiterDown }
 
 // sBTC drips count in buckets of their own, per address and per IP: an

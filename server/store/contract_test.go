@@ -97,6 +97,7 @@ func runContract(t *testing.T, open opener) {
 		{"LimiterRelease", testLimiterRelease},
 		{"LimiterWait", testLimiterWait},
 		{"LimiterDisabledBuckets", testLimiterDisabledBuckets},
+		{"LimiterPeek", testLimiterPeek},
 		{"History", testHistory},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -569,6 +570,46 @@ func testLimiterDisabledBuckets(t *testing.T, s subject) {
 	}
 	if r, _, ok := reserve(t, s.limiter, t0); !ok || len(r.IDs) != 0 {
 		t.Fatalf("no buckets: %+v %v", r, ok)
+	}
+}
+
+// Peek agrees with Reserve (the wait a refused Reserve gives) and takes
+// nothing: peeking at a bucket with one slot left leaves it for Reserve.
+func testLimiterPeek(t *testing.T, s subject) {
+	w := time.Minute
+	k, other, off := bucket("k", 3, w), bucket("other", 1, w), guard.Bucket{Key: "off"}
+	peek := func(at time.Duration) []guard.BucketUse {
+		t.Helper()
+		u, err := s.limiter.Peek(t.Context(), t0.Add(at), []guard.Bucket{k, off, other})
+		if err != nil || len(u) != 3 {
+			t.Fatalf("peek at +%v: %v %v", at, u, err)
+		}
+		return u
+	}
+	if u := peek(0); u[0] != (guard.BucketUse{}) || u[1] != (guard.BucketUse{}) || u[2] != (guard.BucketUse{}) {
+		t.Fatalf("empty: %+v", u)
+	}
+	for _, d := range []time.Duration{0, 10 * time.Second} {
+		if _, _, ok := reserve(t, s.limiter, t0.Add(d), k); !ok {
+			t.Fatalf("slot at +%v refused", d)
+		}
+	}
+	for range 5 {
+		if u := peek(15 * time.Second); u[0] != (guard.BucketUse{Used: 2, Reset: 45 * time.Second}) {
+			t.Fatalf("two of three used at +15s: %+v", u[0])
+		}
+	}
+	if _, _, ok := reserve(t, s.limiter, t0.Add(20*time.Second), k); !ok {
+		t.Fatal("the slot peeks left was taken")
+	}
+	u := peek(30 * time.Second)
+	_, wait, ok := reserve(t, s.limiter, t0.Add(30*time.Second), k)
+	if ok || u[0] != (guard.BucketUse{Used: 3, Reset: 30 * time.Second, Wait: wait}) || wait != 30*time.Second {
+		t.Fatalf("full at +30s: peek %+v, reserve ok=%v wait=%v", u[0], ok, wait)
+	}
+	// After the window the expired slots no longer count.
+	if u := peek(75 * time.Second); u[0] != (guard.BucketUse{Used: 1, Reset: 5 * time.Second}) {
+		t.Fatalf("at +75s: %+v", u[0])
 	}
 }
 

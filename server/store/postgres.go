@@ -279,6 +279,16 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	return guard.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
 }
 
+// Peek reads each bucket's use, without locks: a read may miss a slot
+// being reserved at that instant, which an answer about "now" may.
+func (p *Postgres) Peek(ctx context.Context, now time.Time, buckets []guard.Bucket) ([]guard.BucketUse, error) {
+	use, err := peekBuckets(now, buckets, func(q string, args ...any) scanner { return p.pool.QueryRow(ctx, q, args...) })
+	if err != nil {
+		return nil, p.err("limiter peek", err)
+	}
+	return use, nil
+}
+
 // rollback ends conn's transaction, if any; a connection that cannot is
 // closed, so the pool drops it.
 func rollback(ctx context.Context, conn *pgxpool.Conn) {

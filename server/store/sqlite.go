@@ -273,6 +273,16 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 	return res, 0, true, nil
 }
 
+// Peek reads each bucket's use from a reader connection: nothing is
+// reserved, so it need not wait for the writer.
+func (s *SQLite) Peek(ctx context.Context, now time.Time, buckets []guard.Bucket) ([]guard.BucketUse, error) {
+	use, err := peekBuckets(now, buckets, func(q string, args ...any) scanner { return s.reader.QueryRowContext(ctx, q, args...) })
+	if err != nil {
+		return nil, sqliteErr("limiter peek", err)
+	}
+	return use, nil
+}
+
 // Release deletes the reservation's slots; ids already gone are ignored.
 func (s *SQLite) Release(ctx context.Context, r guard.Reservation) error {
 	if len(r.IDs) == 0 {
