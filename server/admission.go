@@ -86,9 +86,10 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
 	if s.suspended(asset) {
 		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-		log.Info("drip refused: suspended by the operator", "all_assets", s.cfg.Suspended)
+		all := s.cfg.Switches.Load().Suspend
+		log.Info("drip refused: suspended by the operator", "all_assets", all)
 		detail := "the faucet is suspended"
-		if !s.cfg.Suspended {
+		if !all {
 			detail = "the " + s.assetLabel(asset) + " faucet is suspended"
 		}
 		return adm, guard.Reservation{}, s.disabledFailure(asset, detail)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -59,25 +58,39 @@ func (s *server) token(name faucet.Asset) (faucet.TokenInfo, bool) {
 	return faucet.TokenInfo{}, false
 }
 
-// assetOn reports whether the faucet drips asset: STX always, a token when
-// it is configured.
+// assetOn reports whether the faucet drips asset now: configured (STX
+// always, a token when it is, BTC when its node is) and not turned off.
 func (s *server) assetOn(asset faucet.Asset) bool {
-	if asset.IsSTX() {
+	return s.configured(asset) && !s.turnedOff(asset)
+}
+
+// configured reports whether the faucet is set up to drip asset.
+func (s *server) configured(asset faucet.Asset) bool {
+	switch {
+	case asset.IsSTX():
 		return true
+	case asset == assetBTC:
+		return s.cfg.BTC != nil
 	}
-	_, on := s.token(asset)
-	return on
+	_, ok := s.token(asset)
+	return ok
+}
+
+// turnedOff reports whether the operator turned asset off (--disable-asset,
+// spec.disabledAssets).
+func (s *server) turnedOff(asset faucet.Asset) bool {
+	return s.cfg.Switches.Load().Off(string(asset.OrSTX()))
 }
 
 // suspended reports whether the operator suspended asset's drips: all of
 // them (--suspend) or this asset's (--suspend-asset).
 func (s *server) suspended(asset faucet.Asset) bool {
-	return s.cfg.Suspended || slices.Contains(s.cfg.SuspendedAssets, asset)
+	return s.cfg.Switches.Load().Suspended(string(asset.OrSTX()))
 }
 
 // suspendedMessage says who suspended what, for people.
 func (s *server) suspendedMessage(asset faucet.Asset) string {
-	if s.cfg.Suspended {
+	if s.cfg.Switches.Load().Suspend {
 		return "The faucet is suspended by its operator."
 	}
 	return "The " + s.assetLabel(asset) + " faucet is suspended by its operator."
@@ -100,11 +113,38 @@ func (s *server) assetLabel(asset faucet.Asset) string {
 	return strings.ToUpper(string(asset))
 }
 
-// assetOff is the incumbent's 403 for an asset whose faucet is not
-// configured.
+// btcNotConfigured is the incumbent's text for BTC drips when no Bitcoin
+// node is configured (and BTC is not turned off), word for word.
+const btcNotConfigured = "BTC Faucet is not configured."
+
+// assetOff is the incumbent's 403 for an asset this faucet does not drip
+// now: "… faucet is not available" when it is turned off or (a token) not
+// configured, "BTC Faucet is not configured." for BTC without a node.
 func (s *server) assetOff(asset faucet.Asset) *dripFailure {
-	msg := s.assetLabel(asset) + " faucet is not available"
-	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: msg, v3Message: msg}
+	msg, reason, detail := s.assetLabel(asset)+" faucet is not available", string(faucet.ReasonDisabled), ""
+	switch {
+	case s.turnedOff(asset):
+		detail = "the " + s.assetLabel(asset) + " faucet is turned off by its operator"
+	case asset == assetBTC && !s.configured(asset):
+		msg, reason = btcNotConfigured, reasonNotConfigured
+	}
+	return &dripFailure{status: http.StatusForbidden, reason: reason, message: msg, detail: detail, v3Message: msg}
+}
+
+// refuseOff answers a request for an asset that is not on: 403, counted.
+// It reports whether it answered; v3 picks the body shape.
+func (s *server) refuseOff(w http.ResponseWriter, asset faucet.Asset, v3 bool) bool {
+	if s.assetOn(asset) {
+		return false
+	}
+	f := s.assetOff(asset)
+	s.metrics.observeDrip(asset, f.reason, nil)
+	if v3 {
+		f.writeV3(w)
+	} else {
+		f.writeV1(w, s.cfg.Now())
+	}
+	return true
 }
 
 // handleUnknownAsset answers a drip of an asset the faucet does not know:

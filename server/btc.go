@@ -51,7 +51,6 @@ type btcBalance struct {
 
 // Texts of BTC refusals: the incumbent's where it has one.
 const (
-	btcOff           = "BTC faucet is not available"
 	btcBothSizes     = "cannot simultaneously request a large and xlarge amount"
 	btcNodeDown      = "The Bitcoin node is unavailable; try again shortly"
 	btcNodeBehind    = "The Bitcoin node's chain is behind the faucet's (it restarted or is syncing); try again once it has caught up"
@@ -65,12 +64,10 @@ const (
 // handleBTCDrip serves the v1 BTC drip.
 func (s *server) handleBTCDrip(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	b := s.cfg.BTC
-	if b == nil {
-		s.metrics.observeDrip(assetBTC, string(faucet.ReasonDisabled), nil)
-		writeError(w, http.StatusForbidden, errorBody{Error: btcOff, Reason: string(faucet.ReasonDisabled)})
+	if s.refuseOff(w, assetBTC, false) {
 		return
 	}
+	b := s.cfg.BTC
 	addr, size, bad := parseBTCDrip(r, b.Network())
 	if bad != nil {
 		s.metrics.observeDrip(assetBTC, reasonInvalidRequest, nil)
@@ -88,12 +85,10 @@ func (s *server) handleBTCDrip(w http.ResponseWriter, r *http.Request) {
 // handleBTCDripV3 serves the v3 BTC drip: the default amount only.
 func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	b := s.cfg.BTC
-	if b == nil {
-		s.metrics.observeDrip(assetBTC, string(faucet.ReasonDisabled), nil)
-		writeJSON(w, http.StatusForbidden, v3Error{Error: btcOff})
+	if s.refuseOff(w, assetBTC, true) {
 		return
 	}
+	b := s.cfg.BTC
 	text, status, msg := readV3Address(r)
 	if status == 0 {
 		var err error
@@ -121,11 +116,12 @@ func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
 // address's confirmed balance in BTC, read from the node.
 func (s *server) handleBTCBalance(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	b := s.cfg.BTC
-	if b == nil {
-		writeError(w, http.StatusForbidden, errorBody{Error: btcOff, Reason: string(faucet.ReasonDisabled)})
+	if !s.assetOn(assetBTC) {
+		// As the incumbent: the same switches as its drips; nothing counted.
+		s.assetOff(assetBTC).writeV1(w, s.cfg.Now())
 		return
 	}
+	b := s.cfg.BTC
 	text := strings.TrimSpace(r.PathValue("address"))
 	addr, err := bitcoin.ParseAddress(text, b.Network())
 	if err != nil {
@@ -151,13 +147,21 @@ func (s *server) handleBTCBalance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, btcBalance{Balance: float64(sats) / 1e8})
 }
 
-// parseBTCDrip validates a v1 BTC drip's query.
+// parseBTCDrip validates a v1 BTC drip: its query, or an address in its
+// body.
 func parseBTCDrip(r *http.Request, net bitcoin.Network) (bitcoin.Address, btcfaucet.Size, *errorBody) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return bitcoin.Address{}, 0, &errorBody{Error: "invalid query string", Reason: "invalid_query"}
 	}
 	addrs := q["address"]
+	if len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "" {
+		// Unlike its Stacks routes, the incumbent's v1 BTC route reads the
+		// address from a JSON body when the query has none.
+		if a, _, ok := addressFromBody(r); ok {
+			addrs = []string{a}
+		}
+	}
 	switch {
 	case len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "":
 		return bitcoin.Address{}, 0, &errorBody{Error: "address required", Reason: "address_required"}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/btcsuite/btcd/btcutil"
+	"github.com/btcsuite/btcd/btcutil/bech32"
 	"github.com/btcsuite/btcd/chaincfg"
 	btcwire "github.com/btcsuite/btcd/wire"
 
@@ -264,7 +265,6 @@ func TestBTCRefusals(t *testing.T) {
 		{"two addresses", "address=" + to + "&address=" + to, 400, "address given more than once"},
 		{"bad size value", "address=" + to + "&large=yes", 400, "invalid large value"},
 		{"garbage", "address=notanaddress", 400, "Invalid BTC regtest address"},
-		{"testnet address on regtest", "address=tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx", 400, "Invalid BTC regtest address"},
 		{"mainnet", "address=bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq", 400, "is a mainnet address"},
 		{"stacks address", "address=" + newRecipient(t), 400, "Invalid BTC regtest address"},
 	}
@@ -300,13 +300,14 @@ func TestBTCRefusals(t *testing.T) {
 	}
 }
 
-// With BTC off, its three endpoints answer 403 with the incumbent's text.
-func TestBTCOff(t *testing.T) {
+// With no Bitcoin node configured, the three BTC endpoints answer 403
+// with the incumbent's "not configured" text, word for word.
+func TestBTCNotConfigured(t *testing.T) {
 	h := newHarness(t, options{})
 	for _, c := range []struct{ method, path, body, want string }{
-		{http.MethodPost, "/extended/v1/faucets/btc?address=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080", "", `"error":"BTC faucet is not available"`},
-		{http.MethodPost, "/extended/v3/faucets/btc", `{"address":"bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080"}`, `{"error":"BTC faucet is not available"}`},
-		{http.MethodGet, "/extended/v1/faucets/btc/bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080", "", `"error":"BTC faucet is not available"`},
+		{http.MethodPost, "/extended/v1/faucets/btc?address=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080", "", `{"success":false,"error":"BTC Faucet is not configured.","reason":"not_configured"}`},
+		{http.MethodPost, "/extended/v3/faucets/btc", `{"address":"bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080"}`, `{"error":"BTC Faucet is not configured."}`},
+		{http.MethodGet, "/extended/v1/faucets/btc/bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080", "", `"error":"BTC Faucet is not configured."`},
 	} {
 		w := h.do(c.method, c.path, strings.NewReader(c.body), map[string]string{"Content-Type": "application/json"})
 		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), c.want) {
@@ -541,4 +542,99 @@ func scrape(t *testing.T, h *harness) string {
 		t.Fatalf("/metrics: %d", w.Code)
 	}
 	return w.Body.String()
+}
+
+// testnetForms are the testnet/signet spellings (tb1…) of regtest
+// addresses: what a Stacks testnet wallet shows for the same key.
+func testnetForms(t *testing.T, regtest map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for typ, a := range regtest {
+		if !strings.HasPrefix(a, "bcrt1") {
+			continue
+		}
+		_, data, variant, err := bech32.DecodeGeneric(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := bech32.Encode
+		if variant == bech32.VersionM {
+			enc = bech32.EncodeM
+		}
+		if out[typ], err = enc("tb", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A wallet's address forms on the regtest faucet: the tb1… form of a
+// P2WPKH, P2WSH and P2TR key is paid to the same script as its bcrt1…
+// form and counts against the same per-address limit; an m…/2… address
+// may come in a v1 JSON body, as the incumbent reads it; the balance
+// endpoint takes the tb1… form too; mainnet stays a 400. Every v1 answer
+// says v1 is deprecated.
+func TestBTCWalletAddressForms(t *testing.T) {
+	e := newBTCEnv(t, options{limits: guard.Limits{Assets: map[string]guard.AssetLimits{"btc": {PerAddress: guard.Limit{Requests: 1, Window: time.Hour}}}}})
+	regtest := regtestAddresses(t)
+	testnet := testnetForms(t, regtest)
+	if len(testnet) != 3 {
+		t.Fatalf("testnet forms %v", testnet)
+	}
+	type sent struct{ typ, txid string }
+	var all []sent
+	for typ, to := range testnet {
+		w := e.dripBTC("address=" + to)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s drip to %s: %d %s", typ, to, w.Code, w.Body)
+		}
+		if got := w.Header().Get("Warning"); got != `299 - "Deprecated: Use POST /extended/v3/faucets/btc instead"` {
+			t.Errorf("Warning %q", got)
+		}
+		var body struct {
+			TxID string `json:"txid"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, sent{typ, body.TxID})
+		// The regtest spelling is the same recipient: one limit.
+		if w := e.dripBTCV3(`{"address":"` + regtest[typ] + `"}`); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("%s: the bcrt1 form after the tb1 form: %d %s, want 429", typ, w.Code, w.Body)
+		}
+	}
+	for _, typ := range []string{"p2pkh", "p2sh"} {
+		w := e.do(http.MethodPost, "/extended/v1/faucets/btc", strings.NewReader(`{"address":"`+regtest[typ]+`"}`), map[string]string{"Content-Type": "application/json"})
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s in a v1 JSON body: %d %s", typ, w.Code, w.Body)
+		}
+		var body struct {
+			TxID string `json:"txid"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, sent{typ, body.TxID})
+	}
+	if _, err := e.client.Generate(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		// btcd reports outputs in the regtest spelling: the script is the key's.
+		if sats, n, conf := e.paid(s.txid, regtest[s.typ]); sats != 10_000 || n != 1 || conf != 1 {
+			t.Errorf("%s: %d sats in %d outputs to %s, %d confirmations; want 10000 in one, mined", s.typ, sats, n, regtest[s.typ], conf)
+		}
+	}
+	w := e.do(http.MethodGet, "/extended/v1/faucets/btc/"+testnet["p2wpkh"], nil, nil)
+	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"balance":0.0001}` || w.Header().Get("Warning") == "" {
+		t.Fatalf("balance of the tb1 form: %d %s (Warning %q)", w.Code, w.Body, w.Header().Get("Warning"))
+	}
+	for _, q := range []string{"address=bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq", "address=1FsSia9rv4NeEwvJ2GvXrX7LyxYspbN2mo"} {
+		if w := e.dripBTC(q); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"reason":"mainnet_address"`) || w.Header().Get("Warning") == "" {
+			t.Errorf("%s: %d %s", q, w.Code, w.Body)
+		}
+	}
+	if w := e.do(http.MethodPost, "/extended/v1/faucets/btc", strings.NewReader(`{"address":"bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"}`), nil); w.Code != http.StatusBadRequest {
+		t.Errorf("mainnet in a v1 JSON body: %d %s", w.Code, w.Body)
+	}
 }

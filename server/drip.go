@@ -50,9 +50,7 @@ func writeDripSuccess(w http.ResponseWriter, txID, rawHex string) {
 func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if !s.assetOn(asset) {
-			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-			s.assetOff(asset).writeV1(w, s.cfg.Now())
+		if s.refuseOff(w, asset, false) {
 			return
 		}
 		req, bad := s.parseDrip(r, asset)

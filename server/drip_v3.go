@@ -50,9 +50,7 @@ const (
 func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if !s.assetOn(asset) {
-			s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
-			writeJSON(w, http.StatusForbidden, v3Error{Error: s.assetOff(asset).v3Message})
+		if s.refuseOff(w, asset, true) {
 			return
 		}
 		req, status, msg := parseDripV3(r)

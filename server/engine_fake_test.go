@@ -16,6 +16,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // fakeEngine answers as the engine would, from fields a test sets: the
@@ -273,7 +274,7 @@ func TestAdmissionAnswersOnTheWire(t *testing.T) {
 		wire
 	}{
 		{
-			name: "suspended", opt: func(c *Config) { c.Suspended = true },
+			name: "suspended", opt: func(c *Config) { c.Switches = switches.New(switches.State{Suspend: true}) },
 			wire: wire{
 				v1Status: 403,
 				v1Body:   `{"success":false,"error":"Faucet is not available","reason":"disabled","detail":"the faucet is suspended"}`,
@@ -341,6 +342,11 @@ type failingLimiter struct{}
 func (failingLimiter) Reserve(context.Context, time.Time, []guard.Bucket) (guard.Reservation, time.Duration, bool, error) {
 	return guard.Reservation{}, 0, false, errors.New("dial tcp 10.0.0.9:5432: connection refused")
 }
+
+func (failingLimiter) Peek(context.Context, time.Time, []guard.Bucket) ([]guard.BucketUse, error) {
+	return nil, errors.New("dial tcp 10.0.0.9:5432: connection refused")
+}
+
 func (failingLimiter) Release(context.Context, guard.Reservation) error {
 	return errors.New("dial tcp 10.0.0.9:5432: connection refused")
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // testFunding is what each faucet key holds unless a test says otherwise:
@@ -37,12 +38,13 @@ type options struct {
 	unfunded bool // keys start with no balance
 	limits   guard.Limits
 	disabled bool // suspended faucet
-	// suspendedAssets are suspended alone (Config.SuspendedAssets).
-	suspendedAssets []faucet.Asset
-	hops            int // TrustedProxyHops
-	statusTTL       time.Duration
-	now             func() time.Time // the server's clock; nil is time.Now
-	faucetCfg       func(*faucet.Config)
+	// suspendedAssets are suspended alone, offAssets turned off
+	// (Config.Switches).
+	suspendedAssets, offAssets []faucet.Asset
+	hops                       int // TrustedProxyHops
+	statusTTL                  time.Duration
+	now                        func() time.Time // the server's clock; nil is time.Now
+	faucetCfg                  func(*faucet.Config)
 	// guard, when set, builds the abuse checks (Accounts defaults to the
 	// node client, the PoW secret to the faucet's derived one).
 	guard    *guard.Config
@@ -60,6 +62,15 @@ type options struct {
 
 type sbtcOptions struct{ funding, amount uint64 }
 
+// names are assets' names.
+func names(assets []faucet.Asset) []string {
+	out := make([]string, 0, len(assets))
+	for _, a := range assets {
+		out = append(out, string(a.OrSTX()))
+	}
+	return out
+}
+
 // harness is a devnode served over HTTP, the real node client and engine on
 // top, and the handler under test.
 type harness struct {
@@ -76,6 +87,8 @@ type harness struct {
 	log     *slog.Logger
 	h       http.Handler
 	guard   *guard.Chain
+	// switches are the server's; a test may flip them while it runs.
+	switches *switches.Set
 }
 
 func newHarness(t *testing.T, o options) *harness {
@@ -153,12 +166,12 @@ func newHarness(t *testing.T, o options) *harness {
 		}
 	}
 	counting := &countingNode{next: client}
+	sw := switches.New(switches.State{Suspend: o.disabled, SuspendedAssets: names(o.suspendedAssets), DisabledAssets: names(o.offAssets)})
 	h := New(Config{
 		Txs:              client,
 		Guard:            checks,
 		Limits:           guard.NewRateLimits(o.limits, nil, o.now),
-		Suspended:        o.disabled,
-		SuspendedAssets:  o.suspendedAssets,
+		Switches:         sw,
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		BTC:              o.btc,
@@ -172,7 +185,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Logger:           logger,
 		Now:              o.now,
 	})
-	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h, guard: checks}
+	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h, guard: checks, switches: sw}
 }
 
 // mineEvery mines a block every d until ctx ends; the channel closes once

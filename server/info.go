@@ -25,6 +25,8 @@ const (
 	stateEmpty           = "empty"
 	stateNodeUnreachable = "node_unreachable"
 	stateSuspended       = "suspended"
+	// stateOff: the operator turned the asset off (--disable-asset).
+	stateOff = "off"
 	// stateStandby: another replica pays this asset (BTC's one key).
 	stateStandby = "standby"
 	// stateUnavailable: the asset cannot be dripped (a token whose
@@ -193,9 +195,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	// The tokens share STX's node and keys, not its suspension.
 	state, message, fund := s.faucetState(ctx, snap)
 	body.State, body.StateMessage = state, message
-	if s.suspended(faucet.AssetSTX) {
-		body.State, body.StateMessage = stateSuspended, s.suspendedMessage(faucet.AssetSTX)
-	}
+	body.State, body.StateMessage = s.switchedState(faucet.AssetSTX, body.State, body.StateMessage)
 	if fund.Keys > 0 {
 		body.Funding = fundingInfo(fund)
 	}
@@ -247,9 +247,7 @@ func (s *server) tokenInfo(tok faucet.TokenInfo, lim guard.Limits, state, messag
 			a.State, a.StateMessage = stateUnavailable, "The "+a.Name+" faucet is starting: its keys' balances are not read yet."
 		}
 	}
-	if s.suspended(name) {
-		a.State, a.StateMessage = stateSuspended, s.suspendedMessage(name)
-	}
+	a.State, a.StateMessage = s.switchedState(name, a.State, a.StateMessage)
 	return a
 }
 
@@ -280,10 +278,20 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
 		}
 	}
-	if s.suspended(assetBTC) {
-		a.State, a.StateMessage = stateSuspended, s.suspendedMessage(assetBTC)
-	}
+	a.State, a.StateMessage = s.switchedState(assetBTC, a.State, a.StateMessage)
 	return a
+}
+
+// switchedState is asset's state with the operator's switches applied:
+// off, else suspended, else state as it is.
+func (s *server) switchedState(asset faucet.Asset, state, message string) (string, string) {
+	switch {
+	case s.turnedOff(asset):
+		return stateOff, "The " + s.assetLabel(asset) + " faucet is turned off by its operator: its drips answer 403."
+	case s.suspended(asset):
+		return stateSuspended, s.suspendedMessage(asset)
+	}
+	return state, message
 }
 
 // sats is a count or satoshi amount the BTC side keeps signed, never

@@ -53,6 +53,7 @@ const (
 	reasonInvalidRequest = "invalid_request" // any 400
 	reasonInternal       = "internal"        // an error the engine did not classify
 	reasonRateLimited    = "rate_limited"    // a rate limit refused the drip
+	reasonNotConfigured  = "not_configured"  // BTC drips with no Bitcoin node configured
 	// reasonRejectedByCheck: an abuse check refused the drip; which one is
 	// in faucet_check_rejections_total.
 	reasonRejectedByCheck = "check_rejected"
@@ -267,6 +268,9 @@ type keyCollector struct {
 	// flag are the series above with asset="btc".
 	btc                                                       BTCFaucet
 	btcBalance, btcImmature, btcInFlight, btcNodeUp, btcReady *prometheus.Desc
+	// off reports an asset the operator turned off: not enabled,
+	// whatever its configuration.
+	off func(faucet.Asset) bool
 }
 
 func newKeyCollector() *keyCollector {
@@ -283,7 +287,7 @@ func newKeyCollector() *keyCollector {
 		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
 		lowDrips:     prometheus.NewDesc("faucet_low_drips_threshold", "Drips left of an asset below which the faucet reports itself low (--low-drips).", []string{"asset"}, nil),
-		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx always, each configured token that can be dripped, btc when configured), 0 for a configured token it cannot drip now (its contract unknown) and for the incumbent's sbtc and btc when not configured.", []string{"asset"}, nil),
+		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx, each configured token that can be dripped, btc when configured), 0 for an asset its operator turned off, for a configured token it cannot drip now (its contract unknown) and for the incumbent's sbtc and btc when not configured.", []string{"asset"}, nil),
 		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units (sBTC: satoshis).",
 			[]string{"asset", "address"}, nil),
 		keyTokenAvailable: prometheus.NewDesc("faucet_key_token_available",
@@ -319,6 +323,21 @@ func (c *keyCollector) set(f Reporter, lowDrips func(faucet.Asset) int) {
 	c.mu.Unlock()
 }
 
+func (c *keyCollector) setOff(off func(faucet.Asset) bool) {
+	c.mu.Lock()
+	c.off = off
+	c.mu.Unlock()
+}
+
+// enabled is the faucet_asset_enabled value of an asset its configuration
+// says is on (or not), with the operator's switch applied.
+func (c *keyCollector) enabled(asset string, on bool) float64 {
+	c.mu.RLock()
+	off := c.off
+	c.mu.RUnlock()
+	return b2f(on && (off == nil || !off(faucet.Asset(asset))))
+}
+
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
 		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills,
@@ -342,14 +361,14 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(fund.DripsLeft), stx)
 	ch <- prometheus.MustNewConstMetric(c.fundsAvailable, prometheus.GaugeValue, float64(fund.Available))
 	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(faucet.AssetSTX)), stx)
-	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, stx)
+	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, c.enabled(stx, true), stx)
 	tokens := f.Tokens()
 	if !slices.ContainsFunc(tokens, func(t faucet.TokenInfo) bool { return t.Name == "sbtc" }) {
 		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, "sbtc") // the incumbent's route
 	}
 	for _, t := range tokens {
 		name := string(t.Name)
-		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, b2f(t.Err == nil), name)
+		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, c.enabled(name, t.Err == nil), name)
 		if tf, _ := f.TokenFunding(t.Name); t.Err == nil {
 			ch <- prometheus.MustNewConstMetric(c.dripsLeft, prometheus.GaugeValue, float64(tf.DripsLeft), name)
 			ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(t.Name)), name)
@@ -438,7 +457,7 @@ func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low 
 		return
 	}
 	st := b.Status()
-	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 1, asset)
+	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, c.enabled(asset, true), asset)
 	ch <- prometheus.MustNewConstMetric(c.btcNodeUp, prometheus.GaugeValue, b2f(st.NodeUp))
 	ch <- prometheus.MustNewConstMetric(c.btcReady, prometheus.GaugeValue, b2f(st.Ready && !st.Behind))
 	if !st.Ready {

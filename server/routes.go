@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
@@ -32,13 +33,13 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 	}
 	for _, a := range stacksAssets {
 		routes = append(routes,
-			route{http.MethodPost, "/extended/v1/faucets/" + string(a), s.handleDrip(a)},
+			route{http.MethodPost, "/extended/v1/faucets/" + string(a), deprecated(useV3(a), s.handleDrip(a))},
 			route{http.MethodPost, "/extended/v3/faucets/" + string(a), s.handleDripV3(a)})
 	}
 	routes = append(routes, []route{
 		// BTC, likewise 403 unless configured.
-		{http.MethodPost, "/extended/v1/faucets/btc", http.HandlerFunc(s.handleBTCDrip)},
-		{http.MethodGet, "/extended/v1/faucets/btc/{address}", http.HandlerFunc(s.handleBTCBalance)},
+		{http.MethodPost, "/extended/v1/faucets/btc", deprecated(useV3(assetBTC), http.HandlerFunc(s.handleBTCDrip))},
+		{http.MethodGet, "/extended/v1/faucets/btc/{address}", deprecated("Endpoint is deprecated", http.HandlerFunc(s.handleBTCBalance))},
 		{http.MethodPost, "/extended/v3/faucets/btc", http.HandlerFunc(s.handleBTCDripV3)},
 		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
 		// The incumbent moved status to /extended and redirects the old path;
@@ -79,6 +80,21 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		s.handle(mux, p, p, http.HandlerFunc(s.handleUnknownAsset))
 	}
 	s.handle(mux, "/", routeUnmatched, http.HandlerFunc(handleNotFound))
+}
+
+// deprecated marks every answer of h, errors included, with the Warning
+// the incumbent sends on its v1 faucet routes, so clients learn of v3.
+func deprecated(msg string, h http.Handler) http.Handler {
+	warning := `299 - "Deprecated: ` + msg + `"`
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Warning", warning)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// useV3 is the deprecation message of asset's v1 drip route.
+func useV3(asset faucet.Asset) string {
+	return "Use POST /extended/v3/faucets/" + string(asset) + " instead"
 }
 
 // handle registers h under pattern and labels its requests with route for

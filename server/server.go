@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // StatusNode is the node RPC the status endpoint reads; *node.Client
@@ -69,11 +70,13 @@ type Config struct {
 	// BTC is the BTC faucet (a *btcfaucet.Faucet); nil answers its
 	// endpoints with 403, as the incumbent does when BTC is off.
 	BTC BTCFaucet
-	// Suspended refuses every drip with 403 (the operator's switch).
-	Suspended bool
-	// SuspendedAssets refuses the drips of these assets alone with 403
-	// (stx, a token's name, btc); the others serve.
-	SuspendedAssets []faucet.Asset
+	// Switches are the operator's switches: suspend every drip or one
+	// asset's, turn an asset off. They may change while the server runs;
+	// nil is every asset on.
+	Switches *switches.Set
+	// MCP serves the Model Context Protocol endpoint at /mcp: the same
+	// drips, checks and limits as the HTTP API, as tools for agents.
+	MCP bool
 
 	// Devnet says the node is the embedded simulated one (`serve
 	// --devnet`): no public explorer knows its transactions, so the page
@@ -185,6 +188,10 @@ func New(cfg Config) http.Handler {
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
 	cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
+	cfg.Metrics.keys.setOff(s.turnedOff)
+	cfg.Switches.OnChange(func(switches.State) {
+		cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
+	})
 	mux := http.NewServeMux()
 	s.addRoutes(mux)
 	return s.observe(s.cors(s.recoverPanics(mux)))

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -25,6 +26,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // serveUsage heads `faucet serve -h`.
@@ -250,12 +252,15 @@ func (r *serveRun) run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", o.HTTP.Listen, err)
 	}
 	r.logStart(ln.Addr())
+	sw, err := openSwitches(o)
+	if err != nil {
+		return err
+	}
 	h := server.New(server.Config{
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
-		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Suspended: o.Abuse.Suspend,
-		SuspendedAssets: o.Abuse.SuspendedAssets(),
-		ExplorerTxURL:   o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
+		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Switches: sw, MCP: o.HTTP.MCP,
+		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
 		TrustedProxyHops: o.Limits.TrustedProxyHops, StatusCacheTTL: o.HTTP.StatusCacheTTL, Metrics: r.metrics, Logger: r.log,
 	})
 	// The engines outlive the HTTP server's graceful shutdown: drips still
@@ -275,7 +280,32 @@ func (r *serveRun) run(ctx context.Context) error {
 		}},
 		task{"store maintenance", r.state.background},
 		task{"api tokens reload", func(ctx context.Context) error { r.checks.Run(ctx); return nil }},
+		task{"switches file", func(ctx context.Context) error {
+			if o.Abuse.SwitchesFile != "" {
+				sw.Follow(ctx, o.Abuse.SwitchesFile, switchesPoll, o.CheckSwitches, r.log)
+			}
+			<-ctx.Done()
+			return nil
+		}},
 	)
+}
+
+// switchesPoll is how often the switches file is read: a stat-and-read of
+// a few bytes, and the kubelet updates a projected ConfigMap within a
+// minute anyway.
+const switchesPoll = 2 * time.Second
+
+// openSwitches returns the switches in force at start: the flags', or the
+// switches file's (Validate has read it once already).
+func openSwitches(o *options.Serve) (*switches.Set, error) {
+	if o.Abuse.SwitchesFile == "" {
+		return switches.New(o.Abuse.Switches()), nil
+	}
+	st, err := switches.ReadFile(o.Abuse.SwitchesFile)
+	if err != nil {
+		return nil, fmt.Errorf("--switches-file: %w", err)
+	}
+	return switches.New(st), nil
 }
 
 // logStart says what the faucet serves, and on the devnet how to try it.

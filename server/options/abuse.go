@@ -2,10 +2,11 @@ package options
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // Limits are STX's rate limits and how the client's address is found.
@@ -43,6 +44,11 @@ type Abuse struct {
 	Suspend          bool
 	// SuspendAssets are suspended alone: stx, a token's name, btc.
 	SuspendAssets NameList
+	// DisableAssets are turned off: stx, sbtc or another token's name, btc.
+	DisableAssets NameList
+	// SwitchesFile, when set, holds the three switches above as JSON and
+	// is followed while the faucet runs (the operator's ConfigMap).
+	SwitchesFile string
 }
 
 func defaultAbuse() Abuse {
@@ -62,15 +68,13 @@ func (o *Abuse) BindFlags(fs *Flags) {
 	fs.Uint64(&o.BalanceCap, "balance-cap", "refuse drips to an address already holding at least this many µSTX (0 = off)")
 	fs.Bool(&o.Suspend, "suspend", "answer drips with 403 while still serving status")
 	fs.Var(&o.SuspendAssets, "suspend-asset", "comma-separated assets (stx, a token's name, btc) whose drips are answered with 403 while the others serve; repeatable")
+	fs.Var(&o.DisableAssets, "disable-asset", "comma-separated assets (stx, sbtc or another token's name, btc) the faucet does not offer: their routes answer 403 \"… faucet is not available\", as the incumbent's do when TESTNET_<ASSET>_FAUCET_ENABLED is false; repeatable")
+	fs.String(&o.SwitchesFile, "switches-file", `JSON file of the switches {"suspend":bool,"suspendedAssets":[…],"disabledAssets":[…]}, read at start and followed while the faucet runs (it replaces --suspend, --suspend-asset and --disable-asset); the operator projects it from a ConfigMap, so switching an asset needs no restart`)
 }
 
-// SuspendedAssets are the assets suspended alone, for server.Config.
-func (o *Abuse) SuspendedAssets() []faucet.Asset {
-	out := make([]faucet.Asset, 0, len(o.SuspendAssets))
-	for _, n := range o.SuspendAssets {
-		out = append(out, faucet.Asset(n))
-	}
-	return out
+// Switches are the switches the flags set, for server.Config.
+func (o *Abuse) Switches() switches.State {
+	return switches.State{Suspend: o.Suspend, SuspendedAssets: slices.Clone(o.SuspendAssets), DisabledAssets: slices.Clone(o.DisableAssets)}
 }
 
 // GuardConfig is the abuse checks' configuration, their proof-of-work

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // Serve is every setting of `faucet serve`.
@@ -141,9 +142,27 @@ func (o *Serve) Validate() error {
 	return nil
 }
 
-// suspendValidate checks that --suspend-asset names assets the faucet
-// drips: a typo would otherwise leave the asset it meant on.
+// suspendValidate checks that --suspend-asset and --disable-asset name
+// assets the faucet knows: a typo would otherwise leave the asset it meant
+// on. A switches file is checked likewise when it is read.
 func (o *Serve) suspendValidate() error {
+	st := o.Abuse.Switches()
+	if o.Abuse.SwitchesFile != "" {
+		if st.Suspend || len(st.SuspendedAssets) > 0 || len(st.DisabledAssets) > 0 {
+			return errors.New("--switches-file replaces --suspend, --suspend-asset and --disable-asset: set the switches in the file")
+		}
+		var err error
+		if st, err = switches.ReadFile(o.Abuse.SwitchesFile); err != nil {
+			return fmt.Errorf("--switches-file: %w", err)
+		}
+	}
+	return o.CheckSwitches(st)
+}
+
+// CheckSwitches checks that st names only assets the faucet knows: those
+// it drips, and for --disable-asset also the incumbent's sbtc and btc,
+// which are off unless configured anyway.
+func (o *Serve) CheckSwitches(st switches.State) error {
 	known := []string{string(faucet.AssetSTX)}
 	for _, t := range o.TokenList() {
 		known = append(known, t.Name)
@@ -151,9 +170,15 @@ func (o *Serve) suspendValidate() error {
 	if o.BTC.On() || (o.Devnet.On && o.Devnet.BTC) {
 		known = append(known, "btc")
 	}
-	for _, n := range o.Abuse.SuspendAssets {
+	for _, n := range st.SuspendedAssets {
 		if !slices.Contains(known, n) {
 			return fmt.Errorf("--suspend-asset %s: the faucet drips no such asset; it drips %s", n, strings.Join(known, ", "))
+		}
+	}
+	offable := append(slices.Clone(known), "sbtc", "btc")
+	for _, n := range st.DisabledAssets {
+		if !slices.Contains(offable, n) {
+			return fmt.Errorf("--disable-asset %s: the faucet knows no such asset; it drips %s", n, strings.Join(known, ", "))
 		}
 	}
 	return nil

@@ -70,6 +70,7 @@ func everySet() options.Serve {
 				netip.MustParsePrefix("203.0.113.7/32")},
 			IPDeny:     options.PrefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
 			BalanceCap: 5_000_000_000, Suspend: true, SuspendAssets: options.NameList{"stx", "tusd"},
+			DisableAssets: options.NameList{"btc", "sbtc"}, SwitchesFile: "/etc/faucet/switches/switches.json",
 		},
 		Assets: options.Assets{
 			Tokens: options.TokenList{
@@ -339,6 +340,14 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"suspend an asset it drips": {base: devnet, mutate: func(o *options.Serve) { _ = o.Abuse.SuspendAssets.Set("stx, tusd,btc,stx") }},
 		"suspend an asset it does not drip": {base: real, mutate: func(o *options.Serve) { _ = o.Abuse.SuspendAssets.Set("stx,tusd") },
 			want: "--suspend-asset tusd: the faucet drips no such asset; it drips stx"},
+		// The incumbent's assets may be turned off whether configured or not.
+		"turn off the incumbent's assets": {base: real, mutate: func(o *options.Serve) { _ = o.Abuse.DisableAssets.Set("stx,sbtc,btc") }},
+		"turn off an unknown asset": {base: real, mutate: func(o *options.Serve) { _ = o.Abuse.DisableAssets.Set("tusd") },
+			want: "--disable-asset tusd: the faucet knows no such asset"},
+		"switches file and flags": {base: real, mutate: func(o *options.Serve) { o.Abuse.Suspend, o.Abuse.SwitchesFile = true, "/x" },
+			want: "--switches-file replaces --suspend"},
+		"switches file missing": {base: real, mutate: func(o *options.Serve) { o.Abuse.SwitchesFile = "/nonexistent/switches.json" },
+			want: "--switches-file: read switches file"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := options.Defaults()

@@ -61,21 +61,24 @@ type HTTP struct {
 	LowDrips       int
 	// ShutdownDelay is the lame duck after SIGTERM (server.ServeLameDuck).
 	ShutdownDelay time.Duration
+	// MCP serves the Model Context Protocol endpoint at /mcp.
+	MCP bool
 }
 
 func defaultHTTP() HTTP {
 	return HTTP{Listen: fmt.Sprintf(":%d", server.DefaultPort), StatusCacheTTL: server.DefaultStatusCacheTTL,
-		ExplorerTxURL: server.DefaultExplorerTxURL, LowDrips: server.DefaultLowDrips}
+		ExplorerTxURL: server.DefaultExplorerTxURL, LowDrips: server.DefaultLowDrips, MCP: true}
 }
 
 // BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url,
-// --low-drips and --shutdown-delay.
+// --low-drips, --shutdown-delay and --mcp.
 func (o *HTTP) BindFlags(fs *Flags) {
 	fs.String(&o.Listen, "listen", "address the HTTP server listens on")
 	fs.Duration(&o.StatusCacheTTL, "status-cache-ttl", "how long node reads for the status endpoint are cached")
 	fs.String(&o.ExplorerTxURL, "explorer-tx-url", "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
 	fs.Int(&o.LowDrips, "low-drips", "report the faucet as low on funds when fewer default drips than this are left")
 	fs.Duration(&o.ShutdownDelay, "shutdown-delay", "after SIGTERM, answer /readyz with 503 and keep serving this long before draining, so load balancers and the Service's endpoints stop sending first (0 = drain at once); the operator sets it from the readiness probe")
+	fs.Bool(&o.MCP, "mcp", "serve the Model Context Protocol endpoint at /mcp (streamable HTTP), so agents can ask for drips through the same checks and limits as HTTP clients")
 }
 
 // validate checks the web page's settings.

@@ -180,6 +180,7 @@ const STATES = {
   empty: ['✕', 'Empty'],
   node_unreachable: ['✕', 'Node unreachable'],
   suspended: ['⏸', 'Suspended'],
+  off: ['✕', 'Off'],
   standby: ['⏸', 'Standby'],
   starting: ['…', 'Starting'],
   unavailable: ['✕', 'Unavailable'],
@@ -307,9 +308,9 @@ function assetList(data) {
   return list;
 }
 
-/** unavailable: the faucet lists the asset but cannot drip it now (state_message says why). */
+/** unavailable: the faucet lists the asset but cannot drip it now, or its operator turned it off (state_message says why). */
 function unavailable(asset) {
-  return !infoFailed && asset.state === 'unavailable';
+  return !infoFailed && (asset.state === 'unavailable' || asset.state === 'off');
 }
 
 function currentAsset() {

@@ -1,0 +1,115 @@
+package switches
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want State
+		err  string
+	}{
+		{in: "", want: State{}},
+		{in: "{}", want: State{}},
+		{in: `{"suspend":true,"suspendedAssets":["btc"],"disabledAssets":["stx","sbtc"]}`,
+			want: State{Suspend: true, SuspendedAssets: []string{"btc"}, DisabledAssets: []string{"stx", "sbtc"}}},
+		{in: `{"disabledAsset":["stx"]}`, err: `unknown field "disabledAsset"`},
+		{in: `{"suspend":"yes"}`, err: "cannot unmarshal"},
+		{in: strings.Repeat(" ", maxFileBytes+1), err: "more than a few asset names"},
+	} {
+		got, err := Parse([]byte(c.in))
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%.40q: %v, want an error containing %q", c.in, err, c.err)
+		case c.err == "" && (err != nil || !got.Equal(c.want)):
+			t.Errorf("%.40q: %+v %v, want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestStateQueries(t *testing.T) {
+	var none *Set
+	if st := none.Load(); st.Suspended("stx") || st.Off("stx") {
+		t.Fatal("a nil Set is not every asset on")
+	}
+	st := State{SuspendedAssets: []string{"btc"}, DisabledAssets: []string{"sbtc"}}
+	if !st.Suspended("btc") || st.Suspended("stx") || !st.Off("sbtc") || st.Off("btc") {
+		t.Fatalf("%+v", st)
+	}
+	if st.Suspend = true; !st.Suspended("stx") {
+		t.Fatal("suspend does not suspend stx")
+	}
+	if !(State{DisabledAssets: []string{"a", "b", "a"}}).Equal(State{DisabledAssets: []string{"b", "a"}}) {
+		t.Fatal("order or repeats make states differ")
+	}
+}
+
+// Follow applies each valid version of the file, keeps the state in force
+// through a broken or vetoed one, and tells OnChange of real changes only.
+func TestFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switches.json")
+	write := func(s string) {
+		t.Helper()
+		// As the kubelet does: a new file renamed into place.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{}`)
+	set := New(State{})
+	var changes atomic.Int32
+	set.OnChange(func(State) { changes.Add(1) })
+	logs := &logtest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		set.Follow(ctx, path, 5*time.Millisecond, func(st State) error {
+			if st.Off("nope") {
+				return os.ErrInvalid
+			}
+			return nil
+		}, slog.New(slog.NewTextHandler(logs, nil)))
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, ok func(State) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(set.Load()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: state %+v\n%s", what, set.Load(), logs.String())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	write(`{"disabledAssets":["stx"]}`)
+	waitFor("stx off", func(s State) bool { return s.Off("stx") })
+	write(`{"disabledAssets":[`)
+	write(`{"disabledAssets":["nope"]}`)
+	time.Sleep(50 * time.Millisecond)
+	if st := set.Load(); !st.Off("stx") || st.Off("nope") {
+		t.Fatalf("a broken or vetoed file changed the state: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "switches file not applied") {
+		t.Fatalf("no warning:\n%s", logs.String())
+	}
+	write(`{"suspend":true}`)
+	waitFor("suspended, stx on", func(s State) bool { return s.Suspend && !s.Off("stx") })
+	if n := changes.Load(); n != 2 {
+		t.Fatalf("%d changes told, want 2", n)
+	}
+}
