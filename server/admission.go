@@ -22,7 +22,7 @@ import (
 //
 // It logs and counts the outcome; on failure it returns what the caller
 // renders in its own shape.
-func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
+func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
 	ri := infoFrom(r.Context())
 	adm := guard.Admission{Recipient: req.Recipient, Stacking: req.Stacking}
 	if !req.Asset.IsSTX() {
@@ -37,7 +37,7 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 	defer cancel()
 	log := s.log.With("recipient", req.Recipient.String(), "asset", string(req.Asset.OrSTX()), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
-	adm, res, fail := s.admit(ctx, r, req.Asset, adm, log)
+	adm, res, fail := s.admit(ctx, r, h, req.Asset, adm, log)
 	if fail != nil {
 		return nil, fail
 	}
@@ -82,8 +82,9 @@ func (s *server) dispense(r *http.Request, req faucet.Request) (*faucet.Result, 
 
 // admit runs steps 1 to 3 for a drip of any asset: the suspension switch,
 // the abuse checks and the rate limits. It returns the admission with its
-// grant and the reservation to release if the drip then fails.
-func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
+// grant and the reservation to release if the drip then fails. Past the
+// checks it writes the RateLimit fields to h (nil: none).
+func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
 	if s.suspended(asset) {
 		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
 		all := s.cfg.Switches.Load().Suspend
@@ -121,6 +122,9 @@ func (s *server) admit(ctx context.Context, r *http.Request, asset faucet.Asset,
 	// Limits before the engine: a limited client learns that even while
 	// the node is down.
 	res, err := s.cfg.Limits.Reserve(ctx, adm)
+	if err == nil || errors.As(err, new(*guard.Limited)) {
+		s.setRateLimit(ctx, h, adm)
+	}
 	var limited *guard.Limited
 	switch {
 	case errors.As(err, &limited):

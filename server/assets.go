@@ -154,12 +154,8 @@ func (s *server) handleUnknownAsset(w http.ResponseWriter, r *http.Request) {
 		handleNotFound(w, r)
 		return
 	}
-	name := r.PathValue("asset")
-	if !safeToken(name, "-_.") || len(name) > 64 {
-		name = "that asset"
-	}
 	writeError(w, http.StatusNotFound, errorBody{
-		Error:  "this faucet does not drip " + name + "; it drips " + strings.Join(s.assetNames(), ", "),
+		Error:  "this faucet does not drip " + shortName(r.PathValue("asset")) + "; it drips " + strings.Join(s.assetNames(), ", "),
 		Reason: "unknown_asset",
 	})
 }

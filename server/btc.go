@@ -74,7 +74,7 @@ func (s *server) handleBTCDrip(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, *bad)
 		return
 	}
-	d, fail := s.dispenseBTC(r, addr, size)
+	d, fail := s.dispenseBTC(w.Header(), r, addr, size)
 	if fail != nil {
 		fail.writeV1(w, s.cfg.Now())
 		return
@@ -96,7 +96,7 @@ func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
 		if addr, err = bitcoin.ParseAddress(text, b.Network()); err != nil {
 			status, msg = http.StatusBadRequest, btcAddressError(text, b.Network(), err).Error
 		} else {
-			d, fail := s.dispenseBTC(r, addr, btcfaucet.SizeDefault)
+			d, fail := s.dispenseBTC(w.Header(), r, addr, btcfaucet.SizeDefault)
 			if fail != nil {
 				fail.writeV3(w)
 				return
@@ -221,7 +221,7 @@ func btcAddressError(text string, net bitcoin.Network, err error) errorBody {
 
 // dispenseBTC takes a valid BTC drip through the checks and limits shared
 // with the Stacks assets, then the BTC engine.
-func (s *server) dispenseBTC(r *http.Request, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, *dripFailure) {
+func (s *server) dispenseBTC(h http.Header, r *http.Request, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, *dripFailure) {
 	adm := guard.Admission{Asset: string(assetBTC), Address: addr.String()}
 	if ri := infoFrom(r.Context()); ri != nil {
 		adm.ClientIP = ri.clientIP
@@ -229,7 +229,7 @@ func (s *server) dispenseBTC(r *http.Request, addr bitcoin.Address, size btcfauc
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
 	defer cancel()
 	log := s.log.With("recipient", addr.String(), "asset", string(assetBTC), "client_ip", addrString(adm.ClientIP))
-	adm, res, fail := s.admit(ctx, r, assetBTC, adm, log)
+	adm, res, fail := s.admit(ctx, r, h, assetBTC, adm, log)
 	if fail != nil {
 		return nil, fail
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -59,7 +58,7 @@ func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, *bad)
 			return
 		}
-		res, fail := s.dispense(r, req)
+		res, fail := s.dispense(w.Header(), r, req)
 		if fail != nil {
 			fail.writeV1(w, s.cfg.Now())
 			return
@@ -113,18 +112,11 @@ func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request,
 		return faucet.Request{}, &errorBody{Error: "stacking drips are STX only; drop stacking=true for " + s.assetLabel(asset), Reason: "invalid_stacking"}
 	}
 
-	addr := strings.TrimSpace(addrs[0]) // pasted addresses often carry a newline
-	p, err := stacks.ParseTestnetPrincipal(addr)
-	switch {
-	case errors.Is(err, stacks.ErrMainnetAddress):
-		return faucet.Request{}, &errorBody{
-			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
-			Reason: "mainnet_address",
-		}
-	case err != nil:
-		// The parser's messages are precise and quote at most a bounded
-		// prefix of the input.
-		return faucet.Request{}, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
+	// Pasted addresses often carry a newline. The parser's messages are
+	// precise and quote at most a bounded prefix of the input.
+	p, bad := s.parseRecipient(strings.TrimSpace(addrs[0]), asset)
+	if bad != nil {
+		return faucet.Request{}, bad
 	}
 	return faucet.Request{Recipient: p, Asset: asset, Stacking: stacking}, nil
 }

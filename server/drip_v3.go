@@ -60,7 +60,7 @@ func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
 			return
 		}
 		req.Asset = asset
-		res, fail := s.dispense(r, req)
+		res, fail := s.dispense(w.Header(), r, req)
 		if fail != nil {
 			fail.writeV3(w)
 			return

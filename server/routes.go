@@ -52,6 +52,7 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		{http.MethodGet, pathInfo, http.HandlerFunc(s.handleInfo)},
 		{http.MethodPost, pathChallenge, http.HandlerFunc(s.handleChallenge)},
 		{http.MethodGet, pathDrip, http.HandlerFunc(s.handleDripStatus)},
+		{http.MethodGet, pathEligibility, http.HandlerFunc(s.handleEligibility)},
 		// Operations.
 		{http.MethodGet, "/healthz", http.HandlerFunc(handleHealthz)},
 		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},

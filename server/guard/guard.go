@@ -70,6 +70,9 @@ type Grant struct {
 	Token       *TokenQuota // non-nil when a valid API token was presented
 	SkipIPLimit bool        // an API token or an allow-listed client IP
 	Bypassed    string      // "", "api_token" or "ip_allow": why checks were skipped (for logs)
+	// ProofOfWork is set by Preview alone: the drip must carry a solved
+	// challenge of this difficulty.
+	ProofOfWork int
 }
 
 // Rejection is a refused request; Chain.Check returns it (as error) for a
@@ -322,6 +325,19 @@ func inPrefixes(ip netip.Addr, list []netip.Prefix) bool {
 // Check runs the chain. It returns a Grant, a *Rejection, or another error
 // (a store failure, wrapped; the caller answers 500/503).
 func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
+	return c.check(ctx, r, false)
+}
+
+// Preview runs the checks as Check would for a drip that brings a valid
+// proof of work, without asking for one: Grant.ProofOfWork says what the
+// drip must bring instead. It spends nothing; an API token it judges
+// counts toward the lock-out as in Check, so it is no free oracle for
+// guessing tokens.
+func (c *Chain) Preview(ctx context.Context, r Request) (Grant, error) {
+	return c.check(ctx, r, true)
+}
+
+func (c *Chain) check(ctx context.Context, r Request, preview bool) (Grant, error) {
 	ip := r.ClientIP.Unmap()
 	if ip.IsValid() && inPrefixes(ip, c.deny) {
 		return c.reject(CheckDenyList, http.StatusForbidden, "ip_denied",
@@ -358,7 +374,9 @@ func (c *Chain) Check(ctx context.Context, r Request) (Grant, error) {
 	anonymous := g.Bypassed == ""
 
 	var solved *verifiedChallenge
-	if anonymous && c.Required() {
+	if anonymous && c.Required() && preview {
+		g.ProofOfWork = c.Difficulty()
+	} else if anonymous && c.Required() {
 		v, rej := c.verifyPoW(r.Challenge, r.Solution)
 		if rej != nil {
 			return c.rejectWith(rej)

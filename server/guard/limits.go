@@ -251,6 +251,9 @@ type BucketUse struct {
 type Bucket struct {
 	Key   string
 	Limit Limit
+	// Policy names the kind of limit for clients (RateLimit headers):
+	// address, stacking, ip, token, token-address. Stores ignore it.
+	Policy string
 }
 
 // Reservation identifies reserved slots.
@@ -338,6 +341,45 @@ func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, err
 	return res, nil
 }
 
+// The Bucket.Policy names.
+const (
+	PolicyAddress      = "address"
+	PolicyStacking     = "stacking"
+	PolicyIP           = "ip"
+	PolicyToken        = "token"
+	PolicyTokenAddress = "token-address"
+)
+
+// LimitUse is one limit a request counts against and its use now.
+type LimitUse struct {
+	Policy string
+	Limit  Limit
+	BucketUse
+}
+
+// Peek reads the use of every limit a counts against (those with
+// Requests > 0), in order, without reserving: what a drip would meet now.
+func (r *RateLimits) Peek(ctx context.Context, a Admission) ([]LimitUse, error) {
+	var active []Bucket
+	for _, b := range r.buckets(a) {
+		if b.Limit.Requests > 0 {
+			active = append(active, b)
+		}
+	}
+	if len(active) == 0 {
+		return nil, nil
+	}
+	use, err := r.store.Peek(ctx, r.now(), active)
+	if err != nil {
+		return nil, fmt.Errorf("guard: read rate-limit use: %w", err)
+	}
+	out := make([]LimitUse, len(active))
+	for i, b := range active {
+		out[i] = LimitUse{Policy: b.Policy, Limit: b.Limit, BucketUse: use[i]}
+	}
+	return out, nil
+}
+
 // Release gives a reservation back: its drip was certainly not sent.
 func (r *RateLimits) Release(ctx context.Context, res Reservation) error {
 	if err := r.store.Release(ctx, res); err != nil {
@@ -359,19 +401,19 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 	switch {
 	case a.Stacking:
 		// Stacking drips are large: a token never widens their limit.
-		refs = append(refs, Bucket{"stacking:" + addr, r.limits.StackingPerAddress})
+		refs = append(refs, Bucket{"stacking:" + addr, r.limits.StackingPerAddress, PolicyStacking})
 	case token != nil:
 		// The token's own per-address bucket, so its users cannot eat the
 		// anonymous allowance of an address and vice versa.
-		refs = append(refs, Bucket{"token:" + token.Name + ":address:" + addr, token.PerAddress})
+		refs = append(refs, Bucket{"token:" + token.Name + ":address:" + addr, token.PerAddress, PolicyTokenAddress})
 	default:
-		refs = append(refs, Bucket{"address:" + addr, r.limits.PerAddress})
+		refs = append(refs, Bucket{"address:" + addr, r.limits.PerAddress, PolicyAddress})
 	}
 	if token != nil {
-		refs = append(refs, Bucket{"token:" + token.Name, token.Quota})
+		refs = append(refs, Bucket{"token:" + token.Name, token.Quota, PolicyToken})
 	}
 	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
-		refs = append(refs, Bucket{ipBucketKey(a.ClientIP), r.limits.PerIP})
+		refs = append(refs, Bucket{ipBucketKey(a.ClientIP), r.limits.PerIP, PolicyIP})
 	}
 	return refs
 }
@@ -387,13 +429,13 @@ func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) [
 	}
 	refs := make([]Bucket, 0, 3)
 	if token := a.Grant.Token; token != nil {
-		refs = append(refs, Bucket{prefix + "token:" + token.Name + ":address:" + addr, token.PerAddress},
-			Bucket{"token:" + token.Name, token.Quota})
+		refs = append(refs, Bucket{prefix + "token:" + token.Name + ":address:" + addr, token.PerAddress, PolicyTokenAddress},
+			Bucket{"token:" + token.Name, token.Quota, PolicyToken})
 	} else {
-		refs = append(refs, Bucket{prefix + "address:" + addr, lim.PerAddress})
+		refs = append(refs, Bucket{prefix + "address:" + addr, lim.PerAddress, PolicyAddress})
 	}
 	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
-		refs = append(refs, Bucket{prefix + ipBucketKey(a.ClientIP), lim.PerIP})
+		refs = append(refs, Bucket{prefix + ipBucketKey(a.ClientIP), lim.PerIP, PolicyIP})
 	}
 	return refs
 }

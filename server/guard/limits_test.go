@@ -16,7 +16,7 @@ func TestLimiterSlidingWindow(t *testing.T) {
 	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	lim := Limit{Requests: 2, Window: time.Minute}
-	refs := []Bucket{{"address:A", lim}}
+	refs := []Bucket{{Key: "address:A", Limit: lim}}
 	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("first refused")
 	}
@@ -37,9 +37,9 @@ func TestLimiterSlidingWindow(t *testing.T) {
 func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 	clk := clocktest.New()
 	l := NewMemoryLimiter()
-	ip := Bucket{"ip:1.2.3.4", Limit{Requests: 1, Window: time.Hour}}
-	a := Bucket{"address:A", Limit{Requests: 5, Window: time.Hour}}
-	b := Bucket{"address:B", Limit{Requests: 5, Window: time.Hour}}
+	ip := Bucket{Key: "ip:1.2.3.4", Limit: Limit{Requests: 1, Window: time.Hour}}
+	a := Bucket{Key: "address:A", Limit: Limit{Requests: 5, Window: time.Hour}}
+	b := Bucket{Key: "address:B", Limit: Limit{Requests: 5, Window: time.Hour}}
 	r, _, ok := reserve(l, clk.Now(), []Bucket{a, ip})
 	if !ok {
 		t.Fatal("first refused")
@@ -60,7 +60,7 @@ func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 func TestLimiterExactUnderConcurrency(t *testing.T) {
 	clk := clocktest.New()
 	l := NewMemoryLimiter()
-	refs := []Bucket{{"address:A", Limit{Requests: 7, Window: time.Hour}}}
+	refs := []Bucket{{Key: "address:A", Limit: Limit{Requests: 7, Window: time.Hour}}}
 	var granted atomic.Int32
 	var wg sync.WaitGroup
 	for range 200 {
@@ -98,12 +98,12 @@ func TestIPBucketKey(t *testing.T) {
 func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
 	clk := clocktest.New()
 	l := NewMemoryLimiter()
-	long := []Bucket{{"stacking:A", Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
+	long := []Bucket{{Key: "stacking:A", Limit: Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
 	if _, _, ok := reserve(l, clk.Now(), long); !ok {
 		t.Fatal("first refused")
 	}
 	clk.Advance(8 * 24 * time.Hour)
-	reserve(l, clk.Now(), []Bucket{{"address:B", Limit{Requests: 1, Window: time.Minute}}}) // sweeps
+	reserve(l, clk.Now(), []Bucket{{Key: "address:B", Limit: Limit{Requests: 1, Window: time.Minute}}}) // sweeps
 	if _, _, ok := reserve(l, clk.Now(), long); ok {
 		t.Fatal("30-day limit forgotten after 8 days")
 	}
@@ -114,7 +114,7 @@ func TestLimiterSweepsExpiredBuckets(t *testing.T) {
 	clk := clocktest.New()
 	l := NewMemoryLimiter()
 	for i := range 1000 {
-		if _, _, ok := reserve(l, clk.Now(), []Bucket{{fmt.Sprintf("address:%d", i), Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
+		if _, _, ok := reserve(l, clk.Now(), []Bucket{{Key: fmt.Sprintf("address:%d", i), Limit: Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
 			t.Fatal("refused")
 		}
 	}

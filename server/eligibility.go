@@ -1,0 +1,282 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+)
+
+// pathEligibility answers whether a drip would be admitted now.
+const pathEligibility = "/faucet/v1/eligibility"
+
+// eligibilityBody answers GET /faucet/v1/eligibility: what the same drip
+// request would meet now (switches, abuse checks, rate limits), without
+// reserving anything. A drip may still fail after it (the node, funds);
+// it is never refused for a reason this answer did not give, but for a
+// request racing it for the last slot.
+type eligibilityBody struct {
+	Asset    string `json:"asset"`
+	Address  string `json:"address"`
+	Eligible bool   `json:"eligible"`
+	// Reason and Message are the refusal a drip would get now: the drip
+	// endpoints' reason codes (disabled, not_configured, rate_limited,
+	// ip_denied, token_invalid, …).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Amount is what a drip pays, in the asset's base units, as a decimal
+	// string.
+	Amount            string `json:"amount,omitempty"`
+	RetryAfterSeconds int64  `json:"retry_after_seconds,omitempty"`
+	NextAllowedAt     string `json:"next_allowed_at,omitempty"`
+	// ProofOfWork is the difficulty an anonymous drip must solve (0: none)
+	// and where to fetch its challenge.
+	ProofOfWork *eligibilityPoW `json:"proof_of_work,omitempty"`
+	// Limits are the limits a drip counts against, with their use now.
+	Limits []eligibilityLimit `json:"limits"`
+}
+
+type eligibilityPoW struct {
+	Difficulty   int    `json:"difficulty"`
+	ChallengeURL string `json:"challenge_url"`
+}
+
+type eligibilityLimit struct {
+	Policy        string `json:"policy"`
+	Requests      int    `json:"requests"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Remaining     int    `json:"remaining"`
+	ResetSeconds  int64  `json:"reset_seconds"`
+}
+
+// eligibilityQuery is one question: an asset, an address as typed, and
+// the drip's options.
+type eligibilityQuery struct {
+	asset    faucet.Asset
+	address  string
+	stacking bool
+	size     btcfaucet.Size
+}
+
+// handleEligibility serves GET /faucet/v1/eligibility?asset=…&address=…
+// [&stacking=true|&size=large]. It takes the same headers as a drip
+// (Authorization, the client's address).
+func (s *server) handleEligibility(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid query string", Reason: "invalid_query"})
+		return
+	}
+	eq := eligibilityQuery{asset: faucet.Asset(strings.TrimSpace(q.Get("asset"))), address: q.Get("address"), stacking: q.Get("stacking") == "true"}
+	if eq.asset == "" {
+		eq.asset = faucet.AssetSTX
+	}
+	switch q.Get("size") {
+	case "", "default":
+	case "large":
+		eq.size = btcfaucet.SizeLarge
+	case "xlarge":
+		eq.size = btcfaucet.SizeXLarge
+	default:
+		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid size, use default, large or xlarge", Reason: "invalid_amount"})
+		return
+	}
+	body, status, bad := s.eligibility(r.Context(), r, eq)
+	if bad != nil {
+		writeError(w, status, *bad)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// eligibility answers eq for the client of r; a malformed question gets
+// the status and body a drip would (400, or 404 for an unknown asset).
+func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilityQuery) (eligibilityBody, int, *errorBody) {
+	asset := eq.asset
+	if !s.knownAsset(asset) {
+		return eligibilityBody{}, http.StatusNotFound, &errorBody{
+			Error:  "this faucet does not drip " + shortName(string(asset)) + "; it drips " + strings.Join(s.assetNames(), ", "),
+			Reason: "unknown_asset",
+		}
+	}
+	out := eligibilityBody{Asset: string(asset), Address: strings.TrimSpace(eq.address), Limits: []eligibilityLimit{}}
+	refuse := func(reason, msg string) (eligibilityBody, int, *errorBody) {
+		out.Reason, out.Message = reason, msg
+		return out, http.StatusOK, nil
+	}
+	if !s.assetOn(asset) {
+		f := s.assetOff(asset)
+		return refuse(f.reason, f.message)
+	}
+
+	adm := guard.Admission{Stacking: eq.stacking}
+	if asset == assetBTC {
+		addr, err := bitcoin.ParseAddress(out.Address, s.cfg.BTC.Network())
+		if err != nil {
+			e := btcAddressError(out.Address, s.cfg.BTC.Network(), err)
+			return out, http.StatusBadRequest, &e
+		}
+		out.Address, adm.Asset, adm.Address = addr.String(), string(assetBTC), addr.String()
+		out.Amount = strconv.FormatInt(s.cfg.BTC.Amounts().Of(eq.size), 10)
+	} else {
+		p, bad := s.parseRecipient(out.Address, asset)
+		if bad != nil {
+			return out, http.StatusBadRequest, bad
+		}
+		if eq.stacking && !asset.IsSTX() {
+			return out, http.StatusBadRequest, &errorBody{Error: "stacking drips are STX only", Reason: "invalid_stacking"}
+		}
+		out.Address, adm.Recipient = p.String(), p
+		if !asset.IsSTX() {
+			adm.Asset = string(asset)
+		}
+		if amt, ok := s.dripAmount(ctx, asset, eq.stacking); ok {
+			out.Amount = strconv.FormatUint(amt, 10)
+		}
+	}
+	if ri := infoFrom(r.Context()); ri != nil {
+		adm.ClientIP = ri.clientIP
+	}
+	if s.suspended(asset) {
+		return refuse(string(faucet.ReasonDisabled), s.suspendedMessage(asset))
+	}
+	if s.cfg.Guard != nil {
+		g, err := s.cfg.Guard.Preview(ctx, guard.Request{
+			ClientIP: adm.ClientIP, Recipient: adm.Recipient, Asset: adm.Asset, Stacking: adm.Stacking,
+			Authorization: r.Header.Get("Authorization"),
+		})
+		var rej *guard.Rejection
+		switch {
+		case errors.As(err, &rej):
+			if rej.RetryAfter > 0 {
+				out.setRetry(s.cfg.Now(), rej.RetryAfter)
+			}
+			return refuse(rej.Reason, rej.Message)
+		case err != nil:
+			s.log.Warn("eligibility: abuse checks failed", "err", err)
+			return refuse(string(faucet.ReasonStoreUnavailable), dripErrorText[faucet.ReasonStoreUnavailable])
+		}
+		adm.Grant = g
+		if g.ProofOfWork > 0 {
+			out.ProofOfWork = &eligibilityPoW{Difficulty: g.ProofOfWork, ChallengeURL: pathChallenge}
+		}
+	}
+	use, err := s.cfg.Limits.Peek(ctx, adm)
+	if err != nil {
+		s.log.Warn("eligibility: rate limits unavailable", "err", err)
+		return refuse(string(faucet.ReasonStoreUnavailable), dripErrorText[faucet.ReasonStoreUnavailable])
+	}
+	var wait time.Duration
+	for _, u := range use {
+		out.Limits = append(out.Limits, eligibilityLimit{
+			Policy: u.Policy, Requests: u.Limit.Requests, WindowSeconds: int64(u.Limit.Window / time.Second),
+			Remaining: max(u.Limit.Requests-u.Used, 0), ResetSeconds: ceilSeconds(u.Reset),
+		})
+		wait = max(wait, u.Wait)
+	}
+	if wait > 0 {
+		out.setRetry(s.cfg.Now(), wait)
+		return refuse(reasonRateLimited, "Too many requests")
+	}
+	out.Eligible = true
+	return out, http.StatusOK, nil
+}
+
+func (b *eligibilityBody) setRetry(now time.Time, d time.Duration) {
+	b.RetryAfterSeconds = retryAfterSeconds(d)
+	b.NextAllowedAt = now.Add(time.Duration(b.RetryAfterSeconds) * time.Second).UTC().Format(time.RFC3339)
+}
+
+// knownAsset reports whether asset has drip routes here: the assets the
+// faucet is configured for, and the incumbent's sbtc and btc.
+func (s *server) knownAsset(asset faucet.Asset) bool {
+	if asset.IsSTX() || asset == assetBTC || asset == "sbtc" {
+		return true
+	}
+	_, ok := s.token(asset)
+	return ok
+}
+
+// dripAmount is what a Stacks drip of asset pays now, in base units.
+func (s *server) dripAmount(ctx context.Context, asset faucet.Asset, stacking bool) (uint64, bool) {
+	switch {
+	case asset.IsSTX() && stacking:
+		amt, err := s.cfg.Faucet.StackingAmount(ctx)
+		return amt, err == nil
+	case asset.IsSTX():
+		return s.cfg.Faucet.DefaultAmount(), true
+	}
+	t, ok := s.token(asset)
+	return t.Amount, ok
+}
+
+// parseRecipient reads a Stacks recipient as the drip endpoints do.
+func (s *server) parseRecipient(addr string, asset faucet.Asset) (stacks.Principal, *errorBody) {
+	if addr == "" {
+		return stacks.Principal{}, &errorBody{Error: "address required", Reason: "address_required"}
+	}
+	p, err := stacks.ParseTestnetPrincipal(addr)
+	switch {
+	case errors.Is(err, stacks.ErrMainnetAddress):
+		return p, &errorBody{
+			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
+			Reason: "mainnet_address",
+		}
+	case err != nil:
+		return p, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
+	}
+	return p, nil
+}
+
+// shortName is a client's asset name fit to quote back.
+func shortName(name string) string {
+	if !safeToken(name, "-_.") || len(name) > 64 {
+		return "that asset"
+	}
+	return name
+}
+
+// ceilSeconds rounds d up to whole seconds (0 stays 0).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// setRateLimit writes the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) of the limits adm counts
+// against, as they stand after its drip: q and w are each limit's
+// requests and window, r what remains and t the seconds until a slot
+// frees. A store that cannot be read leaves them out.
+func (s *server) setRateLimit(ctx context.Context, h http.Header, adm guard.Admission) {
+	if h == nil {
+		return
+	}
+	use, err := s.cfg.Limits.Peek(ctx, adm)
+	if err != nil || len(use) == 0 {
+		return
+	}
+	policies, states := make([]string, len(use)), make([]string, len(use))
+	for i, u := range use {
+		name := strconv.Quote(u.Policy)
+		policies[i] = name + ";q=" + strconv.Itoa(u.Limit.Requests) + ";w=" + strconv.FormatInt(ceilSeconds(u.Limit.Window), 10)
+		t := u.Reset
+		if u.Wait > 0 {
+			t = u.Wait
+		}
+		states[i] = name + ";r=" + strconv.Itoa(max(u.Limit.Requests-u.Used, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
+	}
+	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+	h.Set("RateLimit", strings.Join(states, ", "))
+}
