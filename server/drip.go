@@ -221,13 +221,20 @@ type dripFailure struct {
 
 // writeV1 renders the failure for /extended/v1/faucets/{asset}.
 func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
-	body := errorBody{Error: f.message, Reason: f.reason, Detail: f.detail}
 	if f.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
+	}
+	writeError(w, f.status, f.body(now))
+}
+
+// body is the failure as v1 (and the MCP tools) write it.
+func (f *dripFailure) body(now time.Time) errorBody {
+	body := errorBody{Error: f.message, Reason: f.reason, Detail: f.detail}
+	if f.retryAfter > 0 {
 		body.RetryAfterSeconds = f.retryAfter
 		body.NextAllowedAt = now.Add(time.Duration(f.retryAfter) * time.Second).UTC().Format(time.RFC3339)
 	}
-	writeError(w, f.status, body)
+	return body
 }
 
 // writeV3 renders the failure for /extended/v3/faucets/{asset}: the

@@ -59,7 +59,13 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid txid: " + err.Error(), Reason: "invalid_txid"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), dripStatusTimeout)
+	writeJSON(w, http.StatusOK, s.dripStatus(r.Context(), id))
+}
+
+// dripStatus finds where a drip of this faucet is, for the endpoint and
+// the MCP tool.
+func (s *server) dripStatus(ctx context.Context, id stacks.TxID) dripStatusBody {
+	ctx, cancel := context.WithTimeout(ctx, dripStatusTimeout)
 	defer cancel()
 	f := s.cfg.Faucet
 	out := dripStatusBody{TxID: id.Hex0x()}
@@ -87,12 +93,13 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		out.SentAt = &at
 		out.setAmount(inflight.Asset, amount)
 	default:
-		if s.cfg.BTC != nil && s.btcDripStatus(ctx, w, id.String()) {
-			return
+		if s.cfg.BTC != nil {
+			if b, ok := s.btcDripStatus(ctx, id.String()); ok {
+				return b
+			}
 		}
 		out.State, out.Message = dripUnknown, "This faucet has no record of that transaction."
-		writeJSON(w, http.StatusOK, out)
-		return
+		return out
 	}
 	if isPending {
 		// The engine still holds it above its key's confirmed nonce as of
@@ -102,11 +109,10 @@ func (s *server) handleDripStatus(w http.ResponseWriter, r *http.Request) {
 		if inflight.State == faucet.TxBroadcasting {
 			out.Message = "Pending: the faucet is making sure the node has it."
 		}
-		writeJSON(w, http.StatusOK, out)
-		return
+		return out
 	}
 	out.State, out.Message = s.txState(ctx, id, rec, found, &out)
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // setAmount fills the asset and its amount fields.
@@ -211,14 +217,14 @@ func confirmedPast(keys []faucet.KeyStatus, sender string, nonce uint64) bool {
 
 // btcDripStatus answers for a BTC payout of this faucet; false when txid
 // is not one.
-func (s *server) btcDripStatus(ctx context.Context, w http.ResponseWriter, txid string) bool {
+func (s *server) btcDripStatus(ctx context.Context, txid string) (dripStatusBody, bool) {
 	p, ok, err := s.cfg.BTC.Payout(ctx, txid)
 	if err != nil {
 		s.log.Warn("drip status: btc lookup failed", "err", err)
-		return false
+		return dripStatusBody{}, false
 	}
 	if !ok {
-		return false
+		return dripStatusBody{}, false
 	}
 	out := dripStatusBody{TxID: txid, Asset: string(assetBTC)}
 	if len(p.Outputs) == 1 {
@@ -234,8 +240,7 @@ func (s *server) btcDripStatus(ctx context.Context, w http.ResponseWriter, txid 
 	default:
 		out.State, out.Message = dripPending, "Pending: waiting for the next Bitcoin block."
 	}
-	writeJSON(w, http.StatusOK, out)
-	return true
+	return out, true
 }
 
 func confirmationsText(n int64) string {

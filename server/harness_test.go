@@ -172,6 +172,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Guard:            checks,
 		Limits:           guard.NewRateLimits(o.limits, nil, o.now),
 		Switches:         sw,
+		MCP:              true,
 		LowDrips:         o.lowDrips,
 		Faucet:           f,
 		BTC:              o.btc,

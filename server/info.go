@@ -151,9 +151,19 @@ func fundingInfo(f faucet.Funding) *infoFunding {
 // handleInfo serves GET /faucet/v1/info.
 func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
-	snap, err := s.status.get(r.Context())
+	body, err := s.info(r.Context())
 	if err != nil {
 		return // the client went away
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// info is the discovery document, for the endpoint and the MCP tool; it
+// fails only when ctx ends.
+func (s *server) info(ctx context.Context) (infoBody, error) {
+	snap, err := s.status.get(ctx)
+	if err != nil {
+		return infoBody{}, err
 	}
 	f := s.cfg.Faucet
 	body := infoBody{
@@ -185,7 +195,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 			body.BalanceCapUSTX = &c
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if snap.status != statusNodeUnreachable {
 		if amt, err := f.StackingAmount(ctx); err == nil {
@@ -210,7 +220,7 @@ func (s *server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	if b := s.cfg.BTC; b != nil {
 		body.Assets = append(body.Assets, s.btcInfo(b, lim))
 	}
-	writeJSON(w, http.StatusOK, body)
+	return body, nil
 }
 
 // tokenInfo describes a token. Its state is the faucet's (its node, the

@@ -58,6 +58,10 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},
 		{http.MethodGet, "/metrics", s.metrics.Handler()},
 	}...)
+	if s.cfg.MCP {
+		mcp := s.mcpHandler()
+		routes = append(routes, route{http.MethodPost, pathMCP, mcp}, route{http.MethodGet, pathMCP, mcp}, route{http.MethodDelete, pathMCP, mcp})
+	}
 	allowed := map[string][]string{} // path → methods, in registration order
 	var paths []string
 	for _, rt := range routes {

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+)
+
+// The Model Context Protocol endpoint: the faucet's public API as tools an
+// agent calls (streamable HTTP, stateless, JSON answers, so any replica
+// answers any request and no session needs affinity). Every tool goes
+// through the same switches, abuse checks and rate limits as the HTTP
+// routes: an agent and a curl command asking for one address share one
+// limit. Tool errors are the API's: the text is the JSON error body of
+// the v1 routes ({error, reason, …}).
+const pathMCP = "/mcp"
+
+// MCP tool names.
+const (
+	toolRequestDrip = "request_drip"
+	toolDripStatus  = "get_drip_status"
+	toolInfo        = "get_faucet_info"
+	toolEligibility = "check_eligibility"
+)
+
+// headerMCPClientIP carries the client address (as the middleware found
+// it) from the HTTP request into the tool handlers, which see only its
+// headers. Whatever a client sends under this name is dropped first.
+const headerMCPClientIP = "X-Faucet-Internal-Client-Ip"
+
+// mcpHandler builds the MCP server and its HTTP handler.
+func (s *server) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{
+		Name: "stacks-testnet-faucet", Title: "Stacks testnet faucet", Version: s.cfg.Version,
+	}, &mcp.ServerOptions{
+		Instructions: "Testnet STX, SIP-010 tokens (such as sBTC) and test-network BTC for developers and agents. " +
+			"Call " + toolInfo + " to see the assets, amounts and limits; " + toolEligibility + " to learn whether a drip " +
+			"would be admitted now and when the next is allowed; " + toolRequestDrip + " to ask for one; " + toolDripStatus +
+			" to follow it until it is confirmed. The coins have no value.",
+	})
+	// The assets this faucet is configured for (one turned off at run time
+	// stays listed and answers as the API does); the schema refuses others.
+	assets := s.assetNames()
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  toolRequestDrip,
+		Title: "Request testnet coins",
+		Description: "Send a faucet drip of an asset to an address: a Stacks testnet address (ST…, SN…, or a contract principal) " +
+			"for stx and tokens, a test-network Bitcoin address for btc. Answers once the transaction is broadcast, before " +
+			"it is mined; follow it with " + toolDripStatus + ". Limited per address and per client like the HTTP API.",
+		InputSchema: dripSchema(assets),
+		Annotations: &mcp.ToolAnnotations{Title: "Request testnet coins", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
+	}, s.mcpDrip)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        toolDripStatus,
+		Title:       "Follow a drip",
+		Description: "Where a drip of this faucet is: pending, confirmed (with its block), failed, or unknown; the same document as GET /faucet/v1/drips/{txid}.",
+		InputSchema: objectSchema(map[string]*jsonschema.Schema{
+			"txid": {Type: "string", Description: "The drip's transaction id: 0x and 64 hex digits for Stacks, 64 hex digits for Bitcoin.", MinLength: ptr(64), MaxLength: ptr(66)},
+		}, "txid"),
+		Annotations: readOnly,
+	}, s.mcpDripStatus)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        toolInfo,
+		Title:       "Faucet information",
+		Description: "The faucet's assets with their amounts, limits, state and funding, its network and chain tip, and whether a proof of work is asked; the same document as GET /faucet/v1/info.",
+		InputSchema: objectSchema(map[string]*jsonschema.Schema{}),
+		Annotations: readOnly,
+	}, s.mcpInfo)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  toolEligibility,
+		Title: "Check eligibility",
+		Description: "Whether a drip of an asset to an address would be admitted now, its amount, the limits it counts against and, " +
+			"when it would be refused, why and when the next is allowed. Reserves nothing.",
+		InputSchema: eligibilitySchema(assets),
+		Annotations: readOnly,
+	}, s.mcpEligibility)
+
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, Logger: s.log.With("component", "mcp"),
+		// The tools are the public HTTP API's, reachable with curl from
+		// anywhere; the rebinding check would only refuse a local
+		// reverse proxy that keeps the public Host.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        64 << 10,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		r.Header.Del(headerMCPClientIP)
+		if ri := infoFrom(r.Context()); ri != nil && ri.clientIP.IsValid() {
+			r.Header.Set(headerMCPClientIP, ri.clientIP.String())
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// objectSchema is a closed object schema: these properties, no others.
+func objectSchema(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Properties: props, Required: required, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+}
+
+func assetSchema(assets []string) *jsonschema.Schema {
+	enum := make([]any, len(assets))
+	for i, a := range assets {
+		enum[i] = a
+	}
+	return &jsonschema.Schema{Type: "string", Enum: enum, Description: "The asset: " + strings.Join(assets, ", ") + "."}
+}
+
+var addressSchema = &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(200),
+	Description: "The recipient: a Stacks testnet address or contract principal (ST…, SN…) for stx and tokens; a Bitcoin address of the faucet's test network for btc (on regtest bcrt1…, tb1…, m…, n… or 2…)."}
+
+func dripSchema(assets []string) *jsonschema.Schema {
+	return objectSchema(map[string]*jsonschema.Schema{
+		"asset":    assetSchema(assets),
+		"address":  addressSchema,
+		"stacking": {Type: "boolean", Description: "stx only: send the PoX minimum plus 20 % instead of the default amount, enough to stack."},
+		"size":     {Type: "string", Enum: []any{"default", "large", "xlarge"}, Description: "btc only: the drip's size (default 0.0001 BTC, large, xlarge)."},
+		"pow_challenge": {Type: "string", MaxLength: ptr(1024),
+			Description: "When the faucet asks anonymous clients for a proof of work: a challenge from POST /faucet/v1/challenge."},
+		"pow_solution": {Type: "string", MaxLength: ptr(128), Description: "The solution of pow_challenge."},
+	}, "asset", "address")
+}
+
+func eligibilitySchema(assets []string) *jsonschema.Schema {
+	return objectSchema(map[string]*jsonschema.Schema{
+		"asset":    assetSchema(assets),
+		"address":  addressSchema,
+		"stacking": {Type: "boolean", Description: "stx only: ask about a stacking drip."},
+		"size":     {Type: "string", Enum: []any{"default", "large", "xlarge"}, Description: "btc only: ask about a drip of this size."},
+	}, "asset", "address")
+}
+
+type mcpDripInput struct {
+	Asset        string `json:"asset"`
+	Address      string `json:"address"`
+	Stacking     bool   `json:"stacking,omitempty"`
+	Size         string `json:"size,omitempty"`
+	PoWChallenge string `json:"pow_challenge,omitempty"`
+	PoWSolution  string `json:"pow_solution,omitempty"`
+}
+
+// mcpDripOutput is a sent drip.
+type mcpDripOutput struct {
+	Asset   string `json:"asset"`
+	Address string `json:"address"`
+	// TxID is as the chain's tools print it: 0x-prefixed for Stacks,
+	// bare hex for Bitcoin.
+	TxID      string `json:"txid"`
+	Chain     string `json:"chain"`
+	Amount    string `json:"amount"`
+	StatusURL string `json:"status_url"`
+}
+
+type mcpEligibilityInput struct {
+	Asset    string `json:"asset"`
+	Address  string `json:"address"`
+	Stacking bool   `json:"stacking,omitempty"`
+	Size     string `json:"size,omitempty"`
+}
+
+type mcpTxInput struct {
+	TxID string `json:"txid"`
+}
+
+// toolError is a refused or failed call: its text is the v1 error body.
+type toolError struct{ body errorBody }
+
+func (e *toolError) Error() string {
+	b, err := marshalJSON(e.body)
+	if err != nil {
+		return e.body.Error
+	}
+	return string(b)
+}
+
+func badInput(msg, reason string) error {
+	return &toolError{errorBody{Error: msg, Reason: reason}}
+}
+
+// mcpRequest is the HTTP request a tool call stands for: its headers
+// (Authorization, the proof of work) and client address, as the drip
+// routes read them.
+func mcpRequest(ctx context.Context, req *mcp.CallToolRequest) *http.Request {
+	r, _ := http.NewRequestWithContext(ctx, http.MethodPost, pathMCP, nil)
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		r.Header = req.Extra.Header.Clone()
+	}
+	ri := &reqInfo{route: pathMCP}
+	if ip, err := netip.ParseAddr(r.Header.Get(headerMCPClientIP)); err == nil {
+		ri.clientIP = ip
+	}
+	return r.WithContext(context.WithValue(ctx, reqInfoKey{}, ri))
+}
+
+func parseSize(size string, asset faucet.Asset) (btcfaucet.Size, error) {
+	switch size {
+	case "", "default":
+		return btcfaucet.SizeDefault, nil
+	case "large", "xlarge":
+		if asset != assetBTC {
+			return 0, badInput("size is for btc drips only; leave it out for "+string(asset), "invalid_amount")
+		}
+		if size == "large" {
+			return btcfaucet.SizeLarge, nil
+		}
+		return btcfaucet.SizeXLarge, nil
+	}
+	return 0, badInput("invalid size, use default, large or xlarge", "invalid_amount")
+}
+
+func (s *server) mcpDrip(ctx context.Context, req *mcp.CallToolRequest, in mcpDripInput) (*mcp.CallToolResult, mcpDripOutput, error) {
+	var out mcpDripOutput
+	asset := faucet.Asset(in.Asset)
+	if !s.knownAsset(asset) {
+		return nil, out, badInput("this faucet does not drip "+shortName(in.Asset)+"; it drips "+strings.Join(s.assetNames(), ", "), "unknown_asset")
+	}
+	if !s.assetOn(asset) {
+		f := s.assetOff(asset)
+		s.metrics.observeDrip(asset, f.reason, nil)
+		return nil, out, &toolError{f.body(s.cfg.Now())}
+	}
+	size, err := parseSize(in.Size, asset)
+	if err != nil {
+		s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+		return nil, out, err
+	}
+	r := mcpRequest(ctx, req)
+	if in.PoWChallenge != "" || in.PoWSolution != "" {
+		r.Header.Set(headerChallenge, in.PoWChallenge)
+		r.Header.Set(headerSolution, in.PoWSolution)
+	}
+	if asset == assetBTC {
+		addr, err := bitcoin.ParseAddress(in.Address, s.cfg.BTC.Network())
+		if err != nil {
+			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+			return nil, out, &toolError{btcAddressError(strings.TrimSpace(in.Address), s.cfg.BTC.Network(), err)}
+		}
+		if in.Stacking {
+			return nil, out, badInput("stacking drips are STX only", "invalid_stacking")
+		}
+		d, fail := s.dispenseBTC(nil, r, addr, size)
+		if fail != nil {
+			return nil, out, &toolError{fail.body(s.cfg.Now())}
+		}
+		return nil, mcpDripOutput{Asset: in.Asset, Address: addr.String(), TxID: d.TxID, Chain: "bitcoin",
+			Amount: strconv.FormatInt(d.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", d.TxID, 1)}, nil
+	}
+	p, bad := s.parseRecipient(strings.TrimSpace(in.Address), asset)
+	if bad != nil {
+		s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+		return nil, out, &toolError{*bad}
+	}
+	if in.Stacking && !asset.IsSTX() {
+		return nil, out, badInput("stacking drips are STX only; drop stacking for "+s.assetLabel(asset), "invalid_stacking")
+	}
+	res, fail := s.dispense(nil, r, faucet.Request{Recipient: p, Asset: asset, Stacking: in.Stacking})
+	if fail != nil {
+		return nil, out, &toolError{fail.body(s.cfg.Now())}
+	}
+	txid := res.TxID.Hex0x()
+	return nil, mcpDripOutput{Asset: string(asset.OrSTX()), Address: p.String(), TxID: txid, Chain: "stacks",
+		Amount: strconv.FormatUint(res.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", txid, 1)}, nil
+}
+
+func (s *server) mcpDripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, any, error) {
+	id, err := stacks.ParseTxID(strings.TrimSpace(in.TxID))
+	if err != nil {
+		return nil, nil, badInput("invalid txid: "+err.Error(), "invalid_txid")
+	}
+	return nil, s.dripStatus(ctx, id), nil
+}
+
+func (s *server) mcpInfo(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+	body, err := s.info(ctx)
+	if err != nil {
+		return nil, nil, badInput("the request ended before the faucet answered", "canceled")
+	}
+	return nil, body, nil
+}
+
+func (s *server) mcpEligibility(ctx context.Context, req *mcp.CallToolRequest, in mcpEligibilityInput) (*mcp.CallToolResult, eligibilityBody, error) {
+	asset := faucet.Asset(in.Asset)
+	size, err := parseSize(in.Size, asset)
+	if err != nil {
+		return nil, eligibilityBody{}, err
+	}
+	body, _, bad := s.eligibility(ctx, mcpRequest(ctx, req), eligibilityQuery{asset: asset, address: in.Address, stacking: in.Stacking, size: size})
+	if bad != nil {
+		return nil, eligibilityBody{}, &toolError{*bad}
+	}
+	return nil, body, nil
+}

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/switches"
+)
+
+// mcpSession connects the Go SDK's client to the harness over real HTTP.
+func mcpSession(t *testing.T, h *harness, hdr http.Header) *mcp.ClientSession {
+	t.Helper()
+	srv := httptest.NewServer(h.h)
+	t.Cleanup(srv.Close)
+	httpClient := srv.Client()
+	if hdr != nil {
+		httpClient.Transport = headerTransport{hdr, http.DefaultTransport}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "faucet-test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL + pathMCP, HTTPClient: httpClient, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+type headerTransport struct {
+	hdr  http.Header
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.hdr {
+		r.Header[k] = v
+	}
+	return t.next.RoundTrip(r)
+}
+
+// call calls a tool and returns its structured content, or the API error
+// body of a tool error.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (map[string]any, *errorBody) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	if res.IsError {
+		var b errorBody
+		text := res.Content[0].(*mcp.TextContent).Text
+		if err := json.Unmarshal([]byte(text), &b); err != nil || b.Reason == "" {
+			t.Fatalf("%s: a tool error that is not the API's body: %s", tool, text)
+		}
+		return nil, &b
+	}
+	var out map[string]any
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: structured content %s: %v", tool, raw, err)
+	}
+	return out, nil
+}
+
+// The MCP tools: listed with exact input schemas; a drip of STX and of
+// sBTC followed to confirmed; a limit refusal as a tool error sharing the
+// HTTP routes' limit; eligibility; the switches.
+func TestMCPTools(t *testing.T) {
+	h := sbtcHarness(t, options{limits: guard.Limits{PerAddress: guard.Limit{Requests: 1, Window: time.Hour}}})
+	cs := mcpSession(t, h, http.Header{"X-Forwarded-For": {"203.0.113.9"}, headerMCPClientIP: {"10.9.9.9"}})
+
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		schema, _ := json.Marshal(tl.InputSchema)
+		if !strings.Contains(string(schema), `"additionalProperties":false`) && !strings.Contains(string(schema), `"additionalProperties":{"not":{}}`) {
+			t.Errorf("%s: input schema is open: %s", tl.Name, schema)
+		}
+		if tl.Name == toolRequestDrip && (!strings.Contains(string(schema), `"enum":["stx","sbtc"]`) || !strings.Contains(string(schema), `"required":["asset","address"]`)) {
+			t.Errorf("request_drip schema %s", schema)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{toolEligibility, toolDripStatus, toolInfo, toolRequestDrip}; !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v", names, want)
+	}
+
+	info, _ := call(t, cs, toolInfo, map[string]any{})
+	if assets, _ := info["assets"].([]any); len(assets) != 2 || info["network"] != "testnet" {
+		t.Fatalf("info %v", info)
+	}
+
+	a, b := newRecipient(t), newRecipient(t)
+	el, _ := call(t, cs, toolEligibility, map[string]any{"asset": "stx", "address": a})
+	if el["eligible"] != true || el["amount"] != uintString(h.f.DefaultAmount()) {
+		t.Fatalf("eligibility before: %v", el)
+	}
+	stx, _ := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": a})
+	sbtc, _ := call(t, cs, toolRequestDrip, map[string]any{"asset": "sbtc", "address": a})
+	for _, d := range []map[string]any{stx, sbtc} {
+		if txid, _ := d["txid"].(string); len(txid) != 66 || d["chain"] != "stacks" || d["address"] != a {
+			t.Fatalf("drip %v", d)
+		}
+	}
+	// The second over MCP, then one over HTTP: both refused by one limit.
+	_, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": a})
+	if fail == nil || fail.Reason != reasonRateLimited || fail.RetryAfterSeconds <= 0 || fail.NextAllowedAt == "" {
+		t.Fatalf("second MCP drip: %+v", fail)
+	}
+	if w := h.drip("address=" + a); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("HTTP drip after the MCP drip: %d %s", w.Code, w.Body)
+	}
+	if w := h.drip("address=" + b); w.Code != http.StatusOK {
+		t.Fatalf("HTTP drip: %d %s", w.Code, w.Body)
+	}
+	if _, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": b}); fail == nil || fail.Reason != reasonRateLimited {
+		t.Fatalf("MCP drip after the HTTP drip: %+v", fail)
+	}
+	if el, _ := call(t, cs, toolEligibility, map[string]any{"asset": "stx", "address": b}); el["eligible"] != false || el["reason"] != reasonRateLimited {
+		t.Fatalf("eligibility after: %v", el)
+	}
+
+	// Followed to confirmed.
+	if st, _ := call(t, cs, toolDripStatus, map[string]any{"txid": stx["txid"]}); st["state"] != dripPending {
+		t.Fatalf("status before a block: %v", st)
+	}
+	h.dn.Mine()
+	if err := h.f.Sync(t.Context()); err != nil { // the engine's next block sync
+		t.Fatal(err)
+	}
+	for _, d := range []map[string]any{stx, sbtc} {
+		if st, _ := call(t, cs, toolDripStatus, map[string]any{"txid": d["txid"]}); st["state"] != dripConfirmed || st["recipient"] != a {
+			t.Fatalf("status of %v: %v", d["txid"], st)
+		}
+	}
+
+	// Refusals are the API's.
+	for _, c := range []struct {
+		args   map[string]any
+		reason string
+	}{
+		{map[string]any{"asset": "stx", "address": "nope"}, "invalid_address"},
+		{map[string]any{"asset": "stx", "address": "SP2J6ZY48GV1EZ5V2V5RB9MP66SW86PYKKNRV9EJ7"}, "mainnet_address"},
+		{map[string]any{"asset": "sbtc", "address": newRecipient(t), "size": "large"}, "invalid_amount"},
+	} {
+		if _, fail := call(t, cs, toolRequestDrip, c.args); fail == nil || fail.Reason != c.reason {
+			t.Errorf("%v: %+v, want %s", c.args, fail, c.reason)
+		}
+	}
+	// An asset outside the schema's enum (btc is not configured here)
+	// never reaches the faucet.
+	for _, asset := range []string{"doge", "btc"} {
+		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: toolRequestDrip, Arguments: map[string]any{"asset": asset, "address": a}}); err == nil && !res.IsError {
+			t.Errorf("%s, outside the enum, was accepted", asset)
+		}
+	}
+	h.switches.Store(switches.State{DisabledAssets: []string{"stx"}})
+	if _, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t)}); fail == nil || fail.Error != "STX faucet is not available" {
+		t.Errorf("STX off: %+v", fail)
+	}
+	// The client address is the middleware's (no trusted proxy here): a
+	// header sent under the internal name is not believed.
+	if !strings.Contains(h.logs.String(), `"client_ip":"127.0.0.1","amount_ustx":500000000`) {
+		t.Errorf("the MCP drip is not logged with the peer's address:\n%s", h.logs.String())
+	}
+	if strings.Contains(h.logs.String(), "10.9.9.9") {
+		t.Error("a client-sent internal header set the client address")
+	}
+}
+
+// --mcp=false: no /mcp route.
+func TestMCPOff(t *testing.T) {
+	h := newHarness(t, options{})
+	h2 := New(Config{Faucet: h.f, Node: h.client})
+	for _, handler := range []http.Handler{h2} {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, pathMCP, strings.NewReader(`{}`)))
+		if w.Code != http.StatusNotFound {
+			t.Errorf("/mcp with MCP off: %d %s", w.Code, w.Body)
+		}
+	}
+}
