@@ -256,8 +256,8 @@ func secretFiles(fs *faucetv1alpha1.FaucetServer) []secretFile {
 }
 
 // podVolumes are the pod's volumes and the container's mounts of them: each
-// Secret file fs uses, read-only, then, with the embedded store, its claim,
-// writable. A Secret is mounted as a directory, never with subPath, so the
+// Secret file fs uses and the switches' ConfigMap, read-only, then, with
+// the embedded store, its claim, writable. A Secret is mounted as a directory, never with subPath, so the
 // kubelet updates the file in place when the Secret changes (the faucet
 // re-reads the API tokens).
 func podVolumes(fs *faucetv1alpha1.FaucetServer) ([]corev1.Volume, []corev1.VolumeMount) {
@@ -270,6 +270,14 @@ func podVolumes(fs *faucetv1alpha1.FaucetServer) ([]corev1.Volume, []corev1.Volu
 		mounts = append(mounts, corev1.VolumeMount{Name: f.volume, MountPath: f.dir, ReadOnly: true})
 		volumes = append(volumes, secretVolume(f.volume, f.ref.Name, f.ref.Key))
 	}
+	mounts = append(mounts, corev1.VolumeMount{Name: switchesVolume, MountPath: switchesMountPath, ReadOnly: true})
+	volumes = append(volumes, corev1.Volume{
+		Name: switchesVolume,
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: SwitchesConfigMapName(fs)},
+			DefaultMode:          ptr.To[int32](0o444),
+		}},
+	})
 	if fs.StoreURISecretKey() == nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: dataVolume, MountPath: dataMountPath})
 		volumes = append(volumes, corev1.Volume{

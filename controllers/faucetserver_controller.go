@@ -74,7 +74,7 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups=faucet.stxfaucet.dev,resources=faucetservers/status,verbs=patch
 // +kubebuilder:rbac:groups=faucet.stxfaucet.dev,resources=faucetservers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts;configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -102,7 +102,8 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.checkNames,      // stalls if a child's name is taken: nothing is written
 		r.applyServiceAccount,
 		r.applyService,
-		r.checkInputs, // stalls on an unusable Secret or asset, leaving running pods alone
+		r.applySwitches, // before the checks: a suspension reaches running pods whatever else is wrong
+		r.checkInputs,   // stalls on an unusable Secret or asset, leaving running pods alone
 		r.applyVolumeClaim,
 		r.observeFunding, // the FundingMonitor's latest balances; nothing is read here
 		r.applyDeployment,
@@ -359,6 +360,7 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
@@ -404,6 +406,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&appsv1.Deployment{}:            managed,
 		&corev1.Service{}:               managed,
 		&corev1.ServiceAccount{}:        managed,
+		&corev1.ConfigMap{}:             managed,
 		&corev1.PersistentVolumeClaim{}: managed,
 		&policyv1.PodDisruptionBudget{}: managed,
 	}

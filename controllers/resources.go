@@ -3,6 +3,7 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // The builders in this file are pure: a FaucetServer in, an object out, no
@@ -61,6 +63,12 @@ const (
 	btcCredentialsVolume    = "btc-rpc-credentials"
 	btcCredentialsMountPath = "/etc/faucet/btc-rpc"
 
+	// The switches (spec.suspend, suspendedAssets, disabledAssets), from
+	// the FaucetServer's ConfigMap, which the faucet follows while it runs.
+	switchesVolume    = "switches"
+	switchesMountPath = "/etc/faucet/switches"
+	switchesFile      = "switches.json"
+
 	// The embedded store: an SQLite file on the FaucetServer's volume.
 	dataVolume    = "data"
 	dataMountPath = "/var/lib/faucet"
@@ -102,6 +110,26 @@ func serviceAccountFor(fs *faucetv1alpha1.FaucetServer) *corev1.ServiceAccount {
 		TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta:                   objectMeta(fs),
 		AutomountServiceAccountToken: ptr.To(false),
+	}
+}
+
+// SwitchesConfigMapName is the name of the ConfigMap holding fs's
+// switches.
+func SwitchesConfigMapName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-switches" }
+
+// switchesFor is the ConfigMap of fs's switches. It is mounted as a
+// directory (never subPath), so the kubelet replaces the file in the
+// running pods and the faucet applies it without a restart; its content is
+// not in the pod template's hash for the same reason.
+func switchesFor(fs *faucetv1alpha1.FaucetServer) *corev1.ConfigMap {
+	st := switches.State{Suspend: fs.Spec.Suspend, SuspendedAssets: fs.Spec.SuspendedAssets, DisabledAssets: fs.Spec.DisabledAssets}
+	b, _ := json.Marshal(st) // strings and a bool: cannot fail
+	meta := objectMeta(fs)
+	meta.Name = SwitchesConfigMapName(fs)
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta,
+		Data:       map[string]string{switchesFile: string(b)},
 	}
 }
 

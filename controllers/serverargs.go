@@ -183,8 +183,8 @@ func setBTC(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	setAssetLimits(&o.BTC.Limits, a.RateLimits)
 }
 
-// setService: the page, the funding threshold, suspension, logs and the
-// store.
+// setService: the page, the funding threshold, the switches file, MCP,
+// logs and the store.
 func setService(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
 	if p := s.Page; p != nil && p.ExplorerTxURL != nil {
@@ -197,8 +197,12 @@ func setService(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	if low, set := fs.LowThreshold(); set {
 		o.HTTP.LowDrips = int(max(low, 1))
 	}
-	o.Abuse.Suspend = s.Suspend
-	o.Abuse.SuspendAssets = options.NameList(s.SuspendedAssets)
+	// The switches are not flags: the faucet follows them in the
+	// ConfigMap, so switching restarts nothing.
+	o.Abuse.SwitchesFile = path.Join(switchesMountPath, switchesFile)
+	if m := s.MCP; m != nil && m.Enabled != nil {
+		o.HTTP.MCP = *m.Enabled
+	}
 	if s.LogLevel != "" {
 		o.Log.Level = s.LogLevel
 	}

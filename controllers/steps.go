@@ -88,7 +88,7 @@ func childNames(fs *faucetv1alpha1.FaucetServer, claim *corev1.PersistentVolumeC
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: fs.Name},
 	}
-	children := []client.Object{serviceAccountFor(fs), serviceFor(fs), deployName}
+	children := []client.Object{serviceAccountFor(fs), serviceFor(fs), switchesFor(fs), deployName}
 	if pvc := embeddedStoreClaim(fs, claim); pvc != nil {
 		children = append(children, pvc)
 	}
@@ -102,6 +102,16 @@ func childNames(fs *faucetv1alpha1.FaucetServer, claim *corev1.PersistentVolumeC
 func (r *FaucetServerReconciler) applyServiceAccount(ctx context.Context, fs *faucetv1alpha1.FaucetServer, _ *observation) (stepResult, error) {
 	if err := r.apply(ctx, fs, serviceAccountFor(fs)); err != nil {
 		return stepDone, fmt.Errorf("failed to apply ServiceAccount: %w", err)
+	}
+	return stepDone, nil
+}
+
+// applySwitches applies the switches' ConfigMap. It runs before the
+// checks that may stall fs: a running faucet obeys a suspension even
+// while a Secret it would need for a new pod is broken.
+func (r *FaucetServerReconciler) applySwitches(ctx context.Context, fs *faucetv1alpha1.FaucetServer, _ *observation) (stepResult, error) {
+	if err := r.apply(ctx, fs, switchesFor(fs)); err != nil {
+		return stepDone, fmt.Errorf("failed to apply the switches ConfigMap: %w", err)
 	}
 	return stepDone, nil
 }

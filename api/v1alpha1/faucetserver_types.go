@@ -65,6 +65,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
 // +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || self.assets.all(a, !has(a.token) || (!has(a.token.refillBelow) && !has(a.token.refillAmount)))",message="spec.assets[].token.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
 // +kubebuilder:validation:XValidation:rule="!has(self.suspendedAssets) || self.suspendedAssets.all(n, n == 'stx' || (has(self.assets) && self.assets.exists(a, a.name == n)))",message="spec.suspendedAssets names stx or the name of an entry of spec.assets"
+// +kubebuilder:validation:XValidation:rule="!has(self.disabledAssets) || self.disabledAssets.all(n, n == 'stx' || n == 'sbtc' || n == 'btc' || (has(self.assets) && self.assets.exists(a, a.name == n)))",message="spec.disabledAssets names stx, sbtc, btc or the name of an entry of spec.assets"
 type FaucetServerSpec struct {
 	// node is the Stacks node the faucet reads chain state from and
 	// broadcasts transactions to.
@@ -167,6 +168,25 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:MaxItems=33
 	// +kubebuilder:validation:items:MaxLength=32
 	SuspendedAssets []string `json:"suspendedAssets,omitempty"`
+
+	// disabledAssets turns these assets off: stx, sbtc, btc, or the name
+	// of an entry of spec.assets. Their routes answer 403 "… faucet is not
+	// available", as the incumbent's do when TESTNET_<ASSET>_FAUCET_ENABLED
+	// is false, and /faucet/v1/info lists them as "off". Like spec.suspend
+	// and spec.suspendedAssets, it reaches running pods through a ConfigMap
+	// they follow (within about a minute, as the kubelet refreshes it):
+	// switching an asset restarts nothing.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=34
+	// +kubebuilder:validation:items:MaxLength=32
+	DisabledAssets []string `json:"disabledAssets,omitempty"`
+
+	// mcp configures the Model Context Protocol endpoint at /mcp, on by
+	// default: agents ask for drips through the same checks and limits as
+	// HTTP clients.
+	// +optional
+	MCP *MCPSpec `json:"mcp,omitempty"`
 
 	// image overrides the container image of the faucet pod. Empty (the
 	// default) runs the operator's own image, which contains the same binary.
@@ -279,6 +299,14 @@ type FaucetServerSpec struct {
 	// assetsObject: spec.assets was in the object form of earlier
 	// releases (see AssetList and FaucetServerSpec.UnmarshalJSON).
 	assetsObject bool `json:"-"`
+}
+
+// MCPSpec configures the MCP endpoint.
+type MCPSpec struct {
+	// enabled serves /mcp (faucet serve --mcp). Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // AssetSpec is one asset the faucet drips beside STX: a SIP-010 token
