@@ -67,6 +67,8 @@ CA_CERTS          ?= /etc/ssl/certs/ca-certificates.crt
 
 # Page tests: Debian's chromium drives the web page through playwright-core.
 PAGETEST_DIR := hack/pagetest
+# MCP test: the official TypeScript MCP client against a devnet faucet's /mcp.
+MCPTEST_DIR := hack/mcptest
 
 ##@ General
 
@@ -93,7 +95,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: verify background-builds test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-image release e2e-cluster ## Run every check CI runs.
+test: verify background-builds test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-mcp test-image release e2e-cluster ## Run every check CI runs.
 
 .PHONY: test-unit
 test-unit: envtest postgres btcd ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
@@ -320,6 +322,14 @@ test-page: build btcd chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive 
 
 $(PAGETEST_DIR)/node_modules/.installed: $(PAGETEST_DIR)/package-lock.json
 	npm ci --prefix $(PAGETEST_DIR) --no-audit --no-fund
+	@touch $@
+
+.PHONY: test-mcp
+test-mcp: build $(MCPTEST_DIR)/node_modules/.installed ## Talk to a devnet faucet's /mcp with the official TypeScript MCP client.
+	node $(MCPTEST_DIR)/run.mjs --faucet $(BIN)/faucet
+
+$(MCPTEST_DIR)/node_modules/.installed: $(MCPTEST_DIR)/package-lock.json
+	npm ci --prefix $(MCPTEST_DIR) --no-audit --no-fund
 	@touch $@
 
 ##@ Image and release

@@ -49,7 +49,7 @@ func (s *server) mcpHandler() http.Handler {
 			" to follow it until it is confirmed. The coins have no value.",
 	})
 	// The assets this faucet is configured for (one turned off at run time
-	// stays listed and answers as the API does); the schema refuses others.
+	// stays listed and answers as the API does).
 	assets := s.assetNames()
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}
 	mcp.AddTool(srv, &mcp.Tool{
@@ -111,12 +111,16 @@ func objectSchema(props map[string]*jsonschema.Schema, required ...string) *json
 	return &jsonschema.Schema{Type: "object", Properties: props, Required: required, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
 }
 
+// assetSchema names the assets in examples, not an enum: an agent that
+// asks for another gets the API's unknown_asset answer, which lists them,
+// rather than a schema error.
 func assetSchema(assets []string) *jsonschema.Schema {
-	enum := make([]any, len(assets))
+	examples := make([]any, len(assets))
 	for i, a := range assets {
-		enum[i] = a
+		examples[i] = a
 	}
-	return &jsonschema.Schema{Type: "string", Enum: enum, Description: "The asset: " + strings.Join(assets, ", ") + "."}
+	return &jsonschema.Schema{Type: "string", Pattern: "^[a-z][-a-z0-9]{0,31}$", Examples: examples,
+		Description: "The asset, by name: " + strings.Join(assets, ", ") + " on this faucet."}
 }
 
 var addressSchema = &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(200),
@@ -275,18 +279,18 @@ func (s *server) mcpDrip(ctx context.Context, req *mcp.CallToolRequest, in mcpDr
 		Amount: strconv.FormatUint(res.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", txid, 1)}, nil
 }
 
-func (s *server) mcpDripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, any, error) {
+func (s *server) mcpDripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, dripStatusBody, error) {
 	id, err := stacks.ParseTxID(strings.TrimSpace(in.TxID))
 	if err != nil {
-		return nil, nil, badInput("invalid txid: "+err.Error(), "invalid_txid")
+		return nil, dripStatusBody{}, badInput("invalid txid: "+err.Error(), "invalid_txid")
 	}
 	return nil, s.dripStatus(ctx, id), nil
 }
 
-func (s *server) mcpInfo(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+func (s *server) mcpInfo(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, infoBody, error) {
 	body, err := s.info(ctx)
 	if err != nil {
-		return nil, nil, badInput("the request ended before the faucet answered", "canceled")
+		return nil, infoBody{}, badInput("the request ended before the faucet answered", "canceled")
 	}
 	return nil, body, nil
 }
