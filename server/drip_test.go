@@ -325,7 +325,7 @@ func TestDripRateLimited(t *testing.T) {
 	if err != nil || next.Before(time.Now()) {
 		t.Errorf("next_allowed_at = %v (%v)", m["next_allowed_at"], err)
 	}
-	if got := w.Header().Get("Access-Control-Expose-Headers"); !strings.Contains(got, "Retry-After") {
+	if got := w.Header().Get("Access-Control-Expose-Headers"); !strings.Contains(got, "Retry-After") || !strings.Contains(got, "RateLimit-Policy") {
 		t.Errorf("Retry-After not exposed to browsers: %q", got)
 	}
 	// Another address is not affected.

@@ -60,8 +60,9 @@ func (s *server) cors(next http.Handler) http.Handler {
 		if origin != "*" {
 			h.Add("Vary", "Origin")
 		}
-		// Let browser clients read the rate-limit wait and the status ETag.
-		h.Set("Access-Control-Expose-Headers", "Retry-After, ETag, "+headerFaucets)
+		// Let browser clients read the rate-limit wait and state, the v1
+		// deprecation warning and the status ETag.
+		h.Set("Access-Control-Expose-Headers", "Retry-After, RateLimit, RateLimit-Policy, Warning, ETag, "+headerFaucets)
 		next.ServeHTTP(w, r)
 	})
 }

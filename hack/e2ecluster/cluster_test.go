@@ -546,6 +546,46 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		waitBalances(t, ctx, nodeURL, map[stacks.Address]uint64{to: dripUSTX}, nil, time.Minute)
 	})
 
+	t.Run("spec.disabledAssets turns STX off and on in the running pod; an agent drips over MCP", func(t *testing.T) {
+		pod := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName)
+		eligible := func(want bool) func() error {
+			return func() error {
+				code, body := get(ctx, faucetURL+"/faucet/v1/eligibility?asset=stx&address="+newKey(t).TestnetAddress().String())
+				if code != http.StatusOK || strings.Contains(body, `"eligible":true`) != want {
+					return fmt.Errorf("eligibility: %d %s", code, body)
+				}
+				return nil
+			}
+		}
+		for _, step := range []struct {
+			patch string
+			on    bool
+		}{{`{"spec":{"disabledAssets":["stx"]}}`, false}, {`{"spec":{"disabledAssets":null}}`, true}} {
+			start := time.Now()
+			e.kubectlOut(t, ctx, "-n", ns, "patch", "faucetserver", fsName, "--type", "merge", "-p", step.patch)
+			poll(t, ctx, fmt.Sprintf("STX on=%v in the running pod", step.on), 2*time.Minute, eligible(step.on))
+			t.Logf("%s: applied by the running pod in %s", step.patch, time.Since(start).Round(100*time.Millisecond))
+			code, body := drip(ctx, faucetURL, newKey(t).TestnetAddress())
+			if step.on != (code == http.StatusOK) || (!step.on && !strings.Contains(body, `"error":"STX faucet is not available"`)) {
+				t.Fatalf("a drip with STX on=%v: %d %s", step.on, code, body)
+			}
+		}
+		now := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName)
+		if now.UID != pod.UID || now.Status.ContainerStatuses[0].RestartCount != pod.Status.ContainerStatuses[0].RestartCount {
+			t.Fatalf("switching STX replaced or restarted the pod (%s → %s)", pod.UID, now.UID)
+		}
+		// An agent's drip: one JSON-RPC call to the stateless MCP endpoint.
+		to := newKey(t).TestnetAddress()
+		out := e.run(t, ctx, "curl", "-sS", "--fail-with-body", "-X", "POST", "-H", "Content-Type: application/json",
+			"-H", "Accept: application/json, text/event-stream",
+			"-d", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"request_drip","arguments":{"asset":"stx","address":%q}}}`, to.String()),
+			faucetURL+"/mcp")
+		if !strings.Contains(out, `"chain":"stacks"`) || strings.Contains(out, `"isError":true`) {
+			t.Fatalf("MCP request_drip: %s", out)
+		}
+		waitBalances(t, ctx, nodeURL, map[stacks.Address]uint64{to: dripUSTX}, nil, time.Minute)
+	})
+
 	t.Run("helm upgrade with changed values: the faucet keeps answering", func(t *testing.T) {
 		fp := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName)
 		mp := onlyPod(t, ctx, c, operatorNS, "app.kubernetes.io/instance="+release)
@@ -1374,6 +1414,21 @@ func dripWith(ctx context.Context, hc *http.Client, faucetURL string, to stacks.
 		return 0, err.Error()
 	}
 	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// get is a GET through the test's client; code 0 means no answer.
+func get(ctx context.Context, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
