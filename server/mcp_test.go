@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -225,5 +228,59 @@ func TestMCPBTC(t *testing.T) {
 	}
 	if el, _ := call(t, cs, toolEligibility, map[string]any{"asset": "btc", "address": to, "size": "xlarge"}); el["eligible"] != true || el["amount"] != "50000000" {
 		t.Fatalf("eligibility %v", el)
+	}
+}
+
+// The abuse checks over MCP: a proof of work is asked for in the tool
+// error (with the challenge endpoint) and taken in the tool's input; an
+// API token in the MCP client's Authorization header skips it; a denied
+// client is refused; eligibility says the drip needs a proof of work.
+func TestMCPAbuseChecks(t *testing.T) {
+	token := "agent-token-0123456789abcdef"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("agents "+token+" 100/1h 3/1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, options{guard: &guard.Config{TokensFile: file, PoW: guard.PoWConfig{Difficulty: 10}}})
+	cs := mcpSession(t, h, nil)
+	to := newRecipient(t)
+	_, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": to})
+	if fail == nil || fail.Reason != "challenge_required" || !strings.Contains(fail.Error, "POST /faucet/v1/challenge") {
+		t.Fatalf("no proof of work: %+v", fail)
+	}
+	el, _ := call(t, cs, toolEligibility, map[string]any{"asset": "stx", "address": to})
+	if pow, _ := el["proof_of_work"].(map[string]any); el["eligible"] != true || pow["difficulty"] != float64(10) || pow["challenge_url"] != pathChallenge {
+		t.Fatalf("eligibility %v", el)
+	}
+	hdr := solvedHeaders(t, h)
+	d, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": to,
+		"pow_challenge": hdr[headerChallenge], "pow_solution": hdr[headerSolution]})
+	if fail != nil || d["chain"] != "stacks" {
+		t.Fatalf("solved: %v %+v", d, fail)
+	}
+	if _, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t),
+		"pow_challenge": hdr[headerChallenge], "pow_solution": hdr[headerSolution]}); fail == nil || fail.Reason != "challenge_replayed" {
+		t.Fatalf("replayed: %+v", fail)
+	}
+	agent := mcpSession(t, h, http.Header{"Authorization": {"Bearer " + token}})
+	if d, fail := call(t, agent, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t)}); fail != nil || d["chain"] != "stacks" {
+		t.Fatalf("with the API token: %v %+v", d, fail)
+	}
+	wrong := mcpSession(t, h, http.Header{"Authorization": {"Bearer not-a-token-of-this-faucet"}})
+	if _, fail := call(t, wrong, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t)}); fail == nil || fail.Reason != "token_invalid" {
+		t.Fatalf("a wrong token: %+v", fail)
+	}
+}
+
+// The deny list sees an MCP client's own address, whatever it claims in
+// the internal header.
+func TestMCPDenyList(t *testing.T) {
+	h := newHarness(t, options{guard: &guard.Config{Deny: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	cs := mcpSession(t, h, http.Header{headerMCPClientIP: {"192.0.2.55"}})
+	if _, fail := call(t, cs, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t)}); fail == nil || fail.Reason != "ip_denied" {
+		t.Fatalf("denied client: %+v", fail)
+	}
+	if el, _ := call(t, cs, toolEligibility, map[string]any{"asset": "stx", "address": newRecipient(t)}); el["eligible"] != false || el["reason"] != "ip_denied" {
+		t.Fatalf("eligibility of a denied client: %v", el)
 	}
 }
