@@ -126,24 +126,23 @@ func assetSchema(assets []string) *jsonschema.Schema {
 var addressSchema = &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(200),
 	Description: "The recipient: a Stacks testnet address or contract principal (ST…, SN…) for stx and tokens; a Bitcoin address of the faucet's test network for btc (on regtest bcrt1…, tb1…, m…, n… or 2…)."}
 
+// dripSchema is request_drip's input: the drip's question and, when a
+// proof of work is asked, its answer.
 func dripSchema(assets []string) *jsonschema.Schema {
-	return objectSchema(map[string]*jsonschema.Schema{
-		"asset":    assetSchema(assets),
-		"address":  addressSchema,
-		"stacking": {Type: "boolean", Description: "stx only: send the PoX minimum plus 20 % instead of the default amount, enough to stack."},
-		"size":     {Type: "string", Enum: []any{"default", "large", "xlarge"}, Description: "btc only: the drip's size (default 0.0001 BTC, large, xlarge)."},
-		"pow_challenge": {Type: "string", MaxLength: ptr(1024),
-			Description: "When the faucet asks anonymous clients for a proof of work: a challenge from POST /faucet/v1/challenge."},
-		"pow_solution": {Type: "string", MaxLength: ptr(128), Description: "The solution of pow_challenge."},
-	}, "asset", "address")
+	s := eligibilitySchema(assets)
+	s.Properties["pow_challenge"] = &jsonschema.Schema{Type: "string", MaxLength: ptr(1024),
+		Description: "When the faucet asks anonymous clients for a proof of work: a challenge from POST /faucet/v1/challenge."}
+	s.Properties["pow_solution"] = &jsonschema.Schema{Type: "string", MaxLength: ptr(128), Description: "The solution of pow_challenge."}
+	return s
 }
 
+// eligibilitySchema is a drip's question: what, to whom, which amount.
 func eligibilitySchema(assets []string) *jsonschema.Schema {
 	return objectSchema(map[string]*jsonschema.Schema{
 		"asset":    assetSchema(assets),
 		"address":  addressSchema,
-		"stacking": {Type: "boolean", Description: "stx only: ask about a stacking drip."},
-		"size":     {Type: "string", Enum: []any{"default", "large", "xlarge"}, Description: "btc only: ask about a drip of this size."},
+		"stacking": {Type: "boolean", Description: "stx only: the PoX minimum plus 20 % instead of the default amount, enough to stack."},
+		"size":     {Type: "string", Enum: []any{"default", "large", "xlarge"}, Description: "btc only: the drip's size (default 0.0001 BTC, large, xlarge)."},
 	}, "asset", "address")
 }
 

@@ -1409,26 +1409,22 @@ var plainClient = &http.Client{Timeout: 30 * time.Second}
 
 // dripWith is a v1 drip through hc; code 0 means no answer.
 func dripWith(ctx context.Context, hc *http.Client, faucetURL string, to stacks.Address) (int, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, faucetURL+"/extended/v1/faucets/stx?address="+to.String(), nil)
-	if err != nil {
-		return 0, err.Error()
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return send(ctx, hc, http.MethodPost, faucetURL+"/extended/v1/faucets/stx?address="+to.String())
 }
 
 // get is a GET through the test's client; code 0 means no answer.
 func get(ctx context.Context, url string) (int, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return send(ctx, httpClient, http.MethodGet, url)
+}
+
+// send makes a bodiless request through hc and reads the answer; code 0
+// means no answer.
+func send(ctx context.Context, hc *http.Client, method, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return 0, err.Error()
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
