@@ -1389,6 +1389,31 @@ export function registerBrowserTests(opts) {
       }
     }, { needs: [] });
 
+    // STX turned off by its operator (--disable-asset stx): the page opens
+    // on sBTC, marks STX "(off)", and chosen, says why and cannot send it.
+    step('STX turned off: the page opens on sBTC, STX marked off and not requestable', async () => {
+      const off = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--disable-asset', 'stx']));
+      const p = await context.newPage();
+      try {
+        const offInfo = await getInfo(off.base);
+        const stx = offInfo.assets.find((a) => a.asset === 'stx');
+        assert.equal(stx.state, 'off', JSON.stringify(stx));
+        await p.goto(`${off.base}/`);
+        await waitReadyState(p);
+        assert.equal(await p.locator('input[name="asset"]:checked').getAttribute('value'), 'sbtc', 'opens on the first asset that is on');
+        assert.equal(await p.locator('label.segment', { hasText: 'STX' }).textContent(), 'STX (off)');
+        await p.locator('label.segment', { hasText: 'STX' }).click();
+        await waitReadyState(p, 'off');
+        assert.match(await p.locator('#faucet-state').textContent(), /Off/);
+        assert.equal(await p.locator('#state-message').textContent(), stx.state_message);
+        await typeInto(randomTestnetAddress(), p);
+        assert.equal(await p.locator('#submit').isDisabled(), true, 'an asset that is off cannot be requested');
+      } finally {
+        await p.close();
+        await off.stop();
+      }
+    }, { needs: [] });
+
     step('no console errors, page errors or CSP violations', async () => {
       assert.deepEqual(consoleProblems, []);
     }, { needs: [LOADED] });

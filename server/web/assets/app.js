@@ -104,6 +104,7 @@ const ui = {
 let info = null; // the last /faucet/v1/info answer
 let assets = []; // what the faucet drips, in info's order, STX first (see assetList)
 let selected = STX_ID; // the chosen asset's id; not remembered across loads
+let chosenByUser = false; // the user picked an asset: never change it for them
 let infoFailed = false; // the last /faucet/v1/info read failed
 let busy = false; // a drip is being prepared or sent
 let lastValidation = validateAddress('');
@@ -341,6 +342,7 @@ function renderChooser() {
         if (!radio.checked) return;
         const wasBitcoin = currentAsset().bitcoin;
         selected = a.id;
+        chosenByUser = true;
         renderAsset();
         // Stacks and Bitcoin addresses differ: check the field again.
         if (currentAsset().bitcoin !== wasBitcoin) validateNow();
@@ -357,7 +359,10 @@ function renderChooser() {
   for (const radio of ui.assetOptions.querySelectorAll('input[type="radio"]')) {
     radio.checked = radio.value === selected;
     const a = assets.find((x) => x.id === radio.value);
-    setText(radio.parentElement.querySelector('.segment-note'), a && unavailable(a) ? ' (unavailable)' : '');
+    let note = '';
+    if (a && a.state === 'off') note = ' (off)';
+    else if (a && unavailable(a)) note = ' (unavailable)';
+    setText(radio.parentElement.querySelector('.segment-note'), note);
   }
   ui.assetChoice.hidden = assets.length < 2;
   setText(ui.pageHeading, `Get testnet ${joinNames(assets.map((a) => a.name))}`);
@@ -476,8 +481,10 @@ function sizeChosen(asset) {
 
 function renderInfo(data) {
   assets = assetList(data);
-  // An asset that was turned off falls back to STX.
+  // An asset that was removed falls back to the first; until the user
+  // chooses, the page opens on the first asset its operator did not turn off.
   if (!assets.some((a) => a.id === selected)) selected = assets[0].id;
+  if (!chosenByUser && currentAsset().state === 'off') selected = (assets.find((a) => a.state !== 'off') || assets[0]).id;
   renderChooser();
   renderAsset();
   // The recent drips' links follow the explorer settings; rebuilt only when
