@@ -81,6 +81,17 @@ func BenchmarkStoreReserve(b *testing.B) {
 	})
 }
 
+// BenchmarkStorePeek reads the buckets a drip counts against, as the
+// RateLimit fields of every drip answer and the eligibility endpoint do.
+func BenchmarkStorePeek(b *testing.B) {
+	benchStores(b, func(b *testing.B, s store.Store) {
+		parallel(b, func(seq uint64) error {
+			_, err := s.Peek(b.Context(), time.Now(), dripBuckets(seq))
+			return err
+		})
+	})
+}
+
 func BenchmarkStorePut(b *testing.B) {
 	benchStores(b, func(b *testing.B, s store.Store) {
 		parallel(b, func(seq uint64) error { return s.Put(b.Context(), benchTx(seq)) })

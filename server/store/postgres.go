@@ -67,6 +67,13 @@ const (
 )
 SELECT (SELECT array_agg(at ORDER BY i) FROM nth), COALESCE((SELECT array_agg(id) FROM ins), '{}')`
 	sqlReleasePG = `DELETE FROM limit_slots WHERE id = ANY($1)`
+	// sqlPeekPG counts each bucket's live slots and finds its oldest, in
+	// the order of $1.
+	sqlPeekPG = `SELECT COALESCE(array_agg(n ORDER BY i), '{}'), COALESCE(array_agg(oldest ORDER BY i), '{}') FROM (
+    SELECT b.i, count(s.at) AS n, COALESCE(min(s.at), 0) AS oldest
+    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS b(k, cutoff, i)
+    LEFT JOIN limit_slots s ON s.bucket = b.k AND s.at > b.cutoff
+    GROUP BY b.i) AS per_bucket`
 	// sqlMigrationLock serialises Open's migration across replicas.
 	sqlMigrationLock = `SELECT pg_advisory_xact_lock(hashtextextended('faucet-operator/store schema migration', 0))`
 )
@@ -279,14 +286,46 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	return guard.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
 }
 
-// Peek reads each bucket's use, without locks: a read may miss a slot
-// being reserved at that instant, which an answer about "now" may.
+// Peek reads each bucket's use, without locks (a read may miss a slot
+// being reserved at that instant, which an answer about "now" may): one
+// statement for every bucket's count and oldest slot, and one more per
+// full bucket for its wait.
 func (p *Postgres) Peek(ctx context.Context, now time.Time, buckets []guard.Bucket) ([]guard.BucketUse, error) {
-	use, err := peekBuckets(now, buckets, func(q string, args ...any) scanner { return p.pool.QueryRow(ctx, q, args...) })
-	if err != nil {
+	out := make([]guard.BucketUse, len(buckets))
+	at := now.UnixNano()
+	var keys []string
+	var cutoffs []int64
+	var index []int
+	for i, b := range buckets {
+		if b.Limit.Requests > 0 {
+			keys, cutoffs, index = append(keys, b.Key), append(cutoffs, at-b.Limit.Window.Nanoseconds()), append(index, i)
+		}
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var counts, oldest []int64
+	if err := p.pool.QueryRow(ctx, sqlPeekPG, keys, cutoffs).Scan(&counts, &oldest); err != nil {
 		return nil, p.err("limiter peek", err)
 	}
-	return use, nil
+	if len(counts) != len(keys) || len(oldest) != len(keys) {
+		return nil, fmt.Errorf("limiter peek: %d counts for %d buckets", len(counts), len(keys))
+	}
+	for j, i := range index {
+		b := buckets[i]
+		out[i].Used = int(counts[j])
+		if counts[j] > 0 {
+			out[i].Reset = waitFor(oldest[j], b.Limit.Window, now)
+		}
+		if counts[j] >= int64(b.Limit.Requests) {
+			var nth int64
+			if err := p.pool.QueryRow(ctx, sqlNthNewest, b.Key, cutoffs[j], b.Limit.Requests-1).Scan(&nth); err != nil {
+				return nil, p.err("limiter peek", err)
+			}
+			out[i].Wait = waitFor(nth, b.Limit.Window, now)
+		}
+	}
+	return out, nil
 }
 
 // rollback ends conn's transaction, if any; a connection that cannot is
