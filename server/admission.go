@@ -122,12 +122,12 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 	// Limits before the engine: a limited client learns that even while
 	// the node is down.
 	res, err := s.cfg.Limits.Reserve(ctx, adm)
-	if err == nil || errors.As(err, new(*guard.Limited)) {
-		s.setRateLimit(ctx, h, adm)
-	}
 	var limited *guard.Limited
 	switch {
+	case err == nil:
+		setRateLimit(h, s.cfg.Limits.Uses(adm, res))
 	case errors.As(err, &limited):
+		setRateLimit(h, limited.Use)
 		s.metrics.observeDrip(asset, reasonRateLimited, nil)
 		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
 		return adm, guard.Reservation{}, &dripFailure{

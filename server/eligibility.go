@@ -255,16 +255,13 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // setRateLimit writes the IETF RateLimit-Policy and RateLimit fields
-// (draft-ietf-httpapi-ratelimit-headers) of the limits adm counts
-// against, as they stand after its drip: q and w are each limit's
-// requests and window, r what remains and t the seconds until a slot
-// frees. A store that cannot be read leaves them out.
-func (s *server) setRateLimit(ctx context.Context, h http.Header, adm guard.Admission) {
-	if h == nil {
-		return
-	}
-	use, err := s.cfg.Limits.Peek(ctx, adm)
-	if err != nil || len(use) == 0 {
+// (draft-ietf-httpapi-ratelimit-headers) of the limits a drip counts
+// against, as its reservation left them (or as they refused it): q and w
+// are each limit's requests and window, r what remains and t the seconds
+// until a slot frees. The reservation's own statement counted them: no
+// store read more per drip. Nothing is written without a use or a header.
+func setRateLimit(h http.Header, use []guard.LimitUse) {
+	if h == nil || len(use) == 0 {
 		return
 	}
 	policies, states := make([]string, len(use)), make([]string, len(use))

@@ -102,21 +102,28 @@ func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket)
 	defer l.mu.Unlock()
 	l.sweep(now)
 	var wait time.Duration
-	for _, r := range refs {
+	res := Reservation{Use: make([]BucketUse, len(refs))}
+	for i, r := range refs {
 		if r.Limit.Requests <= 0 {
 			continue
 		}
 		live := l.trim(r.Key, now, r.Limit.Window)
+		var oldest time.Time
+		if len(live) > 0 {
+			oldest = live[0].at
+		}
+		res.Use[i] = UseBefore(len(live), oldest, r.Limit.Window, now)
 		if len(live) >= r.Limit.Requests {
 			// The slot that frees first is the oldest of the last Requests ones.
 			free := live[len(live)-r.Limit.Requests].at.Add(r.Limit.Window).Sub(now)
-			wait = max(wait, free, time.Nanosecond)
+			res.Use[i].Wait = max(free, time.Nanosecond)
+			wait = max(wait, res.Use[i].Wait)
 		}
 	}
 	if wait > 0 {
-		return Reservation{}, wait, false, nil
+		return Reservation{Use: res.Use}, wait, false, nil
 	}
-	var res Reservation
+	res.Use = Reserved(refs, res.Use, now)
 	for _, r := range refs {
 		if r.Limit.Requests <= 0 {
 			continue
@@ -259,6 +266,43 @@ type Bucket struct {
 // Reservation identifies reserved slots.
 type Reservation struct {
 	IDs []int64
+	// Use is each bucket's use as the reservation left it (its own slot
+	// counted), or as it refused, in the order of the buckets given: what
+	// the answer's RateLimit fields say. A limiter may leave it nil.
+	Use []BucketUse
+}
+
+// UseBefore is a bucket's use from its n live slots, the oldest at
+// oldest (ignored when n is 0), before a reservation; Wait is the
+// caller's.
+func UseBefore(n int, oldest time.Time, window time.Duration, now time.Time) BucketUse {
+	u := BucketUse{Used: n}
+	if n > 0 {
+		u.Reset = max(oldest.Add(window).Sub(now), time.Nanosecond)
+	}
+	return u
+}
+
+// Reserved turns the use of buckets before a granted reservation into the
+// use after it: one slot more in each active bucket, the new slot the
+// oldest of an empty one. A grant found every bucket below its limit, so
+// one it fills holds exactly Requests slots and frees one when its oldest
+// leaves: its Wait is its Reset.
+func Reserved(buckets []Bucket, before []BucketUse, _ time.Time) []BucketUse {
+	after := make([]BucketUse, len(buckets))
+	for i, b := range buckets {
+		if b.Limit.Requests <= 0 || i >= len(before) {
+			continue
+		}
+		after[i] = BucketUse{Used: before[i].Used + 1, Reset: before[i].Reset}
+		if before[i].Used == 0 {
+			after[i].Reset = b.Limit.Window
+		}
+		if after[i].Used >= b.Limit.Requests {
+			after[i].Wait = after[i].Reset
+		}
+	}
+	return after
 }
 
 // ClientBucket is the rate-limit group of a client IP, as the drip history
@@ -298,6 +342,9 @@ type Admission struct {
 type Limited struct {
 	// RetryAfter is how long until the tightest bucket frees a slot.
 	RetryAfter time.Duration
+	// Use is each limit's use as it refused (nil if the limiter did not
+	// say).
+	Use []LimitUse
 }
 
 func (l *Limited) Error() string {
@@ -331,14 +378,36 @@ func (r *RateLimits) Limits() Limits { return r.limits }
 // Reserve takes a slot in every bucket a counts against, or none: it
 // returns a *Limited when one is full, or the store's error (wrapped).
 func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, error) {
-	res, wait, ok, err := r.store.Reserve(ctx, r.now(), r.buckets(a))
+	buckets := r.buckets(a)
+	res, wait, ok, err := r.store.Reserve(ctx, r.now(), buckets)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("guard: reserve rate-limit slots: %w", err)
 	}
 	if !ok {
-		return Reservation{}, &Limited{RetryAfter: wait}
+		return Reservation{}, &Limited{RetryAfter: wait, Use: limitUses(buckets, res.Use)}
 	}
 	return res, nil
+}
+
+// Uses names the use a reservation of a left, by limit (the RateLimit
+// fields of a granted drip).
+func (r *RateLimits) Uses(a Admission, res Reservation) []LimitUse {
+	return limitUses(r.buckets(a), res.Use)
+}
+
+// limitUses pairs the active buckets with their use; nil when the limiter
+// reported none.
+func limitUses(buckets []Bucket, use []BucketUse) []LimitUse {
+	if len(use) != len(buckets) {
+		return nil
+	}
+	var out []LimitUse
+	for i, b := range buckets {
+		if b.Limit.Requests > 0 {
+			out = append(out, LimitUse{Policy: b.Policy, Limit: b.Limit, BucketUse: use[i]})
+		}
+	}
+	return out
 }
 
 // The Bucket.Policy names.

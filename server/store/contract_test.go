@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
@@ -599,13 +600,23 @@ func testLimiterPeek(t *testing.T, s subject) {
 			t.Fatalf("two of three used at +15s: %+v", u[0])
 		}
 	}
-	if _, _, ok := reserve(t, s.limiter, t0.Add(20*time.Second), k); !ok {
+	// Reserve reports each bucket's use as it leaves it, its own slot
+	// counted, as Peek then reads it; an inactive bucket is zero.
+	r, _, ok := reserve(t, s.limiter, t0.Add(20*time.Second), k, off, other)
+	if !ok {
 		t.Fatal("the slot peeks left was taken")
 	}
+	want := []guard.BucketUse{{Used: 3, Reset: 40 * time.Second, Wait: 40 * time.Second}, {}, {Used: 1, Reset: w, Wait: w}}
+	if !slices.Equal(r.Use, want) || !slices.Equal(peek(20*time.Second), want) {
+		t.Fatalf("after the third slot: reserve %+v, peek %+v, want %+v", r.Use, peek(20*time.Second), want)
+	}
 	u := peek(30 * time.Second)
-	_, wait, ok := reserve(t, s.limiter, t0.Add(30*time.Second), k)
-	if ok || u[0] != (guard.BucketUse{Used: 3, Reset: 30 * time.Second, Wait: wait}) || wait != 30*time.Second {
-		t.Fatalf("full at +30s: peek %+v, reserve ok=%v wait=%v", u[0], ok, wait)
+	r, wait, ok := reserve(t, s.limiter, t0.Add(30*time.Second), k)
+	if ok || u[0] != (guard.BucketUse{Used: 3, Reset: 30 * time.Second, Wait: wait}) || wait != 30*time.Second || !slices.Equal(r.Use, u[:1]) {
+		t.Fatalf("full at +30s: peek %+v, reserve ok=%v wait=%v use %+v", u[0], ok, wait, r.Use)
+	}
+	if _, _, ok := reserve(t, s.limiter, t0.Add(30*time.Second), other); ok {
+		t.Fatal("other: a second slot in a bucket of one")
 	}
 	// After the window the expired slots no longer count.
 	if u := peek(75 * time.Second); u[0] != (guard.BucketUse{Used: 1, Reset: 5 * time.Second}) {

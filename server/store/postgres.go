@@ -51,29 +51,34 @@ const (
 	// fail one reservation; it could not over-count.)
 	sqlLockBuckets = `SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM unnest($1::text[]) AS k`
 	// sqlReserve returns, per bucket in order, the at of the oldest of its
-	// last Requests live slots (NULL unless full: $3 = Requests-1), and the
-	// ids of the slots it inserted: one per bucket if none is full, else
-	// none.
+	// last Requests live slots (NULL unless full: $3 = Requests-1), the
+	// ids of the slots it inserted (one per bucket if none is full, else
+	// none), and each bucket's count of live slots and oldest one before
+	// the insert (for the RateLimit fields, in the same round trip).
 	sqlReserve = `WITH b AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $5::bigint[]) WITH ORDINALITY AS b(k, cutoff, off, expires, i)
 ), nth AS (
     SELECT b.i, s.at FROM b LEFT JOIN LATERAL (
         SELECT at FROM limit_slots WHERE bucket = b.k AND at > b.cutoff ORDER BY at DESC, id DESC LIMIT 1 OFFSET b.off
     ) s ON true
+), used AS (
+    SELECT b.i, u.n, u.first FROM b CROSS JOIN LATERAL (
+        SELECT count(*) AS n, COALESCE(min(at), 0) AS first FROM limit_slots WHERE bucket = b.k AND at > b.cutoff
+    ) u
 ), ins AS (
     INSERT INTO limit_slots (bucket, at, expires_at)
     SELECT b.k, $4::bigint, b.expires FROM b WHERE NOT EXISTS (SELECT 1 FROM nth WHERE nth.at IS NOT NULL)
     RETURNING id
 )
-SELECT (SELECT array_agg(at ORDER BY i) FROM nth), COALESCE((SELECT array_agg(id) FROM ins), '{}')`
+SELECT (SELECT array_agg(at ORDER BY i) FROM nth), COALESCE((SELECT array_agg(id) FROM ins), '{}'),
+    (SELECT array_agg(n ORDER BY i) FROM used), (SELECT array_agg(first ORDER BY i) FROM used)`
 	sqlReleasePG = `DELETE FROM limit_slots WHERE id = ANY($1)`
 	// sqlPeekPG counts each bucket's live slots and finds its oldest, in
 	// the order of $1.
-	sqlPeekPG = `SELECT COALESCE(array_agg(n ORDER BY i), '{}'), COALESCE(array_agg(oldest ORDER BY i), '{}') FROM (
-    SELECT b.i, count(s.at) AS n, COALESCE(min(s.at), 0) AS oldest
-    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS b(k, cutoff, i)
-    LEFT JOIN limit_slots s ON s.bucket = b.k AND s.at > b.cutoff
-    GROUP BY b.i) AS per_bucket`
+	sqlPeekPG = `SELECT COALESCE(array_agg(u.n ORDER BY b.i), '{}'), COALESCE(array_agg(u.oldest ORDER BY b.i), '{}')
+FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS b(k, cutoff, i) CROSS JOIN LATERAL (
+    SELECT count(*) AS n, COALESCE(min(at), 0) AS oldest FROM limit_slots WHERE bucket = b.k AND at > b.cutoff
+) u`
 	// sqlMigrationLock serialises Open's migration across replicas.
 	sqlMigrationLock = `SELECT pg_advisory_xact_lock(hashtextextended('faucet-operator/store schema migration', 0))`
 )
@@ -250,13 +255,13 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	batch.Queue("COMMIT")
 	br := conn.SendBatch(ctx, batch)
 	var oldest []*int64
-	var ids []int64
+	var ids, counts, firsts []int64
 	_, err = br.Exec()
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&oldest, &ids)
+		err = br.QueryRow().Scan(&oldest, &ids, &counts, &firsts)
 	}
 	if err == nil {
 		_, err = br.Exec()
@@ -267,20 +272,23 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	if err != nil {
 		return fail(err)
 	}
-	if len(oldest) != len(active) {
+	if len(oldest) != len(active) || len(counts) != len(active) || len(firsts) != len(active) {
 		return fail(fmt.Errorf("%d counts for %d buckets", len(oldest), len(active)))
 	}
 	var wait time.Duration
+	use := make([]guard.BucketUse, len(active))
 	for i, b := range active {
+		use[i] = guard.UseBefore(int(counts[i]), time.Unix(0, firsts[i]), b.Limit.Window, now)
 		if oldest[i] != nil {
-			wait = max(wait, waitFor(*oldest[i], b.Limit.Window, now))
+			use[i].Wait = waitFor(*oldest[i], b.Limit.Window, now)
+			wait = max(wait, use[i].Wait)
 		}
 	}
 	switch {
 	case wait > 0 && len(ids) == 0:
-		return guard.Reservation{}, wait, false, nil
+		return guard.Reservation{Use: spread(buckets, use)}, wait, false, nil
 	case wait == 0 && len(ids) == len(active):
-		return guard.Reservation{IDs: ids}, 0, true, nil
+		return guard.Reservation{IDs: ids, Use: spread(buckets, guard.Reserved(active, use, now))}, 0, true, nil
 	}
 	// Unreachable while the statement is right: counts and insert agree.
 	return guard.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)

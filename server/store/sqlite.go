@@ -34,7 +34,7 @@ type SQLite struct {
 	writer *sql.DB
 	reader *sql.DB
 
-	put, del, record, nth, slot, spend *sql.Stmt // on writer
+	put, del, record, nth, slot, spend, use *sql.Stmt // on writer
 	list, byTxID                       *sql.Stmt // on reader
 	now                                func() time.Time
 
@@ -126,6 +126,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 	}{
 		{s.writer, &s.put, sqlJournalPut}, {s.writer, &s.del, sqlJournalDelete}, {s.writer, &s.record, sqlRecord},
 		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot}, {s.writer, &s.spend, sqlSpendChallenge},
+		{s.writer, &s.use, sqlBucketUse},
 		{s.reader, &s.list, sqlJournalList}, {s.reader, &s.byTxID, sqlByTxID},
 	} {
 		if *p.dst, err = p.db.PrepareContext(ctx, p.text); err != nil {
@@ -205,7 +206,7 @@ func (s *SQLite) close() error {
 		<-s.writerDone
 	}
 	var errs []error
-	for _, st := range []*sql.Stmt{s.put, s.del, s.record, s.nth, s.slot, s.spend, s.list, s.byTxID} {
+	for _, st := range []*sql.Stmt{s.put, s.del, s.record, s.nth, s.slot, s.spend, s.use, s.list, s.byTxID} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -234,22 +235,33 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 	var res guard.Reservation
 	var wait time.Duration
 	err := s.write(ctx, func(t *sql.Tx) error {
-		res, wait = guard.Reservation{}, 0
-		nth, slot := t.Stmt(s.nth), t.Stmt(s.slot)
-		for _, b := range active {
+		res, wait = guard.Reservation{Use: make([]guard.BucketUse, len(active))}, 0
+		nth, slot, use := t.Stmt(s.nth), t.Stmt(s.slot), t.Stmt(s.use)
+		for i, b := range active {
+			cutoff := at - b.Limit.Window.Nanoseconds()
+			var n, first int64
+			if err := use.QueryRow(b.Key, cutoff).Scan(&n, &first); err != nil {
+				return fmt.Errorf("bucket %s: %w", b.Key, err)
+			}
+			res.Use[i] = guard.UseBefore(int(n), time.Unix(0, first), b.Limit.Window, now)
+			if n < int64(b.Limit.Requests) {
+				continue
+			}
 			var oldest int64
-			err := nth.QueryRow(b.Key, at-b.Limit.Window.Nanoseconds(), b.Limit.Requests-1).Scan(&oldest)
+			err := nth.QueryRow(b.Key, cutoff, b.Limit.Requests-1).Scan(&oldest)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 			case err != nil:
 				return fmt.Errorf("bucket %s: %w", b.Key, err)
 			default:
-				wait = max(wait, waitFor(oldest, b.Limit.Window, now))
+				res.Use[i].Wait = waitFor(oldest, b.Limit.Window, now)
+				wait = max(wait, res.Use[i].Wait)
 			}
 		}
 		if wait > 0 {
 			return nil
 		}
+		res.Use = guard.Reserved(active, res.Use, now)
 		res.IDs = make([]int64, 0, len(active))
 		for _, b := range active {
 			r, err := slot.Exec(b.Key, at, at+b.Limit.Window.Nanoseconds())
@@ -267,8 +279,9 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 	if err != nil {
 		return guard.Reservation{}, 0, false, sqliteErr("limiter reserve", err)
 	}
+	res.Use = spread(buckets, res.Use)
 	if wait > 0 {
-		return guard.Reservation{}, wait, false, nil
+		return guard.Reservation{Use: res.Use}, wait, false, nil
 	}
 	return res, 0, true, nil
 }

@@ -372,6 +372,20 @@ func peekBuckets(now time.Time, buckets []guard.Bucket, row func(q string, args 
 	return out, nil
 }
 
+// spread places the use of the active buckets (activeBuckets order) at
+// their places among all buckets, the inactive ones zero.
+func spread(buckets []guard.Bucket, active []guard.BucketUse) []guard.BucketUse {
+	out := make([]guard.BucketUse, len(buckets))
+	j := 0
+	for i, b := range buckets {
+		if b.Limit.Requests > 0 && j < len(active) {
+			out[i] = active[j]
+			j++
+		}
+	}
+	return out
+}
+
 // scanner is a row of either driver.
 type scanner interface{ Scan(dest ...any) error }
 
