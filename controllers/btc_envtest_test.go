@@ -178,6 +178,7 @@ var _ = Describe("BTC", func() {
 		// no flag.
 		Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{
 			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
+			"--switches-file=/etc/faucet/switches/switches.json",
 			"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
 			"--btc-key-file=/etc/faucet/btc-key/key", "--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--shutdown-delay=0s", "--log-format=json"}))
 		Expect(getFaucetServer(Default, ns).BTC().Network).To(Equal("regtest"), "the CRD's default")

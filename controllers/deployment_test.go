@@ -67,6 +67,7 @@ func TestPodVolumes(t *testing.T) {
 		readOnly   bool
 	}
 	keys := mount{"keys", "/etc/faucet/keys", true}
+	switches := mount{"switches", "/etc/faucet/switches", true}
 	data := mount{"data", "/var/lib/faucet", false}
 	tests := map[string]struct {
 		// mutate changes the fixture's spec
@@ -75,14 +76,22 @@ func TestPodVolumes(t *testing.T) {
 		// same names in the same order
 		want []mount
 	}{
-		"embedded store: the keys and the claim": {want: []mount{keys, data}},
-		"postgres store: the keys only":          {mutate: postgres(2), want: []mount{keys}},
-		"every Secret file, each in its own directory, then the claim": {
+		"embedded store: the keys, the switches and the claim": {want: []mount{keys, switches, data}},
+		"postgres store: the keys and the switches":            {mutate: postgres(2), want: []mount{keys, switches}},
+		"every Secret file, each in its own directory, then the switches and the claim": {
 			mutate: everySecret,
 			want: []mount{
 				keys, {"api-tokens", "/etc/faucet/api-tokens", true}, {"treasury", "/etc/faucet/treasury", true},
-				{"btc-key", "/etc/faucet/btc-key", true}, {"btc-rpc-credentials", "/etc/faucet/btc-rpc", true}, data,
+				{"btc-key", "/etc/faucet/btc-key", true}, {"btc-rpc-credentials", "/etc/faucet/btc-rpc", true}, switches, data,
 			},
+		},
+		"the switches do not change the volumes": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Suspend = true
+				fs.Spec.SuspendedAssets = []string{"stx"}
+				fs.Spec.DisabledAssets = []string{"sbtc", "btc"}
+			},
+			want: []mount{keys, switches, data},
 		},
 	}
 	for name, tt := range tests {
@@ -110,6 +119,16 @@ func TestPodVolumes(t *testing.T) {
 				case v.Name == "data":
 					if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "faucet-data" {
 						t.Errorf("data volume %+v", v)
+					}
+				case v.Name == "switches":
+					// The whole ConfigMap, no items: the faucet's file
+					// is its one key, and the kubelet swaps it in place.
+					want := &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "faucet-switches"},
+						DefaultMode:          ptr.To(int32(0o444)),
+					}
+					if v.Secret != nil || !equalJSON(v.ConfigMap, want) {
+						t.Errorf("switches volume %+v, want the ConfigMap faucet-switches, mode 0444", v)
 					}
 				case v.Secret == nil || len(v.Secret.Items) != 1 || *v.Secret.DefaultMode != 0o440:
 					t.Errorf("volume %+v, want one key of a Secret, mode 0440", v)

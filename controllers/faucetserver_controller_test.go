@@ -56,6 +56,7 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(defaulted.RateLimits).NotTo(BeNil(), "the CRD fills in spec.rateLimits")
 		Expect(c.Args).To(Equal([]string{
 			"serve", "--node-url=http://stacks-node.stacks.svc:20443", "--key-file=/etc/faucet/keys/keys",
+			"--switches-file=/etc/faucet/switches/switches.json",
 			"--store=/var/lib/faucet/faucet.db", "--listen=:3999", "--shutdown-delay=0s", "--log-format=json",
 		}))
 		Expect(c.Args).To(Equal(serverArgs(newFaucetServer(ns))), "the spec as the user wrote it, before defaulting, passes the same flags")
@@ -398,7 +399,7 @@ var _ = Describe("FaucetServer controller", func() {
 			HaveField("ValueFrom.SecretKeyRef.Key", "uri"), // the CRD's default: CloudNativePG's key
 		)))
 		Expect(c.Args).NotTo(ContainElement(HavePrefix("--store")))
-		Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1))
+		Expect(d.Spec.Template.Spec.Volumes).To(ConsistOf(HaveField("Name", "keys"), HaveField("Name", "switches")), "no data volume")
 		Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-data"}, &corev1.PersistentVolumeClaim{}))).
 			To(BeTrue(), "a claim for a Postgres store")
 		Eventually(func(g Gomega) {
@@ -473,7 +474,7 @@ var _ = Describe("FaucetServer controller", func() {
 			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
 			g.Expect(*d.Spec.Replicas).To(Equal(int32(2)))
 			g.Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
-			g.Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1))
+			g.Expect(d.Spec.Template.Spec.Volumes).To(ConsistOf(HaveField("Name", "keys"), HaveField("Name", "switches")), "no data volume")
 			g.Expect(d.Spec.Template.Spec.Containers[0].Env).To(HaveLen(1))
 			g.Expect(getFaucetServer(g, ns).Status.Store).To(Equal(faucetv1alpha1.StorePostgres))
 		}).Should(Succeed())
@@ -581,30 +582,91 @@ var _ = Describe("FaucetServer controller", func() {
 		Expect(pod.TopologySpreadConstraints).To(ConsistOf(HaveField("TopologyKey", "topology.kubernetes.io/zone")))
 	})
 
-	It("suspends the faucet and stays Ready with reason Suspended", func() {
+	It("suspends the faucet through the switches' ConfigMap and stays Ready with reason Suspended", func() {
 		createKeySecret(ns, newKeys(1))
 		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Suspend = true })
-		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--suspend=true"))
+		d := eventuallyDeployment(ns)
+		Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--suspend")), "the switches are no flags")
+		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--switches-file=/etc/faucet/switches/switches.json"))
+		expectSwitches(ns, `{"suspend":true}`)
 		setDeploymentStatus(ns, true)
 		Eventually(func(g Gomega) {
 			c := expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionTrue, faucetv1alpha1.ReasonSuspended)
 			g.Expect(c.Message).To(ContainSubstring("403"))
 		}).Should(Succeed())
 
-		By("resuming")
+		By("resuming: the ConfigMap follows, the pods stay")
 		fs := getFaucetServer(Default, ns)
 		patch := client.MergeFrom(fs.DeepCopy())
 		fs.Spec.Suspend = false
 		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
-		Eventually(func(g Gomega) {
-			d := &appsv1.Deployment{}
-			g.Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
-			g.Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--suspend")))
-		}).Should(Succeed())
-		setDeploymentStatus(ns, true)
+		expectSwitches(ns, `{}`)
 		Eventually(func(g Gomega) {
 			expectCondition(g, getFaucetServer(g, ns), faucetv1alpha1.ConditionReady, metav1.ConditionTrue, faucetv1alpha1.ReasonAvailable)
 		}).Should(Succeed())
+		expectSameDeployment(ns, d)
+	})
+
+	It("keeps the switches in a ConfigMap the pods follow: switching an asset restarts nothing", func() {
+		createKeySecret(ns, newKeys(1))
+		fs := createFaucetServer(ns, nil)
+		d := eventuallyDeployment(ns)
+
+		By("applying the ConfigMap, owned and labelled like every child, with every switch off")
+		cm := expectSwitches(ns, `{}`)
+		expectOwnedBy(cm, fs)
+		Expect(cm.Labels).To(Equal(map[string]string{labelName: appName, labelInstance: fsName, labelManagedBy: FieldManager}))
+		Expect(cm.Data).To(HaveLen(1))
+
+		By("mounting it whole, read-only, as the directory --switches-file reads")
+		pod := d.Spec.Template.Spec
+		Expect(pod.Volumes).To(ContainElement(And(
+			HaveField("Name", "switches"),
+			HaveField("ConfigMap.Name", "faucet-switches"),
+			HaveField("ConfigMap.Items", BeEmpty()),
+			HaveField("ConfigMap.DefaultMode", HaveValue(Equal(int32(0o444)))),
+		)))
+		Expect(pod.Containers[0].VolumeMounts).To(ContainElement(And(
+			HaveField("Name", "switches"), HaveField("MountPath", "/etc/faucet/switches"),
+			HaveField("ReadOnly", BeTrue()), HaveField("SubPath", BeEmpty()))))
+		Expect(pod.Containers[0].Args).To(ContainElement("--switches-file=/etc/faucet/switches/switches.json"))
+		Expect(pod.Containers[0].Args).NotTo(ContainElement(HavePrefix("--suspend")))
+
+		By("turning STX off and suspending the faucet: the ConfigMap follows")
+		fs = getFaucetServer(Default, ns)
+		patch := client.MergeFrom(fs.DeepCopy())
+		fs.Spec.DisabledAssets = []string{"stx"}
+		fs.Spec.Suspend = true
+		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
+		expectSwitches(ns, `{"suspend":true,"disabledAssets":["stx"]}`)
+
+		By("leaving the Deployment, its pod template and config hash, as it was")
+		expectSameDeployment(ns, d)
+
+		By("undoing an edit of the ConfigMap")
+		cm = &corev1.ConfigMap{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "faucet-switches"}, cm)).To(Succeed())
+		cmPatch := client.MergeFrom(cm.DeepCopy())
+		cm.Data["switches.json"] = `{}`
+		Expect(k8sClient.Patch(suiteCtx, cm, cmPatch)).To(Succeed())
+		expectSwitches(ns, `{"suspend":true,"disabledAssets":["stx"]}`)
+
+		By("turning everything back on")
+		fs = getFaucetServer(Default, ns)
+		patch = client.MergeFrom(fs.DeepCopy())
+		fs.Spec.DisabledAssets = nil
+		fs.Spec.Suspend = false
+		Expect(k8sClient.Patch(suiteCtx, fs, patch)).To(Succeed())
+		expectSwitches(ns, `{}`)
+		expectSameDeployment(ns, d)
+	})
+
+	It("passes spec.mcp.enabled false as --mcp=false", func() {
+		createKeySecret(ns, newKeys(1))
+		createFaucetServer(ns, func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.MCP = &faucetv1alpha1.MCPSpec{Enabled: ptr.To(false)}
+		})
+		Expect(eventuallyDeployment(ns).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--mcp=false"))
 	})
 
 	It("never puts key material in status, events or children", func() {
@@ -677,7 +739,7 @@ var _ = Describe("FaucetServer controller", func() {
 			"--pow-difficulty=18", "--pow-raise-above=120/1m0s",
 			"--api-tokens-file=/etc/faucet/api-tokens/tokens",
 			"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24,2001:db8:bad::1/128",
-			"--balance-cap=5000000000",
+			"--balance-cap=5000000000", "--switches-file=/etc/faucet/switches/switches.json",
 			"--store=/var/lib/faucet/faucet.db", "--listen=:3999",
 			"--low-drips=250", "--shutdown-delay=0s", "--log-format=json",
 		}))
@@ -992,6 +1054,16 @@ var _ = Describe("FaucetServer controller", func() {
 		Entry("a suspended asset named twice", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.SuspendedAssets = []string{"stx", "stx"}
 		}, "spec.suspendedAssets[1]: Duplicate value"),
+		Entry("a disabled asset the faucet does not know", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.DisabledAssets = []string{"stx", "doge"}
+		}, "spec.disabledAssets names stx, sbtc, btc or the name of an entry of spec.assets"),
+		Entry("a disabled asset that is not in spec.assets", func(fs *faucetv1alpha1.FaucetServer) {
+			withAssets(sbtcAsset(1, nil))(fs)
+			fs.Spec.DisabledAssets = []string{"tusd"}
+		}, "spec.disabledAssets names stx, sbtc, btc or the name of an entry of spec.assets"),
+		Entry("a disabled asset named twice", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.DisabledAssets = []string{"btc", "btc"}
+		}, "spec.disabledAssets[1]: Duplicate value"),
 		Entry("an upper-case name", func(fs *faucetv1alpha1.FaucetServer) {
 			withAssets(tokenAsset("sBTC", testnetSBTC, 1, nil))(fs)
 		}, "spec.assets[0].name: Invalid value: \"sBTC\": spec.assets[].name must be lower-case letters, digits and '-', starting with a letter, e.g. sbtc or tusd"),
@@ -1038,6 +1110,26 @@ var _ = Describe("FaucetServer controller", func() {
 		withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 100_000}})(fs)
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), "sbtc from /v2/pox")
 		Expect(fs.Spec.Assets[0].Token.AssetIdentifier).To(BeEmpty())
+	})
+
+	It("accepts stx, sbtc, btc and the names of spec.assets in spec.disabledAssets, and defaults spec.mcp.enabled to true", func() {
+		for _, disabled := range [][]string{{"stx"}, {"sbtc"}, {"btc"}, {"stx", "sbtc", "btc"}} {
+			fs := newFaucetServer(ns)
+			fs.Spec.DisabledAssets = disabled
+			Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), "%q without spec.assets", disabled)
+		}
+		fs := newFaucetServer(ns)
+		withAssets(tokenAsset("tusd", testnetTUSD, 7, nil))(fs)
+		fs.Spec.DisabledAssets = []string{"tusd", "sbtc"}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed(), "a token of spec.assets")
+
+		fs = newFaucetServer(ns)
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.MCP).To(BeNil(), "spec.mcp has no default of its own, so upgrading rolls no pod")
+		fs = newFaucetServer(ns)
+		fs.Spec.MCP = &faucetv1alpha1.MCPSpec{}
+		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
+		Expect(fs.Spec.MCP.Enabled).To(HaveValue(BeTrue()))
 	})
 
 	It("defaults the batching settings: 200 recipients, adaptive (no window), the testnet send-many-memo contract", func() {
@@ -1245,6 +1337,36 @@ func getFaucetServer(g Gomega, ns string) *faucetv1alpha1.FaucetServer {
 	fs := &faucetv1alpha1.FaucetServer{}
 	g.Expect(k8sClient.Get(suiteCtx, key(ns), fs)).To(Succeed())
 	return fs
+}
+
+// expectSwitches waits for the switches' ConfigMap to hold switches.json
+// want, and returns it.
+func expectSwitches(ns, want string) *corev1.ConfigMap {
+	GinkgoHelper()
+	cm := &corev1.ConfigMap{}
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: fsName + "-switches"}, cm)).To(Succeed())
+		g.Expect(cm.Data).To(HaveKeyWithValue("switches.json", want))
+	}).Should(Succeed())
+	return cm
+}
+
+// expectSameDeployment waits for the operator to have reconciled the
+// FaucetServer's generation, then checks that the Deployment is at
+// before's generation with before's pod template: no pod restarts.
+func expectSameDeployment(ns string, before *appsv1.Deployment) {
+	GinkgoHelper()
+	// The status is written at the end of the pass that applied the
+	// Deployment, so the Deployment below is that pass's.
+	Eventually(func(g Gomega) {
+		got := getFaucetServer(g, ns)
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+	}).Should(Succeed())
+	d := &appsv1.Deployment{}
+	Expect(k8sClient.Get(suiteCtx, key(ns), d)).To(Succeed())
+	Expect(d.Generation).To(Equal(before.Generation), "the Deployment's spec changed")
+	Expect(d.Spec.Template.Annotations[ConfigHashAnnotation]).To(Equal(before.Spec.Template.Annotations[ConfigHashAnnotation]))
+	Expect(d.Spec.Template).To(Equal(before.Spec.Template))
 }
 
 func eventuallyDeployment(ns string) *appsv1.Deployment {

@@ -119,8 +119,12 @@ func TestServerArgs(t *testing.T) {
 		// The lame duck the grace period is sized for: always written,
 		// none for a lone pod, 8s with several.
 		shutdownDelay = "--shutdown-delay=0s"
+		// The switches (spec.suspend, suspendedAssets, disabledAssets)
+		// are no flags: always this file of the switches' ConfigMap,
+		// which the faucet follows while it runs.
+		switchesFile = "--switches-file=/etc/faucet/switches/switches.json"
 	)
-	minimal := []string{"serve", nodeURL, keyFile, embeddedStore, listen, shutdownDelay, logFormat}
+	minimal := []string{"serve", nodeURL, keyFile, switchesFile, embeddedStore, listen, shutdownDelay, logFormat}
 	tests := map[string]struct {
 		// spec changes applied to the fixture
 		mutate func(*faucetv1alpha1.FaucetServer)
@@ -133,7 +137,7 @@ func TestServerArgs(t *testing.T) {
 		},
 		"a custom Secret data key names the mounted file": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.KeySecretRef.Key = "faucet.txt" },
-			want:   []string{"serve", nodeURL, "--key-file=/etc/faucet/keys/faucet.txt", embeddedStore, listen, shutdownDelay, logFormat},
+			want:   []string{"serve", nodeURL, "--key-file=/etc/faucet/keys/faucet.txt", switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"an explicit embedded store is the same file on the volume": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -145,11 +149,11 @@ func TestServerArgs(t *testing.T) {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Node = faucetv1alpha1.NodeSpec{URLs: []string{"http://miner:20443", "https://follower.example.com:20443"}}
 			},
-			want: []string{"serve", "--node-url=http://miner:20443,https://follower.example.com:20443", keyFile, embeddedStore, listen, shutdownDelay, logFormat},
+			want: []string{"serve", "--node-url=http://miner:20443,https://follower.example.com:20443", keyFile, switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
-			want:   []string{"serve", nodeURL, keyFile, listen, "--shutdown-delay=8s", logFormat},
+			want:   []string{"serve", nodeURL, keyFile, switchesFile, listen, "--shutdown-delay=8s", logFormat},
 		},
 		"every setting maps to its flag; those equal to serve's defaults pass none": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -164,15 +168,13 @@ func TestServerArgs(t *testing.T) {
 					PerIP:              &faucetv1alpha1.RateLimit{Requests: 30, Window: duration(90 * time.Second)},
 					TrustedProxyHops:   ptr.To(int32(2)),
 				}
-				fs.Spec.Suspend = true
 				fs.Spec.LogLevel = "debug"
 			},
 			want: []string{"serve",
 				nodeURL, "--node-timeout=15s", "--chain-id=2147483648", keyFile,
 				"--amount=1000000", "--stacking-amount=90000000000", "--stacking-padding-percent=0", "--memo=hello faucet",
 				"--fee-min=200", "--fee-max=5000", "--fee-fallback=300",
-				"--limit-ip=30/1m30s", "--trusted-proxy-hops=2", "--suspend=true",
-				embeddedStore, listen, shutdownDelay, "--log-level=debug", logFormat},
+				"--limit-ip=30/1m30s", "--trusted-proxy-hops=2", switchesFile, embeddedStore, listen, shutdownDelay, "--log-level=debug", logFormat},
 		},
 		"empty optional groups pass nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -190,14 +192,14 @@ func TestServerArgs(t *testing.T) {
 				"--api-tokens-file=/etc/faucet/api-tokens/tokens.txt",
 				"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32", "--ip-deny=198.51.100.0/24",
 				"--balance-cap=5000000000",
-				embeddedStore, listen,
+				switchesFile, embeddedStore, listen,
 				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=250", shutdownDelay, logFormat},
 		},
 		"funding.lowThreshold is the faucet's --low-drips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
-			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=40", shutdownDelay, logFormat},
+			want: []string{"serve", nodeURL, keyFile, switchesFile, embeddedStore, listen, "--low-drips=40", shutdownDelay, logFormat},
 		},
 		"funding.lowThreshold wins over the deprecated page.lowDrips": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -205,14 +207,14 @@ func TestServerArgs(t *testing.T) {
 				fs.Spec.Abuse = nil
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(40))}
 			},
-			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen,
+			want: []string{"serve", nodeURL, keyFile, switchesFile, embeddedStore, listen,
 				"--explorer-tx-url=https://explorer.example.com/tx/{txid}?network=testnet", "--low-drips=40", shutdownDelay, logFormat},
 		},
 		"a lowThreshold of 0 (only empty) is --low-drips=1, the least the faucet takes and the same to it": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Funding = &faucetv1alpha1.FundingSpec{LowThreshold: ptr.To(int64(0))}
 			},
-			want: []string{"serve", nodeURL, keyFile, embeddedStore, listen, "--low-drips=1", shutdownDelay, logFormat},
+			want: []string{"serve", nodeURL, keyFile, switchesFile, embeddedStore, listen, "--low-drips=1", shutdownDelay, logFormat},
 		},
 		"batching maps to its flags, after the memo": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -225,7 +227,7 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: []string{"serve", nodeURL, keyFile, "--memo=hi",
 				"--batch-max=150", "--batch-window=1.5s",
-				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", embeddedStore, listen, shutdownDelay, logFormat},
+				"--batch-contract=ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo", switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"batching with the CRD's defaults filled in (200, no window, the default contract) passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -240,18 +242,18 @@ func TestServerArgs(t *testing.T) {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(50))}
 			},
-			want: []string{"serve", nodeURL, keyFile, "--batch-max=50", embeddedStore, listen, shutdownDelay, logFormat},
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=50", switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"batching off": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
 				fs.Spec.Batching = &faucetv1alpha1.BatchingSpec{MaxRecipients: ptr.To(int32(0))}
 			},
-			want: []string{"serve", nodeURL, keyFile, "--batch-max=0", embeddedStore, listen, shutdownDelay, logFormat},
+			want: []string{"serve", nodeURL, keyFile, "--batch-max=0", switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"the API tokens key defaults to tokens": {
 			mutate: apiTokens("faucet-api-tokens", ""),
 			want: []string{"serve", nodeURL, keyFile, "--api-tokens-file=/etc/faucet/api-tokens/tokens",
-				embeddedStore, listen, shutdownDelay, logFormat},
+				switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"each token of spec.assets is a --token, in spec order, with its limits (the CRD's defaults filled in or not)": {
 			mutate: withAssets(
@@ -263,14 +265,14 @@ func TestServerArgs(t *testing.T) {
 					PerAddress: &faucetv1alpha1.RateLimit{Requests: 2, Window: duration(time.Hour)},
 				}),
 			),
-			want: []string{"serve", nodeURL, keyFile,
+			want: []string{"serve", nodeURL, keyFile, switchesFile,
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s;" +
 					"name=tusd,asset=" + testnetTUSD + ",amount=10000000,limit-address=2/1h0m0s,limit-ip=30/5m0s",
 				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"sbtc without an identifier is the contract the node names in /v2/pox: no asset=": {
 			mutate: withAssets(faucetv1alpha1.AssetSpec{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{Amount: 1}}),
-			want: []string{"serve", nodeURL, keyFile, "--token=name=sbtc,amount=1,limit-address=5/5m0s,limit-ip=30/5m0s",
+			want: []string{"serve", nodeURL, keyFile, switchesFile, "--token=name=sbtc,amount=1,limit-address=5/5m0s,limit-ip=30/5m0s",
 				embeddedStore, listen, shutdownDelay, logFormat},
 		},
 		"a token's lowThreshold is its low-drips; 0 is 1 to the faucet, as for --low-drips": {
@@ -279,7 +281,7 @@ func TestServerArgs(t *testing.T) {
 				tusd.LowThreshold, sbtc.LowThreshold = ptr.To(int64(25)), ptr.To(int64(0))
 				withAssets(tusd, sbtc)(fs)
 			},
-			want: []string{"serve", nodeURL, keyFile,
+			want: []string{"serve", nodeURL, keyFile, switchesFile,
 				"--token=name=tusd,asset=" + testnetTUSD + ",amount=7,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=25;" +
 					"name=sbtc,asset=" + testnetSBTC + ",amount=3,limit-address=5/5m0s,limit-ip=30/5m0s,low-drips=1",
 				embeddedStore, listen, shutdownDelay, logFormat},
@@ -295,7 +297,7 @@ func TestServerArgs(t *testing.T) {
 				sb.Token.RefillBelow, sb.Token.RefillAmount = ptr.To(int64(20_000)), ptr.To(int64(200_000))
 				withAssets(sb)(fs)
 			},
-			want: []string{"serve", nodeURL, keyFile, "--treasury-key-file=/etc/faucet/treasury/keys",
+			want: []string{"serve", nodeURL, keyFile, "--treasury-key-file=/etc/faucet/treasury/keys", switchesFile,
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=3/1h0m0s,refill-below=20000,refill-amount=200000",
 				embeddedStore, listen, shutdownDelay, logFormat},
 		},
@@ -305,9 +307,29 @@ func TestServerArgs(t *testing.T) {
 				sb.Token.RefillBelow = ptr.To(int64(20_000))
 				withAssets(sb)(fs)
 			},
-			want: []string{"serve", nodeURL, keyFile,
+			want: []string{"serve", nodeURL, keyFile, switchesFile,
 				"--token=name=sbtc,asset=" + testnetSBTC + ",amount=1000,limit-address=5/5m0s,limit-ip=30/5m0s",
 				embeddedStore, listen, shutdownDelay, logFormat},
+		},
+		"the switches pass no flag: they are in the ConfigMap the faucet follows": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Suspend = true
+				fs.Spec.SuspendedAssets = []string{"stx"}
+				fs.Spec.DisabledAssets = []string{"sbtc", "btc"}
+			},
+			want: minimal,
+		},
+		"mcp.enabled false is --mcp=false": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.MCP = &faucetv1alpha1.MCPSpec{Enabled: ptr.To(false)} },
+			want:   []string{"serve", nodeURL, keyFile, switchesFile, embeddedStore, listen, shutdownDelay, "--mcp=false", logFormat},
+		},
+		"mcp.enabled true, the CRD's default and serve's, passes nothing": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.MCP = &faucetv1alpha1.MCPSpec{Enabled: ptr.To(true)} },
+			want:   minimal,
+		},
+		"an empty mcp, before the CRD's default, passes nothing": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.MCP = &faucetv1alpha1.MCPSpec{} },
+			want:   minimal,
 		},
 		"a proof of work with the CRD's defaults filled in passes nothing": {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) {
@@ -447,10 +469,11 @@ func TestDeploymentFor(t *testing.T) {
 				if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate != nil {
 					t.Errorf("replicas %d strategy %+v, want 1 Recreate: the volume is ReadWriteOnce", *d.Spec.Replicas, d.Spec.Strategy)
 				}
-				if len(c.VolumeMounts) != 2 || c.VolumeMounts[1].Name != "data" || c.VolumeMounts[1].MountPath != "/var/lib/faucet" || c.VolumeMounts[1].ReadOnly {
+				// The keys, the switches, then the data volume.
+				if len(c.VolumeMounts) != 3 || c.VolumeMounts[2].Name != "data" || c.VolumeMounts[2].MountPath != "/var/lib/faucet" || c.VolumeMounts[2].ReadOnly {
 					t.Errorf("volume mounts %+v, want the data volume writable at /var/lib/faucet", c.VolumeMounts)
 				}
-				if len(pod.Volumes) != 2 || pod.Volumes[1].PersistentVolumeClaim == nil || pod.Volumes[1].PersistentVolumeClaim.ClaimName != "faucet-data" {
+				if len(pod.Volumes) != 3 || pod.Volumes[2].PersistentVolumeClaim == nil || pod.Volumes[2].PersistentVolumeClaim.ClaimName != "faucet-data" {
 					t.Errorf("volumes %+v, want the claim faucet-data", pod.Volumes)
 				}
 				if !slices.Contains(c.Args, "--store=/var/lib/faucet/faucet.db") {
@@ -484,8 +507,12 @@ func TestDeploymentFor(t *testing.T) {
 				if !equalJSON(c.Env, want) {
 					t.Errorf("env %+v, want FAUCET_STORE from secretKeyRef faucet-db-app/uri", c.Env)
 				}
-				if len(pod.Volumes) != 1 || len(c.VolumeMounts) != 1 {
-					t.Errorf("volumes %+v mounts %+v, want only the keys", pod.Volumes, c.VolumeMounts)
+				var names []string
+				for _, v := range pod.Volumes {
+					names = append(names, v.Name)
+				}
+				if !slices.Equal(names, []string{"keys", "switches"}) || len(c.VolumeMounts) != 2 {
+					t.Errorf("volumes %+v mounts %+v, want only the keys and the switches", pod.Volumes, c.VolumeMounts)
 				}
 				for _, a := range c.Args {
 					if strings.HasPrefix(a, "--store") {
@@ -736,8 +763,10 @@ func TestPersistentVolumeClaimFor(t *testing.T) {
 			if !equalJSON(pvc.Spec.StorageClassName, tt.wantClass) {
 				t.Errorf("storageClassName %v, want %v", ptr.Deref(pvc.Spec.StorageClassName, "<nil>"), ptr.Deref(tt.wantClass, "<nil>"))
 			}
-			if d := deploymentFor(fs, "img", secretDigests{}); d.Spec.Template.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != pvc.Name {
-				t.Errorf("the Deployment mounts another claim than %s", pvc.Name)
+			volumes := deploymentFor(fs, "img", secretDigests{}).Spec.Template.Spec.Volumes
+			if i := slices.IndexFunc(volumes, func(v corev1.Volume) bool { return v.Name == "data" }); i < 0 ||
+				volumes[i].PersistentVolumeClaim == nil || volumes[i].PersistentVolumeClaim.ClaimName != pvc.Name {
+				t.Errorf("the Deployment mounts another claim than %s: %+v", pvc.Name, volumes)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package controllers
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -84,13 +86,17 @@ func everyField(fs *faucetv1alpha1.FaucetServer) {
 		PerIP:      &faucetv1alpha1.RateLimit{Requests: 8, Window: duration(20 * time.Minute)},
 	}
 	fs.Spec.Assets = faucetv1alpha1.AssetList{sb, tusd, btc}
+	// The switches reach the faucet through the switches file, not flags.
 	fs.Spec.SuspendedAssets = []string{"tusd", "stx"}
+	fs.Spec.DisabledAssets = []string{"btc", "sbtc"}
+	fs.Spec.MCP = &faucetv1alpha1.MCPSpec{Enabled: ptr.To(false)}
 }
 
 // TestServerArgsParseBack: for a minimal FaucetServer and one with every
 // field set (either store), the pod's arguments parse to the options the
-// operator built, and those are valid; a minimal one is serve's defaults
-// but for the node, the keys and the store.
+// operator built, and those are valid with the switches file the pod
+// mounts from the switches' ConfigMap; a minimal one is serve's defaults
+// but for the node, the keys, the store and the switches file.
 func TestServerArgsParseBack(t *testing.T) {
 	for name, fs := range map[string]*faucetv1alpha1.FaucetServer{
 		"minimal":                          fixture(),
@@ -105,6 +111,12 @@ func TestServerArgsParseBack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkArgsParseBack(t, fs)
 			o := serverOptions(fs)
+			if o.Abuse.SwitchesFile != "/etc/faucet/switches/switches.json" {
+				t.Fatalf("switches file %q", o.Abuse.SwitchesFile)
+			}
+			// Validate reads the switches file: give it what the kubelet
+			// projects from the ConfigMap into the pod.
+			o.Abuse.SwitchesFile = writeSwitchesFile(t, fs)
 			if err := o.Validate(); err != nil {
 				t.Errorf("the operator's options do not validate: %v", err)
 			}
@@ -112,7 +124,24 @@ func TestServerArgsParseBack(t *testing.T) {
 	}
 	want := options.Defaults()
 	want.Node.URLs, want.Keys.File, want.Store.DSN = options.URLList{"http://stacks-node:20443"}, "/etc/faucet/keys/keys", "/var/lib/faucet/faucet.db"
+	want.Abuse.SwitchesFile = "/etc/faucet/switches/switches.json"
 	if got := serverOptions(fixture()); !reflect.DeepEqual(got, want) {
 		t.Errorf("a minimal FaucetServer's options\n %+v\nwant serve's defaults but for the node, keys and store\n %+v", got, want)
 	}
+}
+
+// writeSwitchesFile writes the switches.json of fs's switches' ConfigMap
+// to a file of t's, as the kubelet projects it into the pod, and returns
+// its path.
+func writeSwitchesFile(t *testing.T, fs *faucetv1alpha1.FaucetServer) string {
+	t.Helper()
+	data, ok := switchesFor(fs).Data["switches.json"]
+	if !ok {
+		t.Fatal("the switches' ConfigMap has no switches.json")
+	}
+	p := filepath.Join(t.TempDir(), "switches.json")
+	if err := os.WriteFile(p, []byte(data), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -20,15 +20,15 @@ func TestChildNames(t *testing.T) {
 		want []string
 	}{
 		"embedded store: the claim": {
-			want: []string{"ServiceAccount/faucet", "Service/faucet", "Deployment/faucet", "PersistentVolumeClaim/faucet-data"},
+			want: []string{"ServiceAccount/faucet", "Service/faucet", "ConfigMap/faucet-switches", "Deployment/faucet", "PersistentVolumeClaim/faucet-data"},
 		},
 		"postgres, one replica: no claim, no budget": {
 			mutate: postgres(1),
-			want:   []string{"ServiceAccount/faucet", "Service/faucet", "Deployment/faucet"},
+			want:   []string{"ServiceAccount/faucet", "Service/faucet", "ConfigMap/faucet-switches", "Deployment/faucet"},
 		},
 		"postgres, several replicas: the budget": {
 			mutate: postgres(3),
-			want:   []string{"ServiceAccount/faucet", "Service/faucet", "Deployment/faucet", "PodDisruptionBudget/faucet"},
+			want:   []string{"ServiceAccount/faucet", "Service/faucet", "ConfigMap/faucet-switches", "Deployment/faucet", "PodDisruptionBudget/faucet"},
 		},
 	}
 	for name, tt := range tests {
