@@ -167,6 +167,9 @@ func deploymentReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, 
 		if sa := fs.Spec.SuspendedAssets; len(sa) > 0 {
 			msg += fmt.Sprintf("; suspended: %s (drips answer 403)", strings.Join(sa, ", "))
 		}
+		if da := fs.Spec.DisabledAssets; len(da) > 0 {
+			msg += fmt.Sprintf("; turned off: %s", strings.Join(da, ", "))
+		}
 		return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable, message: msg}
 	case phaseStalled:
 		return stalledOn(faucetv1alpha1.ReasonProgressDeadlineExceeded, msg)

@@ -381,6 +381,14 @@ func TestReadinessOf(t *testing.T) {
 			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable,
 				message: "the faucet serves at " + url + "; suspended: stx, sbtc (drips answer 403)"},
 		},
+		"some assets turned off": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.SuspendedAssets, fs.Spec.DisabledAssets = []string{"sbtc"}, []string{"stx", "btc"}
+			},
+			obs: observation{keys: goodKeys, deployment: deployment(available)},
+			want: readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonAvailable,
+				message: "the faucet serves at " + url + "; suspended: sbtc (drips answer 403); turned off: stx, btc"},
+		},
 		"an error outranks everything, and is retried": {
 			obs: observation{keys: bad, conflict: "taken", invalidAsset: "bad", err: errors.New("boom")},
 			want: readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonReconcileFailed,

@@ -256,6 +256,13 @@ func (r *serveRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	warnUnknownSwitches := func(st switches.State) {
+		if err := o.CheckSwitches(st); err != nil {
+			r.log.Warn("the switches name an asset this faucet does not drip; that name is ignored", "err", err)
+		}
+	}
+	warnUnknownSwitches(sw.Load())
+	sw.OnChange(warnUnknownSwitches)
 	h := server.New(server.Config{
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
@@ -282,7 +289,7 @@ func (r *serveRun) run(ctx context.Context) error {
 		task{"api tokens reload", func(ctx context.Context) error { r.checks.Run(ctx); return nil }},
 		task{"switches file", func(ctx context.Context) error {
 			if o.Abuse.SwitchesFile != "" {
-				sw.Follow(ctx, o.Abuse.SwitchesFile, switchesPoll, o.CheckSwitches, r.log)
+				sw.Follow(ctx, o.Abuse.SwitchesFile, switchesPoll, nil, r.log)
 			}
 			<-ctx.Done()
 			return nil

@@ -144,19 +144,23 @@ func (o *Serve) Validate() error {
 
 // suspendValidate checks that --suspend-asset and --disable-asset name
 // assets the faucet knows: a typo would otherwise leave the asset it meant
-// on. A switches file is checked likewise when it is read.
+// on. A switches file must parse; names in it that this faucet does not
+// drip are only warned of when it is applied (the operator may write a
+// switch for an asset before the pods that drip it roll out, and a pod
+// that refused to start, or a running one that ignored the whole file,
+// would miss a suspension that matters).
 func (o *Serve) suspendValidate() error {
 	st := o.Abuse.Switches()
-	if o.Abuse.SwitchesFile != "" {
-		if st.Suspend || len(st.SuspendedAssets) > 0 || len(st.DisabledAssets) > 0 {
-			return errors.New("--switches-file replaces --suspend, --suspend-asset and --disable-asset: set the switches in the file")
-		}
-		var err error
-		if st, err = switches.ReadFile(o.Abuse.SwitchesFile); err != nil {
-			return fmt.Errorf("--switches-file: %w", err)
-		}
+	if o.Abuse.SwitchesFile == "" {
+		return o.CheckSwitches(st)
 	}
-	return o.CheckSwitches(st)
+	if st.Suspend || len(st.SuspendedAssets) > 0 || len(st.DisabledAssets) > 0 {
+		return errors.New("--switches-file replaces --suspend, --suspend-asset and --disable-asset: set the switches in the file")
+	}
+	if _, err := switches.ReadFile(o.Abuse.SwitchesFile); err != nil {
+		return fmt.Errorf("--switches-file: %w", err)
+	}
+	return nil
 }
 
 // CheckSwitches checks that st names only assets the faucet knows: those

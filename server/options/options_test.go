@@ -4,6 +4,8 @@ import (
 	"flag"
 	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -348,6 +350,16 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			want: "--switches-file replaces --suspend"},
 		"switches file missing": {base: real, mutate: func(o *options.Serve) { o.Abuse.SwitchesFile = "/nonexistent/switches.json" },
 			want: "--switches-file: read switches file"},
+		// The operator may name an asset before the pods that drip it
+		// roll out: warned of when applied, never a refusal to start.
+		"switches file naming an asset it does not drip": {base: real, mutate: func(o *options.Serve) {
+			o.Abuse.SwitchesFile = filepath.Join(t.TempDir(), "switches.json")
+			_ = os.WriteFile(o.Abuse.SwitchesFile, []byte(`{"suspendedAssets":["tusd"],"disabledAssets":["doge"]}`), 0o600)
+		}},
+		"switches file that is not JSON": {base: real, mutate: func(o *options.Serve) {
+			o.Abuse.SwitchesFile = filepath.Join(t.TempDir(), "switches.json")
+			_ = os.WriteFile(o.Abuse.SwitchesFile, []byte(`suspend: true`), 0o600)
+		}, want: "--switches-file: switches:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := options.Defaults()

@@ -8,10 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"slices"
 	"testing"
 	"time"
 

@@ -35,8 +35,8 @@ type SQLite struct {
 	reader *sql.DB
 
 	put, del, record, nth, slot, spend, use *sql.Stmt // on writer
-	list, byTxID                       *sql.Stmt // on reader
-	now                                func() time.Time
+	list, byTxID                            *sql.Stmt // on reader
+	now                                     func() time.Time
 
 	ops        chan *writeOp // to the writer goroutine
 	closing    chan struct{}
