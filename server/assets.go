@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // The assets the HTTP layer serves are data: STX, the engine's configured
@@ -12,6 +13,14 @@ import (
 // Every one gets POST /extended/v1/faucets/{name} and
 // /extended/v3/faucets/{name}; /faucet/v1/info, the page and the metrics
 // list them the same way.
+
+// catalogue is what the faucet offers: its assets, how people name them,
+// and the operator's switches on them. The server embeds it.
+type catalogue struct {
+	engine   Reporter      // the tokens
+	btc      BTCFaucet     // nil: BTC is not configured
+	switches *switches.Set // nil: every asset on
+}
 
 // assetBTC names BTC drips in routes, metrics and logs.
 const assetBTC faucet.Asset = "btc"
@@ -27,9 +36,9 @@ var incumbentAssets = []struct {
 
 // stacksAssets lists the Stacks assets the faucet drips: STX, then its
 // tokens.
-func (s *server) stacksAssets() []faucet.Asset {
+func (c *catalogue) stacksAssets() []faucet.Asset {
 	out := []faucet.Asset{faucet.AssetSTX}
-	for _, t := range s.cfg.Faucet.Tokens() {
+	for _, t := range c.engine.Tokens() {
 		out = append(out, t.Name)
 	}
 	return out
@@ -37,20 +46,20 @@ func (s *server) stacksAssets() []faucet.Asset {
 
 // assetNames lists every asset the faucet drips, for answers that name
 // them.
-func (s *server) assetNames() []string {
+func (c *catalogue) assetNames() []string {
 	var out []string
-	for _, a := range s.stacksAssets() {
+	for _, a := range c.stacksAssets() {
 		out = append(out, string(a))
 	}
-	if s.cfg.BTC != nil {
+	if c.btc != nil {
 		out = append(out, string(assetBTC))
 	}
 	return out
 }
 
 // token finds a configured token by name.
-func (s *server) token(name faucet.Asset) (faucet.TokenInfo, bool) {
-	for _, t := range s.cfg.Faucet.Tokens() {
+func (c *catalogue) token(name faucet.Asset) (faucet.TokenInfo, bool) {
+	for _, t := range c.engine.Tokens() {
 		if t.Name == name {
 			return t, true
 		}
@@ -60,45 +69,67 @@ func (s *server) token(name faucet.Asset) (faucet.TokenInfo, bool) {
 
 // assetOn reports whether the faucet drips asset now: configured (STX
 // always, a token when it is, BTC when its node is) and not turned off.
-func (s *server) assetOn(asset faucet.Asset) bool {
-	return s.configured(asset) && !s.turnedOff(asset)
+func (c *catalogue) assetOn(asset faucet.Asset) bool {
+	return c.configured(asset) && !c.turnedOff(asset)
 }
 
 // configured reports whether the faucet is set up to drip asset.
-func (s *server) configured(asset faucet.Asset) bool {
+func (c *catalogue) configured(asset faucet.Asset) bool {
 	switch {
 	case asset.IsSTX():
 		return true
 	case asset == assetBTC:
-		return s.cfg.BTC != nil
+		return c.btc != nil
 	}
-	_, ok := s.token(asset)
+	_, ok := c.token(asset)
 	return ok
 }
 
 // turnedOff reports whether the operator turned asset off (--disable-asset,
 // spec.disabledAssets).
-func (s *server) turnedOff(asset faucet.Asset) bool {
-	return s.cfg.Switches.Load().Off(string(asset.OrSTX()))
+func (c *catalogue) turnedOff(asset faucet.Asset) bool {
+	return c.switches.Load().Off(string(asset.OrSTX()))
 }
 
 // suspended reports whether the operator suspended asset's drips: all of
 // them (--suspend) or this asset's (--suspend-asset).
-func (s *server) suspended(asset faucet.Asset) bool {
-	return s.cfg.Switches.Load().Suspended(string(asset.OrSTX()))
+func (c *catalogue) suspended(asset faucet.Asset) bool {
+	return c.switches.Load().Suspended(string(asset.OrSTX()))
 }
 
 // suspendedMessage says who suspended what, for people.
-func (s *server) suspendedMessage(asset faucet.Asset) string {
-	if s.cfg.Switches.Load().Suspend {
+func (c *catalogue) suspendedMessage(asset faucet.Asset) string {
+	if c.switches.Load().Suspend {
 		return "The faucet is suspended by its operator."
 	}
-	return "The " + s.assetLabel(asset) + " faucet is suspended by its operator."
+	return "The " + c.assetLabel(asset) + " faucet is suspended by its operator."
+}
+
+// knownAsset reports whether asset has drip routes here: the assets the
+// faucet is configured for, and the incumbent's sbtc and btc.
+func (c *catalogue) knownAsset(asset faucet.Asset) bool {
+	if asset.IsSTX() || asset == assetBTC || asset == "sbtc" {
+		return true
+	}
+	_, ok := c.token(asset)
+	return ok
+}
+
+// switchedState is asset's state with the operator's switches applied:
+// off, else suspended, else state as it is.
+func (c *catalogue) switchedState(asset faucet.Asset, state, message string) (string, string) {
+	switch {
+	case c.turnedOff(asset):
+		return stateOff, "The " + c.assetLabel(asset) + " faucet is turned off by its operator: its drips answer 403."
+	case c.suspended(asset):
+		return stateSuspended, c.suspendedMessage(asset)
+	}
+	return state, message
 }
 
 // assetLabel is how people write the asset's name: the incumbent's, else
 // a token's symbol as its contract says it, else its name in capitals.
-func (s *server) assetLabel(asset faucet.Asset) string {
+func (c *catalogue) assetLabel(asset faucet.Asset) string {
 	if asset.IsSTX() {
 		return "STX"
 	}
@@ -107,7 +138,7 @@ func (s *server) assetLabel(asset faucet.Asset) string {
 			return a.label
 		}
 	}
-	if t, ok := s.token(asset); ok && t.Metadata != nil && t.Metadata.Symbol != "" {
+	if t, ok := c.token(asset); ok && t.Metadata != nil && t.Metadata.Symbol != "" {
 		return t.Metadata.Symbol
 	}
 	return strings.ToUpper(string(asset))
@@ -120,12 +151,12 @@ const btcNotConfigured = "BTC Faucet is not configured."
 // assetOff is the incumbent's 403 for an asset this faucet does not drip
 // now: "… faucet is not available" when it is turned off or (a token) not
 // configured, "BTC Faucet is not configured." for BTC without a node.
-func (s *server) assetOff(asset faucet.Asset) *dripFailure {
-	msg, reason, detail := s.assetLabel(asset)+" faucet is not available", string(faucet.ReasonDisabled), ""
+func (c *catalogue) assetOff(asset faucet.Asset) *dripFailure {
+	msg, reason, detail := c.assetLabel(asset)+" faucet is not available", string(faucet.ReasonDisabled), ""
 	switch {
-	case s.turnedOff(asset):
-		detail = "the " + s.assetLabel(asset) + " faucet is turned off by its operator"
-	case asset == assetBTC && !s.configured(asset):
+	case c.turnedOff(asset):
+		detail = "the " + c.assetLabel(asset) + " faucet is turned off by its operator"
+	case asset == assetBTC && !c.configured(asset):
 		msg, reason = btcNotConfigured, reasonNotConfigured
 	}
 	return &dripFailure{status: http.StatusForbidden, reason: reason, message: msg, detail: detail, v3Message: msg}

@@ -197,16 +197,6 @@ func (b *eligibilityBody) setRetry(now time.Time, d time.Duration) {
 	b.NextAllowedAt = now.Add(time.Duration(b.RetryAfterSeconds) * time.Second).UTC().Format(time.RFC3339)
 }
 
-// knownAsset reports whether asset has drip routes here: the assets the
-// faucet is configured for, and the incumbent's sbtc and btc.
-func (s *server) knownAsset(asset faucet.Asset) bool {
-	if asset.IsSTX() || asset == assetBTC || asset == "sbtc" {
-		return true
-	}
-	_, ok := s.token(asset)
-	return ok
-}
-
 // dripAmount is what a Stacks drip of asset pays now, in base units.
 func (s *server) dripAmount(ctx context.Context, asset faucet.Asset, stacking bool) (uint64, bool) {
 	switch {

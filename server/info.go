@@ -292,18 +292,6 @@ func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
 	return a
 }
 
-// switchedState is asset's state with the operator's switches applied:
-// off, else suspended, else state as it is.
-func (s *server) switchedState(asset faucet.Asset, state, message string) (string, string) {
-	switch {
-	case s.turnedOff(asset):
-		return stateOff, "The " + s.assetLabel(asset) + " faucet is turned off by its operator: its drips answer 403."
-	case s.suspended(asset):
-		return stateSuspended, s.suspendedMessage(asset)
-	}
-	return state, message
-}
-
 // sats is a count or satoshi amount the BTC side keeps signed, never
 // below zero on the wire.
 func sats(v int64) uint64 { return uint64(max(v, 0)) }

@@ -38,8 +38,12 @@ const (
 // headers. Whatever a client sends under this name is dropped first.
 const headerMCPClientIP = "X-Faucet-Internal-Client-Ip"
 
+// mcpTools are the tools' handlers, over the server's admission.
+type mcpTools struct{ s *server }
+
 // mcpHandler builds the MCP server and its HTTP handler.
-func (s *server) mcpHandler() http.Handler {
+func mcpHandler(s *server) http.Handler {
+	tools := mcpTools{s}
 	srv := mcp.NewServer(&mcp.Implementation{
 		Name: "stacks-testnet-faucet", Title: "Stacks testnet faucet", Version: s.cfg.Version,
 	}, &mcp.ServerOptions{
@@ -60,7 +64,7 @@ func (s *server) mcpHandler() http.Handler {
 			"it is mined; follow it with " + toolDripStatus + ". Limited per address and per client like the HTTP API.",
 		InputSchema: dripSchema(assets),
 		Annotations: &mcp.ToolAnnotations{Title: "Request testnet coins", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
-	}, s.mcpDrip)
+	}, tools.drip)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        toolDripStatus,
 		Title:       "Follow a drip",
@@ -69,14 +73,14 @@ func (s *server) mcpHandler() http.Handler {
 			"txid": {Type: "string", Description: "The drip's transaction id: 0x and 64 hex digits for Stacks, 64 hex digits for Bitcoin.", MinLength: ptr(64), MaxLength: ptr(66)},
 		}, "txid"),
 		Annotations: readOnly,
-	}, s.mcpDripStatus)
+	}, tools.dripStatus)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        toolInfo,
 		Title:       "Faucet information",
 		Description: "The faucet's assets with their amounts, limits, state and funding, its network and chain tip, and whether a proof of work is asked; the same document as GET /faucet/v1/info.",
 		InputSchema: objectSchema(map[string]*jsonschema.Schema{}),
 		Annotations: readOnly,
-	}, s.mcpInfo)
+	}, tools.info)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  toolEligibility,
 		Title: "Check eligibility",
@@ -84,7 +88,7 @@ func (s *server) mcpHandler() http.Handler {
 			"when it would be refused, why and when the next is allowed. Reserves nothing.",
 		InputSchema: eligibilitySchema(assets),
 		Annotations: readOnly,
-	}, s.mcpEligibility)
+	}, tools.eligibility)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: s.log.With("component", "mcp"),
@@ -224,20 +228,20 @@ func parseSize(size string, asset faucet.Asset) (btcfaucet.Size, error) {
 	return 0, badInput("invalid size, use default, large or xlarge", "invalid_amount")
 }
 
-func (s *server) mcpDrip(ctx context.Context, req *mcp.CallToolRequest, in mcpDripInput) (*mcp.CallToolResult, mcpDripOutput, error) {
+func (t mcpTools) drip(ctx context.Context, req *mcp.CallToolRequest, in mcpDripInput) (*mcp.CallToolResult, mcpDripOutput, error) {
 	var out mcpDripOutput
 	asset := faucet.Asset(in.Asset)
-	if !s.knownAsset(asset) {
-		return nil, out, badInput("this faucet does not drip "+shortName(in.Asset)+"; it drips "+strings.Join(s.assetNames(), ", "), "unknown_asset")
+	if !t.s.knownAsset(asset) {
+		return nil, out, badInput("this faucet does not drip "+shortName(in.Asset)+"; it drips "+strings.Join(t.s.assetNames(), ", "), "unknown_asset")
 	}
-	if !s.assetOn(asset) {
-		f := s.assetOff(asset)
-		s.metrics.observeDrip(asset, f.reason, nil)
-		return nil, out, &toolError{f.body(s.cfg.Now())}
+	if !t.s.assetOn(asset) {
+		f := t.s.assetOff(asset)
+		t.s.metrics.observeDrip(asset, f.reason, nil)
+		return nil, out, &toolError{f.body(t.s.cfg.Now())}
 	}
 	size, err := parseSize(in.Size, asset)
 	if err != nil {
-		s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+		t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
 		return nil, out, err
 	}
 	r := mcpRequest(ctx, req)
@@ -246,61 +250,61 @@ func (s *server) mcpDrip(ctx context.Context, req *mcp.CallToolRequest, in mcpDr
 		r.Header.Set(headerSolution, in.PoWSolution)
 	}
 	if asset == assetBTC {
-		addr, err := bitcoin.ParseAddress(in.Address, s.cfg.BTC.Network())
+		addr, err := bitcoin.ParseAddress(in.Address, t.s.cfg.BTC.Network())
 		if err != nil {
-			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-			return nil, out, &toolError{btcAddressError(strings.TrimSpace(in.Address), s.cfg.BTC.Network(), err)}
+			t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+			return nil, out, &toolError{btcAddressError(strings.TrimSpace(in.Address), t.s.cfg.BTC.Network(), err)}
 		}
 		if in.Stacking {
 			return nil, out, badInput("stacking drips are STX only", "invalid_stacking")
 		}
-		d, fail := s.dispenseBTC(nil, r, addr, size)
+		d, fail := t.s.dispenseBTC(nil, r, addr, size)
 		if fail != nil {
-			return nil, out, &toolError{fail.body(s.cfg.Now())}
+			return nil, out, &toolError{fail.body(t.s.cfg.Now())}
 		}
 		return nil, mcpDripOutput{Asset: in.Asset, Address: addr.String(), TxID: d.TxID, Chain: "bitcoin",
 			Amount: strconv.FormatInt(d.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", d.TxID, 1)}, nil
 	}
-	p, bad := s.parseRecipient(strings.TrimSpace(in.Address), asset)
+	p, bad := t.s.parseRecipient(strings.TrimSpace(in.Address), asset)
 	if bad != nil {
-		s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
+		t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
 		return nil, out, &toolError{*bad}
 	}
 	if in.Stacking && !asset.IsSTX() {
-		return nil, out, badInput("stacking drips are STX only; drop stacking for "+s.assetLabel(asset), "invalid_stacking")
+		return nil, out, badInput("stacking drips are STX only; drop stacking for "+t.s.assetLabel(asset), "invalid_stacking")
 	}
-	res, fail := s.dispense(nil, r, faucet.Request{Recipient: p, Asset: asset, Stacking: in.Stacking})
+	res, fail := t.s.dispense(nil, r, faucet.Request{Recipient: p, Asset: asset, Stacking: in.Stacking})
 	if fail != nil {
-		return nil, out, &toolError{fail.body(s.cfg.Now())}
+		return nil, out, &toolError{fail.body(t.s.cfg.Now())}
 	}
 	txid := res.TxID.Hex0x()
 	return nil, mcpDripOutput{Asset: string(asset.OrSTX()), Address: p.String(), TxID: txid, Chain: "stacks",
 		Amount: strconv.FormatUint(res.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", txid, 1)}, nil
 }
 
-func (s *server) mcpDripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, dripStatusBody, error) {
+func (t mcpTools) dripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, dripStatusBody, error) {
 	id, err := stacks.ParseTxID(strings.TrimSpace(in.TxID))
 	if err != nil {
 		return nil, dripStatusBody{}, badInput("invalid txid: "+err.Error(), "invalid_txid")
 	}
-	return nil, s.dripStatus(ctx, id), nil
+	return nil, t.s.dripStatus(ctx, id), nil
 }
 
-func (s *server) mcpInfo(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, infoBody, error) {
-	body, err := s.info(ctx)
+func (t mcpTools) info(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, infoBody, error) {
+	body, err := t.s.info(ctx)
 	if err != nil {
 		return nil, infoBody{}, badInput("the request ended before the faucet answered", "canceled")
 	}
 	return nil, body, nil
 }
 
-func (s *server) mcpEligibility(ctx context.Context, req *mcp.CallToolRequest, in mcpEligibilityInput) (*mcp.CallToolResult, eligibilityBody, error) {
+func (t mcpTools) eligibility(ctx context.Context, req *mcp.CallToolRequest, in mcpEligibilityInput) (*mcp.CallToolResult, eligibilityBody, error) {
 	asset := faucet.Asset(in.Asset)
 	size, err := parseSize(in.Size, asset)
 	if err != nil {
 		return nil, eligibilityBody{}, err
 	}
-	body, _, bad := s.eligibility(ctx, mcpRequest(ctx, req), eligibilityQuery{asset: asset, address: in.Address, stacking: in.Stacking, size: size})
+	body, _, bad := t.s.eligibility(ctx, mcpRequest(ctx, req), eligibilityQuery{asset: asset, address: in.Address, stacking: in.Stacking, size: size})
 	if bad != nil {
 		return nil, eligibilityBody{}, &toolError{*bad}
 	}

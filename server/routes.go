@@ -59,7 +59,7 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		{http.MethodGet, "/metrics", s.metrics.Handler()},
 	}...)
 	if s.cfg.MCP {
-		mcp := s.mcpHandler()
+		mcp := mcpHandler(s)
 		routes = append(routes, route{http.MethodPost, pathMCP, mcp}, route{http.MethodGet, pathMCP, mcp}, route{http.MethodDelete, pathMCP, mcp})
 	}
 	allowed := map[string][]string{} // path → methods, in registration order

@@ -116,7 +116,8 @@ type Config struct {
 
 // server carries the dependencies the handlers share.
 type server struct {
-	cfg     Config
+	cfg Config
+	catalogue
 	log     *slog.Logger
 	metrics *Metrics
 	status  *statusCache
@@ -181,9 +182,10 @@ func New(cfg Config) http.Handler {
 	}
 
 	s := &server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		metrics: cfg.Metrics,
+		cfg:       cfg,
+		catalogue: catalogue{engine: cfg.Faucet, btc: cfg.BTC, switches: cfg.Switches},
+		log:       cfg.Logger,
+		metrics:   cfg.Metrics,
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
