@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // `faucet serve --switches-file`, as the operator runs it: the faucet
@@ -22,7 +20,7 @@ func TestServeFollowsTheSwitchesFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "switches.json")
 	write := func(s string) {
 		t.Helper()
-		tmp := file + ".new"
+		tmp := file + ".new" // replaced whole, as the kubelet does
 		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -31,54 +29,30 @@ func TestServeFollowsTheSwitchesFile(t *testing.T) {
 		}
 	}
 	write(`{"suspendedAssets":["doge"]}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	logs := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--devnet", "--devnet-btc=false", "--listen", "127.0.0.1:0", "--block-time", "100ms",
-			"--log-format", "text", "--switches-file", file}, pw, io.Discard)
-		pw.Close()
-	}()
-	curlRE := regexp.MustCompile(`curl -sX POST '(http://127\.0\.0\.1:\d+/extended/v1/faucets/stx\?address=ST[0-9A-Z]+)'`)
-	var dripURL string
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		logs.add(sc.Text())
-		if m := curlRE.FindStringSubmatch(sc.Text()); m != nil {
-			dripURL = m[1]
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if dripURL == "" {
-		t.Fatalf("no drip URL in the banner:\n%s", logs.String())
-	}
-	status := func() int {
-		resp, err := http.Post(dripURL, "", nil)
+	base, _ := startServeDevnet(t, "--devnet-btc=false", "--switches-file", file)
+	fresh := func() string {
+		k, err := stacks.GeneratePrivateKey()
 		if err != nil {
-			return 0
+			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return k.TestnetAddress().String()
 	}
-	// One address, a limit of 5 per 5 min: a refused drip is not charged.
-	write(`{"disabledAssets":["stx"]}`)
-	if err := eventually.Wait(t, 10*time.Second, func() bool { return status() == http.StatusForbidden }); err != nil {
-		t.Fatalf("STX still on after the file turned it off: %v", err)
-	}
-	write(`{}`)
-	if err := eventually.Wait(t, 10*time.Second, func() bool { return status() == http.StatusOK }); err != nil {
-		t.Fatalf("STX still off after the file turned it on: %v", err)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v", err)
+	for _, step := range []struct {
+		file     string
+		eligible bool
+		code     int
+	}{{`{"disabledAssets":["stx"]}`, false, http.StatusForbidden}, {`{}`, true, http.StatusOK}} {
+		write(step.file)
+		// Eligibility reserves nothing: it can be asked until the switch
+		// is in force without using up a limit.
+		if err := eventually.Wait(t, 10*time.Second, func() bool {
+			body := get(t, base+"/faucet/v1/eligibility?asset=stx&address="+fresh())
+			return strings.Contains(body, `"eligible":`) && strings.Contains(body, `"eligible":true`) == step.eligible
+		}); err != nil {
+			t.Fatalf("%s not in force: %v", step.file, err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop")
+		if code, body := post(t, base+"/extended/v1/faucets/stx?address="+fresh(), "", ""); code != step.code {
+			t.Fatalf("%s: a drip answered %d %s, want %d", step.file, code, body, step.code)
+		}
 	}
 }
