@@ -117,6 +117,10 @@ func serviceAccountFor(fs *faucetv1alpha1.FaucetServer) *corev1.ServiceAccount {
 // switches.
 func SwitchesConfigMapName(fs *faucetv1alpha1.FaucetServer) string { return fs.Name + "-switches" }
 
+// SwitchesConfigMapFor is the ConfigMap of fs's switches the pods mount
+// (for tests that play the kubelet's part).
+func SwitchesConfigMapFor(fs *faucetv1alpha1.FaucetServer) *corev1.ConfigMap { return switchesFor(fs) }
+
 // switchesFor is the ConfigMap of fs's switches. It is mounted as a
 // directory (never subPath), so the kubelet replaces the file in the
 // running pods and the faucet applies it without a restart; its content is

@@ -63,6 +63,7 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"pow-ttl":            guard.DefaultChallengeTTL.String(),
 		"explorer-tx-url":    server.DefaultExplorerTxURL,
 		"low-drips":          strconv.Itoa(server.DefaultLowDrips),
+		"mcp":                strconv.FormatBool(options.Defaults().HTTP.MCP),
 		"history-retention":  options.DefaultHistoryRetention.String(),
 		// Settings of serve alone: the devnet, logging.
 		"devnet-keys": "4", "devnet-sbtc": "true", "devnet-test-token": "true", "block-time": (2 * time.Second).String(),

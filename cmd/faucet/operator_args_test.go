@@ -38,6 +38,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
 // crdSpecSchema reads the generated CRD and returns the schema of spec.
@@ -287,6 +288,9 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"fee":        func(raw string) { same("fee", raw, "{}", raw) },
 		"rateLimits": func(raw string) { same("rateLimits", raw, "{}", raw) },
 		"service":    func(raw string) { same("service", raw, "{}", raw) },
+		"mcp.enabled": func(raw string) {
+			same("mcp.enabled", raw, strconv.FormatBool(o.HTTP.MCP), raw)
+		},
 	}
 	for _, p := range slices.Sorted(maps.Keys(defaults)) {
 		check, ok := checks[p]
@@ -541,10 +545,24 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			if err := parseWithEnv(newServeFlags(&got), c.Args[1:]); err != nil {
 				t.Fatalf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			// The kubelet's part again: the switches' ConfigMap, as a file.
+			const switchesPath = "/etc/faucet/switches/switches.json"
+			if got.Abuse.SwitchesFile != switchesPath {
+				t.Fatalf("--switches-file %q, want the ConfigMap's mount %s", got.Abuse.SwitchesFile, switchesPath)
+			}
+			file := filepath.Join(t.TempDir(), "switches.json")
+			if err := os.WriteFile(file, []byte(controllers.SwitchesConfigMapFor(tt.fs).Data["switches.json"]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got.Abuse.SwitchesFile = file
 			// What the CRD accepts, serve's own checks accept too.
 			if err := got.Validate(); err != nil {
 				t.Errorf("faucet serve %q: %v", c.Args[1:], err)
 			}
+			if st, err := switches.ReadFile(file); err != nil || st.Suspend != tt.fs.Spec.Suspend {
+				t.Errorf("switches %+v (%v), want suspend %v", st, err, tt.fs.Spec.Suspend)
+			}
+			got.Abuse.SwitchesFile = switchesPath
 			want := defaults
 			// The lame duck the pod's grace period is sized for: a pod
 			// of several replicas has one.
@@ -552,6 +570,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				want.HTTP.ShutdownDelay = 8 * time.Second
 			}
 			tt.want(&want)
+			want.Abuse.SwitchesFile = switchesPath // every pod follows its ConfigMap
 			// Every field of options.Serve: one added to it is compared
 			// without touching this test.
 			if !reflect.DeepEqual(got, want) {
@@ -627,7 +646,6 @@ func fullOptions(store string) func(o *options.Serve) {
 			},
 			IPDeny:     options.PrefixList{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:bad::1/128")},
 			BalanceCap: 5_000_000_000,
-			Suspend:    true,
 		}
 		o.Assets.Tokens = options.TokenList{{
 			Name: "sbtc", Asset: stacks.SBTCTestnet, Amount: 250_000,
