@@ -542,8 +542,25 @@ func runPod(t *testing.T, ctx context.Context, c client.Client, dep *appsv1.Depl
 				volumes[claim] = t.TempDir()
 			}
 			mounts[vm.MountPath] = volumes[claim]
+		case vol.ConfigMap != nil:
+			// The switches: the FaucetServer's own ConfigMap, its keys as
+			// files (the kubelet would refresh them; this pod is short).
+			var cm corev1.ConfigMap
+			if err := c.Get(ctx, client.ObjectKey{Namespace: dep.Namespace, Name: vol.ConfigMap.Name}, &cm); err != nil {
+				t.Fatalf("ConfigMap %s: %v", vol.ConfigMap.Name, err)
+			}
+			if ref := metav1.GetControllerOf(&cm); ref == nil || ref.Kind != "FaucetServer" {
+				t.Fatalf("ConfigMap %s is not controlled by a FaucetServer: %+v", cm.Name, cm.OwnerReferences)
+			}
+			dir := t.TempDir()
+			for k, v := range cm.Data {
+				if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mounts[vm.MountPath] = dir
 		default:
-			t.Fatalf("volume %q is neither a Secret nor a PersistentVolumeClaim", vm.Name)
+			t.Fatalf("volume %q is neither a Secret, a ConfigMap nor a PersistentVolumeClaim", vm.Name)
 		}
 	}
 	port := freePort(t)
