@@ -342,6 +342,9 @@ func (r *serveRun) logStart(addr net.Addr) {
 	}
 	if o.Devnet.On {
 		printDevnetBanner(r.stdout, addr, r.devnetURL, f.Addresses(), f.Tokens())
+		if o.HTTP.MCP {
+			fmt.Fprintf(r.stdout, "Agents (MCP, streamable HTTP): http://%s/mcp\n  claude mcp add --transport http stacks-testnet-faucet http://%s/mcp\n\n", browseHost(addr), browseHost(addr))
+		}
 		printDevnetBTCBanner(r.stdout, addr, r.btc)
 		if ts, ok := f.Treasury(); ok {
 			fmt.Fprintf(r.stdout, "  treasury:         %s (refills a faucet key below %d µSTX with %d µSTX)\n\n", ts.Address, ts.RefillBelow, ts.RefillAmount)
