@@ -286,14 +286,31 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 	return res, 0, true, nil
 }
 
-// Peek reads each bucket's use from a reader connection: nothing is
-// reserved, so it need not wait for the writer.
+// Peek reads each bucket's use from a reader connection (nothing is
+// reserved, so it need not wait for the writer): one query per bucket,
+// one more for a full bucket's wait.
 func (s *SQLite) Peek(ctx context.Context, now time.Time, buckets []guard.Bucket) ([]guard.BucketUse, error) {
-	use, err := peekBuckets(now, buckets, func(q string, args ...any) scanner { return s.reader.QueryRowContext(ctx, q, args...) })
-	if err != nil {
-		return nil, sqliteErr("limiter peek", err)
+	out := make([]guard.BucketUse, len(buckets))
+	at := now.UnixNano()
+	for i, b := range buckets {
+		if b.Limit.Requests <= 0 {
+			continue
+		}
+		cutoff := at - b.Limit.Window.Nanoseconds()
+		var n, first int64
+		if err := s.reader.QueryRowContext(ctx, sqlBucketUse, b.Key, cutoff).Scan(&n, &first); err != nil {
+			return nil, sqliteErr("limiter peek", fmt.Errorf("bucket %s: %w", b.Key, err))
+		}
+		out[i] = guard.UseBefore(int(n), time.Unix(0, first), b.Limit.Window, now)
+		if n >= int64(b.Limit.Requests) {
+			var nth int64
+			if err := s.reader.QueryRowContext(ctx, sqlNthNewest, b.Key, cutoff, b.Limit.Requests-1).Scan(&nth); err != nil {
+				return nil, sqliteErr("limiter peek", fmt.Errorf("bucket %s: %w", b.Key, err))
+			}
+			out[i].Wait = waitFor(nth, b.Limit.Window, now)
+		}
 	}
-	return use, nil
+	return out, nil
 }
 
 // Release deletes the reservation's slots; ids already gone are ignored.

@@ -339,38 +339,8 @@ func activeBuckets(buckets []guard.Bucket) []guard.Bucket {
 	return out
 }
 
-// sqlBucketUse counts a bucket's live slots and finds the oldest (both
-// dialects).
+// sqlBucketUse counts a bucket's live slots and finds the oldest.
 const sqlBucketUse = `SELECT count(*), COALESCE(min(at), 0) FROM limit_slots WHERE bucket = $1 AND at > $2`
-
-// peekBuckets reads each active bucket's use with one query per bucket
-// (and one more for a full bucket's wait), through row.
-func peekBuckets(now time.Time, buckets []guard.Bucket, row func(q string, args ...any) scanner) ([]guard.BucketUse, error) {
-	out := make([]guard.BucketUse, len(buckets))
-	at := now.UnixNano()
-	for i, b := range buckets {
-		if b.Limit.Requests <= 0 {
-			continue
-		}
-		cutoff := at - b.Limit.Window.Nanoseconds()
-		var n, oldest int64
-		if err := row(sqlBucketUse, b.Key, cutoff).Scan(&n, &oldest); err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", b.Key, err)
-		}
-		out[i].Used = int(n)
-		if n > 0 {
-			out[i].Reset = waitFor(oldest, b.Limit.Window, now)
-		}
-		if n >= int64(b.Limit.Requests) {
-			var nth int64
-			if err := row(sqlNthNewest, b.Key, cutoff, b.Limit.Requests-1).Scan(&nth); err != nil {
-				return nil, fmt.Errorf("bucket %s: %w", b.Key, err)
-			}
-			out[i].Wait = waitFor(nth, b.Limit.Window, now)
-		}
-	}
-	return out, nil
-}
 
 // spread places the use of the active buckets (activeBuckets order) at
 // their places among all buckets, the inactive ones zero.
@@ -385,9 +355,6 @@ func spread(buckets []guard.Bucket, active []guard.BucketUse) []guard.BucketUse 
 	}
 	return out
 }
-
-// scanner is a row of either driver.
-type scanner interface{ Scan(dest ...any) error }
 
 // waitFor is how long until a full bucket frees a slot, given the at of the
 // oldest of its last Requests live slots (the same as faucet.MemoryLimiter).
