@@ -5,6 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -140,6 +143,38 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 	}
 
 	return adm, res, nil
+}
+
+// setRateLimit writes the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) of the limits a drip counts
+// against, as its reservation left them (or as they refused it): q and w
+// are each limit's requests and window, r what remains and t the seconds
+// until a slot frees. The reservation's own statement counted them: no
+// store read more per drip. Nothing is written without a use or a header.
+func setRateLimit(h http.Header, use []guard.LimitUse) {
+	if h == nil || len(use) == 0 {
+		return
+	}
+	policies, states := make([]string, len(use)), make([]string, len(use))
+	for i, u := range use {
+		name := strconv.Quote(u.Policy)
+		policies[i] = name + ";q=" + strconv.Itoa(u.Limit.Requests) + ";w=" + strconv.FormatInt(ceilSeconds(u.Limit.Window), 10)
+		t := u.Reset
+		if u.Wait > 0 {
+			t = u.Wait
+		}
+		states[i] = name + ";r=" + strconv.Itoa(max(u.Limit.Requests-u.Used, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
+	}
+	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+	h.Set("RateLimit", strings.Join(states, ", "))
+}
+
+// ceilSeconds rounds d up to whole seconds (0 stays 0).
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // storeFailure is the answer when the state store behind the checks or the

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -119,6 +120,32 @@ func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request,
 		return faucet.Request{}, bad
 	}
 	return faucet.Request{Recipient: p, Asset: asset, Stacking: stacking}, nil
+}
+
+// parseRecipient reads a Stacks recipient as the drip endpoints do.
+func (s *server) parseRecipient(addr string, asset faucet.Asset) (stacks.Principal, *errorBody) {
+	if addr == "" {
+		return stacks.Principal{}, &errorBody{Error: "address required", Reason: "address_required"}
+	}
+	p, err := stacks.ParseTestnetPrincipal(addr)
+	switch {
+	case errors.Is(err, stacks.ErrMainnetAddress):
+		return p, &errorBody{
+			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
+			Reason: "mainnet_address",
+		}
+	case err != nil:
+		return p, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
+	}
+	return p, nil
+}
+
+// shortName is a client's asset name fit to quote back.
+func shortName(name string) string {
+	if !safeToken(name, "-_.") || len(name) > 64 {
+		return "that asset"
+	}
+	return name
 }
 
 // addressFromBody looks for an address in a JSON or form body (any

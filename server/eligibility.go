@@ -11,7 +11,6 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -208,62 +207,4 @@ func (s *server) dripAmount(ctx context.Context, asset faucet.Asset, stacking bo
 	}
 	t, ok := s.token(asset)
 	return t.Amount, ok
-}
-
-// parseRecipient reads a Stacks recipient as the drip endpoints do.
-func (s *server) parseRecipient(addr string, asset faucet.Asset) (stacks.Principal, *errorBody) {
-	if addr == "" {
-		return stacks.Principal{}, &errorBody{Error: "address required", Reason: "address_required"}
-	}
-	p, err := stacks.ParseTestnetPrincipal(addr)
-	switch {
-	case errors.Is(err, stacks.ErrMainnetAddress):
-		return p, &errorBody{
-			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
-			Reason: "mainnet_address",
-		}
-	case err != nil:
-		return p, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
-	}
-	return p, nil
-}
-
-// shortName is a client's asset name fit to quote back.
-func shortName(name string) string {
-	if !safeToken(name, "-_.") || len(name) > 64 {
-		return "that asset"
-	}
-	return name
-}
-
-// ceilSeconds rounds d up to whole seconds (0 stays 0).
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// setRateLimit writes the IETF RateLimit-Policy and RateLimit fields
-// (draft-ietf-httpapi-ratelimit-headers) of the limits a drip counts
-// against, as its reservation left them (or as they refused it): q and w
-// are each limit's requests and window, r what remains and t the seconds
-// until a slot frees. The reservation's own statement counted them: no
-// store read more per drip. Nothing is written without a use or a header.
-func setRateLimit(h http.Header, use []guard.LimitUse) {
-	if h == nil || len(use) == 0 {
-		return
-	}
-	policies, states := make([]string, len(use)), make([]string, len(use))
-	for i, u := range use {
-		name := strconv.Quote(u.Policy)
-		policies[i] = name + ";q=" + strconv.Itoa(u.Limit.Requests) + ";w=" + strconv.FormatInt(ceilSeconds(u.Limit.Window), 10)
-		t := u.Reset
-		if u.Wait > 0 {
-			t = u.Wait
-		}
-		states[i] = name + ";r=" + strconv.Itoa(max(u.Limit.Requests-u.Used, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
-	}
-	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
-	h.Set("RateLimit", strings.Join(states, ", "))
 }
