@@ -40,10 +40,18 @@ func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*
 	defer cancel()
 	log := s.log.With("recipient", req.Recipient.String(), "asset", string(req.Asset.OrSTX()), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
 
-	adm, res, fail := s.admit(ctx, r, h, req.Asset, adm, log)
+	quote := func(ctx context.Context) (uint64, *dripFailure) {
+		amt, err := s.stacksDrip(ctx, req.Asset, req.Stacking)
+		if err != nil {
+			return 0, s.dripFailure(r, req, adm, err)
+		}
+		return amt, nil
+	}
+	adm, res, fail := s.admit(ctx, r, h, req.Asset, adm, quote, log)
 	if fail != nil {
 		return nil, fail
 	}
+	req.Amount = res.Amount
 
 	result, err := s.cfg.Faucet.Drip(ctx, req)
 	rec := faucet.RecordOf(s.cfg.Now(), req, result, err)
@@ -59,6 +67,7 @@ func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*
 		return nil, s.dripFailure(r, req, adm, err)
 	}
 	s.metrics.observeDrip(req.Asset, "", result)
+	s.outflow.add(req.Asset.OrSTX(), result.Amount, s.cfg.Now())
 	if s.cfg.Guard != nil {
 		s.cfg.Guard.Dispensed(adm.Grant)
 	}
@@ -84,10 +93,14 @@ func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*
 }
 
 // admit runs steps 1 to 3 for a drip of any asset: the suspension switch,
-// the abuse checks and the rate limits. It returns the admission with its
-// grant and the reservation to release if the drip then fails. Past the
+// the abuse checks, the drip's amount (see budget.go) and the rate limits
+// with the budget. It returns the admission with its grant and the
+// reservation to release if the drip then fails; the reservation's Amount
+// is what the drip pays (0: the engine's configured drip). quote reads
+// the asset's configured drip when the amount is decided here. Past the
 // checks it writes the RateLimit fields to h (nil: none).
-func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asset faucet.Asset, adm guard.Admission, log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
+func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asset faucet.Asset, adm guard.Admission,
+	quote func(context.Context) (uint64, *dripFailure), log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
 	if s.suspended(asset) {
 		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
 		all := s.cfg.Switches.Load().Suspend
@@ -99,11 +112,24 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 		return adm, guard.Reservation{}, s.disabledFailure(asset, detail)
 	}
 
+	who, fail := s.identify(r)
+	if fail != nil {
+		s.metrics.observeDrip(asset, fail.reason, nil)
+		log.Info("drip refused: sign-in", "reason", fail.reason)
+		return adm, guard.Reservation{}, fail
+	}
+	adm.Person = who.limited()
+	tier := who.tier
+	if who.person != nil {
+		log = log.With("person", who.person.Key(), "tier", tier.Name)
+	}
+
 	if s.cfg.Guard != nil {
 		g, err := s.cfg.Guard.Check(ctx, guard.Request{
 			ClientIP: adm.ClientIP, Recipient: adm.Recipient, Asset: adm.Asset, Stacking: adm.Stacking,
-			Authorization: r.Header.Get("Authorization"),
+			Authorization: who.apiAuthorization(r),
 			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
+			SignedIn: who.skipsProofOfWork(),
 		})
 		var rej *guard.Rejection
 		switch {
@@ -122,13 +148,31 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 		adm.Grant = g
 	}
 
+	if s.quoted(asset, tier) {
+		base, fail := quote(ctx)
+		if fail != nil {
+			return adm, guard.Reservation{}, fail
+		}
+		if !s.plan(ctx, &adm, asset, base, tier) {
+			s.metrics.observeDrip(asset, string(faucet.ReasonExhausted), nil)
+			log.Info("drip refused: the treasury is at its reserve")
+			return adm, guard.Reservation{}, s.reserveFailure(asset)
+		}
+	}
+
 	// Limits before the engine: a limited client learns that even while
 	// the node is down.
 	res, err := s.cfg.Limits.Reserve(ctx, adm)
 	var limited *guard.Limited
+	var exhausted *guard.Exhausted
 	switch {
 	case err == nil:
 		setRateLimit(h, s.cfg.Limits.Uses(adm, res))
+	case errors.As(err, &exhausted):
+		setRateLimit(h, exhausted.Use)
+		s.metrics.observeDrip(asset, reasonBudgetExhausted, nil)
+		log.Info("drip refused: budget used up", "pool", exhausted.Pool, "retry_after", exhausted.RetryAfter.String())
+		return adm, guard.Reservation{}, s.budgetFailure(asset, exhausted, tier)
 	case errors.As(err, &limited):
 		setRateLimit(h, limited.Use)
 		s.metrics.observeDrip(asset, reasonRateLimited, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,7 +28,8 @@ import (
 
 // BTCFaucet is the BTC engine the endpoints use; *btcfaucet.Faucet has it.
 type BTCFaucet interface {
-	Drip(ctx context.Context, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, error)
+	// DripAmount pays amount satoshis to addr.
+	DripAmount(ctx context.Context, addr bitcoin.Address, amount int64) (*btcfaucet.Drip, error)
 	Balance(ctx context.Context, addr bitcoin.Address) (int64, error)
 	Payout(ctx context.Context, txid string) (btcfaucet.PayoutStatus, bool, error)
 	Status() btcfaucet.Status
@@ -229,11 +231,16 @@ func (s *server) dispenseBTC(h http.Header, r *http.Request, addr bitcoin.Addres
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
 	defer cancel()
 	log := s.log.With("recipient", addr.String(), "asset", string(assetBTC), "client_ip", addrString(adm.ClientIP))
-	adm, res, fail := s.admit(ctx, r, h, assetBTC, adm, log)
+	quote := func(context.Context) (uint64, *dripFailure) { return uint64(max(s.cfg.BTC.Amounts().Of(size), 0)), nil }
+	adm, res, fail := s.admit(ctx, r, h, assetBTC, adm, quote, log)
 	if fail != nil {
 		return nil, fail
 	}
-	d, err := s.cfg.BTC.Drip(ctx, addr, size)
+	amount := s.cfg.BTC.Amounts().Of(size)
+	if res.Amount > 0 {
+		amount = int64(min(res.Amount, math.MaxInt64))
+	}
+	d, err := s.cfg.BTC.DripAmount(ctx, addr, amount)
 	if err != nil {
 		if rerr := s.cfg.Limits.Release(context.WithoutCancel(ctx), res); rerr != nil {
 			log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
@@ -241,6 +248,7 @@ func (s *server) dispenseBTC(h http.Header, r *http.Request, addr bitcoin.Addres
 		return nil, s.btcFailure(ctx, log, err)
 	}
 	s.metrics.observeBTCDrip(d)
+	s.outflow.add(assetBTC, sats(d.Amount), s.cfg.Now())
 	if s.cfg.Guard != nil {
 		s.cfg.Guard.Dispensed(adm.Grant)
 	}

@@ -244,14 +244,24 @@ type dripFailure struct {
 	retryAfter int64 // seconds; set for 429
 	v3Status   int   // 0 = status
 	v3Message  string
+	// authenticate is the WWW-Authenticate challenge of a 401.
+	authenticate string
 }
 
 // writeV1 renders the failure for /extended/v1/faucets/{asset}.
 func (f *dripFailure) writeV1(w http.ResponseWriter, now time.Time) {
-	if f.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
-	}
+	f.headers(w.Header())
 	writeError(w, f.status, f.body(now))
+}
+
+// headers sets Retry-After and WWW-Authenticate when the failure has them.
+func (f *dripFailure) headers(h http.Header) {
+	if f.retryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
+	}
+	if f.authenticate != "" {
+		h.Set("WWW-Authenticate", f.authenticate)
+	}
 }
 
 // body is the failure as v1 (and the MCP tools) write it.
@@ -267,9 +277,7 @@ func (f *dripFailure) body(now time.Time) errorBody {
 // writeV3 renders the failure for /extended/v3/faucets/{asset}: the
 // incumbent's {error} with its v3 status.
 func (f *dripFailure) writeV3(w http.ResponseWriter) {
-	if f.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(f.retryAfter, 10))
-	}
+	f.headers(w.Header())
 	st := f.status
 	if f.v3Status != 0 {
 		st = f.v3Status

@@ -13,6 +13,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 )
 
 // pathEligibility answers whether a drip would be admitted now.
@@ -27,11 +28,19 @@ type eligibilityBody struct {
 	Asset    string `json:"asset"`
 	Address  string `json:"address"`
 	Eligible bool   `json:"eligible"`
+	// Tier is the tier the request is served in ("anonymous", or a
+	// sign-in tier's name); absent without tiers. SignedIn says whether a
+	// person was recognised in a sign-in tier.
+	Tier     string `json:"tier,omitempty"`
+	SignedIn bool   `json:"signed_in"`
 	// Reason and Message are the refusal a drip would get now: the drip
 	// endpoints' reason codes (disabled, not_configured, rate_limited,
 	// ip_denied, token_invalid, …).
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Detail adds to Message what a person can act on (which budget share
+	// is spent, where to sign in).
+	Detail string `json:"detail,omitempty"`
 	// Amount is what a drip pays, in the asset's base units, as a decimal
 	// string.
 	Amount            string `json:"amount,omitempty"`
@@ -118,41 +127,35 @@ func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilit
 		return refuse(f.reason, f.message)
 	}
 
-	adm := guard.Admission{Stacking: eq.stacking}
-	if asset == assetBTC {
-		addr, err := bitcoin.ParseAddress(out.Address, s.cfg.BTC.Network())
-		if err != nil {
-			e := btcAddressError(out.Address, s.cfg.BTC.Network(), err)
-			return out, http.StatusBadRequest, &e
-		}
-		out.Address, adm.Asset, adm.Address = addr.String(), string(assetBTC), addr.String()
-		out.Amount = strconv.FormatInt(s.cfg.BTC.Amounts().Of(eq.size), 10)
-	} else {
-		p, bad := s.parseRecipient(out.Address, asset)
-		if bad != nil {
-			return out, http.StatusBadRequest, bad
-		}
-		if eq.stacking && !asset.IsSTX() {
-			return out, http.StatusBadRequest, &errorBody{Error: "stacking drips are STX only", Reason: "invalid_stacking"}
-		}
-		out.Address, adm.Recipient = p.String(), p
-		if !asset.IsSTX() {
-			adm.Asset = string(asset)
-		}
-		if amt, ok := s.dripAmount(ctx, asset, eq.stacking); ok {
-			out.Amount = strconv.FormatUint(amt, 10)
-		}
+	adm, base, baseKnown, status, bad := s.eligibilityRecipient(ctx, &out, eq)
+	if bad != nil {
+		return out, status, bad
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
 		adm.ClientIP = ri.clientIP
 	}
+	// The drip's own order: the switch, who asks, the checks, the amount,
+	// the limits and budget.
 	if s.suspended(asset) {
 		return refuse(string(faucet.ReasonDisabled), s.suspendedMessage(asset))
+	}
+	who, fail := s.identify(r)
+	if fail != nil {
+		return refuse(fail.reason, fail.message)
+	}
+	tier := who.tier
+	adm.Person = who.limited()
+	if tier != nil {
+		out.Tier = tier.Name
+	}
+	out.SignedIn = who.signedIn()
+	if baseKnown {
+		out.Amount = strconv.FormatUint(mulPercent(base, tier.Amount()), 10)
 	}
 	if s.cfg.Guard != nil {
 		g, err := s.cfg.Guard.Preview(ctx, guard.Request{
 			ClientIP: adm.ClientIP, Recipient: adm.Recipient, Asset: adm.Asset, Stacking: adm.Stacking,
-			Authorization: r.Header.Get("Authorization"),
+			Authorization: who.apiAuthorization(r), SignedIn: who.skipsProofOfWork(),
 		})
 		var rej *guard.Rejection
 		switch {
@@ -170,24 +173,74 @@ func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilit
 			out.ProofOfWork = &eligibilityPoW{Difficulty: g.ProofOfWork, ChallengeURL: pathChallenge}
 		}
 	}
-	use, err := s.cfg.Limits.Peek(ctx, adm)
+	if s.quoted(asset, tier) && baseKnown && !s.plan(ctx, &adm, asset, base, tier) {
+		f := s.reserveFailure(asset)
+		out.Amount = ""
+		return refuse(f.reason, f.message)
+	}
+	return s.eligibilityLimits(ctx, out, adm, asset, tier)
+}
+
+// eligibilityRecipient parses the question's address as the drip would
+// and reads the asset's configured drip (known is false when it cannot be
+// read now: the stacking amount without the node).
+func (s *server) eligibilityRecipient(ctx context.Context, out *eligibilityBody, eq eligibilityQuery) (adm guard.Admission, base uint64, known bool, status int, bad *errorBody) {
+	adm = guard.Admission{Stacking: eq.stacking}
+	asset := eq.asset
+	if asset == assetBTC {
+		addr, err := bitcoin.ParseAddress(out.Address, s.cfg.BTC.Network())
+		if err != nil {
+			e := btcAddressError(out.Address, s.cfg.BTC.Network(), err)
+			return adm, 0, false, http.StatusBadRequest, &e
+		}
+		out.Address, adm.Asset, adm.Address = addr.String(), string(assetBTC), addr.String()
+		return adm, uint64(max(s.cfg.BTC.Amounts().Of(eq.size), 0)), true, 0, nil
+	}
+	p, bad := s.parseRecipient(out.Address, asset)
+	if bad != nil {
+		return adm, 0, false, http.StatusBadRequest, bad
+	}
+	if eq.stacking && !asset.IsSTX() {
+		return adm, 0, false, http.StatusBadRequest, &errorBody{Error: "stacking drips are STX only", Reason: "invalid_stacking"}
+	}
+	out.Address, adm.Recipient = p.String(), p
+	if !asset.IsSTX() {
+		adm.Asset = string(asset)
+	}
+	amt, err := s.stacksDrip(ctx, asset, eq.stacking)
+	return adm, amt, err == nil, 0, nil
+}
+
+// eligibilityLimits reads the limits and the budget as the drip's
+// reservation would meet them.
+func (s *server) eligibilityLimits(ctx context.Context, out eligibilityBody, adm guard.Admission, asset faucet.Asset, tier *identity.Tier) (eligibilityBody, int, *errorBody) {
+	pv, err := s.cfg.Limits.Peek(ctx, adm)
 	if err != nil {
 		s.log.Warn("eligibility: rate limits unavailable", "err", err)
-		return refuse(string(faucet.ReasonStoreUnavailable), dripErrorText[faucet.ReasonStoreUnavailable])
+		out.Reason, out.Message = string(faucet.ReasonStoreUnavailable), dripErrorText[faucet.ReasonStoreUnavailable]
+		return out, http.StatusOK, nil
 	}
-	var wait time.Duration
-	for _, u := range use {
+	for _, u := range pv.Use {
 		out.Limits = append(out.Limits, eligibilityLimit{
 			Policy: u.Policy, Requests: u.Limit.Requests, WindowSeconds: int64(u.Limit.Window / time.Second),
 			Remaining: max(u.Limit.Requests-u.Used, 0), ResetSeconds: ceilSeconds(u.Reset),
 		})
-		wait = max(wait, u.Wait)
 	}
-	if wait > 0 {
-		out.setRetry(s.cfg.Now(), wait)
-		return refuse(reasonRateLimited, "Too many requests")
+	switch {
+	case pv.Wait > 0:
+		out.setRetry(s.cfg.Now(), pv.Wait)
+		out.Reason, out.Message = reasonRateLimited, "Too many requests"
+	case adm.Want > 0 && pv.Amount == 0:
+		// The same refusal, in the same words, as the next drip's.
+		f := s.budgetFailure(asset, &guard.Exhausted{RetryAfter: pv.BudgetWait, Pool: pv.BudgetPool}, tier)
+		out.setRetry(s.cfg.Now(), pv.BudgetWait)
+		out.Amount, out.Detail, out.Reason, out.Message = "", f.detail, f.reason, f.message
+	default:
+		if adm.Want > 0 {
+			out.Amount = strconv.FormatUint(pv.Amount, 10)
+		}
+		out.Eligible = true
 	}
-	out.Eligible = true
 	return out, http.StatusOK, nil
 }
 
@@ -196,15 +249,17 @@ func (b *eligibilityBody) setRetry(now time.Time, d time.Duration) {
 	b.NextAllowedAt = now.Add(time.Duration(b.RetryAfterSeconds) * time.Second).UTC().Format(time.RFC3339)
 }
 
-// dripAmount is what a Stacks drip of asset pays now, in base units.
-func (s *server) dripAmount(ctx context.Context, asset faucet.Asset, stacking bool) (uint64, bool) {
+// stacksDrip is the configured drip of a Stacks asset, in base units.
+func (s *server) stacksDrip(ctx context.Context, asset faucet.Asset, stacking bool) (uint64, error) {
 	switch {
 	case asset.IsSTX() && stacking:
-		amt, err := s.cfg.Faucet.StackingAmount(ctx)
-		return amt, err == nil
+		return s.cfg.Faucet.StackingAmount(ctx)
 	case asset.IsSTX():
-		return s.cfg.Faucet.DefaultAmount(), true
+		return s.cfg.Faucet.DefaultAmount(), nil
 	}
 	t, ok := s.token(asset)
-	return t.Amount, ok
+	if !ok {
+		return 0, &faucet.Error{Reason: faucet.ReasonRejected, Message: "unknown asset " + strconv.Quote(string(asset))}
+	}
+	return t.Amount, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -58,6 +59,9 @@ type options struct {
 	btc BTCFaucet
 	// devnet is Config.Devnet.
 	devnet bool
+	// tiers and signIn are Config.Tiers and Config.SignIn.
+	tiers  *identity.Tiers
+	signIn SignIn
 }
 
 type sbtcOptions struct{ funding, amount uint64 }
@@ -185,6 +189,8 @@ func newHarness(t *testing.T, o options) *harness {
 		Metrics:          m,
 		Logger:           logger,
 		Now:              o.now,
+		Tiers:            o.tiers,
+		SignIn:           o.signIn,
 	})
 	return &harness{t: t, dn: dn, nodeSrv: nodeSrv, client: client, f: f, keys: keys, reg: reg, metrics: m, status: counting, logs: logs, log: logger, h: h, guard: checks, switches: sw}
 }

@@ -61,6 +61,8 @@ type infoBody struct {
 	// Nodes are the Stacks nodes the faucet reads from and sends
 	// through, with their health.
 	Nodes []infoNode `json:"nodes,omitempty"`
+	// SignIn says whether and how people sign in, and the tiers.
+	SignIn *infoSignIn `json:"sign_in"`
 	// BTCNodes are the Bitcoin nodes of the BTC faucet, likewise.
 	BTCNodes      []infoNode `json:"btc_nodes,omitempty"`
 	ServerVersion string     `json:"server_version"`
@@ -90,6 +92,10 @@ type infoAsset struct {
 	Network string `json:"network,omitempty"`
 	// Sizes are BTC's larger amounts (v1's large=true and xlarge=true).
 	Sizes *infoSizes `json:"sizes,omitempty"`
+	// Budget is what the asset may pay out per period and what is left
+	// (null: no budget); Runway how long its balance lasts.
+	Budget *infoBudget `json:"budget"`
+	Runway *infoRunway `json:"runway"`
 }
 
 type infoSizes struct {
@@ -220,6 +226,11 @@ func (s *server) info(ctx context.Context) (infoBody, error) {
 	if b := s.cfg.BTC; b != nil {
 		body.Assets = append(body.Assets, s.btcInfo(b, lim))
 	}
+	for i := range body.Assets {
+		a := faucet.Asset(body.Assets[i].Asset)
+		body.Assets[i].Budget, body.Assets[i].Runway = s.budgetInfo(ctx, a), s.runwayInfo(a)
+	}
+	body.SignIn = s.signInInfo()
 	return body, nil
 }
 

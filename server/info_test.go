@@ -34,7 +34,7 @@ func TestInfoReady(t *testing.T) {
 	h := newHarness(t, options{limits: guard.DefaultLimits()})
 	m := getInfo(t, h)
 	assertKeys(t, m, "network", "chain_id", "state", "state_message", "chain_tip", "amounts", "limits",
-		"challenge", "explorer_tx_url", "devnet", "balance_cap_ustx", "funding", "assets", "server_version")
+		"challenge", "explorer_tx_url", "devnet", "balance_cap_ustx", "funding", "assets", "server_version", "sign_in")
 	if m["devnet"] != false {
 		t.Errorf("devnet = %v on a faucet not started with --devnet", m["devnet"])
 	}

@@ -42,6 +42,7 @@ type Metrics struct {
 	suspended *prometheus.GaugeVec
 	nodes     *nodeCollector
 	btcNodes  *nodeCollector
+	treasury  *treasuryCollector
 }
 
 // Drip outcomes and the reasons of requests refused before reaching the engine.
@@ -91,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			// Drips wait for the node's mempool, so the tail reaches tens of seconds.
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "method", "code"}),
-		keys:  newKeyCollector(),
+		keys: newKeyCollector(), treasury: newTreasuryCollector(),
 		nodes: newNodeCollector("stacks", "Stacks"), btcNodes: newNodeCollector("bitcoin", "Bitcoin"),
 		dispensedBTC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_btc_sats_total",
@@ -122,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.startAsset(faucet.AssetSTX)
 	m.dispensed.WithLabelValues("default")
 	m.dispensed.WithLabelValues("stacking")
-	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended, m.nodes, m.btcNodes} {
+	for _, c := range []prometheus.Collector{m.drips, m.dispensed, m.dispensedToken, m.dispensedBTC, m.nodeCalls, m.httpReqs, m.keys, m.rejections, m.tokenFailures, m.guard, m.suspended, m.nodes, m.btcNodes, m.treasury} {
 		reg.MustRegister(c)
 	}
 	// The default registry already has these; that is fine.

@@ -50,8 +50,10 @@ func accessLogLevel(route string) slog.Level {
 	return slog.LevelInfo
 }
 
-// cors allows any page (or the configured origin) to call the API. There are
-// no cookies or credentials, so a wildcard is safe.
+// cors allows any page (or the configured origin) to call the API. Bearer
+// tokens are sent by scripts on purpose; the page's session cookie counts
+// only on requests from the faucet's own origin (identity.Service.Person),
+// and credentials are never allowed cross-origin, so a wildcard is safe.
 func (s *server) cors(next http.Handler) http.Handler {
 	origin := s.cfg.CORSOrigin
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +64,7 @@ func (s *server) cors(next http.Handler) http.Handler {
 		}
 		// Let browser clients read the rate-limit wait and state, the v1
 		// deprecation warning and the status ETag.
-		h.Set("Access-Control-Expose-Headers", "Retry-After, RateLimit, RateLimit-Policy, Warning, ETag, "+headerFaucets)
+		h.Set("Access-Control-Expose-Headers", "Retry-After, RateLimit, RateLimit-Policy, Warning, WWW-Authenticate, ETag, "+headerFaucets)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
@@ -58,6 +59,13 @@ func (s *server) addRoutes(mux *http.ServeMux) {
 		{http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz)},
 		{http.MethodGet, "/metrics", s.metrics.Handler()},
 	}...)
+	if si := s.cfg.SignIn; si != nil {
+		routes = append(routes,
+			route{http.MethodGet, identity.PathLogin, http.HandlerFunc(si.Login)},
+			route{http.MethodGet, identity.PathCallback, http.HandlerFunc(si.Callback)},
+			route{http.MethodPost, identity.PathLogout, http.HandlerFunc(si.Logout)},
+			route{http.MethodGet, identity.PathSession, http.HandlerFunc(s.handleSession)})
+	}
 	if s.cfg.MCP {
 		mcp := mcpHandler(s)
 		routes = append(routes, route{http.MethodPost, pathMCP, mcp}, route{http.MethodGet, pathMCP, mcp}, route{http.MethodDelete, pathMCP, mcp})

@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -77,6 +78,13 @@ type Config struct {
 	// MCP serves the Model Context Protocol endpoint at /mcp: the same
 	// drips, checks and limits as the HTTP API, as tools for agents.
 	MCP bool
+	// Tiers are what each kind of requester gets (amount, limit, proof of
+	// work, budget share); nil serves everyone as one anonymous tier with
+	// the whole budget.
+	Tiers *identity.Tiers
+	// SignIn identifies people signed in through an OpenID Connect
+	// provider (the page's session, bearer tokens); nil: no sign-in.
+	SignIn SignIn
 
 	// Devnet says the node is the embedded simulated one (`serve
 	// --devnet`): no public explorer knows its transactions, so the page
@@ -121,6 +129,9 @@ type server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	status  *statusCache
+	// outflow and budgets feed the treasury's view (treasury.go).
+	outflow *outflow
+	budgets budgetCache
 }
 
 // New returns the faucet's HTTP handler. It panics when cfg lacks the faucet
@@ -188,7 +199,10 @@ func New(cfg Config) http.Handler {
 		metrics:   cfg.Metrics,
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
+		outflow: newOutflow(),
+		budgets: budgetCache{entries: map[faucet.Asset]budgetRead{}},
 	}
+	cfg.Metrics.treasury.set(s)
 	cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
 	cfg.Metrics.keys.setOff(s.turnedOff)
 	cfg.Switches.OnChange(func(switches.State) {

@@ -20,7 +20,7 @@ import (
 // every request in these tests is refused before the engine.
 type refusingBTC struct{ t *testing.T }
 
-func (b refusingBTC) Drip(context.Context, bitcoin.Address, btcfaucet.Size) (*btcfaucet.Drip, error) {
+func (b refusingBTC) DripAmount(context.Context, bitcoin.Address, int64) (*btcfaucet.Drip, error) {
 	b.t.Error("a BTC drip reached the faucet")
 	return nil, context.Canceled
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
@@ -103,6 +104,8 @@ type serveRun struct {
 	engine    *faucet.Faucet
 	btc       *btcfaucet.Faucet
 	checks    *guard.Chain
+	signIn    *identity.Service // nil: no sign-in
+	tiers     identity.Tiers
 }
 
 // cleanup stops what the run started, last first.
@@ -115,7 +118,7 @@ func (r *serveRun) cleanup() {
 // setUp starts the chains (the devnet's, or reads the keys for a real
 // node), opens the state and builds the engines and checks.
 func (r *serveRun) setUp(ctx context.Context) error {
-	steps := []func(context.Context) error{r.startChains, r.connect, r.openState, r.buildEngine, r.buildBTC, r.buildChecks}
+	steps := []func(context.Context) error{r.startChains, r.connect, r.openState, r.buildEngine, r.buildBTC, r.buildChecks, r.buildSignIn}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
@@ -244,6 +247,20 @@ func (r *serveRun) buildChecks(context.Context) error {
 	return err
 }
 
+// buildSignIn builds sign-in, when it is on, and the tiers.
+func (r *serveRun) buildSignIn(context.Context) error {
+	r.tiers = r.o.SignIn.TierSet()
+	svc, warn, err := r.o.SignIn.Service(r.o.Limits.TrustedProxyHops > 0, r.log.With("component", "sign-in"))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if warn != "" {
+		r.log.Warn(warn)
+	}
+	r.signIn = svc
+	return nil
+}
+
 // run listens and serves until ctx ends.
 func (r *serveRun) run(ctx context.Context) error {
 	o := r.o
@@ -267,6 +284,7 @@ func (r *serveRun) run(ctx context.Context) error {
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Switches: sw, MCP: o.HTTP.MCP,
+		Tiers: &r.tiers, SignIn: signInOrNil(r.signIn),
 		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
 		TrustedProxyHops: o.Limits.TrustedProxyHops, StatusCacheTTL: o.HTTP.StatusCacheTTL, Metrics: r.metrics, Logger: r.log,
 	})
@@ -464,4 +482,12 @@ func browseHost(listen net.Addr) string {
 		host = fmt.Sprintf("localhost:%d", tcp.Port)
 	}
 	return host
+}
+
+// signInOrNil keeps a nil service a nil interface.
+func signInOrNil(s *identity.Service) server.SignIn {
+	if s == nil {
+		return nil
+	}
+	return s
 }

@@ -255,6 +255,15 @@ type Drip struct {
 // may hold it: a lost answer is success, since the recorded bytes are sent
 // again until a block confirms them).
 func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Drip, error) {
+	return f.DripAmount(ctx, addr, f.cfg.Amounts.Of(size))
+}
+
+// DripAmount is Drip of amount satoshis (the HTTP layer's budget may scale
+// a drip, a sign-in tier multiply it).
+func (f *Faucet) DripAmount(ctx context.Context, addr bitcoin.Address, amount int64) (*Drip, error) {
+	if amount <= 0 {
+		return nil, fmt.Errorf("btc faucet: a drip of %d sats", amount)
+	}
 	e := f.cur.Load()
 	if e == nil {
 		if !f.held.Load() {
@@ -273,7 +282,6 @@ func (f *Faucet) Drip(ctx context.Context, addr bitcoin.Address, size Size) (*Dr
 		// refused, or worse, wait for inputs that never come.
 		return nil, fmt.Errorf("btc faucet: %w", ErrNodeBehind)
 	}
-	amount := f.cfg.Amounts.Of(size)
 	rec, err := e.batcher.Pay(ctx, bitcoin.Payout{Address: addr, Amount: amount})
 	if err != nil {
 		if errors.Is(err, ErrNodeDown) {

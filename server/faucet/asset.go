@@ -43,16 +43,18 @@ func costOf(asset Asset, amount, fee uint64) cost {
 	return cost{stx: satAdd(amount, fee)}
 }
 
-// sendToken pays tok's drip amount to to in one SIP-010 transfer call,
+// sendToken pays amount (0: tok's drip) to to in one SIP-010 transfer call,
 // placed like every drip. Any key may pay it that holds the amount beyond
 // its in-flight transfers of the token and the fee in STX; it shares that
 // key's nonces with STX drips.
-func (f *Faucet) sendToken(ctx context.Context, tok *tokenState, to stacks.Principal) (*Result, error) {
+func (f *Faucet) sendToken(ctx context.Context, tok *tokenState, to stacks.Principal, amount uint64) (*Result, error) {
 	asset, err := tok.usable()
 	if err != nil {
 		return nil, err
 	}
-	amount := tok.cfg.Amount
+	if amount == 0 {
+		amount = tok.cfg.Amount
+	}
 	chainID := f.chain.id()
 	memo := []byte(f.cfg.Amounts.Memo)
 	fee := f.price.token(ctx, asset, to, memo)

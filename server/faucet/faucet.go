@@ -144,6 +144,10 @@ type Request struct {
 	// Stacking asks for the stacking amount instead of the default one
 	// (STX only).
 	Stacking bool
+	// Amount, when not 0, is what to pay in the asset's base units instead
+	// of its configured drip: the HTTP layer's budget may scale a drip, a
+	// sign-in tier multiply it.
+	Amount uint64
 }
 
 // Result describes the broadcast transaction.
@@ -237,11 +241,14 @@ func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) 
 		case req.Stacking:
 			return nil, failf(ReasonRejected, nil, "stacking drips are STX only")
 		}
-		return f.sendToken(ctx, tok, req.Recipient)
+		return f.sendToken(ctx, tok, req.Recipient, req.Amount)
 	}
-	amount, err := f.amount(ctx, req.Stacking)
-	if err != nil {
-		return nil, err
+	amount := req.Amount
+	if amount == 0 {
+		var err error
+		if amount, err = f.amount(ctx, req.Stacking); err != nil {
+			return nil, err
+		}
 	}
 	if f.batch.batchable(req, amount) {
 		return f.batch.submitBatched(ctx, req.Recipient)

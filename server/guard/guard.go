@@ -32,6 +32,7 @@ var CheckNames = []string{CheckDenyList, CheckTokenLockout, CheckAPIToken, Check
 const (
 	bypassToken   = "api_token"
 	bypassIPAllow = "ip_allow"
+	bypassSignIn  = "sign_in"
 )
 
 // Defaults of the proof of work: the one definition the serve flags, the
@@ -63,13 +64,16 @@ type Request struct {
 	Authorization string // the raw Authorization header ("" when absent)
 	Challenge     string // X-Faucet-Challenge header
 	Solution      string // X-Faucet-Solution header
+	// SignedIn: a person whose sign-in tier skips the proof of work asks
+	// (the caller verified who). Their drips do not raise the difficulty.
+	SignedIn bool
 }
 
 // Grant is what passing the chain gives the engine.
 type Grant struct {
 	Token       *TokenQuota // non-nil when a valid API token was presented
 	SkipIPLimit bool        // an API token or an allow-listed client IP
-	Bypassed    string      // "", "api_token" or "ip_allow": why checks were skipped (for logs)
+	Bypassed    string      // "", "api_token", "ip_allow" or "sign_in": why checks were skipped (for logs)
 	// ProofOfWork is set by Preview alone: the drip must carry a solved
 	// challenge of this difficulty.
 	ProofOfWork int
@@ -370,6 +374,8 @@ func (c *Chain) check(ctx context.Context, r Request, preview bool) (Grant, erro
 		return c.rejectWith(lockedOut(wait))
 	} else if ip.IsValid() && inPrefixes(ip, c.allow) {
 		g = Grant{SkipIPLimit: true, Bypassed: bypassIPAllow}
+	} else if r.SignedIn {
+		g = Grant{Bypassed: bypassSignIn}
 	}
 	anonymous := g.Bypassed == ""
 

@@ -2,14 +2,11 @@ package guard
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Limit allows Requests drips per sliding Window. Requests ≤ 0 disables it.
@@ -31,6 +28,9 @@ type Limits struct {
 	// configures an asset gives it its limits (DefaultAssetLimits unless
 	// told otherwise).
 	Assets map[string]AssetLimits
+	// Budgets are the assets' outflow budgets by name ("stx" for STX); an
+	// asset without one (or with Amount 0) has no budget.
+	Budgets map[string]Budget
 }
 
 // AssetLimits are the buckets of an asset's drips.
@@ -74,8 +74,16 @@ func (l Limits) With(asset string, a AssetLimits) Limits {
 type MemoryLimiter struct {
 	mu        sync.Mutex
 	buckets   map[string]*bucket
+	pools     map[string]*pool
 	lastSweep time.Time
 	nextID    int64
+}
+
+// pool is a budget pool's amounts by step, and the window they count in.
+type pool struct {
+	steps  map[int64]uint64
+	window time.Duration
+	step   time.Duration
 }
 
 // bucket is one key's reserved slots, oldest first, and the window they
@@ -92,12 +100,18 @@ type slot struct {
 
 // NewMemoryLimiter returns an empty in-memory limiter.
 func NewMemoryLimiter() *MemoryLimiter {
-	return &MemoryLimiter{buckets: map[string]*bucket{}}
+	return &MemoryLimiter{buckets: map[string]*bucket{}, pools: map[string]*pool{}}
 }
 
 // Reserve takes one slot in every bucket or none; when refused it returns how
 // long until the tightest bucket frees a slot.
-func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket) (Reservation, time.Duration, bool, error) {
+func (l *MemoryLimiter) Reserve(ctx context.Context, now time.Time, refs []Bucket) (Reservation, time.Duration, bool, error) {
+	res, wait, _, err := l.ReserveDraw(ctx, now, refs, Draw{})
+	return res, wait, wait == 0, err
+}
+
+// ReserveDraw is Reserve with a draw from a budget, both or neither.
+func (l *MemoryLimiter) ReserveDraw(_ context.Context, now time.Time, refs []Bucket, d Draw) (Reservation, time.Duration, Verdict, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
@@ -121,7 +135,14 @@ func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket)
 		}
 	}
 	if wait > 0 {
-		return Reservation{Use: res.Use}, wait, false, nil
+		return Reservation{Use: res.Use}, wait, Verdict{}, nil
+	}
+	var v Verdict
+	if d.Active() {
+		if v = d.Decide(l.readPools(now, d), now); v.Amount == 0 {
+			return Reservation{Use: res.Use}, 0, v, nil
+		}
+		res.Drawn = l.draw(now, d, v.Amount)
 	}
 	res.Use = Reserved(refs, res.Use, now)
 	for _, r := range refs {
@@ -137,11 +158,74 @@ func (l *MemoryLimiter) Reserve(_ context.Context, now time.Time, refs []Bucket)
 		b.slots, b.window = append(b.slots, slot{id: l.nextID, at: now}), r.Limit.Window
 		res.IDs = append(res.IDs, l.nextID)
 	}
-	return res, 0, true, nil
+	return res, 0, v, nil
+}
+
+// ReadPools reads the steps of d's pools within the window at now.
+func (l *MemoryLimiter) ReadPools(_ context.Context, now time.Time, d Draw) ([]PoolUse, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.readPools(now, d), nil
+}
+
+func (l *MemoryLimiter) readPools(now time.Time, d Draw) []PoolUse {
+	first := FirstStep(now, d.Window, d.Step)
+	out := make([]PoolUse, len(d.Pools))
+	for i, p := range d.Pools {
+		pl := l.pools[p.Key]
+		if pl == nil {
+			continue
+		}
+		for idx, amt := range pl.steps {
+			if idx < first {
+				delete(pl.steps, idx)
+				continue
+			}
+			out[i].Steps = append(out[i].Steps, StepAmount{Index: idx, Amount: amt})
+		}
+		slices.SortFunc(out[i].Steps, func(a, b StepAmount) int { return cmpInt64(a.Index, b.Index) })
+	}
+	return out
+}
+
+// draw adds amount to the current step of every pool of d.
+func (l *MemoryLimiter) draw(now time.Time, d Draw, amount uint64) *Drawn {
+	idx := StepIndex(now, d.Step)
+	dr := &Drawn{Index: idx, Amount: amount}
+	for _, p := range d.Pools {
+		pl := l.pools[p.Key]
+		if pl == nil {
+			pl = &pool{steps: map[int64]uint64{}}
+			l.pools[p.Key] = pl
+		}
+		pl.window, pl.step = d.Window, d.Step
+		pl.steps[idx] = satAdd(pl.steps[idx], amount)
+		dr.Pools = append(dr.Pools, p.Key)
+	}
+	return dr
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // Release gives the slots back (a drip that was surely not sent is not charged).
 func (l *MemoryLimiter) Release(_ context.Context, r Reservation) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := r.Drawn; d != nil {
+		for _, k := range d.Pools {
+			if pl := l.pools[k]; pl != nil {
+				pl.steps[d.Index] = sub(pl.steps[d.Index], d.Amount)
+			}
+		}
+	}
 	if len(r.IDs) == 0 {
 		return nil
 	}
@@ -149,8 +233,6 @@ func (l *MemoryLimiter) Release(_ context.Context, r Reservation) error {
 	for _, id := range r.IDs {
 		ids[id] = true
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for k, b := range l.buckets {
 		b.slots = slices.DeleteFunc(b.slots, func(s slot) bool { return ids[s.id] })
 		if len(b.slots) == 0 {
@@ -207,6 +289,17 @@ func (l *MemoryLimiter) sweep(now time.Time) {
 		return
 	}
 	l.lastSweep = now
+	for k, p := range l.pools {
+		first := FirstStep(now, p.window, p.step)
+		for idx := range p.steps {
+			if idx < first {
+				delete(p.steps, idx)
+			}
+		}
+		if len(p.steps) == 0 {
+			delete(l.pools, k)
+		}
+	}
 	for k, b := range l.buckets {
 		if len(b.slots) == 0 || !b.slots[len(b.slots)-1].at.Add(b.window).After(now) {
 			delete(l.buckets, k)
@@ -236,11 +329,29 @@ type Limiter interface {
 	// slot that frees first leaves its window.
 	Reserve(ctx context.Context, now time.Time, buckets []Bucket) (r Reservation, wait time.Duration, ok bool, err error)
 	// Release gives a reservation's slots back (a drip that was certainly
-	// not sent is not charged). Releasing twice or an empty one is a no-op.
+	// not sent is not charged). Releasing an empty one is a no-op, and so
+	// is releasing slots twice; a draw is given back each time, so a
+	// reservation with a draw is released once.
 	Release(ctx context.Context, r Reservation) error
 	// Peek reads each bucket's use at now without taking a slot: what the
 	// eligibility endpoint and the RateLimit headers say.
 	Peek(ctx context.Context, now time.Time, buckets []Bucket) ([]BucketUse, error)
+}
+
+// BudgetLimiter is a Limiter that also keeps budgets (see Budget): a drip's
+// slots and its draw are taken in one atomic step, across processes when
+// the store is shared. Release gives a reservation's draw back with its
+// slots.
+type BudgetLimiter interface {
+	Limiter
+	// ReserveDraw takes a slot in every bucket and, with an active draw,
+	// the amount d.Decide grants from each of its pools, or nothing. A
+	// full bucket refuses with its wait (> 0, the verdict zero); else a
+	// draw that does not fit refuses with v.Amount == 0 and v.Wait.
+	ReserveDraw(ctx context.Context, now time.Time, buckets []Bucket, d Draw) (r Reservation, wait time.Duration, v Verdict, err error)
+	// ReadPools reads each pool's steps within the window at now, without
+	// drawing (eligibility, the page's budget).
+	ReadPools(ctx context.Context, now time.Time, d Draw) ([]PoolUse, error)
 }
 
 // BucketUse is a bucket's state at a moment.
@@ -263,9 +374,15 @@ type Bucket struct {
 	Policy string
 }
 
-// Reservation identifies reserved slots.
+// Reservation identifies reserved slots and what was drawn from a budget.
 type Reservation struct {
 	IDs []int64
+	// Drawn is the budget draw to give back with the slots (nil: none).
+	Drawn *Drawn
+	// Amount is what the drip pays: its Want, scaled by the budget.
+	Amount uint64
+	// Budget is each budget pool's use after the draw (RateLimits).
+	Budget []LimitUse
 	// Use is each bucket's use as the reservation left it (its own slot
 	// counted), or as it refused, in the order of the buckets given: what
 	// the answer's RateLimit fields say. A limiter may leave it nil.
@@ -320,191 +437,4 @@ type TokenQuota struct {
 	Name       string
 	Quota      Limit // all drips made with the token
 	PerAddress Limit // drips per recipient address with the token
-}
-
-// Admission is a request that passed the checks, as the limits count it.
-type Admission struct {
-	Recipient stacks.Principal
-	// Address is the recipient of an asset paid outside Stacks (BTC), as
-	// its canonical address text; Recipient is then zero.
-	Address string
-	// Asset is "" (or "stx") for STX, or another asset's name: each asset
-	// has its own buckets.
-	Asset    string
-	Stacking bool
-	// ClientIP is counted by the per-IP limit unless Grant.SkipIPLimit; the
-	// zero Addr skips it.
-	ClientIP netip.Addr
-	Grant    Grant
-}
-
-// Limited is a request refused by a rate limit.
-type Limited struct {
-	// RetryAfter is how long until the tightest bucket frees a slot.
-	RetryAfter time.Duration
-	// Use is each limit's use as it refused (nil if the limiter did not
-	// say).
-	Use []LimitUse
-}
-
-func (l *Limited) Error() string {
-	return fmt.Sprintf("guard: rate limited; retry in %v", l.RetryAfter)
-}
-
-// RateLimits charges admitted requests against the limits, keeping the
-// slots in a Limiter (memory, or a store shared by replicas). Safe for
-// concurrent use.
-type RateLimits struct {
-	limits Limits
-	store  Limiter
-	now    func() time.Time
-}
-
-// NewRateLimits returns limits kept in store (nil: in memory) on the clock
-// now (nil: time.Now). Zero limits admit everything.
-func NewRateLimits(limits Limits, store Limiter, now func() time.Time) *RateLimits {
-	if store == nil {
-		store = NewMemoryLimiter()
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &RateLimits{limits: limits, store: store, now: now}
-}
-
-// Limits returns the configured limits.
-func (r *RateLimits) Limits() Limits { return r.limits }
-
-// Reserve takes a slot in every bucket a counts against, or none: it
-// returns a *Limited when one is full, or the store's error (wrapped).
-func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, error) {
-	buckets := r.buckets(a)
-	res, wait, ok, err := r.store.Reserve(ctx, r.now(), buckets)
-	if err != nil {
-		return Reservation{}, fmt.Errorf("guard: reserve rate-limit slots: %w", err)
-	}
-	if !ok {
-		return Reservation{}, &Limited{RetryAfter: wait, Use: limitUses(buckets, res.Use)}
-	}
-	return res, nil
-}
-
-// Uses names the use a reservation of a left, by limit (the RateLimit
-// fields of a granted drip).
-func (r *RateLimits) Uses(a Admission, res Reservation) []LimitUse {
-	return limitUses(r.buckets(a), res.Use)
-}
-
-// limitUses pairs the active buckets with their use; nil when the limiter
-// reported none.
-func limitUses(buckets []Bucket, use []BucketUse) []LimitUse {
-	if len(use) != len(buckets) {
-		return nil
-	}
-	var out []LimitUse
-	for i, b := range buckets {
-		if b.Limit.Requests > 0 {
-			out = append(out, LimitUse{Policy: b.Policy, Limit: b.Limit, BucketUse: use[i]})
-		}
-	}
-	return out
-}
-
-// The Bucket.Policy names.
-const (
-	PolicyAddress      = "address"
-	PolicyStacking     = "stacking"
-	PolicyIP           = "ip"
-	PolicyToken        = "token"
-	PolicyTokenAddress = "token-address"
-)
-
-// LimitUse is one limit a request counts against and its use now.
-type LimitUse struct {
-	Policy string
-	Limit  Limit
-	BucketUse
-}
-
-// Peek reads the use of every limit a counts against (those with
-// Requests > 0), in order, without reserving: what a drip would meet now.
-func (r *RateLimits) Peek(ctx context.Context, a Admission) ([]LimitUse, error) {
-	var active []Bucket
-	for _, b := range r.buckets(a) {
-		if b.Limit.Requests > 0 {
-			active = append(active, b)
-		}
-	}
-	if len(active) == 0 {
-		return nil, nil
-	}
-	use, err := r.store.Peek(ctx, r.now(), active)
-	if err != nil {
-		return nil, fmt.Errorf("guard: read rate-limit use: %w", err)
-	}
-	out := make([]LimitUse, len(active))
-	for i, b := range active {
-		out[i] = LimitUse{Policy: b.Policy, Limit: b.Limit, BucketUse: use[i]}
-	}
-	return out, nil
-}
-
-// Release gives a reservation back: its drip was certainly not sent.
-func (r *RateLimits) Release(ctx context.Context, res Reservation) error {
-	if err := r.store.Release(ctx, res); err != nil {
-		return fmt.Errorf("guard: release rate-limit slots: %w", err)
-	}
-	return nil
-}
-
-// buckets names the limits a request counts against. A contract principal
-// counts as its deployer's address: a fresh contract name must not be a
-// fresh allowance.
-func (r *RateLimits) buckets(a Admission) []Bucket {
-	addr := a.Recipient.Address.String()
-	refs := make([]Bucket, 0, 3)
-	token := a.Grant.Token
-	if a.Asset != "" && a.Asset != "stx" {
-		return r.assetBuckets(a, a.Asset+":", r.limits.Of(a.Asset))
-	}
-	switch {
-	case a.Stacking:
-		// Stacking drips are large: a token never widens their limit.
-		refs = append(refs, Bucket{"stacking:" + addr, r.limits.StackingPerAddress, PolicyStacking})
-	case token != nil:
-		// The token's own per-address bucket, so its users cannot eat the
-		// anonymous allowance of an address and vice versa.
-		refs = append(refs, Bucket{"token:" + token.Name + ":address:" + addr, token.PerAddress, PolicyTokenAddress})
-	default:
-		refs = append(refs, Bucket{"address:" + addr, r.limits.PerAddress, PolicyAddress})
-	}
-	if token != nil {
-		refs = append(refs, Bucket{"token:" + token.Name, token.Quota, PolicyToken})
-	}
-	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
-		refs = append(refs, Bucket{ipBucketKey(a.ClientIP), r.limits.PerIP, PolicyIP})
-	}
-	return refs
-}
-
-// assetBuckets are an asset's buckets, each key prefixed with the asset's
-// name so they never share a slot with another asset's (sBTC's and BTC's
-// keys are those they always had). An API token's quota is one
-// for all assets; its per-address allowance is per asset.
-func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) []Bucket {
-	addr := a.Address
-	if addr == "" {
-		addr = a.Recipient.Address.String()
-	}
-	refs := make([]Bucket, 0, 3)
-	if token := a.Grant.Token; token != nil {
-		refs = append(refs, Bucket{prefix + "token:" + token.Name + ":address:" + addr, token.PerAddress, PolicyTokenAddress},
-			Bucket{"token:" + token.Name, token.Quota, PolicyToken})
-	} else {
-		refs = append(refs, Bucket{prefix + "address:" + addr, lim.PerAddress, PolicyAddress})
-	}
-	if a.ClientIP.IsValid() && !a.Grant.SkipIPLimit {
-		refs = append(refs, Bucket{prefix + ipBucketKey(a.ClientIP), lim.PerIP, PolicyIP})
-	}
-	return refs
 }

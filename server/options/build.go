@@ -68,9 +68,14 @@ func (o *Serve) EngineTokens() ([]faucet.Token, error) {
 
 // RateLimits are every asset's limits: STX's, each token's, BTC's.
 func (o *Serve) RateLimits() guard.Limits {
-	l := guard.Limits{PerAddress: o.Limits.Address, StackingPerAddress: o.Limits.Stacking, PerIP: o.Limits.IP}
+	l := guard.Limits{PerAddress: o.Limits.Address, StackingPerAddress: o.Limits.Stacking, PerIP: o.Limits.IP,
+		Budgets: map[string]guard.Budget{string(faucet.AssetSTX): o.Budgets.Of(string(faucet.AssetSTX), o.Amounts.Default)}}
 	for _, t := range o.TokenList() {
 		l = l.With(t.Name, t.Limits)
+		l.Budgets[t.Name] = o.Budgets.Of(t.Name, t.Amount)
+	}
+	if o.btcOn() {
+		l.Budgets["btc"] = o.Budgets.Of("btc", uint64(max(o.BTC.Amounts.Default, 0)))
 	}
 	return l.With("btc", o.BTC.Limits)
 }

@@ -28,6 +28,8 @@ type Serve struct {
 	Batching Batching
 	Limits   Limits
 	Abuse    Abuse
+	Budgets  Budgets
+	SignIn   SignIn
 	Assets   Assets
 	BTC      BTC
 	Store    Store
@@ -42,7 +44,7 @@ type Serve struct {
 func Defaults() Serve {
 	return Serve{
 		Node: defaultNode(), Amounts: defaultAmounts(), Fees: defaultFees(), Sending: defaultSending(),
-		Batching: defaultBatching(), Limits: defaultLimits(), Abuse: defaultAbuse(), Assets: defaultAssets(),
+		Batching: defaultBatching(), Limits: defaultLimits(), Abuse: defaultAbuse(), SignIn: defaultSignIn(), Assets: defaultAssets(),
 		BTC: defaultBTC(), Store: defaultStore(), HTTP: defaultHTTP(), Log: defaultLog(), Devnet: defaultDevnet(),
 	}
 }
@@ -63,6 +65,8 @@ func (o *Serve) groups() []group {
 		{"amounts and fees", []binder{&o.Amounts, &o.Fees}},
 		{"sending and batching", []binder{&o.Sending, &o.Batching}},
 		{"limits and abuse", []binder{&o.Limits, &o.Abuse}},
+		{"budget and reserve", []binder{&o.Budgets}},
+		{"sign-in and tiers", []binder{&o.SignIn}},
 		{"assets", []binder{&o.Assets}},
 		{"BTC", []binder{&o.BTC}},
 		{"store", []binder{&o.Store}},
@@ -133,6 +137,7 @@ func (o *Serve) Validate() error {
 		func() error { return checkTokens(o.TokenList(), o.Keys.hasTreasury(o.Devnet)) },
 		func() error { return o.BTC.validate(o.Devnet.On) },
 		o.HTTP.validate, o.Store.validate, o.Log.validate, o.devnetValidate, o.suspendValidate,
+		func() error { return o.Budgets.validate(o.assetNames()) }, o.SignIn.validate,
 	}
 	for _, c := range checks {
 		if err := c(); err != nil {
@@ -167,13 +172,7 @@ func (o *Serve) suspendValidate() error {
 // it drips, and for --disable-asset also the incumbent's sbtc and btc,
 // which are off unless configured anyway.
 func (o *Serve) CheckSwitches(st switches.State) error {
-	known := []string{string(faucet.AssetSTX)}
-	for _, t := range o.TokenList() {
-		known = append(known, t.Name)
-	}
-	if o.BTC.On() || (o.Devnet.On && o.Devnet.BTC) {
-		known = append(known, "btc")
-	}
+	known := o.assetNames()
 	for _, n := range st.SuspendedAssets {
 		if !slices.Contains(known, n) {
 			return fmt.Errorf("--suspend-asset %s: the faucet drips no such asset; it drips %s", n, strings.Join(known, ", "))
@@ -187,6 +186,21 @@ func (o *Serve) CheckSwitches(st switches.State) error {
 	}
 	return nil
 }
+
+// assetNames lists the assets the faucet drips: stx, its tokens, btc.
+func (o *Serve) assetNames() []string {
+	known := []string{string(faucet.AssetSTX)}
+	for _, t := range o.TokenList() {
+		known = append(known, t.Name)
+	}
+	if o.btcOn() {
+		known = append(known, "btc")
+	}
+	return known
+}
+
+// btcOn reports whether the faucet drips BTC.
+func (o *Serve) btcOn() bool { return o.BTC.On() || (o.Devnet.On && o.Devnet.BTC) }
 
 // devnetValidate checks what --devnet changes.
 func (o *Serve) devnetValidate() error {

@@ -16,6 +16,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -74,6 +75,20 @@ func everySet() options.Serve {
 			BalanceCap: 5_000_000_000, Suspend: true, SuspendAssets: options.NameList{"stx", "tusd"},
 			DisableAssets: options.NameList{"btc", "sbtc"}, SwitchesFile: "/etc/faucet/switches/switches.json",
 		},
+		Budgets: options.Budgets{List: options.BudgetList{
+			{Asset: "stx", Budget: guard.Budget{Amount: 2_000_000_000_000, Per: 12 * time.Hour, ScaleBelowPercent: 30, FloorPercent: 20,
+				Reserve: 1_000_000_000, Target: 50_000_000_000_000}},
+			{Asset: "btc", Budget: guard.Budget{Amount: 0, Per: guard.DefaultBudgetPer}},
+		}},
+		SignIn: options.SignIn{Issuer: "https://accounts.example.com", ClientID: "faucet", ClientSecretFile: "/etc/faucet/oidc/client-secret",
+			Scopes: options.NameList{"openid", "email", "groups"}, Audiences: options.NameList{"faucet-api", "faucet-mcp"},
+			PublicURL: "https://faucet.example.com", SessionKeyFile: "/etc/faucet/session/key", SessionTTL: 4 * time.Hour,
+			Tiers: options.TierList{
+				{Name: "team", Match: identity.Match{EmailVerified: true, Groups: []string{"devs", "ops"}, EmailDomains: []string{"example.com"}},
+					AmountPercent: 500, Limit: guard.Limit{Requests: 100, Window: time.Hour}, SkipProofOfWork: true, BudgetSharePercent: 40},
+				{Name: "verified", Match: identity.Match{EmailVerified: true}, AmountPercent: 150, Limit: guard.Limit{}, BudgetSharePercent: 100},
+			},
+			AnonymousDrips: false, AnonymousShare: 30, AnonymousAmountPercent: 50},
 		Assets: options.Assets{
 			Tokens: options.TokenList{
 				{Name: "tusd", Asset: "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd", Amount: 10_000_000,

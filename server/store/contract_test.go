@@ -99,6 +99,11 @@ func runContract(t *testing.T, open opener) {
 		{"LimiterWait", testLimiterWait},
 		{"LimiterDisabledBuckets", testLimiterDisabledBuckets},
 		{"LimiterPeek", testLimiterPeek},
+		{"BudgetScalesAndRefills", testBudgetScalesAndRefills},
+		{"BudgetAllOrNothing", testBudgetAllOrNothing},
+		{"BudgetRelease", testBudgetRelease},
+		{"BudgetShares", testBudgetShares},
+		{"BudgetConcurrentExact", testBudgetConcurrentExact},
 		{"History", testHistory},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -222,18 +222,8 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	if len(active) == 0 {
 		return guard.Reservation{}, 0, true, nil
 	}
-	locks := make([]string, len(active))
-	keys := make([]string, len(active))
-	cutoffs := make([]int64, len(active))
-	offsets := make([]int32, len(active))
-	expires := make([]int64, len(active))
-	at := now.UnixNano()
-	for i, b := range active {
-		locks[i], keys[i] = b.Key, b.Key
-		cutoffs[i] = at - b.Limit.Window.Nanoseconds()
-		offsets[i] = int32(min(b.Limit.Requests-1, math.MaxInt32))
-		expires[i] = at + b.Limit.Window.Nanoseconds()
-	}
+	sq := slotQuery(active, now)
+	locks := slices.Clone(sq.keys)
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 
@@ -251,17 +241,16 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(sqlLockBuckets, locks)
-	batch.Queue(sqlReserve, keys, cutoffs, offsets, at, expires)
+	batch.Queue(sqlReserve, sq.keys, sq.cutoffs, sq.offsets, sq.at, sq.expires)
 	batch.Queue("COMMIT")
 	br := conn.SendBatch(ctx, batch)
-	var oldest []*int64
-	var ids, counts, firsts []int64
+	var out slotResult
 	_, err = br.Exec()
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&oldest, &ids, &counts, &firsts)
+		err = br.QueryRow().Scan(&out.oldest, &out.ids, &out.counts, &out.firsts)
 	}
 	if err == nil {
 		_, err = br.Exec()
@@ -272,26 +261,63 @@ func (p *Postgres) Reserve(ctx context.Context, now time.Time, buckets []guard.B
 	if err != nil {
 		return fail(err)
 	}
-	if len(oldest) != len(active) || len(counts) != len(active) || len(firsts) != len(active) {
-		return fail(fmt.Errorf("%d counts for %d buckets", len(oldest), len(active)))
+	use, wait, err := out.use(active, now)
+	if err != nil {
+		return guard.Reservation{}, 0, false, err
+	}
+	if wait > 0 {
+		return guard.Reservation{Use: spread(buckets, use)}, wait, false, nil
+	}
+	return guard.Reservation{IDs: out.ids, Use: spread(buckets, guard.Reserved(active, use, now))}, 0, true, nil
+}
+
+// slotArgs are sqlReserve's arguments for the active buckets.
+type slotArgs struct {
+	keys             []string
+	cutoffs, expires []int64
+	offsets          []int32
+	at               int64
+}
+
+func slotQuery(active []guard.Bucket, now time.Time) slotArgs {
+	a := slotArgs{keys: make([]string, len(active)), cutoffs: make([]int64, len(active)), offsets: make([]int32, len(active)),
+		expires: make([]int64, len(active)), at: now.UnixNano()}
+	for i, b := range active {
+		a.keys[i] = b.Key
+		a.cutoffs[i] = a.at - b.Limit.Window.Nanoseconds()
+		a.offsets[i] = int32(min(b.Limit.Requests-1, math.MaxInt32))
+		a.expires[i] = a.at + b.Limit.Window.Nanoseconds()
+	}
+	return a
+}
+
+// slotResult is sqlReserve's answer.
+type slotResult struct {
+	oldest              []*int64
+	ids, counts, firsts []int64
+}
+
+// use is each active bucket's use before the insert and the longest wait
+// (0: the slots were inserted).
+func (r slotResult) use(active []guard.Bucket, now time.Time) ([]guard.BucketUse, time.Duration, error) {
+	if len(r.oldest) != len(active) || len(r.counts) != len(active) || len(r.firsts) != len(active) {
+		return nil, 0, fmt.Errorf("limiter reserve: %d counts for %d buckets", len(r.oldest), len(active))
 	}
 	var wait time.Duration
 	use := make([]guard.BucketUse, len(active))
 	for i, b := range active {
-		use[i] = guard.UseBefore(int(counts[i]), time.Unix(0, firsts[i]), b.Limit.Window, now)
-		if oldest[i] != nil {
-			use[i].Wait = waitFor(*oldest[i], b.Limit.Window, now)
+		use[i] = guard.UseBefore(int(r.counts[i]), time.Unix(0, r.firsts[i]), b.Limit.Window, now)
+		if r.oldest[i] != nil {
+			use[i].Wait = waitFor(*r.oldest[i], b.Limit.Window, now)
 			wait = max(wait, use[i].Wait)
 		}
 	}
+	// Counts and insert agree while the statement is right.
 	switch {
-	case wait > 0 && len(ids) == 0:
-		return guard.Reservation{Use: spread(buckets, use)}, wait, false, nil
-	case wait == 0 && len(ids) == len(active):
-		return guard.Reservation{IDs: ids, Use: spread(buckets, guard.Reserved(active, use, now))}, 0, true, nil
+	case wait > 0 && len(r.ids) != 0, wait == 0 && len(r.ids) != len(active):
+		return nil, 0, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(r.ids), len(active), wait)
 	}
-	// Unreachable while the statement is right: counts and insert agree.
-	return guard.Reservation{}, 0, false, fmt.Errorf("limiter reserve: %d slots inserted for %d buckets with wait %v", len(ids), len(active), wait)
+	return use, wait, nil
 }
 
 // Peek reads each bucket's use, without locks (a read may miss a slot
@@ -351,19 +377,25 @@ func rollback(ctx context.Context, conn *pgxpool.Conn) {
 }
 
 // Release deletes the reservation's slots; ids already gone are ignored.
+// and gives its draw back.
 func (p *Postgres) Release(ctx context.Context, r guard.Reservation) error {
-	if len(r.IDs) == 0 {
-		return nil
+	if len(r.IDs) > 0 {
+		if _, err := p.pool.Exec(ctx, sqlReleasePG, r.IDs); err != nil {
+			return p.err("limiter release", err)
+		}
 	}
-	if _, err := p.pool.Exec(ctx, sqlReleasePG, r.IDs); err != nil {
-		return p.err("limiter release", err)
-	}
-	return nil
+	return p.undraw(ctx, r.Drawn)
 }
 
 // PruneSlots deletes slots whose window ended at or before now.
+// Budget steps that have left their window go with them.
 func (p *Postgres) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
-	return p.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+	n, err := p.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+	if err != nil {
+		return n, err
+	}
+	m, err := p.pruneLoop(ctx, "prune budget steps", sqlPruneBudget, now.UnixNano())
+	return n + m, err
 }
 
 // SpendChallenge marks a proof-of-work challenge id used until expires;

@@ -224,18 +224,27 @@ func (s *SQLite) close() error {
 }
 
 // Reserve takes one slot in every bucket with Requests > 0, or none, in one
-// BEGIN IMMEDIATE transaction (shared with other writes, which run before
-// or after it, never between its statements).
+// write transaction.
 func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Bucket) (guard.Reservation, time.Duration, bool, error) {
+	res, wait, _, err := s.ReserveDraw(ctx, now, buckets, guard.Draw{})
+	return res, wait, wait == 0 && err == nil, err
+}
+
+// ReserveDraw takes one slot in every bucket with Requests > 0 and, with an
+// active draw, its amount from each pool, or nothing, in one write
+// transaction: it counts, reads the pools, and writes only once both
+// admit the drip.
+func (s *SQLite) ReserveDraw(ctx context.Context, now time.Time, buckets []guard.Bucket, d guard.Draw) (guard.Reservation, time.Duration, guard.Verdict, error) {
 	active := activeBuckets(buckets)
-	if len(active) == 0 {
-		return guard.Reservation{}, 0, true, nil
+	if len(active) == 0 && !d.Active() {
+		return guard.Reservation{}, 0, guard.Verdict{}, nil
 	}
 	at := now.UnixNano()
 	var res guard.Reservation
 	var wait time.Duration
+	var v guard.Verdict
 	err := s.write(ctx, func(t *sql.Tx) error {
-		res, wait = guard.Reservation{Use: make([]guard.BucketUse, len(active))}, 0
+		res, wait, v = guard.Reservation{Use: make([]guard.BucketUse, len(active))}, 0, guard.Verdict{}
 		nth, slot, use := t.Stmt(s.nth), t.Stmt(s.slot), t.Stmt(s.use)
 		for i, b := range active {
 			cutoff := at - b.Limit.Window.Nanoseconds()
@@ -261,6 +270,18 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 		if wait > 0 {
 			return nil
 		}
+		if d.Active() {
+			pools, err := readPoolsTx(t, now, d)
+			if err != nil {
+				return err
+			}
+			if v = d.Decide(pools, now); v.Amount == 0 {
+				return nil
+			}
+			if res.Drawn, err = drawTx(t, now, d, v.Amount); err != nil {
+				return err
+			}
+		}
 		res.Use = guard.Reserved(active, res.Use, now)
 		res.IDs = make([]int64, 0, len(active))
 		for _, b := range active {
@@ -277,13 +298,13 @@ func (s *SQLite) Reserve(ctx context.Context, now time.Time, buckets []guard.Buc
 		return nil
 	})
 	if err != nil {
-		return guard.Reservation{}, 0, false, sqliteErr("limiter reserve", err)
+		return guard.Reservation{}, 0, guard.Verdict{}, sqliteErr("limiter reserve", err)
 	}
 	res.Use = spread(buckets, res.Use)
-	if wait > 0 {
-		return guard.Reservation{Use: res.Use}, wait, false, nil
+	if wait > 0 || (d.Active() && v.Amount == 0) {
+		return guard.Reservation{Use: res.Use}, wait, v, nil
 	}
-	return res, 0, true, nil
+	return res, 0, v, nil
 }
 
 // Peek reads each bucket's use from a reader connection (nothing is
@@ -313,15 +334,20 @@ func (s *SQLite) Peek(ctx context.Context, now time.Time, buckets []guard.Bucket
 	return out, nil
 }
 
-// Release deletes the reservation's slots; ids already gone are ignored.
+// Release deletes the reservation's slots (ids already gone are ignored)
+// and gives its draw back, in one write transaction.
 func (s *SQLite) Release(ctx context.Context, r guard.Reservation) error {
-	if len(r.IDs) == 0 {
+	if len(r.IDs) == 0 && r.Drawn == nil {
 		return nil
 	}
-	q, args := deleteSlotsSQL(r.IDs)
 	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Exec(q, args...)
-		return err
+		if len(r.IDs) > 0 {
+			q, args := deleteSlotsSQL(r.IDs)
+			if _, err := t.Exec(q, args...); err != nil {
+				return err
+			}
+		}
+		return undrawTx(t, r.Drawn)
 	}); err != nil {
 		return sqliteErr("limiter release", err)
 	}
@@ -344,8 +370,29 @@ func deleteSlotsSQL(ids []int64) (string, []any) {
 }
 
 // PruneSlots deletes slots whose window ended at or before now.
+// Budget steps that have left their window go with them.
 func (s *SQLite) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
-	return s.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+	n, err := s.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+	if err != nil {
+		return n, err
+	}
+	m, err := s.pruneLoop(ctx, "prune budget steps", sqlPruneBudget, now.UnixNano())
+	return n + m, err
+}
+
+// ReadPools reads each pool's steps within the window at now, from a
+// reader connection.
+func (s *SQLite) ReadPools(ctx context.Context, now time.Time, d guard.Draw) ([]guard.PoolUse, error) {
+	first := guard.FirstStep(now, d.Window, d.Step)
+	out := make([]guard.PoolUse, len(d.Pools))
+	for i, p := range d.Pools {
+		steps, err := scanSteps(s.reader.QueryContext(ctx, sqlReadPool, p.Key, first))
+		if err != nil {
+			return nil, sqliteErr("budget read", fmt.Errorf("pool %s: %w", p.Key, err))
+		}
+		out[i].Steps = steps
+	}
+	return out, nil
 }
 
 // SpendChallenge marks a proof-of-work challenge id used until expires;

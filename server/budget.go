@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
+)
+
+// How much a drip pays is decided before the limits, in three steps:
+//
+//  1. the asset's drip (the stacking amount, a BTC size), times the
+//     requester's tier (a signed-in tier may get twice it);
+//  2. the treasury: no drip may take the balance below the asset's
+//     reserve, and below its target drips scale down with the balance;
+//  3. the budget: the limits' reservation draws the drip from the asset's
+//     budget and the tier's share of it, scaled down when little is left
+//     (see guard.Budget), in the same atomic step as the rate-limit slots.
+//
+// An asset with none of these configured skips all three: the engine pays
+// its configured drip, as before budgets existed.
+
+// Drip failures of the budget and the reserve.
+const (
+	reasonBudgetExhausted = "budget_exhausted"
+	// reasonSignInRequired: anonymous drips are off and no person was
+	// named.
+	reasonSignInRequired = "sign_in_required"
+)
+
+// budgetOf is asset's budget (zero when it has none).
+func (s *server) budgetOf(asset faucet.Asset) guard.Budget {
+	return s.cfg.Limits.Limits().Budgets[string(asset.OrSTX())]
+}
+
+// quoted reports whether a drip of asset by tier needs its amount decided
+// here: a budget, a reserve or target, or a tier that scales the drip.
+func (s *server) quoted(asset faucet.Asset, tier *identity.Tier) bool {
+	b := s.budgetOf(asset)
+	return b.On() || b.Reserve > 0 || b.Target > 0 || tier.Amount() != 100
+}
+
+// plan fills adm's amount fields for a drip whose configured amount base
+// gives: the tier's factor, the treasury's cap and the budget's pool. It
+// returns false when the treasury cannot pay the drip above its reserve.
+func (s *server) plan(ctx context.Context, adm *guard.Admission, asset faucet.Asset, base uint64, tier *identity.Tier) bool {
+	want := mulPercent(base, tier.Amount())
+	adm.Want = want
+	if adm.Stacking {
+		// A stacking drip is useful whole or not at all: PoX needs its
+		// minimum.
+		adm.Floor = 100
+	}
+	if tier != nil {
+		adm.Pool, adm.PoolPercent = tier.Name, tier.Share()
+	}
+	b := s.budgetOf(asset)
+	if b.Reserve == 0 && b.Target == 0 {
+		return true
+	}
+	avail, share, known := s.spendable(asset)
+	if !known && asset != assetBTC {
+		// Before the first block poll the keys' balances are unknown:
+		// read them, so that the first drip after a start keeps the
+		// reserve too.
+		_ = s.cfg.Faucet.Ready(ctx)
+		avail, share, known = s.spendable(asset)
+	}
+	if !known {
+		return true // the engine answers for a faucet that knows no balance
+	}
+	// Each replica pays from its own keys: the reserve and target are the
+	// treasury's, in proportion.
+	scaled := b
+	scaled.Reserve, scaled.Target = scaleShare(b.Reserve, share), scaleShare(b.Target, share)
+	if adm.Floor > 0 {
+		scaled.FloorPercent = adm.Floor
+	}
+	pct, ok := scaled.BalancePercent(avail, want)
+	adm.MaxPercent = pct
+	return ok
+}
+
+// spendable is what this replica can pay of asset now, and its share of
+// the treasury (the keys it counts among all); known is false before it
+// has read any balance.
+func (s *server) spendable(asset faucet.Asset) (avail uint64, share float64, known bool) {
+	if asset == assetBTC {
+		if s.cfg.BTC == nil {
+			return 0, 0, false
+		}
+		st := s.cfg.BTC.Status()
+		return uint64(max(st.Balance, 0)), 1, st.Ready
+	}
+	fund := s.cfg.Faucet.Funding()
+	if !asset.IsSTX() {
+		var ok bool
+		if fund, ok = s.cfg.Faucet.TokenFunding(asset); !ok {
+			return 0, 0, false
+		}
+	}
+	total := len(s.cfg.Faucet.Keys())
+	if fund.Keys == 0 || total == 0 {
+		return 0, 0, false
+	}
+	return fund.Available, float64(fund.Keys) / float64(total), true
+}
+
+func scaleShare(v uint64, share float64) uint64 {
+	if share >= 1 {
+		return v
+	}
+	return uint64(float64(v) * share)
+}
+
+// mulPercent is pct percent of v, rounded down.
+func mulPercent(v uint64, pct int) uint64 {
+	if pct == 100 {
+		return v
+	}
+	return v/100*uint64(pct) + v%100*uint64(pct)/100
+}
+
+// reserveFailure answers a drip the treasury cannot pay without going
+// below its reserve: the faucet's "out of funds", as the engine's.
+func (s *server) reserveFailure(asset faucet.Asset) *dripFailure {
+	f := &dripFailure{status: http.StatusInternalServerError, reason: string(faucet.ReasonExhausted), message: dripErrorText[faucet.ReasonExhausted],
+		detail:   "the faucet keeps its last " + s.assetLabel(asset) + " in reserve for fees",
+		v3Status: http.StatusServiceUnavailable, v3Message: v3OutOfFunds}
+	switch {
+	case asset == assetBTC:
+		f.status, f.message = http.StatusServiceUnavailable, btcOutOfFunds
+	case !asset.IsSTX():
+		f.status = http.StatusServiceUnavailable
+	}
+	return f
+}
+
+// budgetFailure answers a drip the budget refused: 503 with Retry-After
+// (v1 STX keeps the seed's 500), whose detail says which share is spent.
+func (s *server) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *identity.Tier) *dripFailure {
+	label := s.assetLabel(asset)
+	msg := "The faucet has paid out its " + label + " budget for now; try again later"
+	f := &dripFailure{status: http.StatusServiceUnavailable, reason: reasonBudgetExhausted, message: msg,
+		retryAfter: retryAfterSeconds(ex.RetryAfter), v3Message: msg}
+	if asset.IsSTX() {
+		f.status, f.v3Status = http.StatusInternalServerError, http.StatusServiceUnavailable
+	}
+	budget := s.budgetOf(asset)
+	of := "the " + label + " budget of " + s.formatAmount(asset, budget.Amount) + " per " + formatPeriod(budget.Per)
+	if ex.Pool != "" && tier != nil {
+		f.detail = "the " + tier.Name + " share (" + strconv.Itoa(tier.Share()) + " %) of " + of + " is used up"
+		if tier.Name == identity.AnonymousName && s.signInOffered() {
+			f.detail += "; signed-in developers draw from a share of their own: sign in on the faucet's page or send an ID token"
+		}
+	} else {
+		f.detail = of + " is used up"
+	}
+	return f
+}
+
+// formatAmount writes base units of asset in its own unit for people
+// ("1000000 STX", "0.5 sBTC"), or in base units when its decimals are
+// unknown.
+func (s *server) formatAmount(asset faucet.Asset, v uint64) string {
+	dec := -1
+	switch {
+	case asset.IsSTX():
+		dec = decimalsSTX
+	case asset == assetBTC:
+		dec = decimalsBTC
+	default:
+		if t, ok := s.token(asset); ok && t.Metadata != nil {
+			dec = int(t.Metadata.Decimals)
+		}
+	}
+	if dec < 0 {
+		return strconv.FormatUint(v, 10) + " base units of " + s.assetLabel(asset)
+	}
+	return decimalString(v, dec) + " " + s.assetLabel(asset)
+}
+
+// decimalString writes v / 10^dec without trailing zeros.
+func decimalString(v uint64, dec int) string {
+	s := strconv.FormatUint(v, 10)
+	if dec == 0 {
+		return s
+	}
+	for len(s) <= dec {
+		s = "0" + s
+	}
+	whole, frac := s[:len(s)-dec], strings.TrimRight(s[len(s)-dec:], "0")
+	if frac == "" {
+		return whole
+	}
+	return whole + "." + frac
+}
+
+// formatPeriod writes d as people say it: "24h", "1h30m", "15m".
+func formatPeriod(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
