@@ -294,12 +294,13 @@ background-builds: envtest ## Start building helm, promtool and the cluster's bi
 	@hack/background.sh $$PPID $(BIN)/background-builds.log -- bash -c '$(HELM_BUILD) >/dev/null && $(PROMTOOL_BUILD) >/dev/null && $(ENVTEST_BUILD) --cluster >/dev/null'
 
 .PHONY: e2e-tools-image
-e2e-tools-image: ## The cluster's sandbox (pause) image, with httpget for scraping from a pod.
+e2e-tools-image: ## The cluster's sandbox (pause) image, with httpget for scraping from a pod and the tests' OpenID provider.
 	@mkdir -p $(BIN)/e2e-tools
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -o $(BIN)/e2e-tools/ ./hack/cluster/pause ./hack/cluster/httpget
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -o $(BIN)/e2e-tools/ ./hack/cluster/pause ./hack/cluster/httpget ./hack/oidcprovider/cmd/oidc-provider
 	cd hack/image && GOWORK=off $(GO) build -trimpath -o $(BIN)/image-builder .
 	$(BIN)/image-builder --out $(E2E_TOOLS_ARCHIVE) --tag localhost/faucet-e2e/pause:1 --nonroot 65532 --entrypoint /pause \
-		--file /pause=$(BIN)/e2e-tools/pause:0755 --file /httpget=$(BIN)/e2e-tools/httpget:0755 >/dev/null
+		--file /pause=$(BIN)/e2e-tools/pause:0755 --file /httpget=$(BIN)/e2e-tools/httpget:0755 \
+		--file /oidc-provider=$(BIN)/e2e-tools/oidc-provider:0755 >/dev/null
 
 .PHONY: cluster-up
 cluster-up: image e2e-tools-image cluster-binaries ## Start the real cluster with our image and leave it running (make cluster-down stops it).
@@ -317,8 +318,12 @@ chromium: ## Install Debian's chromium for the page tests if missing (apt-get, a
 	@hack/install-chromium.sh
 
 .PHONY: test-page
-test-page: build btcd chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive the web page in chromium against the devnode (screenshots in bin/).
-	node $(PAGETEST_DIR)/run.mjs --faucet $(BIN)/faucet --out $(BIN)
+test-page: build oidc-provider btcd chromium $(PAGETEST_DIR)/node_modules/.installed ## Drive the web page in chromium against the devnode (screenshots in bin/).
+	node $(PAGETEST_DIR)/run.mjs --faucet $(BIN)/faucet --oidc-provider $(BIN)/oidc-provider --out $(BIN)
+
+.PHONY: oidc-provider
+oidc-provider: ## Build the tests' OpenID provider (hack/oidcprovider, zitadel/oidc's OP) into bin/oidc-provider.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/oidc-provider ./hack/oidcprovider/cmd/oidc-provider
 
 $(PAGETEST_DIR)/node_modules/.installed: $(PAGETEST_DIR)/package-lock.json
 	npm ci --prefix $(PAGETEST_DIR) --no-audit --no-fund

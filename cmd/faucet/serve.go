@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/bits"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -357,6 +359,17 @@ func (r *serveRun) logStart(addr net.Addr) {
 		r.log.Info("BTC faucet on", "network", r.btc.Network().String(), "address", r.btc.Address().String(), "btc_node", r.btcNodes.URL(),
 			"amount_sats", am.Default, "large_sats", am.Large, "xlarge_sats", am.XLarge,
 			"limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))
+	}
+	for _, name := range slices.Sorted(maps.Keys(limits.Budgets)) {
+		if b := limits.Budgets[name]; b.On() {
+			r.log.Info("budget", "asset", name, "amount", b.Amount, "per", b.Per.String(), "reserve", b.Reserve, "target", b.Target)
+		} else {
+			r.log.Warn("no budget: nothing bounds what the faucet pays out of this asset", "asset", name)
+		}
+	}
+	if r.signIn != nil {
+		r.log.Info("sign-in on", "issuer", r.signIn.Issuer(), "tiers", len(r.tiers.SignedIn), "anonymous_drips", !r.tiers.AnonymousOff,
+			"anonymous_budget_share", r.tiers.Anonymous.Share())
 	}
 	if o.Devnet.On {
 		printDevnetBanner(r.stdout, addr, r.devnetURL, f.Addresses(), f.Tokens())

@@ -40,12 +40,23 @@ const maxHops = 10
 // listener whatever host the issuer names, so it also works with an explicit Issuer
 // that does not resolve here. It does not verify the tokens: that is the test's job.
 func (p *Provider) Login(ctx context.Context, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
+	return login(ctx, p.browser(), p.issuer, clientID, clientSecret, redirectURI, username, password, scopes)
+}
+
+// LoginAt is Login against a provider running elsewhere (bin/oidc-provider in
+// a pod), reached with hc under issuer.
+func LoginAt(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
+	b := *hc
+	b.Jar, _ = cookiejar.New(nil) // never fails with nil options
+	b.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return login(ctx, &b, issuer, clientID, clientSecret, redirectURI, username, password, scopes)
+}
+
+func login(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
 	if scopes == nil {
 		scopes = DefaultScopes
 	}
-	hc := p.browser()
-
-	disc, err := p.discover(ctx, hc)
+	disc, err := discover(ctx, hc, issuer)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +151,8 @@ type discoveryDoc struct {
 	TokenEndpoint         string `json:"token_endpoint"`
 }
 
-func (p *Provider) discover(ctx context.Context, hc *http.Client) (*discoveryDoc, error) {
-	u := strings.TrimSuffix(p.issuer, "/") + "/.well-known/openid-configuration"
+func discover(ctx context.Context, hc *http.Client, issuer string) (*discoveryDoc, error) {
+	u := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
 	body, resp, err := do(ctx, hc, http.MethodGet, u, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("oidcprovider: discovery: %w", err)
@@ -153,8 +164,8 @@ func (p *Provider) discover(ctx context.Context, hc *http.Client) (*discoveryDoc
 	if err := json.Unmarshal(body, &d); err != nil {
 		return nil, fmt.Errorf("oidcprovider: discovery: %w", err)
 	}
-	if d.Issuer != p.issuer {
-		return nil, fmt.Errorf("oidcprovider: discovery: issuer %q, want %q", d.Issuer, p.issuer)
+	if d.Issuer != issuer {
+		return nil, fmt.Errorf("oidcprovider: discovery: issuer %q, want %q", d.Issuer, issuer)
 	}
 	return &d, nil
 }
