@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -65,6 +66,11 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"low-drips":          strconv.Itoa(server.DefaultLowDrips),
 		"mcp":                strconv.FormatBool(options.Defaults().HTTP.MCP),
 		"history-retention":  options.DefaultHistoryRetention.String(),
+		// Sign-in: sessions last identity's default; anonymous drips are
+		// on and whole until a tier says otherwise.
+		"session-ttl":              identity.DefaultSessionTTL.String(),
+		"anonymous-drips":          "true",
+		"anonymous-amount-percent": "100",
 		// Settings of serve alone: the devnet, logging.
 		"devnet-keys": "4", "devnet-sbtc": "true", "devnet-test-token": "true", "block-time": (2 * time.Second).String(),
 		"devnet-btc": "true", "btc-block-time": (10 * time.Second).String(),

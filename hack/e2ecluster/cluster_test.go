@@ -586,6 +586,10 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		waitBalances(t, ctx, nodeURL, map[stacks.Address]uint64{to: dripUSTX}, nil, time.Minute)
 	})
 
+	t.Run("sign-in through an OpenID provider in a pod: a signed-in drip is the tier's; the budget and the runway show", func(t *testing.T) {
+		checkSignInOnTheCluster(t, ctx, e, c, faucetURL, nodeURL)
+	})
+
 	t.Run("helm upgrade with changed values: the faucet keeps answering", func(t *testing.T) {
 		fp := onlyPod(t, ctx, c, ns, "app.kubernetes.io/instance="+fsName)
 		mp := onlyPod(t, ctx, c, operatorNS, "app.kubernetes.io/instance="+release)
@@ -678,6 +682,8 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		if err := leftovers(t, e, ctx, ns, []string{
 			"secret/" + keySecret, "service/devnode", "deployment.apps/devnode", "replicaset.apps/devnode-",
 			"pod/devnode-", "endpointslice.discovery.k8s.io/devnode-", "endpoints/devnode",
+			"secret/oidc-client", "configmap/oidc-config", "service/oidc", "deployment.apps/oidc", "replicaset.apps/oidc-",
+			"pod/oidc-", "endpointslice.discovery.k8s.io/oidc-", "endpoints/oidc",
 		}); err != nil {
 			t.Error(err)
 		}

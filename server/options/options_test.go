@@ -371,6 +371,38 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			o.Abuse.SwitchesFile = filepath.Join(t.TempDir(), "switches.json")
 			_ = os.WriteFile(o.Abuse.SwitchesFile, []byte(`{"suspendedAssets":["tusd"],"disabledAssets":["doge"]}`), 0o600)
 		}},
+		"a budget for an asset it does not drip": {base: real, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "doge", Budget: guard.Budget{Amount: 1, Per: time.Hour}}}
+		}, want: "--budget asset=doge: the faucet drips no such asset"},
+		"a budget given twice": {base: real, mutate: func(o *options.Serve) {
+			b := options.Budget{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Hour}}
+			o.Budgets.List = options.BudgetList{b, b}
+		}, want: "--budget asset=stx: given twice"},
+		"a budget period under a minute": {base: real, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Second}}}
+		}, want: "--budget asset=stx: per must be at least a minute"},
+		"a target under the reserve": {base: real, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Hour, Reserve: 5, Target: 5}}}
+		}, want: "target (5) must be above the reserve (5)"},
+		"sign-in":                  {base: real, mutate: func(o *options.Serve) { o.SignIn.Issuer, o.SignIn.ClientID = "https://accounts.example.com", "faucet" }},
+		"an issuer without scheme": {base: real, mutate: func(o *options.Serve) { o.SignIn.Issuer, o.SignIn.ClientID = "accounts.example.com", "faucet" }, want: "--oidc-issuer: oidc issuer"},
+		"an issuer with a query": {base: real, mutate: func(o *options.Serve) {
+			o.SignIn.Issuer, o.SignIn.ClientID = "https://a.example.com/?realm=x", "faucet"
+		}, want: "--oidc-issuer: oidc issuer"},
+		"no client ID": {base: real, mutate: func(o *options.Serve) { o.SignIn.Issuer = "https://accounts.example.com" }, want: "--oidc-client-id: oidc client ID: required"},
+		"scopes without openid": {base: real, mutate: func(o *options.Serve) {
+			o.SignIn.Issuer, o.SignIn.ClientID, o.SignIn.Scopes = "https://a.example", "f", options.NameList{"email"}
+		}, want: "--oidc-scopes: oidc scopes: must include openid"},
+		"a public URL with a path": {base: real, mutate: func(o *options.Serve) {
+			o.SignIn.Issuer, o.SignIn.ClientID, o.SignIn.PublicURL = "https://a.example", "f", "https://f.example/faucet"
+		}, want: "--public-url"},
+		"tiers without sign-in": {base: real, mutate: func(o *options.Serve) { o.SignIn.Tiers = options.TierList{{Name: "x"}} }, want: "need sign-in: --oidc-issuer"},
+		"two tiers of one name": {base: real, mutate: func(o *options.Serve) {
+			o.SignIn.Issuer, o.SignIn.ClientID, o.SignIn.Tiers = "https://a.example", "f", options.TierList{{Name: "x"}, {Name: "x"}}
+		}, want: `--tier: tier "x": two tiers share the name`},
+		"an anonymous share over 100": {base: real, mutate: func(o *options.Serve) {
+			o.SignIn.Issuer, o.SignIn.ClientID, o.SignIn.AnonymousShare = "https://a.example", "f", 101
+		}, want: "--anonymous-budget-share must be a percent"},
 		"switches file that is not JSON": {base: real, mutate: func(o *options.Serve) {
 			o.Abuse.SwitchesFile = filepath.Join(t.TempDir(), "switches.json")
 			_ = os.WriteFile(o.Abuse.SwitchesFile, []byte(`suspend: true`), 0o600)

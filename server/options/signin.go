@@ -67,16 +67,25 @@ func (o *SignIn) On() bool { return o.Issuer != "" }
 
 func (o *SignIn) validate() error {
 	if o.On() {
-		if _, err := identity.New(identity.Config{Issuer: o.Issuer, ClientID: o.ClientID, Scopes: o.Scopes, PublicURL: o.PublicURL,
-			SessionKey: make([]byte, 32)}); err != nil {
-			return fmt.Errorf("sign-in: %w", err)
+		// The service's own checks, each put to the flag it is about.
+		for _, c := range []struct {
+			flag string
+			cfg  identity.Config
+		}{
+			{"--oidc-issuer", identity.Config{Issuer: o.Issuer, ClientID: "x"}},
+			{"--oidc-client-id", identity.Config{Issuer: o.Issuer, ClientID: o.ClientID}},
+			{"--oidc-scopes", identity.Config{Issuer: o.Issuer, ClientID: "x", Scopes: o.scopes()}},
+			{"--public-url", identity.Config{Issuer: o.Issuer, ClientID: "x", PublicURL: o.PublicURL}},
+		} {
+			c.cfg.SessionKey = make([]byte, 32)
+			if _, err := identity.New(c.cfg); err != nil {
+				return fmt.Errorf("%s: %w", c.flag, err)
+			}
 		}
 	}
 	switch {
 	case !o.On() && (o.ClientID != "" || o.ClientSecretFile != "" || len(o.Tiers) > 0 || !o.AnonymousDrips || o.SessionKeyFile != ""):
 		return errors.New("--oidc-client-id, --oidc-client-secret-file, --session-key-file, --tier and --anonymous-drips=false need sign-in: --oidc-issuer")
-	case o.On() && o.ClientID == "":
-		return errors.New("--oidc-issuer needs --oidc-client-id")
 	case o.AnonymousShare < 0 || o.AnonymousShare > 100:
 		return fmt.Errorf("--anonymous-budget-share must be a percent, 0 to 100, got %d", o.AnonymousShare)
 	case o.SessionTTL <= 0:
@@ -254,7 +263,7 @@ func (o *SignIn) Service(trustProxy bool, log *slog.Logger) (svc *identity.Servi
 		warn = "no --session-key-file and no client secret of 16 bytes or more: sign-in sessions are sealed with a key of this process alone, lost at restart and not shared by replicas"
 	}
 	svc, err = identity.New(identity.Config{
-		Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, Scopes: o.Scopes, Audiences: o.Audiences,
+		Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, Scopes: o.scopes(), Audiences: o.Audiences,
 		PublicURL: o.PublicURL, TrustForwardedProto: trustProxy, SessionKey: key, SessionTTL: o.SessionTTL,
 		KeepGroup: o.keepGroup(), HTTPClient: &http.Client{Timeout: 10 * time.Second}, Logger: log,
 	})
@@ -275,4 +284,12 @@ func (o *SignIn) keepGroup() func(string) bool {
 		}
 		return false
 	}
+}
+
+// scopes are --oidc-scopes, nil when not given (the service's default).
+func (o *SignIn) scopes() []string {
+	if len(o.Scopes) == 0 {
+		return nil
+	}
+	return o.Scopes
 }
