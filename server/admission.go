@@ -168,6 +168,9 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 	switch {
 	case err == nil:
 		setRateLimit(h, s.cfg.Limits.Uses(adm, res))
+		if res.Drawn != nil {
+			s.budgets.forget(asset)
+		}
 	case errors.As(err, &exhausted):
 		setRateLimit(h, exhausted.Use)
 		s.metrics.observeDrip(asset, reasonBudgetExhausted, nil)

@@ -185,30 +185,32 @@ func (s *server) formatAmount(asset faucet.Asset, v uint64) string {
 	return decimalString(v, dec) + " " + s.assetLabel(asset)
 }
 
-// decimalString writes v / 10^dec without trailing zeros.
+// decimalString writes v / 10^dec, its whole part grouped by thousands
+// and without trailing zeros ("1,750", "0.5").
 func decimalString(v uint64, dec int) string {
 	s := strconv.FormatUint(v, 10)
-	if dec == 0 {
-		return s
-	}
 	for len(s) <= dec {
 		s = "0" + s
 	}
 	whole, frac := s[:len(s)-dec], strings.TrimRight(s[len(s)-dec:], "0")
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
 	if frac == "" {
 		return whole
 	}
 	return whole + "." + frac
 }
 
-// formatPeriod writes d as people say it: "24h", "1h30m", "15m".
+// formatPeriod writes d as people say it: "24 h", "90 min", "45 s".
 func formatPeriod(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + " h"
+	case d >= time.Minute && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + " min"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + " s"
 	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return d.String()
 }

@@ -69,7 +69,7 @@ func TestBudgetScalesRefusesAndRefills(t *testing.T) {
 
 	to := newRecipient(t)
 	el, _ := h.eligibility("asset=stx&address="+to, nil)
-	if el.Eligible || el.Reason != reasonBudgetExhausted || el.RetryAfterSeconds != secs || !strings.Contains(el.Detail, "1900 STX per 1h") {
+	if el.Eligible || el.Reason != reasonBudgetExhausted || el.RetryAfterSeconds != secs || !strings.Contains(el.Detail, "1,900 STX per 1 h") {
 		t.Fatalf("eligibility %+v, want budget_exhausted in %ds", el, secs)
 	}
 	w := h.dripV3(`{"address":"`+to+`"}`, nil)

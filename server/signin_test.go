@@ -261,6 +261,22 @@ func TestSignInProviderDown(t *testing.T) {
 	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(alice.IDToken)); w.Code != http.StatusOK || paidSTX(t, w) != 1000*ustx {
 		t.Fatalf("alice once the provider is back: %d %s", w.Code, w.Body)
 	}
+	if w := h.do(http.MethodGet, identity.PathLogin, nil, nil); w.Code != http.StatusFound {
+		t.Fatalf("sign-in with the provider back: %d %s", w.Code, w.Body)
+	}
+	// Down again, after it was discovered: sign-in says so rather than
+	// sending browsers to a dead link; tokens still verify with the keys
+	// already fetched.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	if w := h.do(http.MethodGet, identity.PathLogin, nil, nil); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), identity.ReasonSignInUnavailable) {
+		t.Fatalf("sign-in once the provider went down again: %d %s", w.Code, w.Body)
+	}
+	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(alice.IDToken)); w.Code != http.StatusOK {
+		t.Fatalf("alice's token with the provider down and its keys known: %d %s", w.Code, w.Body)
+	}
 }
 
 // The page's sign-in, as a browser goes through it: the faucet's login

@@ -133,13 +133,24 @@ func (s *server) budgetLeft(ctx context.Context, asset faucet.Asset) []guard.Bud
 	return use
 }
 
-// shares are the tiers whose budget share is a pool of its own.
+// forget drops asset's cached budget read: a drip just drew from it.
+func (c *budgetCache) forget(asset faucet.Asset) {
+	c.mu.Lock()
+	delete(c.entries, asset)
+	c.mu.Unlock()
+}
+
+// shares are the tiers whose budget share is a pool of its own (not the
+// anonymous tier's when anonymous drips are off: nobody draws from it).
 func (s *server) shares() []guard.TierShare {
 	if s.cfg.Tiers == nil {
 		return nil
 	}
 	var out []guard.TierShare
-	for _, t := range s.cfg.Tiers.All() {
+	for i, t := range s.cfg.Tiers.All() {
+		if i == 0 && s.cfg.Tiers.AnonymousOff {
+			continue
+		}
 		if t.Share() < 100 {
 			out = append(out, guard.TierShare{Tier: t.Name, Percent: t.Share()})
 		}

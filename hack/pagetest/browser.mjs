@@ -3,12 +3,14 @@
 // devnet lists: STX, sBTC, the test token tUSD and BTC (a real btcd in
 // regtest mode); each is dripped through the page and the recipient's
 // balance read back from the node. Short-lived faucets have sBTC off (a
-// separate devnet node, as --devnet always turns sBTC on), and sBTC
-// unavailable (the node names no sBTC contract) with BTC off.
+// separate devnet node, as --devnet always turns sBTC on), sBTC
+// unavailable (the node names no sBTC contract) with BTC off, a small STX
+// budget the page drains, and sign-in through the test OpenID provider
+// (bin/oidc-provider, a real zitadel/oidc OP).
 
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { access, constants, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -22,7 +24,7 @@ import { chromium } from 'playwright-core';
 
 import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
 import { MAINNET_MESSAGE } from '../../server/web/assets/c32.js';
-import { formatAmount } from '../../server/web/assets/format.js';
+import { formatAbout, formatAmount, formatLeft } from '../../server/web/assets/format.js';
 import { randomRegtestAddress, randomTestnetAddress } from './validator.mjs';
 
 const POW_DIFFICULTY = 10;
@@ -36,6 +38,12 @@ const BTC_MAINNET = 'bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4';
 
 // The devnet's assets, in the order /faucet/v1/info lists them.
 const DEVNET_ASSETS = ['stx', 'sbtc', 'tusd', 'btc'];
+
+// A wait as the page counts it down (formatWait): "1 h", "1 h 5 min", "59 min 58 s", "12 s".
+const WAIT = /(\d+ h( \d+ min)?|\d+ min( \d+ s)?|\d+ s)/;
+
+/** escapeRe makes text a regular expression that matches it literally. */
+const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const LAUNCH_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'];
 
@@ -53,8 +61,9 @@ function freePort() {
 }
 
 /**
- * FaucetProcess runs one bin/faucet command listening on port and keeps its
- * last log lines; readyPath answers 200 once it is up.
+ * FaucetProcess runs one bin/faucet (or bin/oidc-provider) command
+ * listening on port and keeps its last log lines; readyPath answers 200
+ * once it is up.
  */
 class FaucetProcess {
   constructor(bin, port, args, readyPath = '/readyz', env = process.env) {
@@ -107,7 +116,7 @@ class FaucetProcess {
     let last = 'no answer';
     while (Date.now() < deadline) {
       if (!this.running()) {
-        throw new Error(`the faucet exited early (${JSON.stringify(this.exit)}): ${this.command}\n${this.log()}`);
+        throw new Error(`${path.basename(this.bin)} exited early (${JSON.stringify(this.exit)}): ${this.command}\n${this.log()}`);
       }
       try {
         const r = await fetch(`${this.base}${this.readyPath}`, { signal: AbortSignal.timeout(2000) });
@@ -197,6 +206,14 @@ export async function preflight(opts) {
   }
   if (!help.includes('-btc-block-time')) {
     throw new Error(`${opts.faucet} has no --btc-block-time flag: it predates the BTC faucet; rebuild it (make build)`);
+  }
+  if (!help.includes('-budget') || !help.includes('-oidc-issuer')) {
+    throw new Error(`${opts.faucet} has no --budget or --oidc-issuer flag: it predates budgets and sign-in; rebuild it (make build)`);
+  }
+  try {
+    await access(opts.oidcProvider, constants.X_OK);
+  } catch {
+    throw new Error(`no OpenID provider at ${opts.oidcProvider}: the sign-in scenario needs it; run make oidc-provider (or pass --oidc-provider)`);
   }
   try {
     await access(opts.btcd, constants.X_OK);
@@ -368,11 +385,14 @@ export function registerBrowserTests(opts) {
       });
     }
 
-    /** launch starts a bin/faucet command on a free port and waits for it. */
-    const launch = async (argsFor, readyPath) => {
-      const port = await freePort();
+    /**
+     * launch starts a bin/faucet command (or bin's) on port, by default a
+     * free one, and waits for it.
+     */
+    const launch = async (argsFor, readyPath, { bin = opts.faucet, port = null } = {}) => {
+      port ??= await freePort();
       // Every devnet finds the same btcd (--devnet-btc=false turns it off).
-      const p = new FaucetProcess(opts.faucet, port, argsFor(port), readyPath, { ...process.env, FAUCET_BTCD: opts.btcd });
+      const p = new FaucetProcess(bin, port, argsFor(port), readyPath, { ...process.env, FAUCET_BTCD: opts.btcd });
       procs.add(p);
       p.start();
       await p.waitReady(60_000);
@@ -543,6 +563,7 @@ export function registerBrowserTests(opts) {
     after(async () => {
       await browser?.close().catch(() => {});
       for (const p of procs) await p.stop();
+      if (signIn.dir) await rm(signIn.dir, { recursive: true, force: true });
       if (faucet) console.log(`# faucet stopped (${JSON.stringify(faucet.exit)})`);
     });
 
@@ -571,6 +592,13 @@ export function registerBrowserTests(opts) {
       assert.match(await page.locator('#default-amount').textContent(), /^\d[\d,]*(\.\d+)? STX$/);
       const limits = await page.locator('#limits li').allTextContents();
       assert.ok(limits.includes('1 drip per address every hour.'), `limits: ${JSON.stringify(limits)}`);
+      // Every asset has a budget by default (2,000 drips a day); without
+      // sign-in there is no share, no sign-in and nothing by the button.
+      assert.equal(await page.locator('#budget-label').textContent(), 'Budget today');
+      assert.match(await page.locator('#budget').textContent(), /^\d[\d,]*(\.\d+)? of 1,000,000 STX left$/);
+      for (const id of ['share-fact-row', 'account', 'drip-amount', 'budget-note']) {
+        assert.equal(await page.locator(`#${id}`).isVisible(), false, `#${id} shows without sign-in or a budget running low`);
+      }
       assert.equal(await page.evaluate(() => document.activeElement?.id), 'address', 'the address field has the focus');
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the button starts disabled');
       await page.evaluate(recordPage);
@@ -746,7 +774,7 @@ export function registerBrowserTests(opts) {
       await page.locator('#address').focus();
       await page.locator('#address').press('Enter');
       // With a choice of assets the sentence names the asset: limits are per asset.
-      const first = await waitText(page, 'message', /^Too many STX requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      const first = await waitText(page, 'message', /^Too many STX requests for this address\. Try again in (\d+ h( \d+ min)?|\d+ min( \d+ s)?|\d+ s)\.$/, 20_000);
       assert.match(first, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --limit-address 1/1h');
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
       await page.waitForTimeout(2100);
@@ -827,7 +855,7 @@ export function registerBrowserTests(opts) {
     step('the same address for sBTC again: its own 429; back to STX by keyboard, whose wait still holds', async () => {
       await page.locator('#address').focus();
       await page.keyboard.press('Enter');
-      const wait = await waitText(page, 'message', /^Too many sBTC requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      const wait = await waitText(page, 'message', /^Too many sBTC requests for this address\. Try again in (\d+ h( \d+ min)?|\d+ min( \d+ s)?|\d+ s)\.$/, 20_000);
       assert.match(wait, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --sbtc-limit-address 1/1h');
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
       await page.locator('#address').focus();
@@ -1026,7 +1054,7 @@ export function registerBrowserTests(opts) {
     step('the same address for BTC again: its own 429 from v3\'s Retry-After', async () => {
       await page.locator('#address').focus();
       await page.keyboard.press('Enter');
-      const wait = await waitText(page, 'message', /^Too many BTC requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+      const wait = await waitText(page, 'message', /^Too many BTC requests for this address\. Try again in (\d+ h( \d+ min)?|\d+ min( \d+ s)?|\d+ s)\.$/, 20_000);
       assert.match(wait, /Try again in 59 min|Try again in 1 h/, 'about an hour, as --btc-limit-address 1/1h');
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the button stays disabled during the wait');
     });
@@ -1087,7 +1115,7 @@ export function registerBrowserTests(opts) {
       assert.equal(await page.locator('#submit').isDisabled(), true, 'the STX wait still holds');
     });
 
-    step('the faucet\'s balance for each asset, in its units, as info says', async () => {
+    step('the faucet\'s balance and budget for each asset, in its units, as info says', async () => {
       const p2 = await context.newPage();
       watch(p2, []);
       try {
@@ -1109,8 +1137,12 @@ export function registerBrowserTests(opts) {
           // coinbases mature.
           if (name !== 'BTC') {
             const want = formatAmount((await getInfo(base)).assets.find((x) => x.name === name).funding.balance, a.decimals, name);
-            await waitText(p2, 'balance', new RegExp(`^${want.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(`), 15_000);
+            await waitText(p2, 'balance', new RegExp(`^${escapeRe(want)} \\(`), 15_000);
           }
+          // Its budget, the default 2,000 drips a day, and what is left of it after the drips above.
+          assert.equal(a.budget?.period_seconds, 86400, `${name} budget: ${JSON.stringify(a.budget)}`);
+          assert.equal(await p2.locator('#budget-label').textContent(), 'Budget today');
+          await waitText(p2, 'budget', new RegExp(`^${escapeRe(formatLeft(a.budget.left, a.budget.amount, a.decimals, name))}$`), 15_000);
         }
         await shot('page-desktop-balance-btc.png', false, p2);
       } finally {
@@ -1260,7 +1292,7 @@ export function registerBrowserTests(opts) {
         assertProof(drips[0].headers);
         assert.equal(await p.locator('#result-heading').textContent(), 'STX on the way');
         await p.locator('#address').press('Enter');
-        await waitText(p, 'message', /^Too many requests for this address\. Try again in (\d+ h )?(\d+ min)?( ?\d+ s)?\.$/, 20_000);
+        await waitText(p, 'message', /^Too many requests for this address\. Try again in (\d+ h( \d+ min)?|\d+ min( \d+ s)?|\d+ s)\.$/, 20_000);
       } finally {
         await p.close();
       }
@@ -1413,6 +1445,410 @@ export function registerBrowserTests(opts) {
         await off.stop();
       }
     }, { needs: [] });
+
+    // ------------------------------------------------------------ budgets
+
+    /**
+     * dripTo types to into p's field and presses Enter, then waits for the
+     * result: a txid other than old, or a refusal. It returns the txid (''
+     * when refused) and the drip requests the page made.
+     */
+    const dripTo = async (p, reqs, to, old = '') => {
+      const from = extendedRequests(reqs).length;
+      await typeInto(to, p);
+      assert.equal(await p.locator('#submit').isDisabled(), false, `the button is disabled for ${to}`);
+      await p.locator('#address').press('Enter');
+      await p.waitForFunction((prev) => {
+        const result = document.getElementById('result');
+        const t = document.getElementById('txid').textContent;
+        if (result.hidden) return false;
+        return result.dataset.kind !== 'success' || (!document.getElementById('tx').hidden && t !== prev && /^0x[0-9a-f]{64}$/.test(t));
+      }, old, { timeout: 30_000 }).catch(async (err) => {
+        throw new Error(`no result for ${to}: ${err.message}; result says ${JSON.stringify(await p.locator('#result').textContent())}`);
+      });
+      const kind = await p.locator('#result').getAttribute('data-kind');
+      return { txid: kind === 'success' ? await p.locator('#txid').textContent() : '', drips: extendedRequests(reqs).slice(from) };
+    };
+
+    /**
+     * stateChecks: on a 390×844 phone (the field and the button above the
+     * fold) and on a desktop, in both themes: names, contrast, no sideways
+     * scroll; phone screenshots as shotName(-dark).png. Ends light, desktop.
+     */
+    const stateChecks = async (p, label, shotName) => {
+      for (const [width, height] of [[390, 844], [1280, 900]]) {
+        await p.setViewportSize({ width, height });
+        await p.evaluate(() => window.scrollTo(0, 0));
+        for (const scheme of ['light', 'dark']) {
+          await p.emulateMedia({ colorScheme: scheme });
+          if (width === 390) {
+            for (const id of ['address', 'submit']) {
+              const box = await p.locator(`#${id}`).boundingBox();
+              assert.ok(box && box.y >= 0 && box.y + box.height <= height, `#${id} at ${JSON.stringify(box)}: below the fold (${label})`);
+            }
+            if (shotName) await shot(`${shotName}${scheme === 'dark' ? '-dark' : ''}.png`, false, p);
+          }
+          assert.ok(await p.evaluate((w) => document.documentElement.scrollWidth <= w, width), `scrollWidth > ${width} (${label})`);
+          assert.deepEqual(await p.evaluate(a11ySmoke), [], `accessibility smoke (${scheme}, ${width} px, ${label})`);
+          assert.deepEqual(await p.evaluate(contrastProblems), [], `contrast (${scheme}, ${width} px, ${label})`);
+        }
+      }
+      await p.emulateMedia({ colorScheme: 'light' });
+    };
+
+    // A faucet with a small STX budget: 1,750 STX in any 30 minutes, 3.5
+    // drips of 500 STX, and limits loose enough that only the budget stops
+    // drips. Half an hour, not an hour: the wait it ends with is below an
+    // hour, where the countdown shows its seconds ticking.
+    const BUDGET_STX = 1_750_000_000;
+    let budgetFaucet = null;
+    let budgetPage = null;
+    const budgetReqs = [];
+    const budgetTxids = [];
+    const BUDGET_DRAINED = 'a small STX budget: the page shows what is left; drips pay 500, 500, 500, then a scaled 250 STX, as their status says';
+    step(BUDGET_DRAINED, async () => {
+      budgetFaucet = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--pow-difficulty', String(POW_DIFFICULTY),
+        '--limit-address', '100/1h', '--limit-ip', '100/1h', '--budget', `asset=stx,amount=${BUDGET_STX},per=30m`]));
+      const b = budgetFaucet.base;
+      const stx = (await getInfo(b)).assets.find((a) => a.asset === 'stx');
+      assert.deepEqual(stx.budget, { amount: BUDGET_STX, period_seconds: 1800, left: BUDGET_STX, scale_below_percent: 25, floor_percent: 10 });
+      assert.deepEqual(stx.runway, { seconds: null, outflow_last_hour: 0 }, 'nothing flowed out yet');
+      budgetPage = await context.newPage();
+      const p = budgetPage;
+      watch(p, budgetReqs);
+      await p.goto(`${b}/`);
+      await waitReadyState(p);
+      assert.equal(await p.locator('#budget-label').textContent(), 'Budget per 30 min');
+      assert.equal(await p.locator('#budget').textContent(), '1,750 of 1,750 STX left');
+      assert.equal(await p.locator('#budget-bar').evaluate((e) => e.style.width), '100%');
+      for (const id of ['share-fact-row', 'runway-fact-row', 'budget-note', 'drip-amount', 'account']) {
+        assert.equal(await p.locator(`#${id}`).isVisible(), false, `#${id}: no share, no outflow, nothing low, no sign-in`);
+      }
+      for (const [i, want] of [500, 500, 500, 250].entries()) {
+        if (i === 3) {
+          // 250 STX left (14 %), below the 25 % where drips scale down:
+          // the page says so from info before the drip.
+          await waitText(p, 'budget', /^250 of 1,750 STX left$/, 15_000);
+          assert.equal(await p.locator('#budget-note').textContent(), 'Little is left of the STX budget: drips are smaller now, down to 10 % of a full drip.');
+          assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 500 STX, less while little is left of the budget.');
+          assert.equal(await p.locator('#budget-bar').getAttribute('data-low'), 'true');
+          assert.equal(await p.locator('#budget-bar').evaluate((e) => e.style.width), '14.2%');
+          await shot('page-desktop-budget-low.png', false, p);
+        }
+        const to = randomTestnetAddress();
+        const { txid, drips } = await dripTo(p, budgetReqs, to, budgetTxids.at(-1));
+        assert.ok(txid, `drip ${i + 1} was refused: ${await p.locator('#result').innerText()}`);
+        budgetTxids.push(txid);
+        assert.equal(drips.length, 1);
+        assertProof(drips[0].headers);
+        // v1 answers carry no amount: the page shows what the drip's status says it paid.
+        const less = want < 500 ? ' That is less than a full drip (500 STX): drips are smaller while little is left of the budget.' : '';
+        assert.equal(await p.locator('#message').textContent(), `The faucet sent ${want} STX to ${to}.${less} It arrives when the transaction is in a block.`);
+        const d = await (await fetch(`${b}/faucet/v1/drips/${txid}`)).json();
+        assert.equal(d.amount, String(want * 1_000_000), `drip ${i + 1}'s status: ${JSON.stringify(d)}`);
+        assert.match(await recentItem(p, txid).textContent(), new RegExp(`^${want} STX · `), 'the recent drips show what it paid');
+      }
+      // What info says now, once the page has read it again: nothing left, and the runway.
+      await waitText(p, 'budget', /^0 of 1,750 STX left$/, 15_000);
+      const now = (await getInfo(b)).assets.find((a) => a.asset === 'stx');
+      assert.equal(await p.locator('#budget').textContent(), formatLeft(now.budget.left, now.budget.amount, 6, 'STX'), 'the budget line reads what info says');
+      assert.equal(now.runway.outflow_last_hour, BUDGET_STX, JSON.stringify(now.runway));
+      assert.ok(Number.isSafeInteger(now.runway.seconds), JSON.stringify(now.runway));
+      assert.equal(await p.locator('#runway').textContent(), `At the last hour's rate the faucet's STX lasts ${formatAbout(now.runway.seconds)}.`);
+      assert.equal(await p.locator('#budget-note').textContent(), 'The STX budget is used up for now: drips resume as the drips of the last 30 minutes age out.');
+      assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 500 STX; none until the budget allows again.');
+    }, { needs: [] });
+
+    step('the budget used up: the server\'s 500 budget_exhausted, its message, detail and a countdown; the recent drips stay', async () => {
+      const p = budgetPage;
+      try {
+        const to = randomTestnetAddress();
+        const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/stx');
+        const { txid } = await dripTo(p, budgetReqs, to, budgetTxids.at(-1));
+        assert.equal(txid, '', 'a drip past the budget');
+        const r = await answer;
+        assert.equal(r.status(), 500, 'v1 STX keeps the incumbent\'s 500');
+        const body = await r.json();
+        assert.equal(body.reason, 'budget_exhausted', JSON.stringify(body));
+        // Until the first drip's step (a 60th of the window) leaves it.
+        assert.ok(body.retry_after_seconds > 1700 && body.retry_after_seconds <= 1830, JSON.stringify(body));
+        assert.equal(await p.locator('#result').getAttribute('data-kind'), 'wait');
+        assert.equal(await p.locator('#result-heading').textContent(), 'No STX sent');
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'result-heading', 'focus moves to the result');
+        const first = await p.locator('#message').textContent();
+        assert.match(first, new RegExp(`^${escapeRe(body.error)}\\. Drips resume in ${WAIT.source}\\.$`));
+        assert.match(first, /Drips resume in (29|30) min/, 'about half an hour, the window\'s');
+        // The detail, a sentence of its own: which budget is spent.
+        assert.equal(await p.locator('#result-detail').textContent(), `${body.detail.charAt(0).toUpperCase()}${body.detail.slice(1)}.`);
+        assert.match(await p.locator('#result-detail').textContent(), /^The STX budget of 1,750 STX per 30 min is used up\.$/);
+        await p.waitForTimeout(2100);
+        assert.notEqual(await p.locator('#message').textContent(), first, 'the countdown does not move');
+        // The budget holds every address back, not only this one.
+        await typeInto(randomTestnetAddress(), p);
+        assert.equal(await p.locator('#submit').isDisabled(), true, 'another address while the budget is used up');
+        const ids = await p.locator('#recent-list li').evaluateAll((els) => els.map((e) => e.dataset.txid));
+        assert.deepEqual(new Set(ids), new Set(budgetTxids), 'the recent drips stay');
+        await shot('page-desktop-budget-exhausted.png', true, p);
+        await stateChecks(p, 'budget used up', 'page-390-budget-exhausted');
+      } finally {
+        await p.close();
+        await budgetFaucet.stop();
+      }
+    }, { needs: [BUDGET_DRAINED] });
+
+    // ------------------------------------------------------------ sign-in
+    //
+    // bin/oidc-provider with one verified user, and devnet faucets that
+    // sign in with it: the default tiers (signed-in: 200 %, no proof of
+    // work, 20 drips a day; anonymous: the proof of work, half the budget).
+
+    const signIn = {
+      dir: null, provider: null, providerPort: 0, faucet: null, off: null, issuer: '', offPort: 0, password: '', ctx: null, page: null, reqs: [],
+    };
+    const USER = { id: 'u-alice', username: 'alice', email: 'alice@example.com', emailVerified: true, name: 'Alice', groups: ['devs'] };
+    const OFFER = 'Developers signed in with a verified email get 2× drips, no proof of work, 20 drips of each asset every day.';
+    const SIGNED_IN_TEXT = 'Signed in as alice@example.com — signed-in: 2× drips, no proof of work, 20 drips of each asset every day.';
+    const signInLink = (p) => p.getByRole('link', { name: 'Sign in', exact: true });
+    const sessionCookie = async (b) => (await signIn.ctx.cookies(b)).find((c) => c.name === 'faucet_session');
+    const challengesOf = (reqs) => reqs.filter((r) => r.method === 'POST' && new URL(r.url).pathname === '/faucet/v1/challenge').length;
+
+    /** startProvider starts bin/oidc-provider on its port with the user and the faucet's client. */
+    const startProvider = async () => {
+      const file = (name) => path.join(signIn.dir, name);
+      signIn.provider = await launch((port) => ['--addr', `127.0.0.1:${port}`, '--issuer', signIn.issuer,
+        '--users-file', file('users.json'), '--clients-file', file('clients.json')], '/ready', { bin: opts.oidcProvider, port: signIn.providerPort });
+    };
+
+    /** providerLogin fills the provider's form on p; it stays there (wrong password) or goes back to the faucet. */
+    const providerLogin = async (p, password) => {
+      await p.waitForURL((u) => u.origin === signIn.issuer, { timeout: 15_000 });
+      await p.locator('#username').waitFor();
+      await p.fill('#username', USER.username);
+      await p.fill('#password', password);
+      await p.click('#submit');
+    };
+
+    const SIGN_IN_OFFERED = 'sign-in: the page offers "Sign in" with what it gives; an anonymous drip pays the configured 500 STX with the proof of work';
+    step(SIGN_IN_OFFERED, async () => {
+      signIn.dir = await mkdtemp(path.join(tmpdir(), 'pagetest-oidc-'));
+      const [faucetPort, providerPort] = [await freePort(), await freePort()];
+      signIn.offPort = await freePort();
+      signIn.issuer = `http://127.0.0.1:${providerPort}`;
+      signIn.password = randomBytes(12).toString('hex');
+      const secret = randomBytes(24).toString('hex');
+      const file = (name) => path.join(signIn.dir, name);
+      await writeFile(file('users.json'), JSON.stringify([{ ...USER, password: signIn.password }]), { mode: 0o600 });
+      await writeFile(file('clients.json'), JSON.stringify([{ id: 'faucet', secret, accessTokenJWT: true,
+        redirectURIs: [faucetPort, signIn.offPort].map((port) => `http://127.0.0.1:${port}/faucet/v1/auth/callback`) }]), { mode: 0o600 });
+      await writeFile(file('secret'), `${secret}\n`, { mode: 0o600 });
+      signIn.providerPort = providerPort;
+      await startProvider();
+      signIn.faucet = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--pow-difficulty', String(POW_DIFFICULTY),
+        '--oidc-issuer', signIn.issuer, '--oidc-client-id', 'faucet', '--oidc-client-secret-file', file('secret')]), undefined, { port: faucetPort });
+      const b = signIn.faucet.base;
+      const info = await getInfo(b);
+      assert.deepEqual(info.sign_in, {
+        enabled: true, issuer: signIn.issuer, login: '/faucet/v1/auth/login', logout: '/faucet/v1/auth/logout', session: '/faucet/v1/auth/session',
+        anonymous_drips: true, tiers: [
+          { name: 'anonymous', amount_percent: 100, limit: null, skip_proof_of_work: false, budget_share_percent: 50 },
+          { name: 'signed-in', amount_percent: 200, limit: { requests: 20, window_seconds: 86400 }, skip_proof_of_work: true, budget_share_percent: 100,
+            match: 'signed in with a verified email' },
+        ],
+      });
+      // A context of its own: its cookies are the sign-in's.
+      signIn.ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light', reducedMotion: 'reduce' });
+      const p = signIn.page = await signIn.ctx.newPage();
+      watch(p, signIn.reqs);
+      await p.goto(`${b}/`);
+      await waitReadyState(p);
+      await signInLink(p).waitFor();
+      assert.equal(await signInLink(p).getAttribute('href'), `${b}/faucet/v1/auth/login?return=%2F`);
+      assert.equal(await p.locator('#account-text').textContent(), OFFER);
+      assert.equal(await p.locator('#sign-out').isVisible(), false);
+      assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 500 STX.');
+      // Without sign-in a drip draws from the anonymous half of the budget.
+      const share = info.assets[0].budget.shares[0];
+      assert.deepEqual([share.tier, share.percent], ['anonymous', 50], JSON.stringify(info.assets[0].budget));
+      assert.equal(await p.locator('#share-label').textContent(), 'Anonymous share (50 %)');
+      assert.equal(await p.locator('#share').textContent(), formatLeft(share.left, share.amount, 6, 'STX'));
+      await shot('page-desktop-sign-in.png', false, p);
+      await stateChecks(p, 'sign-in offered', 'page-390-sign-in');
+
+      const to = randomTestnetAddress();
+      const { txid, drips } = await dripTo(p, signIn.reqs, to);
+      assert.ok(txid, await p.locator('#result').innerText());
+      assert.equal(drips.length, 1);
+      assertProof(drips[0].headers);
+      assert.equal(challengesOf(signIn.reqs), 1);
+      assert.equal(await p.locator('#message').textContent(), `The faucet sent 500 STX to ${to}. It arrives when the transaction is in a block.`);
+      assert.equal((await (await fetch(`${b}/faucet/v1/drips/${txid}`)).json()).amount, '500000000');
+    }, { needs: [] });
+
+    // The faucet reads the provider's discovery document at the first
+    // sign-in and keeps it; until then a provider that is down makes Sign
+    // in answer the faucet's own 503 page (it tries again after 5 s).
+    const PROVIDER_BACK = 'the provider down: Sign in answers the faucet\'s 503 page; back on the page an anonymous drip works; the provider back, Sign in works';
+    step(PROVIDER_BACK, async () => {
+      const p = signIn.page;
+      const b = signIn.faucet.base;
+      await signIn.provider.stop();
+      const login = p.waitForResponse((r) => new URL(r.url()).pathname === '/faucet/v1/auth/login');
+      await signInLink(p).click();
+      assert.equal((await login).status(), 503);
+      await p.locator('#error').waitFor();
+      assert.match(await p.locator('#error').textContent(),
+        /^Sign-in is unavailable: the faucet cannot reach its sign-in provider\. Drips without sign-in still work/);
+      assert.equal(new URL(p.url()).origin, b, 'the faucet\'s own page');
+      await shot('page-sign-in-unavailable.png', false, p);
+      await p.getByRole('link', { name: 'Back to the faucet' }).click();
+      await waitReadyState(p);
+      await signInLink(p).waitFor();
+      const to = randomTestnetAddress();
+      const { txid, drips } = await dripTo(p, signIn.reqs, to);
+      assert.ok(txid, await p.locator('#result').innerText());
+      assertProof(drips[0].headers);
+      assert.equal(await p.locator('#message').textContent(), `The faucet sent 500 STX to ${to}. It arrives when the transaction is in a block.`);
+      // Back: the login redirects to the provider once the faucet tries again.
+      await startProvider();
+      let status = 0;
+      for (const deadline = Date.now() + 20_000; status !== 302 && Date.now() < deadline; await sleep(500)) {
+        status = (await fetch(`${b}/faucet/v1/auth/login?return=/`, { redirect: 'manual' })).status;
+      }
+      assert.equal(status, 302, 'the login does not redirect to the provider that is back');
+    }, { needs: [SIGN_IN_OFFERED] });
+
+    const SIGNED_IN = 'sign-in: Sign in → the provider\'s form (a wrong password stays there with its error) → back on the page, signed in with the tier';
+    step(SIGNED_IN, async () => {
+      const p = signIn.page;
+      const b = signIn.faucet.base;
+      await signInLink(p).click();
+      await providerLogin(p, `wrong-${signIn.password}`);
+      await p.locator('#error').waitFor({ timeout: 10_000 });
+      assert.match(await p.locator('#error').textContent(), /\S/);
+      assert.equal(new URL(p.url()).origin, signIn.issuer, 'a wrong password stays on the provider');
+      assert.equal(await p.locator('#password').isVisible(), true, 'its form again');
+      assert.equal(await sessionCookie(b), undefined, 'no session');
+      await shot('page-provider-wrong-password.png', false, p);
+
+      await providerLogin(p, signIn.password);
+      await p.waitForURL(`${b}/`, { timeout: 15_000 });
+      await waitText(p, 'account-text', /^Signed in as /);
+      assert.equal(await p.locator('#account-text').textContent(), SIGNED_IN_TEXT);
+      assert.equal(await p.getByRole('button', { name: 'Sign out' }).isVisible(), true);
+      assert.equal(await signInLink(p).count(), 0, 'no Sign in link while signed in');
+      assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 1,000 STX (signed-in: 2× the usual 500 STX).');
+      assert.equal(await p.locator('#share-fact-row').isVisible(), false, 'the signed-in tier draws from the whole budget');
+      const cookie = await sessionCookie(b);
+      assert.ok(cookie && cookie.httpOnly && cookie.sameSite === 'Lax', `the session cookie: ${JSON.stringify(cookie)}`);
+      const session = await p.evaluate(async () => (await fetch('faucet/v1/auth/session')).json());
+      assert.deepEqual([session.signed_in, session.name, session.tier?.name], [true, USER.email, 'signed-in'], JSON.stringify(session));
+      await p.evaluate(recordPage);
+      await shot('page-desktop-signed-in.png', false, p);
+      await stateChecks(p, 'signed in', 'page-390-signed-in');
+    }, { needs: [PROVIDER_BACK] });
+
+    const SIGNED_IN_DRIP = 'signed in: a drip pays 1,000 STX (200 %) with no proof of work; the recipient\'s balance rises by exactly that';
+    step(SIGNED_IN_DRIP, async () => {
+      const p = signIn.page;
+      const node = signIn.faucet.nodeURL;
+      const to = randomTestnetAddress();
+      const before = await stxBalance(node, to);
+      const challenges = challengesOf(signIn.reqs);
+      const { txid, drips } = await dripTo(p, signIn.reqs, to);
+      assert.ok(txid, await p.locator('#result').innerText());
+      assert.equal(drips.length, 1);
+      assert.equal(drips[0].headers['x-faucet-solution'], undefined, `no X-Faucet-Solution: ${JSON.stringify(drips[0].headers)}`);
+      assert.equal(drips[0].headers['x-faucet-challenge'], undefined);
+      assert.equal(challengesOf(signIn.reqs), challenges, 'no challenge fetched');
+      assert.equal((await p.evaluate(() => window.__pagetest)).powShown, false, 'the proof of work never showed');
+      assert.equal(await p.locator('#message').textContent(), `The faucet sent 1,000 STX to ${to}. It arrives when the transaction is in a block.`);
+      assert.equal((await (await fetch(`${signIn.faucet.base}/faucet/v1/drips/${txid}`)).json()).amount, '1000000000');
+      assert.match(await recentItem(p, txid).textContent(), /^1,000 STX · /);
+      await waitText(p, 'tx-state', /^Confirmed in block \d+\.$/);
+      assert.equal(await stxBalance(node, to) - before, 1_000_000_000n, 'GET /v2/accounts: the balance rose by 1,000 STX');
+      await shot('page-desktop-signed-in-drip.png', true, p);
+    }, { needs: [SIGNED_IN] });
+
+    step('sign out by keyboard: the page is anonymous again, and the next drip asks for the proof of work', async () => {
+      const p = signIn.page;
+      const b = signIn.faucet.base;
+      const logout = p.waitForResponse((r) => new URL(r.url()).pathname === '/faucet/v1/auth/logout');
+      await p.locator('#sign-out').focus();
+      await p.keyboard.press('Enter');
+      const r = await logout;
+      assert.deepEqual([r.request().method(), r.status()], ['POST', 204]);
+      await signInLink(p).waitFor();
+      assert.equal(await p.evaluate(() => document.activeElement?.id), 'sign-in', 'the focus moves to Sign in');
+      assert.equal(await p.locator('#account-status').textContent(), 'Signed out.');
+      assert.equal(await p.locator('#account-text').textContent(), OFFER);
+      assert.equal(await p.locator('#sign-out').isVisible(), false);
+      assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 500 STX.');
+      assert.equal(await sessionCookie(b), undefined, 'the cookie is cleared');
+      const to = randomTestnetAddress();
+      const { txid, drips } = await dripTo(p, signIn.reqs, to);
+      assert.ok(txid, await p.locator('#result').innerText());
+      assertProof(drips[0].headers);
+      assert.equal((await p.evaluate(() => window.__pagetest)).powShown, true, 'the proof of work showed');
+      assert.equal(await p.locator('#message').textContent(), `The faucet sent 500 STX to ${to}. It arrives when the transaction is in a block.`);
+    }, { needs: [SIGNED_IN_DRIP] });
+
+    step('?sign_in_error=access_denied: said in words, and dropped from the address', async () => {
+      const p = signIn.page;
+      const b = signIn.faucet.base;
+      await p.goto(`${b}/?sign_in_error=access_denied`);
+      await waitText(p, 'sign-in-error', /^Sign-in was cancelled; you are not signed in\.$/);
+      assert.equal(await p.getByRole('alert').textContent(), 'Sign-in was cancelled; you are not signed in.');
+      assert.equal(p.url(), `${b}/`, 'the code is gone from the address');
+      await signInLink(p).waitFor();
+      assert.deepEqual(await p.evaluate(contrastProblems), [], 'contrast of the sign-in error');
+      await shot('page-desktop-sign-in-error.png', false, p);
+    }, { needs: [SIGN_IN_OFFERED] });
+
+    step('anonymous drips off: the button asks to sign in first and leads to the provider; signed in it drips', async () => {
+      signIn.off = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--anonymous-drips=false',
+        '--oidc-issuer', signIn.issuer, '--oidc-client-id', 'faucet', '--oidc-client-secret-file', path.join(signIn.dir, 'secret')]),
+      undefined, { port: signIn.offPort });
+      const b = signIn.off.base;
+      // Cookies are per host, not per port: a context of its own, signed out.
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light', reducedMotion: 'reduce' });
+      try {
+        const p = await ctx.newPage();
+        const reqs = [];
+        watch(p, reqs);
+        assert.equal((await getInfo(b)).sign_in.anonymous_drips, false);
+        const refused = await fetch(`${b}/extended/v1/faucets/stx?address=${randomTestnetAddress()}`, { method: 'POST' });
+        assert.equal(refused.status, 401);
+        assert.equal((await refused.json()).reason, 'sign_in_required');
+        await p.goto(`${b}/`);
+        await waitReadyState(p);
+        const button = p.getByRole('button', { name: 'Sign in to request STX' });
+        await button.waitFor();
+        assert.equal(await button.isDisabled(), false, 'no address is needed to sign in');
+        assert.equal(await p.locator('#account-text').textContent(), `This faucet drips to signed-in developers only. ${OFFER}`);
+        for (const id of ['drip-amount', 'share-fact-row']) {
+          assert.equal(await p.locator(`#${id}`).isVisible(), false, `#${id}: nothing is paid without signing in`);
+        }
+        await shot('page-desktop-sign-in-required.png', false, p);
+        await button.click();
+        await providerLogin(p, signIn.password);
+        await p.waitForURL(`${b}/`, { timeout: 15_000 });
+        await waitText(p, 'account-text', /^Signed in as /);
+        assert.equal(await p.getByRole('button', { name: 'Send testnet STX' }).count(), 1);
+        assert.equal(await p.locator('#drip-amount').textContent(), 'Each drip for you: 1,000 STX (signed-in: 2× the usual 500 STX).');
+        assert.deepEqual(extendedRequests(reqs), [], 'no drip was asked for');
+        const to = randomTestnetAddress();
+        const { txid, drips } = await dripTo(p, reqs, to);
+        assert.ok(txid, await p.locator('#result').innerText());
+        assert.equal(drips[0].headers['x-faucet-solution'], undefined);
+        assert.equal(await p.locator('#message').textContent(), `The faucet sent 1,000 STX to ${to}. It arrives when the transaction is in a block.`);
+      } finally {
+        await ctx.close();
+        // The last sign-in step: everything it started stops.
+        await signIn.ctx.close();
+        for (const proc of [signIn.off, signIn.faucet, signIn.provider]) await proc.stop();
+        await rm(signIn.dir, { recursive: true, force: true });
+      }
+    }, { needs: [PROVIDER_BACK] });
 
     step('no console errors, page errors or CSP violations', async () => {
       assert.deepEqual(consoleProblems, []);

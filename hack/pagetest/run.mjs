@@ -1,17 +1,19 @@
 #!/usr/bin/env node
 // Page tests of the faucet's web page (server/web).
 //
-//   node hack/pagetest/run.mjs --faucet bin/faucet --out bin
+//   node hack/pagetest/run.mjs --faucet bin/faucet --oidc-provider bin/oidc-provider --out bin
 //   node hack/pagetest/run.mjs --validator-only
 //
 // First the page's pure modules run in Node: the address validator against
 // c32check on random vectors, the Bitcoin address validator on the BIP
 // vectors, SHA-256 against node:crypto, the proof of work and the
 // formatting. Then devnet faucets (STX, sBTC, tUSD and BTC on a regtest
-// btcd; sBTC off; sBTC unavailable, BTC off) are started from --faucet and
-// Debian's chromium drives the page through playwright-core, dripping each
-// asset and reading the recipient's balance back; screenshots go to --out.
-// The faucets are always stopped; any failure exits non-zero.
+// btcd; sBTC off; sBTC unavailable, BTC off; a small STX budget; sign-in
+// with the test OpenID provider, --oidc-provider) are started from
+// --faucet and Debian's chromium drives the page through playwright-core,
+// dripping each asset and reading the recipient's balance back;
+// screenshots go to --out. The faucets and the provider are always
+// stopped; any failure exits non-zero.
 //
 // Environment: CHROMIUM (browser binary, default /usr/bin/chromium),
 // FAUCET_BTCD (the btcd the devnet runs; default bin/btcd, else a btcd
@@ -44,6 +46,7 @@ async function main() {
     ({ values: args } = parseArgs({
       options: {
         faucet: { type: 'string', default: path.join(repo, 'bin', 'faucet') },
+        'oidc-provider': { type: 'string', default: path.join(repo, 'bin', 'oidc-provider') },
         out: { type: 'string', default: path.join(repo, 'bin') },
         'validator-only': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
@@ -54,7 +57,7 @@ async function main() {
     process.exit(2);
   }
   if (args.help) {
-    console.log('usage: node hack/pagetest/run.mjs [--faucet bin/faucet] [--out bin] [--validator-only]');
+    console.log('usage: node hack/pagetest/run.mjs [--faucet bin/faucet] [--oidc-provider bin/oidc-provider] [--out bin] [--validator-only]');
     process.exit(0);
   }
 
@@ -66,6 +69,7 @@ async function main() {
     const faucet = path.resolve(args.faucet);
     const opts = {
       faucet,
+      oidcProvider: path.resolve(args['oidc-provider']),
       out: path.resolve(args.out),
       chromium: process.env.CHROMIUM || '/usr/bin/chromium',
       headed: process.env.PAGETEST_HEADED === '1',

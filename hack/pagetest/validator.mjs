@@ -13,7 +13,8 @@ import { c32address, c32addressDecode } from 'c32check';
 import { btcMainnetMessage, validateBtcAddress } from '../../server/web/assets/btcaddr.js';
 import { c32Address, C32_ALPHABET, MAINNET_MESSAGE, validateAddress } from '../../server/web/assets/c32.js';
 import {
-  bitcoinExplorerURL, explorerURL, formatAmount, formatAssetAmount, formatSTX, formatWait, formatWindow, joinNames, limitSentence,
+  bitcoinExplorerURL, budgetPeriod, explorerURL, formatAbout, formatAmount, formatAssetAmount, formatLeft, formatSTX, formatTimes, formatWait,
+  formatWindow, joinNames, limitSentence,
 } from '../../server/web/assets/format.js';
 import { solve } from '../../server/web/assets/pow-worker.js';
 import { hex, leadingZeroBits, PrefixHasher, sha256, utf8 } from '../../server/web/assets/sha256.js';
@@ -550,6 +551,28 @@ export function registerValidatorTests() {
       assert.equal(formatAssetAmount('0', undefined, 'T'), '0 base units of T');
       assert.equal(formatAssetAmount('1.5', null, 'T'), null);
       assert.equal(formatAssetAmount('1', 2.5, 'T'), null);
+      // Budgets: what is left of the total, the window in words, the runway, a tier's factor.
+      assert.equal(formatLeft(999500000000, 1000000000000, 6, 'STX'), '999,500 of 1,000,000 STX left');
+      assert.equal(formatLeft('0', '1750000000', 6, 'STX'), '0 of 1,750 STX left');
+      assert.equal(formatLeft(18990000, 20000000, 8, 'BTC'), '0.1899 of 0.2 BTC left');
+      assert.equal(formatLeft('5', '100000', null, 'T'), '5 of 100,000 base units of T left');
+      assert.equal(formatLeft('1', null, 6, 'STX'), null);
+      assert.equal(budgetPeriod(86400), 'today');
+      assert.equal(budgetPeriod(3600), 'this hour');
+      assert.equal(budgetPeriod(21600), 'per 6 h');
+      assert.equal(budgetPeriod(1800), 'per 30 min');
+      assert.equal(budgetPeriod(0), null);
+      assert.equal(budgetPeriod(3600.5), null);
+      assert.equal(formatAbout(40 * 60), 'about 40 minutes');
+      assert.equal(formatAbout(20), 'about 1 minute');
+      assert.equal(formatAbout(5 * 3600), 'about 5 hours');
+      assert.equal(formatAbout(3 * 86400), 'about 3 days');
+      assert.equal(formatAbout(122 * 86400), 'about 4 months');
+      assert.equal(formatAbout(10 * 365 * 86400), 'about 10 years');
+      assert.equal(formatAbout(-1), null);
+      assert.equal(formatTimes(200), '2×');
+      assert.equal(formatTimes(150), '1.5×');
+      assert.equal(formatTimes(0), null);
     });
 
     // Assets are data (/faucet/v1/info): the page names none of the

@@ -21,6 +21,10 @@ import (
 func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	conf, _, err := s.oauth(r.Context(), r)
+	if err == nil {
+		// Discovered once, the provider may have gone since.
+		err = s.verify.reachable(r.Context())
+	}
 	if err != nil {
 		s.log.Warn("sign-in: the provider cannot be reached", "issuer", s.cfg.Issuer, "err", err)
 		w.Header().Set("Retry-After", "30")

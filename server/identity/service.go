@@ -124,7 +124,7 @@ func New(cfg Config) (*Service, error) {
 	client := cfg.HTTPClient
 	s := &Service{cfg: cfg, seal: seal, log: cfg.Logger,
 		verify: &verifier{issuer: cfg.Issuer, audiences: append([]string{cfg.ClientID}, cfg.Audiences...), now: cfg.Now, retry: discoveryRetry,
-			client: &clientOpt{ctx: func(ctx context.Context) context.Context { return oidc.ClientContext(ctx, client) }}}}
+			client: &clientOpt{ctx: func(ctx context.Context) context.Context { return oidc.ClientContext(ctx, client) }, http: client}}}
 	return s, nil
 }
 
@@ -187,11 +187,12 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// Ready says whether the provider can be reached (discovery), for the
-// page's sign-in button and readiness.
+// Ready says whether the provider can be reached now.
 func (s *Service) Ready(ctx context.Context) error {
-	_, err := s.verify.discover(ctx)
-	return err
+	if _, err := s.verify.discover(ctx); err != nil {
+		return err
+	}
+	return s.verify.reachable(ctx)
 }
 
 // oauth is the OAuth 2 client of r's sign-in.

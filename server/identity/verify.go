@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -136,11 +137,14 @@ type verifier struct {
 	provider *oidc.Provider
 	lastErr  error
 	lastTry  time.Time
+	probedAt time.Time
+	probeErr error
 }
 
 // clientOpt carries the HTTP client the provider is reached with.
 type clientOpt struct {
-	ctx func(context.Context) context.Context
+	ctx  func(context.Context) context.Context
+	http *http.Client
 }
 
 // discover returns the provider, discovering it if needed.
@@ -166,6 +170,45 @@ func (v *verifier) discover(ctx context.Context) (*oidc.Provider, error) {
 	v.provider, v.lastErr = p, nil
 	return p, nil
 }
+
+// reachable says whether the provider answers its discovery document
+// now: sign-in sends a browser there, and a provider that went down after
+// it was discovered must answer 503, not a dead link. An answer is kept
+// for a few seconds either way.
+func (v *verifier) reachable(ctx context.Context) error {
+	v.mu.Lock()
+	if !v.probedAt.IsZero() && v.now().Sub(v.probedAt) < probeTTL {
+		err := v.probeErr
+		v.mu.Unlock()
+		return err
+	}
+	v.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, strings.TrimSuffix(v.issuer, "/")+"/.well-known/openid-configuration", nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = v.client.http.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("discovery answered %s", resp.Status)
+			}
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("the OpenID provider %s: %w", v.issuer, err)
+	}
+	v.mu.Lock()
+	v.probedAt, v.probeErr = v.now(), err
+	v.mu.Unlock()
+	return err
+}
+
+// How long a reachability answer is kept, and how long it may take.
+const (
+	probeTTL     = 5 * time.Second
+	probeTimeout = 3 * time.Second
+)
 
 // verify checks token and returns its person.
 func (v *verifier) verify(ctx context.Context, token string) (*Person, error) {

@@ -384,6 +384,10 @@ func TestPageStructure(t *testing.T) {
 		"tip-fact-row", "lede-btc", "tx-link-text",
 		// The tokens' sentence, and why the chosen asset cannot be dripped now.
 		"lede-tokens", "asset-note",
+		// The budget, the share of it the visitor's tier draws from, the
+		// runway; sign-in; what a drip pays the visitor; a refusal's detail.
+		"budget-fact-row", "budget-label", "budget", "share-fact-row", "share", "runway-fact-row", "runway", "budget-note",
+		"account", "account-text", "sign-in", "sign-out", "sign-in-error", "account-status", "drip-amount", "result-detail",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {

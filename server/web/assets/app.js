@@ -2,7 +2,9 @@
 // (every asset info lists: STX, the SIP-010 tokens the faucet is configured
 // with, BTC on a Bitcoin test network), address validation as the user
 // types, the proof of work in a Web Worker, the drip, and the transaction's
-// progress.
+// progress; the asset's budget and runway, and sign-in (a session with the
+// faucet's OpenID Connect provider, whose tier sets what a drip pays and
+// whether it needs the proof of work).
 //
 // Assets are data: their names, decimals, amounts, limits, states, funding
 // and endpoints come from info. The page knows only what the incumbent API
@@ -16,7 +18,8 @@
 import { btcPrefixes, validateBtcAddress } from './btcaddr.js';
 import { validateAddress } from './c32.js';
 import {
-  bitcoinExplorerURL, explorerURL, formatAssetAmount, formatSTX, formatWait, joinNames, limitSentence,
+  bitcoinExplorerURL, budgetPeriod, explorerURL, formatAbout, formatAssetAmount, formatLeft, formatSTX, formatTimes, formatWait,
+  formatWindow, joinNames, limitSentence,
 } from './format.js';
 
 const INFO_URL = 'faucet/v1/info';
@@ -99,6 +102,25 @@ const ui = {
   recentList: $('recent-list'),
   recentClear: $('recent-clear'),
   recentStatus: $('recent-status'),
+  account: $('account'),
+  accountText: $('account-text'),
+  signInLink: $('sign-in'),
+  signOut: $('sign-out'),
+  signInError: $('sign-in-error'),
+  accountStatus: $('account-status'),
+  budgetFactRow: $('budget-fact-row'),
+  budgetLabel: $('budget-label'),
+  budget: $('budget'),
+  budgetBar: $('budget-bar'),
+  shareFactRow: $('share-fact-row'),
+  shareLabel: $('share-label'),
+  share: $('share'),
+  shareBar: $('share-bar'),
+  runwayFactRow: $('runway-fact-row'),
+  runway: $('runway'),
+  budgetNote: $('budget-note'),
+  dripAmount: $('drip-amount'),
+  resultDetail: $('result-detail'),
 };
 
 let info = null; // the last /faucet/v1/info answer
@@ -161,16 +183,35 @@ async function request(url, options = {}) {
 }
 
 /** errorText turns a JSON error answer into a sentence; never raw HTML. */
-function errorText(res, fallback) {
+function errorText(res, fallback, { detail = true } = {}) {
   const b = res.body;
   if (b && typeof b.error === 'string' && b.error.trim() !== '') {
     let text = clip(b.error);
-    if (typeof b.detail === 'string' && b.detail.trim() !== '') {
+    if (detail && typeof b.detail === 'string' && b.detail.trim() !== '') {
       text += (/[.!?]$/.test(text) ? ' ' : ': ') + clip(b.detail);
     }
-    return /[.!?…]$/.test(text) ? text : text + '.';
+    return sentence(text);
   }
   return `${fallback} (HTTP ${res.status}).`;
+}
+
+/** sentence ends text with a full stop unless it has one. */
+function sentence(text) {
+  return /[.!?…]$/.test(text) ? text : text + '.';
+}
+
+/**
+ * ownSentence makes a clause the server wrote to follow another ("the
+ * anonymous share … is used up") a sentence of its own: a plain lowercase
+ * first word gets its capital (a name in mixed case keeps its own).
+ */
+function ownSentence(text) {
+  return sentence(/^[a-z]+(\s|$)/.test(text) ? text.charAt(0).toUpperCase() + text.slice(1) : text);
+}
+
+/** mulPercent is pct percent of base units, rounded down as the server does; null if unusable. */
+function mulPercent(base, pct) {
+  return base === null ? null : String((BigInt(base) * BigInt(pct)) / 100n);
 }
 
 // -------------------------------------------------------------- live facts
@@ -292,9 +333,35 @@ function readAsset(a, data) {
     network: bitcoin && typeof a.network === 'string' && BTC_NETWORK.test(a.network) ? a.network : null,
     sizes: bitcoin ? btcSizes(a) : null,
     funding: a.funding && typeof a.funding === 'object' ? a.funding : null,
+    budget: readBudget(a.budget),
+    // How long the balance lasts at the last hour's outflow; null when nothing flowed out.
+    runway: a.runway && typeof a.runway === 'object' && Number.isSafeInteger(a.runway.seconds) && a.runway.seconds >= 0
+      ? a.runway.seconds : null,
     v1: endpointOf(a.endpoints, 'v1', id),
     v3: endpointOf(a.endpoints, 'v3', id),
   };
+}
+
+/**
+ * readBudget reads an asset's outflow budget: at most amount base units
+ * paid out in any window of period seconds, left of it now, and the tiers'
+ * shares of it; null when it has none (a reserve alone is not shown).
+ */
+function readBudget(b) {
+  if (!b || typeof b !== 'object') return null;
+  const amount = baseUnits(b.amount);
+  const left = baseUnits(b.left);
+  if (amount === null || amount === '0' || left === null || budgetPeriod(b.period_seconds) === null) return null;
+  const percent = (v) => Number.isInteger(v) && v >= 0 && v <= 100 ? v : null;
+  const shares = [];
+  for (const sh of Array.isArray(b.shares) ? b.shares : []) {
+    const share = sh && typeof sh === 'object'
+      ? { tier: sh.tier, percent: percent(sh.percent), amount: baseUnits(sh.amount), left: baseUnits(sh.left) } : null;
+    if (share && typeof share.tier === 'string' && share.percent !== null && share.amount !== null && share.amount !== '0' && share.left !== null) {
+      shares.push(share);
+    }
+  }
+  return { amount, left, period: b.period_seconds, scaleBelow: percent(b.scale_below_percent), floor: percent(b.floor_percent), shares };
 }
 
 /** assetList reads info's assets in its order (STX first); malformed entries are skipped. */
@@ -411,12 +478,15 @@ function renderAsset() {
   setText(ui.assetNote, blocked ? clip(a.stateMessage || `The faucet cannot send ${a.name} right now.`) : '');
 
   setText(ui.formHeading, `Request ${a.name}`);
-  setText(ui.submit, `Send testnet ${a.name}`);
+  // Without anonymous drips the button leads to the sign-in first.
+  setText(ui.submit, signInFirst() ? `Sign in to request ${a.name}` : `Send testnet ${a.name}`);
   setText(ui.apiEndpoint, `POST /${a.v3}`);
   renderAddressTexts(a);
   renderSizes(a);
   // The chain tip is the Stacks chain's: it says nothing of a BTC drip.
   ui.tipFactRow.hidden = a.bitcoin;
+  renderBudget(a);
+  renderDripAmount(a);
 
   const limits = a.limits || {};
   const lines = [
@@ -435,6 +505,93 @@ function renderAsset() {
       return li;
     }));
   }
+}
+
+/**
+ * renderBudget shows what is left of a's budget in its window, of the
+ * share the visitor's tier draws from (when it has one of its own), that
+ * drips are smaller while little is left, and the runway.
+ */
+function renderBudget(a) {
+  const b = a.budget;
+  ui.budgetFactRow.hidden = b === null;
+  const tier = currentTier();
+  // Without anonymous drips a visitor who is not signed in draws from no share.
+  const share = b && !signInFirst() && b.shares.find((sh) => sh.tier === tier.name);
+  ui.shareFactRow.hidden = !share;
+  if (b) {
+    setText(ui.budgetLabel, `Budget ${budgetPeriod(b.period)}`);
+    setText(ui.budget, formatLeft(b.left, b.amount, a.decimals, a.name) || '');
+    setBar(ui.budgetBar, b.left, b.amount, b.scaleBelow);
+  }
+  if (share) {
+    setText(ui.shareLabel, `${tier.name.charAt(0).toUpperCase()}${tier.name.slice(1)} share (${share.percent} %)`);
+    setText(ui.share, formatLeft(share.left, share.amount, a.decimals, a.name) || '');
+    setBar(ui.shareBar, share.left, share.amount, b.scaleBelow);
+  }
+  const state = budgetState(a);
+  ui.budgetNote.hidden = state === '';
+  setText(ui.budgetNote, state === 'out'
+    ? `The ${a.name} budget is used up for now: drips resume as the drips of the last ${formatWindow(b.period)} age out.`
+    : state === 'low' ? `Little is left of the ${a.name} budget: drips are smaller now, down to ${b.floor} % of a full drip.` : '');
+
+  ui.runwayFactRow.hidden = a.runway === null;
+  setText(ui.runway, a.runway === null ? ''
+    : a.runway === 0 ? `The faucet's ${a.name} above its reserve is spent.`
+      : `At the last hour's rate the faucet's ${a.name} lasts ${formatAbout(a.runway)}.`);
+}
+
+/** setBar fills a decorative bar to left/total; data-low below the scale-down point. */
+function setBar(bar, left, total, scaleBelow) {
+  const permille = Number((BigInt(left) * 1000n) / BigInt(total));
+  const width = `${Math.min(1000, permille) / 10}%`;
+  if (bar.style.width !== width) bar.style.width = width;
+  bar.dataset.low = String(scaleBelow !== null && permille < scaleBelow * 10);
+}
+
+/**
+ * budgetState is what a's budget pays the visitor now, by what info says
+ * is left of its total and of their tier's share: "out" (not even the
+ * smallest drip), "low" (below the scale-down point: smaller drips), or
+ * "" (full drips, or no budget).
+ */
+function budgetState(a) {
+  const b = a.budget;
+  if (!b || b.scaleBelow === null || b.floor === null) return '';
+  const tier = currentTier();
+  const pools = [b, b.shares.find((sh) => sh.tier === tier.name)].filter(Boolean);
+  // The smallest drip the budget still pays: the floor of this visitor's full drip.
+  const full = mulPercent(a.amount, tier.percent);
+  const floor = full === null ? null : (BigInt(full) * BigInt(b.floor) + 99n) / 100n;
+  if (floor !== null && pools.some((p) => BigInt(p.left) < floor)) return 'out';
+  return pools.some((p) => BigInt(p.left) * 100n < BigInt(p.amount) * BigInt(b.scaleBelow)) ? 'low' : '';
+}
+
+/**
+ * renderDripAmount says by the button what a drip pays this visitor: the
+ * chosen drip times their tier's percent. Shown where it can differ from
+ * "Each drip": with sign-in, a tier's own amount or a budget running low.
+ */
+function renderDripAmount(a) {
+  const tier = currentTier();
+  const base = dripBase(a, stackingChosen(a), sizeChosen(a));
+  const full = amountText(a, mulPercent(base, tier.percent));
+  const state = budgetState(a);
+  // Not while the button asks to sign in first: nothing is paid before.
+  const show = full !== null && !unavailable(a) && !signInFirst() && (signInInfo() !== null || tier.percent !== 100 || state !== '');
+  ui.dripAmount.hidden = !show;
+  if (!show) return;
+  let text = `Each drip for you: ${full}`;
+  if (tier.percent !== 100) text += ` (${tier.name}: ${formatTimes(tier.percent)} the usual ${amountText(a, base)})`;
+  if (state === 'low') text += ', less while little is left of the budget';
+  if (state === 'out') text += '; none until the budget allows again';
+  setText(ui.dripAmount, `${text}.`);
+}
+
+/** dripBase is the configured drip of a kind, in base units: the stacking amount, a BTC size, or the asset's drip. */
+function dripBase(asset, stacking, size) {
+  if (stacking) return baseUnits(info && info.amounts && info.amounts.stacking_ustx);
+  return size !== 'default' && asset.sizes ? asset.sizes[size] : asset.amount;
 }
 
 /** renderAddressTexts labels the address field for a's chain: a Stacks principal, or a Bitcoin address. */
@@ -481,6 +638,10 @@ function sizeChosen(asset) {
 
 function renderInfo(data) {
   assets = assetList(data);
+  // Sign-in turned on or off since the last read: who the visitor is follows.
+  if (signInInfo() === null) session = null;
+  else if (session === null) loadSession();
+  renderAccount();
   // An asset that was removed falls back to the first; until the user
   // chooses, the page opens on the first asset its operator did not turn off.
   if (!assets.some((a) => a.id === selected)) selected = assets[0].id;
@@ -539,10 +700,226 @@ document.addEventListener('visibilitychange', () => {
   }
 });
 
+// ----------------------------------------------------------------- sign-in
+//
+// With info's sign_in enabled, people sign in with the faucet's OpenID
+// Connect provider: a link to its login endpoint, which comes back to this
+// page with the session in an HttpOnly cookie the page never reads. The
+// session endpoint says who is signed in and their tier: what a drip pays
+// them, their limit, and whether they skip the proof of work. Same-origin
+// fetches carry the cookie; the drip's answer stays the judge.
+
+const ANONYMOUS = 'anonymous';
+// The tier of a faucet that names none: the configured drip, the proof of work.
+const PLAIN_TIER = { name: ANONYMOUS, percent: 100, limit: null, skipPow: false, match: '' };
+const AUTH_PATH = /^\/?faucet\/v1\/auth\/[a-z]{1,20}$/;
+
+let session = null; // {signedIn, name, tier} from the session endpoint; null until read (or without sign-in)
+let sessionInFlight = false;
+
+/** authPath is a sign-in endpoint as info gives it, relative to the page; fallback when unusable. */
+function authPath(p, fallback) {
+  return typeof p === 'string' && AUTH_PATH.test(p) ? p.replace(/^\//, '') : fallback;
+}
+
+/** readTier reads a tier of info or the session; null when unusable. */
+function readTier(t) {
+  if (!t || typeof t !== 'object' || typeof t.name !== 'string' || t.name === '') return null;
+  const l = t.limit;
+  return {
+    name: clip(t.name).slice(0, 32),
+    percent: Number.isInteger(t.amount_percent) && t.amount_percent > 0 && t.amount_percent <= 10000 ? t.amount_percent : 100,
+    limit: l && Number.isInteger(l.requests) && l.requests > 0 && Number.isInteger(l.window_seconds) && l.window_seconds > 0 ? l : null,
+    skipPow: t.skip_proof_of_work === true,
+    match: typeof t.match === 'string' ? clip(t.match) : '',
+  };
+}
+
+/** tiersOf reads info's tiers: the anonymous one and the sign-in ones, in order. */
+function tiersOf(data) {
+  const s = data && data.sign_in;
+  const all = (s && Array.isArray(s.tiers) ? s.tiers : []).map(readTier).filter(Boolean);
+  return { anonymous: all.find((t) => t.name === ANONYMOUS) || PLAIN_TIER, signedIn: all.filter((t) => t.name !== ANONYMOUS) };
+}
+
+/** signInInfo is info's sign_in when people can sign in here, with its endpoints; null otherwise. */
+function signInInfo() {
+  const s = info && info.sign_in;
+  if (!s || typeof s !== 'object' || s.enabled !== true) return null;
+  return {
+    login: authPath(s.login, 'faucet/v1/auth/login'),
+    logout: authPath(s.logout, 'faucet/v1/auth/logout'),
+    session: authPath(s.session, 'faucet/v1/auth/session'),
+    anonymous: s.anonymous_drips !== false,
+  };
+}
+
+function isSignedIn() {
+  return session !== null && session.signedIn;
+}
+
+/** currentTier is the tier the visitor's drips are served in. */
+function currentTier() {
+  return (session && session.tier) || tiersOf(info).anonymous;
+}
+
+/** proofNeeded: a drip needs the proof of work unless the visitor's tier skips it. */
+function proofNeeded() {
+  return info !== null && info.challenge && info.challenge.required === true && !(isSignedIn() && currentTier().skipPow);
+}
+
+/** signInFirst: this faucet drips to signed-in people only, and the visitor is not signed in. */
+function signInFirst() {
+  const si = signInInfo();
+  return si !== null && !si.anonymous && session !== null && !isSignedIn();
+}
+
+/** loginURL starts the sign-in, coming back to this page. */
+function loginURL() {
+  const u = apiURL(signInInfo().login);
+  u.searchParams.set('return', location.pathname);
+  return u.href;
+}
+
+/** loadSession reads who is signed in, then shows it and what their drips are. */
+async function loadSession() {
+  const si = signInInfo();
+  if (si === null || sessionInFlight) return;
+  sessionInFlight = true;
+  try {
+    const res = await request(apiURL(si.session));
+    const b = res.body;
+    if (res.status !== 200 || !b) throw new Error('bad session answer');
+    session = { signedIn: b.signed_in === true, name: typeof b.name === 'string' ? clip(b.name).slice(0, 120) : '', tier: readTier(b.tier) };
+  } catch {
+    // Shown as not signed in: the sign-in link works whatever this read says.
+    session = { signedIn: false, name: '', tier: null };
+  } finally {
+    sessionInFlight = false;
+  }
+  renderAccount();
+  renderAsset();
+  updateButton();
+}
+
+/** tierText says what a tier gets: "2× drips, no proof of work, 20 drips of each asset every day". */
+function tierText(t) {
+  const parts = [];
+  if (t.percent !== 100) parts.push(`${formatTimes(t.percent)} drips`);
+  if (t.skipPow) parts.push('no proof of work');
+  if (t.limit) {
+    const n = t.limit.requests;
+    parts.push(`${n} drip${n === 1 ? '' : 's'} ${assets.length > 1 ? 'of each asset ' : ''}every ${formatWindow(t.limit.window_seconds)}`);
+  }
+  return parts.length > 0 ? parts.join(', ') : 'the usual drips';
+}
+
+/** renderAccount shows who is signed in and their tier, or what signing in gives, with the link or button. */
+function renderAccount() {
+  const si = signInInfo();
+  ui.account.hidden = si === null && ui.signInError.hidden;
+  if (si === null) return;
+  const known = session !== null;
+  const signedIn = isSignedIn();
+  let text = '';
+  if (signedIn) {
+    const t = currentTier();
+    const who = session.name || 'your account';
+    text = t.name === ANONYMOUS
+      ? `Signed in as ${who}; your account matches none of this faucet's sign-in tiers, so your drips are as without signing in.`
+      : `Signed in as ${who} — ${t.name}: ${tierText(t)}.`;
+  } else if (known) {
+    const offer = tiersOf(info).signedIn[0];
+    const lines = [];
+    if (!si.anonymous) lines.push('This faucet drips to signed-in developers only.');
+    if (offer) lines.push(`${offer.match ? `Developers ${offer.match}` : 'Signed-in developers'} get ${tierText(offer)}.`);
+    text = lines.join(' ');
+  }
+  setText(ui.accountText, text);
+  ui.signInLink.hidden = !known || signedIn;
+  ui.signOut.hidden = !signedIn;
+  if (known && !signedIn) {
+    const href = loginURL();
+    if (ui.signInLink.href !== href) ui.signInLink.href = href;
+  }
+}
+
+ui.signOut.addEventListener('click', async () => {
+  const si = signInInfo();
+  if (si === null) return;
+  ui.signOut.disabled = true;
+  let ok = false;
+  try {
+    const res = await request(apiURL(si.logout), { method: 'POST' });
+    ok = res.status >= 200 && res.status < 300;
+  } catch {
+    ok = false;
+  }
+  ui.signOut.disabled = false;
+  if (!ok) {
+    showSignInError('Could not sign out; try again.');
+    return;
+  }
+  ui.signInError.hidden = true;
+  session = null;
+  await loadSession();
+  setText(ui.accountStatus, 'Signed out.');
+  // The button is gone: the focus goes to what took its place.
+  if (!ui.signInLink.hidden) ui.signInLink.focus();
+});
+
+function showSignInError(text) {
+  setText(ui.signInError, text);
+  ui.signInError.hidden = false;
+  ui.account.hidden = false;
+}
+
+// Why the provider sent the visitor back without a session (its OAuth
+// error code), in words.
+const SIGN_IN_ERRORS = {
+  access_denied: 'Sign-in was cancelled; you are not signed in.',
+  login_required: 'The sign-in provider needs you to log in; sign in again.',
+  consent_required: 'The sign-in provider needs your consent; sign in again.',
+  interaction_required: 'The sign-in provider needs you to act on its page; sign in again.',
+  server_error: 'The sign-in provider had a problem; try signing in again.',
+  temporarily_unavailable: 'The sign-in provider is busy; try signing in again shortly.',
+};
+
+/**
+ * takeSignInError shows a ?sign_in_error= the sign-in came back with and
+ * drops it from the address, so a reload or a shared link does not repeat it.
+ */
+function takeSignInError() {
+  const u = new URL(location.href);
+  const code = u.searchParams.get('sign_in_error');
+  if (code === null) return;
+  u.searchParams.delete('sign_in_error');
+  history.replaceState(history.state, '', u.pathname + u.search + u.hash);
+  const safe = clip(code).replace(/[^A-Za-z0-9_.-]/g, '').slice(0, 64);
+  showSignInError(SIGN_IN_ERRORS[code] || `Sign-in did not complete (the provider said “${safe || 'error'}”); try again.`);
+}
+
+// Back from another page through the browser's cache: the session may have changed.
+window.addEventListener('pageshow', (ev) => {
+  if (ev.persisted && signInInfo() !== null) {
+    session = null;
+    loadSession();
+  }
+});
+
 // -------------------------------------------------------------- validation
 
 function cooldownKey(asset, address, stacking) {
   return `${asset.id}|${address}|${stacking ? 'stacking' : 'default'}`;
+}
+
+/**
+ * budgetKey is the wait of an asset's budget for the visitor's tier: it
+ * holds every address back, but not a tier with a share of its own (one
+ * signs in, and draws from another).
+ */
+function budgetKey(asset) {
+  return `budget|${asset.id}|${currentTier().name}`;
 }
 
 /** stackingChosen is whether a drip of asset would be a stacking drip. */
@@ -564,8 +941,13 @@ function cooldownLeft(key) {
 function updateButton() {
   const v = lastValidation;
   const a = currentAsset();
+  if (signInFirst()) {
+    // The button leads to the sign-in: no address is needed for that.
+    ui.submit.disabled = busy || unavailable(a);
+    return;
+  }
   ui.submit.disabled = busy || validationPending || !v.ok || unavailable(a) ||
-    cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0;
+    cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0 || cooldownLeft(budgetKey(a)) > 0;
 }
 
 /** showValidation reflects a validation result on the field. */
@@ -612,8 +994,13 @@ ui.address.addEventListener('keydown', (ev) => {
     submit();
   }
 });
-ui.stacking.addEventListener('change', updateButton);
-for (const radio of ui.sizeRow.querySelectorAll('input[name="size"]')) radio.addEventListener('change', updateButton);
+// What a drip pays follows the kind chosen.
+const kindChanged = () => {
+  renderDripAmount(currentAsset());
+  updateButton();
+};
+ui.stacking.addEventListener('change', kindChanged);
+for (const radio of ui.sizeRow.querySelectorAll('input[name="size"]')) radio.addEventListener('change', kindChanged);
 ui.form.addEventListener('submit', (ev) => {
   ev.preventDefault();
   submit();
@@ -835,6 +1222,36 @@ function showResult(kind, heading, message) {
   ui.result.dataset.kind = kind;
   setText(ui.resultHeading, heading);
   ui.message.replaceChildren(document.createTextNode(message));
+  ui.resultDetail.hidden = true;
+}
+
+/** showDetail shows a refusal's detail (which budget share is spent, where to sign in) as a sentence of its own. */
+function showDetail(res) {
+  const d = res.body && typeof res.body.detail === 'string' ? clip(res.body.detail) : '';
+  setText(ui.resultDetail, d ? ownSentence(d) : '');
+  ui.resultDetail.hidden = d === '';
+}
+
+/**
+ * retryAfterGiven: a refusal other than a 429 that says when to try again.
+ * Of the drip's refusals only the budget's does: budget_exhausted, or a
+ * v3 503 with Retry-After.
+ */
+function retryAfterGiven(res) {
+  const b = res.body;
+  if (res.status === 429 || res.status < 400) return false;
+  if (b && b.reason === 'budget_exhausted') return true;
+  return res.status === 503 && !(b && b.reason) && res.headers.get('Retry-After') !== null;
+}
+
+/** paidAmount reads what a drip paid from its status, in base units; null when it does not say. */
+async function paidAmount(txid) {
+  try {
+    const res = await request(apiURL(DRIPS_URL + encodeURIComponent(txid)));
+    return res.status === 200 && res.body ? baseUnits(res.body.amount) : null;
+  } catch {
+    return null;
+  }
 }
 
 function focusResult() {
@@ -842,26 +1259,22 @@ function focusResult() {
 }
 
 /**
- * startCountdown shows the wait for key; name, when given, says which
- * asset's limit it is (each asset has its own).
+ * startCountdown shows the wait for key in the message: lead, the time
+ * left, a full stop; done when it is over.
  */
-function startCountdown(key, secs, name) {
+function startCountdown(key, secs, lead, done) {
   cooldowns.set(key, Date.now() + secs * 1000);
   clearInterval(countdownTimer);
   // The sentence is announced once; the ticking number is not (aria-live off).
   const wait = document.createElement('span');
   wait.setAttribute('aria-live', 'off');
-  ui.message.replaceChildren(
-    document.createTextNode(`Too many ${name ? name + ' ' : ''}requests for this address. Try again in `),
-    wait,
-    document.createTextNode('.'),
-  );
+  ui.message.replaceChildren(document.createTextNode(lead), wait, document.createTextNode('.'));
   const tick = () => {
     const left = cooldownLeft(key);
     if (left <= 0) {
       clearInterval(countdownTimer);
       countdownTimer = null;
-      ui.message.replaceChildren(document.createTextNode('You can ask for this address again now.'));
+      ui.message.replaceChildren(document.createTextNode(done));
       updateButton();
       return;
     }
@@ -905,14 +1318,19 @@ function pendingText(asset) {
   return asset.bitcoin ? 'Pending — waiting for the next Bitcoin block…' : 'Pending — waiting for the next block…';
 }
 
-function showTx(txid, address, asset, stacking, size, sent) {
-  // What was sent: the answer's amount (v3), else what info says a drip of this kind is.
-  let base = sent;
-  if (base == null && stacking) base = baseUnits(info && info.amounts && info.amounts.stacking_ustx);
-  if (base == null) base = size !== 'default' && asset.sizes ? asset.sizes[size] : asset.amount;
-  const amount = amountText(asset, base);
+/**
+ * showTx shows a sent drip: what it paid (paid, in base units, from the
+ * answer or the drip's status; else a full drip of tier), and its
+ * transaction.
+ */
+function showTx(txid, address, asset, tier, base, paid) {
+  const full = mulPercent(base, tier.percent);
+  const amount = amountText(asset, paid ?? full);
+  // A budget (or a treasury below its target) pays less while little is left.
+  const less = paid !== null && full !== null && asset.budget !== null && BigInt(paid) < BigInt(full)
+    ? ` That is less than a full drip (${amountText(asset, full)}): drips are smaller while little is left of the budget.` : '';
   showResult('success', `${asset.name} on the way`,
-    `The faucet sent ${amount || `testnet ${asset.name}`} to ${address}. It arrives when the transaction is in a block.`);
+    `The faucet sent ${amount || `testnet ${asset.name}`} to ${address}.${less} It arrives when the transaction is in a block.`);
   ui.tx.hidden = false;
   setText(ui.txid, txid);
   setText(ui.copyStatus, '');
@@ -944,6 +1362,10 @@ function setTxState(state, text) {
 
 async function submit() {
   if (busy) return;
+  if (signInFirst()) {
+    location.assign(loginURL());
+    return;
+  }
   const v = validateNow({ showEmpty: true });
   if (!v.ok) {
     ui.address.focus();
@@ -956,8 +1378,10 @@ async function submit() {
   const size = sizeChosen(asset);
   const key = cooldownKey(asset, address, stacking);
   const failed = `No ${asset.name} sent`;
+  // The tier the drip is asked in: what a full drip of it is.
+  const tier = currentTier();
   // Listed but not dripped now: the note by the button says why.
-  if (cooldownLeft(key) > 0 || unavailable(asset)) return;
+  if (cooldownLeft(key) > 0 || cooldownLeft(budgetKey(asset)) > 0 || unavailable(asset)) return;
 
   busy = true;
   updateButton();
@@ -967,21 +1391,37 @@ async function submit() {
   ui.result.hidden = true;
   ui.tx.hidden = true;
   try {
-    let proof = info && info.challenge && info.challenge.required === true ? await getProof() : null;
+    // A tier that skips the proof of work sends none; should the session
+    // have ended meanwhile, the server asks for one (428) and gets it.
+    let proof = proofNeeded() ? await getProof() : null;
     let res = await sendDrip(asset, address, stacking, size, proof);
     if (needsNewChallenge(res)) {
+      if (proof === null && isSignedIn()) loadSession();
       proof = await getProof();
       res = await sendDrip(asset, address, stacking, size, proof);
     }
     hidePow();
     const sent = dripSent(asset, res);
     if (sent) {
-      showTx(sent.txid, address, asset, stacking, size, sent.amount);
+      // v1's answer has no amount: the drip's status says what it paid.
+      const paid = sent.amount ?? await paidAmount(sent.txid);
+      showTx(sent.txid, address, asset, tier, dripBase(asset, stacking, size), paid);
       startPolling(sent.txid, asset);
+      loadInfo(); // the budget and balance moved
     } else if (res.status === 429) {
       showResult('wait', 'Please wait', '');
       // Name the asset only when there is a choice: its limit is its own.
-      startCountdown(key, retryAfterSeconds(res), assets.length > 1 ? asset.name : null);
+      const name = assets.length > 1 ? `${asset.name} ` : '';
+      startCountdown(key, retryAfterSeconds(res), `Too many ${name}requests for this address. Try again in `,
+        'You can ask for this address again now.');
+    } else if (retryAfterGiven(res)) {
+      // The budget is used up (v1's reason budget_exhausted; v3 says it
+      // with a 503 and Retry-After): every address waits, this tier's.
+      showResult('wait', failed, '');
+      showDetail(res);
+      startCountdown(budgetKey(asset), retryAfterSeconds(res), `${errorText(res, `The faucet could not send ${asset.name}`, { detail: false })} Drips resume in `,
+        `The ${asset.name} budget allows drips again: you can ask now.`);
+      loadInfo();
     } else {
       showResult('error', failed, errorText(res, `The faucet could not send ${asset.name}`));
       const reason = res.body && res.body.reason;
@@ -989,6 +1429,8 @@ async function submit() {
       // show that now (and drop a switched-off asset from the choice). A
       // v3 answer (BTC's default drip) has no reason, only its status.
       if (reason === 'disabled' || reason === 'exhausted' || (!reason && (res.status === 403 || res.status === 503))) loadInfo();
+      // Signed out elsewhere, or the session ended: show it.
+      if (res.status === 401 && signInInfo() !== null) loadSession();
     }
   } catch (err) {
     hidePow();
@@ -1278,4 +1720,5 @@ ui.copy.addEventListener('click', async () => {
 validateNow();
 renderRecent();
 scheduleRecentPoll();
+takeSignInError();
 loadInfo();

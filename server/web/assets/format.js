@@ -30,6 +30,53 @@ export function formatAssetAmount(base, decimals, name) {
   return `${grouped} base unit${base.replace(/^0+(?=\d)/, '') === '1' ? '' : 's'} of ${name}`;
 }
 
+/**
+ * formatLeft renders what is left of a budget: "999,500 of 1,000,000 STX
+ * left" (base units while the decimals are unknown); null if unusable.
+ */
+export function formatLeft(left, total, decimals, name) {
+  const all = formatAssetAmount(total, decimals, name);
+  const part = formatAssetAmount(left, decimals, name);
+  if (all === null || part === null) return null;
+  // The part without its unit: the total names it once.
+  const unit = decimals !== null && decimals !== undefined ? ` ${name}` : / base units? of .*$/.exec(part)[0];
+  return `${part.slice(0, part.length - unit.length)} of ${all} left`;
+}
+
+/**
+ * budgetPeriod words a budget's window for "Budget …": "today" (a day),
+ * "this hour", else "per 6 h", "per 30 min"; null if unusable.
+ */
+export function budgetPeriod(secs) {
+  if (!Number.isInteger(secs) || secs <= 0) return null;
+  if (secs === 86400) return 'today';
+  if (secs === 3600) return 'this hour';
+  if (secs % 3600 === 0) return `per ${secs / 3600} h`;
+  if (secs % 60 === 0) return `per ${secs / 60} min`;
+  return `per ${secs} s`;
+}
+
+/**
+ * formatAbout renders a long duration in seconds roughly, for the runway:
+ * "about 40 minutes", "about 5 hours", "about 3 days", "about 4 months",
+ * "about 10 years"; null if unusable.
+ */
+export function formatAbout(secs) {
+  if (!Number.isFinite(secs) || secs < 0) return null;
+  const plural = (n, unit) => `about ${n} ${unit}${n === 1 ? '' : 's'}`;
+  if (secs < 3600) return plural(Math.max(1, Math.round(secs / 60)), 'minute');
+  if (secs < 2 * 86400) return plural(Math.round(secs / 3600), 'hour');
+  if (secs < 60 * 86400) return plural(Math.round(secs / 86400), 'day');
+  if (secs < 2 * 365 * 86400) return plural(Math.round(secs / (30.44 * 86400)), 'month');
+  return plural(Math.round(secs / (365.25 * 86400)), 'year');
+}
+
+/** formatTimes renders a percent of the usual drip as a factor: 200 → "2×", 150 → "1.5×"; null if unusable. */
+export function formatTimes(percent) {
+  if (!Number.isInteger(percent) || percent <= 0) return null;
+  return `${String(percent / 100)}×`;
+}
+
 /** formatSTX renders µSTX as "1,234.5 STX"; null if unusable. */
 export function formatSTX(ustx) {
   return formatAmount(ustx, 6, 'STX');
