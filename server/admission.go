@@ -169,7 +169,7 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 	case err == nil:
 		setRateLimit(h, s.cfg.Limits.Uses(adm, res))
 		if res.Drawn != nil {
-			s.budgets.forget(asset)
+			s.cache.forget(asset)
 		}
 	case errors.As(err, &exhausted):
 		setRateLimit(h, exhausted.Use)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -28,11 +29,13 @@ type SignIn interface {
 
 var _ SignIn = (*identity.Service)(nil)
 
-// pathLogin starts the page's sign-in.
-const pathLogin = identity.PathLogin
-
-// signInOffered reports whether people can sign in here.
-func (s *server) signInOffered() bool { return s.cfg.SignIn != nil }
+// people knows who asks: the person a request names (sign-in) and the
+// tier they are served in. The server embeds it.
+type people struct {
+	signIn SignIn          // nil: no sign-in
+	tiers  *identity.Tiers // nil: one anonymous tier
+	log    *slog.Logger
+}
 
 // requester is who asks for a drip: a person (nil: nobody signed in) and
 // the tier they are served in.
@@ -72,11 +75,11 @@ func (q requester) apiAuthorization(r *http.Request) string {
 
 // tierFor is the tier of a request from person (nil: anonymous); nil when
 // no tiers are configured.
-func (s *server) tierFor(p *identity.Person) *identity.Tier {
-	if s.cfg.Tiers == nil {
+func (pp *people) tierFor(p *identity.Person) *identity.Tier {
+	if pp.tiers == nil {
 		return nil
 	}
-	return s.cfg.Tiers.Of(p)
+	return pp.tiers.Of(p)
 }
 
 // identify finds who r comes from. A bearer token that does not verify is
@@ -84,30 +87,30 @@ func (s *server) tierFor(p *identity.Person) *identity.Tier {
 // audience, a bad signature), never "anonymous"; a provider that cannot be
 // reached to check one is a temporary failure. Without anonymous drips,
 // nobody signed in is a 401 that says where to sign in.
-func (s *server) identify(r *http.Request) (requester, *dripFailure) {
+func (pp *people) identify(r *http.Request) (requester, *dripFailure) {
 	var q requester
-	if s.cfg.SignIn != nil {
-		p, err := s.cfg.SignIn.Person(r)
+	if pp.signIn != nil {
+		p, err := pp.signIn.Person(r)
 		var te *identity.TokenError
 		switch {
 		case errors.As(err, &te) && te.Unavailable:
-			s.log.Warn("sign-in provider unreachable for a bearer token", "err", err)
+			pp.log.Warn("sign-in provider unreachable for a bearer token", "err", err)
 			return q, &dripFailure{status: http.StatusInternalServerError, reason: te.Reason, message: te.Message, retryAfter: 30,
 				v3Status: http.StatusServiceUnavailable, v3Message: te.Message}
 		case errors.As(err, &te):
 			return q, &dripFailure{status: http.StatusUnauthorized, reason: te.Reason, message: te.Message, v3Message: te.Message,
 				authenticate: `Bearer error="invalid_token", error_description=` + strconv.Quote(te.Message)}
 		case err != nil:
-			s.log.Error("sign-in: reading the requester failed", "err", err)
+			pp.log.Error("sign-in: reading the requester failed", "err", err)
 			return q, &dripFailure{status: http.StatusInternalServerError, reason: reasonInternal, message: "Internal error", v3Message: v3Failed}
 		}
 		q.person = p
 		_, q.bearer = identity.BearerJWT(r.Header.Get("Authorization"))
 	}
-	q.tier = s.tierFor(q.person)
-	if s.cfg.Tiers != nil && s.cfg.Tiers.AnonymousOff && !q.signedIn() {
+	q.tier = pp.tierFor(q.person)
+	if pp.tiers != nil && pp.tiers.AnonymousOff && !q.signedIn() {
 		if q.person == nil {
-			msg := "This faucet drips to signed-in developers only: sign in on its page, or send \"Authorization: Bearer <ID or access token>\" from " + s.signInIssuer()
+			msg := "This faucet drips to signed-in developers only: sign in on its page, or send \"Authorization: Bearer <ID or access token>\" from " + pp.signInIssuer()
 			return q, &dripFailure{status: http.StatusUnauthorized, reason: reasonSignInRequired, message: msg, v3Message: msg,
 				authenticate: `Bearer realm="faucet"`}
 		}
@@ -117,11 +120,11 @@ func (s *server) identify(r *http.Request) (requester, *dripFailure) {
 	return q, nil
 }
 
-func (s *server) signInIssuer() string {
-	if s.cfg.SignIn == nil {
+func (pp *people) signInIssuer() string {
+	if pp.signIn == nil {
 		return "its sign-in provider"
 	}
-	return s.cfg.SignIn.Issuer()
+	return pp.signIn.Issuer()
 }
 
 // infoSignIn is sign-in in the info document: whether people can sign
@@ -156,12 +159,12 @@ func tierInfo(t *identity.Tier) infoTier {
 	return out
 }
 
-func (s *server) signInInfo() *infoSignIn {
-	out := &infoSignIn{Enabled: s.cfg.SignIn != nil, Anonymous: true, Tiers: []infoTier{}}
-	if s.cfg.SignIn != nil {
-		out.Issuer, out.Login, out.Logout, out.Session = s.cfg.SignIn.Issuer(), identity.PathLogin, identity.PathLogout, identity.PathSession
+func (pp *people) signInInfo() *infoSignIn {
+	out := &infoSignIn{Enabled: pp.signIn != nil, Anonymous: true, Tiers: []infoTier{}}
+	if pp.signIn != nil {
+		out.Issuer, out.Login, out.Logout, out.Session = pp.signIn.Issuer(), identity.PathLogin, identity.PathLogout, identity.PathSession
 	}
-	if t := s.cfg.Tiers; t != nil {
+	if t := pp.tiers; t != nil {
 		out.Anonymous = !t.AnonymousOff
 		for _, tier := range t.All() {
 			out.Tiers = append(out.Tiers, tierInfo(tier))

@@ -34,21 +34,21 @@ const (
 )
 
 // budgetOf is asset's budget (zero when it has none).
-func (s *server) budgetOf(asset faucet.Asset) guard.Budget {
-	return s.cfg.Limits.Limits().Budgets[string(asset.OrSTX())]
+func (t *treasury) budgetOf(asset faucet.Asset) guard.Budget {
+	return t.limits.Limits().Budgets[string(asset.OrSTX())]
 }
 
 // quoted reports whether a drip of asset by tier needs its amount decided
 // here: a budget, a reserve or target, or a tier that scales the drip.
-func (s *server) quoted(asset faucet.Asset, tier *identity.Tier) bool {
-	b := s.budgetOf(asset)
+func (t *treasury) quoted(asset faucet.Asset, tier *identity.Tier) bool {
+	b := t.budgetOf(asset)
 	return b.On() || b.Reserve > 0 || b.Target > 0 || tier.Amount() != 100
 }
 
 // plan fills adm's amount fields for a drip whose configured amount base
 // gives: the tier's factor, the treasury's cap and the budget's pool. It
 // returns false when the treasury cannot pay the drip above its reserve.
-func (s *server) plan(ctx context.Context, adm *guard.Admission, asset faucet.Asset, base uint64, tier *identity.Tier) bool {
+func (t *treasury) plan(ctx context.Context, adm *guard.Admission, asset faucet.Asset, base uint64, tier *identity.Tier) bool {
 	want := mulPercent(base, tier.Amount())
 	adm.Want = want
 	if adm.Stacking {
@@ -59,17 +59,17 @@ func (s *server) plan(ctx context.Context, adm *guard.Admission, asset faucet.As
 	if tier != nil {
 		adm.Pool, adm.PoolPercent = tier.Name, tier.Share()
 	}
-	b := s.budgetOf(asset)
+	b := t.budgetOf(asset)
 	if b.Reserve == 0 && b.Target == 0 {
 		return true
 	}
-	avail, share, known := s.spendable(asset)
+	avail, share, known := t.spendable(asset)
 	if !known && asset != assetBTC {
 		// Before the first block poll the keys' balances are unknown:
 		// read them, so that the first drip after a start keeps the
 		// reserve too.
-		_ = s.cfg.Faucet.Ready(ctx)
-		avail, share, known = s.spendable(asset)
+		_ = t.engine.Ready(ctx)
+		avail, share, known = t.spendable(asset)
 	}
 	if !known {
 		return true // the engine answers for a faucet that knows no balance
@@ -89,22 +89,22 @@ func (s *server) plan(ctx context.Context, adm *guard.Admission, asset faucet.As
 // spendable is what this replica can pay of asset now, and its share of
 // the treasury (the keys it counts among all); known is false before it
 // has read any balance.
-func (s *server) spendable(asset faucet.Asset) (avail uint64, share float64, known bool) {
+func (t *treasury) spendable(asset faucet.Asset) (avail uint64, share float64, known bool) {
 	if asset == assetBTC {
-		if s.cfg.BTC == nil {
+		if t.btc == nil {
 			return 0, 0, false
 		}
-		st := s.cfg.BTC.Status()
+		st := t.btc.Status()
 		return uint64(max(st.Balance, 0)), 1, st.Ready
 	}
-	fund := s.cfg.Faucet.Funding()
+	fund := t.engine.Funding()
 	if !asset.IsSTX() {
 		var ok bool
-		if fund, ok = s.cfg.Faucet.TokenFunding(asset); !ok {
+		if fund, ok = t.engine.TokenFunding(asset); !ok {
 			return 0, 0, false
 		}
 	}
-	total := len(s.cfg.Faucet.Keys())
+	total := len(t.engine.Keys())
 	if fund.Keys == 0 || total == 0 {
 		return 0, 0, false
 	}
@@ -128,9 +128,9 @@ func mulPercent(v uint64, pct int) uint64 {
 
 // reserveFailure answers a drip the treasury cannot pay without going
 // below its reserve: the faucet's "out of funds", as the engine's.
-func (s *server) reserveFailure(asset faucet.Asset) *dripFailure {
+func (t *treasury) reserveFailure(asset faucet.Asset) *dripFailure {
 	f := &dripFailure{status: http.StatusInternalServerError, reason: string(faucet.ReasonExhausted), message: dripErrorText[faucet.ReasonExhausted],
-		detail:   "the faucet keeps its last " + s.assetLabel(asset) + " in reserve for fees",
+		detail:   "the faucet keeps its last " + t.labels.assetLabel(asset) + " in reserve for fees",
 		v3Status: http.StatusServiceUnavailable, v3Message: v3OutOfFunds}
 	switch {
 	case asset == assetBTC:
@@ -143,19 +143,19 @@ func (s *server) reserveFailure(asset faucet.Asset) *dripFailure {
 
 // budgetFailure answers a drip the budget refused: 503 with Retry-After
 // (v1 STX keeps the seed's 500), whose detail says which share is spent.
-func (s *server) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *identity.Tier) *dripFailure {
-	label := s.assetLabel(asset)
+func (t *treasury) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *identity.Tier) *dripFailure {
+	label := t.labels.assetLabel(asset)
 	msg := "The faucet has paid out its " + label + " budget for now; try again later"
 	f := &dripFailure{status: http.StatusServiceUnavailable, reason: reasonBudgetExhausted, message: msg,
 		retryAfter: retryAfterSeconds(ex.RetryAfter), v3Message: msg}
 	if asset.IsSTX() {
 		f.status, f.v3Status = http.StatusInternalServerError, http.StatusServiceUnavailable
 	}
-	budget := s.budgetOf(asset)
-	of := "the " + label + " budget of " + s.formatAmount(asset, budget.Amount) + " per " + formatPeriod(budget.Per)
+	budget := t.budgetOf(asset)
+	of := "the " + label + " budget of " + t.formatAmount(asset, budget.Amount) + " per " + formatPeriod(budget.Per)
 	if ex.Pool != "" && tier != nil {
 		f.detail = "the " + tier.Name + " share (" + strconv.Itoa(tier.Share()) + " %) of " + of + " is used up"
-		if tier.Name == identity.AnonymousName && s.signInOffered() {
+		if tier.Name == identity.AnonymousName && t.signInOffered {
 			f.detail += "; signed-in developers draw from a share of their own: sign in on the faucet's page or send an ID token"
 		}
 	} else {
@@ -167,7 +167,7 @@ func (s *server) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *id
 // formatAmount writes base units of asset in its own unit for people
 // ("1000000 STX", "0.5 sBTC"), or in base units when its decimals are
 // unknown.
-func (s *server) formatAmount(asset faucet.Asset, v uint64) string {
+func (t *treasury) formatAmount(asset faucet.Asset, v uint64) string {
 	dec := -1
 	switch {
 	case asset.IsSTX():
@@ -175,14 +175,14 @@ func (s *server) formatAmount(asset faucet.Asset, v uint64) string {
 	case asset == assetBTC:
 		dec = decimalsBTC
 	default:
-		if t, ok := s.token(asset); ok && t.Metadata != nil {
+		if t, ok := t.labels.token(asset); ok && t.Metadata != nil {
 			dec = int(t.Metadata.Decimals)
 		}
 	}
 	if dec < 0 {
-		return strconv.FormatUint(v, 10) + " base units of " + s.assetLabel(asset)
+		return strconv.FormatUint(v, 10) + " base units of " + t.labels.assetLabel(asset)
 	}
-	return decimalString(v, dec) + " " + s.assetLabel(asset)
+	return decimalString(v, dec) + " " + t.labels.assetLabel(asset)
 }
 
 // decimalString writes v / 10^dec, its whole part grouped by thousands

@@ -129,9 +129,8 @@ type server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	status  *statusCache
-	// outflow and budgets feed the treasury's view (treasury.go).
-	outflow *outflow
-	budgets budgetCache
+	treasury
+	people
 }
 
 // New returns the faucet's HTTP handler. It panics when cfg lacks the faucet
@@ -199,9 +198,9 @@ func New(cfg Config) http.Handler {
 		metrics:   cfg.Metrics,
 		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
-		outflow: newOutflow(),
-		budgets: budgetCache{entries: map[faucet.Asset]budgetRead{}},
 	}
+	s.treasury = newTreasury(&s.cfg, &s.catalogue, cfg.Logger)
+	s.people = people{signIn: cfg.SignIn, tiers: cfg.Tiers, log: cfg.Logger}
 	cfg.Metrics.treasury.set(s)
 	cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
 	cfg.Metrics.keys.setOff(s.turnedOff)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 )
 
 // The treasury's view, for the info document, the page and the metrics:
@@ -18,6 +20,30 @@ import (
 // outflow of the last hour. Each replica measures its own outflow against
 // its own keys' balance: with replicas sharing the traffic, each sees
 // about the faucet's runway.
+
+// treasury decides how much a drip pays (the tier's amount, the reserve
+// and target, the budget's pool: budget.go) and reports what is left of
+// the budgets and how long the balance lasts. It owns the outflow it
+// measures and its cache of budget reads; the server embeds it.
+type treasury struct {
+	limits *guard.RateLimits
+	tiers  *identity.Tiers // nil: one anonymous tier
+	engine Reporter
+	btc    BTCFaucet // nil: no BTC
+	labels *catalogue
+	now    func() time.Time
+	log    *slog.Logger
+	// signInOffered: the budget's refusal may point at sign-in.
+	signInOffered bool
+
+	outflow *outflow
+	cache   budgetCache
+}
+
+func newTreasury(cfg *Config, labels *catalogue, log *slog.Logger) treasury {
+	return treasury{limits: cfg.Limits, tiers: cfg.Tiers, engine: cfg.Faucet, btc: cfg.BTC, labels: labels, now: cfg.Now, log: log,
+		signInOffered: cfg.SignIn != nil, outflow: newOutflow(), cache: budgetCache{entries: map[faucet.Asset]budgetRead{}}}
+}
 
 // outflowWindow is the outflow the runway is measured over.
 const outflowWindow = time.Hour
@@ -73,16 +99,16 @@ func (o *outflow) lastHour(asset faucet.Asset, now time.Time) uint64 {
 // runway is how long asset's spendable balance above its reserve lasts at
 // the last hour's outflow; ok is false when nothing flowed out (or the
 // balance is unknown).
-func (s *server) runway(asset faucet.Asset) (d time.Duration, ok bool) {
-	out := s.outflow.lastHour(asset, s.cfg.Now())
+func (t *treasury) runway(asset faucet.Asset) (d time.Duration, ok bool) {
+	out := t.outflow.lastHour(asset, t.now())
 	if out == 0 {
 		return 0, false
 	}
-	avail, share, known := s.spendable(asset)
+	avail, share, known := t.spendable(asset)
 	if !known {
 		return 0, false
 	}
-	spare := float64(avail) - float64(s.budgetOf(asset).Reserve)*min(share, 1)
+	spare := float64(avail) - float64(t.budgetOf(asset).Reserve)*min(share, 1)
 	if spare <= 0 {
 		return 0, true
 	}
@@ -111,25 +137,25 @@ const budgetCacheTTL = 2 * time.Second
 // budgetLeft reads what is left of asset's budget: its total, then each
 // tier's share that is smaller than the whole. nil without a budget or
 // when the store cannot be read (logged).
-func (s *server) budgetLeft(ctx context.Context, asset faucet.Asset) []guard.BudgetUse {
-	if !s.budgetOf(asset).On() {
+func (t *treasury) budgetLeft(ctx context.Context, asset faucet.Asset) []guard.BudgetUse {
+	if !t.budgetOf(asset).On() {
 		return nil
 	}
-	now := s.cfg.Now()
-	s.budgets.mu.Lock()
-	if e, ok := s.budgets.entries[asset]; ok && now.Sub(e.at) < budgetCacheTTL {
-		s.budgets.mu.Unlock()
+	now := t.now()
+	t.cache.mu.Lock()
+	if e, ok := t.cache.entries[asset]; ok && now.Sub(e.at) < budgetCacheTTL {
+		t.cache.mu.Unlock()
 		return e.use
 	}
-	s.budgets.mu.Unlock()
-	use, err := s.cfg.Limits.Budgets(ctx, string(asset.OrSTX()), s.shares())
+	t.cache.mu.Unlock()
+	use, err := t.limits.Budgets(ctx, string(asset.OrSTX()), t.shares())
 	if err != nil {
-		s.log.Warn("reading the budget failed", "asset", string(asset), "err", err)
+		t.log.Warn("reading the budget failed", "asset", string(asset), "err", err)
 		return nil
 	}
-	s.budgets.mu.Lock()
-	s.budgets.entries[asset] = budgetRead{at: now, use: use}
-	s.budgets.mu.Unlock()
+	t.cache.mu.Lock()
+	t.cache.entries[asset] = budgetRead{at: now, use: use}
+	t.cache.mu.Unlock()
 	return use
 }
 
@@ -142,17 +168,17 @@ func (c *budgetCache) forget(asset faucet.Asset) {
 
 // shares are the tiers whose budget share is a pool of its own (not the
 // anonymous tier's when anonymous drips are off: nobody draws from it).
-func (s *server) shares() []guard.TierShare {
-	if s.cfg.Tiers == nil {
+func (t *treasury) shares() []guard.TierShare {
+	if t.tiers == nil {
 		return nil
 	}
 	var out []guard.TierShare
-	for i, t := range s.cfg.Tiers.All() {
-		if i == 0 && s.cfg.Tiers.AnonymousOff {
+	for i, tier := range t.tiers.All() {
+		if i == 0 && t.tiers.AnonymousOff {
 			continue
 		}
-		if t.Share() < 100 {
-			out = append(out, guard.TierShare{Tier: t.Name, Percent: t.Share()})
+		if tier.Share() < 100 {
+			out = append(out, guard.TierShare{Tier: tier.Name, Percent: tier.Share()})
 		}
 	}
 	return out
@@ -180,8 +206,8 @@ type infoShare struct {
 }
 
 // budgetInfo is asset's budget for the info document (nil: none).
-func (s *server) budgetInfo(ctx context.Context, asset faucet.Asset) *infoBudget {
-	b := s.budgetOf(asset)
+func (t *treasury) budgetInfo(ctx context.Context, asset faucet.Asset) *infoBudget {
+	b := t.budgetOf(asset)
 	if !b.On() {
 		if b.Reserve > 0 || b.Target > 0 {
 			return &infoBudget{Reserve: b.Reserve, Target: b.Target}
@@ -190,11 +216,11 @@ func (s *server) budgetInfo(ctx context.Context, asset faucet.Asset) *infoBudget
 	}
 	out := &infoBudget{Amount: b.Amount, PeriodSeconds: int64(b.Per / time.Second), Left: b.Amount,
 		ScaleBelowPercent: b.ScaleBelow(), FloorPercent: b.Floor(), Reserve: b.Reserve, Target: b.Target}
-	use := s.budgetLeft(ctx, asset)
+	use := t.budgetLeft(ctx, asset)
 	if len(use) > 0 {
 		out.Left = use[0].Left
 	}
-	shares := s.shares()
+	shares := t.shares()
 	for i, sh := range shares {
 		is := infoShare{Tier: sh.Tier, Percent: sh.Percent, Amount: mulPercent(b.Amount, sh.Percent)}
 		is.Left = is.Amount
@@ -214,9 +240,9 @@ type infoRunway struct {
 	OutflowLastHour uint64 `json:"outflow_last_hour"`
 }
 
-func (s *server) runwayInfo(asset faucet.Asset) *infoRunway {
-	r := &infoRunway{OutflowLastHour: s.outflow.lastHour(asset, s.cfg.Now())}
-	if d, ok := s.runway(asset); ok {
+func (t *treasury) runwayInfo(asset faucet.Asset) *infoRunway {
+	r := &infoRunway{OutflowLastHour: t.outflow.lastHour(asset, t.now())}
+	if d, ok := t.runway(asset); ok {
 		secs := int64(d / time.Second)
 		r.Seconds = &secs
 	}

@@ -91,8 +91,12 @@ func login(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret,
 		return nil, fmt.Errorf("oidcprovider: login as %q: %w", username, err)
 	}
 	tokens.Nonce = nonce
-	if got, err := idTokenNonce(tokens.IDToken); err != nil || got != nonce {
-		return nil, fmt.Errorf("oidcprovider: login as %q: ID token nonce %q, sent %q (%v)", username, got, nonce, err)
+	got, err := idTokenNonce(tokens.IDToken)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("oidcprovider: login as %q: the ID token's nonce: %w", username, err)
+	case got != nonce:
+		return nil, fmt.Errorf("oidcprovider: login as %q: ID token nonce %q, sent %q", username, got, nonce)
 	}
 	return tokens, nil
 }
@@ -171,7 +175,7 @@ func discover(ctx context.Context, hc *http.Client, issuer string) (*discoveryDo
 }
 
 // do sends one request and reads the (bounded) body.
-func do(ctx context.Context, hc *http.Client, method, u string, form url.Values, header http.Header) ([]byte, *http.Response, error) {
+func do(ctx context.Context, hc *http.Client, method, u string, form url.Values, header http.Header) ([]byte, *reply, error) {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -195,8 +199,22 @@ func do(ctx context.Context, hc *http.Client, method, u string, form url.Values,
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: read body: %w", method, req.URL.Path, err)
 	}
-	return b, resp, nil
+	r := &reply{StatusCode: resp.StatusCode, Status: resp.Status, URL: resp.Request.URL}
+	r.location, r.locationErr = resp.Location()
+	return b, r, nil
 }
+
+// reply is what do keeps of a response once its body is read and closed.
+type reply struct {
+	StatusCode  int
+	Status      string
+	URL         *url.URL // the request's, redirects followed by the client
+	location    *url.URL
+	locationErr error
+}
+
+// Location is the response's Location, resolved against its request.
+func (r *reply) Location() (*url.URL, error) { return r.location, r.locationErr }
 
 // signIn walks from the authorize URL through the login form to the redirect to
 // redirectURI, and returns that redirect's URL.
@@ -221,15 +239,15 @@ func signIn(ctx context.Context, hc *http.Client, authorizeURL, redirectURI, use
 		case resp.StatusCode == http.StatusOK && posted:
 			return nil, fmt.Errorf("sign-in rejected: %s", errorText(body))
 		case resp.StatusCode == http.StatusOK:
-			action, fields, err := parseForm(body, resp.Request.URL)
+			action, fields, err := parseForm(body, resp.URL)
 			if err != nil {
-				return nil, fmt.Errorf("login form at %s: %w", resp.Request.URL.Path, err)
+				return nil, fmt.Errorf("login form at %s: %w", resp.URL.Path, err)
 			}
 			fields.Set("username", username)
 			fields.Set("password", password)
 			method, target, form, posted = http.MethodPost, action, fields, true
 		default:
-			return nil, fmt.Errorf("%s %s: %s: %s", method, resp.Request.URL.Path, resp.Status, snippet(body))
+			return nil, fmt.Errorf("%s %s: %s: %s", method, resp.URL.Path, resp.Status, snippet(body))
 		}
 	}
 	return nil, fmt.Errorf("no redirect to %s after %d steps", redirectURI, maxHops)

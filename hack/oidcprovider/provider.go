@@ -91,7 +91,7 @@ func Start(cfg Config) (*Provider, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("oidcprovider: listen on %s: %w", addr, err)
 	}
@@ -155,7 +155,7 @@ func (p *Provider) Restart() error {
 	if p.srv != nil {
 		return errors.New("oidcprovider: restart: still serving")
 	}
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("oidcprovider: restart: listen on %s: %w", p.addr, err)
 	}

@@ -85,7 +85,8 @@ func verifier(t *testing.T, ctx context.Context, issuer, clientID string) (*oidc
 	if err != nil {
 		t.Fatalf("go-oidc NewProvider(%s): %v", issuer, err)
 	}
-	return rp, rp.Verifier(&oidc.Config{ClientID: clientID})
+	v := rp.Verifier(&oidc.Config{ClientID: clientID})
+	return rp, v
 }
 
 func claimsOf(t *testing.T, tok *oidc.IDToken) userClaims {

@@ -153,15 +153,17 @@ func (s *Service) Person(r *http.Request) (*Person, error) {
 	if tok, ok := BearerJWT(r.Header.Get("Authorization")); ok {
 		return s.verify.verify(r.Context(), tok)
 	}
-	c, err := r.Cookie(cookieSession)
-	if err != nil || !sameOrigin(r) {
+	if !sameOrigin(r) {
 		return nil, nil
 	}
-	var sess session
-	if !s.seal.open(cookieSession, c.Value, &sess) || !s.cfg.Now().Before(sess.Expires) {
-		return nil, nil // an expired or foreign session is no session
+	for _, c := range r.CookiesNamed(cookieSession) {
+		var sess session
+		if s.seal.open(cookieSession, c.Value, &sess) && s.cfg.Now().Before(sess.Expires) {
+			return sess.person(), nil
+		}
 	}
-	return sess.person(), nil
+	return nil, nil // no session, or an expired or foreign one
+
 }
 
 // BearerJWT returns the token of "Bearer <jwt>".

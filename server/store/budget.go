@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"slices"
 	"time"
 
@@ -44,47 +43,6 @@ func scanSteps(rows *sql.Rows, err error) ([]guard.StepAmount, error) {
 		out = append(out, guard.StepAmount{Index: idx, Amount: u64(amt)})
 	}
 	return out, rows.Err()
-}
-
-// readPoolsTx reads d's pools inside a write transaction (SQLite).
-func readPoolsTx(t *sql.Tx, now time.Time, d guard.Draw) ([]guard.PoolUse, error) {
-	first := guard.FirstStep(now, d.Window, d.Step)
-	out := make([]guard.PoolUse, len(d.Pools))
-	for i, p := range d.Pools {
-		steps, err := scanSteps(t.Query(sqlReadPool, p.Key, first))
-		if err != nil {
-			return nil, fmt.Errorf("pool %s: %w", p.Key, err)
-		}
-		out[i].Steps = steps
-	}
-	return out, nil
-}
-
-// drawTx adds amount to the current step of every pool of d (SQLite).
-func drawTx(t *sql.Tx, now time.Time, d guard.Draw, amount uint64) (*guard.Drawn, error) {
-	idx := guard.StepIndex(now, d.Step)
-	expires := guard.StepExpiry(idx, d.Window, d.Step).UnixNano()
-	dr := &guard.Drawn{Index: idx, Amount: amount}
-	for _, p := range d.Pools {
-		if _, err := t.Exec(sqlDraw, p.Key, idx, i64(amount), expires); err != nil {
-			return nil, fmt.Errorf("pool %s: %w", p.Key, err)
-		}
-		dr.Pools = append(dr.Pools, p.Key)
-	}
-	return dr, nil
-}
-
-// undrawTx gives a draw back (SQLite); nil gives nothing.
-func undrawTx(t *sql.Tx, d *guard.Drawn) error {
-	if d == nil {
-		return nil
-	}
-	for _, k := range d.Pools {
-		if _, err := t.Exec(sqlUndraw, k, d.Index, i64(d.Amount)); err != nil {
-			return fmt.Errorf("pool %s: %w", k, err)
-		}
-	}
-	return nil
 }
 
 // Postgres statements of the pools: every pool of a draw at once.

@@ -35,6 +35,7 @@ type SQLite struct {
 	reader *sql.DB
 
 	put, del, record, nth, slot, spend, use *sql.Stmt // on writer
+	readPool, draw, undraw                  *sql.Stmt // on writer: the budget pools
 	list, byTxID                            *sql.Stmt // on reader
 	now                                     func() time.Time
 
@@ -127,6 +128,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 		{s.writer, &s.put, sqlJournalPut}, {s.writer, &s.del, sqlJournalDelete}, {s.writer, &s.record, sqlRecord},
 		{s.writer, &s.nth, sqlNthNewest}, {s.writer, &s.slot, sqlInsertSlot}, {s.writer, &s.spend, sqlSpendChallenge},
 		{s.writer, &s.use, sqlBucketUse},
+		{s.writer, &s.readPool, sqlReadPool}, {s.writer, &s.draw, sqlDraw}, {s.writer, &s.undraw, sqlUndraw},
 		{s.reader, &s.list, sqlJournalList}, {s.reader, &s.byTxID, sqlByTxID},
 	} {
 		if *p.dst, err = p.db.PrepareContext(ctx, p.text); err != nil {
@@ -271,14 +273,14 @@ func (s *SQLite) ReserveDraw(ctx context.Context, now time.Time, buckets []guard
 			return nil
 		}
 		if d.Active() {
-			pools, err := readPoolsTx(t, now, d)
+			pools, err := s.readPoolsTx(t, now, d)
 			if err != nil {
 				return err
 			}
 			if v = d.Decide(pools, now); v.Amount == 0 {
 				return nil
 			}
-			if res.Drawn, err = drawTx(t, now, d, v.Amount); err != nil {
+			if res.Drawn, err = s.drawTx(t, now, d, v.Amount); err != nil {
 				return err
 			}
 		}
@@ -305,6 +307,50 @@ func (s *SQLite) ReserveDraw(ctx context.Context, now time.Time, buckets []guard
 		return guard.Reservation{Use: res.Use}, wait, v, nil
 	}
 	return res, 0, v, nil
+}
+
+// readPoolsTx reads d's pools inside a write transaction (SQLite).
+func (s *SQLite) readPoolsTx(t *sql.Tx, now time.Time, d guard.Draw) ([]guard.PoolUse, error) {
+	first := guard.FirstStep(now, d.Window, d.Step)
+	out := make([]guard.PoolUse, len(d.Pools))
+	read := t.Stmt(s.readPool)
+	for i, p := range d.Pools {
+		steps, err := scanSteps(read.Query(p.Key, first))
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", p.Key, err)
+		}
+		out[i].Steps = steps
+	}
+	return out, nil
+}
+
+// drawTx adds amount to the current step of every pool of d (SQLite).
+func (s *SQLite) drawTx(t *sql.Tx, now time.Time, d guard.Draw, amount uint64) (*guard.Drawn, error) {
+	idx := guard.StepIndex(now, d.Step)
+	expires := guard.StepExpiry(idx, d.Window, d.Step).UnixNano()
+	dr := &guard.Drawn{Index: idx, Amount: amount}
+	draw := t.Stmt(s.draw)
+	for _, p := range d.Pools {
+		if _, err := draw.Exec(p.Key, idx, i64(amount), expires); err != nil {
+			return nil, fmt.Errorf("pool %s: %w", p.Key, err)
+		}
+		dr.Pools = append(dr.Pools, p.Key)
+	}
+	return dr, nil
+}
+
+// undrawTx gives a draw back (SQLite); nil gives nothing.
+func (s *SQLite) undrawTx(t *sql.Tx, d *guard.Drawn) error {
+	if d == nil {
+		return nil
+	}
+	undraw := t.Stmt(s.undraw)
+	for _, k := range d.Pools {
+		if _, err := undraw.Exec(k, d.Index, i64(d.Amount)); err != nil {
+			return fmt.Errorf("pool %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // Peek reads each bucket's use from a reader connection (nothing is
@@ -347,7 +393,7 @@ func (s *SQLite) Release(ctx context.Context, r guard.Reservation) error {
 				return err
 			}
 		}
-		return undrawTx(t, r.Drawn)
+		return s.undrawTx(t, r.Drawn)
 	}); err != nil {
 		return sqliteErr("limiter release", err)
 	}
