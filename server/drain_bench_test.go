@@ -188,18 +188,7 @@ func drainFaucet(ctx context.Context, b *testing.B, budget guard.Budget, signIn 
 		b.Fatal(err)
 	}
 	go func() { _ = f.Run(ctx) }()
-	go func() {
-		t := time.NewTicker(benchBlockTime)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				dn.Mine()
-			}
-		}
-	}()
+	go mineEvery(ctx, dn, benchBlockTime)
 	limits := guard.DefaultLimits()
 	limits.Budgets = map[string]guard.Budget{"stx": budget}
 	tiers := &identity.Tiers{Anonymous: identity.Tier{Name: identity.AnonymousName}}

@@ -173,18 +173,7 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 	}
 	// Latency applies from here on, to the measured load only.
 	dn.SetLatency(latency)
-	go func() {
-		t := time.NewTicker(benchBlockTime)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				dn.Mine()
-			}
-		}
-	}()
+	go mineEvery(ctx, dn, benchBlockTime)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
@@ -301,6 +290,20 @@ func runDripLoad(b *testing.B, latency time.Duration, mode string, conc int) {
 		b.ReportMetric(float64(failed.Load()), "busy")
 	}
 	b.ReportMetric(0, "ns/op") // per-op time is meaningless for a concurrent load
+}
+
+// mineEvery mines a block of dn every d until ctx ends.
+func mineEvery(ctx context.Context, dn *devnode.Node, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			dn.Mine()
+		}
+	}
 }
 
 // zeroLatencyRate holds the drips/s of each mode and concurrency run with
