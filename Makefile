@@ -232,7 +232,7 @@ envtest: ## Build the envtest control plane (kube-apiserver, etcd, kubectl) into
 
 .PHONY: test-envtest
 test-envtest: envtest ## Run only the controller suite (Ginkgo on envtest); GINKGO_FLAGS=-ginkgo.v lists each spec.
-	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" $(GO) test -race -count=1 -v ./controllers/... $(GINKGO_FLAGS)
+	KUBEBUILDER_ASSETS="$$($(ENVTEST_BUILD))" CGO_ENABLED=1 $(GO) test -race -count=1 -v ./controllers/... $(GINKGO_FLAGS)
 
 .PHONY: envtest-sample
 envtest-sample: build envtest ## kubectl-apply config/default and config/samples to an envtest API server with the manager running.

@@ -244,7 +244,8 @@ type secretFile struct {
 }
 
 // secretFiles are the Secret files of fs's pod: the keys, then the API
-// tokens, the treasury key, the BTC key and the BTC RPC credentials.
+// tokens, the treasury key, the BTC key, the BTC RPC credentials, the
+// OpenID Connect client secret and the session key.
 func secretFiles(fs *faucetv1alpha1.FaucetServer) []secretFile {
 	return []secretFile{
 		{keysVolume, keysMountPath, fs.KeySecretKey()},
@@ -252,6 +253,8 @@ func secretFiles(fs *faucetv1alpha1.FaucetServer) []secretFile {
 		{treasuryVolume, treasuryMountPath, fs.TreasurySecretKey()},
 		{btcKeyVolume, btcKeyMountPath, fs.BTCKeySecretKey()},
 		{btcCredentialsVolume, btcCredentialsMountPath, fs.BTCCredentialsSecretKey()},
+		{oidcClientSecretVolume, oidcClientSecretMountPath, fs.OIDCClientSecretKey()},
+		{sessionKeyVolume, sessionKeyMountPath, fs.SessionKeySecretKey()},
 	}
 }
 

@@ -35,8 +35,9 @@ import (
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
 // (the key Secret, a Postgres URI Secret, an API tokens Secret, a treasury
-// key and the BTC key and RPC credentials), so a Secret event maps to the
-// FaucetServers that read it.
+// key, the BTC key and RPC credentials, the OpenID Connect client secret
+// and the session key), so a Secret event maps to the FaucetServers that
+// read it.
 const secretIndex = ".spec.secretNames"
 
 // FaucetServerReconciler turns a FaucetServer into a ServiceAccount, a
@@ -97,7 +98,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}()
 
 	steps := []reconcileStep{
-		r.readSecrets,     // the key, store, API tokens, treasury and BTC Secrets, checked
+		r.readSecrets,     // the key, store, API tokens, treasury, BTC and sign-in Secrets, checked
 		r.readVolumeClaim, // the embedded store's claim as it is
 		r.checkNames,      // stalls if a child's name is taken: nothing is written
 		r.applyServiceAccount,
@@ -370,7 +371,8 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 }
 
 // secretNames are the Secrets fs reads: its keys, a Postgres URI, API
-// tokens, a treasury key, and the BTC key and RPC credentials.
+// tokens, a treasury key, the BTC key and RPC credentials, and the sign-in
+// Secrets.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
 	var names []string
 	for _, use := range secretUses {

@@ -109,11 +109,12 @@ func formatSTXExact(ustx uint64) string {
 // and time.Duration overflows at about 292 years.
 const maxRunway = 10 * 365 * 24 * time.Hour
 
-// runway estimates how long total lasts at the spending rate the samples
-// show: the sum of the decreases between consecutive samples (refills are
-// not spending, so increases are ignored) over the time they span. false
-// when there are fewer than two samples or nothing was spent.
-func runway(samples []fundingSample, total uint64) (time.Duration, bool) {
+// runway estimates how long spendable lasts at the spending rate the
+// samples show: the sum of the decreases between consecutive samples
+// (refills are not spending, so increases are ignored) over the time they
+// span. false when there are fewer than two samples or nothing was spent;
+// 0 when something was spent and nothing is left to spend.
+func runway(samples []fundingSample, spendable uint64) (time.Duration, bool) {
 	if len(samples) < 2 {
 		return 0, false
 	}
@@ -130,8 +131,11 @@ func runway(samples []fundingSample, total uint64) (time.Duration, bool) {
 	if spent == 0 {
 		return 0, false
 	}
+	if spendable == 0 {
+		return 0, true
+	}
 	perSecond := float64(spent) / span.Seconds()
-	secs := float64(total) / perSecond
+	secs := float64(spendable) / perSecond
 	if secs >= maxRunway.Seconds() {
 		return maxRunway, true
 	}
@@ -204,6 +208,9 @@ func stxOutcome(fs *faucetv1alpha1.FaucetServer, st *faucetv1alpha1.FundingStatu
 	}
 	if st.Runway != nil {
 		o.message += fmt.Sprintf("; about %s at the recent rate", st.Runway.Duration)
+		if r := fs.STXReserve(); r > 0 {
+			o.message += fmt.Sprintf(" before the reserve of %s STX (spec.budget.reserve)", formatSTXExact(r))
+		}
 	}
 	return o
 }
@@ -241,7 +248,9 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 		drips += d
 	}
 	st.TotalUSTX, st.DripsLeft, st.BalanceSTX = clampInt64(total), clampInt64(drips), formatSTX(total)
-	if d, ok := runway(res.samples, total); ok {
+	// The reserve of spec.budget is never paid out: it is no runway. The
+	// samples still measure the spending of the whole balance.
+	if d, ok := runway(res.samples, total-min(total, fs.STXReserve())); ok {
 		st.Runway = &metav1.Duration{Duration: d}
 	}
 	if res.target.treasury != "" {

@@ -101,6 +101,10 @@ func TestRunway(t *testing.T) {
 			samples: []fundingSample{{at(0), 1000}, {at(1), 900}},
 			total:   900, want: 9 * time.Minute, ok: true,
 		},
+		"spent, nothing left to spend (down to the reserve)": {
+			samples: []fundingSample{{at(0), 1000}, {at(1), 900}},
+			total:   0, want: 0, ok: true,
+		},
 		"capped": {
 			samples: []fundingSample{{at(0), 1 << 62}, {at(60), 1<<62 - 1}},
 			total:   1<<62 - 1, want: maxRunway, ok: true,

@@ -36,10 +36,10 @@ const (
 	appName        = "faucet-server"
 
 	// ConfigHashAnnotation on the pod template changes with the server
-	// settings and the data of the key, store, treasury and BTC Secrets,
-	// so any of them rolls the pods. The API tokens Secret is not part of
-	// it: the kubelet updates its volume in place and the faucet re-reads
-	// the file.
+	// settings and the data of the key, store, treasury, BTC and sign-in
+	// Secrets, so any of them rolls the pods. The API tokens Secret is not
+	// part of it: the kubelet updates its volume in place and the faucet
+	// re-reads the file.
 	ConfigHashAnnotation = "faucet.stxfaucet.dev/config-hash"
 
 	containerName = "faucet"
@@ -62,6 +62,12 @@ const (
 	btcKeyMountPath         = "/etc/faucet/btc-key"
 	btcCredentialsVolume    = "btc-rpc-credentials"
 	btcCredentialsMountPath = "/etc/faucet/btc-rpc"
+	// The OpenID Connect client secret and the sign-in session key, from
+	// the Secrets of spec.identity.
+	oidcClientSecretVolume    = "oidc-client-secret"
+	oidcClientSecretMountPath = "/etc/faucet/oidc"
+	sessionKeyVolume          = "session-key"
+	sessionKeyMountPath       = "/etc/faucet/session"
 
 	// The switches (spec.suspend, suspendedAssets, disabledAssets), from
 	// the FaucetServer's ConfigMap, which the faucet follows while it runs.
@@ -175,6 +181,9 @@ type secretDigests struct {
 	// The Bitcoin key and RPC credentials; "" without a btc entry in spec.assets
 	// (or, for the credentials, without credentialsSecretRef).
 	btcKey, btcCredentials string
+	// The OpenID Connect client secret and the session key; "" without
+	// spec.identity or the Secret.
+	oidcClientSecret, sessionKey string
 }
 
 // replicasOf is the number of pods fs runs: spec.replicas with a Postgres
@@ -288,6 +297,13 @@ func configHash(image string, args []string, digests secretDigests) string {
 	}
 	if digests.btcCredentials != "" {
 		fmt.Fprintf(h, "\x00btc-rpc-credentials\x00%s", digests.btcCredentials)
+	}
+	// And only with sign-in.
+	if digests.oidcClientSecret != "" {
+		fmt.Fprintf(h, "\x00oidc-client-secret\x00%s", digests.oidcClientSecret)
+	}
+	if digests.sessionKey != "" {
+		fmt.Fprintf(h, "\x00session-key\x00%s", digests.sessionKey)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }

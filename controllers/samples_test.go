@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -108,5 +109,79 @@ func TestSamplesAvoidTheProxyTrap(t *testing.T) {
 	}
 	if checked < 3 {
 		t.Fatalf("only %d FaucetServers found in config/samples, README.md and docs/", checked)
+	}
+}
+
+// sampleFaucetServers are the FaucetServers of config/samples (and its
+// directories), by file and document.
+func sampleFaucetServers(t *testing.T) map[string]*faucetv1alpha1.FaucetServer {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob(filepath.Join("..", "config", "samples", "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*faucetv1alpha1.FaucetServer{}
+	for _, f := range append(files, more...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+		for i := 0; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var meta metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind != "FaucetServer" {
+				continue
+			}
+			var fs faucetv1alpha1.FaucetServer
+			if err := yaml.UnmarshalStrict(doc, &fs); err != nil {
+				t.Fatalf("%s, document %d: %v", f, i+1, err)
+			}
+			out[fmt.Sprintf("%s, document %d", filepath.Base(f), i+1)] = &fs
+		}
+	}
+	return out
+}
+
+// TestSamplesReachServe: every sample FaucetServer, read strictly (a
+// field the API lacks fails), becomes arguments serve parses back and
+// accepts; the main sample shows a budget for STX and for an asset, and
+// sign-in with its Secret files and tiers.
+func TestSamplesReachServe(t *testing.T) {
+	samples := sampleFaucetServers(t)
+	if len(samples) < 3 {
+		t.Fatalf("only %d FaucetServers in config/samples", len(samples))
+	}
+	for name, fs := range samples {
+		t.Run(name, func(t *testing.T) {
+			checkArgsParseBack(t, fs)
+			o := serverOptions(fs)
+			o.Abuse.SwitchesFile = writeSwitchesFile(t, fs)
+			if err := o.Validate(); err != nil {
+				t.Errorf("serve refuses the sample: %v", err)
+			}
+		})
+	}
+	main, ok := samples["faucet_v1alpha1_faucetserver.yaml, document 1"]
+	if !ok {
+		t.Fatal("no FaucetServer in faucet_v1alpha1_faucetserver.yaml")
+	}
+	o := serverOptions(main)
+	if len(o.Budgets.List) < 2 || o.Budgets.List[0].Asset != "stx" || o.Budgets.List[0].Reserve == 0 {
+		t.Errorf("the main sample's budgets %+v: want STX's with a reserve, and an asset's", o.Budgets.List)
+	}
+	s := o.SignIn
+	if !s.On() || s.ClientSecretFile == "" || s.SessionKeyFile == "" || len(s.Tiers) < 2 || s.AnonymousShare == 0 {
+		t.Errorf("the main sample's sign-in %+v: want a client secret and session key file, tiers and an anonymous share", s)
 	}
 }

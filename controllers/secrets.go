@@ -41,7 +41,7 @@ type secretUse struct {
 
 // secretUses are the Secrets a FaucetServer can refer to, in the order the
 // reconciler reads them: keys, store URI, API tokens, treasury key, BTC key,
-// BTC RPC credentials.
+// BTC RPC credentials, OpenID Connect client secret, sign-in session key.
 var secretUses = [...]secretUse{
 	{what: "key", ref: (*faucetv1alpha1.FaucetServer).KeySecretKey,
 		notFound: faucetv1alpha1.ReasonKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidKeys,
@@ -60,6 +60,13 @@ var secretUses = [...]secretUse{
 	{what: "BTC RPC credentials", ref: (*faucetv1alpha1.FaucetServer).BTCCredentialsSecretKey,
 		notFound: faucetv1alpha1.ReasonBTCCredentialsSecretNotFound, invalid: faucetv1alpha1.ReasonInvalidBTCCredentials,
 		check: checkRPCCredentials, digest: true, credentials: true},
+	// The faucet reads both at start only: a change must roll the pods.
+	{what: "OIDC client secret", ref: (*faucetv1alpha1.FaucetServer).OIDCClientSecretKey,
+		notFound: faucetv1alpha1.ReasonOIDCClientSecretNotFound, invalid: faucetv1alpha1.ReasonInvalidOIDCClientSecret,
+		check: checkClientSecret, digest: true},
+	{what: "session key", ref: (*faucetv1alpha1.FaucetServer).SessionKeySecretKey,
+		notFound: faucetv1alpha1.ReasonSessionKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidSessionKey,
+		check: checkSessionKey, digest: true},
 }
 
 // secretState is what a Secret yielded: the addresses its keys control and
@@ -246,6 +253,37 @@ func checkPostgresURI(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, er
 		// Anything else would be taken for an SQLite path, on the pod's
 		// read-only root filesystem.
 		return nil, errors.New("not a postgres:// or postgresql:// URI")
+	}
+	return nil, nil
+}
+
+// minSessionKey is the shortest session key the faucet accepts, and the
+// shortest client secret it derives one from (server/options.SignIn).
+const minSessionKey = 16
+
+// checkClientSecret checks an OpenID Connect client secret as the faucet
+// reads it (whitespace around it trimmed), without quoting it or telling
+// its length. An empty one would fail the pod's start. Without a session
+// key Secret the faucet derives the cookies' key from it, which takes 16
+// bytes; a shorter one would have each pod make up a key of its own, so
+// that sessions end at every restart and do not carry across replicas.
+func checkClientSecret(fs *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+	secret := strings.TrimSpace(string(data))
+	switch {
+	case secret == "":
+		return nil, errors.New("the client secret is empty")
+	case len(secret) < minSessionKey && fs.SessionKeySecretKey() == nil:
+		return nil, fmt.Errorf("the client secret is shorter than %d bytes, too short to derive the sign-in session key from: "+
+			"set spec.identity.sessionKeySecretRef to a Secret holding a key of %d bytes or more", minSessionKey, minSessionKey)
+	}
+	return nil, nil
+}
+
+// checkSessionKey checks the sign-in session key as the faucet reads it
+// (whitespace around it trimmed), without quoting it.
+func checkSessionKey(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+	if len(strings.TrimSpace(string(data))) < minSessionKey {
+		return nil, fmt.Errorf("the session key is shorter than %d bytes (whitespace around it not counted); make one with: openssl rand -base64 32", minSessionKey)
 	}
 	return nil, nil
 }

@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -30,7 +33,7 @@ func serverOptions(fs *faucetv1alpha1.FaucetServer) options.Serve {
 	o.HTTP.ShutdownDelay = lameDuckOf(fs)
 	o.Log.Format = "json"
 	for _, set := range []func(*faucetv1alpha1.FaucetServer, *options.Serve){
-		setNodeAndKeys, setAmountsAndFees, setLimitsAndAbuse, setAssets, setBTC, setService,
+		setNodeAndKeys, setAmountsAndFees, setLimitsAndAbuse, setAssets, setBTC, setService, setBudgets, setIdentity,
 	} {
 		set(fs, &o)
 	}
@@ -209,4 +212,98 @@ func setService(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	if fs.StoreKind() == faucetv1alpha1.StoreEmbedded {
 		o.Store.DSN = path.Join(dataMountPath, storeFile)
 	}
+}
+
+// setBudgets: spec.budget as STX's --budget, then each entry of
+// spec.assets with a budget, in spec order. An asset without one keeps the
+// faucet's default budget.
+func setBudgets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	add := func(asset string, b *faucetv1alpha1.BudgetSpec) {
+		if b == nil || b.Amount == nil {
+			return // the CRD requires amount; --budget cannot go without it
+		}
+		ob := options.Budget{Asset: asset, Budget: guard.Budget{Amount: uint64(max(*b.Amount, 0)), Per: guard.DefaultBudgetPer}}
+		if b.Per != nil {
+			ob.Per = b.Per.Duration
+		}
+		setInt(&ob.ScaleBelowPercent, b.ScaleBelowPercent)
+		setInt(&ob.FloorPercent, b.FloorPercent)
+		setInt(&ob.Reserve, nonNegative(b.Reserve))
+		setInt(&ob.Target, nonNegative(b.Target))
+		o.Budgets.List = append(o.Budgets.List, ob)
+	}
+	add(string(faucet.AssetSTX), fs.Spec.Budget)
+	for _, a := range fs.Spec.Assets {
+		if a.Token != nil || a.BTC != nil {
+			add(a.Name, a.Budget)
+		}
+	}
+}
+
+// nonNegative is v, or nil when v is negative, which the CRD refuses: a
+// negative number would wrap around as a uint64.
+func nonNegative(v *int64) *int64 {
+	if v == nil || *v < 0 {
+		return nil
+	}
+	return v
+}
+
+// setIdentity: sign-in and the tiers, from spec.identity. The client
+// secret and the session key are files on Secret volumes: only their
+// paths are flags.
+func setIdentity(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
+	id := fs.Spec.Identity
+	if id == nil {
+		return
+	}
+	s := &o.SignIn
+	s.Issuer, s.ClientID, s.PublicURL = id.OIDC.IssuerURL, id.OIDC.ClientID, id.PublicURL
+	if ref := fs.OIDCClientSecretKey(); ref != nil {
+		s.ClientSecretFile = path.Join(oidcClientSecretMountPath, ref.Key)
+	}
+	if ref := fs.SessionKeySecretKey(); ref != nil {
+		s.SessionKeyFile = path.Join(sessionKeyMountPath, ref.Key)
+	}
+	// An empty list is the default (nil), as serve parses it back.
+	if len(id.OIDC.Scopes) > 0 {
+		s.Scopes = slices.Clone(id.OIDC.Scopes)
+	}
+	if len(id.OIDC.Audiences) > 0 {
+		s.Audiences = slices.Clone(id.OIDC.Audiences)
+	}
+	if id.SessionTTL != nil {
+		s.SessionTTL = id.SessionTTL.Duration
+	}
+	if a := id.Anonymous; a != nil {
+		if a.Enabled != nil {
+			s.AnonymousDrips = *a.Enabled
+		}
+		setInt(&s.AnonymousShare, a.BudgetSharePercent)
+		setInt(&s.AnonymousAmountPercent, a.AmountPercent)
+	}
+	for _, t := range id.Tiers {
+		s.Tiers = append(s.Tiers, tierOf(t))
+	}
+}
+
+// tierOf is a sign-in tier as --tier takes it: what --tier gives a tier
+// that names nothing but its name (the CRD's defaults are the same), with
+// the spec's fields over it.
+func tierOf(t faucetv1alpha1.TierSpec) identity.Tier {
+	tier := options.NewTier(t.Name)
+	if m := t.Match; m != nil {
+		tier.Match.EmailVerified = m.EmailVerified
+		if len(m.Groups) > 0 {
+			tier.Match.Groups = slices.Clone(m.Groups)
+		}
+		if len(m.EmailDomains) > 0 {
+			tier.Match.EmailDomains = slices.Clone(m.EmailDomains)
+		}
+	}
+	setInt(&tier.AmountPercent, t.AmountPercent)
+	setLimit(&tier.Limit, t.Limit)
+	tier.SkipProofOfWork = t.SkipProofOfWork
+	setInt(&tier.BudgetSharePercent, t.BudgetSharePercent)
+	return tier
 }

@@ -22,6 +22,8 @@ type observation struct {
 	treasury secretState // the treasury's key
 	btcKey   secretState // the Bitcoin key of the btc entry of spec.assets
 	btcCreds secretState // the Bitcoin node's RPC credentials
+	oidc     secretState // the OpenID Connect client secret
+	session  secretState // the sign-in session key
 	// invalidAsset says why an asset identifier of spec.assets does not
 	// parse; "" when every one does.
 	invalidAsset string
@@ -43,7 +45,7 @@ type observation struct {
 
 // secrets are the states of the Secrets, in the order of secretUses.
 func (o *observation) secrets() [len(secretUses)]*secretState {
-	return [len(secretUses)]*secretState{&o.keys, &o.store, &o.tokens, &o.treasury, &o.btcKey, &o.btcCreds}
+	return [len(secretUses)]*secretState{&o.keys, &o.store, &o.tokens, &o.treasury, &o.btcKey, &o.btcCreds, &o.oidc, &o.session}
 }
 
 // unusableSecret is the first Secret, in the order of secretUses, that
@@ -62,6 +64,7 @@ func (o *observation) digests() secretDigests {
 	return secretDigests{
 		keys: o.keys.digest, store: o.store.digest, treasury: o.treasury.digest,
 		btcKey: o.btcKey.digest, btcCredentials: o.btcCreds.digest,
+		oidcClientSecret: o.oidc.digest, sessionKey: o.session.digest,
 	}
 }
 

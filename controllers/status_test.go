@@ -334,10 +334,12 @@ func TestObservationSecrets(t *testing.T) {
 	for i, s := range obs.secrets() {
 		*s = secretState{reason: secretUses[i].notFound}
 	}
-	got := []string{obs.keys.reason, obs.store.reason, obs.tokens.reason, obs.treasury.reason, obs.btcKey.reason, obs.btcCreds.reason}
+	got := []string{obs.keys.reason, obs.store.reason, obs.tokens.reason, obs.treasury.reason, obs.btcKey.reason, obs.btcCreds.reason,
+		obs.oidc.reason, obs.session.reason}
 	want := []string{
 		faucetv1alpha1.ReasonKeySecretNotFound, faucetv1alpha1.ReasonStoreSecretNotFound, faucetv1alpha1.ReasonAPITokensSecretNotFound,
 		faucetv1alpha1.ReasonTreasurySecretNotFound, faucetv1alpha1.ReasonBTCKeySecretNotFound, faucetv1alpha1.ReasonBTCCredentialsSecretNotFound,
+		faucetv1alpha1.ReasonOIDCClientSecretNotFound, faucetv1alpha1.ReasonSessionKeySecretNotFound,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("fields %q, want %q", got, want)

@@ -150,6 +150,29 @@ const (
 	// "user:password". Messages never quote it.
 	ReasonInvalidBTCCredentials = "InvalidBTCCredentials"
 
+	// ReasonOIDCClientSecretNotFound (Ready=False, Stalled=True): the
+	// Secret named by spec.identity.oidc.clientSecretRef does not exist;
+	// the pod could not mount it. Creating it resumes the faucet.
+	ReasonOIDCClientSecretNotFound = "OIDCClientSecretNotFound"
+
+	// ReasonInvalidOIDCClientSecret (Ready=False, Stalled=True): the
+	// client secret Secret lacks the data key, holds only whitespace (the
+	// faucet would refuse to start), or, without
+	// spec.identity.sessionKeySecretRef, is shorter than the 16 bytes the
+	// session key is derived from. Messages never quote it.
+	ReasonInvalidOIDCClientSecret = "InvalidOIDCClientSecret"
+
+	// ReasonSessionKeySecretNotFound (Ready=False, Stalled=True): the
+	// Secret named by spec.identity.sessionKeySecretRef does not exist.
+	// Creating it resumes the faucet.
+	ReasonSessionKeySecretNotFound = "SessionKeySecretNotFound"
+
+	// ReasonInvalidSessionKey (Ready=False, Stalled=True): the session key
+	// Secret lacks the data key, or the key is shorter than 16 bytes
+	// (whitespace around it not counted), which the faucet refuses.
+	// Messages never quote it.
+	ReasonInvalidSessionKey = "InvalidSessionKey"
+
 	// ReasonInvalidAsset (Ready=False, Stalled=True): an asset identifier
 	// of spec.assets passed the CRD's checks but does not parse, e.g. its
 	// address fails the c32 checksum (a typo). The faucet would refuse to

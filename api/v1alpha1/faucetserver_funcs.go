@@ -151,6 +151,38 @@ func (fs *FaucetServer) BTCCredentialsSecretKey() *corev1.SecretKeySelector {
 	return secretKey(ref.Name, ref.Key, DefaultBTCCredentialsSecretKey)
 }
 
+// OIDCClientSecretKey selects the OpenID Connect client secret; nil
+// without spec.identity or for a public client.
+func (fs *FaucetServer) OIDCClientSecretKey() *corev1.SecretKeySelector {
+	id := fs.Spec.Identity
+	if id == nil || id.OIDC.ClientSecretRef == nil {
+		return nil
+	}
+	ref := id.OIDC.ClientSecretRef
+	return secretKey(ref.Name, ref.Key, DefaultOIDCClientSecretKey)
+}
+
+// SessionKeySecretKey selects the sign-in session key; nil when
+// spec.identity sets none (the faucet then derives it from the client
+// secret).
+func (fs *FaucetServer) SessionKeySecretKey() *corev1.SecretKeySelector {
+	id := fs.Spec.Identity
+	if id == nil || id.SessionKeySecretRef == nil {
+		return nil
+	}
+	ref := id.SessionKeySecretRef
+	return secretKey(ref.Name, ref.Key, DefaultSessionKeySecretKey)
+}
+
+// STXReserve is spec.budget.reserve in µSTX: what the faucet never pays
+// out of its keys' STX; 0 when unset.
+func (fs *FaucetServer) STXReserve() uint64 {
+	if b := fs.Spec.Budget; b != nil && b.Reserve != nil && *b.Reserve > 0 {
+		return uint64(*b.Reserve)
+	}
+	return 0
+}
+
 // LowThreshold is the number of default drips left below which the faucet
 // counts as low: spec.funding.lowThreshold, else the deprecated
 // spec.page.lowDrips, else DefaultLowThreshold. Its second result reports

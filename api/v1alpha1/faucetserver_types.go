@@ -47,6 +47,14 @@ const (
 	// number of default drips left below which Funded turns False, reason
 	// Low.
 	DefaultLowThreshold = 100
+
+	// DefaultOIDCClientSecretKey is the Secret data key read when
+	// identity.oidc.clientSecretRef.key is empty.
+	DefaultOIDCClientSecretKey = "client-secret"
+
+	// DefaultSessionKeySecretKey is the Secret data key read when
+	// identity.sessionKeySecretRef.key is empty.
+	DefaultSessionKeySecretKey = "session-key"
 )
 
 // Store kinds, as status.store reports them.
@@ -296,6 +304,26 @@ type FaucetServerSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	Assets AssetList `json:"assets,omitempty"`
 
+	// budget bounds what the faucet pays out in STX in total, whoever
+	// asks, and keeps a reserve on its keys (faucet serve --budget
+	// asset=stx,…); each entry of spec.assets has a budget of its own.
+	// Unset, the faucet's default applies: 2,000 default drips (amounts.
+	// default) per 24h, no reserve. Its reserve also shortens the runway
+	// status.funding.runway reports.
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
+
+	// identity turns on sign-in through an OpenID Connect provider
+	// (Google, GitHub through Dex, Keycloak, Okta, …) and the tiers of
+	// requesters: who signs in gets what their tier gives (a larger drip,
+	// a limit of their own across addresses and IPs, no proof of work, a
+	// share of each budget), and drips without sign-in get the anonymous
+	// tier's. The client secret and the session key reach the pod as
+	// mounted Secret files, never through the Deployment spec. Unset,
+	// nobody signs in and every drip is anonymous.
+	// +optional
+	Identity *IdentitySpec `json:"identity,omitempty"`
+
 	// assetsObject: spec.assets was in the object form of earlier
 	// releases (see AssetList and FaucetServerSpec.UnmarshalJSON).
 	assetsObject bool `json:"-"`
@@ -346,6 +374,13 @@ type AssetSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	RateLimits *AssetRateLimits `json:"rateLimits,omitempty"`
+
+	// budget bounds what this asset pays out in total, in its base units
+	// (a token's, or sats for btc), and keeps a reserve of it (faucet
+	// serve --budget asset=<name>,…). Unset, the faucet's default applies:
+	// 2,000 drips of the asset's amount (btc: amounts.default) per 24h.
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
 
 	// lowThreshold is the number of this token's drips left below which
 	// the Funded condition turns False and the page and alerts say it is
@@ -1181,9 +1216,11 @@ type FundingStatus struct {
 	// +optional
 	DripsLeft int64 `json:"dripsLeft"`
 
-	// runway estimates how long the keys last at the rate they were spent
-	// at recently (a short in-memory history of the operator). Absent while
-	// unknown or when the balance is not going down.
+	// runway estimates how long the keys' STX above spec.budget.reserve
+	// lasts at the rate it was spent at recently (a short in-memory
+	// history of the operator): the RUNWAY column. 0s once the balance is
+	// down to the reserve. Absent while unknown or when the balance is not
+	// going down.
 	// +optional
 	Runway *metav1.Duration `json:"runway,omitempty"`
 
@@ -1324,6 +1361,7 @@ type AccountFunding struct {
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Balance",type="string",JSONPath=`.status.funding.balanceSTX`,description="STX on the faucet's keys"
 // +kubebuilder:printcolumn:name="Drips Left",type="integer",JSONPath=`.status.funding.dripsLeft`
+// +kubebuilder:printcolumn:name="Runway",type="string",JSONPath=`.status.funding.runway`,description="how long the STX above spec.budget.reserve lasts at the recent spending rate; empty while unknown or not falling"
 // +kubebuilder:printcolumn:name="Assets",type="string",JSONPath=`.status.funding.assetsSummary`,description="drips left of each asset of spec.assets"
 // +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=`.status.nodesSummary`,description="Stacks nodes of spec.node that answered the operator"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=`.metadata.creationTimestamp`

@@ -37,6 +37,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
@@ -292,6 +293,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 			same("mcp.enabled", raw, strconv.FormatBool(o.HTTP.MCP), raw)
 		},
 	}
+	budgetAndIdentityDefaults(t, checks, o, num, str, dur, limit, same)
 	for _, p := range slices.Sorted(maps.Keys(defaults)) {
 		check, ok := checks[p]
 		if !ok {
@@ -304,6 +306,70 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		if _, ok := defaults[p]; !ok {
 			t.Errorf("spec.%s has no default in the CRD any more: update this test (and the operator's fallback)", p)
 		}
+	}
+}
+
+// budgetAndIdentityDefaults adds to checks the defaults of spec.budget,
+// spec.assets[].budget and spec.identity: what a --budget or --tier that
+// leaves a key out gets, and the sign-in flags' defaults.
+func budgetAndIdentityDefaults(t *testing.T, checks map[string]func(string), o options.Serve,
+	num func(string) uint64, str func(string) string, dur func(string) time.Duration, limit func(string) guard.Limit,
+	same func(what string, crd, engine, flagDefault any)) {
+	t.Helper()
+	// A --budget that names only its asset and amount.
+	bare, err := options.ParseBudget("asset=stx,amount=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"budget.", "assets.[].budget."} {
+		checks[prefix+"per"] = func(raw string) {
+			same(prefix+"per", dur(raw), guard.DefaultBudgetPer, bare.Per)
+		}
+		// The guard reads 0 as these defaults; the CRD refuses 0.
+		checks[prefix+"scaleBelowPercent"] = func(raw string) {
+			same(prefix+"scaleBelowPercent", num(raw), uint64(guard.DefaultScaleBelowPercent), uint64(bare.ScaleBelow()))
+		}
+		checks[prefix+"floorPercent"] = func(raw string) {
+			same(prefix+"floorPercent", num(raw), uint64(guard.DefaultFloorPercent), uint64(bare.Floor()))
+		}
+	}
+	// A --tier that names only itself.
+	tier, err := options.ParseTier("name=t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With sign-in on, which spec.identity always turns on.
+	on := o.SignIn
+	on.Issuer, on.ClientID = "https://accounts.example.com", "id"
+	anonymous := on.TierSet().Anonymous
+	checks["identity.sessionTTL"] = func(raw string) {
+		same("identity.sessionTTL", dur(raw), identity.DefaultSessionTTL, o.SignIn.SessionTTL)
+	}
+	checks["identity.anonymous.enabled"] = func(raw string) {
+		same("identity.anonymous.enabled", raw, strconv.FormatBool(!on.TierSet().AnonymousOff), strconv.FormatBool(o.SignIn.AnonymousDrips))
+	}
+	// The flag's default is 0, "50 with sign-in"; the CRD writes the 50.
+	checks["identity.anonymous.budgetSharePercent"] = func(raw string) {
+		same("identity.anonymous.budgetSharePercent", num(raw), uint64(options.DefaultAnonymousShare), uint64(anonymous.Share()))
+	}
+	checks["identity.anonymous.amountPercent"] = func(raw string) {
+		same("identity.anonymous.amountPercent", num(raw), uint64(anonymous.Amount()), uint64(o.SignIn.AnonymousAmountPercent))
+	}
+	checks["identity.tiers.[].amountPercent"] = func(raw string) {
+		same("identity.tiers[].amountPercent", num(raw), uint64(tier.Amount()), uint64(tier.AmountPercent))
+	}
+	checks["identity.tiers.[].budgetSharePercent"] = func(raw string) {
+		same("identity.tiers[].budgetSharePercent", num(raw), uint64(tier.Share()), uint64(tier.BudgetSharePercent))
+	}
+	checks["identity.tiers.[].limit"] = func(raw string) {
+		same("identity.tiers[].limit", limit(raw), tier.Limit, tier.Limit)
+	}
+	// Operator-only: the Secrets' data keys.
+	checks["identity.oidc.clientSecretRef.key"] = func(raw string) {
+		same("identity.oidc.clientSecretRef.key", str(raw), faucetv1alpha1.DefaultOIDCClientSecretKey, str(raw))
+	}
+	checks["identity.sessionKeySecretRef.key"] = func(raw string) {
+		same("identity.sessionKeySecretRef.key", str(raw), faucetv1alpha1.DefaultSessionKeySecretKey, str(raw))
 	}
 }
 
@@ -435,6 +501,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 					PerIP:      &faucetv1alpha1.RateLimit{Requests: 9, Window: metav1.Duration{Duration: 10 * time.Minute}},
 				},
 				LowThreshold: ptr.To(int64(40)),
+				Budget:       &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(50_000_000)), Per: &metav1.Duration{Duration: time.Hour}, Reserve: ptr.To(int64(1_000_000))},
 			}, {
 				Name:  "tusd",
 				Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: options.DevnetTestTokenAsset, Amount: 10_000_000},
@@ -453,7 +520,39 @@ func TestOperatorArgsReachServe(t *testing.T) {
 					PerAddress: &faucetv1alpha1.RateLimit{Requests: 4, Window: metav1.Duration{Duration: 2 * time.Hour}},
 					PerIP:      &faucetv1alpha1.RateLimit{Requests: 8, Window: metav1.Duration{Duration: 20 * time.Minute}},
 				},
+				// Off, but with a target to shrink drips by.
+				Budget: &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(0)), Per: &metav1.Duration{Duration: 24 * time.Hour}, Target: ptr.To(int64(100_000_000))},
 			}},
+			Budget: &faucetv1alpha1.BudgetSpec{
+				Amount: ptr.To(int64(1_000_000_000_000)), Per: &metav1.Duration{Duration: 12 * time.Hour},
+				ScaleBelowPercent: ptr.To(int32(30)), FloorPercent: ptr.To(int32(20)),
+				Reserve: ptr.To(int64(50_000_000_000)), Target: ptr.To(int64(200_000_000_000)),
+			},
+			Identity: &faucetv1alpha1.IdentitySpec{
+				OIDC: faucetv1alpha1.OIDCSpec{
+					IssuerURL:       "https://keycloak.example.com/realms/faucet",
+					ClientID:        "stx-faucet",
+					ClientSecretRef: &faucetv1alpha1.OIDCClientSecretReference{Name: "faucet-oidc", Key: "secret.txt"},
+					Scopes:          []string{"openid", "email", "groups"},
+					Audiences:       []string{"api://faucet", "https://faucet.example.com/api"},
+				},
+				PublicURL:           "https://faucet.example.com",
+				SessionKeySecretRef: &faucetv1alpha1.SessionKeySecretReference{Name: "faucet-session", Key: "key.txt"},
+				SessionTTL:          &metav1.Duration{Duration: 8 * time.Hour},
+				Anonymous: &faucetv1alpha1.AnonymousSpec{
+					Enabled: ptr.To(false), BudgetSharePercent: ptr.To(int32(30)), AmountPercent: ptr.To(int32(50)),
+				},
+				Tiers: []faucetv1alpha1.TierSpec{{
+					Name:          "staff",
+					Match:         &faucetv1alpha1.TierMatch{Groups: []string{"faucet-staff", "Stacks Devs"}},
+					AmountPercent: ptr.To(int32(1000)), Limit: &faucetv1alpha1.RateLimit{Requests: 100, Window: metav1.Duration{Duration: time.Hour}},
+					SkipProofOfWork: true,
+				}, {
+					Name:               "verified",
+					Match:              &faucetv1alpha1.TierMatch{EmailVerified: true, EmailDomains: []string{"example.com", "example.org"}},
+					BudgetSharePercent: ptr.To(int32(60)),
+				}},
+			},
 		}
 		return fs
 	}
@@ -487,6 +586,23 @@ func TestOperatorArgsReachServe(t *testing.T) {
 		"every optional field, embedded store": {
 			fs:   full(embedded, 1),
 			want: fullOptions("/var/lib/faucet/faucet.db"),
+		},
+		"sign-in with a public client: the session key, no client secret, the faucet's default tier": {
+			fs: func() *faucetv1alpha1.FaucetServer {
+				fs := minimal()
+				fs.Spec.Identity = &faucetv1alpha1.IdentitySpec{
+					OIDC:                faucetv1alpha1.OIDCSpec{IssuerURL: "http://dex.auth.svc:5556/dex", ClientID: "faucet"},
+					SessionKeySecretRef: &faucetv1alpha1.SessionKeySecretReference{Name: "faucet-session", Key: faucetv1alpha1.DefaultSessionKeySecretKey},
+				}
+				return fs
+			}(),
+			want: func(o *options.Serve) {
+				o.Node.URLs = options.URLList{"http://stacks-node:20443"}
+				o.Keys.File = "/etc/faucet/keys/keys"
+				o.Store.DSN = "/var/lib/faucet/faucet.db"
+				o.SignIn.Issuer, o.SignIn.ClientID = "http://dex.auth.svc:5556/dex", "faucet"
+				o.SignIn.SessionKeyFile = "/etc/faucet/session/session-key"
+			},
 		},
 		"several tokens, sbtc without an identifier (the node's /v2/pox names it), BTC between them": {
 			fs: func() *faucetv1alpha1.FaucetServer {
@@ -599,7 +715,8 @@ func TestOperatorArgsReachServe(t *testing.T) {
 
 			// The files the flags name are where the volumes put them.
 			checkOnVolume(t, pod, got.Keys.File, true)
-			for _, f := range []string{got.Abuse.TokensFile, got.Keys.TreasuryFile, got.BTC.KeyFile, got.BTC.CredentialsFile} {
+			for _, f := range []string{got.Abuse.TokensFile, got.Keys.TreasuryFile, got.BTC.KeyFile, got.BTC.CredentialsFile,
+				got.SignIn.ClientSecretFile, got.SignIn.SessionKeyFile} {
 				if f != "" {
 					checkOnVolume(t, pod, f, true)
 				}
@@ -672,6 +789,29 @@ func fullOptions(store string) func(o *options.Serve) {
 		o.HTTP.ExplorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
 		o.HTTP.LowDrips = 300 // spec.funding.lowThreshold, the one threshold
 		o.Log.Level = "warn"
+		o.Budgets.List = options.BudgetList{
+			{Asset: "stx", Budget: guard.Budget{Amount: 1_000_000_000_000, Per: 12 * time.Hour, ScaleBelowPercent: 30, FloorPercent: 20,
+				Reserve: 50_000_000_000, Target: 200_000_000_000}},
+			{Asset: "sbtc", Budget: guard.Budget{Amount: 50_000_000, Per: time.Hour, Reserve: 1_000_000}},
+			{Asset: "btc", Budget: guard.Budget{Amount: 0, Per: guard.DefaultBudgetPer, Target: 100_000_000}},
+		}
+		o.SignIn = options.SignIn{
+			Issuer: "https://keycloak.example.com/realms/faucet", ClientID: "stx-faucet",
+			ClientSecretFile: "/etc/faucet/oidc/secret.txt",
+			Scopes:           options.NameList{"openid", "email", "groups"},
+			Audiences:        options.NameList{"api://faucet", "https://faucet.example.com/api"},
+			PublicURL:        "https://faucet.example.com",
+			SessionKeyFile:   "/etc/faucet/session/key.txt",
+			SessionTTL:       8 * time.Hour,
+			Tiers: options.TierList{{
+				Name: "staff", Match: identity.Match{Groups: []string{"faucet-staff", "Stacks Devs"}},
+				AmountPercent: 1000, Limit: guard.Limit{Requests: 100, Window: time.Hour}, SkipProofOfWork: true, BudgetSharePercent: 100,
+			}, {
+				Name: "verified", Match: identity.Match{EmailVerified: true, EmailDomains: []string{"example.com", "example.org"}},
+				AmountPercent: 100, Limit: guard.Limit{Requests: 20, Window: 24 * time.Hour}, BudgetSharePercent: 60,
+			}},
+			AnonymousDrips: false, AnonymousShare: 30, AnonymousAmountPercent: 50,
+		}
 	}
 }
 

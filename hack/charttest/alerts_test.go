@@ -15,7 +15,7 @@ import (
 
 // allAlerts are the alerts of templates/prometheusrule.yaml, in order.
 var allAlerts = []string{
-	"FaucetLow", "FaucetEmpty", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
+	"FaucetLow", "FaucetEmpty", "FaucetRunwayShort", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
 	"FaucetNodeUnreachable", "FaucetBTCNodeUnreachable", "FaucetStacksNodeOut", "FaucetBitcoinNodeOut",
 	"FaucetPodNotReady",
 }
@@ -38,7 +38,7 @@ var alertCases = []struct {
 		name:     "custom",
 		values:   []string{"-f", "hack/charttest/testdata/alerts/custom-values.yaml"},
 		testFile: "custom.test.yaml",
-		alerts: []string{"FaucetLow", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetBTCNodeUnreachable",
+		alerts: []string{"FaucetLow", "FaucetRunwayShort", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetBTCNodeUnreachable",
 			"FaucetStacksNodeOut", "FaucetBitcoinNodeOut", "FaucetPodNotReady"},
 	},
 }
@@ -226,6 +226,9 @@ func TestRenderAlerts(t *testing.T) {
 		}
 		if expr := rules["FaucetLow"]["expr"].(string); strings.Contains(expr, "faucet_low_drips_threshold") || !strings.Contains(expr, "< 500") {
 			t.Errorf("FaucetLow with lowDrips 500:\n%s", expr)
+		}
+		if expr := rules["FaucetRunwayShort"]["expr"].(string); !strings.Contains(expr, "< 43200") {
+			t.Errorf("FaucetRunwayShort with threshold 12h:\n%s", expr)
 		}
 		if got := rules["FaucetDripFailureRatioHigh"]["for"]; got != "1m" {
 			t.Errorf("FaucetDripFailureRatioHigh for %v, want 1m", got)

@@ -218,6 +218,14 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "alerts:\n  rules:\n    faucetHigh:\n      enabled: true\n",
 			wantErr: "additional properties 'faucetHigh' not allowed",
 		},
+		"runway threshold that is no duration of whole units": {
+			values:  "alerts:\n  rules:\n    runwayShort:\n      threshold: 3 days\n",
+			wantErr: "/alerts/rules/runwayShort/threshold",
+		},
+		"runway threshold in milliseconds": {
+			values:  "alerts:\n  rules:\n    runwayShort:\n      threshold: 500ms\n",
+			wantErr: "/alerts/rules/runwayShort/threshold",
+		},
 		"failure ratio above 1": {
 			values:  "alerts:\n  rules:\n    dripFailureRatioHigh:\n      ratio: 10\n",
 			wantErr: "/alerts/rules/dripFailureRatioHigh/ratio",
@@ -231,7 +239,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/dashboard/labelValue",
 		},
 		"alerts without any alert": {
-			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    btcNodeUnreachable: {enabled: false}\n    stacksNodeOut: {enabled: false}\n    bitcoinNodeOut: {enabled: false}\n    podNotReady: {enabled: false}\n",
+			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    runwayShort: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    btcNodeUnreachable: {enabled: false}\n    stacksNodeOut: {enabled: false}\n    bitcoinNodeOut: {enabled: false}\n    podNotReady: {enabled: false}\n",
 			wantErr:       "every alerts.rules.*.enabled is false",
 			templateCheck: true,
 		},

@@ -387,7 +387,7 @@ func promqlMetricNames(expr string) ([]string, error) {
 					}
 					i = end
 				}
-			case keywords[word]:
+			case keywords[strings.ToLower(word)]: // PromQL's keywords and Inf, NaN are case-insensitive
 			case next < len(s) && s[next] == '(':
 				// a function or an aggregation call
 			case aggregations[word]:
@@ -424,6 +424,9 @@ func TestPromqlMetricNames(t *testing.T) {
 	}, {
 		expr: `label_replace(up, "a", "$1", "b", "(.*)") or vector(1) unless on() absent(foo:bar)`,
 		want: []string{"up", "foo:bar"},
+	}, {
+		expr: `min by (asset) (faucet_runway_seconds) < +Inf AND x != NaN`,
+		want: []string{"faucet_runway_seconds", "x"},
 	}} {
 		got, err := promqlMetricNames(tc.expr)
 		if err != nil {

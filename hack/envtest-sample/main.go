@@ -7,7 +7,8 @@
 // applies
 // config/samples with `kubectl apply -f`, and waits for the Deployments, the
 // Services, the embedded store's PersistentVolumeClaim and the FaucetServers'
-// conditions and addresses. The CloudNativePG sample (config/samples/
+// conditions and addresses, and checks the budgets and the sign-in Secrets
+// of the embedded sample reach its pod as flags and files. The CloudNativePG sample (config/samples/
 // cloudnativepg, whose Cluster kind envtest lacks) is only validated: its
 // FaucetServer goes through a server-side dry run.
 //
@@ -188,6 +189,11 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 
 	step("checking the stores (a volume for the embedded one, the URI only in its Secret for Postgres) and the API tokens volume")
 	if err := checkStores(ctx, k); err != nil {
+		return fail(err)
+	}
+
+	step("checking the budgets and sign-in: flags, the OIDC client secret and session key as files, never their content")
+	if err := checkSignIn(ctx, k); err != nil {
 		return fail(err)
 	}
 
@@ -416,6 +422,59 @@ func checkStores(ctx context.Context, k kubectl) error {
 		}
 	}
 	fmt.Println("the Postgres URI appears in no Deployment, status or event")
+	return nil
+}
+
+// checkSignIn checks what the sample's spec.budget, spec.assets[].budget
+// and spec.identity made of its Deployment: --budget and the sign-in flags
+// (with the CRD's defaults filled in), the client secret and session key
+// of faucet-oidc.yaml as files of read-only Secret volumes, and neither in
+// the Deployment, the status or an event.
+func checkSignIn(ctx context.Context, k kubectl) error {
+	args, err := k.runQuiet(ctx, "get", "-n", sampleNS, "deployment/"+sampleName, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	if err != nil {
+		return err
+	}
+	for _, want := range []string{
+		"--budget=asset=stx,amount=1000000000000,per=24h0m0s,scale-below=25,floor=10,reserve=10000000000,target=100000000000;" +
+			"asset=sbtc,amount=200000000,per=24h0m0s,scale-below=25,floor=10,reserve=1000000",
+		"--oidc-issuer=https://keycloak.example.com/realms/stacks", "--oidc-client-id=stx-faucet",
+		"--oidc-client-secret-file=/etc/faucet/oidc/client-secret", "--oidc-scopes=openid,email,profile,groups",
+		"--public-url=https://faucet.example.com", "--session-key-file=/etc/faucet/session/session-key",
+		"--tier=name=staff,groups=faucet-staff,amount-percent=1000,limit=100/24h0m0s,skip-pow=true,budget-share=100;" +
+			"name=verified,email-verified=true,amount-percent=200,limit=20/24h0m0s,skip-pow=true,budget-share=100",
+		"--anonymous-budget-share=50",
+	} {
+		if !strings.Contains(args, `"`+want+`"`) {
+			return fmt.Errorf("deployment/%s args %s lack %s", sampleName, args, want)
+		}
+	}
+	for volume, want := range map[string]string{"oidc-client-secret": "faucet-oidc/client-secret", "session-key": "faucet-oidc/session-key"} {
+		got, err := k.runQuiet(ctx, "get", "-n", sampleNS, "deployment/"+sampleName, "-o",
+			"jsonpath={.spec.template.spec.volumes[?(@.name=='"+volume+"')].secret.secretName}/{.spec.template.spec.volumes[?(@.name=='"+volume+"')].secret.items[0].key}")
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("deployment/%s volume %s is %q, want the file %s", sampleName, volume, got, want)
+		}
+	}
+	for _, dataKey := range []string{"client-secret", "session-key"} {
+		value, err := k.runQuiet(ctx, "get", "-n", sampleNS, "secret/faucet-oidc", "-o", `go-template={{index .data "`+dataKey+`" | base64decode}}`)
+		if err != nil {
+			return err
+		}
+		for _, obj := range []string{"deployment/" + sampleName, "fsrv/" + sampleName, "replicasets", "events.events.k8s.io"} {
+			out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "json")
+			if err != nil {
+				return err
+			}
+			if strings.Contains(out, value) {
+				return fmt.Errorf("the %s of faucet-oidc appears in %s", dataKey, obj)
+			}
+		}
+	}
+	fmt.Println("the sample's budgets and sign-in reach the faucet's flags; its client secret and session key are files only")
 	return nil
 }
 

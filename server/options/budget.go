@@ -67,10 +67,7 @@ func (o *Budgets) validate(known []string) error {
 
 // String is b as --budget takes it.
 func (b Budget) String() string {
-	parts := []string{"asset=" + b.Asset, "amount=" + strconv.FormatUint(b.Amount, 10)}
-	if b.Amount > 0 {
-		parts = append(parts, "per="+b.Per.String())
-	}
+	parts := []string{"asset=" + b.Asset, "amount=" + strconv.FormatUint(b.Amount, 10), "per=" + b.Per.String()}
 	for _, kv := range []struct {
 		k string
 		v uint64

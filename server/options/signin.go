@@ -168,9 +168,15 @@ func TierString(t identity.Tier) string {
 	return strings.Join(append(parts, "budget-share="+strconv.Itoa(t.Share())), ",")
 }
 
+// NewTier is the tier --tier name=NAME gives: the drip as configured, 20
+// drips a day per person and asset, the proof of work, the whole budget.
+func NewTier(name string) identity.Tier {
+	return identity.Tier{Name: name, AmountPercent: 100, BudgetSharePercent: 100, Limit: guard.Limit{Requests: 20, Window: 24 * time.Hour}}
+}
+
 // ParseTier reads one --tier value.
 func ParseTier(s string) (identity.Tier, error) {
-	t := identity.Tier{AmountPercent: 100, BudgetSharePercent: 100, Limit: guard.Limit{Requests: 20, Window: 24 * time.Hour}}
+	t := NewTier("")
 	seen := map[string]bool{}
 	for kv := range strings.SplitSeq(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")

@@ -141,3 +141,22 @@ labels:
 annotations:
   {{- merge $annotations ($alerts.ruleAnnotations | default dict) | toYaml | nindent 2 }}
 {{- end }}
+
+{{/*
+Seconds in a Prometheus duration of whole units (y, w, d, h, m, s; "3d",
+"1d12h"), which values.schema.json checks: PromQL compares
+faucet_runway_seconds with a number.
+Usage: include "faucet-operator.durationSeconds" "3d"
+*/}}
+{{- define "faucet-operator.durationSeconds" -}}
+{{- $total := 0 }}
+{{- range $unit, $seconds := dict "y" 31536000 "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 }}
+{{- with regexFind (printf "[0-9]+%s" $unit) $ }}
+{{- $total = add $total (mul (trimSuffix $unit . | int64) $seconds) }}
+{{- end }}
+{{- end }}
+{{- if not $total }}
+{{- fail (printf "%q is no positive Prometheus duration of whole units (y, w, d, h, m, s), e.g. 3d" $) }}
+{{- end }}
+{{- $total }}
+{{- end }}
