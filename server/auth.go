@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
@@ -35,6 +36,15 @@ type people struct {
 	signIn SignIn          // nil: no sign-in
 	tiers  *identity.Tiers // nil: one anonymous tier
 	log    *slog.Logger
+	// apiTokens: bearer tokens that are not JWTs are the guard's API
+	// tokens.
+	apiTokens bool
+}
+
+// bearerScheme reports whether an Authorization header is a Bearer one.
+func bearerScheme(h string) bool {
+	scheme, _, _ := strings.Cut(strings.TrimSpace(h), " ")
+	return strings.EqualFold(scheme, "Bearer")
 }
 
 // requester is who asks for a drip: a person (nil: nobody signed in) and
@@ -106,6 +116,14 @@ func (pp *people) identify(r *http.Request) (requester, *dripFailure) {
 		}
 		q.person = p
 		_, q.bearer = identity.BearerJWT(r.Header.Get("Authorization"))
+		if p == nil && !pp.apiTokens && bearerScheme(r.Header.Get("Authorization")) {
+			// An opaque access token (Google's, say) cannot be checked
+			// against the issuer's keys; served as anonymous, its sender
+			// would never learn why they get no tier.
+			msg := "The bearer token is not a JWT this faucet can check: send the ID token (or a JWT access token) from " + pp.signInIssuer()
+			return q, &dripFailure{status: http.StatusUnauthorized, reason: identity.ReasonTokenInvalid, message: msg, v3Message: msg,
+				authenticate: `Bearer error="invalid_token", error_description=` + strconv.Quote(msg)}
+		}
 	}
 	q.tier = pp.tierFor(q.person)
 	if pp.tiers != nil && pp.tiers.AnonymousOff && !q.signedIn() {

@@ -200,7 +200,7 @@ func New(cfg Config) http.Handler {
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
 	s.treasury = newTreasury(&s.cfg, &s.catalogue, cfg.Logger)
-	s.people = people{signIn: cfg.SignIn, tiers: cfg.Tiers, log: cfg.Logger}
+	s.people = people{signIn: cfg.SignIn, tiers: cfg.Tiers, log: cfg.Logger, apiTokens: cfg.Guard != nil && cfg.Guard.TokensConfigured()}
 	cfg.Metrics.treasury.set(s)
 	cfg.Metrics.setSuspended(s.assetNames(), s.suspended)
 	cfg.Metrics.keys.setOff(s.turnedOff)

@@ -203,6 +203,9 @@ func TestBearerTokenRefusals(t *testing.T) {
 		{"a forged signature", forged, identity.ReasonTokenInvalid, "signature does not verify"},
 		{"not a token", "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", identity.ReasonTokenIssuer, "issued by"},
 	}
+	// An opaque token (a provider's access token that is no JWT): no API
+	// tokens here, so nothing could check it.
+	cases = append(cases, struct{ name, token, reason, text string }{"an opaque token", "ya29.a0AfH6SMBx-opaque", identity.ReasonTokenInvalid, "not a JWT this faucet can check"})
 	valid := tokens(t, p, testClientID, testClientSecret, "alice").IDToken
 	for _, c := range cases {
 		w := h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+newRecipient(t), nil, bearer(c.token))

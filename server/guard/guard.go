@@ -458,6 +458,11 @@ func (c *Chain) Difficulty() int {
 // Required reports whether anonymous drips must carry a solution now.
 func (c *Chain) Required() bool { return c.Difficulty() > 0 }
 
+// TokensConfigured reports whether API tokens are configured (a tokens
+// file, even if it holds none now): a Bearer credential is then the
+// chain's to judge.
+func (c *Chain) TokensConfigured() bool { return c.tokensFile != "" }
+
 // TokenCount reports how many API tokens are loaded.
 func (c *Chain) TokenCount() int { return len(c.tokens.Load().entries) }
 
