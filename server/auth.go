@@ -30,6 +30,9 @@ type SignIn interface {
 
 var _ SignIn = (*identity.Service)(nil)
 
+// reasonSignInRequired: anonymous drips are off and no person was named.
+const reasonSignInRequired = "sign_in_required"
+
 // people knows who asks: the person a request names (sign-in) and the
 // tier they are served in. The server embeds it.
 type people struct {

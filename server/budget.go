@@ -28,9 +28,6 @@ import (
 // Drip failures of the budget and the reserve.
 const (
 	reasonBudgetExhausted = "budget_exhausted"
-	// reasonSignInRequired: anonymous drips are off and no person was
-	// named.
-	reasonSignInRequired = "sign_in_required"
 )
 
 // budgetOf is asset's budget (zero when it has none).
@@ -49,7 +46,7 @@ func (t *treasury) quoted(asset faucet.Asset, tier *identity.Tier) bool {
 // gives: the tier's factor, the treasury's cap and the budget's pool. It
 // returns false when the treasury cannot pay the drip above its reserve.
 func (t *treasury) plan(ctx context.Context, adm *guard.Admission, asset faucet.Asset, base uint64, tier *identity.Tier) bool {
-	want := mulPercent(base, tier.Amount())
+	want := guard.PercentOf(base, tier.Amount())
 	adm.Want = want
 	if adm.Stacking {
 		// A stacking drip is useful whole or not at all: PoX needs its
@@ -116,14 +113,6 @@ func scaleShare(v uint64, share float64) uint64 {
 		return v
 	}
 	return uint64(float64(v) * share)
-}
-
-// mulPercent is pct percent of v, rounded down.
-func mulPercent(v uint64, pct int) uint64 {
-	if pct == 100 {
-		return v
-	}
-	return v/100*uint64(pct) + v%100*uint64(pct)/100
 }
 
 // reserveFailure answers a drip the treasury cannot pay without going

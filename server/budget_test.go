@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestBudgetScalesRefusesAndRefills(t *testing.T) {
 		}
 		paid = append(paid, paidSTX(t, w))
 	}
-	if want := []uint64{500 * ustx, 500 * ustx, 500 * ustx, 400 * ustx}; !equalU64(paid, want) {
+	if want := []uint64{500 * ustx, 500 * ustx, 500 * ustx, 400 * ustx}; !slices.Equal(paid, want) {
 		t.Fatalf("paid %v, want %v", paid, want)
 	}
 	// Everything fell in the clock's step, which leaves the hour's window
@@ -209,16 +210,4 @@ func (h *harness) info() infoBody {
 		h.t.Fatalf("info: %v %s", err, w.Body)
 	}
 	return b
-}
-
-func equalU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

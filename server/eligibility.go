@@ -150,7 +150,7 @@ func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilit
 	}
 	out.SignedIn = who.signedIn()
 	if baseKnown {
-		out.Amount = strconv.FormatUint(mulPercent(base, tier.Amount()), 10)
+		out.Amount = strconv.FormatUint(guard.PercentOf(base, tier.Amount()), 10)
 	}
 	if s.cfg.Guard != nil {
 		g, err := s.cfg.Guard.Preview(ctx, guard.Request{

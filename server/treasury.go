@@ -222,7 +222,7 @@ func (t *treasury) budgetInfo(ctx context.Context, asset faucet.Asset) *infoBudg
 	}
 	shares := t.shares()
 	for i, sh := range shares {
-		is := infoShare{Tier: sh.Tier, Percent: sh.Percent, Amount: mulPercent(b.Amount, sh.Percent)}
+		is := infoShare{Tier: sh.Tier, Percent: sh.Percent, Amount: guard.PercentOf(b.Amount, sh.Percent)}
 		is.Left = is.Amount
 		if i+1 < len(use) {
 			is.Left = use[i+1].Left

@@ -319,6 +319,9 @@ type Drawn struct {
 	Amount uint64
 }
 
+// PercentOf is pct percent of v, rounded down (without overflow).
+func PercentOf(v uint64, pct int) uint64 { return mulDiv(v, uint64(max(pct, 0)), 100) }
+
 // mulDiv is a*b/c rounded down, without overflow in a*b; a quotient too
 // large for 64 bits saturates.
 func mulDiv(a, b, c uint64) uint64 {

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -106,20 +107,11 @@ func TestBudgetValidate(t *testing.T) {
 		{Budget{Reserve: 10, Target: 10}, "must be above the reserve"},
 	} {
 		err := c.b.Validate("stx")
-		if err == nil || !contains(err.Error(), c.want) {
+		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.b, err, c.want)
 		}
 	}
 	if err := (Budget{Amount: 1, Per: time.Hour}).Validate("stx"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }

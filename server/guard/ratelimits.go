@@ -435,5 +435,5 @@ func capPercent(want uint64, pct int) uint64 {
 	if pct <= 0 || pct >= 100 {
 		return want
 	}
-	return mulDiv(want, uint64(pct), 100)
+	return PercentOf(want, pct)
 }
