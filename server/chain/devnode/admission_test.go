@@ -24,22 +24,36 @@ func rejection(reason, txid string) string {
 	return fmt.Sprintf(`{"error":"transaction rejected","reason":%q,"txid":%q}`, reason, txid)
 }
 
+// rejectionCase is one rejection TestRejections posts.
+type rejectionCase struct {
+	name string
+	// setup prepares state and returns the tx to post; alice holds aliceFunds.
+	setup  func(t *testing.T, h *harness, alice wallet) *stacks.Transaction
+	reason string
+	// want is the exact body; it gets the txid and alice's address.
+	want func(t *testing.T, txid, alice string) string
+	// data checks reason_data through the client's typed accessors.
+	data func(t *testing.T, rej *node.RejectionError)
+}
+
 // TestRejections checks every rejection reason's exact body (status, content
 // type, key order, reason_data values) and that the node client decodes it.
 func TestRejections(t *testing.T) {
 	bob := newWallet(t)
-	mainnetBob := bob.key.Address(stacks.AddressVersionMainnetSingleSig)
+	var cases []rejectionCase
+	cases = append(cases, semanticRejections(bob)...)
+	cases = append(cases, authRejections(bob)...)
+	cases = append(cases, nonceRejections(bob)...)
+	cases = append(cases, fundsRejections(bob)...)
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) { checkRejection(t, tt) })
+	}
+}
 
-	tests := []struct {
-		name string
-		// setup prepares state and returns the tx to post; alice holds aliceFunds.
-		setup  func(t *testing.T, h *harness, alice wallet) *stacks.Transaction
-		reason string
-		// want is the exact body; it gets the txid and alice's address.
-		want func(t *testing.T, txid, alice string) string
-		// data checks reason_data through the client's typed accessors.
-		data func(t *testing.T, rej *node.RejectionError)
-	}{
+// semanticRejections break can_admit_mempool_semantic's rules.
+func semanticRejections(bob wallet) []rejectionCase {
+	mainnetBob := bob.key.Address(stacks.AddressVersionMainnetSingleSig)
+	return []rejectionCase{
 		{
 			name: "BadTransactionVersion",
 			setup: func(t *testing.T, h *harness, alice wallet) *stacks.Transaction {
@@ -90,6 +104,12 @@ func TestRejections(t *testing.T) {
 				return rejection("BadAddressVersionByte", txid)
 			},
 		},
+	}
+}
+
+// authRejections fail the signature, chain id or fee checks.
+func authRejections(bob wallet) []rejectionCase {
+	return []rejectionCase{
 		{
 			name: "SignatureValidation tampered",
 			setup: func(t *testing.T, h *harness, alice wallet) *stacks.Transaction {
@@ -171,6 +191,12 @@ func TestRejections(t *testing.T) {
 				return `{"error":"transaction rejected","reason":"FeeTooLow","reason_data":{"actual":192,"expected":193},"txid":"` + txid + `"}`
 			},
 		},
+	}
+}
+
+// nonceRejections are below the account nonce or chain too far.
+func nonceRejections(bob wallet) []rejectionCase {
+	return []rejectionCase{
 		{
 			name: "BadNonce",
 			setup: func(t *testing.T, h *harness, alice wallet) *stacks.Transaction {
@@ -217,6 +243,12 @@ func TestRejections(t *testing.T) {
 				return `{"error":"transaction rejected","reason":"TooMuchChaining","reason_data":{"actual":29,"expected":28,"is_origin":true,"message":"Nonce would exceed chaining limit in mempool","principal":"` + alice + `"},"txid":"` + txid + `"}`
 			},
 		},
+	}
+}
+
+// fundsRejections cannot pay, or conflict with a pending tx.
+func fundsRejections(bob wallet) []rejectionCase {
+	return []rejectionCase{
 		{
 			name: "NotEnoughFunds",
 			setup: func(t *testing.T, h *harness, _ wallet) *stacks.Transaction {
@@ -270,42 +302,44 @@ func TestRejections(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Config{})
-			alice := newWallet(t)
-			h.n.Fund(alice.addr, aliceFunds)
-			tx := tt.setup(t, h, alice)
-			before := h.n.MempoolSize()
-			txid := tx.TxID().String()
+}
 
-			r := h.post(tx)
-			if r.status != http.StatusBadRequest || r.contentType != "application/json" {
-				t.Fatalf("got %d %q %s, want 400 application/json", r.status, r.contentType, r.body)
-			}
-			if want := tt.want(t, txid, alice.addr.String()); r.body != want {
-				t.Errorf("body\n got %s\nwant %s", r.body, want)
-			}
-			if h.n.MempoolSize() != before {
-				t.Errorf("mempool size %d -> %d after a rejection", before, h.n.MempoolSize())
-			}
-			if st := h.n.TxStatus(tx.TxID()); st.State != TxUnknown {
-				t.Errorf("rejected tx status = %v", st.State)
-			}
+// checkRejection posts tt's tx and checks the 400 body, that nothing was
+// stored, and the rejection as the node client decodes it.
+func checkRejection(t *testing.T, tt rejectionCase) {
+	t.Helper()
+	h := newHarness(t, Config{})
+	alice := newWallet(t)
+	h.n.Fund(alice.addr, aliceFunds)
+	tx := tt.setup(t, h, alice)
+	before := h.n.MempoolSize()
+	txid := tx.TxID().String()
 
-			// The same rejection through the project's client, typed.
-			_, err := h.c.Broadcast(context.Background(), tx.Serialize())
-			var rej *node.RejectionError
-			if !errors.As(err, &rej) {
-				t.Fatalf("client error = %v, want *node.RejectionError", err)
-			}
-			if rej.Reason != tt.reason || rej.TxID != txid || rej.Message != "transaction rejected" {
-				t.Errorf("client rejection = %+v", rej)
-			}
-			if tt.data != nil {
-				tt.data(t, rej)
-			}
-		})
+	r := h.post(tx)
+	if r.status != http.StatusBadRequest || r.contentType != "application/json" {
+		t.Fatalf("got %d %q %s, want 400 application/json", r.status, r.contentType, r.body)
+	}
+	if want := tt.want(t, txid, alice.addr.String()); r.body != want {
+		t.Errorf("body\n got %s\nwant %s", r.body, want)
+	}
+	if h.n.MempoolSize() != before {
+		t.Errorf("mempool size %d -> %d after a rejection", before, h.n.MempoolSize())
+	}
+	if st := h.n.TxStatus(tx.TxID()); st.State != TxUnknown {
+		t.Errorf("rejected tx status = %v", st.State)
+	}
+
+	// The same rejection through the project's client, typed.
+	_, err := h.c.Broadcast(context.Background(), tx.Serialize())
+	var rej *node.RejectionError
+	if !errors.As(err, &rej) {
+		t.Fatalf("client error = %v, want *node.RejectionError", err)
+	}
+	if rej.Reason != tt.reason || rej.TxID != txid || rej.Message != "transaction rejected" {
+		t.Errorf("client rejection = %+v", rej)
+	}
+	if tt.data != nil {
+		tt.data(t, rej)
 	}
 }
 

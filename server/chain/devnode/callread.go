@@ -46,15 +46,14 @@ type CallReadResponse struct {
 	Cause  string `json:"cause,omitempty"`
 }
 
-func (n *Node) postCallRead(w http.ResponseWriter, r *http.Request, m []string) {
+func (s *rpcServer) postCallRead(w http.ResponseWriter, r *http.Request, m []string) {
 	// try_parse_request's order: body length, content type, path captures,
 	// JSON body, sender, sponsor, arguments.
 	if r.ContentLength <= 0 || r.ContentLength >= maxCallArgumentSize {
 		writeText(w, http.StatusBadRequest, fmt.Sprintf("%sInvalid Http request: invalid body length for CallReadOnly (%d)", decodePrefix, max(r.ContentLength, 0)))
 		return
 	}
-	ct := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type")))
-	if ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
+	if !isJSON(contentType(r)) {
 		writeText(w, http.StatusBadRequest, msgCallReadWrongCT)
 		return
 	}
@@ -71,7 +70,7 @@ func (n *Node) postCallRead(w http.ResponseWriter, r *http.Request, m []string) 
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCallArgumentSize))
 	if err != nil {
-		writeText(w, http.StatusBadRequest, decodePrefix+"Failed to read body")
+		writeText(w, http.StatusBadRequest, msgReadBody)
 		return
 	}
 	req, err := parseCallReadBody(body)
@@ -105,10 +104,7 @@ func (n *Node) postCallRead(w http.ResponseWriter, r *http.Request, m []string) 
 		}
 		args = append(args, v)
 	}
-	n.mu.Lock()
-	resp := n.callRead(contract, function, sender, args)
-	n.mu.Unlock()
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, s.contracts.callRead(contract, function, sender, args))
 }
 
 // callReadBody is CallReadOnlyRequestBody.
@@ -194,13 +190,15 @@ func parseCallReadBody(b []byte) (callReadBody, error) {
 // writes: a missing contract or function, a wrong argument count or type is
 // okay:false with the VM error's text, a function that would write is
 // okay:false "NotReadOnly", anything else okay:true with the returned value
-// (an (err …) included). Callers hold n.mu.
-func (n *Node) callRead(contract stacks.ContractID, function string, sender stacks.Principal, args []stacks.ClarityValue) CallReadResponse {
+// (an (err …) included).
+func (c *contracts) callRead(contract stacks.ContractID, function string, sender stacks.Principal, args []stacks.ClarityValue) CallReadResponse {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	fail := func(cause string) CallReadResponse { return CallReadResponse{Cause: cause} }
-	t := n.tokens[contract]
+	t := c.tokens[contract]
 	switch {
 	case t != nil:
-	case n.sendMany != nil && contract == *n.sendMany:
+	case c.sendMany != nil && contract == *c.sendMany:
 		// Its functions exist, but their execution is not modelled here.
 		switch function {
 		case stacks.SendManyFunction, fnSendStxWithMemo:
@@ -256,43 +254,6 @@ func (n *Node) callRead(contract stacks.ContractID, function string, sender stac
 		}
 	}
 	return CallReadResponse{Okay: true, Result: "0x" + hex.EncodeToString(stacks.SerializeClarityValue(v))}
-}
-
-// param is one parameter of a token function: its type's Debug form and
-// whether a value is admitted (TypeSignature::admits).
-type param struct {
-	debug  string
-	admits func(stacks.ClarityValue) bool
-}
-
-var (
-	paramUInt = param{"UIntType", func(v stacks.ClarityValue) bool { _, ok := v.(stacks.UInt); return ok }}
-	// A principal parameter admits standard and contract principals.
-	paramPrincipal = param{"PrincipalType", func(v stacks.ClarityValue) bool { _, ok := v.(stacks.Principal); return ok }}
-	paramMemo      = param{typeOptionalMemo, func(v stacks.ClarityValue) bool {
-		o, ok := v.(stacks.Optional)
-		if !ok {
-			return false
-		}
-		if o.Value == nil {
-			return true
-		}
-		b, ok := o.Value.(stacks.Buffer)
-		return ok && len(b) <= stacks.SIP010MaxMemo
-	}}
-)
-
-// tokenParams lists the token contract's functions (token.clar.tmpl), public
-// and read-only, by name.
-var tokenParams = map[string][]param{
-	fnTransfer:       {paramUInt, paramPrincipal, paramPrincipal, paramMemo},
-	fnMint:           {paramUInt, paramPrincipal},
-	fnGetName:        nil,
-	fnGetSymbol:      nil,
-	fnGetDecimals:    nil,
-	fnGetBalance:     {paramPrincipal},
-	fnGetTotalSupply: nil,
-	fnGetTokenURI:    nil,
 }
 
 // maxErrorValueLen is MAX_ERROR_VALUE_DISPLAY_LEN: Value::to_error_string

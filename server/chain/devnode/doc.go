@@ -160,7 +160,16 @@
 //   - One Stacks block per burn block and per tenure, so stacks_tip_height,
 //     burn_block_height and tenure_height all advance by one per block.
 //
-// Everything is behind one mutex; the fault knobs (SetLatency, SetErrorRate,
-// SetDropRate, SetDown, SetMainnet, SetSynced, SetNoFeeEstimate, …) may be flipped while
-// requests are being served.
+// The Node is a facade over parts, each holding only its own state: the
+// chain (blocks, txindex, mining: chain.go, mine.go), the ledger (balances
+// and nonces: ledger.go, past.go), the mempool (admission: mempool.go),
+// the contracts (send-many and the tokens: contracts.go, sendmany.go,
+// token.go, callread.go), the fault knobs (faults.go) and the RPC front
+// (rpc.go, fees.go, pox.go, callread.go; FrontEnd in frontend.go). The
+// chain state of the first four is behind one lock they share, as a block
+// or an admission changes them together; the fault knobs (SetLatency,
+// SetErrorRate, SetDropRate, SetDown, SetMainnet, SetSynced,
+// SetNoFeeEstimate, …) have their own and may be flipped while requests
+// are being served. Block times, Run's ticker and the injected latency run
+// on Config.Clock, so a test can step them with a fake clock.
 package devnode

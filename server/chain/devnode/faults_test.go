@@ -9,57 +9,69 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
+// TestLatency steps the node's clock through an injected latency: the
+// answer waits for it, without holding the node's locks, and a client that
+// gives up first gets a transport error.
 func TestLatency(t *testing.T) {
-	h := newHarness(t, Config{})
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, Config{Clock: clk})
 	ctx := context.Background()
 	const d = 150 * time.Millisecond
 	h.n.SetLatency(d)
 	delaying := make(chan struct{})
 	var once sync.Once
-	h.n.onDelay = func() { once.Do(func() { close(delaying) }) }
+	h.n.rpc.onDelay = func() { once.Do(func() { close(delaying) }) }
 
-	done := make(chan time.Duration, 1)
+	done := make(chan error, 1)
 	go func() {
-		start := time.Now()
 		_, err := h.c.Info(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- time.Since(start)
+		done <- err
 	}()
-	// The delay must not hold the node's lock.
 	<-delaying
-	start := time.Now()
-	h.n.Tip()
-	if took := time.Since(start); took > d/2 {
-		t.Errorf("Tip() blocked %v behind a delayed request", took)
+	// The delay must hold neither the state lock nor the faults'.
+	unlocked := make(chan struct{})
+	go func() {
+		h.n.Tip()
+		h.n.ChainID()
+		close(unlocked)
+	}()
+	select {
+	case <-unlocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Tip and ChainID blocked behind a delayed request")
 	}
-	if took := <-done; took < d {
-		t.Errorf("Info took %v, want >= %v", took, d)
+	eventually.True(t, 10*time.Second, "the latency timer is set", clk.HasWaiters)
+	clk.Step(d - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("answered (%v) before the latency elapsed", err)
+	default:
+	}
+	clk.Step(time.Nanosecond)
+	if err := <-done; err != nil {
+		t.Fatalf("Info after the latency: %v", err)
 	}
 
-	// A client timeout shorter than the latency fails as a transport error.
-	fast, err := node.New(h.srv.URL, node.WithTimeout(30*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = fast.Info(ctx)
+	// A client that gives up before the latency fails with a transport error.
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	_, err := h.c.Info(short)
 	var te *node.TransportError
 	if !errors.As(err, &te) || !node.IsUnavailable(err) {
 		t.Errorf("timeout err = %v", err)
 	}
 
+	// Without latency the answer needs no step of the clock.
 	h.n.SetLatency(0)
-	start = time.Now()
 	if _, err := h.c.Info(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(start); took >= d {
-		t.Errorf("Info took %v after SetLatency(0)", took)
 	}
 }
 

@@ -3,8 +3,6 @@ package devnode
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -50,33 +48,14 @@ type estimatorError struct {
 	} `json:"reason_data"`
 }
 
-func (n *Node) postFeeRate(w http.ResponseWriter, r *http.Request) {
-	ct := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type")))
-	if ct != "application/json" && !strings.HasPrefix(ct, "application/json;") {
+func (s *rpcServer) postFeeRate(w http.ResponseWriter, r *http.Request) {
+	if !isJSON(contentType(r)) {
 		writeText(w, http.StatusBadRequest, msgFeeWrongCT)
 		return
 	}
-	if r.ContentLength == 0 {
-		writeText(w, http.StatusBadRequest, msgFeeEmptyBody)
-		return
-	}
 	// The node wants 0 < length < MAX_PAYLOAD_LEN.
-	if r.ContentLength >= MaxPayloadLen {
-		writeText(w, http.StatusBadRequest, msgFeeBodyTooBig)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayloadLen-1))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeText(w, http.StatusBadRequest, msgFeeBodyTooBig)
-		} else {
-			writeText(w, http.StatusBadRequest, decodePrefix+"Failed to read body")
-		}
-		return
-	}
-	if len(body) == 0 {
-		writeText(w, http.StatusBadRequest, msgFeeEmptyBody)
+	body, ok := readBody(w, r, MaxPayloadLen-1, msgFeeEmptyBody, msgFeeBodyTooBig)
+	if !ok {
 		return
 	}
 	var req struct {
@@ -102,16 +81,14 @@ func (n *Node) postFeeRate(w http.ResponseWriter, r *http.Request) {
 		estimatedLen = *req.EstimatedLen
 	}
 
-	n.mu.Lock()
-	rate, noEstimate := n.feeRate, n.noFeeEstimate
-	n.mu.Unlock()
-	if noEstimate {
+	k := s.faults.snapshot()
+	if k.noFeeEstimate {
 		e := estimatorError{Error: msgEstimateFailed, Reason: node.ReasonNoEstimateAvailable}
 		e.ReasonData.Message = msgNoEstimateData
 		writeJSON(w, http.StatusBadRequest, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, feeEstimate(rate, uint64(len(payload)), estimatedLen))
+	writeJSON(w, http.StatusOK, feeEstimate(k.feeRate, uint64(len(payload)), estimatedLen))
 }
 
 // decodePayload checks that payload is a transaction payload the devnode

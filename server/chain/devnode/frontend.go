@@ -22,7 +22,7 @@ const atTip = math.MaxUint64
 // the other front ends as they are. Node.Handler is the node's own front
 // end; the Node's fault knobs apply to every front end.
 type FrontEnd struct {
-	n *Node
+	rpc *rpcServer
 
 	mu      sync.Mutex
 	stopped bool
@@ -32,9 +32,6 @@ type FrontEnd struct {
 	drop    bool
 	served  map[string]int // requests answered, by node client call name
 }
-
-// FrontEnd returns a new front end of n with no fault set.
-func (n *Node) FrontEnd() *FrontEnd { return &FrontEnd{n: n, served: map[string]int{}} }
 
 // Handler returns the front end's RPC handler.
 func (f *FrontEnd) Handler() http.Handler { return http.HandlerFunc(f.serveHTTP) }
@@ -103,7 +100,7 @@ func (f *FrontEnd) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if latency > 0 && !wait(r, latency) {
+	if latency > 0 && !wait(f.rpc.clock, r, latency) {
 		return
 	}
 	f.mu.Lock()
@@ -113,21 +110,20 @@ func (f *FrontEnd) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	path, get := r.URL.Path, r.Method == http.MethodGet
 	view := uint64(atTip)
 	if behind > 0 {
-		f.n.mu.Lock()
-		view = f.n.tip.Height - min(behind, f.n.tip.Height)
-		f.n.mu.Unlock()
+		tip := f.rpc.chain.header(atTip).Height
+		view = tip - min(behind, tip)
 	}
 	switch {
 	case view != atTip && get && path == "/v2/info":
-		writeJSON(w, http.StatusOK, f.n.info(view))
+		writeJSON(w, http.StatusOK, f.rpc.info(view))
 	case view != atTip && get && accountPath.MatchString(path):
-		f.n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], view)
+		f.rpc.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], view)
 	case view != atTip && get && transactionPath.MatchString(path) && r.ContentLength <= 0:
-		f.n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], view)
+		f.rpc.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], view)
 	case drop && r.Method == http.MethodPost && path == "/v2/transactions":
-		f.n.postTransaction(w, r, true)
+		f.rpc.postTransaction(w, r, true)
 	default:
-		f.n.serveHTTP(w, r)
+		f.rpc.serveHTTP(w, r)
 	}
 }
 

@@ -12,12 +12,12 @@ import (
 )
 
 // frontEnd serves a new front end of n and returns it with a client.
-func frontEnd(t *testing.T, n *Node, opts ...node.Option) (*FrontEnd, *node.Client) {
+func frontEnd(t *testing.T, n *Node) (*FrontEnd, *node.Client) {
 	t.Helper()
 	fe := n.FrontEnd()
 	srv := httptest.NewServer(fe.Handler())
 	t.Cleanup(srv.Close)
-	c, err := node.New(srv.URL, opts...)
+	c, err := node.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestFrontEndHeldBehind(t *testing.T) {
 	if err != nil || info.StacksTipHeight != 2 {
 		t.Fatalf("held-back info: %+v, %v; want tip 2", info, err)
 	}
-	if tipBlock := h.n.past.headers[2]; info.StacksTip != tipBlock.Hash || info.BurnBlockHeight != tipBlock.BurnHeight {
+	if tipBlock := h.n.chain.headers[2]; info.StacksTip != tipBlock.Hash || info.BurnBlockHeight != tipBlock.BurnHeight {
 		t.Errorf("held-back tip %s at burn %d, want block 2's %s at %d", info.StacksTip, info.BurnBlockHeight, tipBlock.Hash, tipBlock.BurnHeight)
 	}
 	if a, err := behind.Account(ctx, alice.addr.String()); err != nil || a.Nonce != 0 || a.Balance != 1_000_000 {
@@ -71,7 +71,7 @@ func TestFrontEndFaults(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := newWallet(t), newWallet(t)
 	h := newHarness(t, Config{Genesis: map[stacks.Address]uint64{alice.addr: 1_000_000}})
-	fe, c := frontEnd(t, h.n, node.WithTimeout(300*time.Millisecond))
+	fe, c := frontEnd(t, h.n)
 
 	fe.DropBroadcasts(true)
 	tx := alice.send(t, bob.principal(), 1000, 0, 300, "")
@@ -100,8 +100,11 @@ func TestFrontEndFaults(t *testing.T) {
 	fe.Start()
 
 	fe.Hang(true)
+	const giveUp = 300 * time.Millisecond
+	hungCtx, cancel := context.WithTimeout(ctx, giveUp)
+	defer cancel()
 	start := time.Now()
-	if _, err := c.Info(ctx); !node.IsUnavailable(err) || time.Since(start) < 300*time.Millisecond {
+	if _, err := c.Info(hungCtx); !node.IsUnavailable(err) || time.Since(start) < giveUp {
 		t.Errorf("hung: %v after %s", err, time.Since(start))
 	}
 	fe.Hang(false)

@@ -195,3 +195,15 @@ func keysOf(t testing.TB, b []byte) []string {
 }
 
 const zeroTxID = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// checkNewPanics fails unless New(cfg) panics with a message holding want.
+func checkNewPanics(t *testing.T, cfg Config, want string) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if s, _ := r.(string); !strings.Contains(s, want) {
+			t.Errorf("panic %v, want one mentioning %q", r, want)
+		}
+	}()
+	New(cfg)
+}

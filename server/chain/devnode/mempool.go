@@ -1,11 +1,14 @@
 package devnode
 
 import (
+	"container/heap"
 	"crypto/sha512"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
+	"sync"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -53,37 +56,41 @@ func (e *DecodeError) Error() string { return "devnode: " + e.Message }
 // ErrDown is returned by Submit while the node is down.
 var ErrDown = errors.New("devnode: node is down")
 
-// Submit offers raw consensus bytes to the mempool as POST /v2/transactions
-// does, without HTTP or fault latency/error injection (the drop rate and
-// SetDown still apply). It returns the txid, and a *Rejection or
-// *DecodeError on refusal. A nil error does not mean stored: like the real
-// node, an already-known tx and a dropped one also succeed.
-func (n *Node) Submit(raw []byte) (stacks.TxID, error) {
-	if len(raw) == 0 {
-		return stacks.TxID{}, &DecodeError{Message: msgEmptyBody}
+// poolEntry is one row of the mempool table.
+type poolEntry struct {
+	tx       *stacks.Transaction
+	raw      []byte
+	txid     stacks.TxID
+	sender   string
+	received uint64 // tip height at admission, for GC
+	seq      uint64 // arrival order, the tie-breaker when mining
+	mined    bool   // mined but kept until GC, like the real mempool table
+	// call holds a send-many call's transfers (checked at admission); nil
+	// for anything else.
+	call []transfer
+	// token is a call of the token contract (checked at admission).
+	token *tokenCall
+}
+
+// spend is what the entry may take from its sender's balance: amount+fee
+// for a transfer, the batch total plus fee for a contract call; saturating.
+func (e *poolEntry) spend() uint64 {
+	amount := e.tx.Payload.Amount
+	if e.tx.ContractCall != nil {
+		amount = outflow(e.call)
 	}
-	tx, err := stacks.DecodeTransaction(raw)
-	if err != nil {
-		return stacks.TxID{}, &DecodeError{Message: decodePrefix + "Failed to deserialize posted transaction: " + err.Error()}
+	s, carry := bits.Add64(amount, e.tx.Auth.Fee, 0)
+	if carry != 0 {
+		return ^uint64(0)
 	}
-	checked := precheck(tx, raw)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.down {
-		return stacks.TxID{}, ErrDown
-	}
-	txid, rej := n.admit(checked)
-	if rej != nil {
-		return txid, rej
-	}
-	return txid, nil
+	return s
 }
 
 // prechecked is a decoded transaction with the work that needs no node
-// state done: its txid and its signature's verdict. Done before taking n.mu,
-// so broadcasts verify signatures in parallel rather than one at a time
-// under the lock every RPC shares; admit still reports the verdict at its
-// place in stacks-core's order.
+// state done: its txid and its signature's verdict. Done before taking the
+// state lock, so broadcasts verify signatures in parallel rather than one
+// at a time under the lock every RPC shares; admit still reports the
+// verdict at its place in stacks-core's order.
 type prechecked struct {
 	tx     *stacks.Transaction
 	raw    []byte
@@ -96,37 +103,122 @@ func precheck(tx *stacks.Transaction, raw []byte) prechecked {
 	return prechecked{tx: tx, raw: raw, txid: stacks.TxID(sha512.Sum512_256(raw)), sigErr: tx.Verify()}
 }
 
+// accountReader reads confirmed accounts (the ledger); callers hold the
+// state lock.
+type accountReader interface {
+	peek(principal string) account
+}
+
+// callChecker checks a contract call's payload (the contracts); callers
+// hold the state lock.
+type callChecker interface {
+	checkContractCall(cc *stacks.ContractCall, mainnet bool) ([]transfer, *tokenCall, string, map[string]any)
+}
+
+// admissionFaults are the switches admission obeys (the fault knobs).
+type admissionFaults interface {
+	snapshot() knobs
+	dropAdmitted() bool
+}
+
+// mempool is the MemPoolDB: admission in stacks-core's order, the pending
+// txs by sender and nonce, and the table of rows kept until garbage
+// collection.
+type mempool struct {
+	mu       *sync.Mutex // the node's state lock
+	log      *slog.Logger
+	accounts accountReader
+	calls    callChecker
+	faults   admissionFaults
+	// confirmedBalanceOnly is Config.ConfirmedBalanceOnly.
+	confirmedBalanceOnly bool
+
+	pool     map[stacks.TxID]*poolEntry       // every mempool row, mined or not
+	pending  map[string]map[uint64]*poolEntry // sender → nonce → unmined row
+	nPending int
+	seq      uint64
+	height   uint64 // the chain tip's, stamped on admitted rows
+}
+
+func newMempool(mu *sync.Mutex, log *slog.Logger, accounts accountReader, calls callChecker, faults admissionFaults, confirmedBalanceOnly bool) *mempool {
+	return &mempool{
+		mu: mu, log: log, accounts: accounts, calls: calls, faults: faults,
+		confirmedBalanceOnly: confirmedBalanceOnly,
+		pool:                 make(map[stacks.TxID]*poolEntry),
+		pending:              make(map[string]map[uint64]*poolEntry),
+	}
+}
+
+// Submit offers raw consensus bytes to the mempool as POST /v2/transactions
+// does, without HTTP or fault latency/error injection (the drop rate and
+// SetDown still apply). It returns the txid, and a *Rejection or
+// *DecodeError on refusal. A nil error does not mean stored: like the real
+// node, an already-known tx and a dropped one also succeed.
+func (m *mempool) Submit(raw []byte) (stacks.TxID, error) {
+	if len(raw) == 0 {
+		return stacks.TxID{}, &DecodeError{Message: msgEmptyBody}
+	}
+	tx, err := stacks.DecodeTransaction(raw)
+	if err != nil {
+		return stacks.TxID{}, &DecodeError{Message: msgDeserializeTx + err.Error()}
+	}
+	checked := precheck(tx, raw)
+	if m.faults.snapshot().down {
+		return stacks.TxID{}, ErrDown
+	}
+	txid, rej := m.offer(checked)
+	if rej != nil {
+		return txid, rej
+	}
+	return txid, nil
+}
+
+// MempoolSize is the number of pending (admitted, not yet mined) txs.
+func (m *mempool) MempoolSize() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nPending
+}
+
+// offer admits a prechecked tx under the state lock.
+func (m *mempool) offer(c prechecked) (stacks.TxID, *Rejection) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admit(c)
+}
+
 // admit runs the mempool admission checks in stacks-core's order and stores
 // the tx on success: semantics, then signature, chain id and fee, then the
 // nonce, the funds, the contract-call payload and finally a same-nonce
 // conflict. Each step reports a rejection reason, "" to go on. Callers
-// hold n.mu.
-func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
+// hold the state lock.
+func (m *mempool) admit(c prechecked) (stacks.TxID, *Rejection) {
 	tx, txid := c.tx, c.txid
 	reject := func(reason string, data map[string]any) (stacks.TxID, *Rejection) {
-		n.log.Debug("devnode: tx rejected", "txid", txid.Hex0x(), "reason", reason)
+		m.log.Debug("devnode: tx rejected", "txid", txid.Hex0x(), "reason", reason)
 		return txid, &Rejection{Reason: reason, Data: data, TxID: txid}
 	}
 
 	// posttransaction.rs: a tx already in the mempool table (pending, or
 	// mined and not yet garbage-collected) is answered 200 and not re-checked.
-	if _, ok := n.pool[txid]; ok {
+	if _, ok := m.pool[txid]; ok {
 		return txid, nil
 	}
-	if reason, data := n.checkSemantics(tx); reason != "" {
+	k := m.faults.snapshot()
+	if reason, data := checkSemantics(tx, k.mainnet); reason != "" {
 		return reject(reason, data)
 	}
-	if reason, data := n.checkAuth(c); reason != "" {
+	if reason, data := checkAuth(c, k.chainID()); reason != "" {
 		return reject(reason, data)
 	}
 	principal := tx.SenderAddress().String()
-	acct := n.peek(principal)
+	acct := m.accounts.peek(principal)
 	if reason, data := checkNonce(tx.Auth.Nonce, acct.nonce, principal); reason != "" {
 		return reject(reason, data)
 	}
 	// The pending tx this one would replace, if any.
-	prior := n.pending[principal][tx.Auth.Nonce]
-	if reason, data := n.checkFunds(tx, acct.balance, principal, prior); reason != "" {
+	prior := m.pending[principal][tx.Auth.Nonce]
+	if reason, data := m.checkFunds(tx, acct.balance, principal, prior); reason != "" {
 		return reject(reason, data)
 	}
 	// Payload checks come after the balance: the contract must be deployed
@@ -137,7 +229,7 @@ func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
 	if tx.ContractCall != nil {
 		var reason string
 		var data map[string]any
-		if call, tc, reason, data = n.checkContractCall(tx.ContractCall); reason != "" {
+		if call, tc, reason, data = m.calls.checkContractCall(tx.ContractCall, k.mainnet); reason != "" {
 			return reject(reason, data)
 		}
 	}
@@ -146,15 +238,15 @@ func (n *Node) admit(c prechecked) (stacks.TxID, *Rejection) {
 	if prior != nil && tx.Auth.Fee <= prior.tx.Auth.Fee {
 		return reject(node.ReasonConflictingNonceInMempool, nil)
 	}
-	n.store(c, principal, prior, call, tc)
+	m.store(c, principal, prior, call, tc)
 	return txid, nil
 }
 
 // checkSemantics is can_admit_mempool_semantic: the tx version must be the
 // network's; a transfer must not pay its sender, must move something and
 // must pay a recipient of this network.
-func (n *Node) checkSemantics(tx *stacks.Transaction) (string, map[string]any) {
-	if (tx.Version == stacks.TxVersionMainnet) != n.mainnet {
+func checkSemantics(tx *stacks.Transaction, mainnet bool) (string, map[string]any) {
+	if (tx.Version == stacks.TxVersionMainnet) != mainnet {
 		return node.ReasonBadTransactionVersion, nil
 	}
 	if tx.ContractCall != nil { // the rest are transfer-only
@@ -167,7 +259,7 @@ func (n *Node) checkSemantics(tx *stacks.Transaction) (string, map[string]any) {
 	if tx.Payload.Amount == 0 {
 		return node.ReasonTransferAmountMustBePositive, nil
 	}
-	if !validAddressVersion(n.mainnet, rcpt.Address.Version) {
+	if !validAddressVersion(mainnet, rcpt.Address.Version) {
 		return node.ReasonBadAddressVersionByte, nil
 	}
 	return "", nil
@@ -177,14 +269,14 @@ func (n *Node) checkSemantics(tx *stacks.Transaction) (string, map[string]any) {
 // signature first (it is checked against the tx's own chain id), then the
 // chain id, then fee < MINIMUM_TX_FEE || fee / tx_size <
 // MINIMUM_TX_FEE_RATE_PER_BYTE.
-func (n *Node) checkAuth(c prechecked) (string, map[string]any) {
+func checkAuth(c prechecked, chainID uint32) (string, map[string]any) {
 	tx := c.tx
 	if err := c.sigErr; err != nil {
 		return node.ReasonSignatureValidation, map[string]any{"message": signatureMessage(err)}
 	}
-	if want := n.chainID(); tx.ChainID != want {
+	if tx.ChainID != chainID {
 		return node.ReasonSignatureValidation, map[string]any{
-			"message": fmt.Sprintf("Invalid tx %s: invalid chain ID %d (expected %d)", c.txid, tx.ChainID, want),
+			"message": fmt.Sprintf("Invalid tx %s: invalid chain ID %d (expected %d)", c.txid, tx.ChainID, chainID),
 		}
 	}
 	fee, size := tx.Auth.Fee, uint64(len(c.raw))
@@ -216,15 +308,15 @@ func checkNonce(nonce, account uint64, principal string) (string, map[string]any
 // only the fee, since what the call will move is unknown until it runs.
 // Unless Config.ConfirmedBalanceOnly, the sender's other pending spends
 // (all but prior, which this tx would replace) come off the balance first.
-func (n *Node) checkFunds(tx *stacks.Transaction, balance uint64, principal string, prior *poolEntry) (string, map[string]any) {
+func (m *mempool) checkFunds(tx *stacks.Transaction, balance uint64, principal string, prior *poolEntry) (string, map[string]any) {
 	amount := tx.Payload.Amount
 	if tx.ContractCall != nil {
 		amount = 0
 	}
 	needLo, needHi := bits.Add64(amount, tx.Auth.Fee, 0)
 	avail := balance
-	if !n.cfg.ConfirmedBalanceOnly {
-		for _, e := range n.pending[principal] {
+	if !m.confirmedBalanceOnly {
+		for _, e := range m.pending[principal] {
 			if e != prior {
 				avail = subSat(avail, e.spend())
 			}
@@ -240,40 +332,115 @@ func (n *Node) checkFunds(tx *stacks.Transaction, balance uint64, principal stri
 
 // store keeps an accepted tx in the mempool, replacing prior. The drop
 // fault answers success but keeps nothing, not even the replacement.
-// Callers hold n.mu.
-func (n *Node) store(c prechecked, principal string, prior *poolEntry, call []transfer, tc *tokenCall) {
+// Callers hold the state lock.
+func (m *mempool) store(c prechecked, principal string, prior *poolEntry, call []transfer, tc *tokenCall) {
 	txid, nonce := c.txid, c.tx.Auth.Nonce
-	if c.drop || n.dropRate > 0 && n.rng.Float64() < n.dropRate {
-		n.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.Hex0x())
+	if c.drop || m.faults.dropAdmitted() {
+		m.log.Debug("devnode: accepted tx dropped by fault injection", "txid", txid.Hex0x())
 		return
 	}
 	if prior != nil {
-		n.log.Debug("devnode: replace-by-fee", "old", prior.txid.Hex0x(), "new", txid.Hex0x())
-		n.removePending(prior)
-		delete(n.pool, prior.txid)
+		m.log.Debug("devnode: replace-by-fee", "old", prior.txid.Hex0x(), "new", txid.Hex0x())
+		m.drop(prior)
 	}
-	n.seq++
-	e := &poolEntry{tx: c.tx, raw: c.raw, txid: txid, sender: principal, received: n.tip.Height, seq: n.seq, call: call, token: tc}
-	n.pool[txid] = e
-	if n.pending[principal] == nil {
-		n.pending[principal] = make(map[uint64]*poolEntry)
+	m.seq++
+	e := &poolEntry{tx: c.tx, raw: c.raw, txid: txid, sender: principal, received: m.height, seq: m.seq, call: call, token: tc}
+	m.pool[txid] = e
+	if m.pending[principal] == nil {
+		m.pending[principal] = make(map[uint64]*poolEntry)
 	}
-	n.pending[principal][nonce] = e
-	n.nPending++
-	n.log.Debug("devnode: tx admitted", "txid", txid.Hex0x(), "sender", principal, "nonce", nonce, "fee", c.tx.Auth.Fee)
+	m.pending[principal][nonce] = e
+	m.nPending++
+	m.log.Debug("devnode: tx admitted", "txid", txid.Hex0x(), "sender", principal, "nonce", nonce, "fee", c.tx.Auth.Fee)
 }
 
-// removePending unlinks e from the pending index. Callers hold n.mu.
-func (n *Node) removePending(e *poolEntry) {
-	m := n.pending[e.sender]
-	if m[e.tx.Auth.Nonce] != e {
+// removePending unlinks e from the pending index. Callers hold the state
+// lock.
+func (m *mempool) removePending(e *poolEntry) {
+	p := m.pending[e.sender]
+	if p[e.tx.Auth.Nonce] != e {
 		return
 	}
-	delete(m, e.tx.Auth.Nonce)
-	if len(m) == 0 {
-		delete(n.pending, e.sender)
+	delete(p, e.tx.Auth.Nonce)
+	if len(p) == 0 {
+		delete(m.pending, e.sender)
 	}
-	n.nPending--
+	m.nPending--
+}
+
+// drop deletes e's row altogether; markMined keeps it, no longer pending,
+// until garbage collection. Callers hold the state lock.
+func (m *mempool) drop(e *poolEntry) {
+	m.removePending(e)
+	delete(m.pool, e.txid)
+}
+
+func (m *mempool) markMined(e *poolEntry) {
+	m.removePending(e)
+	e.mined = true
+}
+
+// isPending reports a row that is admitted and not mined. Callers hold the
+// state lock.
+func (m *mempool) isPending(txid stacks.TxID) bool {
+	e, ok := m.pool[txid]
+	return ok && !e.mined
+}
+
+// rawOf returns the bytes of a row of the mempool table, mined or not.
+func (m *mempool) rawOf(txid stacks.TxID) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.pool[txid]; ok {
+		return e.raw, true
+	}
+	return nil, false
+}
+
+// ready returns each sender's minable tx, ordered for mining. Callers hold
+// the state lock.
+func (m *mempool) ready() readyHeap {
+	var h readyHeap
+	for sender := range m.pending {
+		if e := m.nextReady(sender); e != nil {
+			h = append(h, e)
+		}
+	}
+	heap.Init(&h)
+	return h
+}
+
+// nextReady returns sender's pending tx at the account's next nonce,
+// dropping stale lower-nonce rows on the way. Callers hold the state lock.
+func (m *mempool) nextReady(sender string) *poolEntry {
+	nonce := m.accounts.peek(sender).nonce
+	for k, e := range m.pending[sender] {
+		if k < nonce { // cannot happen through admission; keep the pool sane anyway
+			m.drop(e)
+		}
+	}
+	return m.pending[sender][nonce]
+}
+
+// blockMined records the new tip height and deletes rows (pending or
+// mined) received more than MempoolMaxTxAge blocks before it, like
+// MemPoolDB::garbage_collect. Callers hold the state lock.
+func (m *mempool) blockMined(height uint64) {
+	m.height = height
+	if height <= MempoolMaxTxAge {
+		return
+	}
+	minHeight := height - MempoolMaxTxAge
+	for id, e := range m.pool {
+		if e.received >= minHeight {
+			continue
+		}
+		if !e.mined {
+			m.log.Info("devnode: garbage-collecting stale mempool tx", "txid", id.Hex0x(), "received", e.received)
+			m.removePending(e)
+		}
+		delete(m.pool, id)
+	}
 }
 
 // validAddressVersion is stacks-core's is_valid_address_version.

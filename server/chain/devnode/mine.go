@@ -5,26 +5,26 @@ import (
 	"container/heap"
 	"context"
 	"math/bits"
-	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
-// Run mines a block every Config.BlockTime until ctx is done, then returns
-// nil. With BlockTime 0 it only waits for ctx (blocks come from Mine).
-func (n *Node) Run(ctx context.Context) error {
-	if n.cfg.BlockTime <= 0 {
+// Run mines a block every Config.BlockTime, on the node's clock, until ctx
+// is done, then returns nil. With BlockTime 0 it only waits for ctx (blocks
+// come from Mine).
+func (c *chain) Run(ctx context.Context) error {
+	if c.blockTime <= 0 {
 		<-ctx.Done()
 		return nil
 	}
-	t := time.NewTicker(n.cfg.BlockTime)
+	t := c.clock.NewTicker(c.blockTime)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-			n.Mine()
+		case <-t.C():
+			c.Mine()
 		}
 	}
 }
@@ -36,113 +36,84 @@ func (n *Node) Run(ctx context.Context) error {
 // can no longer pay amount+fee is dropped from the mempool; a contract call
 // only needs its fee, which it pays even when the call aborts. Afterwards txs
 // received more than MempoolMaxTxAge blocks ago are garbage-collected.
-func (n *Node) Mine() Block {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+func (c *chain) Mine() Block {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 
-	height := n.tip.Height + 1
-	n.past.mining = height
-	defer func() { n.past.mining = 0 }()
-	var included []stacks.TxID
-	var raws [][]byte
+	height := c.tip.Height + 1
+	c.ledger.beginBlock(height)
+	var included []*poolEntry
 	var outcomes []callOutcome
-	var ready readyHeap
-	for sender := range n.pending {
-		if e := n.nextReady(sender); e != nil {
-			ready = append(ready, e)
-		}
-	}
-	heap.Init(&ready)
+	ready := c.pool.ready()
 	for ready.Len() > 0 {
-		if n.cfg.MaxBlockTxs > 0 && len(included) >= n.cfg.MaxBlockTxs {
+		if c.maxBlockTxs > 0 && len(included) >= c.maxBlockTxs {
 			break
 		}
 		e := heap.Pop(&ready).(*poolEntry)
-		from := n.acct(e.sender)
-		// A transfer must cover amount+fee (the devnode drops one that
-		// cannot; see doc.go). A contract call pays its fee first, as
-		// stacks-core does since epoch 2.1, and is invalid (dropped) only
-		// when even the fee is unpayable: its transfers may still fail.
-		cost, carry := bits.Add64(e.tx.Payload.Amount, e.tx.Auth.Fee, 0)
-		if e.tx.ContractCall != nil {
-			cost, carry = e.tx.Auth.Fee, 0
-		}
-		if carry != 0 || from.balance < cost {
-			// The miner cannot include it; the real miner drops such txs.
-			n.log.Warn("devnode: dropping tx that can no longer pay",
-				"txid", e.txid.Hex0x(), "sender", e.sender, "nonce", e.tx.Auth.Nonce,
-				"needed", cost, "balance", from.balance)
-			n.removePending(e)
-			delete(n.pool, e.txid)
+		out, ok := c.execute(e)
+		if !ok { // dropped: the sender's later nonces wait for a replacement
 			continue
 		}
-		from.balance -= cost
-		from.nonce++
-		out := callOutcome{result: resultTransferOK}
-		switch {
-		case e.token != nil:
-			out = n.runTokenCall(e)
-		case e.tx.ContractCall != nil:
-			out = n.runContractCall(e, from)
-		default:
-			n.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
-		}
+		c.pool.markMined(e)
+		included = append(included, e)
 		outcomes = append(outcomes, out)
-		n.removePending(e)
-		e.mined = true
-		included = append(included, e.txid)
-		raws = append(raws, e.raw)
-		if next := n.nextReady(e.sender); next != nil {
+		if next := c.pool.nextReady(e.sender); next != nil {
 			heap.Push(&ready, next)
 		}
 	}
 
-	n.tip = n.makeBlock(n.tip.Hash, height, included)
-	// The block id depends on the included txids, so index them afterwards.
-	n.blockIDs = append(n.blockIDs, n.tip.IndexBlockHash)
-	n.past.mined(n.tip)
-	n.past.prune(n.tip.Height)
-	for i, id := range included {
-		o := outcomes[i]
-		n.confirmed[id] = minedTx{height: height, raw: raws[i], result: o.result, aborted: o.aborted, pcFailure: o.pcFailure, events: o.events}
+	txids := make([]stacks.TxID, len(included))
+	for i, e := range included {
+		txids[i] = e.txid
 	}
-	n.gc()
+	c.tip = c.makeBlock(c.tip.Hash, height, txids)
+	// The block id depends on the included txids, so index them afterwards.
+	header := c.tip
+	header.TxIDs = nil
+	c.headers = append(c.headers, header)
+	c.ledger.endBlock(height)
+	for i, e := range included {
+		o := outcomes[i]
+		c.confirmed[e.txid] = minedTx{height: height, raw: e.raw, result: o.result, aborted: o.aborted, pcFailure: o.pcFailure, events: o.events}
+	}
+	c.pool.blockMined(height)
 	// Debug: a block every few seconds would drown the devnet's log.
-	n.log.Debug("devnode: mined block", "height", height, "txs", len(included), "mempool", n.nPending)
-	b := n.tip
-	b.TxIDs = append([]stacks.TxID(nil), included...)
+	c.log.Debug("devnode: mined block", "height", height, "txs", len(included), "mempool", c.pool.nPending)
+	b := c.tip
+	b.TxIDs = append([]stacks.TxID(nil), txids...)
 	return b
 }
 
-// nextReady returns sender's pending tx at the account's next nonce,
-// dropping stale lower-nonce rows on the way. Callers hold n.mu.
-func (n *Node) nextReady(sender string) *poolEntry {
-	nonce := n.peek(sender).nonce
-	for k, e := range n.pending[sender] {
-		if k < nonce { // cannot happen through admission; keep the pool sane anyway
-			n.removePending(e)
-			delete(n.pool, e.txid)
-		}
+// execute charges e to its sender and runs it, or drops it from the
+// mempool (false) when it cannot pay. A transfer must cover amount+fee
+// (the devnode drops one that cannot; see doc.go). A contract call pays
+// its fee first, as stacks-core does since epoch 2.1, and is invalid
+// (dropped) only when even the fee is unpayable: its transfers may still
+// fail. Callers hold the state lock.
+func (c *chain) execute(e *poolEntry) (callOutcome, bool) {
+	from := c.ledger.acct(e.sender)
+	cost, carry := bits.Add64(e.tx.Payload.Amount, e.tx.Auth.Fee, 0)
+	if e.tx.ContractCall != nil {
+		cost, carry = e.tx.Auth.Fee, 0
 	}
-	return n.pending[sender][nonce]
-}
-
-// gc deletes mempool rows (pending or mined) received more than
-// MempoolMaxTxAge blocks before the tip, like MemPoolDB::garbage_collect.
-func (n *Node) gc() {
-	if n.tip.Height <= MempoolMaxTxAge {
-		return
+	if carry != 0 || from.balance < cost {
+		// The miner cannot include it; the real miner drops such txs.
+		c.log.Warn("devnode: dropping tx that can no longer pay",
+			"txid", e.txid.Hex0x(), "sender", e.sender, "nonce", e.tx.Auth.Nonce,
+			"needed", cost, "balance", from.balance)
+		c.pool.drop(e)
+		return callOutcome{}, false
 	}
-	minHeight := n.tip.Height - MempoolMaxTxAge
-	for id, e := range n.pool {
-		if e.received >= minHeight {
-			continue
-		}
-		if !e.mined {
-			n.log.Info("devnode: garbage-collecting stale mempool tx", "txid", id.Hex0x(), "received", e.received)
-			n.removePending(e)
-		}
-		delete(n.pool, id)
+	from.balance -= cost
+	from.nonce++
+	switch {
+	case e.token != nil:
+		return c.calls.runTokenCall(e), true
+	case e.tx.ContractCall != nil:
+		return c.calls.runContractCall(e, from), true
+	default:
+		c.ledger.credit(e.tx.Payload.Recipient.String(), e.tx.Payload.Amount)
+		return callOutcome{result: resultTransferOK}, true
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -163,23 +165,41 @@ func TestMempoolGC(t *testing.T) {
 	}
 }
 
+// TestRun steps the node's clock: Run mines one block per BlockTime, each
+// stamped with the clock's time, and none in between.
 func TestRun(t *testing.T) {
 	t.Run("mines every BlockTime", func(t *testing.T) {
-		n := New(Config{BlockTime: 5 * time.Millisecond})
+		clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+		n := New(Config{BlockTime: time.Second, Clock: clk})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- n.Run(ctx) }()
-		eventually.True(t, 5*time.Second, "three blocks mined", func() bool { return n.Tip().Height >= 3 })
+		eventually.True(t, 10*time.Second, "Run's ticker is set", clk.HasWaiters)
+		clk.Step(time.Second - time.Nanosecond)
+		if h := n.Tip().Height; h != 0 {
+			t.Fatalf("height %d before a BlockTime passed", h)
+		}
+		for want := uint64(1); want <= 3; want++ {
+			clk.Step(time.Second)
+			eventually.True(t, 10*time.Second, "a block per BlockTime", func() bool { return n.Tip().Height == want })
+			if got := n.Tip().Time; !got.Equal(clk.Now()) {
+				t.Errorf("block %d at %v, want the clock's %v", want, got, clk.Now())
+			}
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v", err)
 		}
 	})
 	t.Run("BlockTime 0 only waits", func(t *testing.T) {
-		n := New(Config{})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		defer cancel()
-		if err := n.Run(ctx); err != nil {
+		clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+		n := New(Config{Clock: clk})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx) }()
+		clk.Step(time.Hour)
+		cancel()
+		if err := <-done; err != nil {
 			t.Fatalf("Run = %v", err)
 		}
 		if h := n.Tip().Height; h != 0 {

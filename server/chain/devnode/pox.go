@@ -180,24 +180,23 @@ func bootDeployer(mainnet bool) string {
 
 // info builds /v2/info as a node whose tip is block h answers it (atTip:
 // the current tip).
-func (n *Node) info(h uint64) *node.Info {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	tip := n.past.header(h, n.tip)
+func (s *rpcServer) info(h uint64) *node.Info {
+	tip := s.chain.header(h)
+	k := s.faults.snapshot()
 	stable := tip.BurnHeight - min(tip.BurnHeight, stableConfirmations)
 	peer, parent := peerVersionTestnet, parentNetworkRegtest
-	if n.mainnet {
+	if k.mainnet {
 		peer, parent = peerVersionMainnet, parentNetworkMainnet
 	}
-	tenure, synced := tip.TenureHeight, n.synced
+	tenure, synced := tip.TenureHeight, k.synced
 	return &node.Info{
-		PeerVersion:            peer | uint32(n.schedule.epochAt(tip.BurnHeight).NetworkEpoch),
+		PeerVersion:            peer | uint32(s.schedule.epochAt(tip.BurnHeight).NetworkEpoch),
 		PoxConsensus:           tip.ConsensusHash, // one tenure per burn block
 		BurnBlockHeight:        tip.BurnHeight,
-		StablePoxConsensus:     n.consensusHash(stable),
+		StablePoxConsensus:     s.chain.consensusHash(stable),
 		StableBurnBlockHeight:  stable,
 		ServerVersion:          ServerVersion,
-		NetworkID:              n.chainID(),
+		NetworkID:              k.chainID(),
 		ParentNetworkID:        parent,
 		StacksTipHeight:        tip.Height,
 		StacksTip:              tip.Hash,
@@ -213,15 +212,10 @@ func (n *Node) info(h uint64) *node.Info {
 
 // pox builds /v2/pox (getpoxinfo.rs) for the current burn height. Nothing
 // is stacked in the simulation, so stacked_ustx is 0.
-func (n *Node) pox() *node.PoXInfo {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	burn := n.tip.BurnHeight
-	var supply uint64
-	for _, a := range n.accounts {
-		supply = addSat(supply, a.balance)
-	}
-	minAmount, mainnet := n.minAmount, n.mainnet
+func (s *rpcServer) pox() *node.PoXInfo {
+	burn, supply := s.chain.poxState()
+	k := s.faults.snapshot()
+	minAmount, mainnet := k.minAmount, k.mainnet
 
 	cycle := (burn - firstBurnchainBlockHeight) / cycleLength
 	next := cycle + 1
@@ -229,8 +223,8 @@ func (n *Node) pox() *node.PoXInfo {
 	prepareStart := rewardStart - prepareLength
 	deployer := bootDeployer(mainnet)
 
-	versions := make([]node.ContractVersion, len(n.schedule.contracts))
-	for i, c := range n.schedule.contracts {
+	versions := make([]node.ContractVersion, len(s.schedule.contracts))
+	for i, c := range s.schedule.contracts {
 		versions[i] = node.ContractVersion{
 			ContractID:                     deployer + "." + c.name,
 			ActivationBurnchainBlockHeight: c.activation,
@@ -240,12 +234,12 @@ func (n *Node) pox() *node.PoXInfo {
 	// pox-4's get-pox-info min-amount-ustx is the liquid supply / 8000 on
 	// testnet; pox-5's is SIGNER_SET_MIN_USTX.
 	minIncrement := supply / 8000
-	if n.schedule.pox5() {
+	if s.schedule.pox5() {
 		minIncrement = Pox5MinAmountUstx
 	}
-	sbtc, registry := n.schedule.sbtcContracts(mainnet)
+	sbtc, registry := s.schedule.sbtcContracts(mainnet)
 	return &node.PoXInfo{
-		ContractID:                  deployer + "." + n.schedule.activeContract(burn),
+		ContractID:                  deployer + "." + s.schedule.activeContract(burn),
 		PoxActivationThresholdUstx:  supply / 100,
 		FirstBurnchainBlockHeight:   firstBurnchainBlockHeight,
 		CurrentBurnchainBlockHeight: burn,
@@ -267,8 +261,8 @@ func (n *Node) pox() *node.PoXInfo {
 			RewardPhaseStartBlockHeight:  rewardStart,
 			BlocksUntilRewardPhase:       rewardStart - burn,
 		},
-		Epochs:             slices.Clone(n.schedule.epochs),
-		CurrentEpoch:       n.schedule.epochAt(burn).EpochID,
+		Epochs:             slices.Clone(s.schedule.epochs),
+		CurrentEpoch:       s.schedule.epochAt(burn).EpochID,
 		MinAmountUstx:      minAmount,
 		PrepareCycleLength: prepareLength,
 		RewardCycleID:      cycle,

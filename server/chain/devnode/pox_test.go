@@ -9,6 +9,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // A node configured with PoXSBTCContract answers /v2/pox as the 4.x
@@ -16,7 +17,7 @@ import (
 // to Epoch40 with its doubled read limits, and the configured sBTC token
 // with its deployer's registry.
 func TestPoX4xAnnouncesSBTC(t *testing.T) {
-	asset := mustAsset(t, stacks.SBTCTestnet)
+	asset := mustAsset(t, settings.SBTCTestnet)
 	h := newHarness(t, Config{Tokens: []TokenSpec{SBTCToken(asset, nil)}, PoXSBTCContract: asset.Contract})
 	body := []byte(h.get("/v2/pox").body)
 	raw := fixture(t, "v2-pox-pox5.json")
@@ -103,7 +104,7 @@ func TestPoX4xAnnouncesSBTC(t *testing.T) {
 // even as null, and nothing names pox-5 or Epoch 4.0, even with tokens
 // deployed.
 func TestPoX3xOmitsSBTC(t *testing.T) {
-	h := newHarness(t, Config{TokenAsset: stacks.SBTCTestnet})
+	h := newHarness(t, Config{TokenAsset: settings.SBTCTestnet})
 	body := h.get("/v2/pox").body
 	for _, s := range []string{"pox_5_sbtc_contract", "pox_5_sbtc_registry_contract", "pox-5", "Epoch40"} {
 		if strings.Contains(body, s) {
@@ -122,7 +123,7 @@ func TestPoX3xOmitsSBTC(t *testing.T) {
 // activeContract follows active_pox_contract: a contract is active only
 // once the burn height is past its activation height.
 func TestActivePoXContract(t *testing.T) {
-	s := newPoXSchedule(mustAsset(t, stacks.SBTCTestnet).Contract)
+	s := newPoXSchedule(mustAsset(t, settings.SBTCTestnet).Contract)
 	for _, tc := range []struct {
 		burn uint64
 		want string

@@ -4,12 +4,10 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"regexp"
-	"strings"
-	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -34,6 +32,7 @@ const (
 	msgTxBody          = decodePrefix + "Invalid Http request: expected 0-length body for GetTransaction"
 	msgUnconfirmedBody = decodePrefix + "Invalid Http request: expected 0-length body for GetTransactionUnconfirmed"
 	msgTxIndexOff      = "Transaction indexing is not enabled"
+	msgReadBody        = decodePrefix + "Failed to read body"
 	// resultTransferOK is the receipt result of a successful STX transfer
 	// (stx_transfer returns Value::okay_true(), stored with to_string()) and
 	// of a successful send-many (its fold starts from (ok true) and ends
@@ -50,24 +49,34 @@ var (
 	transactionPath = regexp.MustCompile(`^/v3/transaction/([0-9a-f]{64})$`)
 )
 
-// Handler returns the RPC handler. It is safe for concurrent use.
-func (n *Node) Handler() http.Handler { return http.HandlerFunc(n.serveHTTP) }
+// rpcServer is the node's RPC front: it serves the HTTP routes from the
+// other parts and applies the node-wide faults to every request.
+type rpcServer struct {
+	clock     clock.WithTicker // times the injected latency
+	faults    *faults
+	chain     *chain
+	ledger    *ledger
+	pool      *mempool
+	contracts *contracts
+	schedule  poxSchedule // 3.x or 4.x (Config.PoXSBTCContract)
+	noTxIndex bool        // Config.NoTxIndex
 
-func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	n.mu.Lock()
-	down, latency := n.down, n.latency
-	fail := n.errorRate > 0 && n.rng.Float64() < n.errorRate
-	n.mu.Unlock()
+	// onDelay, when set (tests only, before any request), is called as a
+	// request starts its injected latency: a synchronisation point.
+	onDelay func()
+}
 
-	if down {
+func (s *rpcServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	k, fail := s.faults.request()
+	if k.down {
 		hangUp(w)
 		return
 	}
-	if latency > 0 {
-		if n.onDelay != nil {
-			n.onDelay()
+	if k.latency > 0 {
+		if s.onDelay != nil {
+			s.onDelay()
 		}
-		if !wait(r, latency) {
+		if !wait(s.clock, r, k.latency) {
 			return
 		}
 	}
@@ -82,124 +91,49 @@ func (n *Node) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
 	switch {
 	case get && path == "/v2/info":
-		writeJSON(w, http.StatusOK, n.info(atTip))
+		writeJSON(w, http.StatusOK, s.info(atTip))
 	case get && path == "/v2/pox":
-		writeJSON(w, http.StatusOK, n.pox())
+		writeJSON(w, http.StatusOK, s.pox())
 	case get && path == "/v2/fees/transfer":
-		n.mu.Lock()
-		rate := n.feeRate
-		n.mu.Unlock()
-		writeJSON(w, http.StatusOK, rate)
+		writeJSON(w, http.StatusOK, s.faults.snapshot().feeRate)
 	case post && path == "/v2/fees/transaction":
-		n.postFeeRate(w, r)
+		s.postFeeRate(w, r)
 	case post && path == "/v2/transactions":
-		n.postTransaction(w, r, false)
+		s.postTransaction(w, r, false)
 	case post && callReadPath.MatchString(path):
-		n.postCallRead(w, r, callReadPath.FindStringSubmatch(path))
+		s.postCallRead(w, r, callReadPath.FindStringSubmatch(path))
 	case get && accountPath.MatchString(path):
-		n.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], atTip)
+		s.getAccount(w, r, accountPath.FindStringSubmatch(path)[1], atTip)
 	case get && unconfirmedPath.MatchString(path):
 		if r.ContentLength > 0 {
 			writeText(w, http.StatusBadRequest, msgUnconfirmedBody)
 			return
 		}
-		n.getUnconfirmed(w, unconfirmedPath.FindStringSubmatch(path)[1])
+		s.getUnconfirmed(w, unconfirmedPath.FindStringSubmatch(path)[1])
 	case get && transactionPath.MatchString(path):
 		if r.ContentLength > 0 { // request parsing comes before the txindex check
 			writeText(w, http.StatusBadRequest, msgTxBody)
 			return
 		}
-		n.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], atTip)
+		s.getTransaction(w, transactionPath.FindStringSubmatch(path)[1], atTip)
 	default:
 		writeText(w, http.StatusNotFound, msgNoSuchPath)
 	}
 }
 
-// wait sleeps d, or less when r's client gives up; it reports whether the
-// request is still wanted.
-func wait(r *http.Request, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	}
-}
-
-// hangUp closes the connection without writing a response: a dead node.
-func hangUp(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	// HTTP/2 or a wrapped writer: aborting the handler resets the stream.
-	panic(http.ErrAbortHandler)
-}
-
 // postTransaction admits a posted tx; with drop it is checked and answered
 // as usual but not stored (a front end that does not relay).
-func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request, drop bool) {
+func (s *rpcServer) postTransaction(w http.ResponseWriter, r *http.Request, drop bool) {
 	// The node checks the declared length before the content type.
-	if r.ContentLength == 0 {
-		writeText(w, http.StatusBadRequest, msgEmptyBody)
+	body, ok := readBody(w, r, MaxPayloadLen, msgEmptyBody, msgBodyTooBig)
+	if !ok {
 		return
 	}
-	if r.ContentLength > MaxPayloadLen {
-		writeText(w, http.StatusBadRequest, msgBodyTooBig)
+	raw, msg := txBytes(contentType(r), body)
+	if msg != "" {
+		writeText(w, http.StatusBadRequest, msg)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxPayloadLen))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeText(w, http.StatusBadRequest, msgBodyTooBig)
-		} else {
-			writeText(w, http.StatusBadRequest, decodePrefix+"Failed to read body")
-		}
-		return
-	}
-	if len(body) == 0 { // chunked request with an empty body
-		writeText(w, http.StatusBadRequest, msgEmptyBody)
-		return
-	}
-
-	var raw []byte
-	ct := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type")))
-	switch {
-	case ct == "":
-		writeText(w, http.StatusBadRequest, msgMissingCT)
-		return
-	case ct == "application/octet-stream": // exact: no parameters allowed
-		raw = body
-	case ct == "application/json" || strings.HasPrefix(ct, "application/json;"):
-		var req struct {
-			Tx         *string `json:"tx"`
-			Attachment *string `json:"attachment"`
-		}
-		if json.Unmarshal(body, &req) != nil || req.Tx == nil {
-			writeText(w, http.StatusBadRequest, msgBadJSONBody)
-			return
-		}
-		// hex_bytes: even-length hex, no 0x prefix.
-		if raw, err = hex.DecodeString(*req.Tx); err != nil {
-			writeText(w, http.StatusBadRequest, msgBadJSONTx)
-			return
-		}
-		if req.Attachment != nil {
-			if _, err := hex.DecodeString(*req.Attachment); err != nil {
-				writeText(w, http.StatusBadRequest, msgBadAttachment)
-				return
-			}
-		}
-	default:
-		writeText(w, http.StatusBadRequest, msgWrongCT)
-		return
-	}
-
 	tx, err := stacks.DecodeTransaction(raw)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, msgDeserializeTx+err.Error())
@@ -207,14 +141,43 @@ func (n *Node) postTransaction(w http.ResponseWriter, r *http.Request, drop bool
 	}
 	checked := precheck(tx, raw)
 	checked.drop = drop
-	n.mu.Lock()
-	txid, rej := n.admit(checked)
-	n.mu.Unlock()
+	txid, rej := s.pool.offer(checked)
 	if rej != nil {
 		writeJSON(w, http.StatusBadRequest, rej)
 		return
 	}
 	writeJSON(w, http.StatusOK, txid.String())
+}
+
+// txBytes extracts the tx from a POST /v2/transactions body of content
+// type ct, or returns the 400 text that refuses it.
+func txBytes(ct string, body []byte) ([]byte, string) {
+	switch {
+	case ct == "":
+		return nil, msgMissingCT
+	case ct == "application/octet-stream": // exact: no parameters allowed
+		return body, ""
+	case !isJSON(ct):
+		return nil, msgWrongCT
+	}
+	var req struct {
+		Tx         *string `json:"tx"`
+		Attachment *string `json:"attachment"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Tx == nil {
+		return nil, msgBadJSONBody
+	}
+	// hex_bytes: even-length hex, no 0x prefix.
+	raw, err := hex.DecodeString(*req.Tx)
+	if err != nil {
+		return nil, msgBadJSONTx
+	}
+	if req.Attachment != nil {
+		if _, err := hex.DecodeString(*req.Attachment); err != nil {
+			return nil, msgBadAttachment
+		}
+	}
+	return raw, ""
 }
 
 // accountResponse is AccountEntryResponse with its proofs.
@@ -228,16 +191,14 @@ type accountResponse struct {
 }
 
 // getAccount answers an account read as of block h (atTip: the tip).
-func (n *Node) getAccount(w http.ResponseWriter, r *http.Request, principal string, h uint64) {
+func (s *rpcServer) getAccount(w http.ResponseWriter, r *http.Request, principal string, h uint64) {
 	p, err := stacks.ParsePrincipal(principal)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, msgBadPrincipal)
 		return
 	}
 	key := p.String()
-	n.mu.Lock()
-	a := n.past.account(key, h, n.peek(key))
-	n.mu.Unlock()
+	a := s.ledger.accountAt(key, h)
 
 	// get_with_proof: proofs are on unless proof is present and not "1".
 	if q := r.URL.Query(); q.Has("proof") && q.Get("proof") != "1" {
@@ -263,16 +224,8 @@ func placeholderProof(kind, key string, v uint64) string {
 	return "0x" + hex.EncodeToString(sum[:])
 }
 
-func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
-	var txid stacks.TxID
-	_, _ = hex.Decode(txid[:], []byte(txidHex)) // the route regex guarantees 64 hex digits
-	n.mu.Lock()
-	e, ok := n.pool[txid]
-	var raw []byte
-	if ok {
-		raw = e.raw
-	}
-	n.mu.Unlock()
+func (s *rpcServer) getUnconfirmed(w http.ResponseWriter, txidHex string) {
+	raw, ok := s.pool.rawOf(routeTxID(txidHex))
 	if !ok {
 		writeText(w, http.StatusNotFound, "Transaction "+txidHex+" not found in mempool or unconfirmed microblock stream")
 		return
@@ -291,21 +244,12 @@ func (n *Node) getUnconfirmed(w http.ResponseWriter, txidHex string) {
 // contract call's is what its execution returned.
 //
 // A node whose tip is block h does not know txs mined above it.
-func (n *Node) getTransaction(w http.ResponseWriter, txidHex string, h uint64) {
-	if n.cfg.NoTxIndex {
+func (s *rpcServer) getTransaction(w http.ResponseWriter, txidHex string, h uint64) {
+	if s.noTxIndex {
 		writeText(w, http.StatusNotImplemented, msgTxIndexOff)
 		return
 	}
-	var txid stacks.TxID
-	_, _ = hex.Decode(txid[:], []byte(txidHex)) // the route regex guarantees 64 hex digits
-	n.mu.Lock()
-	m, ok := n.confirmed[txid]
-	ok = ok && m.height <= h
-	var blockID string
-	if ok {
-		blockID = n.blockIDs[m.height]
-	}
-	n.mu.Unlock()
+	m, blockID, ok := s.chain.minedAt(routeTxID(txidHex), h)
 	if !ok {
 		// Mempool-only txs are not in the txindex table either. The node
 		// formats the Txid with Debug (plain hex) and ends with a newline.
@@ -322,19 +266,9 @@ func (n *Node) getTransaction(w http.ResponseWriter, txidHex string, h uint64) {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeText(w, http.StatusInternalServerError, "devnode: encoding response: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-func writeText(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "text/plain")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, msg)
+// routeTxID decodes a txid its route's regex matched (64 hex digits).
+func routeTxID(txidHex string) stacks.TxID {
+	var txid stacks.TxID
+	_, _ = hex.Decode(txid[:], []byte(txidHex))
+	return txid
 }

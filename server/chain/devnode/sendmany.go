@@ -1,10 +1,7 @@
 package devnode
 
 import (
-	"fmt"
 	"math/bits"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -25,10 +22,7 @@ const fnSendStxWithMemo = "send-stx-with-memo"
 
 // Expected argument types as stacks-core prints them in a
 // BadFunctionArgument message (StaticCheckErrorKind's Debug form).
-const (
-	typeSendManyList = `SequenceType(ListType(ListTypeData { max_len: 200, entry_type: TupleType(TupleTypeSignature { "memo": (buff 34), "to": principal, "ustx": uint,}) }))`
-	typeMemo         = `SequenceType(BufferType(BufferLength(34)))`
-)
+const typeSendManyList = `SequenceType(ListType(ListTypeData { max_len: 200, entry_type: TupleType(TupleTypeSignature { "memo": (buff 34), "to": principal, "ustx": uint,}) }))`
 
 // stx-transfer? error codes (clarity vm/functions/assets.rs StxErrorCodes).
 const (
@@ -43,66 +37,27 @@ type transfer struct {
 	amount stacks.UInt
 }
 
-// checkContractCall is can_include_tx's payload check for a contract call:
-// the contract must exist, the function must be public, the arguments must
-// type-check. It returns the transfers a send-many call will attempt, or
-// the checked call of a token contract. Callers hold n.mu.
-func (n *Node) checkContractCall(cc *stacks.ContractCall) ([]transfer, *tokenCall, string, map[string]any) {
-	if !validAddressVersion(n.mainnet, cc.Contract.Address.Version) {
-		return nil, nil, node.ReasonBadAddressVersionByte, nil
-	}
-	if t := n.tokens[cc.Contract]; t != nil {
-		tc, reason, data := checkTokenCall(t, cc)
-		return nil, tc, reason, data
-	}
-	if n.sendMany == nil || cc.Contract != *n.sendMany {
-		return nil, nil, node.ReasonNoSuchContract, nil
-	}
-	ts, reason, data := checkSendManyCall(cc)
-	return ts, nil, reason, data
+// sendManyParams are send-many-memo's public functions' parameters.
+var sendManyParams = map[string][]param{
+	stacks.SendManyFunction: {{typeSendManyList, func(v stacks.ClarityValue) bool { _, ok := sendManyTransfers(v); return ok }, nil}},
+	fnSendStxWithMemo:       {paramUInt, paramPrincipal, bufferParam(stacks.SendManyMaxMemo)},
 }
 
 // checkSendManyCall checks a call of send-many-memo's functions and
-// arguments.
+// arguments, and returns the transfers it will attempt.
 func checkSendManyCall(cc *stacks.ContractCall) ([]transfer, string, map[string]any) {
-	badArg := func(msg string) ([]transfer, string, map[string]any) {
-		return nil, node.ReasonBadFunctionArgument, map[string]any{"message": msg}
-	}
-	argCount := func(want int) string {
-		return fmt.Sprintf("IncorrectArgumentCount(%d, %d)", want, len(cc.Args))
-	}
-	typeErr := func(want string, got stacks.ClarityValue) string {
-		return fmt.Sprintf("TypeError(%s, %s)", want, typeDebug(got))
-	}
-	switch cc.Function {
-	case stacks.SendManyFunction:
-		if len(cc.Args) != 1 {
-			return badArg(argCount(1))
-		}
-		ts, ok := sendManyTransfers(cc.Args[0])
-		if !ok {
-			return badArg(typeErr(typeSendManyList, cc.Args[0]))
-		}
-		return ts, "", nil
-	case fnSendStxWithMemo:
-		if len(cc.Args) != 3 {
-			return badArg(argCount(3))
-		}
-		amount, ok := cc.Args[0].(stacks.UInt)
-		if !ok {
-			return badArg(typeErr("UIntType", cc.Args[0]))
-		}
-		to, ok := cc.Args[1].(stacks.Principal)
-		if !ok {
-			return badArg(typeErr("PrincipalType", cc.Args[1]))
-		}
-		if m, ok := cc.Args[2].(stacks.Buffer); !ok || len(m) > stacks.SendManyMaxMemo {
-			return badArg(typeErr(typeMemo, cc.Args[2]))
-		}
-		return []transfer{{to: to.String(), amount: amount}}, "", nil
-	default: // send-stx and check-err are private
+	params, ok := sendManyParams[cc.Function]
+	if !ok { // send-stx and check-err are private
 		return nil, node.ReasonNoSuchPublicFunction, nil
 	}
+	if reason, data := checkArgs(params, cc.Args); reason != "" {
+		return nil, reason, data
+	}
+	if cc.Function == stacks.SendManyFunction {
+		ts, _ := sendManyTransfers(cc.Args[0])
+		return ts, "", nil
+	}
+	return []transfer{{to: cc.Args[1].(stacks.Principal).String(), amount: cc.Args[0].(stacks.UInt)}}, "", nil
 }
 
 // sendManyTransfers type-checks send-many's argument as Clarity's admits
@@ -148,24 +103,14 @@ func outflow(ts []transfer) uint64 {
 	return total
 }
 
-// callOutcome is what executing an admitted contract call produced.
-type callOutcome struct {
-	result  string // the receipt's result, as /v3/transaction reports it
-	aborted bool   // rolled back: an (err …) result or a failed post-condition
-	// pcFailure is stacks-core's reason when the post-conditions aborted the
-	// call (the receipt's vm_error), else "".
-	pcFailure string
-	events    []TxEvent // the receipt's events; none once rolled back
-}
-
 // runContractCall executes a send-many (or send-stx-with-memo) whose fee
 // has already been debited, as stacks-core does since epoch 2.1: the
 // transfers run in order against the sender's balance; the first failing
 // stx-transfer? becomes the call's (err uN) result and rolls everything
 // back. Post-conditions are then checked against what the sender actually
 // sent (nothing, after a rollback); a failure rolls back too but keeps the
-// would-have-been result. Callers hold n.mu.
-func (n *Node) runContractCall(e *poolEntry, from *account) callOutcome {
+// would-have-been result. Callers hold the state lock.
+func (c *contracts) runContractCall(e *poolEntry, from *account) callOutcome {
 	bal := from.balance
 	errCode := 0
 	for _, t := range e.call {
@@ -185,119 +130,18 @@ func (n *Node) runContractCall(e *poolEntry, from *account) callOutcome {
 			errCode = code
 		}
 	}
-	out := callOutcome{result: resultTransferOK}
-	sent := outflow(e.call)
-	if errCode != 0 {
-		out = callOutcome{result: fmt.Sprintf("(err u%d)", errCode), aborted: true}
-		sent = 0
-	}
 	moved := assetMap{}
-	if sent > 0 {
+	if sent := outflow(e.call); sent > 0 {
 		moved.add(e.sender, stxAssetID, sent)
 	}
-	if reason := postConditionFailure(e.tx, e.sender, moved); reason != "" {
-		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.Hex0x(), "reason", reason)
-		out.aborted, out.pcFailure = true, reason
-	}
+	out := c.settle(e, errCode, moved, nil)
 	if out.aborted {
 		return out
 	}
 	from.balance = bal
 	for _, t := range e.call {
 		a, _ := t.amount.Uint64()
-		n.credit(t.to, a)
+		c.stx.credit(t.to, a)
 	}
 	return out
-}
-
-// typeDebug approximates the Debug form of TypeSignature::type_of(v) that
-// stacks-core prints in a TypeError (a list's entry type is its first
-// element's, not the least supertype of all of them).
-func typeDebug(v stacks.ClarityValue) string {
-	switch v := v.(type) {
-	case stacks.Int:
-		return "IntType"
-	case stacks.UInt:
-		return "UIntType"
-	case stacks.Bool:
-		return "BoolType"
-	case stacks.Principal:
-		return "PrincipalType"
-	case stacks.Buffer:
-		return fmt.Sprintf("SequenceType(BufferType(BufferLength(%d)))", len(v))
-	case stacks.StringASCII:
-		return fmt.Sprintf("SequenceType(StringType(ASCII(BufferLength(%d))))", len(v))
-	case stacks.StringUTF8:
-		return fmt.Sprintf("SequenceType(StringType(UTF8(StringUTF8Length(%d))))", 4*utf8.RuneCountInString(string(v)))
-	case stacks.Optional:
-		if v.Value == nil {
-			return "OptionalType(NoType)"
-		}
-		return "OptionalType(" + typeDebug(v.Value) + ")"
-	case stacks.Response:
-		if v.Ok {
-			return "ResponseType((" + typeDebug(v.Value) + ", NoType))"
-		}
-		return "ResponseType((NoType, " + typeDebug(v.Value) + "))"
-	case stacks.List:
-		entry := "NoType"
-		if len(v) > 0 {
-			entry = typeDebug(v[0])
-		}
-		return fmt.Sprintf("SequenceType(ListType(ListTypeData { max_len: %d, entry_type: %s }))", len(v), entry)
-	case stacks.Tuple:
-		var b strings.Builder
-		b.WriteString("TupleType(TupleTypeSignature {")
-		for _, e := range v {
-			fmt.Fprintf(&b, " %q: %s,", e.Name, typeDisplay(e.Value))
-		}
-		b.WriteString("})")
-		return b.String()
-	}
-	return "NoType"
-}
-
-// typeDisplay approximates TypeSignature's Display (Clarity syntax).
-func typeDisplay(v stacks.ClarityValue) string {
-	switch v := v.(type) {
-	case stacks.Int:
-		return "int"
-	case stacks.UInt:
-		return "uint"
-	case stacks.Bool:
-		return "bool"
-	case stacks.Principal:
-		return "principal"
-	case stacks.Buffer:
-		return fmt.Sprintf("(buff %d)", len(v))
-	case stacks.StringASCII:
-		return fmt.Sprintf("(string-ascii %d)", len(v))
-	case stacks.StringUTF8:
-		return fmt.Sprintf("(string-utf8 %d)", 4*utf8.RuneCountInString(string(v)))
-	case stacks.Optional:
-		if v.Value == nil {
-			return "(optional UnknownType)"
-		}
-		return "(optional " + typeDisplay(v.Value) + ")"
-	case stacks.Response:
-		if v.Ok {
-			return "(response " + typeDisplay(v.Value) + " UnknownType)"
-		}
-		return "(response UnknownType " + typeDisplay(v.Value) + ")"
-	case stacks.List:
-		entry := "UnknownType"
-		if len(v) > 0 {
-			entry = typeDisplay(v[0])
-		}
-		return fmt.Sprintf("(list %d %s)", len(v), entry)
-	case stacks.Tuple:
-		var b strings.Builder
-		b.WriteString("(tuple")
-		for _, e := range v {
-			fmt.Fprintf(&b, " (%s %s)", e.Name, typeDisplay(e.Value))
-		}
-		b.WriteString(")")
-		return b.String()
-	}
-	return "UnknownType"
 }

@@ -34,7 +34,7 @@ type tokenFields struct {
 }
 
 // TokenName is sBTC's fungible token (define-fungible-token sbtc-token),
-// the part of stacks.SBTCTestnet after "::", and the token name
+// the part of settings.SBTCTestnet after "::", and the token name
 // Config.TokenAsset must carry. Other tokens may have any name.
 const TokenName = "sbtc-token"
 
@@ -67,7 +67,7 @@ type TokenSpec struct {
 	Genesis map[stacks.Address]uint64
 }
 
-// SBTCToken is the spec of an sBTC-like token at asset (e.g. stacks.SBTCTestnet
+// SBTCToken is the spec of an sBTC-like token at asset (e.g. settings.SBTCTestnet
 // parsed): sBTC's name, symbol and 8 decimals, with genesis minted.
 func SBTCToken(asset stacks.AssetInfo, genesis map[stacks.Address]uint64) TokenSpec {
 	return TokenSpec{Asset: asset, Name: SBTCDisplayName, Symbol: SBTCSymbol, Decimals: SBTCDecimals, Genesis: genesis}
@@ -167,11 +167,18 @@ const (
 	ftMintErrNonPositive   = 1
 )
 
-// Expected argument types as a BadFunctionArgument message prints them.
-const (
-	typeOptionalMemo = `OptionalType(SequenceType(BufferType(BufferLength(34))))`
-	typeMemoBuffer   = `SequenceType(BufferType(BufferLength(34)))`
-)
+// tokenParams lists the token contract's functions (token.clar.tmpl), public
+// and read-only, by name.
+var tokenParams = map[string][]param{
+	fnTransfer:       {paramUInt, paramPrincipal, paramPrincipal, paramMemo},
+	fnMint:           {paramUInt, paramPrincipal},
+	fnGetName:        nil,
+	fnGetSymbol:      nil,
+	fnGetDecimals:    nil,
+	fnGetBalance:     {paramPrincipal},
+	fnGetTotalSupply: nil,
+	fnGetTokenURI:    nil,
+}
 
 // Event types, as stacks-core's StacksTransactionEvent serialises them for
 // event observers.
@@ -233,35 +240,6 @@ func legacyTokenSpec(cfg *Config) (TokenSpec, bool, error) {
 	return SBTCToken(a, cfg.TokenGenesis), true, nil
 }
 
-// deployTokens deploys specs at genesis: one contract each, none at the
-// send-many contract's id. When legacy, the last spec is Config.TokenAsset's.
-// New panics on its error.
-func (n *Node) deployTokens(specs []TokenSpec, legacy bool) error {
-	for i, s := range specs {
-		field := fmt.Sprintf("Config.Tokens[%d]", i)
-		if legacy && i == len(specs)-1 {
-			field = "Config.TokenAsset"
-		}
-		if err := s.validate(); err != nil {
-			return fmt.Errorf("%s: %w", field, err)
-		}
-		id := s.Asset.Contract
-		if n.tokens[id] != nil {
-			return fmt.Errorf("%s: a second token at contract %s", field, id)
-		}
-		if n.sendMany != nil && *n.sendMany == id {
-			return fmt.Errorf("%s and Config.SendManyContract name the same contract %s", field, id)
-		}
-		t := &tokenContract{spec: s, deployer: id.Address.String(), balances: make(map[string]uint64)}
-		t.spec.Genesis = nil
-		for addr, amount := range s.Genesis {
-			t.mint(addr.String(), amount)
-		}
-		n.tokens[id] = t
-	}
-	return nil
-}
-
 // mint adds amount to principal and to the supply, saturating at 2^64-1
 // (the devnode keeps token amounts in 64 bits where Clarity has 128).
 func (t *tokenContract) mint(principal string, amount uint64) {
@@ -269,96 +247,12 @@ func (t *tokenContract) mint(principal string, amount uint64) {
 	t.supply = addSat(t.supply, amount)
 }
 
-// tokenOf returns the deployed token defining asset, or nil. Callers hold
-// n.mu.
-func (n *Node) tokenOf(asset stacks.AssetInfo) *tokenContract {
-	if t := n.tokens[asset.Contract]; t != nil && t.spec.Asset == asset {
-		return t
-	}
-	return nil
-}
-
-// AssetBalance is p's confirmed balance of the token asset (0 when no such
-// token is deployed).
-func (n *Node) AssetBalance(asset stacks.AssetInfo, p stacks.Principal) uint64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if t := n.tokenOf(asset); t != nil {
-		return t.balances[p.String()]
-	}
-	return 0
-}
-
-// FundAsset mints amount of the token asset to addr immediately, outside
-// any block, like Fund for STX. It panics when no such token is deployed, a
-// mistake in the caller's setup.
-func (n *Node) FundAsset(asset stacks.AssetInfo, addr stacks.Address, amount uint64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	t := n.tokenOf(asset)
+// balance is p's balance; a token that is not deployed (nil) has none.
+func (t *tokenContract) balance(p stacks.Principal) uint64 {
 	if t == nil {
-		panic("devnode: FundAsset of " + asset.String() + ", which is not deployed")
+		return 0
 	}
-	t.mint(addr.String(), amount)
-}
-
-// onlyToken is the one deployed token for the single-token shorthands, nil
-// when there is none; it panics when there are several. Callers hold n.mu.
-func (n *Node) onlyToken(caller string) *tokenContract {
-	if len(n.tokens) > 1 {
-		panic("devnode: " + caller + " with several tokens deployed: name one (AssetBalance, FundAsset)")
-	}
-	for _, t := range n.tokens {
-		return t
-	}
-	return nil
-}
-
-// TokenBalance is AssetBalance for a node with at most one token: p's
-// confirmed balance of it, 0 when none is deployed. It panics when several
-// are.
-func (n *Node) TokenBalance(p stacks.Principal) uint64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if t := n.onlyToken("TokenBalance"); t != nil {
-		return t.balances[p.String()]
-	}
-	return 0
-}
-
-// FundToken is FundAsset for a node with exactly one token. It panics when
-// none or several are deployed.
-func (n *Node) FundToken(addr stacks.Address, amount uint64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	t := n.onlyToken("FundToken")
-	if t == nil {
-		panic("devnode: FundToken without a token deployed (Config.Tokens or Config.TokenAsset)")
-	}
-	t.mint(addr.String(), amount)
-}
-
-// TxEvents returns a mined tx's events (see TxEvent for what is modelled),
-// and false when txid is not mined. Like stacks-core's event dispatcher,
-// which sends no events for a tx aborted by its post-conditions, a
-// rolled-back call has none.
-func (n *Node) TxEvents(txid stacks.TxID) ([]TxEvent, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	m, ok := n.confirmed[txid]
-	return append([]TxEvent(nil), m.events...), ok
-}
-
-// TxPostConditionFailure returns stacks-core's reason when a mined contract
-// call was aborted by its post-conditions (the receipt's vm_error, e.g.
-// "Post-condition check failure on fungible asset … owned by …: 5 SentEq
-// 0"), else "". With TxAborted it tells a post-condition abort from an
-// (err …) result, which the API calls abort_by_post_condition and
-// abort_by_response.
-func (n *Node) TxPostConditionFailure(txid stacks.TxID) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.confirmed[txid].pcFailure
+	return t.balances[p.String()]
 }
 
 // checkTokenCall is can_include_tx's payload check for a call of token
@@ -366,54 +260,18 @@ func (n *Node) TxPostConditionFailure(txid stacks.TxID) string {
 // which a transaction cannot call: NoSuchPublicFunction), and the arguments
 // must type-check in order, the first mismatch being reported.
 func checkTokenCall(t *tokenContract, cc *stacks.ContractCall) (*tokenCall, string, map[string]any) {
-	badArg := func(msg string) (*tokenCall, string, map[string]any) {
-		return nil, node.ReasonBadFunctionArgument, map[string]any{"message": msg}
-	}
-	typeErr := func(want string, got stacks.ClarityValue) (*tokenCall, string, map[string]any) {
-		return badArg(fmt.Sprintf("TypeError(%s, %s)", want, typeDebug(got)))
-	}
-	want := 0
-	switch cc.Function {
-	case fnTransfer:
-		want = 4
-	case fnMint:
-		want = 2
-	default:
+	if cc.Function != fnTransfer && cc.Function != fnMint {
 		return nil, node.ReasonNoSuchPublicFunction, nil
 	}
-	if len(cc.Args) != want {
-		return badArg(fmt.Sprintf("IncorrectArgumentCount(%d, %d)", want, len(cc.Args)))
+	if reason, data := checkArgs(tokenParams[cc.Function], cc.Args); reason != "" {
+		return nil, reason, data
 	}
-	amount, ok := cc.Args[0].(stacks.UInt)
-	if !ok {
-		return typeErr("UIntType", cc.Args[0])
-	}
+	amount := cc.Args[0].(stacks.UInt)
 	if cc.Function == fnMint {
-		to, ok := cc.Args[1].(stacks.Principal)
-		if !ok {
-			return typeErr("PrincipalType", cc.Args[1])
-		}
-		return &tokenCall{token: t, function: fnMint, amount: amount, recipient: to.String()}, "", nil
+		return &tokenCall{token: t, function: fnMint, amount: amount, recipient: cc.Args[1].(stacks.Principal).String()}, "", nil
 	}
-	from, ok := cc.Args[1].(stacks.Principal)
-	if !ok {
-		return typeErr("PrincipalType", cc.Args[1])
-	}
-	to, ok := cc.Args[2].(stacks.Principal)
-	if !ok {
-		return typeErr("PrincipalType", cc.Args[2])
-	}
-	memo, ok := cc.Args[3].(stacks.Optional)
-	if !ok {
-		return typeErr(typeOptionalMemo, cc.Args[3])
-	}
-	// The Clarity 2 checker recurses into the optional, so a bad memo is
-	// reported as the inner types.
-	if memo.Value != nil {
-		if b, ok := memo.Value.(stacks.Buffer); !ok || len(b) > stacks.SIP010MaxMemo {
-			return typeErr(typeMemoBuffer, memo.Value)
-		}
-	}
+	from, to := cc.Args[1].(stacks.Principal), cc.Args[2].(stacks.Principal)
+	memo := cc.Args[3].(stacks.Optional)
 	return &tokenCall{token: t, function: fnTransfer, amount: amount, sender: from.String(), recipient: to.String(), memo: &memo}, "", nil
 }
 
@@ -427,32 +285,32 @@ func checkTokenCall(t *tokenContract, cc *stacks.ContractCall) (*tokenCall, stri
 // u1). An (err …) result rolls back and emits nothing. Post-conditions are
 // checked against what the call moved (nothing, after an err); a failure
 // rolls back too, keeps the would-have-been result and drops the events.
-// Callers hold n.mu.
-func (n *Node) runTokenCall(e *poolEntry) callOutcome {
-	c := e.token
-	t := c.token
-	amount, fits := c.amount.Uint64()
-	zero := c.amount == (stacks.UInt{})
+// Callers hold the state lock.
+func (c *contracts) runTokenCall(e *poolEntry) callOutcome {
+	call := e.token
+	t := call.token
+	amount, fits := call.amount.Uint64()
+	zero := call.amount == (stacks.UInt{})
 	assetID := t.spec.Asset.String()
 	moved := assetMap{}
 	var events []TxEvent
 	errCode := 0
-	switch c.function {
+	switch call.function {
 	case fnTransfer:
 		switch {
-		case c.sender != e.sender:
+		case call.sender != e.sender:
 			errCode = tokenErrNotOwner
 		case zero:
 			errCode = ftErrNonPositiveAmount
-		case c.sender == c.recipient:
+		case call.sender == call.recipient:
 			errCode = ftErrSenderIsRecipient
-		case !fits || amount > t.balances[c.sender]:
+		case !fits || amount > t.balances[call.sender]:
 			errCode = ftErrNotEnoughBalance
 		default:
-			moved.add(c.sender, assetID, amount)
-			events = append(events, TxEvent{Type: EventFTTransfer, AssetID: assetID, Sender: c.sender, Recipient: c.recipient, Amount: amount})
-			if c.memo.Value != nil {
-				events = append(events, TxEvent{Type: EventPrint, Contract: t.spec.Asset.Contract.String(), Value: c.memo.Value})
+			moved.add(call.sender, assetID, amount)
+			events = append(events, TxEvent{Type: EventFTTransfer, AssetID: assetID, Sender: call.sender, Recipient: call.recipient, Amount: amount})
+			if call.memo.Value != nil {
+				events = append(events, TxEvent{Type: EventPrint, Contract: t.spec.Asset.Contract.String(), Value: call.memo.Value})
 			}
 		}
 	case fnMint:
@@ -463,30 +321,22 @@ func (n *Node) runTokenCall(e *poolEntry) callOutcome {
 			errCode = ftMintErrNonPositive
 		default:
 			if !fits {
-				n.log.Warn("devnode: minted amount beyond 64 bits saturates", "txid", e.txid.Hex0x())
+				c.log.Warn("devnode: minted amount beyond 64 bits saturates", "txid", e.txid.Hex0x())
 				amount = math.MaxUint64
 			}
-			events = append(events, TxEvent{Type: EventFTMint, AssetID: assetID, Recipient: c.recipient, Amount: amount})
+			events = append(events, TxEvent{Type: EventFTMint, AssetID: assetID, Recipient: call.recipient, Amount: amount})
 		}
 	}
-	out := callOutcome{result: resultTransferOK, events: events}
-	if errCode != 0 {
-		out = callOutcome{result: fmt.Sprintf("(err u%d)", errCode), aborted: true}
-		moved = assetMap{}
-	}
-	if reason := postConditionFailure(e.tx, e.sender, moved); reason != "" {
-		n.log.Info("devnode: contract call aborted by post-condition", "txid", e.txid.Hex0x(), "reason", reason)
-		out.aborted, out.pcFailure, out.events = true, reason, nil
-	}
+	out := c.settle(e, errCode, moved, events)
 	if out.aborted {
 		return out
 	}
-	switch c.function {
+	switch call.function {
 	case fnTransfer:
-		t.balances[c.sender] -= amount
-		t.balances[c.recipient] = addSat(t.balances[c.recipient], amount)
+		t.balances[call.sender] -= amount
+		t.balances[call.recipient] = addSat(t.balances[call.recipient], amount)
 	case fnMint:
-		t.mint(c.recipient, amount)
+		t.mint(call.recipient, amount)
 	}
 	return out
 }

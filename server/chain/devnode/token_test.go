@@ -8,6 +8,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 const (
@@ -96,18 +97,10 @@ func TestTokenConfig(t *testing.T) {
 		{"genesis without a token", Config{TokenGenesis: map[stacks.Address]uint64{w.addr: 1}}, "TokenGenesis without"},
 		{"the send-many contract", Config{SendManyContract: stacks.SendManyMemoTestnet, TokenAsset: stacks.SendManyMemoTestnet + "::" + TokenName}, "same contract"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.Contains(s, tc.want) {
-					t.Errorf("panic %v, want one mentioning %q", r, tc.want)
-				}
-			}()
-			New(tc.cfg)
-		})
+		t.Run(tc.name, func(t *testing.T) { checkNewPanics(t, tc.cfg, tc.want) })
 	}
 
-	n := New(Config{TokenAsset: stacks.SBTCTestnet, TokenGenesis: map[stacks.Address]uint64{w.addr: 7}})
+	n := New(Config{TokenAsset: settings.SBTCTestnet, TokenGenesis: map[stacks.Address]uint64{w.addr: 7}})
 	if got := n.TokenBalance(w.principal()); got != 7 {
 		t.Errorf("genesis balance %d, want 7", got)
 	}
@@ -417,9 +410,9 @@ func TestTokenMint(t *testing.T) {
 	checkMined(t, f.harness, mint(f.alice, 900, 0), "(err u5)", true)
 	checkMined(t, f.harness, mint(f.deployer, 0, 1), "(err u1)", true)
 	f.checkToken(t, map[string]uint64{"alice": tokGenesis, "bob": 900})
-	f.n.mu.Lock()
-	supply := f.n.tokens[f.asset.Contract].supply
-	f.n.mu.Unlock()
+	f.n.contracts.mu.Lock()
+	supply := f.n.contracts.tokens[f.asset.Contract].supply
+	f.n.contracts.mu.Unlock()
 	if supply != tokGenesis+900 {
 		t.Errorf("supply %d, want %d", supply, tokGenesis+900)
 	}

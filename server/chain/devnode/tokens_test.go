@@ -7,6 +7,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // multiFixture is a node with two tokens from two deployers: sBTC, and a
@@ -169,25 +170,17 @@ func TestTokenSpecConfig(t *testing.T) {
 		{"token named like a function", Config{Tokens: []TokenSpec{spec(asset("usd::transfer"), "USD", "USD")}}, "already defines or binds"},
 		{"token named like a parameter", Config{Tokens: []TokenSpec{spec(asset("usd::amount"), "USD", "USD")}}, "already defines or binds"},
 		{"two tokens at one contract", Config{Tokens: []TokenSpec{spec(asset("usd::usd"), "USD", "USD"), spec(asset("usd::eur"), "EUR", "EUR")}}, "Config.Tokens[1]: a second token at contract"},
-		{"the shorthand at a listed contract", Config{TokenAsset: stacks.SBTCTestnet, Tokens: []TokenSpec{SBTCToken(mustAsset(t, stacks.SBTCTestnet), nil)}}, "Config.TokenAsset: a second token at contract"},
+		{"the shorthand at a listed contract", Config{TokenAsset: settings.SBTCTestnet, Tokens: []TokenSpec{SBTCToken(mustAsset(t, settings.SBTCTestnet), nil)}}, "Config.TokenAsset: a second token at contract"},
 		{"the send-many contract", Config{SendManyContract: stacks.SendManyMemoTestnet, Tokens: []TokenSpec{spec(mustAsset(t, stacks.SendManyMemoTestnet+"::usd"), "USD", "USD")}}, "same contract"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.Contains(s, tc.want) {
-					t.Errorf("panic %v, want one mentioning %q", r, tc.want)
-				}
-			}()
-			New(tc.cfg)
-		})
+		t.Run(tc.name, func(t *testing.T) { checkNewPanics(t, tc.cfg, tc.want) })
 	}
 
 	// The shorthand and the list together: two tokens.
 	usd := asset("usd::usd")
-	n := New(Config{TokenAsset: stacks.SBTCTestnet, TokenGenesis: map[stacks.Address]uint64{w.addr: 7},
+	n := New(Config{TokenAsset: settings.SBTCTestnet, TokenGenesis: map[stacks.Address]uint64{w.addr: 7},
 		Tokens: []TokenSpec{{Asset: usd, Name: "USD", Symbol: "USD", Decimals: 2, Genesis: map[stacks.Address]uint64{w.addr: 9}}}})
-	if got := n.AssetBalance(mustAsset(t, stacks.SBTCTestnet), w.principal()); got != 7 {
+	if got := n.AssetBalance(mustAsset(t, settings.SBTCTestnet), w.principal()); got != 7 {
 		t.Errorf("sBTC %d, want 7", got)
 	}
 	n.FundAsset(usd, w.addr, 1)
@@ -238,7 +231,7 @@ func TestTokenContractSource(t *testing.T) {
 	if c := code.String(); strings.Contains(c, "{{") || strings.Contains(c, "sbtc") || strings.Contains(c, "sBTC") {
 		t.Errorf("a placeholder or the sBTC token is left:\n%s", c)
 	}
-	sbtc, err := SBTCToken(mustAsset(t, stacks.SBTCTestnet), nil).ContractSource()
+	sbtc, err := SBTCToken(mustAsset(t, settings.SBTCTestnet), nil).ContractSource()
 	if err != nil {
 		t.Fatal(err)
 	}
