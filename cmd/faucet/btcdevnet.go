@@ -11,15 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
+	"github.com/stxfaucet/faucet-operator/internal/launch"
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 // The devnet's Bitcoin node: btcd in regtest mode, on a loopback port with
@@ -69,6 +72,7 @@ type devnetBtcd struct {
 	public string // without them, for banners and logs
 	key    *bitcoin.PrivateKey
 	client *btcnode.Client
+	clock  clock.WithTicker // paces start-up polls and mining
 	// Stop ends btcd (SIGTERM, SIGKILL after 15 s) and removes its
 	// directory; the command defers it, so it runs before the process
 	// exits. Safe to call more than once.
@@ -114,46 +118,21 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 		// txindex for the drip status page, addrindex for the balance endpoint.
 		"--txindex", "--addrindex", "--nocfilters", "--utxocachemaxsize=16",
 	}
-	out, err := os.Create(filepath.Join(dir, "btcd.out"))
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("btcd: %w", err)
-	}
+	// The command is the composition root of the devnet: the real clock.
+	clk := clock.RealClock{}
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"))
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	exited := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the starting thread ends: keep it.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
-		out.Close()
+	proc, err := launch.Start(cmd, launch.Config{Log: filepath.Join(dir, "btcd.out"), Clock: clk})
+	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("start btcd: %w", err)
+		return nil, err
 	}
+	exited := proc.Exited()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-			out.Close()
+			_ = proc.Stop(launch.Step{Signal: syscall.SIGTERM, Grace: 15 * time.Second})
 			_ = os.RemoveAll(dir)
 		})
 	}
@@ -161,9 +140,10 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 		url:    "http://" + user + ":" + pass + "@" + rpcAddr,
 		public: "http://" + rpcAddr,
 		key:    key,
+		clock:  clk,
 		Stop:   stop,
 	}
-	if d.client, err = btcnode.New(d.url, btcnode.WithTimeout(30*time.Second)); err != nil {
+	if d.client, err = btcnode.New(d.url, rpcclient.WithTimeout(30*time.Second), rpcclient.WithClock(clk)); err != nil {
 		stop()
 		return nil, err
 	}
@@ -177,7 +157,7 @@ func startDevnetBtcd(ctx context.Context, bin string, blockTime time.Duration, l
 
 // mineEvery mines a block every blockTime until ctx ends or btcd exits.
 func (d *devnetBtcd) mineEvery(ctx context.Context, blockTime time.Duration, exited <-chan struct{}, logger *slog.Logger) {
-	t := time.NewTicker(blockTime)
+	t := d.clock.NewTicker(blockTime)
 	defer t.Stop()
 	for {
 		select {
@@ -186,7 +166,7 @@ func (d *devnetBtcd) mineEvery(ctx context.Context, blockTime time.Duration, exi
 		case <-exited:
 			logger.Error("devnet btcd exited")
 			return
-		case <-t.C:
+		case <-t.C():
 			if _, err := d.client.Generate(ctx, 1); err != nil && ctx.Err() == nil {
 				logger.Warn("devnet btcd: mining a block failed", "err", err)
 			}
@@ -196,7 +176,11 @@ func (d *devnetBtcd) mineEvery(ctx context.Context, blockTime time.Duration, exi
 
 // waitAndMine waits for btcd's RPC, then mines devnetBTCBlocks.
 func (d *devnetBtcd) waitAndMine(ctx context.Context, exited <-chan struct{}) error {
-	deadline := time.Now().Add(60 * time.Second)
+	const readyWithin = 60 * time.Second
+	deadline := d.clock.NewTimer(readyWithin)
+	defer deadline.Stop()
+	poll := d.clock.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		_, err := d.client.BlockCount(ctx)
 		if err == nil {
@@ -207,10 +191,9 @@ func (d *devnetBtcd) waitAndMine(ctx context.Context, exited <-chan struct{}) er
 			return errors.New("btcd exited during start-up")
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("RPC not ready after 60s: %w", err)
+		case <-deadline.C():
+			return fmt.Errorf("RPC not ready after %s: %w", readyWithin, err)
+		case <-poll.C():
 		}
 	}
 	// btcd mines at most a few hundred blocks per generate call comfortably.

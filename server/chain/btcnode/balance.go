@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // CallAddressBalance is the observer's name for AddressBalance, whichever
@@ -37,7 +36,7 @@ const searchPage = 1000
 // confirmed transactions spending them. An address btcd has never seen
 // has a balance of 0. A node with neither answers ErrNoAddressIndex.
 func (c *Client) AddressBalance(ctx context.Context, address string) (sats int64, err error) {
-	defer c.observe(CallAddressBalance, time.Now(), &err)
+	defer c.rc.Observe(CallAddressBalance)(&err)
 	address = strings.TrimSpace(address)
 	if address == "" || strings.ContainsAny(address, "()#, \t\n") {
 		// The address goes into a descriptor: keep it from changing its meaning.
@@ -66,13 +65,13 @@ func (c *Client) scanBalance(ctx context.Context, address string) (int64, error)
 	switch {
 	case w.Success != nil && !*w.Success:
 		// Core reports an aborted scan this way.
-		return 0, &ResponseError{Method: method, Err: errors.New("the scan did not complete (success false)")}
+		return 0, responseError(method, errors.New("the scan did not complete (success false)"))
 	case w.TotalAmount == nil:
-		return 0, &ResponseError{Method: method, Err: errors.New("no total_amount in the result")}
+		return 0, responseError(method, errors.New("no total_amount in the result"))
 	}
 	sats, err := parseBTC(*w.TotalAmount)
 	if err != nil {
-		return 0, &ResponseError{Method: method, Err: fmt.Errorf("total_amount: %w", err)}
+		return 0, responseError(method, fmt.Errorf("total_amount: %w", err))
 	}
 	return sats, nil
 }
@@ -130,7 +129,7 @@ func (c *Client) searchBalance(ctx context.Context, address string) (int64, erro
 				}
 				v, err := parseBTC(out.Value)
 				if err != nil {
-					return 0, &ResponseError{Method: method, Err: fmt.Errorf("tx %s output %d: %w", excerpt([]byte(tx.TxID), 64), out.N, err)}
+					return 0, responseError(method, fmt.Errorf("tx %s output %d: %w", excerpt([]byte(tx.TxID), 64), out.N, err))
 				}
 				received += v
 			}
@@ -140,7 +139,7 @@ func (c *Client) searchBalance(ctx context.Context, address string) (int64, erro
 				}
 				v, err := parseBTC(in.PrevOut.Value)
 				if err != nil {
-					return 0, &ResponseError{Method: method, Err: fmt.Errorf("tx %s input %d: %w", excerpt([]byte(tx.TxID), 64), i, err)}
+					return 0, responseError(method, fmt.Errorf("tx %s input %d: %w", excerpt([]byte(tx.TxID), 64), i, err))
 				}
 				spent += v
 			}
@@ -152,7 +151,7 @@ func (c *Client) searchBalance(ctx context.Context, address string) (int64, erro
 	if spent > received {
 		// A spend whose funding transaction the scan missed (a reorg
 		// between two pages): report it rather than a negative balance.
-		return 0, &ResponseError{Method: method, Err: fmt.Errorf("address %s spends %d sats more than it received", address, spent-received)}
+		return 0, responseError(method, fmt.Errorf("address %s spends %d sats more than it received", address, spent-received))
 	}
 	return received - spent, nil
 }

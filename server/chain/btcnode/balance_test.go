@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 const balanceAddr = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080"
@@ -33,7 +35,7 @@ var coreScan = `{
 func TestAddressBalanceCore(t *testing.T) {
 	srv, seen := fakeNode(t, func(gotRequest) (int, string) { return result(coreScan) })
 	var observed []string
-	c := newTestClient(t, srv, WithObserver(func(call string, _ time.Duration, _ error) { observed = append(observed, call) }))
+	c := newTestClient(t, srv, rpcclient.WithObserver(func(call string, _ time.Duration, _ error) { observed = append(observed, call) }))
 	sats, err := c.AddressBalance(context.Background(), " "+balanceAddr+"\n")
 	if err != nil || sats != 5_000_012_345 {
 		t.Fatalf("AddressBalance = %d, %v; want 5000012345", sats, err)

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 const (
@@ -64,7 +66,7 @@ func rpcErr(status, code int, msg string) (int, string) {
 	return status, fmt.Sprintf(`{"result":null,"error":{"code":%d,"message":%s},"id":$ID}`, code, m)
 }
 
-func newTestClient(t *testing.T, srv *httptest.Server, opts ...Option) *Client {
+func newTestClient(t *testing.T, srv *httptest.Server, opts ...rpcclient.Option) *Client {
 	t.Helper()
 	u := strings.Replace(srv.URL, "http://", "http://"+testUser+":"+testPass+"@", 1)
 	c, err := New(u, opts...)
@@ -87,7 +89,7 @@ func noSecrets(t *testing.T, err error) {
 func TestRequestShapeAndAuth(t *testing.T) {
 	srv, seen := fakeNode(t, func(gotRequest) (int, string) { return result("7") })
 	var calls []string
-	c := newTestClient(t, srv, WithObserver(func(call string, _ time.Duration, err error) {
+	c := newTestClient(t, srv, rpcclient.WithObserver(func(call string, _ time.Duration, err error) {
 		if err != nil {
 			t.Errorf("observer: %v", err)
 		}
@@ -124,7 +126,7 @@ func TestNewRefusesBadURLsWithoutEchoingThePassword(t *testing.T) {
 		}
 		noSecrets(t, err)
 	}
-	if _, err := New("http://u:p@host", WithCredentialsFile("/x")); err == nil {
+	if _, err := New("http://u:p@host", rpcclient.WithCredentialsFile("/x")); err == nil {
 		t.Fatal("URL credentials and a credentials file together were accepted")
 	}
 }
@@ -228,7 +230,7 @@ func TestTransportErrors(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(release)
-	_, err = newTestClient(t, slow, WithTimeout(20*time.Millisecond)).BlockCount(context.Background())
+	_, err = newTestClient(t, slow, rpcclient.WithTimeout(20*time.Millisecond)).BlockCount(context.Background())
 	if !errors.Is(err, context.DeadlineExceeded) || !IsUnavailable(err) {
 		t.Fatalf("timeout: %v", err)
 	}
@@ -237,7 +239,7 @@ func TestTransportErrors(t *testing.T) {
 func TestResponseSizeIsBounded(t *testing.T) {
 	big := `"` + strings.Repeat("a", 5000) + `"`
 	srv, _ := fakeNode(t, func(gotRequest) (int, string) { return result(big) })
-	_, err := newTestClient(t, srv, WithMaxResponseBytes(1000)).BestBlockHash(context.Background())
+	_, err := newTestClient(t, srv, rpcclient.WithMaxResponseBytes(1000)).BestBlockHash(context.Background())
 	var re *ResponseError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "exceeds 1000 bytes") {
 		t.Fatalf("got %v", err)
@@ -280,7 +282,7 @@ func TestCredentialsFileIsReReadAfter401(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	c, err := New(srv.URL, WithCredentialsFile(file))
+	c, err := New(srv.URL, rpcclient.WithCredentialsFile(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +311,7 @@ func TestCredentialsFileIsReReadAfter401(t *testing.T) {
 	}
 	// A malformed file is reported without its content.
 	write("no-colon-secret-xyz")
-	c2, _ := New(srv.URL, WithCredentialsFile(file))
+	c2, _ := New(srv.URL, rpcclient.WithCredentialsFile(file))
 	_, err = c2.BlockCount(context.Background())
 	if !errors.As(err, &ce) || strings.Contains(err.Error(), "no-colon-secret-xyz") || IsUnavailable(err) {
 		t.Fatalf("malformed cookie: %v", err)

@@ -34,4 +34,7 @@
 // Credentials (the URL's userinfo, or a file as Bitcoin Core's .cookie)
 // are sent as HTTP Basic auth and never appear in errors, in URL() or in
 // the names passed to the observer.
+//
+// The HTTP half (options, timeouts, auth, the transport, HTTP and response
+// error types) is package rpcclient, shared with the Stacks client node.
 package btcnode

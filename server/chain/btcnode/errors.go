@@ -1,15 +1,13 @@
 package btcnode
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 // JSON-RPC error codes a faucet acts on. The names are Bitcoin Core's
@@ -93,59 +91,26 @@ func (e *AuthError) Error() string {
 	return fmt.Sprintf("btcnode %s: HTTP %d: authentication failed: wrong RPC user or password", e.Method, e.StatusCode)
 }
 
-// HTTPError is a non-2xx status without a JSON-RPC error in the body, for
-// example Core's 503 "Work queue depth exceeded".
-type HTTPError struct {
-	Method     string
-	StatusCode int
-	Body       string // sanitised excerpt
-}
+// The errors of getting an answer at all, shared with node (their Client
+// field is "btcnode" here, their Call the RPC method):
+//
+//   - HTTPError: a non-2xx status without a JSON-RPC error in the body,
+//     for example Core's 503 "Work queue depth exceeded";
+//   - TransportError: no response at all (refused, reset, DNS, TLS,
+//     timeout, the body read failing midway);
+//   - ResponseError: an answer that is not JSON-RPC as a node sends it (a
+//     proxy's page, a truncated body, a result of the wrong shape);
+//   - CredentialsError: a credentials file that cannot be read or parsed.
+type (
+	HTTPError        = rpcclient.HTTPError
+	TransportError   = rpcclient.TransportError
+	ResponseError    = rpcclient.ResponseError
+	CredentialsError = rpcclient.CredentialsError
+)
 
-func (e *HTTPError) Error() string {
-	msg := fmt.Sprintf("btcnode %s: HTTP %d", e.Method, e.StatusCode)
-	if t := http.StatusText(e.StatusCode); t != "" {
-		msg += " " + t
-	}
-	if e.Body != "" {
-		msg += ": " + e.Body
-	}
-	return msg
+func responseError(method string, err error) error {
+	return &ResponseError{Client: name, Call: method, Err: err}
 }
-
-// TransportError is a failure to get a response at all: connection
-// refused or reset, DNS, TLS, timeout, or the body read failing midway.
-type TransportError struct {
-	Method string
-	Err    error
-}
-
-func (e *TransportError) Error() string { return "btcnode " + e.Method + ": " + e.Err.Error() }
-func (e *TransportError) Unwrap() error { return e.Err }
-
-// ResponseError is an answer that is not JSON-RPC as a node sends it:
-// a proxy's page, a truncated body, a result of the wrong shape.
-type ResponseError struct {
-	Method string
-	Err    error
-}
-
-func (e *ResponseError) Error() string {
-	return "btcnode " + e.Method + ": invalid response: " + e.Err.Error()
-}
-func (e *ResponseError) Unwrap() error { return e.Err }
-
-// CredentialsError is a credentials file that cannot be read or parsed.
-// A missing file counts as unavailable: Core deletes its cookie when it
-// stops and writes it when it starts.
-type CredentialsError struct {
-	Path string
-	Err  error
-}
-
-func (e *CredentialsError) Error() string {
-	return "btcnode: credentials file " + e.Path + ": " + e.Err.Error()
-}
-func (e *CredentialsError) Unwrap() error { return e.Err }
 
 func asRPC(err error) *RPCError {
 	var re *RPCError
@@ -255,34 +220,14 @@ func IsAuthError(err error) bool {
 }
 
 // IsUnavailable reports whether err means the node cannot serve us right
-// now, so the caller should retry later or fail over: transport failures
-// and timeouts, 5xx and 429 statuses, answers that are not JSON-RPC,
-// Core's warm-up, and a missing credentials file. It is false for RPC
-// errors about the request, for authentication failures (a setting, not
-// an outage) and for cancellation by the caller.
+// now, so the caller should retry later or fail over: what
+// rpcclient.IsUnavailable says (transport failures and timeouts, 5xx and
+// 429 statuses, answers that are not JSON-RPC, a missing credentials
+// file) and Core's warm-up. It is false for RPC errors about the request,
+// for authentication failures (a setting, not an outage) and for
+// cancellation by the caller.
 func IsUnavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var (
-		he *HTTPError
-		te *TransportError
-		re *ResponseError
-		ce *CredentialsError
-	)
-	switch {
-	case errors.As(err, &he):
-		return he.StatusCode >= 500 || he.StatusCode == http.StatusTooManyRequests
-	case errors.As(err, &te):
-		return !errors.Is(err, context.Canceled)
-	case errors.As(err, &re):
-		return true
-	case errors.As(err, &ce):
-		return errors.Is(err, fs.ErrNotExist)
-	case IsInWarmup(err):
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return rpcclient.IsUnavailable(err) || IsInWarmup(err)
 }
 
 // Excerpt bounds: bodies are usually proxy pages, messages carry the
@@ -292,22 +237,5 @@ const (
 	maxMessageExcerpt = 500
 )
 
-// excerpt makes b safe to embed in an error: valid UTF-8, control
-// characters replaced by spaces, trimmed, and cut to max bytes.
-func excerpt(b []byte, maxLen int) string {
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(string(b), "\uFFFD"))
-	s = strings.TrimSpace(s)
-	if len(s) <= maxLen {
-		return s
-	}
-	cut := maxLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// excerpt makes b safe to embed in an error (rpcclient.Excerpt).
+func excerpt(b []byte, maxLen int) string { return rpcclient.Excerpt(b, maxLen) }

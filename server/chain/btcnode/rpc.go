@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Call names passed to the observer: stable and low-cardinality, fit for
@@ -31,7 +30,7 @@ const (
 
 // BlockchainInfo calls getblockchaininfo.
 func (c *Client) BlockchainInfo(ctx context.Context) (info *BlockchainInfo, err error) {
-	defer c.observe(CallBlockchainInfo, time.Now(), &err)
+	defer c.rc.Observe(CallBlockchainInfo)(&err)
 	var w wireBlockchainInfo
 	if err := c.call(ctx, CallBlockchainInfo, nil, &w); err != nil {
 		return nil, err
@@ -58,16 +57,16 @@ func (c *Client) RequireTestChain(ctx context.Context) (Chain, error) {
 	}
 	switch info.Chain {
 	case ChainMain:
-		return "", fmt.Errorf("btcnode: the node at %s reports chain %q: %w", c.base, info.ChainName, ErrMainChain)
+		return "", fmt.Errorf("btcnode: the node at %s reports chain %q: %w", c.rc.URL(), info.ChainName, ErrMainChain)
 	case "":
-		return "", fmt.Errorf("btcnode: the node at %s reports an unknown chain %q", c.base, excerpt([]byte(info.ChainName), 40))
+		return "", fmt.Errorf("btcnode: the node at %s reports an unknown chain %q", c.rc.URL(), excerpt([]byte(info.ChainName), 40))
 	}
 	return info.Chain, nil
 }
 
 // BlockCount calls getblockcount: the height of the tip.
 func (c *Client) BlockCount(ctx context.Context) (height int64, err error) {
-	defer c.observe(CallBlockCount, time.Now(), &err)
+	defer c.rc.Observe(CallBlockCount)(&err)
 	if err := c.call(ctx, CallBlockCount, nil, &height); err != nil {
 		return 0, err
 	}
@@ -76,7 +75,7 @@ func (c *Client) BlockCount(ctx context.Context) (height int64, err error) {
 
 // BestBlockHash calls getbestblockhash: the hash of the tip.
 func (c *Client) BestBlockHash(ctx context.Context) (hash string, err error) {
-	defer c.observe(CallBestBlockHash, time.Now(), &err)
+	defer c.rc.Observe(CallBestBlockHash)(&err)
 	return c.hashResult(ctx, CallBestBlockHash, nil)
 }
 
@@ -84,7 +83,7 @@ func (c *Client) BestBlockHash(ctx context.Context) (hash string, err error) {
 // height, or an error wrapping ErrHeightOutOfRange above the tip (Core
 // -8 "Block height out of range", btcd -1 "Block number out of range").
 func (c *Client) BlockHash(ctx context.Context, height int64) (hash string, err error) {
-	defer c.observe(CallBlockHash, time.Now(), &err)
+	defer c.rc.Observe(CallBlockHash)(&err)
 	if height < 0 {
 		return "", fmt.Errorf("btcnode %s: negative height %d", CallBlockHash, height)
 	}
@@ -100,20 +99,17 @@ func (c *Client) BlockHash(ctx context.Context, height int64) (hash string, err 
 // unknown hash and ErrNotInMainChain when btcd knows the block but it is
 // off its main chain (read it with BlockRaw then).
 func (c *Client) Block(ctx context.Context, hash string) (b *Block, err error) {
-	defer c.observe(CallBlock, time.Now(), &err)
-	h, err := normalizeHash(CallBlock, hash)
+	defer c.rc.Observe(CallBlock)(&err)
+	var w wireBlock
+	h, err := c.blockCall(ctx, hash, 2, &w)
 	if err != nil {
 		return nil, err
 	}
-	var w wireBlock
-	if err := c.blockCall(ctx, h, 2, &w); err != nil {
-		return nil, err
-	}
 	if b, err = w.convert(); err != nil {
-		return nil, &ResponseError{Method: CallBlock, Err: err}
+		return nil, responseError(CallBlock, err)
 	}
 	if b.Hash != h {
-		return nil, &ResponseError{Method: CallBlock, Err: fmt.Errorf("asked for block %s, got %s", h, b.Hash)}
+		return nil, responseError(CallBlock, fmt.Errorf("asked for block %s, got %s", h, b.Hash))
 	}
 	return b, nil
 }
@@ -122,25 +118,27 @@ func (c *Client) Block(ctx context.Context, hash string) (b *Block, err error) {
 // Block it reads blocks off the main chain on btcd too, which is what a
 // caller undoing a reorg needs.
 func (c *Client) BlockRaw(ctx context.Context, hash string) (raw []byte, err error) {
-	defer c.observe(CallBlock, time.Now(), &err)
-	h, err := normalizeHash(CallBlock, hash)
+	defer c.rc.Observe(CallBlock)(&err)
+	var s string
+	h, err := c.blockCall(ctx, hash, 0, &s)
 	if err != nil {
 		return nil, err
 	}
-	var s string
-	if err := c.blockCall(ctx, h, 0, &s); err != nil {
-		return nil, err
-	}
 	if raw, err = hex.DecodeString(s); err != nil || len(raw) < 81 {
-		return nil, &ResponseError{Method: CallBlock, Err: fmt.Errorf("block %s: not a serialized block (%d hex characters)", h, len(s))}
+		return nil, responseError(CallBlock, fmt.Errorf("block %s: not a serialized block (%d hex characters)", h, len(s)))
 	}
 	return raw, nil
 }
 
-// blockCall sends getblock with an integer verbosity, which both nodes
-// take (Core also takes a bool, btcd only an int), and maps the errors.
-func (c *Client) blockCall(ctx context.Context, hash string, verbosity int, out any) error {
-	err := c.call(ctx, CallBlock, []any{hash, verbosity}, out)
+// blockCall checks hash and sends getblock with an integer verbosity,
+// which both nodes take (Core also takes a bool, btcd only an int), and
+// maps the errors. It returns the hash as sent: lower case.
+func (c *Client) blockCall(ctx context.Context, hash string, verbosity int, out any) (string, error) {
+	h, err := normalizeHash(CallBlock, hash)
+	if err != nil {
+		return "", err
+	}
+	err = c.call(ctx, CallBlock, []any{h, verbosity}, out)
 	if re := asRPC(err); re != nil {
 		switch {
 		case re.Code == CodeInvalidAddressOrKey:
@@ -149,7 +147,7 @@ func (c *Client) blockCall(ctx context.Context, hash string, verbosity int, out 
 			re.kind = ErrNotInMainChain
 		}
 	}
-	return err
+	return h, err
 }
 
 // RawTransaction calls getrawtransaction verbose: a mempool transaction,
@@ -157,7 +155,7 @@ func (c *Client) blockCall(ctx context.Context, hash string, verbosity int, out 
 // and confirmations. Errors wrap ErrTxNotFound, or ErrTxIndexDisabled when
 // the node says it would need its index.
 func (c *Client) RawTransaction(ctx context.Context, txid string) (tx *Tx, err error) {
-	defer c.observe(CallRawTransaction, time.Now(), &err)
+	defer c.rc.Observe(CallRawTransaction)(&err)
 	id, err := normalizeHash(CallRawTransaction, txid)
 	if err != nil {
 		return nil, err
@@ -177,10 +175,10 @@ func (c *Client) RawTransaction(ctx context.Context, txid string) (tx *Tx, err e
 	}
 	t, err := w.convert()
 	if err != nil {
-		return nil, &ResponseError{Method: CallRawTransaction, Err: err}
+		return nil, responseError(CallRawTransaction, err)
 	}
 	if t.TxID != id {
-		return nil, &ResponseError{Method: CallRawTransaction, Err: fmt.Errorf("asked for %s, got %s", id, t.TxID)}
+		return nil, responseError(CallRawTransaction, fmt.Errorf("asked for %s, got %s", id, t.TxID))
 	}
 	return &t, nil
 }
@@ -190,7 +188,7 @@ func (c *Client) RawTransaction(ctx context.Context, txid string) (tx *Tx, err e
 // 0.10 BTC/kvB) applies on Core, and btcd has no such check, so the caller
 // must bound its own fees.
 func (c *Client) SendRawTransaction(ctx context.Context, rawTx []byte) (txid string, err error) {
-	defer c.observe(CallSendRawTx, time.Now(), &err)
+	defer c.rc.Observe(CallSendRawTx)(&err)
 	if len(rawTx) == 0 {
 		return "", fmt.Errorf("btcnode %s: empty transaction", CallSendRawTx)
 	}
@@ -202,13 +200,13 @@ func (c *Client) SendRawTransaction(ctx context.Context, rawTx []byte) (txid str
 
 // RawMempool calls getrawmempool: the txids in the node's mempool.
 func (c *Client) RawMempool(ctx context.Context) (txids []string, err error) {
-	defer c.observe(CallRawMempool, time.Now(), &err)
+	defer c.rc.Observe(CallRawMempool)(&err)
 	if err := c.call(ctx, CallRawMempool, nil, &txids); err != nil {
 		return nil, err
 	}
 	for i, id := range txids {
 		if err := checkHash(id); err != nil {
-			return nil, &ResponseError{Method: CallRawMempool, Err: fmt.Errorf("txid %d: %w", i, err)}
+			return nil, responseError(CallRawMempool, fmt.Errorf("txid %d: %w", i, err))
 		}
 		txids[i] = strings.ToLower(id)
 	}
@@ -227,7 +225,7 @@ type OutPoint struct {
 // An output spent in a block, or not spent, is not listed: gettxout cannot
 // tell this, since btcd ignores mempool spends there.
 func (c *Client) MempoolSpends(ctx context.Context, outs []OutPoint) (spends map[OutPoint]string, err error) {
-	defer c.observe(CallTxSpending, time.Now(), &err)
+	defer c.rc.Observe(CallTxSpending)(&err)
 	ids := make([]OutPoint, len(outs))
 	for i, o := range outs {
 		id, err := normalizeHash(CallTxSpending, o.TxID)
@@ -249,7 +247,7 @@ func (c *Client) MempoolSpends(ctx context.Context, outs []OutPoint) (spends map
 			continue
 		}
 		if err := checkHash(r.SpendingTxID); err != nil {
-			return nil, &ResponseError{Method: CallTxSpending, Err: fmt.Errorf("spendingtxid: %w", err)}
+			return nil, responseError(CallTxSpending, fmt.Errorf("spendingtxid: %w", err))
 		}
 		spends[OutPoint{TxID: strings.ToLower(r.TxID), Vout: r.Vout}] = strings.ToLower(r.SpendingTxID)
 	}
@@ -265,7 +263,7 @@ func (c *Client) MempoolSpends(ctx context.Context, outs []OutPoint) (spends map
 // error ("not enough blocks have been observed"), which its HTTP server
 // turns into -32600 "Invalid request: malformed", or answers a rate <= 0.
 func (c *Client) EstimateFee(ctx context.Context, confTarget int) (est *FeeEstimate, err error) {
-	defer c.observe(CallFeeEstimate, time.Now(), &err)
+	defer c.rc.Observe(CallFeeEstimate)(&err)
 	if confTarget < 1 {
 		return nil, fmt.Errorf("btcnode %s: confirmation target %d, want >= 1", CallFeeEstimate, confTarget)
 	}
@@ -305,7 +303,7 @@ func feeEstimate(method string, btcPerKB json.Number, blocks int) (*FeeEstimate,
 	}
 	sats, err := parseBTC(btcPerKB)
 	if err != nil {
-		return nil, &ResponseError{Method: method, Err: fmt.Errorf("fee rate: %w", err)}
+		return nil, responseError(method, fmt.Errorf("fee rate: %w", err))
 	}
 	if sats == 0 {
 		return nil, fmt.Errorf("btcnode %s: %w: rate 0", method, ErrNoFeeEstimate)
@@ -316,14 +314,14 @@ func feeEstimate(method string, btcPerKB json.Number, blocks int) (*FeeEstimate,
 // Generate calls btcd's generate: mine n blocks paying btcd's --miningaddr.
 // Core removed generate; use GenerateToAddress there.
 func (c *Client) Generate(ctx context.Context, n int) (hashes []string, err error) {
-	defer c.observe(CallGenerate, time.Now(), &err)
+	defer c.rc.Observe(CallGenerate)(&err)
 	return c.generated(ctx, CallGenerate, n, []any{n})
 }
 
 // GenerateToAddress calls Core's generatetoaddress: mine n blocks paying
 // addr. btcd does not have it (-32601); use Generate there.
 func (c *Client) GenerateToAddress(ctx context.Context, n int, addr string) (hashes []string, err error) {
-	defer c.observe(CallGenerateToAddr, time.Now(), &err)
+	defer c.rc.Observe(CallGenerateToAddr)(&err)
 	return c.generated(ctx, CallGenerateToAddr, n, []any{n, addr})
 }
 
@@ -336,11 +334,11 @@ func (c *Client) generated(ctx context.Context, method string, n int, params []a
 		return nil, err
 	}
 	if len(hashes) != n {
-		return nil, &ResponseError{Method: method, Err: fmt.Errorf("asked for %d blocks, got %d hashes", n, len(hashes))}
+		return nil, responseError(method, fmt.Errorf("asked for %d blocks, got %d hashes", n, len(hashes)))
 	}
 	for i, h := range hashes {
 		if err := checkHash(h); err != nil {
-			return nil, &ResponseError{Method: method, Err: fmt.Errorf("hash %d: %w", i, err)}
+			return nil, responseError(method, fmt.Errorf("hash %d: %w", i, err))
 		}
 		hashes[i] = strings.ToLower(h)
 	}
@@ -350,14 +348,14 @@ func (c *Client) generated(ctx context.Context, method string, n int, params []a
 // InvalidateBlock calls invalidateblock: the node treats the block and its
 // descendants as invalid and reorganises to the best other chain.
 func (c *Client) InvalidateBlock(ctx context.Context, hash string) (err error) {
-	defer c.observe(CallInvalidateBlock, time.Now(), &err)
+	defer c.rc.Observe(CallInvalidateBlock)(&err)
 	return c.blockCommand(ctx, CallInvalidateBlock, hash)
 }
 
 // ReconsiderBlock calls reconsiderblock, undoing InvalidateBlock: the node
 // reorganises back if that chain has more work.
 func (c *Client) ReconsiderBlock(ctx context.Context, hash string) (err error) {
-	defer c.observe(CallReconsiderBlock, time.Now(), &err)
+	defer c.rc.Observe(CallReconsiderBlock)(&err)
 	return c.blockCommand(ctx, CallReconsiderBlock, hash)
 }
 
@@ -376,7 +374,7 @@ func (c *Client) hashResult(ctx context.Context, method string, params []any) (s
 		return "", err
 	}
 	if err := checkHash(s); err != nil {
-		return "", &ResponseError{Method: method, Err: fmt.Errorf("result: %w", err)}
+		return "", responseError(method, fmt.Errorf("result: %w", err))
 	}
 	return strings.ToLower(s), nil
 }

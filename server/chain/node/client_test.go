@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 const (
@@ -21,7 +23,7 @@ const (
 )
 
 // newTestClient starts a server running h and returns a client for it.
-func newTestClient(t *testing.T, h http.HandlerFunc, opts ...Option) *Client {
+func newTestClient(t *testing.T, h http.HandlerFunc, opts ...rpcclient.Option) *Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -354,7 +356,7 @@ func TestBroadcastRequest(t *testing.T) {
 			t.Errorf("body differs: got %d bytes", len(body))
 		}
 		respond(200, "application/json", fixture(t, "v2-transactions-success.json"))(w, r)
-	}, WithUserAgent("faucet-test/2"))
+	}, rpcclient.WithUserAgent("faucet-test/2"))
 	txid, err := c.Broadcast(context.Background(), raw)
 	if err != nil || txid != successTxID {
 		t.Fatalf("Broadcast = %q, %v", txid, err)
@@ -400,7 +402,7 @@ func TestBroadcastValidation(t *testing.T) {
 	var hits int
 	var observed int
 	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) { hits++ },
-		WithObserver(func(string, time.Duration, error) { observed++ }))
+		rpcclient.WithObserver(func(string, time.Duration, error) { observed++ }))
 	for _, raw := range [][]byte{nil, {}, make([]byte, MaxTxBytes+1)} {
 		if _, err := c.Broadcast(context.Background(), raw); err == nil {
 			t.Errorf("len %d: want error", len(raw))
@@ -719,7 +721,7 @@ func TestTimeouts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newTestClient(t, tc.handler, WithTimeout(100*time.Millisecond))
+			c := newTestClient(t, tc.handler, rpcclient.WithTimeout(100*time.Millisecond))
 			start := time.Now()
 			_, err := c.Info(context.Background())
 			if elapsed := time.Since(start); elapsed > 3*time.Second {
@@ -886,7 +888,7 @@ func TestObserver(t *testing.T) {
 		default:
 			respond(500, "text/plain", []byte("boom"))(w, r)
 		}
-	}, WithObserver(func(call string, d time.Duration, err error) {
+	}, rpcclient.WithObserver(func(call string, d time.Duration, err error) {
 		if d < 0 {
 			t.Errorf("negative duration for %s", call)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // These tests run the client against the simulated node over real HTTP:
@@ -37,7 +38,7 @@ func asset(t *testing.T, id string) stacks.AssetInfo {
 }
 
 func TestTokenMetadataFromDevnode(t *testing.T) {
-	sbtc := asset(t, stacks.SBTCTestnet)
+	sbtc := asset(t, settings.SBTCTestnet)
 	usd := asset(t, "ST3F1X4QGV2SM8XD96X45M6RTQXKA1PZJZZCQAB4B.tusd-token::tusd")
 	holder, err := stacks.ParsePrincipal("ST2ZRX0K27GW0SP3GJCEMHD95TQGJMKB7G9Y0X1MH")
 	if err != nil {
@@ -86,7 +87,7 @@ func TestTokenMetadataFromDevnode(t *testing.T) {
 // PoX() reads the sBTC contract a 4.x node announces, and nothing from a
 // 3.x one.
 func TestPoXSBTCFromDevnode(t *testing.T) {
-	sbtc := asset(t, stacks.SBTCTestnet)
+	sbtc := asset(t, settings.SBTCTestnet)
 	_, c := startDevnode(t, devnode.Config{Tokens: []devnode.TokenSpec{devnode.SBTCToken(sbtc, nil)}, PoXSBTCContract: sbtc.Contract})
 	pox, err := c.PoX(context.Background())
 	if err != nil {
@@ -101,7 +102,7 @@ func TestPoXSBTCFromDevnode(t *testing.T) {
 		t.Errorf("the announced token's metadata %+v, %v", md, err)
 	}
 
-	_, c = startDevnode(t, devnode.Config{TokenAsset: stacks.SBTCTestnet})
+	_, c = startDevnode(t, devnode.Config{TokenAsset: settings.SBTCTestnet})
 	if pox, err = c.PoX(context.Background()); err != nil {
 		t.Fatal(err)
 	}

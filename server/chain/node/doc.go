@@ -31,4 +31,7 @@
 //
 // Error messages never contain the userinfo of the base URL and include at
 // most a short, sanitised excerpt of response bodies.
+//
+// The HTTP half (options, timeouts, auth, the transport, HTTP and response
+// error types) is package rpcclient, shared with the Bitcoin client btcnode.
 package node

@@ -2,17 +2,14 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 // Mempool rejection reasons: the exact "reason" strings of stacks-core's
@@ -190,90 +187,83 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("node %s: request not decodable by node: %s", e.Call, e.Message)
 }
 
-// HTTPError is any other non-2xx response.
-type HTTPError struct {
-	Call       string
-	StatusCode int
-	Body       string // sanitised excerpt, at most ~200 bytes
-	// RetryAfter is the Retry-After header in seconds form, if a proxy sent one.
-	RetryAfter time.Duration
+// Sentinels that a call wraps, for errors.Is, around the *HTTPError it
+// came from (see sentinel).
+var (
+	// ErrTxNotFound is wrapped by Transaction's error when the node answers
+	// its own 404 "No such transaction …": it has not indexed txid as mined
+	// (unknown, still in the mempool, or mined before txindex was turned on).
+	ErrTxNotFound = errors.New("node: transaction not found")
+	// ErrTxIndexDisabled is wrapped by Transaction's error when the node
+	// answers 501: it runs without txindex and cannot look mined txs up.
+	// Retrying the same node will not help, so IsUnavailable is false for it.
+	ErrTxIndexDisabled = errors.New("node: transaction index not enabled")
+	// ErrNoFeeEstimate is wrapped by TransactionFeeEstimate's error when the
+	// node answers 400 {"reason":"NoEstimateAvailable",…}: its estimator has
+	// no data for this kind of payload yet (typical on a young or quiet
+	// chain). Fall back to a length-based fee.
+	ErrNoFeeEstimate = errors.New("node: no fee estimate available")
+	// ErrFeeEstimationDisabled is wrapped by TransactionFeeEstimate's error
+	// when the node answers 400 with the bare JSON string "Fee estimation not
+	// supported on this node" ([fee_estimation] disabled = true).
+	ErrFeeEstimationDisabled = errors.New("node: fee estimation disabled")
+)
+
+// sentinelError lets a response match both a sentinel (errors.Is) and the
+// *HTTPError it came from (errors.As), with the HTTPError's message.
+type sentinelError struct {
+	sentinel error
+	err      error
 }
 
-func (e *HTTPError) Error() string {
-	msg := fmt.Sprintf("node %s: HTTP %d", e.Call, e.StatusCode)
-	if t := http.StatusText(e.StatusCode); t != "" {
-		msg += " " + t
-	}
-	if e.Body != "" {
-		msg += ": " + e.Body
-	}
-	return msg
-}
+func sentinel(s, err error) error        { return &sentinelError{sentinel: s, err: err} }
+func (e *sentinelError) Error() string   { return e.err.Error() }
+func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
-// TransportError is a failure to get a response at all: DNS, connection
-// refused or reset, TLS, timeout, or the body read failing midway.
-type TransportError struct {
-	Call string
-	Err  error
-}
+// The errors of getting an answer at all, shared with btcnode (their
+// Client field is "node" here):
+//
+//   - HTTPError: a non-2xx status with no closer reading (not a rejection
+//     or a decode error);
+//   - TransportError: no response at all (DNS, refused, reset, TLS,
+//     timeout, the body read failing midway);
+//   - ResponseError: a 2xx response whose body is not in the node's
+//     format, typically a misconfigured proxy or a node version we don't
+//     understand.
+type (
+	HTTPError      = rpcclient.HTTPError
+	TransportError = rpcclient.TransportError
+	ResponseError  = rpcclient.ResponseError
+)
 
-func (e *TransportError) Error() string { return "node " + e.Call + ": " + e.Err.Error() }
-func (e *TransportError) Unwrap() error { return e.Err }
-
-// ResponseError is a 2xx response whose body is not in the node's format,
-// typically a misconfigured proxy or a node version we don't understand.
-type ResponseError struct {
-	Call string
-	Err  error
+func responseError(call string, err error) error {
+	return &ResponseError{Client: name, Call: call, Err: err}
 }
-
-func (e *ResponseError) Error() string {
-	return "node " + e.Call + ": invalid response: " + e.Err.Error()
-}
-func (e *ResponseError) Unwrap() error { return e.Err }
 
 // IsUnavailable reports whether err means the node cannot serve us right now:
 // transport failures and timeouts, 5xx and 429 statuses, and unintelligible
-// 2xx bodies. It is false for rejections, decode errors, other 4xx, for
-// ErrTxIndexDisabled (a lasting node setting, not an outage), and for
-// cancellation by the caller (that is not the node's fault).
+// 2xx bodies (rpcclient.IsUnavailable). It is false for rejections, decode
+// errors, other 4xx, for ErrTxIndexDisabled (a lasting node setting, not an
+// outage: the 501 it wraps would count otherwise), and for cancellation by
+// the caller (that is not the node's fault).
 func IsUnavailable(err error) bool {
-	if err == nil || errors.Is(err, ErrTxIndexDisabled) {
-		return false
-	}
-	var he *HTTPError
-	if errors.As(err, &he) {
-		return he.StatusCode >= 500 || he.StatusCode == http.StatusTooManyRequests
-	}
-	var te *TransportError
-	if errors.As(err, &te) {
-		return !errors.Is(err, context.Canceled)
-	}
-	var re *ResponseError
-	if errors.As(err, &re) {
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return !errors.Is(err, ErrTxIndexDisabled) && rpcclient.IsUnavailable(err)
 }
 
 // statusError classifies a non-2xx response.
-func statusError(call string, status int, hdr http.Header, body []byte) error {
-	if status == http.StatusBadRequest {
+func statusError(call string, resp *rpcclient.Response) error {
+	if resp.Status == http.StatusBadRequest {
 		if call == CallBroadcast {
-			if rej := parseRejection(body); rej != nil {
+			if rej := parseRejection(resp.Body); rej != nil {
 				return rej
 			}
 		}
-		mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
-		if mt == "text/plain" || bytes.HasPrefix(bytes.TrimSpace(body), []byte("Failed to decode")) {
-			return &DecodeError{Call: call, Message: excerpt(body)}
+		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if mt == "text/plain" || bytes.HasPrefix(bytes.TrimSpace(resp.Body), []byte("Failed to decode")) {
+			return &DecodeError{Call: call, Message: resp.Excerpt(maxErrorExcerpt)}
 		}
 	}
-	he := &HTTPError{Call: call, StatusCode: status, Body: excerpt(body)}
-	if secs, err := strconv.Atoi(strings.TrimSpace(hdr.Get("Retry-After"))); err == nil && secs >= 0 {
-		he.RetryAfter = time.Duration(secs) * time.Second
-	}
-	return he
+	return rpcclient.NewHTTPError(name, call, resp, maxErrorExcerpt)
 }
 
 // parseRejection returns nil unless body is a mempool rejection object.
@@ -300,22 +290,5 @@ func parseRejection(body []byte) *RejectionError {
 	return rej
 }
 
-// excerpt makes b safe to embed in an error: valid UTF-8, control characters
-// replaced by spaces, trimmed, and cut to maxErrorExcerpt bytes.
-func excerpt(b []byte) string {
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(string(b), "\uFFFD"))
-	s = strings.TrimSpace(s)
-	if len(s) <= maxErrorExcerpt {
-		return s
-	}
-	cut := maxErrorExcerpt
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// excerpt makes b safe to embed in an error (rpcclient.Excerpt).
+func excerpt(b []byte) string { return rpcclient.Excerpt(b, maxErrorExcerpt) }

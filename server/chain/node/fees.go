@@ -5,26 +5,12 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // CallFeeTransaction is the observer call name of TransactionFeeEstimate.
 const CallFeeTransaction = "fee_transaction"
-
-var (
-	// ErrNoFeeEstimate is wrapped by TransactionFeeEstimate's error when the
-	// node answers 400 {"reason":"NoEstimateAvailable",…}: its estimator has
-	// no data for this kind of payload yet (typical on a young or quiet
-	// chain). Fall back to a length-based fee.
-	ErrNoFeeEstimate = errors.New("node: no fee estimate available")
-	// ErrFeeEstimationDisabled is wrapped by TransactionFeeEstimate's error
-	// when the node answers 400 with the bare JSON string "Fee estimation not
-	// supported on this node" ([fee_estimation] disabled = true).
-	ErrFeeEstimationDisabled = errors.New("node: fee estimation disabled")
-)
 
 // Estimator error reasons of POST /v2/fees/transaction
 // (EstimatorError::into_json).
@@ -85,15 +71,15 @@ func (c *Client) TransactionFeeEstimate(ctx context.Context, payload []byte, est
 	if err != nil {
 		return nil, fmt.Errorf("node %s: encoding request: %w", CallFeeTransaction, err)
 	}
-	defer c.observe(CallFeeTransaction, time.Now(), &err)
-	status, hdr, body, err := c.do(ctx, CallFeeTransaction, http.MethodPost, "/v2/fees/transaction", reqBody, "application/json")
+	defer c.rc.Observe(CallFeeTransaction)(&err)
+	resp, err := c.rc.Do(ctx, CallFeeTransaction, http.MethodPost, "/v2/fees/transaction", reqBody, "application/json")
 	if err != nil {
 		return nil, err
 	}
-	if status/100 != 2 {
-		serr := statusError(CallFeeTransaction, status, hdr, body)
-		if status == http.StatusBadRequest {
-			switch feeErrorKind(body) {
+	if resp.Status/100 != 2 {
+		serr := statusError(CallFeeTransaction, resp)
+		if resp.Status == http.StatusBadRequest {
+			switch feeErrorKind(resp.Body) {
 			case ReasonNoEstimateAvailable:
 				return nil, sentinel(ErrNoFeeEstimate, serr)
 			case msgFeeEstimationDisabled:
@@ -103,11 +89,11 @@ func (c *Client) TransactionFeeEstimate(ctx context.Context, payload []byte, est
 		return nil, serr
 	}
 	est = new(FeeEstimate)
-	if err := json.Unmarshal(body, est); err != nil {
-		return nil, &ResponseError{Call: CallFeeTransaction, Err: err}
+	if err := json.Unmarshal(resp.Body, est); err != nil {
+		return nil, responseError(CallFeeTransaction, err)
 	}
 	if len(est.Estimations) != 3 {
-		return nil, &ResponseError{Call: CallFeeTransaction, Err: fmt.Errorf("got %d estimations, want 3 (low, middle, high)", len(est.Estimations))}
+		return nil, responseError(CallFeeTransaction, fmt.Errorf("got %d estimations, want 3 (low, middle, high)", len(est.Estimations)))
 	}
 	return est, nil
 }

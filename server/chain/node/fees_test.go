@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 func TestTransactionFeeEstimateRequestMatchesFixture(t *testing.T) {
@@ -94,7 +96,7 @@ func TestTransactionFeeEstimateDecodesFixtures(t *testing.T) {
 			body := fixture(t, tc.name)
 			var calls []string
 			c := newTestClient(t, respond(http.StatusOK, "application/json", body),
-				WithObserver(func(call string, _ time.Duration, _ error) { calls = append(calls, call) }))
+				rpcclient.WithObserver(func(call string, _ time.Duration, _ error) { calls = append(calls, call) }))
 			got, err := c.TransactionFeeEstimate(context.Background(), []byte{0x02, 0x1a}, 350)
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +126,7 @@ func TestTransactionFeeEstimateErrors(t *testing.T) {
 	t.Run("no estimate", func(t *testing.T) {
 		var obsErr error
 		c := newTestClient(t, respond(http.StatusBadRequest, "application/json", fixture(t, "v2-fees-transaction-error-noestimate.json")),
-			WithObserver(func(_ string, _ time.Duration, err error) { obsErr = err }))
+			rpcclient.WithObserver(func(_ string, _ time.Duration, err error) { obsErr = err }))
 		_, err := c.TransactionFeeEstimate(context.Background(), []byte{0x02}, 200)
 		if !errors.Is(err, ErrNoFeeEstimate) {
 			t.Fatalf("err %v, want ErrNoFeeEstimate", err)

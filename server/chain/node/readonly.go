@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -50,7 +49,7 @@ func (c *Client) CallReadOnly(ctx context.Context, contract stacks.ContractID, f
 	if err := stacks.ValidateClarityName(function); err != nil {
 		return nil, fmt.Errorf("node call-read: function: %w", err)
 	}
-	defer c.observe(CallReadOnly, time.Now(), &err)
+	defer c.rc.Observe(CallReadOnly)(&err)
 	req := readOnlyRequest{Sender: sender.String(), Arguments: make([]string, len(args))}
 	for i, a := range args {
 		req.Arguments[i] = "0x" + hex.EncodeToString(stacks.SerializeClarityValue(a))
@@ -61,27 +60,27 @@ func (c *Client) CallReadOnly(ctx context.Context, contract stacks.ContractID, f
 	}
 	path := "/v2/contracts/call-read/" + url.PathEscape(contract.Address.String()) + "/" +
 		url.PathEscape(contract.Name) + "/" + url.PathEscape(function)
-	status, hdr, resp, err := c.do(ctx, CallReadOnly, http.MethodPost, path, body, "application/json")
+	resp, err := c.rc.Do(ctx, CallReadOnly, http.MethodPost, path, body, "application/json")
 	if err != nil {
 		return nil, err
 	}
-	if status/100 != 2 {
-		return nil, statusError(CallReadOnly, status, hdr, resp)
+	if resp.Status/100 != 2 {
+		return nil, statusError(CallReadOnly, resp)
 	}
 	var out readOnlyResponse
-	if err := json.Unmarshal(resp, &out); err != nil {
-		return nil, &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("decoding answer: %w", err)}
+	if err := json.Unmarshal(resp.Body, &out); err != nil {
+		return nil, responseError(CallReadOnly, fmt.Errorf("decoding answer: %w", err))
 	}
 	if !out.Okay {
 		return nil, &ReadOnlyError{Function: function, Cause: out.Cause}
 	}
 	raw, err := hex.DecodeString(strings.TrimPrefix(out.Result, "0x"))
 	if err != nil {
-		return nil, &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("result is not hex: %w", err)}
+		return nil, responseError(CallReadOnly, fmt.Errorf("result is not hex: %w", err))
 	}
 	v, err = stacks.DecodeClarityValue(raw)
 	if err != nil {
-		return nil, &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("result: %w", err)}
+		return nil, responseError(CallReadOnly, fmt.Errorf("result: %w", err))
 	}
 	return v, nil
 }
@@ -120,8 +119,8 @@ func (c *Client) TokenBalance(ctx context.Context, token stacks.ContractID, owne
 // read-only functions.
 type TokenMetadata struct {
 	Decimals uint8  // get-decimals: base units are 10^-Decimals of a token
-	Symbol   string // get-symbol, e.g. "sBTC"
-	Name     string // get-name, e.g. "sBTC"
+	Symbol   string // get-symbol, e.g. "tUSD"
+	Name     string // get-name, e.g. "Test USD"
 }
 
 // TokenMetadata reads a SIP-010 token's get-decimals, get-symbol and
@@ -145,7 +144,7 @@ func (c *Client) TokenMetadata(ctx context.Context, token stacks.ContractID) (To
 		return wrap(err)
 	}
 	if d > math.MaxUint8 {
-		return wrap(&ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered u%d: %w", fnGetDecimals, d, ErrDecimalsRange)})
+		return wrap(responseError(CallReadOnly, fmt.Errorf("%s answered u%d: %w", fnGetDecimals, d, ErrDecimalsRange)))
 	}
 	md.Decimals = uint8(d)
 	for _, f := range []struct {
@@ -173,7 +172,7 @@ func okUint64(v stacks.ClarityValue, function string) (uint64, error) {
 			}
 		}
 	}
-	return 0, &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotUint)}
+	return 0, responseError(CallReadOnly, fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotUint))
 }
 
 // okASCII unwraps (ok "…") of a string-ascii.
@@ -183,7 +182,7 @@ func okASCII(v stacks.ClarityValue, function string) (string, error) {
 			return string(s), nil
 		}
 	}
-	return "", &ResponseError{Call: CallReadOnly, Err: fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotASCII)}
+	return "", responseError(CallReadOnly, fmt.Errorf("%s answered %s: %w", function, describe(v), ErrNotASCII))
 }
 
 // describe names a Clarity value's type for an error message.

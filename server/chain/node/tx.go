@@ -10,18 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
-)
-
-var (
-	// ErrTxNotFound is wrapped by Transaction's error when the node answers
-	// its own 404 "No such transaction …": it has not indexed txid as mined
-	// (unknown, still in the mempool, or mined before txindex was turned on).
-	ErrTxNotFound = errors.New("node: transaction not found")
-	// ErrTxIndexDisabled is wrapped by Transaction's error when the node
-	// answers 501: it runs without txindex and cannot look mined txs up.
-	// Retrying the same node will not help, so IsUnavailable is false for it.
-	ErrTxIndexDisabled = errors.New("node: transaction index not enabled")
 )
 
 // Bodies of the node's handler-level 404s (gettransaction.rs,
@@ -70,25 +58,25 @@ func (c *Client) Transaction(ctx context.Context, txid string) (tx *MinedTx, err
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", CallTransaction, err)
 	}
-	defer c.observe(CallTransaction, time.Now(), &err)
-	status, hdr, body, err := c.do(ctx, CallTransaction, http.MethodGet, "/v3/transaction/"+id, nil, "")
+	defer c.rc.Observe(CallTransaction)(&err)
+	resp, err := c.rc.Do(ctx, CallTransaction, http.MethodGet, "/v3/transaction/"+id, nil, "")
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case status == http.StatusNotFound && bytes.HasPrefix(bytes.TrimSpace(body), []byte(notFoundMinedPrefix)):
-		return nil, sentinel(ErrTxNotFound, statusError(CallTransaction, status, hdr, body))
-	case status == http.StatusNotImplemented:
-		return nil, sentinel(ErrTxIndexDisabled, statusError(CallTransaction, status, hdr, body))
-	case status/100 != 2:
-		return nil, statusError(CallTransaction, status, hdr, body)
+	case resp.Status == http.StatusNotFound && bytes.HasPrefix(bytes.TrimSpace(resp.Body), []byte(notFoundMinedPrefix)):
+		return nil, sentinel(ErrTxNotFound, statusError(CallTransaction, resp))
+	case resp.Status == http.StatusNotImplemented:
+		return nil, sentinel(ErrTxIndexDisabled, statusError(CallTransaction, resp))
+	case resp.Status/100 != 2:
+		return nil, statusError(CallTransaction, resp)
 	}
 	tx = new(MinedTx)
-	if err := json.Unmarshal(body, tx); err != nil {
-		return nil, &ResponseError{Call: CallTransaction, Err: err}
+	if err := json.Unmarshal(resp.Body, tx); err != nil {
+		return nil, responseError(CallTransaction, err)
 	}
 	if err := tx.check(id); err != nil {
-		return nil, &ResponseError{Call: CallTransaction, Err: err}
+		return nil, responseError(CallTransaction, err)
 	}
 	return tx, nil
 }
@@ -138,29 +126,29 @@ func (c *Client) MempoolTx(ctx context.Context, txid string) (found bool, err er
 	if err != nil {
 		return false, fmt.Errorf("node %s: %w", CallMempoolTx, err)
 	}
-	defer c.observe(CallMempoolTx, time.Now(), &err)
-	status, hdr, body, err := c.do(ctx, CallMempoolTx, http.MethodGet, "/v2/transactions/unconfirmed/"+id, nil, "")
+	defer c.rc.Observe(CallMempoolTx)(&err)
+	resp, err := c.rc.Do(ctx, CallMempoolTx, http.MethodGet, "/v2/transactions/unconfirmed/"+id, nil, "")
 	if err != nil {
 		return false, err
 	}
-	if status == http.StatusNotFound && isMempoolNotFound(body) {
+	if resp.Status == http.StatusNotFound && isMempoolNotFound(resp.Body) {
 		return false, nil
 	}
-	if status/100 != 2 {
-		return false, statusError(CallMempoolTx, status, hdr, body)
+	if resp.Status/100 != 2 {
+		return false, statusError(CallMempoolTx, resp)
 	}
 	var w struct {
 		Tx     string          `json:"tx"`
 		Status json.RawMessage `json:"status"` // "Mempool" or {"Microblock":{…}}
 	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return false, &ResponseError{Call: CallMempoolTx, Err: err}
+	if err := json.Unmarshal(resp.Body, &w); err != nil {
+		return false, responseError(CallMempoolTx, err)
 	}
 	if len(w.Status) == 0 || bytes.Equal(w.Status, []byte("null")) {
-		return false, &ResponseError{Call: CallMempoolTx, Err: errors.New("missing status")}
+		return false, responseError(CallMempoolTx, errors.New("missing status"))
 	}
 	if err := checkTxHex(w.Tx, id, false); err != nil {
-		return false, &ResponseError{Call: CallMempoolTx, Err: err}
+		return false, responseError(CallMempoolTx, err)
 	}
 	return true, nil
 }
@@ -169,14 +157,3 @@ func isMempoolNotFound(body []byte) bool {
 	s := strings.TrimSpace(string(body))
 	return strings.HasPrefix(s, notFoundMempoolPrefix) && strings.HasSuffix(s, notFoundMempoolSuffix)
 }
-
-// sentinelError lets a response match both a sentinel (errors.Is) and the
-// *HTTPError it came from (errors.As), with the HTTPError's message.
-type sentinelError struct {
-	sentinel error
-	err      error
-}
-
-func sentinel(s, err error) error        { return &sentinelError{sentinel: s, err: err} }
-func (e *sentinelError) Error() string   { return e.err.Error() }
-func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }

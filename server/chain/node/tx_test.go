@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 // fixtureTxID is the txid of the tx in the v3-transaction fixtures
@@ -261,7 +263,7 @@ func TestTxLookupInvalidTxID(t *testing.T) {
 	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		respond(500, "", nil)(w, r)
-	}, WithObserver(func(string, time.Duration, error) { observed.Add(1) }))
+	}, rpcclient.WithObserver(func(string, time.Duration, error) { observed.Add(1) }))
 	for _, id := range []string{"", "0x", fixtureTxID[:63], fixtureTxID + "0", "0x0x" + fixtureTxID[4:], strings.Repeat("g", 64), "../" + fixtureTxID[3:]} {
 		if tx, err := c.Transaction(context.Background(), id); tx != nil || err == nil || !strings.HasPrefix(err.Error(), "node transaction: txid") {
 			t.Errorf("Transaction(%q) = %v, %v", id, tx, err)
@@ -355,7 +357,7 @@ func TestTxLookupObserver(t *testing.T) {
 			return
 		}
 		respond(404, "text/plain", []byte("Transaction "+fixtureTxID+" not found in mempool or unconfirmed microblock stream"))(w, r)
-	}, WithObserver(func(call string, _ time.Duration, err error) { got = append(got, obs{call, err}) }))
+	}, rpcclient.WithObserver(func(call string, _ time.Duration, err error) { got = append(got, obs{call, err}) }))
 	_, errTx := c.Transaction(context.Background(), fixtureTxID)
 	found, errMem := c.MempoolTx(context.Background(), fixtureTxID)
 	if found || errMem != nil || errTx == nil {

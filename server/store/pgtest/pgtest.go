@@ -16,7 +16,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +25,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +35,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/utils/clock"
+
+	"github.com/stxfaucet/faucet-operator/internal/launch"
 )
 
 // User and Password are the superuser of every test server; the password
@@ -58,9 +59,10 @@ type Server struct {
 	port  int
 	cred  *syscall.Credential // nil unless running as root
 
+	clock clock.WithTicker // paces start-up polls and times stops
+
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	exit chan struct{} // closed when cmd has exited
+	proc *launch.Process // nil when stopped
 	dbs  atomic.Int64
 }
 
@@ -138,7 +140,8 @@ func start(t testing.TB, host string, allow ...string) (*Server, error) {
 		}
 		return nil, fmt.Errorf("%w: run `make postgres` to install Postgres (or set %s=1 to skip these tests)", err, SkipEnv)
 	}
-	s := &Server{bin: bin, host: host, allow: allow}
+	// Test support: the real clock, as the servers are real processes.
+	s := &Server{bin: bin, host: host, allow: allow, clock: clock.RealClock{}}
 	if err := s.init(); err != nil {
 		s.Destroy()
 		return nil, err
@@ -249,7 +252,7 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return errors.New("already running")
 	}
 	if s.port == 0 {
@@ -259,11 +262,6 @@ func (s *Server) Start() error {
 		}
 		s.port = port
 	}
-	logf, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
 	cmd := s.command(filepath.Join(s.bin, "postgres"),
 		"-D", filepath.Join(s.dir, "data"),
 		"-c", "listen_addresses="+s.host,
@@ -277,28 +275,13 @@ func (s *Server) Start() error {
 		"-c", "log_min_messages=warning",
 		"-c", "log_min_error_statement=panic",
 	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The server dies with the test binary, even when it is killed: the
-	// parent-death signal fires when the thread that started it ends, so
-	// that thread is kept (locked) until the server has exited.
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	started := make(chan error, 1)
-	exit := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exit)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exit)
-	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("start postgres: %w", err)
+	// The server dies with the test binary, even when it is killed:
+	// SIGQUIT is postgres's immediate shutdown, which ends its backends too.
+	proc, err := launch.Start(cmd, launch.Config{DeathSignal: syscall.SIGQUIT, Log: s.logPath(), Clock: s.clock})
+	if err != nil {
+		return err
 	}
-	s.cmd, s.exit = cmd, exit
+	s.proc = proc
 	if err := s.waitReady(30 * time.Second); err != nil {
 		_ = s.stopLocked() // the readiness failure is the error to report
 		return err
@@ -309,26 +292,34 @@ func (s *Server) Start() error {
 // waitReady polls until the server accepts a connection, it exits, or the
 // timeout passes.
 func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	deadline := s.clock.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := s.clock.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exit:
-			return fmt.Errorf("postgres exited during start-up:\n%s", s.logTail())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := pgx.Connect(ctx, s.URI("postgres"))
-		if err == nil {
-			_ = c.Close(ctx)
-			cancel()
+	for {
+		if last = s.ping(); last == nil {
 			return nil
 		}
-		cancel()
-		last = err
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-s.proc.Exited():
+			return fmt.Errorf("postgres exited during start-up:\n%s", s.logTail())
+		case <-deadline.C():
+			return fmt.Errorf("postgres not ready after %s: %w\n%s", timeout, last, s.logTail())
+		case <-poll.C():
+		}
 	}
-	return fmt.Errorf("postgres not ready after %s: %w\n%s", timeout, last, s.logTail())
+}
+
+// ping connects to the server once.
+func (s *Server) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URI("postgres"))
+	if err != nil {
+		return err
+	}
+	return c.Close(ctx)
 }
 
 // Stop shuts the server down (fast: clients are disconnected) and waits
@@ -340,22 +331,14 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) stopLocked() error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-	select {
-	case <-s.exit:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
-		select {
-		case <-s.exit:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exit
-		}
-	}
-	s.cmd = nil
+	// Fast shutdown, then immediate shutdown, then SIGKILL. A kill is not
+	// an error here: the data is throwaway.
+	_ = s.proc.Stop(launch.Step{Signal: syscall.SIGINT, Grace: 20 * time.Second},
+		launch.Step{Signal: syscall.SIGQUIT, Grace: 10 * time.Second})
+	s.proc = nil
 	return nil
 }
 
@@ -401,13 +384,10 @@ func (s *Server) CreateDB(t testing.TB) string {
 }
 
 // logTail is the end of the server log, for failure messages.
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(bytes.TrimSpace(b))
-}
+func (s *Server) logTail() string { return launch.Tail(s.logPath(), 4000) }
+
+// logPath is where the server's output goes.
+func (s *Server) logPath() string { return filepath.Join(s.dir, "postgres.log") }
 
 // freePort asks the kernel for a free TCP port on host.
 func freePort(host string) (int, error) {

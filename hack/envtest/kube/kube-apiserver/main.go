@@ -4,18 +4,13 @@
 package main
 
 import (
-	"os"
 	_ "time/tzdata" // for timeZone support in CronJob
 
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // JSON log format registration
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go prometheus plugins
-	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric registration
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+
+	"github.com/stxfaucet/faucet-operator/hack/envtest/kube/internal/kubemain"
 )
 
 func main() {
-	command := app.NewAPIServerCommand()
-	code := cli.Run(command)
-	os.Exit(code)
+	kubemain.Run(app.NewAPIServerCommand())
 }

@@ -4,17 +4,11 @@
 package main
 
 import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // JSON log format registration
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go prometheus plugins
-	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric registration
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/stxfaucet/faucet-operator/hack/envtest/kube/internal/kubemain"
 )
 
 func main() {
-	command := app.NewSchedulerCommand()
-	code := cli.Run(command)
-	os.Exit(code)
+	kubemain.Run(app.NewSchedulerCommand())
 }

@@ -24,7 +24,6 @@ package btcdtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -35,7 +34,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,8 +41,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
+	"github.com/stxfaucet/faucet-operator/internal/launch"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 const (
@@ -79,12 +81,12 @@ type Node struct {
 	user, pass string
 	miningAddr string
 	extra      []string
+	clock      clock.WithTicker // times stops; a test-support default, the real clock
 
 	mu    sync.Mutex
-	cmd   *exec.Cmd
-	exit  chan struct{} // closed when cmd has exited
-	saved []string      // main-chain blocks (hex) from height 1, to submit at Start
-	lost  error         // why the chain could not be saved at the last stop
+	proc  *launch.Process // nil when stopped
+	saved []string        // main-chain blocks (hex) from height 1, to submit at Start
+	lost  error           // why the chain could not be saved at the last stop
 }
 
 // Start starts a regtest btcd paying mined blocks to miningAddr (a regtest
@@ -101,7 +103,8 @@ func Start(t testing.TB, miningAddr string, opts ...Option) *Node {
 	if miningAddr == "" {
 		t.Fatal("btcdtest: a mining address is required (btcd's generate pays --miningaddr)")
 	}
-	n := &Node{t: t, bin: bin, miningAddr: miningAddr, user: "faucet-" + randomHex(t, 4), pass: randomHex(t, 16)}
+	n := &Node{t: t, bin: bin, miningAddr: miningAddr, user: "faucet-" + randomHex(t, 4), pass: randomHex(t, 16),
+		clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -233,41 +236,20 @@ func (n *Node) args() []string {
 func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil {
+	if n.proc != nil {
 		return errors.New("btcd is already running")
 	}
-	out, err := os.OpenFile(filepath.Join(n.dir, "btcd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
 	// Not tied to any context: the node outlives every call, and Stop ends it.
 	cmd := exec.CommandContext(context.Background(), n.bin, n.args()...)
 	cmd.Dir = n.dir
 	// HOME of its own: btcd creates ~/.btcd even when every path is given.
 	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(n.dir, "home"))
-	cmd.Stdout, cmd.Stderr = out, out
-	// The node dies with the test binary, even when that is killed: the
-	// parent-death signal fires when the thread that started it ends, so
-	// that thread is kept (locked) until the node has exited.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	exit := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exit)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exit)
-	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("start btcd: %w", err)
+	// The node dies with the test binary, even when that is killed.
+	proc, err := launch.Start(cmd, launch.Config{Log: n.logPath(), Clock: n.clock})
+	if err != nil {
+		return err
 	}
-	n.cmd, n.exit = cmd, exit
+	n.proc = proc
 	if err := n.waitReady(); err != nil {
 		_ = n.stopLocked(syscall.SIGKILL, false) // the readiness failure is the error to report
 		return err
@@ -281,12 +263,12 @@ func (n *Node) Start() error {
 
 // waitReady polls getblockcount until it answers or btcd exits.
 func (n *Node) waitReady() error {
-	c := n.newClient(btcnode.WithTimeout(2 * time.Second))
+	c := n.newClient(rpcclient.WithTimeout(2 * time.Second))
 	var last error
 	exited := false
 	err := eventually.WaitEvery(n.t, readyWithin, 20*time.Millisecond, func() bool {
 		select {
-		case <-n.exit:
+		case <-n.proc.Exited():
 			exited = true
 			return true
 		default:
@@ -331,24 +313,14 @@ func (n *Node) StopEmpty() error {
 }
 
 func (n *Node) stopLocked(sig syscall.Signal, keepChain bool) error {
-	if n.cmd == nil {
+	if n.proc == nil {
 		return nil
 	}
-	defer func() { n.cmd = nil }()
+	defer func() { n.proc = nil }()
 	if keepChain {
 		n.saved, n.lost = n.saveChain()
 	}
-	_ = n.cmd.Process.Signal(sig)
-	timer := time.NewTimer(stopWithin)
-	defer timer.Stop()
-	select {
-	case <-n.exit:
-		return nil
-	case <-timer.C:
-	}
-	_ = n.cmd.Process.Kill()
-	<-n.exit
-	return fmt.Errorf("btcd did not exit within %s of %v; killed", stopWithin, sig)
+	return n.proc.Stop(launch.Step{Signal: sig, Grace: stopWithin})
 }
 
 // saveChain reads the main chain's blocks, raw, from height 1 to the tip.
@@ -404,11 +376,11 @@ func (n *Node) restoreChain() error {
 }
 
 // Client returns a client for the node, with the credentials.
-func (n *Node) Client(opts ...btcnode.Option) *btcnode.Client {
+func (n *Node) Client(opts ...rpcclient.Option) *btcnode.Client {
 	return n.newClient(opts...)
 }
 
-func (n *Node) newClient(opts ...btcnode.Option) *btcnode.Client {
+func (n *Node) newClient(opts ...rpcclient.Option) *btcnode.Client {
 	c, err := btcnode.New(n.URL(), opts...)
 	if err != nil {
 		n.t.Fatalf("btcdtest: %v", err)
@@ -440,13 +412,10 @@ func (n *Node) MiningAddr() string { return n.miningAddr }
 func (n *Node) Dir() string { return n.dir }
 
 // LogTail is the end of btcd's output, for failure messages.
-func (n *Node) LogTail() string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "btcd.out"))
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
-	}
-	return string(bytes.TrimSpace(b))
-}
+func (n *Node) LogTail() string { return launch.Tail(n.logPath(), 6000) }
+
+// logPath is where btcd's output goes.
+func (n *Node) logPath() string { return filepath.Join(n.dir, "btcd.out") }
 
 // String describes the node for test logs.
 func (n *Node) String() string { return "btcd regtest on " + n.RPCAddr() + " (" + n.dir + ")" }
