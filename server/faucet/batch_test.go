@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
@@ -246,7 +248,7 @@ func TestRefusedBatchIsSplit(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}})
 	to := recipients(t, 16)
 	rr := &rejectRecipient{NodeClient: e.f.cfg.Node, bad: to[5]}
-	e.f.cfg.Node = rr
+	e.f.setNode(rr)
 	outs := dripAll(e.f, to)
 	failed := 0
 	for _, o := range outs {
@@ -326,7 +328,7 @@ func TestUnaffordableBatchIsSplit(t *testing.T) {
 	const funding = 10*DefaultAmount + 100_000
 	e := newEnv(t, 1, funding, batchDevnode(), Config{Batching: Batching{Max: 16, Window: time.Hour}, Timing: Timing{CacheTTL: time.Nanosecond}})
 	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = ce
+	e.f.setNode(ce)
 	outs := dripAll(e.f, recipients(t, 16))
 	if ce.n > 3 {
 		t.Errorf("%d send-many attempts for one unaffordable batch, want 3 (16, the 10 it can pay, the 6 left)", ce.n)
@@ -388,6 +390,44 @@ func TestCancelledDripLeavesTheBatch(t *testing.T) {
 	}
 }
 
+// waitTimer waits until the engine's timers on clk are set again (a
+// batch's window, the adaptive batcher's next look).
+func waitTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	eventually.True(t, 5*time.Second, "the engine sets its timer", clk.HasWaiters)
+}
+
+// endWindow steps clk past the open batch's window once it is set.
+func endWindow(t *testing.T, clk *clocktesting.FakeClock, window time.Duration) {
+	t.Helper()
+	waitTimer(t, clk)
+	clk.Step(window)
+}
+
+// dripStepping drips to to, stepping clk whenever the engine waits on it
+// (a batcher pacing its slots), and returns the outcome.
+func dripStepping(t *testing.T, f *Faucet, clk *clocktesting.FakeClock, to stacks.Principal) dripOutcome {
+	t.Helper()
+	done := make(chan dripOutcome, 1)
+	go func() {
+		res, err := f.Drip(context.Background(), Request{Recipient: to})
+		done <- dripOutcome{to, res, err}
+	}()
+	var out dripOutcome
+	eventually.True(t, 10*time.Second, "the drip is answered", func() bool {
+		select {
+		case out = <-done:
+			return true
+		default:
+		}
+		if clk.HasWaiters() {
+			clk.Step(250 * time.Millisecond)
+		}
+		return false
+	})
+	return out
+}
+
 func waitQueued(t *testing.T, f *Faucet, n int) {
 	t.Helper()
 	eventually.True(t, time.Second, fmt.Sprintf("batch queue reaches %d", n), func() bool {
@@ -441,7 +481,7 @@ func TestStuckBatchFeeBump(t *testing.T) {
 // (lost answer) is answered as in doubt and delivered.
 func TestBatchInDoubtIsDelivered(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 5, Window: time.Hour}})
-	e.f.cfg.Node = lostAnswer(e.f.cfg.Node)
+	e.f.setNode(lostAnswer(e.f.cfg.Node))
 	to := recipients(t, 5)
 	outs := dripAll(e.f, to)
 	for _, o := range outs {
@@ -460,24 +500,36 @@ func TestBatchInDoubtIsDelivered(t *testing.T) {
 // While every in-flight slot is taken, a batch keeps gathering past its
 // window; when a block frees a slot, the drips that waited leave together.
 func TestBatchGathersWhileNoSlotIsFree(t *testing.T) {
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 50, Window: 10 * time.Millisecond}, Timing: Timing{MaxInFlight: 1, BusyWait: time.Minute}})
-	first, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
-	if err != nil {
-		t.Fatal(err)
+	const window = 10 * time.Millisecond
+	clk := clocktesting.NewFakeClock(t0)
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Clock: clk, Batching: Batching{Max: 50, Window: window}, Timing: Timing{MaxInFlight: 1, BusyWait: time.Minute}})
+	firstOut := make(chan dripOutcome, 1)
+	go func() {
+		res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
+		firstOut <- dripOutcome{res: res, err: err}
+	}()
+	endWindow(t, clk, window)
+	first := <-firstOut
+	if first.err != nil {
+		t.Fatal(first.err)
 	}
 	to := recipients(t, 10)
 	outs := make(chan dripOutcome, len(to))
-	for _, r := range to {
+	for i, r := range to {
 		go func() {
 			res, err := e.f.Drip(context.Background(), Request{Recipient: r})
 			outs <- dripOutcome{r, res, err}
 		}()
-		time.Sleep(5 * time.Millisecond) // arrivals spread over several windows
+		waitQueued(t, e.f, i+1)
+		clk.Step(window / 2) // arrivals spread over several windows
 	}
+	for range 5 { // five more windows: still gathering
+		endWindow(t, clk, window)
+	}
+	waitTimer(t, clk)
 	waitQueued(t, e.f, len(to))
-	time.Sleep(50 * time.Millisecond) // five more windows: still gathering
-	waitQueued(t, e.f, len(to))
-	e.mine() // confirms the first drip: its slot is free
+	e.mine()                  // confirms the first drip: its slot is free
+	endWindow(t, clk, window) // and the window that ends next sends the batch
 	var got []dripOutcome
 	for range to {
 		got = append(got, <-outs)
@@ -487,7 +539,7 @@ func TestBatchGathersWhileNoSlotIsFree(t *testing.T) {
 		t.Fatalf("%d txs for the 10 drips that waited, want one batch", len(groups))
 	}
 	for id := range groups {
-		if id == first.TxID {
+		if id == first.res.TxID {
 			t.Fatal("the waiting drips reused the first drip's transaction")
 		}
 	}
@@ -520,7 +572,7 @@ func (r *refuseContractCalls) Broadcast(ctx context.Context, raw []byte) (string
 func TestTxWideRefusalIsNotSplit(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 32, Window: time.Hour}})
 	rc := &refuseContractCalls{NodeClient: e.f.cfg.Node, reason: node.ReasonFeeTooLow}
-	e.f.cfg.Node = rc
+	e.f.setNode(rc)
 	for _, o := range dripAll(e.f, recipients(t, 32)) {
 		if ReasonOf(o.err) != ReasonRejected {
 			t.Fatalf("drip: %v, want rejected", o.err)
@@ -611,10 +663,13 @@ func TestAdaptiveLoneDripLeavesAtOnce(t *testing.T) {
 // them all in one call.
 func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 	// Five slots, one kept for calls: four drips go alone.
-	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{MaxInFlight: 5, BusyWait: time.Hour}})
+	clk := clocktesting.NewFakeClock(t0)
+	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Clock: clk, Batching: Batching{Max: MaxBatch}, Timing: Timing{MaxInFlight: 5, BusyWait: time.Hour}})
 	for range 4 {
-		if res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil || res.Batch != 0 {
-			t.Fatalf("drip with slots to spare: %+v, %v", res, err)
+		// Paced over the block once demand rises: the clock moves on
+		// while it waits.
+		if out := dripStepping(t, e.f, clk, recipient(t)); out.err != nil || out.res.Batch != 0 {
+			t.Fatalf("drip with slots to spare: %+v, %v", out.res, out.err)
 		}
 	}
 	to := recipients(t, 12)
@@ -626,12 +681,23 @@ func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 		}()
 	}
 	waitQueued(t, e.f, len(to))
-	time.Sleep(100 * time.Millisecond) // no timer: still queued, the kept slot unused
+	waitTimer(t, clk)
+	clk.Step(100 * time.Millisecond) // no timer sends them: still queued, the kept slot unused
+	waitTimer(t, clk)
 	waitQueued(t, e.f, len(to))
 	if n := e.dn.MempoolSize(); n != 4 {
 		t.Fatalf("mempool holds %d txs before the block, want the 4 lone drips", n)
 	}
-	e.mine() // confirms the four: their slots free, and the queue leaves
+	e.mine() // confirms the four: their slots free, and the queue leaves, paced over the block
+	eventually.True(t, 5*time.Second, "the queue leaves", func() bool {
+		if f := e.f.batch; f.queued() == 0 {
+			return true
+		}
+		if clk.HasWaiters() {
+			clk.Step(250 * time.Millisecond)
+		}
+		return false
+	})
 	var got []dripOutcome
 	for range to {
 		got = append(got, <-outs)
@@ -660,8 +726,8 @@ func TestAdaptiveGathersWhileSlotsAreScarce(t *testing.T) {
 func TestAdaptivePacesSlotsOverTheBlock(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: MaxBatch}, Timing: Timing{BusyWait: time.Hour}})
 	// Blocks free slots every 10 s, the last one just now.
-	e.f.clock.releaseGap.Store(int64(10 * time.Second))
-	e.f.clock.lastRelease.Store(e.f.cfg.Now().UnixNano())
+	e.f.pace.releaseGap.Store(int64(10 * time.Second))
+	e.f.pace.lastRelease.Store(e.f.cfg.Clock.Now().UnixNano())
 	to := recipients(t, 60)
 	groups := byTx(t, dripAll(e.f, to))
 	st := e.f.BatchStats()
@@ -699,7 +765,7 @@ func TestBatchFeeEstimateIsCached(t *testing.T) {
 	e := newEnv(t, 1, 1_000_000_000_000, batchDevnode(), Config{Batching: Batching{Max: 4, Window: time.Hour}})
 	e.dn.SetFeeRate(3)
 	ce := &countingEstimates{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = ce
+	e.f.setNode(ce)
 	var fees []uint64
 	for _, n := range []int{4, 4, 4} {
 		groups := byTx(t, dripAll(e.f, recipients(t, n)))

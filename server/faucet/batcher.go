@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Batching: the node admits at most 25 unconfirmed transactions per sender,
@@ -26,7 +30,7 @@ const (
 	MaxBatch = stacks.SendManyMaxRecipients
 	// DefaultBatchMax is `faucet serve`'s cap on recipients per call: the
 	// contract's. The engine's zero Batching.Max is off.
-	DefaultBatchMax = MaxBatch
+	DefaultBatchMax = settings.BatchMax
 	// contractPause is how long batching stays off after the node says the
 	// send-many contract (or its function) does not exist: meanwhile drips
 	// are plain transfers, and the contract is tried again afterwards.
@@ -58,17 +62,37 @@ func (b Batching) Resolve() (Batching, error) {
 
 // batcher queues default drips for the next send-many call.
 type batcher struct {
-	f   *Faucet // the engine whose pipeline it places batches on
 	max int
 	// window is the fixed gathering time; 0 is adaptive (see above).
 	window time.Duration
+	// amount and memo are a default drip's; contract the send-many one;
+	// busyWait how long a drip may wait for a slot.
+	amount   uint64
+	memo     []byte
+	contract stacks.ContractID
+	busyWait time.Duration
+
+	clk clock.WithDelayedExecution
+	// pace says when a block is expected to free slots.
+	pace *blockClock
+	pool *keyPool
+	// prep readies a key for the pick (accounts); single is the choice
+	// of a batch of one, lone the adaptive batcher's lone drips' (the
+	// slots kept for calls left free).
+	prep         keyPreparer
+	single, lone chooser
+	singles      singleSender
+	placer       txPlacer
+	price        *pricer
+	chain        *chainView
+	log          *slog.Logger
 
 	mu    sync.Mutex
 	queue []*batchEntry
 	// gen numbers the open batch: a window timer flushes only the batch it
 	// was started for, not a later one that a full batch's departure began.
 	gen   uint64
-	timer *time.Timer
+	timer clock.Timer
 	// pausedUntil: the contract was missing; drips go single until then.
 	pausedUntil time.Time
 	// demand is the arrival rate of batchable drips per second, decayed
@@ -94,6 +118,12 @@ type batchEntry struct {
 	// cancelled request can withdraw only before that.
 	taken bool
 	done  chan batchOutcome // buffered: the sender never blocks
+}
+
+// singleSender pays one drip in a plain transfer from a key choose picks
+// (dripper.transfer).
+type singleSender interface {
+	transfer(ctx context.Context, choose chooser, to stacks.Principal, amount uint64) (*Result, error)
 }
 
 type batchOutcome struct {
@@ -141,14 +171,15 @@ func (b *batcher) queued() int {
 // would abort the whole batch if that key were the sender, so it goes alone
 // (and send picks another key or refuses it).
 func (b *batcher) batchable(req Request, amount uint64) bool {
-	if b == nil || req.Stacking || amount != b.f.cfg.Amounts.Default || amount == 0 {
+	if b == nil || req.Stacking || amount != b.amount || amount == 0 {
 		return false
 	}
-	if !req.Recipient.IsContract() && b.f.pool.isDistributor(req.Recipient.Address) {
+	if !req.Recipient.IsContract() && b.pool.isDistributor(req.Recipient.Address) {
 		return false
 	}
+	now := b.clk.Now()
 	b.mu.Lock()
-	paused := b.f.cfg.Now().Before(b.pausedUntil)
+	paused := now.Before(b.pausedUntil)
 	b.mu.Unlock()
 	return !paused
 }
@@ -157,7 +188,7 @@ func (b *batcher) batchable(req Request, amount uint64) bool {
 // cancelled while still queued leaves without trace; once its batch is on
 // the way, the batch answers for it (it may be paid).
 func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Result, error) {
-	now := b.f.cfg.Now()
+	now := b.clk.Now()
 	if b.window == 0 {
 		b.mu.Lock()
 		demand := b.arrivedLocked(now)
@@ -172,8 +203,8 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 			// waiting: if other drips took the last one meanwhile, this
 			// one queues as if it had seen none.
 			b.lastSlot.Store(now.UnixNano())
-			choose, left := b.leavingAlone(b.f.placer.chooseKeeping(0, b.f.pool.keptSlots()))
-			res, err := b.f.sendVia(ctx, choose, to, b.f.cfg.Amounts.Default)
+			choose, left := b.leavingAlone(b.lone)
+			res, err := b.singles.transfer(ctx, choose, to, b.amount)
 			left()
 			if e, ok := errors.AsType[*Error](err); !ok || e.Reason != ReasonBusy {
 				b.alone.Add(1)
@@ -193,11 +224,11 @@ func (b *batcher) submitBatched(ctx context.Context, to stacks.Principal) (*Resu
 		go b.awaitSlot(b.gen)
 	case len(b.queue) == 1:
 		gen := b.gen
-		b.timer = time.AfterFunc(b.window, func() { b.flushBatch(gen) })
+		b.timer = b.afterFunc(b.window, gen)
 	}
 	b.mu.Unlock()
 	if full != nil {
-		b.lastSlot.Store(b.f.cfg.Now().UnixNano())
+		b.lastSlot.Store(b.clk.Now().UnixNano())
 		go b.dispatchBatch(full)
 	}
 	select {
@@ -233,17 +264,24 @@ func (b *batcher) takeLocked() []*batchEntry {
 	return batch
 }
 
+// afterFunc flushes batch gen after d. The flush runs on a goroutine of its
+// own: a fake clock calls the function while it holds its lock, and the
+// flush reads that clock.
+func (b *batcher) afterFunc(d time.Duration, gen uint64) clock.Timer {
+	return b.clk.AfterFunc(d, func() { go b.flushBatch(gen) })
+}
+
 // flushBatch sends the batch whose window has ended, if it is still open
 // and decideBatch says so; otherwise it keeps gathering for another window.
 func (b *batcher) flushBatch(gen uint64) {
-	now := b.f.cfg.Now()
+	now := b.clk.Now()
 	b.mu.Lock()
 	if gen != b.gen || len(b.queue) == 0 {
 		b.mu.Unlock()
 		return
 	}
 	if d := decideBatch(b.viewLocked(now, 0)); d.Action == review {
-		b.timer = time.AfterFunc(d.Wait, func() { b.flushBatch(gen) })
+		b.timer = b.afterFunc(d.Wait, gen)
 		b.mu.Unlock()
 		return
 	}
@@ -256,7 +294,7 @@ func (b *batcher) flushBatch(gen uint64) {
 // the rate. The rate decays over one release interval, so it is the
 // demand of about the last block. Caller holds b.mu.
 func (b *batcher) arrivedLocked(now time.Time) float64 {
-	tau := b.f.clock.releaseInterval().Seconds()
+	tau := b.pace.releaseInterval().Seconds()
 	b.demand = b.demandAtLocked(now) + 1/tau
 	b.demandAt = now
 	return b.demand
@@ -267,15 +305,15 @@ func (b *batcher) demandAtLocked(now time.Time) float64 {
 	if b.demandAt.IsZero() {
 		return 0
 	}
-	return b.demand * math.Exp(-now.Sub(b.demandAt).Seconds()/b.f.clock.releaseInterval().Seconds())
+	return b.demand * math.Exp(-now.Sub(b.demandAt).Seconds()/b.pace.releaseInterval().Seconds())
 }
 
 // viewLocked is what decideBatch needs to know now, demand being the
 // arrival rate. Caller holds b.mu.
 func (b *batcher) viewLocked(now time.Time, demand float64) slotView {
-	free, kept := b.f.pool.freeSlots()
+	free, kept := b.pool.freeSlots()
 	v := slotView{Window: b.window, Queued: len(b.queue), Free: free, Kept: kept, Leaving: b.leaving,
-		Demand: demand, UntilRelease: b.f.clock.untilRelease(), BusyWait: b.f.cfg.Timing.BusyWait,
+		Demand: demand, UntilRelease: b.pace.untilRelease(), BusyWait: b.busyWait,
 		SinceSlot: time.Duration(now.UnixNano() - b.lastSlot.Load())}
 	if len(b.queue) > 0 {
 		// The queue's head is its longest-waiting drip.
@@ -294,11 +332,11 @@ func (b *batcher) leavingAlone(choose chooser) (_ chooser, left func()) {
 		b.leaving--
 		b.mu.Unlock()
 	})
-	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-		k, nonce, err := choose(ctx, spend, excluded)
+	return chooseFunc(func(ctx context.Context, spend cost, excluded keySet) (*keyState, uint64, *Error) {
+		k, nonce, err := choose.choose(ctx, spend, excluded)
 		left()
 		return k, nonce, err
-	}, left
+	}), left
 }
 
 // awaitSlot sends the adaptive batch gen when decideBatch says so, looking
@@ -306,11 +344,11 @@ func (b *batcher) leavingAlone(choose chooser) (_ chooser, left func()) {
 // steady stream fills each call without spending every slot before the
 // block comes, and a lone latecomer waits little.
 func (b *batcher) awaitSlot(gen uint64) {
-	timer := time.NewTimer(time.Hour)
+	timer := b.clk.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		freed := b.f.pool.freedSignal()
-		now := b.f.cfg.Now()
+		freed := b.pool.freedSignal()
+		now := b.clk.Now()
 		b.mu.Lock()
 		if gen != b.gen || len(b.queue) == 0 {
 			b.mu.Unlock()
@@ -324,7 +362,7 @@ func (b *batcher) awaitSlot(gen uint64) {
 		timer.Reset(d.Wait)
 		select {
 		case <-freed: // a block (or a refusal) freed slots: look again
-		case <-timer.C:
+		case <-timer.C():
 		}
 	}
 	b.mu.Lock()
@@ -337,7 +375,7 @@ func (b *batcher) awaitSlot(gen uint64) {
 		go b.awaitSlot(b.gen)
 	}
 	b.mu.Unlock()
-	b.lastSlot.Store(b.f.cfg.Now().UnixNano())
+	b.lastSlot.Store(b.clk.Now().UnixNano())
 	b.dispatchBatch(batch)
 }
 
@@ -364,7 +402,7 @@ func (b *batcher) dispatchBatch(entries []*batchEntry) {
 // is left of BusyWait since its first drip arrived (time in the queue
 // counts). Entries keep their queue order, so the first arrived first.
 func (b *batcher) slotWait(entries []*batchEntry) time.Duration {
-	return max(b.f.cfg.Timing.BusyWait-b.f.cfg.Now().Sub(entries[0].arrived), 0)
+	return max(b.busyWait-b.clk.Since(entries[0].arrived), 0)
 }
 
 // withdraw removes a queued entry; false when its batch has left already.

@@ -3,6 +3,8 @@ package faucet
 import (
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // defaultBlockGap stands in for the time between blocks until the poll
@@ -15,7 +17,7 @@ const defaultBlockGap = 5 * time.Second
 // what is left of the gap; repairs wait a few gaps before calling a nonce
 // stuck.
 type blockClock struct {
-	now func() time.Time
+	clk clock.PassiveClock
 	// gap and releaseGap are moving averages in nanoseconds (0 until two
 	// blocks were seen); lastRelease is the last poll that found a block
 	// (unix ns, 0 before one).
@@ -25,7 +27,7 @@ type blockClock struct {
 // noteBlocks folds the time since the last new block, spread over the n
 // blocks that came, into the moving average of the block gap.
 func (c *blockClock) noteBlocks(n uint64) {
-	now := c.now().UnixNano()
+	now := c.clk.Now().UnixNano()
 	if last := c.lastRelease.Load(); last != 0 {
 		since := now - last
 		c.gap.Store(movingAverage(c.gap.Load(), since/int64(n)))
@@ -51,7 +53,7 @@ func (c *blockClock) untilRelease() time.Duration {
 	if last == 0 {
 		return g
 	}
-	return max(time.Duration(last-c.now().UnixNano())+g, g/8)
+	return max(time.Duration(last-c.clk.Now().UnixNano())+g, g/8)
 }
 
 // releaseInterval is the expected time between slot releases.

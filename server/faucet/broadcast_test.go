@@ -58,7 +58,7 @@ func lostAnswer(n NodeClient) *scriptedBroadcast {
 // client retry is not paid a second time (server's TestAdmission…).
 func TestUnknownOutcomeSurvivesLaterDefiniteFailure(t *testing.T) {
 	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
-	e.f.cfg.Node = lostAnswer(e.f.cfg.Node)
+	e.f.setNode(lostAnswer(e.f.cfg.Node))
 	to := recipient(t)
 	res, err := e.f.Drip(context.Background(), Request{Recipient: to})
 	if err != nil {
@@ -91,7 +91,7 @@ func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
 			return "", &node.HTTPError{Call: node.CallBroadcast, StatusCode: 403}
 		},
 	}
-	e.f.cfg.Node = sb
+	e.f.setNode(sb)
 	waiting := make(chan struct{}, 1)
 	e.f.pool.onBusyWait = func() {
 		select {
@@ -129,11 +129,11 @@ func TestReleasedSlotWakesBusyWaiter(t *testing.T) {
 // is unavailable, not a refusal of the faucet's transaction.
 func TestServerFailureRejectionIsUnavailable(t *testing.T) {
 	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
-	e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+	e.f.setNode(&scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
 		func(context.Context, []byte) (string, error) {
 			return "", &node.RejectionError{Reason: node.ReasonServerFailureNoSuchChainTip}
 		},
-	}}
+	}})
 	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 	if ReasonOf(err) != ReasonNodeUnavailable {
 		t.Fatalf("err %v, want node_unavailable", err)
@@ -161,11 +161,11 @@ func TestDryKeyIsNotReady(t *testing.T) {
 // A 400 "Failed to decode" refuses the faucet's bytes: rejected, nonce freed.
 func TestDecodeErrorIsRejected(t *testing.T) {
 	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
-	e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+	e.f.setNode(&scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
 		func(context.Context, []byte) (string, error) {
 			return "", &node.DecodeError{Call: node.CallBroadcast, Message: "Failed to decode: Failed to deserialize posted transaction"}
 		},
-	}}
+	}})
 	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 	if ReasonOf(err) != ReasonRejected {
 		t.Fatalf("err %v, want rejected", err)
@@ -182,7 +182,7 @@ func TestInDoubtDripRefusedForNowIsDeliveredLater(t *testing.T) {
 	for _, reason := range []string{node.ReasonTooMuchChaining, node.ReasonServerFailureDatabase} {
 		t.Run(reason, func(t *testing.T) {
 			e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{})
-			e.f.cfg.Node = &scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
+			e.f.setNode(&scriptedBroadcast{NodeClient: e.f.cfg.Node, script: []func(context.Context, []byte) (string, error){
 				// The drip's broadcast is lost before the node sees it,
 				// and the retry of the same bytes is refused at dial…
 				func(context.Context, []byte) (string, error) {
@@ -196,7 +196,7 @@ func TestInDoubtDripRefusedForNowIsDeliveredLater(t *testing.T) {
 				func(context.Context, []byte) (string, error) {
 					return "", &node.RejectionError{Reason: reason}
 				},
-			}}
+			}})
 			res, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 			if err != nil || !res.InDoubt {
 				t.Fatalf("drip: %+v %v, want success in doubt", res, err)

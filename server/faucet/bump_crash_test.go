@@ -87,7 +87,7 @@ func TestFeeBumpCrashLeavesJournalConsistent(t *testing.T) {
 		tx, err := stacks.DecodeTransaction(raw)
 		return err == nil && tx.TxID() != res.TxID // the replacement
 	}}
-	e.f.cfg.Node = node
+	e.f.setNode(node)
 	for range stuck + 1 {
 		e.dn.Mine()
 		_ = e.f.Sync(ctx) // writes fail once crashed
@@ -117,7 +117,7 @@ func TestFeeBumpCrashLeavesJournalConsistent(t *testing.T) {
 	// The next process resumes it: the drip is followed under the txid the
 	// node holds, paid once, and nothing is left once it confirms.
 	store.crashed.Store(false)
-	e.f.cfg.Node = node.NodeClient
+	e.f.setNode(node.NodeClient)
 	f := e.restart(t)
 	if p, ok := f.PendingAt(sender.String(), res.Nonce); !ok || p.TxID != rep.TxID() {
 		t.Fatalf("after the restart nonce %d is %+v (%v), want the replacement %s", res.Nonce, p.TxID, ok, rep.TxID().Hex0x())

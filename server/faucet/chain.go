@@ -3,7 +3,11 @@ package faucet
 import (
 	"context"
 	"errors"
+	"time"
 
+	"k8s.io/utils/clock"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
 )
@@ -12,9 +16,14 @@ import (
 // tip, trusted for ChainCheckInterval (the poll loop refreshes it), and
 // PoX's minimum stacking amount, trusted for CacheTTL.
 type chainView struct {
-	cfg      *Config // the engine's: its node and chain id
-	info     ttlcache.Value[chainInfo]
-	minStack ttlcache.Value[uint64] // PoX min_amount_ustx
+	node chainNode
+	// want is the configured chain id (0: any testnet).
+	want uint32
+	info ttlcache.Value[chainInfo]
+	// fetchInfo is fetch as a value, made once: a drip's check passes it
+	// without allocating.
+	fetchInfo func(context.Context) (chainInfo, error)
+	minStack  ttlcache.Value[uint64] // PoX min_amount_ustx
 }
 
 type chainInfo struct {
@@ -22,17 +31,24 @@ type chainInfo struct {
 	height  uint64
 }
 
-func newChainView(cfg *Config) *chainView {
-	c := &chainView{cfg: cfg}
-	c.info.TTL, c.info.Now = cfg.Timing.ChainCheckInterval, cfg.Now
-	c.minStack.TTL, c.minStack.Now = cfg.Timing.CacheTTL, cfg.Now
+// chainNode is what the chain view reads from the node.
+type chainNode interface {
+	Info(ctx context.Context) (*node.Info, error)
+	PoX(ctx context.Context) (*node.PoXInfo, error)
+}
+
+func newChainView(n chainNode, want uint32, checkTTL, cacheTTL time.Duration, clk clock.PassiveClock) *chainView {
+	c := &chainView{node: n, want: want}
+	c.fetchInfo = c.fetch
+	c.info.TTL, c.info.Clock = checkTTL, clk
+	c.minStack.TTL, c.minStack.Clock = cacheTTL, clk
 	return c
 }
 
 // check confirms, from a cached /v2/info, that the node is a testnet with
 // the expected chain id.
 func (c *chainView) check(ctx context.Context) error {
-	ci, err := c.info.Get(ctx, c.fetch)
+	ci, err := c.info.Get(ctx, c.fetchInfo)
 	if err != nil {
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	}
@@ -44,7 +60,7 @@ func (c *chainView) allowed(id uint32) error {
 	if id == stacks.ChainIDMainnet {
 		return failf(ReasonDisabled, nil, "the faucet is not available: the node is on mainnet")
 	}
-	if want := c.cfg.ChainID; want != 0 && id != want {
+	if want := c.want; want != 0 && id != want {
 		return failf(ReasonDisabled, nil, "the faucet is not available: the node reports chain id %d, expected %d", id, want)
 	}
 	return nil
@@ -52,7 +68,7 @@ func (c *chainView) allowed(id uint32) error {
 
 // fetch reads the chain id and tip from the node.
 func (c *chainView) fetch(ctx context.Context) (chainInfo, error) {
-	info, err := c.cfg.Node.Info(ctx)
+	info, err := c.node.Info(ctx)
 	if err != nil {
 		return chainInfo{}, err
 	}
@@ -74,7 +90,7 @@ func (c *chainView) tip() uint64 { return c.info.Peek().height }
 // stackingMinimum is PoX's min_amount_ustx.
 func (c *chainView) stackingMinimum(ctx context.Context) (uint64, error) {
 	return c.minStack.Get(ctx, func(ctx context.Context) (uint64, error) {
-		p, err := c.cfg.Node.PoX(ctx)
+		p, err := c.node.PoX(ctx)
 		if err != nil {
 			return 0, err
 		}

@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/journal"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // NodeClient is the node RPC the engine needs; *node.Client implements it.
@@ -25,21 +28,22 @@ type NodeClient interface {
 	TokenMetadata(ctx context.Context, token stacks.ContractID) (node.TokenMetadata, error)
 }
 
-// Defaults of the engine's settings: the one definition the serve flags,
-// the operator's CRD defaults and the engine itself read.
+// Defaults of the engine's settings. Those the serve flags and the
+// operator's CRD share are package settings' (the one definition); the
+// rest are the engine's own.
 const (
-	DefaultAmount          uint64 = 500_000_000 // 500 STX
-	DefaultStackingPadding uint64 = 20          // percent above PoX min_amount_ustx
-	DefaultMemo                   = "faucet"
-	DefaultMaxInFlight            = 25 // the node's mempool chaining limit
-	DefaultFeeMin          uint64 = 180
-	DefaultFeeMax          uint64 = 100_000
-	DefaultFeeFallback     uint64 = 1_000
-	DefaultStuckBlocks     uint64 = 3
-	DefaultMaxAttempts            = 4
+	DefaultAmount          = settings.STXAmount
+	DefaultStackingPadding = settings.StackingPadding
+	DefaultMemo            = settings.Memo
+	DefaultMaxInFlight     = settings.MaxInFlight
+	DefaultFeeMin          = settings.FeeMin
+	DefaultFeeMax          = settings.FeeMax
+	DefaultFeeFallback     = settings.FeeFallback
+	DefaultStuckBlocks     = settings.StuckBlocks
+	DefaultMaxAttempts     = 4
 	// DefaultBusyWait is how long `faucet serve` lets a drip wait for a
 	// free in-flight slot. The engine's zero Timing.BusyWait fails at once.
-	DefaultBusyWait     = 5 * time.Second
+	DefaultBusyWait     = settings.BusyWait
 	DefaultPollInterval = time.Second
 	// DefaultBusyPollInterval is the tip poll's cadence while transactions
 	// are in flight: a block frees its confirmed nonces' slots within about
@@ -70,7 +74,9 @@ type Config struct {
 	Timing   Timing
 
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Clock is the engine's one clock: every part reads the time, waits
+	// and ticks on it (nil: the real clock). Tests step a fake one.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Amounts are what a drip pays (spec.amounts, spec.memo).
@@ -95,7 +101,7 @@ type Token struct {
 	Name Asset
 	// Asset is the token's identifier, ADDR.contract::token. With
 	// FromPoX its contract is left zero: it is the contract the node names
-	// in /v2/pox (pox_5_sbtc_contract, Epoch 4.0), and Asset.Name the
+	// in /v2/pox (Epoch 4.0, see node.PoXInfo.Token), and Asset.Name the
 	// token's name in it.
 	Asset   stacks.AssetInfo
 	FromPoX bool
@@ -254,8 +260,8 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 }
 

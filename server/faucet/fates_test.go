@@ -7,7 +7,7 @@ import (
 )
 
 func TestTxFates(t *testing.T) {
-	f := &Faucet{}
+	f := &Faucet{fates: &txFates{}}
 	a, b, c, d := stacks.TxID{1}, stacks.TxID{2}, stacks.TxID{3}, stacks.TxID{4}
 	f.fates.replaced(a, b)
 	f.fates.replaced(b, c) // a second bump
@@ -22,7 +22,7 @@ func TestTxFates(t *testing.T) {
 		t.Error("Dropped")
 	}
 	// Bounded: the oldest entries go first.
-	g := &Faucet{}
+	g := &Faucet{fates: &txFates{}}
 	g.fates.capacity = 2
 	g.fates.dropped(a)
 	g.fates.dropped(b)

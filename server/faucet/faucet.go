@@ -1,9 +1,11 @@
 // Package faucet is the dispensing engine: a pool of sending keys with their
 // own nonce ledgers (keypool.go), the one function that places a transaction
-// (place.go), and the policies on top of it: single drips, send-many batches
-// (batch.go), treasury refills (treasury.go) and nonce repair (repair.go).
-// Who may drip and how often is decided before it (package guard). It talks
-// to the Stacks node only through NodeClient.
+// (place.go), and the policies on top of it: single drips (drip.go),
+// send-many batches (batcher.go), treasury refills (treasury.go, refill.go)
+// and nonce repair (repair.go), moved block by block by the poll loop
+// (poller.go). Who may drip and how often is decided before it (package
+// guard). It talks to the Stacks node only through NodeClient, and reads
+// the time only from Config.Clock.
 package faucet
 
 import (
@@ -21,10 +23,16 @@ import (
 )
 
 // Faucet dispenses STX. Safe for concurrent use.
+//
+// It is the one holder of the whole engine: it builds the parts, each
+// given only what it uses, and answers the exported API from them. The
+// parts reach one another through small interfaces their consumer names
+// (keyPreparer, keyKeeper, txPlacer, doubtResolver, …), the way a
+// loop is kept apart from the state it steps: the poller is the loop, the
+// accounts, placer, repairer, treasury and batcher the steps.
 type Faucet struct {
-	cfg  Config
-	memo stacks.Memo
-	log  *slog.Logger
+	cfg Config
+	log *slog.Logger
 	// pool owns the sending keys and their nonces (keypool.go).
 	pool *keyPool
 	// tokens are the SIP-010 tokens it drips beside STX (tokens.go).
@@ -33,41 +41,30 @@ type Faucet struct {
 	journal *journal.Journal
 
 	// chain is the node's chain id and tip; price prices transactions;
-	// clock is the chain's pace as the poll loop sees it.
+	// pace is the chain's pace as the poll loop sees it.
 	chain *chainView
 	price *pricer
-	clock *blockClock
+	pace  *blockClock
+	bcast *broadcaster
 
-	history historyWriter
-	// treasury is nil unless Config.Treasury is set (treasury.go).
-	treasury *treasury
-	// onRefillRecorded, when set (tests only), is called once a refill is
-	// in the ledger, before it is broadcast.
-	onRefillRecorded func(PendingTx)
+	history *historyWriter
 	// fates remembers txids that were replaced or dropped, for the drip
 	// status endpoint.
-	fates txFates
-	// batch is nil unless Config.Batching.Max ≥ 2 (batch.go).
-	batch *batcher
+	fates *txFates
 	// The engine's parts, each in a file of its name: keeping the keys'
-	// accounts in step with the node and the journal, placing
-	// transactions, the poll loop, repairs and readiness.
+	// accounts in step with the node and the journal, turning drips into
+	// placements, placing transactions, the poll loop, repairs and
+	// readiness. treasury is nil unless Config.Refills.Treasury is set,
+	// batch unless Config.Batching.Max ≥ 2.
 	accounts  *accounts
+	drips     *dripper
 	placer    *placer
 	poller    *poller
 	repairs   *repairer
 	readiness *readiness
+	treasury  *treasury
+	batch     *batcher
 }
-
-// accounts keeps each key's view of its account in step with the node
-// (syncs) and the journal (loads, ownership): accounts.go.
-type accounts struct{ f *Faucet }
-
-// placer is the one path of every transaction (place.go).
-type placer struct{ f *Faucet }
-
-// repairer resolves transactions in doubt and unsticks nonces (repair.go).
-type repairer struct{ f *Faucet }
 
 // New validates cfg and builds an engine. Call Run to keep it in sync.
 func New(cfg Config) (*Faucet, error) {
@@ -88,31 +85,74 @@ func New(cfg Config) (*Faucet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f := &Faucet{cfg: cfg, memo: memo, log: cfg.Logger, journal: journal.New(cfg.State.Journal, cfg.Now)}
-	f.accounts, f.placer, f.repairs = &accounts{f}, &placer{f}, &repairer{f}
-	f.poller = &poller{f: f, sent: make(chan struct{}, 1), nodeWatch: nodeWatch{log: cfg.Logger, now: cfg.Now}}
-	f.readiness = &readiness{f: f}
-	f.history = historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger}
-	f.chain, f.price, f.clock = newChainView(&f.cfg), newPricer(&f.cfg), &blockClock{now: cfg.Now}
-	if err := f.setupTreasury(); err != nil {
+	refills, err := resolveTreasury(&cfg)
+	if err != nil {
 		return nil, err
 	}
-	// After the treasury, which fills the tokens' refill defaults.
-	if f.tokens, err = newTokens(f.cfg.Tokens, cfg.Logger); err != nil {
-		return nil, fmt.Errorf("faucet: %w", err)
-	}
-	// Unless replicas share the store this process is the only writer:
-	// every key is ours from the start (its journal loads on first use).
-	f.pool = newKeyPool(cfg.Keys, cfg.Refills.Treasury, !cfg.State.Shared, cfg.Timing.MaxInFlight, cfg.Fees.Reserve)
-	b, err := cfg.Batching.Resolve()
+	refillMemo, err := stacks.NewMemo(RefillMemo)
 	if err != nil {
 		return nil, fmt.Errorf("faucet: %w", err)
 	}
-	f.cfg.Batching = b
-	if b.Max >= 2 {
-		f.batch = &batcher{f: f, max: b.Max, window: b.Window}
+	// After the treasury, which fills the tokens' refill defaults.
+	toks, err := newTokens(cfg.Tokens, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("faucet: %w", err)
 	}
+	if cfg.Batching, err = cfg.Batching.Resolve(); err != nil {
+		return nil, fmt.Errorf("faucet: %w", err)
+	}
+	clk, t := cfg.Clock, cfg.Timing
+	f := &Faucet{cfg: cfg, log: cfg.Logger, tokens: toks, journal: journal.New(cfg.State.Journal, clk),
+		chain: newChainView(cfg.Node, cfg.ChainID, t.ChainCheckInterval, t.CacheTTL, clk),
+		price: newPricer(cfg.Node, cfg.Fees, t.CacheTTL, clk, cfg.Logger),
+		pace:  &blockClock{clk: clk}, bcast: newBroadcaster(cfg.Node, clk), fates: &txFates{},
+		history: &historyWriter{queue: make(chan DripRecord, 4096), store: cfg.State.History, log: cfg.Logger},
+		// Unless replicas share the store this process is the only
+		// writer: every key is ours from the start (its journal loads on
+		// first use).
+		pool: newKeyPool(cfg.Keys, cfg.Refills.Treasury, !cfg.State.Shared, t.MaxInFlight, cfg.Fees.Reserve, clk),
+	}
+	f.wire(memo, refillMemo, refills)
 	return f, nil
+}
+
+// wire builds the parts of f, each from what it uses. The accounts and
+// the repairer use each other (a load resolves the entries in doubt, a
+// repair resyncs after BadNonce): the accounts are built first and given
+// the repairer once it exists, before anything runs.
+func (f *Faucet) wire(memo, refillMemo stacks.Memo, refills []refillRule) {
+	cfg, clk, log := &f.cfg, f.cfg.Clock, f.log
+	sent := make(chan struct{}, 1)
+	f.accounts = &accounts{node: cfg.Node, pool: f.pool, journal: f.journal, chain: f.chain, tokens: f.tokens,
+		dryRecover: satAdd(cfg.Amounts.Default, cfg.Fees.Max), reserve: cfg.Fees.Reserve, clk: clk, log: log}
+	f.placer = &placer{pool: f.pool, journal: f.journal, keys: f.accounts, chain: f.chain, send: f.bcast, clk: clk,
+		sent: sent, maxAttempts: cfg.Timing.MaxAttempts, log: log}
+	f.repairs = &repairer{pool: f.pool, journal: f.journal, send: f.bcast, placer: f.placer, keys: f.accounts,
+		price: f.price, chain: f.chain, pace: f.pace, fates: f.fates, memo: memo, feeMax: cfg.Fees.Max,
+		stuckBlocks: cfg.Timing.StuckBlocks, clk: clk, log: log}
+	f.accounts.doubt = f.repairs
+	single := &distributorChoice{pool: f.pool, prep: f.accounts, wait: cfg.Timing.BusyWait}
+	f.drips = &dripper{placer: f.placer, price: f.price, chain: f.chain, keys: f.pool.keys, memo: memo,
+		tokenMemo: []byte(cfg.Amounts.Memo), single: single, log: log}
+	f.readiness = &readiness{chain: f.chain, pool: f.pool, accounts: f.accounts,
+		need: satAdd(cfg.Amounts.Default, cfg.Fees.Min), dripCost: DripCost(cfg.Amounts.Default, cfg.Fees.Fallback), log: log}
+	f.poller = &poller{clk: clk, idle: cfg.Timing.PollInterval, busyEvery: cfg.Timing.BusyPollInterval, sent: sent,
+		pool: f.pool, chain: f.chain, pace: f.pace, accounts: f.accounts, repairs: f.repairs, tokens: f.tokens,
+		tokenNode: cfg.Node, ready: f.readiness, watch: nodeWatch{log: log, clk: clk}, log: log}
+	if cfg.Refills.Treasury != nil {
+		f.treasury = &treasury{key: f.pool.treasury, pool: f.pool, accounts: f.accounts, repairs: f.repairs,
+			placer: f.placer, price: f.price, chain: f.chain, node: cfg.Node, journal: f.journal, tokens: f.tokens,
+			history: f.history, reserve: cfg.Fees.Reserve, feeMax: cfg.Fees.Max, memo: refillMemo, rules: refills,
+			dry: map[Asset]*dryState{}, warnedAt: map[Asset]uint64{}, log: log}
+		f.poller.treasury = f.treasury
+	}
+	if b := cfg.Batching; b.Max >= 2 {
+		f.batch = &batcher{max: b.Max, window: b.Window, amount: cfg.Amounts.Default, memo: []byte(cfg.Amounts.Memo),
+			contract: b.Contract, busyWait: cfg.Timing.BusyWait, clk: clk, pace: f.pace, pool: f.pool, prep: f.accounts,
+			single: single, lone: &distributorChoice{pool: f.pool, prep: f.accounts, keep: f.pool.keptSlots()},
+			singles: f.drips, placer: f.placer, price: f.price, chain: f.chain, log: log}
+		f.poller.queue = f.batch
+	}
 }
 
 // JournalKeys lists the keys the engine sends with, as the journal and its
@@ -195,12 +235,38 @@ func (f *Faucet) Drip(ctx context.Context, req Request) (*Result, error) {
 	if req.Recipient.Address.IsMainnet() {
 		return nil, failf(ReasonRejected, nil, "recipient is a mainnet address")
 	}
-	result, err := f.checkedSend(ctx, req)
+	if err := f.chain.check(ctx); err != nil {
+		return nil, err
+	}
+	if !req.Asset.IsSTX() {
+		tok := f.tokens.byName(req.Asset)
+		switch {
+		case tok == nil:
+			return nil, failf(ReasonRejected, nil, "unknown asset %q", string(req.Asset))
+		case req.Stacking:
+			return nil, failf(ReasonRejected, nil, "stacking drips are STX only")
+		}
+		return f.drips.token(ctx, tok, req.Recipient, req.Amount)
+	}
+	amount := req.Amount
+	if amount == 0 {
+		var err error
+		if amount, err = f.amount(ctx, req.Stacking); err != nil {
+			return nil, err
+		}
+	}
+	var res *Result
+	var err error
+	if f.batch.batchable(req, amount) {
+		res, err = f.batch.submitBatched(ctx, req.Recipient)
+	} else {
+		res, err = f.drips.transfer(ctx, f.drips.single, req.Recipient, amount)
+	}
 	if err != nil {
 		return nil, err
 	}
-	result.Stacking = req.Stacking
-	return result, nil
+	res.Stacking = req.Stacking
+	return res, nil
 }
 
 // RecordOf is the history record of a drip's outcome at at: res when it was
@@ -227,69 +293,6 @@ func (f *Faucet) Record(ctx context.Context, d DripRecord) { f.history.record(ct
 // storeFailure turns a store error into the drip error users see.
 func storeFailure(err error, what string) *Error {
 	return failf(ReasonStoreUnavailable, fmt.Errorf("%s: %w", what, err), "the faucet's state store is unavailable; try again shortly")
-}
-
-func (f *Faucet) checkedSend(ctx context.Context, req Request) (*Result, error) {
-	if err := f.chain.check(ctx); err != nil {
-		return nil, err
-	}
-	if !req.Asset.IsSTX() {
-		tok := f.tokens.byName(req.Asset)
-		switch {
-		case tok == nil:
-			return nil, failf(ReasonRejected, nil, "unknown asset %q", string(req.Asset))
-		case req.Stacking:
-			return nil, failf(ReasonRejected, nil, "stacking drips are STX only")
-		}
-		return f.sendToken(ctx, tok, req.Recipient, req.Amount)
-	}
-	amount := req.Amount
-	if amount == 0 {
-		var err error
-		if amount, err = f.amount(ctx, req.Stacking); err != nil {
-			return nil, err
-		}
-	}
-	if f.batch.batchable(req, amount) {
-		return f.batch.submitBatched(ctx, req.Recipient)
-	}
-	return f.send(ctx, req.Recipient, amount)
-}
-
-// send pays amount to to in one token transfer.
-func (f *Faucet) send(ctx context.Context, to stacks.Principal, amount uint64) (*Result, error) {
-	return f.sendVia(ctx, f.placer.chooseDistributor(f.cfg.Timing.BusyWait), to, amount)
-}
-
-// sendVia is send with choose picking the key and nonce.
-func (f *Faucet) sendVia(ctx context.Context, choose chooser, to stacks.Principal, amount uint64) (*Result, error) {
-	chainID := f.chain.id()
-	fee := f.price.transfer(ctx, to)
-	return f.placeDrip(ctx, choose, placement{to: to, asset: AssetSTX, amount: amount, fee: fee,
-		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-			return stacks.NewTokenTransfer(stacks.TransferParams{
-				Recipient: to, Amount: amount, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID,
-			}, key)
-		}})
-}
-
-// placeDrip places one drip on a distributor choose picks (the
-// least-loaded one that can pay it). A key cannot pay itself (the node
-// refuses an STX transfer to its sender, the token contract one to its
-// sender), so such keys are skipped.
-func (f *Faucet) placeDrip(ctx context.Context, choose chooser, pl placement) (*Result, error) {
-	pl.choose, pl.excluded = choose, map[*keyState]bool{}
-	for _, k := range f.pool.keys {
-		if !pl.to.IsContract() && pl.to.Address == k.addr {
-			pl.excluded[k] = true
-			pl.lastErr = failf(ReasonRejected, nil, "the recipient is one of the faucet's own addresses")
-		}
-	}
-	done, err := f.placer.place(ctx, pl)
-	if err != nil {
-		return nil, err
-	}
-	return f.placedResult(done, pl.amount), nil
 }
 
 // amount is the drip size for the tier.

@@ -5,13 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
+
+// t0 is where the tests' fake clocks start.
+var t0 = time.Unix(1_700_000_000, 0)
 
 // env is a faucet wired to a devnode over real HTTP.
 type env struct {
@@ -38,7 +45,7 @@ func newEnv(t testing.TB, nKeys int, funding uint64, dcfg devnode.Config, fcfg C
 	dn := devnode.New(dcfg)
 	srv := httptest.NewServer(dn.Handler())
 	t.Cleanup(srv.Close)
-	client, err := node.New(srv.URL, node.WithTimeout(2*time.Second))
+	client, err := node.New(srv.URL, rpcclient.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,9 +301,10 @@ func TestChainIDMismatchDisables(t *testing.T) {
 }
 
 func TestNodeDownIsUnavailableAndRecovers(t *testing.T) {
-	e := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{Timing: Timing{CacheTTL: time.Millisecond, ChainCheckInterval: time.Millisecond}})
+	clk := clocktesting.NewFakeClock(t0)
+	e := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{Clock: clk, Timing: Timing{CacheTTL: time.Millisecond, ChainCheckInterval: time.Millisecond}})
 	e.dn.SetDown(true)
-	time.Sleep(5 * time.Millisecond)
+	clk.Step(5 * time.Millisecond) // the cached chain info is stale
 	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
 	if ReasonOf(err) != ReasonNodeUnavailable {
 		t.Fatalf("err %v, want node_unavailable", err)
@@ -385,7 +393,7 @@ func TestHoleIsFilled(t *testing.T) {
 	k.mu.Lock()
 	n0 := k.allocate(cost{stx: 1})
 	k.mu.Unlock()
-	res, err := e.f.send(context.Background(), recipient(t), DefaultAmount)
+	res, err := e.f.drips.transfer(context.Background(), e.f.drips.single, recipient(t), DefaultAmount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,10 +473,14 @@ func TestStuckNonceFeeBump(t *testing.T) {
 }
 
 func TestBusyWaitUsesTheNextBlock(t *testing.T) {
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Timing: Timing{MaxInFlight: 1, BusyWait: 10 * time.Second}})
+	// The clock stands still: the drip's wait can only end with the block.
+	clk := clocktesting.NewFakeClock(t0)
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Clock: clk, Timing: Timing{MaxInFlight: 1, BusyWait: 10 * time.Second}})
 	if _, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)}); err != nil {
 		t.Fatal(err)
 	}
+	waiting := make(chan struct{})
+	e.f.pool.onBusyWait = sync.OnceFunc(func() { close(waiting) })
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t)})
@@ -477,7 +489,7 @@ func TestBusyWaitUsesTheNextBlock(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Fatalf("second drip did not wait for capacity: %v", err)
-	case <-time.After(50 * time.Millisecond):
+	case <-waiting:
 	}
 	e.mine() // confirms the first drip and frees the slot
 	if err := <-done; err != nil {
@@ -518,5 +530,15 @@ func TestPadPercent(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("padPercent(%d,%d) = %d,%v want %d,%v", tt.v, tt.pct, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// setNode points every part of the engine at n, as New would have: tests
+// wrap the node the engine was built with.
+func (f *Faucet) setNode(n NodeClient) {
+	f.cfg.Node = n
+	f.chain.node, f.price.node, f.bcast.node, f.accounts.node, f.poller.tokenNode = n, n, n, n, n
+	if f.treasury != nil {
+		f.treasury.node = n
 	}
 }

@@ -3,7 +3,11 @@ package faucet
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/bits"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -15,16 +19,28 @@ import (
 // node's minimum relay fee), or Fees.Fallback when the node has no rate.
 // A send-many call is priced from the node's estimate for its payload.
 type pricer struct {
-	cfg  *Config // the engine's: its node, fees and logger
+	node feeNode
+	fees Fees
+	log  *slog.Logger
 	rate ttlcache.Value[uint64]
+	// fetchRate reads the node's rate; made once, so a drip's price
+	// passes it without allocating.
+	fetchRate func(context.Context) (uint64, error)
 	// batchSample is the node's last estimate for a send-many call.
 	batchSample ttlcache.Value[feeSample]
 }
 
-func newPricer(cfg *Config) *pricer {
-	p := &pricer{cfg: cfg}
-	p.rate.TTL, p.rate.Now = cfg.Timing.CacheTTL, cfg.Now
-	p.batchSample.TTL, p.batchSample.Now = cfg.Timing.CacheTTL, cfg.Now
+// feeNode is what the pricer asks the node.
+type feeNode interface {
+	TransferFeeRate(ctx context.Context) (uint64, error)
+	TransactionFeeEstimate(ctx context.Context, payload []byte, estimatedLen uint64) (*node.FeeEstimate, error)
+}
+
+func newPricer(n feeNode, fees Fees, cacheTTL time.Duration, clk clock.PassiveClock, log *slog.Logger) *pricer {
+	p := &pricer{node: n, fees: fees, log: log}
+	p.fetchRate = func(ctx context.Context) (uint64, error) { return p.node.TransferFeeRate(ctx) }
+	p.rate.TTL, p.rate.Clock = cacheTTL, clk
+	p.batchSample.TTL, p.batchSample.Clock = cacheTTL, clk
 	return p
 }
 
@@ -44,7 +60,7 @@ func (p *pricer) token(ctx context.Context, asset stacks.AssetInfo, to stacks.Pr
 func (p *pricer) ofLength(ctx context.Context, length uint64) uint64 {
 	fee, ok := p.rated(ctx, length)
 	if !ok {
-		fee = p.cfg.Fees.Fallback
+		fee = p.fees.Fallback
 	}
 	return max(fee, length)
 }
@@ -72,15 +88,15 @@ func tokenTransferLen(asset stacks.AssetInfo, to stacks.Principal, memo []byte) 
 // rated is the node's transfer fee rate × length, clamped to [Min, Max];
 // false when the node has no rate.
 func (p *pricer) rated(ctx context.Context, length uint64) (uint64, bool) {
-	rate, err := p.rate.Get(ctx, p.cfg.Node.TransferFeeRate)
+	rate, err := p.rate.Get(ctx, p.fetchRate)
 	if err != nil || rate == 0 {
 		return 0, false
 	}
 	hi, fee := bits.Mul64(rate, length)
 	if hi != 0 {
-		fee = p.cfg.Fees.Max
+		fee = p.fees.Max
 	}
-	return min(max(fee, p.cfg.Fees.Min), p.cfg.Fees.Max), true
+	return min(max(fee, p.fees.Min), p.fees.Max), true
 }
 
 // batch prices a send-many call from the node's estimate for this very
@@ -96,7 +112,7 @@ func (p *pricer) batch(ctx context.Context, draft *stacks.Transaction) uint64 {
 	// does, and a round trip per batch would add to every batched drip's
 	// wait.
 	if est, err := p.batchSample.Get(ctx, func(ctx context.Context) (feeSample, error) {
-		est, err := p.cfg.Node.TransactionFeeEstimate(ctx, draft.PayloadBytes(), length)
+		est, err := p.node.TransactionFeeEstimate(ctx, draft.PayloadBytes(), length)
 		if err != nil {
 			return feeSample{}, err
 		}
@@ -105,20 +121,20 @@ func (p *pricer) batch(ctx context.Context, draft *stacks.Transaction) uint64 {
 		fee = est.scaled(length)
 	} else {
 		if !errors.Is(err, node.ErrNoFeeEstimate) && !errors.Is(err, node.ErrFeeEstimationDisabled) {
-			p.cfg.Logger.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
+			p.log.Warn("fee estimate for a send-many batch failed; using the transfer fee rate", "err", err)
 		}
 		var ok bool
 		if fee, ok = p.rated(ctx, length); !ok {
 			// Fallback prices a plain transfer; a batch is as many times
 			// dearer as it is longer.
-			hi, lo := bits.Mul64(p.cfg.Fees.Fallback, length)
+			hi, lo := bits.Mul64(p.fees.Fallback, length)
 			fee = lo / transferLen(stacks.Principal{})
 			if hi != 0 {
-				fee = p.cfg.Fees.Max
+				fee = p.fees.Max
 			}
 		}
 	}
-	return max(min(max(fee, p.cfg.Fees.Min), batchFeeMax(p.cfg.Fees.Max, length)), length)
+	return max(min(max(fee, p.fees.Min), batchFeeMax(p.fees.Max, length)), length)
 }
 
 // feeSample is a fee the node estimated for a transaction of length bytes.

@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"slices"
+
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // DeriveSecret returns a 32-byte secret for purpose (e.g. signing
@@ -50,19 +52,7 @@ type Funding struct {
 
 // Funding reports the faucet's funding; see Funding.
 func (f *Faucet) Funding() Funding {
-	cost := DripCost(f.cfg.Amounts.Default, f.cfg.Fees.Fallback)
-	var out Funding
-	for _, s := range f.Keys() {
-		if !s.Owned || !s.Synced {
-			continue
-		}
-		out.Keys++
-		out.Available = satAdd(out.Available, s.Available)
-		if !s.Dry {
-			out.DripsLeft = satAdd(out.DripsLeft, s.Available/cost)
-		}
-	}
-	return out
+	return fundingOf(f.Keys(), DripCost(f.cfg.Amounts.Default, f.cfg.Fees.Fallback))
 }
 
 // TokenFunding is Funding for a token, in its base units: DripsLeft counts
@@ -88,36 +78,25 @@ func (f *Faucet) TokenFunding(name Asset) (_ Funding, ok bool) {
 	return out, true
 }
 
-// DripCost is what one default drip costs a key in every funding figure
-// (the page, the metrics, the operator's status): the amount plus the fee
-// fallback, the fee the faucet budgets for. A real fee is usually lower, so
-// the figures err on the safe side, and they agree wherever they are shown.
-func DripCost(amount, feeFallback uint64) uint64 {
-	return max(satAdd(amount, feeFallback), 1)
-}
+// The arithmetic of funding is package settings': the page, the metrics
+// and the operator's status share it.
+var (
+	// DripCost is what one default drip costs a key in every funding
+	// figure: the amount plus the fee fallback.
+	DripCost = settings.DripCost
+	// LevelOf classifies drips left against the low threshold.
+	LevelOf = settings.LevelOf
+)
 
 // FundingLevel is how the drips a faucet can still pay compare with its
 // low threshold.
-type FundingLevel string
+type FundingLevel = settings.FundingLevel
 
 const (
-	FundsEmpty FundingLevel = "empty" // not one drip
-	FundsLow   FundingLevel = "low"   // fewer than the low threshold
-	FundsOK    FundingLevel = "ok"
+	FundsEmpty = settings.FundsEmpty
+	FundsLow   = settings.FundsLow
+	FundsOK    = settings.FundsOK
 )
-
-// LevelOf classifies dripsLeft against lowDrips: the one rule of "low"
-// that the page, the alerts' threshold and the operator's Funded
-// condition share.
-func LevelOf(dripsLeft, lowDrips uint64) FundingLevel {
-	switch {
-	case dripsLeft == 0:
-		return FundsEmpty
-	case dripsLeft < lowDrips:
-		return FundsLow
-	}
-	return FundsOK
-}
 
 // PendingByTxID finds an in-flight transaction of this process by txid
 // (after a fee bump the entry carries the new txid). It scans at most

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -19,6 +21,8 @@ type keyPool struct {
 	// the µSTX a key keeps back beyond its in-flight spends.
 	maxInFlight int
 	reserve     uint64
+	// clk times the waits for a free slot.
+	clk clock.Clock
 
 	mu sync.Mutex // serialises key choice + nonce allocation across keys
 	rr int        // round-robin start for ties
@@ -30,8 +34,8 @@ type keyPool struct {
 	onBusyWait func()
 }
 
-func newKeyPool(keys []*stacks.PrivateKey, treasury *stacks.PrivateKey, owned bool, maxInFlight int, reserve uint64) *keyPool {
-	p := &keyPool{maxInFlight: maxInFlight, reserve: reserve, freed: make(chan struct{})}
+func newKeyPool(keys []*stacks.PrivateKey, treasury *stacks.PrivateKey, owned bool, maxInFlight int, reserve uint64, clk clock.Clock) *keyPool {
+	p := &keyPool{maxInFlight: maxInFlight, reserve: reserve, clk: clk, freed: make(chan struct{})}
 	for _, k := range keys {
 		ks := newKeyState(k)
 		ks.owned = owned
@@ -92,15 +96,46 @@ func (p *keyPool) release(k *keyState, nonce uint64) {
 	p.signalFreed()
 }
 
+// keySet is a set of keys, such as those a placement may no longer try.
+// The zero value is empty; add allocates it.
+type keySet map[*keyState]bool
+
+func (s *keySet) add(k *keyState) {
+	if *s == nil {
+		*s = keySet{}
+	}
+	(*s)[k] = true
+}
+
+// keyPreparer makes a key ready for the pick: loads its journal and syncs
+// it if it never was (accounts); it may drop a key another replica took.
+type keyPreparer interface {
+	prepareKey(ctx context.Context, k *keyState) *Error
+}
+
+// distributorChoice is the key choice of drips and batches (a chooser):
+// the least-loaded distributor that can pay, waiting up to wait for a
+// slot and leaving keep slots of each key free.
+type distributorChoice struct {
+	pool *keyPool
+	prep keyPreparer
+	wait time.Duration
+	keep int
+}
+
+func (c *distributorChoice) choose(ctx context.Context, spend cost, excluded keySet) (*keyState, uint64, *Error) {
+	return c.pool.pickWithin(ctx, spend, excluded, c.wait, c.keep, c.prep)
+}
+
 // pickWithin chooses the least-loaded distributor that can afford spend and
 // allocates its next nonce, waiting up to wait for a slot to free when every
-// key is at its in-flight cap. prepare runs first on each candidate (it
+// key is at its in-flight cap. prep runs first on each candidate (it
 // loads and syncs keys that need it) and may exclude one.
 //
 // keep is how many of each key's slots the pick must leave free (the
 // adaptive batcher's lone drips leave the kept slots to send-many calls).
-func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyState]bool, wait time.Duration, keep int, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
-	var timer *time.Timer // started at the first wait
+func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded keySet, wait time.Duration, keep int, prep keyPreparer) (*keyState, uint64, *Error) {
+	var timer clock.Timer // started at the first wait
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -110,19 +145,19 @@ func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyS
 		p.mu.Lock()
 		freed := p.freed
 		p.mu.Unlock()
-		k, nonce, err := p.pickOnce(spend, excluded, keep, prepare)
+		k, nonce, err := p.pickOnce(ctx, spend, excluded, keep, prep)
 		if err == nil || err.Reason != ReasonBusy || wait <= 0 {
 			return k, nonce, err
 		}
 		if timer == nil {
-			timer = time.NewTimer(wait)
+			timer = p.clk.NewTimer(wait)
 		}
 		if p.onBusyWait != nil {
 			p.onBusyWait()
 		}
 		select {
 		case <-freed:
-		case <-timer.C:
+		case <-timer.C():
 			return nil, 0, err
 		case <-ctx.Done():
 			return nil, 0, err
@@ -130,12 +165,12 @@ func (p *keyPool) pickWithin(ctx context.Context, spend cost, excluded map[*keyS
 	}
 }
 
-func (p *keyPool) pickOnce(spend cost, excluded map[*keyState]bool, keep int, prepare func(*keyState) *Error) (*keyState, uint64, *Error) {
+func (p *keyPool) pickOnce(ctx context.Context, spend cost, excluded keySet, keep int, prep keyPreparer) (*keyState, uint64, *Error) {
 	for _, k := range p.keys {
 		if excluded[k] {
 			continue
 		}
-		if err := prepare(k); err != nil {
+		if err := prep.prepareKey(ctx, k); err != nil {
 			return nil, 0, err
 		}
 	}

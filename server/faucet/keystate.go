@@ -149,7 +149,8 @@ func (k *keyState) canAfford(spend cost, reserve uint64) bool {
 // derived from the maps every time, so they can neither go stale nor be
 // handed out twice. Caller holds mu.
 func (k *keyState) nextNonce() uint64 {
-	used := make([]uint64, 0, len(k.pending)+len(k.allocated))
+	var buf [64]uint64 // a key's in-flight nonces fit: no allocation per drip
+	used := buf[:0]
 	for n := range k.pending {
 		used = append(used, n)
 	}
@@ -190,14 +191,15 @@ func (k *keyState) flags() (owned, loaded, synced bool) {
 	return k.owned, k.loaded, k.synced
 }
 
-// fundsOf is funds for asset: µSTX with the reserve kept back, or a token
-// (0, 0 while its balance is unknown).
+// fundsOf reads the key's confirmed balance of asset and what is
+// available beyond in-flight spends: µSTX with the reserve kept back, or a
+// token (0, 0 while its balance is unknown).
 func (k *keyState) fundsOf(asset Asset, reserve uint64) (balance, available uint64) {
-	if asset.IsSTX() {
-		return k.funds(reserve)
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if asset.IsSTX() {
+		return k.balance, k.available(reserve)
+	}
 	if b := k.tokens[asset]; b != nil {
 		balance = b.balance
 	}
@@ -210,14 +212,6 @@ func (k *keyState) tokenIsKnown(asset Asset) bool {
 	defer k.mu.Unlock()
 	b := k.tokens[asset]
 	return b != nil && b.known
-}
-
-// funds reads the confirmed balance and what is available beyond in-flight
-// spends and reserve.
-func (k *keyState) funds(reserve uint64) (balance, available uint64) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.balance, k.available(reserve)
 }
 
 // commitPending moves an allocated nonce to pending: its tx is (or may be)
@@ -406,16 +400,28 @@ func (k *keyState) replaceTx(nonce uint64, txid stacks.TxID, by *PendingTx) bool
 	return true
 }
 
-// updatePending stores a changed entry if it is still in flight; write runs
-// under the key's lock, so a sync cannot delete the row while it is written.
-func (k *keyState) updatePending(p *PendingTx, write func(PendingTx) error) error {
+// setPending puts p, a changed copy of the key's entry at its nonce (the
+// same transaction: state and counters differ, never the bytes), in that
+// entry's place if it is still in flight, and reports whether it did. It
+// writes nothing to the store: the caller does that after the lock is
+// released (repairer.updatePending says why that order is safe).
+func (k *keyState) setPending(p *PendingTx) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, ok := k.pending[p.Nonce]; !ok {
-		return nil // confirmed meanwhile
+	cur, ok := k.pending[p.Nonce]
+	if !ok || cur.Foreign || cur.TxID != p.TxID {
+		return false // confirmed, replaced or given up meanwhile
 	}
 	k.pending[p.Nonce] = p
-	return write(*p)
+	return true
+}
+
+// confirmedPast reports whether the node's confirmed nonce has passed
+// nonce: whatever held it is settled on chain.
+func (k *keyState) confirmedPast(nonce uint64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return nonce < k.confirmed
 }
 
 // acquire marks the key ours, its ledger still to be loaded.

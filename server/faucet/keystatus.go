@@ -52,3 +52,20 @@ func (k *keyState) tokenStatuses() map[Asset]TokenBalance {
 	}
 	return out
 }
+
+// fundingOf sums what the keys this replica owns and has synced can
+// spend, and how many drips of cost that pays on those not dry (Funding).
+func fundingOf(keys []KeyStatus, cost uint64) Funding {
+	var out Funding
+	for _, s := range keys {
+		if !s.Owned || !s.Synced {
+			continue
+		}
+		out.Keys++
+		out.Available = satAdd(out.Available, s.Available)
+		if !s.Dry {
+			out.DripsLeft = satAdd(out.DripsLeft, s.Available/cost)
+		}
+	}
+	return out
+}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Back-off of the "still unreachable" reminders while the node is down.
@@ -19,7 +21,7 @@ const (
 // line says when the node answers again and how long it was gone.
 type nodeWatch struct {
 	log *slog.Logger
-	now func() time.Time
+	clk clock.PassiveClock
 
 	mu        sync.Mutex
 	downSince time.Time // zero while the node answers
@@ -31,7 +33,7 @@ type nodeWatch struct {
 func (w *nodeWatch) failed(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.now()
+	now := w.clk.Now()
 	w.failures++
 	if w.downSince.IsZero() {
 		w.downSince, w.backoff = now, nodeDownFirstReminder
@@ -54,7 +56,7 @@ func (w *nodeWatch) answered() {
 	if w.downSince.IsZero() {
 		return
 	}
-	w.log.Info("stacks node reachable again", "down_for", roundDuration(w.now().Sub(w.downSince)).String(),
+	w.log.Info("stacks node reachable again", "down_for", roundDuration(w.clk.Since(w.downSince)).String(),
 		"failed_polls", w.failures)
 	w.downSince, w.failures = time.Time{}, 0
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
@@ -50,10 +51,10 @@ func loggedDuration(t *testing.T, e map[string]any, key string) time.Duration {
 // with the failures so far; its return is one info line saying how long
 // it was gone.
 func TestNodeOutageLogBacksOff(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(t0)
 	logs := &logtest.Buffer{}
 	e := newEnv(t, 1, 10_000_000_000, devnode.Config{}, Config{
-		Now:    clk.Now,
+		Clock:  clk,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	ctx := context.Background()
@@ -61,7 +62,7 @@ func TestNodeOutageLogBacksOff(t *testing.T) {
 	e.dn.SetDown(true)
 	for i := range polls {
 		if i > 0 {
-			clk.Advance(time.Second)
+			clk.Step(time.Second)
 		}
 		if err := e.f.Sync(ctx); err == nil {
 			t.Fatal("poll succeeded with the node down")
@@ -97,7 +98,7 @@ func TestNodeOutageLogBacksOff(t *testing.T) {
 		t.Errorf("reminders never reached a minute apart: last gap %v", lastGap)
 	}
 
-	clk.Advance(time.Second)
+	clk.Step(time.Second)
 	e.dn.SetDown(false)
 	if err := e.f.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestNodeOutageLogBacksOff(t *testing.T) {
 		t.Errorf("down_for = %v, want %v", d, polls*time.Second)
 	}
 	// Answering polls say nothing more; the next outage warns at once.
-	clk.Advance(time.Second)
+	clk.Step(time.Second)
 	if err := e.f.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

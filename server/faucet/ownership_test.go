@@ -28,7 +28,7 @@ func (l *fencedJournal) Put(ctx context.Context, e journal.Entry) error {
 // useJournal points the engine at s, as New would have.
 func (f *Faucet) useJournal(s journal.Store) {
 	f.cfg.State.Journal = s
-	f.journal = journal.New(s, f.cfg.Now)
+	*f.journal = *journal.New(s, f.cfg.Clock)
 }
 
 // listPending reads back the engine's entries of sender in s.

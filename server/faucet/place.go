@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -30,7 +33,7 @@ type placement struct {
 	choose chooser
 	// excluded and lastErr start the retry state: keys already known not
 	// to work, and why.
-	excluded map[*keyState]bool
+	excluded keySet
 	lastErr  *Error
 	// recorded, when set (tests only), runs once the entry is in the
 	// journal and before its first broadcast.
@@ -39,7 +42,17 @@ type placement struct {
 
 // chooser picks a key and allocates a nonce on it that can afford spend,
 // skipping excluded keys.
-type chooser func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error)
+type chooser interface {
+	choose(ctx context.Context, spend cost, excluded keySet) (*keyState, uint64, *Error)
+}
+
+// chooseFunc is a chooser of one function: a key fixed in advance (the
+// treasury, a nonce-gap filler's), or a wrapped choice.
+type chooseFunc func(ctx context.Context, spend cost, excluded keySet) (*keyState, uint64, *Error)
+
+func (f chooseFunc) choose(ctx context.Context, spend cost, excluded keySet) (*keyState, uint64, *Error) {
+	return f(ctx, spend, excluded)
+}
 
 // placed is a transaction the node holds or may hold.
 type placed struct {
@@ -52,15 +65,39 @@ type placed struct {
 // errBuild marks a placement whose transaction could not be built or signed.
 var errBuild = errors.New("building the transaction failed")
 
-// chain is how the placement's transaction reaches the node: the engine's
-// broadcast, behind the test hook when one is set.
-func (pl placement) chain(f *Faucet, p *PendingTx) journal.Chain {
-	c := f.placer.sender(broadcastTries)
-	if pl.recorded == nil {
-		return c
+// placer is the one path of every transaction: it holds what placing
+// needs and nothing of the policies (drips, batches, refills, repairs)
+// that call it.
+type placer struct {
+	pool    *keyPool
+	journal *journal.Journal
+	keys    keyKeeper
+	// chain's tip starts a committed nonce's stuck clock.
+	chain *chainView
+	send  *broadcaster
+	clk   clock.PassiveClock
+	// sent wakes the poll loop when a transaction goes out (poller.sent).
+	sent        chan<- struct{}
+	maxAttempts int
+	log         *slog.Logger
+}
+
+// keyKeeper is what placing and repairing ask of the keys' accounts
+// (accounts): a fresh read of a key's account, and dropping a key another
+// replica took over.
+type keyKeeper interface {
+	syncKey(ctx context.Context, k *keyState) error
+	lose(k *keyState)
+}
+
+// chainFor is how a placement's transaction p reaches the node: the
+// engine's broadcast, behind the test hook recorded when one is set.
+func chainFor(b *broadcaster, recorded func(PendingTx), p *PendingTx) journal.Chain {
+	if recorded == nil {
+		return b.placing
 	}
-	return journal.Hooked{Chain: c, Before: func([]byte) error {
-		pl.recorded(*p)
+	return journal.Hooked{Chain: b.placing, Before: func([]byte) error {
+		recorded(*p)
 		return nil
 	}}
 }
@@ -79,8 +116,28 @@ func outcomeUnknown(err error) bool {
 // the next block tries again.
 const broadcastTries = 3
 
+// broadcaster sends the engine's transactions to the node, as a
+// journal.Chain: placing (broadcastTries) and resending (once).
+type broadcaster struct {
+	node txBroadcaster
+	// clk times the back-off between tries.
+	clk             clock.Clock
+	placing, resend journal.Chain
+}
+
+// txBroadcaster is the node's transaction endpoint.
+type txBroadcaster interface {
+	Broadcast(ctx context.Context, rawTx []byte) (string, error)
+}
+
+func newBroadcaster(n txBroadcaster, clk clock.Clock) *broadcaster {
+	b := &broadcaster{node: n, clk: clk}
+	b.placing, b.resend = stacksChain{b, broadcastTries}, stacksChain{b, 1}
+	return b
+}
+
 type stacksChain struct {
-	f     *Faucet
+	b     *broadcaster
 	tries int
 }
 
@@ -93,7 +150,7 @@ func (c stacksChain) Send(ctx context.Context, raw []byte) error {
 	maybe := false
 	var err error
 	for try := 0; try < max(c.tries, 1); try++ {
-		if _, err = c.f.cfg.Node.Broadcast(ctx, raw); err == nil {
+		if _, err = c.b.node.Broadcast(ctx, raw); err == nil {
 			return nil
 		}
 		maybe = maybe || outcomeUnknown(err)
@@ -103,7 +160,7 @@ func (c stacksChain) Send(ctx context.Context, raw []byte) error {
 		select {
 		case <-ctx.Done():
 			return maybeSent(maybe, err)
-		case <-time.After(backoff):
+		case <-c.b.clk.After(backoff):
 		}
 		backoff *= 2
 	}
@@ -147,14 +204,10 @@ func maybeSent(maybe bool, err error) error {
 // answer lost in transit is success in doubt, never an error: an error
 // would invite a retry and a second payment.
 func (pc *placer) place(ctx context.Context, pl placement) (*placed, *Error) {
-	f := pc.f
 	excluded, lastErr := pl.excluded, pl.lastErr
-	if excluded == nil {
-		excluded = map[*keyState]bool{}
-	}
 	spend := costOf(pl.asset, pl.amount, pl.fee)
-	for attempt := 0; attempt < f.cfg.Timing.MaxAttempts; attempt++ {
-		k, nonce, ferr := pl.choose(ctx, spend, excluded)
+	for attempt := 0; attempt < pc.maxAttempts; attempt++ {
+		k, nonce, ferr := pl.choose.choose(ctx, spend, excluded)
 		if ferr != nil {
 			if lastErr != nil && ferr.Reason != ReasonStoreUnavailable {
 				return nil, lastErr // the key-specific failure explains more
@@ -163,12 +216,12 @@ func (pc *placer) place(ctx context.Context, pl placement) (*placed, *Error) {
 		}
 		tx, err := pl.build(k.key, nonce)
 		if err != nil {
-			f.pool.release(k, nonce)
+			pc.pool.release(k, nonce)
 			return nil, failf(ReasonRejected, fmt.Errorf("%w: %w", errBuild, err), "could not sign the transaction")
 		}
 		p := &PendingTx{Sender: k.addr, Nonce: nonce, TxID: tx.TxID(), Raw: tx.Serialize(), Recipient: pl.to,
-			Asset: pl.asset.OrSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: f.cfg.Now(), State: TxBroadcasting}
-		sent, rerr := pc.record(ctx, k, p, pl.chain(f, p), excluded)
+			Asset: pl.asset.OrSTX(), Amount: pl.amount, Fee: pl.fee, SentAt: pc.clk.Now(), State: TxBroadcasting}
+		sent, rerr := pc.record(ctx, k, p, chainFor(pc.send, pl.recorded, p), &excluded)
 		if rerr != nil {
 			if rerr.Reason == ReasonBusy {
 				lastErr = rerr
@@ -182,7 +235,7 @@ func (pc *placer) place(ctx context.Context, pl placement) (*placed, *Error) {
 			pc.commit(k, p)
 			return &placed{tx: *p, lostAnswer: sent.Err}, nil
 		}
-		lastErr = pc.handleBroadcastError(ctx, k, p, sent.Err, excluded)
+		lastErr = pc.handleBroadcastError(ctx, k, p, sent.Err, &excluded)
 		if lastErr == nil {
 			continue // retry on the same or another key
 		}
@@ -200,19 +253,18 @@ func (pc *placer) place(ctx context.Context, pl placement) (*placed, *Error) {
 // forgotten there. On a failed record the nonce is given back and nothing
 // was sent; the error is ReasonBusy when another key may still be tried
 // (another replica took this one over).
-func (pc *placer) record(ctx context.Context, k *keyState, p *PendingTx, c journal.Chain, excluded map[*keyState]bool) (journal.Sent, *Error) {
-	f := pc.f
+func (pc *placer) record(ctx context.Context, k *keyState, p *PendingTx, c journal.Chain, excluded *keySet) (journal.Sent, *Error) {
 	e := p.entry()
-	sent, err := f.journal.Send(ctx, &e, c)
+	sent, err := pc.journal.Send(ctx, &e, c)
 	if err == nil {
 		p.State = e.State
 		return sent, nil
 	}
-	f.pool.release(k, p.Nonce)
+	pc.pool.release(k, p.Nonce)
 	if errors.Is(err, journal.ErrNotOwner) {
 		// Another replica took the key over: never send with it.
-		f.accounts.lose(k)
-		excluded[k] = true
+		pc.keys.lose(k)
+		excluded.add(k)
 		return sent, failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
 	}
 	return sent, storeFailure(err, "record the transaction")
@@ -223,10 +275,9 @@ func (pc *placer) record(ctx context.Context, k *keyState, p *PendingTx, c journ
 // the nonce meanwhile finds it allocated, not pending, and so cannot
 // forget the entry before that write.
 func (pc *placer) commit(k *keyState, p *PendingTx) {
-	f := pc.f
-	k.commitPending(p, f.chain.tip(), f.cfg.Now())
+	k.commitPending(p, pc.chain.tip(), pc.clk.Now())
 	select {
-	case f.poller.sent <- struct{}{}:
+	case pc.sent <- struct{}{}:
 	default: // the poll loop has a wake-up pending already
 	}
 }
@@ -235,75 +286,57 @@ func (pc *placer) commit(k *keyState, p *PendingTx) {
 // not place the tx at the node. It returns nil when the placement should
 // simply be retried, or the error to report (or to keep as the last error
 // while other keys are tried).
-func (pc *placer) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded map[*keyState]bool) *Error {
-	f := pc.f
+func (pc *placer) handleBroadcastError(ctx context.Context, k *keyState, p *PendingTx, err error, excluded *keySet) *Error {
 	// The journal forgot the recorded bytes already (by txid, so never a
 	// later drip's record for the same nonce).
 	var rej *node.RejectionError
 	if !errors.As(err, &rej) {
-		f.pool.release(k, p.Nonce)
+		pc.pool.release(k, p.Nonce)
 		var de *node.DecodeError
 		switch {
 		case errors.As(err, &de):
 			// A 400 "Failed to decode": the node refuses these very bytes.
-			f.log.Error("node could not decode the faucet transaction", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+			pc.log.Error("node could not decode the faucet transaction", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
 			return failf(ReasonRejected, err, "the Stacks node refused the transaction")
 		case errors.Is(err, context.Canceled):
 			return failf(ReasonNodeUnavailable, err, "the request was cancelled")
 		}
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	}
-	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "reason", rej.Reason)
+	log := pc.log.With("sender", k.addr.String(), "nonce", p.Nonce, "reason", rej.Reason)
 	switch rej.Reason {
 	case node.ReasonConflictingNonceInMempool:
 		// Another writer holds this nonce: mark it taken and move on.
-		k.takenByOther(p.Nonce, f.cfg.Now())
+		k.takenByOther(p.Nonce, pc.clk.Now())
 		log.Warn("nonce already used in mempool; advancing")
 		return nil
 	case node.ReasonBadNonce:
-		f.pool.release(k, p.Nonce)
-		if serr := f.accounts.syncKey(ctx, k); serr != nil {
+		pc.pool.release(k, p.Nonce)
+		if serr := pc.keys.syncKey(ctx, k); serr != nil {
 			log.Warn("resync after BadNonce failed", "err", serr)
 		}
 		log.Warn("nonce behind the node; resynced")
 		return nil
 	case node.ReasonTooMuchChaining:
-		f.pool.release(k, p.Nonce)
-		excluded[k] = true
+		pc.pool.release(k, p.Nonce)
+		excluded.add(k)
 		log.Warn("mempool chaining limit reached for key")
 		return failf(ReasonBusy, err, "the faucet is busy; try again in a minute")
 	case node.ReasonNotEnoughFunds:
-		f.pool.release(k, p.Nonce)
+		pc.pool.release(k, p.Nonce)
 		k.setDry()
-		excluded[k] = true
+		excluded.add(k)
 		log.Warn("node reports key cannot pay; marked dry")
 		return failf(ReasonExhausted, err, "the faucet is out of funds")
 	case node.ReasonServerFailureNoSuchChainTip, node.ReasonServerFailureDatabase, node.ReasonServerFailureOther:
 		// The node blames itself (no chain tip while syncing, its database):
 		// it is unavailable, our transaction is not at fault.
-		f.pool.release(k, p.Nonce)
+		pc.pool.release(k, p.Nonce)
 		log.Warn("node failed to process the transaction", "err", err)
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	default:
-		f.pool.release(k, p.Nonce)
+		pc.pool.release(k, p.Nonce)
 		log.Error("node rejected faucet transaction", "err", err)
 		return failf(ReasonRejected, err, "the Stacks node refused the transaction")
-	}
-}
-
-// sender is the journal's view of the node for Stacks transactions.
-func (pc *placer) sender(tries int) journal.Chain { return stacksChain{f: pc.f, tries: tries} }
-
-// chooseDistributor is the key choice of drips and batches: the
-// least-loaded distributor that can pay, waiting up to wait for a slot.
-func (pc *placer) chooseDistributor(wait time.Duration) chooser {
-	return pc.chooseKeeping(wait, 0)
-}
-
-// chooseKeeping is chooseDistributor leaving keep slots of each key free.
-func (pc *placer) chooseKeeping(wait time.Duration, keep int) chooser {
-	f := pc.f
-	return func(ctx context.Context, spend cost, excluded map[*keyState]bool) (*keyState, uint64, *Error) {
-		return f.pool.pickWithin(ctx, spend, excluded, wait, keep, func(k *keyState) *Error { return f.accounts.prepareKey(ctx, k) })
 	}
 }

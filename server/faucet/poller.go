@@ -3,21 +3,72 @@ package faucet
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // poller is the engine's loop: it polls the node's tip and, at each new
 // block, syncs the keys, runs repairs and refills. Everything that waits
-// for a block (a busy key's slots, stuck nonces) is moved by it.
+// for a block (a busy key's slots, stuck nonces) is moved by it. It holds
+// the loop's timing and reaches the other parts through the small
+// interfaces below.
 type poller struct {
-	f *Faucet
+	clk clock.WithTicker
+	// idle and busyEvery are the tip poll's cadences (Timing.PollInterval,
+	// Timing.BusyPollInterval).
+	idle, busyEvery time.Duration
 	// sent wakes an idle poll loop when a transaction goes out, so the
 	// block that confirms it is looked for at the busy cadence at once.
-	sent chan struct{}
-	// nodeWatch logs the node's outages when they start and end.
-	nodeWatch nodeWatch
+	sent <-chan struct{}
+
+	pool     *keyPool
+	chain    *chainView
+	pace     *blockClock
+	accounts blockAccounts
+	repairs  keyRepairer
+	// tokens and tokenNode: tokens still to be found on the node are
+	// looked for at every block.
+	tokens    *tokens
+	tokenNode tokenNode
+	// treasury and queue are nil without a treasury, or batching.
+	treasury blockTreasury
+	queue    queueLen
+	ready    readinessNoter
+	// watch logs the node's outages when they start and end.
+	watch nodeWatch
+	log   *slog.Logger
+}
+
+// blockAccounts is what the poll asks of the accounts at a block.
+type blockAccounts interface {
+	syncKey(ctx context.Context, k *keyState) error
+	ownedLoaded(ctx context.Context, k *keyState) bool
+}
+
+// keyRepairer unsticks a key's nonces at a block (repairer).
+type keyRepairer interface {
+	repair(ctx context.Context, k *keyState, height uint64)
+}
+
+// blockTreasury is the treasury's part of a block: its own sync, before
+// the distributors', and the refills, after them.
+type blockTreasury interface {
+	syncTreasury(ctx context.Context, height uint64) bool
+	refill(ctx context.Context, height uint64, synced map[*keyState]bool)
+}
+
+// queueLen counts the drips waiting in the batcher.
+type queueLen interface{ queued() int }
+
+// readinessNoter probes readiness after a poll, so a change is logged
+// whether or not anyone asks.
+type readinessNoter interface {
+	check(ctx context.Context) error
+	noteReady(ctx context.Context, err error)
 }
 
 // Run keeps the engine in step with the node until ctx ends: it resumes
@@ -46,25 +97,33 @@ func (f *Faucet) Run(ctx context.Context) error {
 	return nil
 }
 
+// Sync reads the tip and every owned key's account now, resuming from the
+// journal and repairing as the poll loop does (start-up and tests).
+func (f *Faucet) Sync(ctx context.Context) error {
+	if _, ok := f.poller.poll(ctx, 0, true); !ok {
+		return errors.New("faucet sync: node unavailable")
+	}
+	return nil
+}
+
 // loop polls until ctx ends: at the busy cadence while anything is in
 // flight, else at the idle one (waitNextPoll).
 func (po *poller) loop(ctx context.Context) {
-	f := po.f
-	t := time.NewTimer(f.cfg.Timing.PollInterval)
+	t := po.clk.NewTimer(po.idle)
 	defer t.Stop()
 	var lastHeight uint64
 	first, down := true, false
 	for {
-		started := time.Now()
+		started := po.clk.Now()
 		h, ok := po.poll(ctx, lastHeight, first)
 		switch {
 		case ok && (first || down || h != lastHeight):
 			// A block or the node back: readiness is logged when it
-			// changes, probed or not. Ready reads nothing more from the
+			// changes, probed or not. It reads nothing more from the
 			// node here (the chain info is fresh, the keys just synced).
-			_ = f.Ready(ctx)
+			_ = po.ready.check(ctx)
 		case !ok && !down:
-			f.readiness.noteReady(ctx, nodeUnreachable(f.chain.info.LastErr()))
+			po.ready.noteReady(ctx, nodeUnreachable(po.chain.info.LastErr()))
 		}
 		down = !ok
 		if ok {
@@ -76,40 +135,29 @@ func (po *poller) loop(ctx context.Context) {
 	}
 }
 
-// Sync reads the tip and every owned key's account now, resuming from the
-// journal and repairing as the poll loop does (start-up and tests).
-func (f *Faucet) Sync(ctx context.Context) error {
-	if _, ok := f.poller.poll(ctx, 0, true); !ok {
-		return errors.New("faucet sync: node unavailable")
-	}
-	return nil
-}
-
-// waitNextPoll waits for the next tip poll: BusyPollInterval while
-// anything is in flight or waits for a slot, since a slot frees only when
-// the poll sees the block; PollInterval when idle, cut short when a
-// transaction goes out. False when ctx ends.
+// waitNextPoll waits for the next tip poll: busyEvery while anything is
+// in flight or waits for a slot, since a slot frees only when the poll
+// sees the block; idle otherwise, cut short when a transaction goes out.
+// False when ctx ends.
 //
 // The interval runs from the start of the last poll, so a slow node does
 // not stretch the cadence by its own round trips.
-func (po *poller) waitNextPoll(ctx context.Context, t *time.Timer, started time.Time) bool {
-	f := po.f
-	busy, idle := f.cfg.Timing.BusyPollInterval, f.cfg.Timing.PollInterval
-	interval := idle
+func (po *poller) waitNextPoll(ctx context.Context, t clock.Timer, started time.Time) bool {
+	interval := po.idle
 	if po.busy() {
-		interval = busy
+		interval = po.busyEvery
 	}
-	t.Reset(interval - time.Since(started))
+	t.Reset(interval - po.clk.Since(started))
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t.C():
 			return true
 		case <-po.sent:
-			if interval != busy {
-				interval = busy
-				t.Reset(busy - time.Since(started))
+			if interval != po.busyEvery {
+				interval = po.busyEvery
+				t.Reset(po.busyEvery - po.clk.Since(started))
 			}
 		}
 	}
@@ -118,63 +166,73 @@ func (po *poller) waitNextPoll(ctx context.Context, t *time.Timer, started time.
 // busy reports whether a key has a transaction in flight or drips wait
 // for a batch.
 func (po *poller) busy() bool {
-	f := po.f
-	return slices.ContainsFunc(f.pool.all(), (*keyState).hasInFlight) || f.batch.queued() > 0
+	return slices.ContainsFunc(po.pool.all(), (*keyState).hasInFlight) || po.queue != nil && po.queue.queued() > 0
 }
 
 // poll reads the tip once; on a new block (or the first time) it syncs the
 // keys this process owns and runs repairs. It reports the height it saw.
 func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint64, bool) {
-	f := po.f
 	// Keys with transactions in flight are read alongside the tip, not
 	// after it: a block's confirmed nonces free their slots one node round
 	// trip after it, not two. The reads after a new tip (below) still come
 	// after the treasury's, as refills need.
 	var early sync.WaitGroup
-	for _, k := range f.pool.keys {
+	for _, k := range po.pool.keys {
 		if !first && k.hasInFlight() {
-			early.Go(func() { _ = f.accounts.syncKey(ctx, k) }) // a failure shows in the reads below
+			early.Go(func() { _ = po.accounts.syncKey(ctx, k) }) // a failure shows in the reads below
 		}
 	}
-	ci, err := f.chain.fetch(ctx)
+	ci, err := po.chain.fetch(ctx)
 	early.Wait()
 	if err != nil {
-		f.chain.info.Fail(err)
+		po.chain.info.Fail(err)
 		if ctx.Err() == nil { // shutting down is no outage
-			po.nodeWatch.failed(err)
+			po.watch.failed(err)
 		}
 		return 0, false
 	}
-	f.chain.info.Set(ci)
-	po.nodeWatch.answered()
+	po.chain.info.Set(ci)
+	po.watch.answered()
 	if !first && ci.height == lastHeight {
 		return ci.height, true
 	}
 	if !first && ci.height > lastHeight {
-		f.clock.noteBlocks(ci.height - lastHeight)
+		po.pace.noteBlocks(ci.height - lastHeight)
 	}
-	if f.chain.allowed(ci.chainID) != nil {
+	if po.chain.allowed(ci.chainID) != nil {
 		return ci.height, true
 	}
-	// A token still to be found on the node (or whose metadata is
-	// unknown) is looked for at every block until it is.
-	f.tokens.resolve(ctx, f.cfg.Node)
+	po.tokens.resolve(ctx, po.tokenNode)
 	// The treasury first: a distributor's balance read after it is never
 	// older than the treasury's view of its refills (treasury.go).
-	refill := f.treasury.syncTreasury(ctx, ci.height)
-	// Every sender's account at once: the block's confirmed nonces free
-	// their slots one node round trip after the block is seen, however
-	// many keys there are. Repairs follow, one key after another.
-	synced := make(map[*keyState]bool, len(f.pool.keys))
+	refill := po.treasury != nil && po.treasury.syncTreasury(ctx, ci.height)
+	synced := po.syncAll(ctx)
+	// Repairs follow the reads, one key after another.
+	for _, k := range po.pool.keys {
+		if synced[k] {
+			po.repairs.repair(ctx, k, ci.height)
+		}
+	}
+	if refill {
+		po.treasury.refill(ctx, ci.height, synced)
+	}
+	return ci.height, true
+}
+
+// syncAll reads every owned distributor's account at once: the block's
+// confirmed nonces free their slots one node round trip after the block
+// is seen, however many keys there are. It returns the keys it read.
+func (po *poller) syncAll(ctx context.Context) map[*keyState]bool {
+	synced := make(map[*keyState]bool, len(po.pool.keys))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, k := range f.pool.keys {
+	for _, k := range po.pool.keys {
 		wg.Go(func() {
-			if !f.accounts.ownedLoaded(ctx, k) {
+			if !po.accounts.ownedLoaded(ctx, k) {
 				return
 			}
-			if err := f.accounts.syncKey(ctx, k); err != nil {
-				f.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
+			if err := po.accounts.syncKey(ctx, k); err != nil {
+				po.log.Warn("key sync failed", "sender", k.addr.String(), "err", err)
 				return
 			}
 			mu.Lock()
@@ -183,13 +241,5 @@ func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint
 		})
 	}
 	wg.Wait()
-	for _, k := range f.pool.keys {
-		if synced[k] {
-			f.repairs.repair(ctx, k, ci.height)
-		}
-	}
-	if refill {
-		f.treasury.refill(ctx, ci.height, synced)
-	}
-	return ci.height, true
+	return synced
 }

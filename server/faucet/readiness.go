@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 )
@@ -12,8 +13,20 @@ import (
 // that changes, whoever asked (the poll loop after each poll, a readiness
 // probe, the page).
 type readiness struct {
-	f     *Faucet
-	watch readyWatch
+	chain *chainView
+	pool  *keyPool
+	// accounts reads the keys' accounts before the first poll has.
+	accounts accountSyncer
+	// need is what a key must have available to pay a default drip at
+	// the lowest fee; dripCost what one costs in the funding figures.
+	need, dripCost uint64
+	log            *slog.Logger
+	watch          readyWatch
+}
+
+// accountSyncer reads every owned key's account, repairing nothing.
+type accountSyncer interface {
+	syncAccounts(ctx context.Context)
 }
 
 // Keys reports every key's state.
@@ -22,9 +35,12 @@ func (f *Faucet) Keys() []KeyStatus { return f.pool.statuses() }
 // Ready reports why the faucet cannot serve drips, or nil: the node must be
 // reachable and testnet, this replica must own a key, and one of its keys
 // must afford a default drip. It reads accounts but never repairs.
-func (f *Faucet) Ready(ctx context.Context) error {
-	err := f.readiness.ready(ctx)
-	f.readiness.noteReady(ctx, err)
+func (f *Faucet) Ready(ctx context.Context) error { return f.readiness.check(ctx) }
+
+// check is Ready: the answer, its change logged.
+func (rd *readiness) check(ctx context.Context) error {
+	err := rd.ready(ctx)
+	rd.noteReady(ctx, err)
 	return err
 }
 
@@ -41,7 +57,6 @@ func nodeUnreachable(err error) error {
 // noteReady logs a change of readiness. An answer cut short by the
 // caller's own deadline or cancellation says nothing about the faucet.
 func (rd *readiness) noteReady(ctx context.Context, err error) {
-	f := rd.f
 	if ctx.Err() != nil {
 		return
 	}
@@ -49,34 +64,32 @@ func (rd *readiness) noteReady(ctx context.Context, err error) {
 	switch {
 	case !changed:
 	case err != nil:
-		f.log.Warn("faucet not ready", "reason", reason, "err", err)
+		rd.log.Warn("faucet not ready", "reason", reason, "err", err)
 	default:
-		fund := f.Funding()
-		f.log.Info("faucet ready", "keys", fund.Keys, "drips_left", fund.DripsLeft)
+		fund := fundingOf(rd.pool.statuses(), rd.dripCost)
+		rd.log.Info("faucet ready", "keys", fund.Keys, "drips_left", fund.DripsLeft)
 	}
 }
 
 func (rd *readiness) ready(ctx context.Context) error {
-	f := rd.f
-	ci, err := f.chain.info.Get(ctx, f.chain.fetch)
+	ci, err := rd.chain.info.Get(ctx, rd.chain.fetchInfo)
 	if err != nil {
 		return nodeUnreachable(err)
 	}
-	if err := f.chain.allowed(ci.chainID); err != nil {
+	if err := rd.chain.allowed(ci.chainID); err != nil {
 		return err
 	}
-	need := satAdd(f.cfg.Amounts.Default, f.cfg.Fees.Min)
-	keys := f.Keys()
+	keys := rd.pool.statuses()
 	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned }) {
 		return errors.New("this replica owns no faucet key")
 	}
 	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned && s.Synced }) {
 		// Before the first poll, read the accounts rather than report "unfunded".
-		f.accounts.syncAccounts(ctx)
-		keys = f.Keys()
+		rd.accounts.syncAccounts(ctx)
+		keys = rd.pool.statuses()
 	}
 	for _, s := range keys {
-		if s.Owned && s.Synced && !s.Dry && s.Available >= need {
+		if s.Owned && s.Synced && !s.Dry && s.Available >= rd.need {
 			return nil
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -14,23 +17,47 @@ import (
 // errNotFilled: the filler's one attempt found the nonce held by another tx.
 var errNotFilled = errors.New("nonce held by another transaction")
 
+// repairer resolves transactions in doubt and unsticks nonces: it
+// rebroadcasts, bumps fees and fills holes, placing what it sends like
+// every transaction.
+type repairer struct {
+	// keys are the distributors, a filler's recipient when there is
+	// another one; pool wakes the drips waiting for a slot a refusal frees.
+	pool    *keyPool
+	journal *journal.Journal
+	send    *broadcaster
+	placer  txPlacer
+	keys    keyKeeper
+	price   *pricer
+	chain   *chainView
+	// pace says how long a block takes: a nonce is stuck after a few.
+	pace  *blockClock
+	fates *txFates
+	memo  stacks.Memo
+	// feeMax caps a bump (scaled for send-many calls) and is a filler's
+	// fee against another writer's tx.
+	feeMax      uint64
+	stuckBlocks uint64
+	clk         clock.PassiveClock
+	log         *slog.Logger
+}
+
 // repair acts when a key's confirmed nonce has not moved for StuckBlocks while
 // we hold txs above it: first rebroadcast the stored bytes of the missing
 // nonce, then replace it with a higher fee; a nonce with no bytes of ours (a
 // hole, or another writer's tx) is filled with a minimal transfer.
 func (rp *repairer) repair(ctx context.Context, k *keyState, height uint64) {
-	f := rp.f
 	// Entries in doubt (a lost broadcast answer, or left by an earlier
 	// process) are resolved at every block until the node has answered.
 	for _, p := range k.inDoubt() {
 		rp.resolve(ctx, k, p)
 	}
-	plan := k.planRepair(height, f.cfg.Timing.StuckBlocks, f.cfg.Now(), f.clock.stuckWait(f.cfg.Timing.StuckBlocks))
+	plan := k.planRepair(height, rp.stuckBlocks, rp.clk.Now(), rp.pace.stuckWait(rp.stuckBlocks))
 	if plan == nil {
 		return
 	}
 	nonce, stuck, chain := plan.nonce, plan.stuck, plan.chain
-	log := f.log.With("sender", k.addr.String(), "nonce", nonce)
+	log := rp.log.With("sender", k.addr.String(), "nonce", nonce)
 	switch {
 	case stuck != nil && !stuck.Foreign && stuck.Rebroadcasts == 0:
 		// Identical bytes are idempotent: the node answers 200 for txs it
@@ -41,7 +68,7 @@ func (rp *repairer) repair(ctx context.Context, k *keyState, height uint64) {
 			wg.Go(func() {
 				p := &chain[i]
 				e := p.entry()
-				sent := f.journal.Resend(ctx, &e, f.placer.sender(1))
+				sent := rp.journal.Resend(ctx, &e, rp.send.resend)
 				log.Warn("nonce stuck; rebroadcast stored tx", "tx_nonce", p.Nonce, "txid", p.TxID.Hex0x(), "err", sent.Err)
 				p.Rebroadcasts++
 				if sent.Verdict == journal.Accepted {
@@ -65,18 +92,17 @@ func (rp *repairer) repair(ctx context.Context, k *keyState, height uint64) {
 // forgotten once the node took the replacement, and kept behind it while
 // that is in doubt.
 func (rp *repairer) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) {
-	f := rp.f
-	log := f.log.With("sender", k.addr.String(), "nonce", stuck.Nonce)
+	log := rp.log.With("sender", k.addr.String(), "nonce", stuck.Nonce)
 	rep, err := rp.replacement(k, stuck)
 	if err != nil {
 		log.Error("cannot replace the stuck transaction", "txid", stuck.TxID.Hex0x(), "err", err)
 		return
 	}
 	e := rep.entry()
-	sent, err := f.journal.Replace(ctx, stuck.entry(), &e, f.placer.sender(1))
+	sent, err := rp.journal.Replace(ctx, stuck.entry(), &e, rp.send.resend)
 	switch {
 	case errors.Is(err, journal.ErrNotOwner):
-		f.accounts.lose(k) // another replica owns the key: it repairs
+		rp.keys.lose(k) // another replica owns the key: it repairs
 		return
 	case err != nil:
 		log.Warn("fee-bump replacement not recorded; not sent", "err", err)
@@ -92,7 +118,7 @@ func (rp *repairer) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) 
 	if !k.replaceTx(stuck.Nonce, stuck.TxID, rep) {
 		return // confirmed meanwhile; the next sync forgets both
 	}
-	f.fates.replaced(stuck.TxID, rep.TxID)
+	rp.fates.replaced(stuck.TxID, rep.TxID)
 	if sent.Verdict == journal.Accepted {
 		rp.forget(ctx, k, stuck)
 	}
@@ -105,14 +131,13 @@ func (rp *repairer) bumpFee(ctx context.Context, k *keyState, stuck *PendingTx) 
 // rebuilt from the entry's recipient and amount: for a batch those are the
 // contract and the total, and a transfer of them would pay the contract.
 func (rp *repairer) replacement(k *keyState, stuck *PendingTx) (*PendingTx, error) {
-	f := rp.f
 	tx, err := stacks.DecodeTransaction(stuck.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("the stored transaction does not decode: %w", err)
 	}
-	feeMax := f.cfg.Fees.Max
+	feeMax := rp.feeMax
 	if tx.ContractCall != nil {
-		feeMax = batchFeeMax(f.cfg.Fees.Max, uint64(len(stuck.Raw)))
+		feeMax = batchFeeMax(rp.feeMax, uint64(len(stuck.Raw)))
 	}
 	newFee := max(stuck.Fee+stuck.Fee/4, stuck.Fee+1)
 	if newFee > feeMax {
@@ -124,17 +149,32 @@ func (rp *repairer) replacement(k *keyState, stuck *PendingTx) (*PendingTx, erro
 	}
 	rep := *stuck
 	rep.Raw, rep.TxID, rep.Fee, rep.Replaces = tx.Serialize(), tx.TxID(), newFee, stuck.TxID
-	rep.SentAt, rep.State, rep.prev = f.cfg.Now(), TxBroadcasting, nil
+	rep.SentAt, rep.State, rep.prev = rp.clk.Now(), TxBroadcasting, nil
 	rep.Replacements++
 	return &rep, nil
 }
 
-// updatePending stores a changed entry if it is still in flight.
+// updatePending records a changed entry (its state once the node has it,
+// its resend count: never its bytes) in the key's state, then in the
+// journal. The journal write comes after the key's lock is released, so a
+// slow store stalls no drip of the key. That order is safe because only
+// the row of an unchanged transaction is rewritten: a write that lands
+// after a sync confirmed the nonce and forgot its rows re-creates a row
+// whose nonce is spent on chain (inert: it can never pay again), and it is
+// forgotten here. Either the sync confirmed before the check below, and
+// this forgets the row, or its own ForgetBelow runs after the write.
+// A failed write leaves the row as it was, Broadcasting at worst, which
+// only means a resend after a restart (the node answers that it has it).
 func (rp *repairer) updatePending(ctx context.Context, k *keyState, p *PendingTx) {
-	f := rp.f
-	err := k.updatePending(p, func(p PendingTx) error { return f.journal.Update(ctx, p.entry()) })
-	if err != nil {
-		f.log.Error("journal write failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+	if !k.setPending(p) {
+		return // confirmed, replaced or given up meanwhile
+	}
+	if err := rp.journal.Update(ctx, p.entry()); err != nil {
+		rp.log.Error("journal write failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+		return
+	}
+	if k.confirmedPast(p.Nonce) {
+		rp.forget(ctx, k, p)
 	}
 }
 
@@ -144,23 +184,22 @@ func (rp *repairer) updatePending(ctx context.Context, k *keyState, p *PendingTx
 // another writer's tx needs the top fee. It is placed like any transaction
 // (recorded before it is sent), on this key and nonce only, once.
 func (rp *repairer) fillNonce(ctx context.Context, k *keyState, nonce uint64, foreign bool) {
-	f := rp.f
 	to := stacks.Principal{Address: stacks.Address{Version: stacks.AddressVersionTestnetSingleSig}}
-	for _, other := range f.pool.keys {
+	for _, other := range rp.pool.keys {
 		if other != k {
 			to = stacks.Principal{Address: other.addr}
 			break
 		}
 	}
-	fee := f.price.transfer(ctx, to)
+	fee := rp.price.transfer(ctx, to)
 	if foreign {
-		fee = f.cfg.Fees.Max
+		fee = rp.feeMax
 	}
-	chainID := f.chain.id()
+	chainID := rp.chain.id()
 	tried := false
-	done, err := f.placer.place(ctx, placement{
+	done, err := rp.placer.place(ctx, placement{
 		to: to, amount: 1, fee: fee,
-		choose: func(context.Context, cost, map[*keyState]bool) (*keyState, uint64, *Error) {
+		choose: chooseFunc(func(context.Context, cost, keySet) (*keyState, uint64, *Error) {
 			if tried {
 				// Another tx holds the nonce (it outbids ours) or the key
 				// changed: the next repair looks again.
@@ -168,18 +207,18 @@ func (rp *repairer) fillNonce(ctx context.Context, k *keyState, nonce uint64, fo
 			}
 			tried = true
 			return k, nonce, nil
-		},
+		}),
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
-			return stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 1, Nonce: nonce, Fee: fee, Memo: f.memo, ChainID: chainID}, key)
+			return stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 1, Nonce: nonce, Fee: fee, Memo: rp.memo, ChainID: chainID}, key)
 		},
 	})
 	if err != nil {
 		if !errors.Is(err, errNotFilled) {
-			f.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
+			rp.log.Warn("nonce gap filler not accepted", "sender", k.addr.String(), "nonce", nonce, "err", err)
 		}
 		return
 	}
-	f.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.Hex0x())
+	rp.log.Warn("filled nonce gap", "sender", k.addr.String(), "nonce", nonce, "txid", done.tx.TxID.Hex0x())
 }
 
 // refusedForNow reports whether a node refusal says nothing about the
@@ -203,13 +242,12 @@ func refusedForNow(reason string) bool {
 // replaces behind it (p.prev): taken, the replacement stands and the other
 // is forgotten; refused, the replaced entry stands again.
 func (rp *repairer) resolve(ctx context.Context, k *keyState, p *PendingTx) {
-	f := rp.f
 	if !k.stillInDoubt(p) {
 		return // confirmed, replaced or given up meanwhile
 	}
-	log := f.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x())
+	log := rp.log.With("sender", k.addr.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x())
 	e := p.entry()
-	sent := f.journal.Resend(ctx, &e, f.placer.sender(1))
+	sent := rp.journal.Resend(ctx, &e, rp.send.resend)
 	err := sent.Err
 	var rej *node.RejectionError
 	switch {
@@ -220,14 +258,14 @@ func (rp *repairer) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		cp.prev = nil
 		rp.updatePending(ctx, k, &cp)
 		if p.prev != nil {
-			f.fates.replaced(p.prev.TxID, p.TxID)
+			rp.fates.replaced(p.prev.TxID, p.TxID)
 			rp.forget(ctx, k, p.prev)
 		}
 		log.Info("in-doubt transaction is at the node")
 	case errors.As(err, &rej) && rej.Reason == node.ReasonBadNonce:
 		// The nonce is taken on chain: mined (ours) or replaced. The next
 		// sync confirms and drops it.
-		if serr := f.accounts.syncKey(ctx, k); serr != nil {
+		if serr := rp.keys.syncKey(ctx, k); serr != nil {
 			log.Warn("resync after BadNonce failed", "err", serr)
 		}
 	case errors.As(err, &rej) && rej.Reason == node.ReasonConflictingNonceInMempool:
@@ -237,7 +275,7 @@ func (rp *repairer) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		// sticks.
 		by := p.prev
 		if by == nil {
-			by = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: f.cfg.Now()}
+			by = &PendingTx{Sender: k.addr, Nonce: p.Nonce, Foreign: true, SentAt: rp.clk.Now()}
 		}
 		k.replaceIfSame(p, by)
 		rp.forget(ctx, k, p)
@@ -253,8 +291,8 @@ func (rp *repairer) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 		k.replaceIfSame(p, p.prev)
 		rp.forget(ctx, k, p)
 		if p.prev == nil {
-			f.fates.dropped(p.TxID)
-			f.pool.signalFreed()
+			rp.fates.dropped(p.TxID)
+			rp.pool.signalFreed()
 		}
 		log.Warn("in-doubt transaction refused by the node; its nonce will be reused", "reason", rej.Reason)
 	default:
@@ -265,8 +303,7 @@ func (rp *repairer) resolve(ctx context.Context, k *keyState, p *PendingTx) {
 // forget deletes p's journal entry, logging a failure (the entry is then
 // resolved again at the next load, which is safe).
 func (rp *repairer) forget(ctx context.Context, k *keyState, p *PendingTx) {
-	f := rp.f
-	if err := f.journal.Forget(ctx, k.addr.String(), p.TxID.String()); err != nil {
-		f.log.Warn("journal forget failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
+	if err := rp.journal.Forget(ctx, k.addr.String(), p.TxID.String()); err != nil {
+		rp.log.Warn("journal forget failed", "sender", k.addr.String(), "nonce", p.Nonce, "err", err)
 	}
 }

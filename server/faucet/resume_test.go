@@ -94,7 +94,7 @@ func TestResumeResolvesEntriesInDoubt(t *testing.T) {
 	sender := key.TestnetAddress()
 	unsent, sent := recipient(t), recipient(t)
 	record := func(nonce uint64, to stacks.Principal, submit bool) {
-		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 7_000_000, Nonce: nonce, Fee: 300, Memo: e.f.memo, ChainID: stacks.ChainIDTestnet}, key)
+		tx, err := stacks.NewTokenTransfer(stacks.TransferParams{Recipient: to, Amount: 7_000_000, Nonce: nonce, Fee: 300, Memo: e.f.drips.memo, ChainID: stacks.ChainIDTestnet}, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestStaleAccountReadIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &gatedAccount{NodeClient: e.f.cfg.Node, entered: make(chan struct{}), gate: make(chan struct{})}
-	e.f.cfg.Node = g
+	e.f.setNode(g)
 	k := e.f.pool.keys[0]
 	done := make(chan error, 1)
 	go func() { done <- e.f.accounts.syncKey(context.Background(), k) }() // reads nonce 0
@@ -87,7 +87,7 @@ func TestReadyDoesNotRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb := &countingBroadcast{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = cb
+	e.f.setNode(cb)
 	k := e.f.pool.keys[0]
 	k.mu.Lock()
 	k.synced = false // as before the first poll, so Ready reads accounts

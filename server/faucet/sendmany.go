@@ -19,7 +19,7 @@ import (
 // again, so one bad recipient cannot sink the others.
 func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
 	if len(entries) == 1 {
-		res, err := b.f.send(ctx, entries[0].to, b.f.cfg.Amounts.Default)
+		res, err := b.singles.transfer(ctx, b.single, entries[0].to, b.amount)
 		entries[0].done <- batchOutcome{res, err}
 		return
 	}
@@ -36,7 +36,7 @@ func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
 		}
 	case batchSplit:
 		b.splits.Add(1)
-		b.f.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
+		b.log.Warn("send-many batch not sent; retrying in two parts", "recipients", len(entries), "err", err)
 		// One part after the other: the refused part's nonce is handed
 		// back before the next part allocates, so no hole is left below
 		// an accepted nonce. An unaffordable batch splits at what a key
@@ -52,7 +52,7 @@ func (b *batcher) sendBatch(ctx context.Context, entries []*batchEntry) {
 		var wg sync.WaitGroup
 		for _, e := range entries {
 			wg.Go(func() {
-				res, err := b.f.send(ctx, e.to, b.f.cfg.Amounts.Default)
+				res, err := b.singles.transfer(ctx, b.single, e.to, b.amount)
 				e.done <- batchOutcome{res, err}
 			})
 		}
@@ -122,11 +122,10 @@ const (
 // sendMany pays DefaultAmount to each entry in one send-many call, placed
 // like any transaction; what to do when it is refused depends on why.
 func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Result, next batchNext, splitAt int, err error) {
-	chainID := b.f.chain.id()
-	amount := b.f.cfg.Amounts.Default
+	chainID, amount := b.chain.id(), b.amount
 	recipients := make([]stacks.SendManyEntry, len(entries))
 	for i, e := range entries {
-		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: []byte(b.f.cfg.Amounts.Memo)}
+		recipients[i] = stacks.SendManyEntry{To: e.to, Amount: amount, Memo: b.memo}
 	}
 	total, err := stacks.SendManyTotal(recipients)
 	if err != nil {
@@ -135,19 +134,19 @@ func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Res
 	// Unsigned, with a throwaway nonce and fee: only the payload and the
 	// length matter to its price, and both are the real call's.
 	draft, err := stacks.SendManyDraft(stacks.SendManyParams{
-		Contract: b.f.cfg.Batching.Contract, Recipients: recipients, ChainID: chainID,
-	}, b.f.pool.keys[0].key)
+		Contract: b.contract, Recipients: recipients, ChainID: chainID,
+	}, b.pool.keys[0].key)
 	if err != nil {
 		// The payload itself is unbuildable: only a recipient can cause that.
 		return nil, batchSplit, 0, failf(ReasonRejected, err, "could not build the transaction")
 	}
-	fee := b.f.price.batch(ctx, draft)
-	done, perr := b.f.placer.place(ctx, placement{
-		to: b.f.cfg.Batching.Contract.Principal(), amount: total, fee: fee,
-		choose: b.f.placer.chooseDistributor(b.slotWait(entries)),
+	fee := b.price.batch(ctx, draft)
+	done, perr := b.placer.place(ctx, placement{
+		to: b.contract.Principal(), amount: total, fee: fee,
+		choose: &distributorChoice{pool: b.pool, prep: b.prep, wait: b.slotWait(entries)},
 		build: func(key *stacks.PrivateKey, nonce uint64) (*stacks.Transaction, error) {
 			return stacks.NewSendMany(stacks.SendManyParams{
-				Contract: b.f.cfg.Batching.Contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
+				Contract: b.contract, Recipients: recipients, Nonce: nonce, Fee: fee, ChainID: chainID,
 			}, key)
 		},
 	})
@@ -156,7 +155,7 @@ func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Res
 		if next == batchFail && perr.Reason == ReasonExhausted {
 			// No key can pay the whole batch: send the part the best key
 			// can pay, then the rest.
-			if n := b.f.pool.affordable(amount, fee, MaxBatch); n > 0 {
+			if n := b.pool.affordable(amount, fee, MaxBatch); n > 0 {
 				return nil, batchSplit, n, perr
 			}
 		}
@@ -164,12 +163,12 @@ func (b *batcher) sendMany(ctx context.Context, entries []*batchEntry) (res *Res
 	}
 	p := done.tx
 	if done.lostAnswer != nil {
-		b.f.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
+		b.log.Warn("broadcast outcome unknown; the batch is tracked and rebroadcast until its nonce confirms",
 			"sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(), "recipients", len(entries), "err", done.lostAnswer)
 	}
 	b.txs.Add(1)
 	b.drips.Add(uint64(len(entries)))
-	b.f.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(),
+	b.log.Debug("send-many batch sent", "sender", p.Sender.String(), "nonce", p.Nonce, "txid", p.TxID.Hex0x(),
 		"recipients", len(entries), "fee_ustx", fee)
 	return &Result{TxID: p.TxID, TxRaw: p.Raw, Amount: amount, Fee: fee, Nonce: p.Nonce, Sender: p.Sender,
 		InDoubt: done.lostAnswer != nil}, batchDone, 0, nil
@@ -201,8 +200,8 @@ func (b *batcher) batchRefused(err *Error) batchNext {
 // contract is not deployed on this node.
 func (b *batcher) pauseBatching(err error) {
 	b.mu.Lock()
-	b.pausedUntil = b.f.cfg.Now().Add(contractPause)
+	b.pausedUntil = b.clk.Now().Add(contractPause)
 	b.mu.Unlock()
-	b.f.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
-		"contract", b.f.cfg.Batching.Contract.String(), "retry_in", contractPause.String(), "err", err)
+	b.log.Error("the send-many contract is not usable on this node; drips are plain transfers for a while",
+		"contract", b.contract.String(), "retry_in", contractPause.String(), "err", err)
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/journal"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 const tokenDrip uint64 = 100_000 // satoshis
 
 func sbtcAsset(t testing.TB) stacks.AssetInfo {
 	t.Helper()
-	a, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	a, err := stacks.ParseAssetID(settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func sbtcAsset(t testing.TB) stacks.AssetInfo {
 // minted tokenFunding satoshis.
 func newTokenEnv(t *testing.T, nKeys int, funding, tokenFunding uint64, dcfg devnode.Config, fcfg Config) *env {
 	t.Helper()
-	dcfg.TokenAsset = stacks.SBTCTestnet
+	dcfg.TokenAsset = settings.SBTCTestnet
 	var below, amount uint64
 	if len(fcfg.Tokens) > 0 {
 		below, amount = fcfg.Tokens[0].RefillBelow, fcfg.Tokens[0].RefillAmount
@@ -126,10 +127,10 @@ func TestTokenDripsResumeAndStayCounted(t *testing.T) {
 func TestTreasuryRefillsToken(t *testing.T) {
 	const below, amount = 5 * tokenDrip, 20 * tokenDrip
 	hist := &recordingHistory{}
-	e := newTreasuryEnv(t, 1, 10_000_000_000, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
+	e := newTreasuryEnv(t, 1, 10_000_000_000, 10_000_000_000, devnode.Config{TokenAsset: settings.SBTCTestnet},
 		Config{State: State{History: hist}, Tokens: []Token{{Name: tSBTC, Asset: sbtcAsset(t), Amount: tokenDrip, RefillBelow: below, RefillAmount: amount}}})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = rb
+	e.f.setNode(rb)
 	ctx := context.Background()
 	dist := e.keys[0].TestnetAddress()
 	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
@@ -156,7 +157,7 @@ func TestTreasuryRefillsToken(t *testing.T) {
 	if !ok || tr.Recipient.Address != dist || tr.Amount != amount || string(tr.Memo) != RefillMemo {
 		t.Fatalf("refill %+v", tr)
 	}
-	if pc := refills[0].PostConditions; len(pc) != 1 || pc[0].Asset.String() != stacks.SBTCTestnet || pc[0].Amount != amount {
+	if pc := refills[0].PostConditions; len(pc) != 1 || pc[0].Asset.String() != settings.SBTCTestnet || pc[0].Amount != amount {
 		t.Fatalf("refill post-conditions %+v", pc)
 	}
 	e.mine()
@@ -200,7 +201,7 @@ func TestMissingTokenContract(t *testing.T) {
 	logs := &countingHandler{}
 	asset := sbtcAsset(t)
 	asset.Contract.Name = "not-deployed"
-	e := newEnv(t, 2, 10_000_000_000, devnode.Config{TokenAsset: stacks.SBTCTestnet},
+	e := newEnv(t, 2, 10_000_000_000, devnode.Config{TokenAsset: settings.SBTCTestnet},
 		Config{Tokens: []Token{{Name: tSBTC, Asset: asset, Amount: tokenDrip}}, Logger: slog.New(logs)})
 	ctx := context.Background()
 	for range 3 {

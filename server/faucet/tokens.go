@@ -9,10 +9,11 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // tokens are the configured SIP-010 tokens, as data: each one's
-// identifier (found on the node for sBTC when none is given), its metadata
+// identifier (found on the node when none is given), its metadata
 // (decimals, symbol and name, read from the contract) and whether it can
 // be dripped now. A token the node cannot name yet, or whose contract
 // does not answer, does not stop the others: its drips answer "not
@@ -93,11 +94,17 @@ func (s *tokenState) usable() (stacks.AssetInfo, error) {
 	return s.asset, nil
 }
 
+// tokenNode is what resolving the tokens reads from the node.
+type tokenNode interface {
+	PoX(ctx context.Context) (*node.PoXInfo, error)
+	TokenMetadata(ctx context.Context, token stacks.ContractID) (node.TokenMetadata, error)
+}
+
 // resolve learns what it can of every token that still needs it: the
 // contract of a token to be found on the node, and each token's metadata.
 // It asks the node nothing once everything is known, so the poll loop
 // calls it at every block.
-func (t *tokens) resolve(ctx context.Context, n NodeClient) {
+func (t *tokens) resolve(ctx context.Context, n tokenNode) {
 	var pox *node.PoXInfo
 	var poxErr error
 	for _, s := range t.list {
@@ -128,28 +135,17 @@ func (t *tokens) resolve(ctx context.Context, n NodeClient) {
 func (t *tokens) settle(s *tokenState, pox *node.PoXInfo, poxErr error) {
 	var err error
 	var asset stacks.AssetInfo
-	switch {
-	case poxErr != nil:
+	if poxErr != nil {
 		err = fmt.Errorf("the node's /v2/pox could not be read: %w", poxErr)
-	case pox.Pox5SBTCContract == "":
-		err = errors.New("the node names no sBTC contract (pox_5_sbtc_contract; a node before Epoch 4.0) and none is configured")
-	default:
-		id, perr := stacks.ParseContractID(pox.Pox5SBTCContract)
-		switch {
-		case perr != nil:
-			err = fmt.Errorf("the node's pox_5_sbtc_contract %q: %w", pox.Pox5SBTCContract, perr)
-		case id.Address.IsMainnet():
-			err = fmt.Errorf("the node names the mainnet sBTC contract %s; the faucet is testnet only", id)
-		default:
-			asset = stacks.AssetInfo{Contract: id, Name: s.cfg.Asset.Name}
-		}
+	} else if asset, err = pox.Token(s.cfg.Asset.Name); errors.Is(err, node.ErrNoPoXToken) {
+		err = fmt.Errorf("%w, and none is configured", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
 		s.asset, s.err = asset, nil
 		t.log.Info("token contract found on the node", "asset", string(s.cfg.Name), "asset_identifier", asset.String(),
-			"source", "pox_5_sbtc_contract")
+			"source", settings.SourcePoX)
 		return
 	}
 	s.err = err

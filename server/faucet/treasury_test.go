@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -116,7 +118,7 @@ func TestTreasuryRefillsDrainedKey(t *testing.T) {
 	const funding = 25_000_000
 	e := newTreasuryEnv(t, 1, funding, 10_000_000_000, devnode.Config{}, Config{State: State{History: hist}})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = rb
+	e.f.setNode(rb)
 	ctx := context.Background()
 	dist := e.keys[0].TestnetAddress()
 	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
@@ -209,10 +211,11 @@ func (a *armedAccount) Account(ctx context.Context, p string) (*node.Account, er
 // block, not with the engine's own loop polling, and not when the block
 // that confirms the refill lands in the middle of a poll.
 func TestRefillNeverTwiceInFlight(t *testing.T) {
-	e := newTreasuryEnv(t, 2, 25_000_000, 10_000_000_000, devnode.Config{}, Config{Timing: Timing{PollInterval: time.Millisecond}})
+	clk := clocktesting.NewFakeClock(t0)
+	e := newTreasuryEnv(t, 2, 25_000_000, 10_000_000_000, devnode.Config{}, Config{Clock: clk, Timing: Timing{PollInterval: time.Millisecond}})
 	aa := &armedAccount{NodeClient: e.f.cfg.Node, dn: e.dn}
 	rb := &recordingBroadcast{NodeClient: aa}
-	e.f.cfg.Node = rb
+	e.f.setNode(rb)
 	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -230,8 +233,12 @@ func TestRefillNeverTwiceInFlight(t *testing.T) {
 		if err := e.f.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		clk.Step(time.Millisecond) // the loop polls too, meanwhile
 	}
-	time.Sleep(20 * time.Millisecond) // the loop polls too
+	for range 20 { // and on its own
+		waitTimer(t, clk)
+		clk.Step(time.Millisecond)
+	}
 	refills := rb.from(t, tAddr)
 	if len(refills) != 2 || refills[0].Payload.Recipient == refills[1].Payload.Recipient {
 		t.Fatalf("refills before the block: %d, want one per key", len(refills))
@@ -285,7 +292,7 @@ func TestRefillResumedAfterRestart(t *testing.T) {
 			e.dn.Mine()
 			ctx, cancel := context.WithCancel(context.Background())
 			var recorded PendingTx
-			e.f.onRefillRecorded = func(p PendingTx) {
+			e.f.treasury.onRecorded = func(p PendingTx) {
 				recorded = p
 				if reached {
 					if _, err := e.dn.Submit(p.Raw); err != nil {
@@ -385,7 +392,7 @@ func TestDryTreasury(t *testing.T) {
 	logs := &countingHandler{}
 	e := newTreasuryEnv(t, 1, 25_000_000, tRefillAmt/2, devnode.Config{}, Config{Logger: slog.New(logs)})
 	rb := &recordingBroadcast{NodeClient: e.f.cfg.Node}
-	e.f.cfg.Node = rb
+	e.f.setNode(rb)
 	tAddr := e.f.cfg.Refills.Treasury.TestnetAddress()
 	e.drain(0)
 	e.mine()
@@ -438,7 +445,7 @@ func TestTreasuryNotEnoughFundsFromNode(t *testing.T) {
 		},
 	}}
 	rb := &recordingBroadcast{NodeClient: sb}
-	e.f.cfg.Node = rb
+	e.f.setNode(rb)
 	e.mine()
 	if s := e.treasury(); !s.Dry || s.RefillsFailed != 1 || s.InFlight != 0 {
 		t.Fatalf("treasury after NotEnoughFunds %+v", s)
@@ -658,7 +665,7 @@ func TestRefillRacingPolls(t *testing.T) {
 			rp := &racingPoll{NodeClient: e.f.cfg.Node, f: e.f, dn: e.dn, watch: e.keys[0].TestnetAddress(),
 				release: make(chan struct{}), second: make(chan error, 1)}
 			rb := &recordingBroadcast{NodeClient: rp}
-			e.f.cfg.Node = rb
+			e.f.setNode(rb)
 			err := e.f.Sync(bg)
 			close(rp.release)
 			if rp.fired.Load() {

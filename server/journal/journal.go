@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // State says how far an entry got.
@@ -129,22 +131,23 @@ type Chain interface {
 // Journal records, sends and settles transactions in a Store.
 type Journal struct {
 	store Store
-	now   func() time.Time
+	clock clock.PassiveClock
 }
 
-// New returns a journal on store with now as its clock (nil: time.Now).
-func New(store Store, now func() time.Time) *Journal {
-	if now == nil {
-		now = time.Now
+// New returns a journal on store dating its records by clk (nil: the real
+// clock).
+func New(store Store, clk clock.PassiveClock) *Journal {
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return &Journal{store: store, now: now}
+	return &Journal{store: store, clock: clk}
 }
 
 // Store is the journal's store.
 func (j *Journal) Store() Store { return j.store }
 
 // Now is the journal's clock.
-func (j *Journal) Now() time.Time { return j.now() }
+func (j *Journal) Now() time.Time { return j.clock.Now() }
 
 // Sent is the outcome of Send.
 type Sent struct {
@@ -166,7 +169,7 @@ func (j *Journal) Send(ctx context.Context, e *Entry, c Chain) (Sent, error) {
 		return Sent{}, fmt.Errorf("journal: record %q/%q: key, txid and bytes are required", e.Key, e.TxID)
 	}
 	if e.SentAt.IsZero() {
-		e.SentAt = j.now()
+		e.SentAt = j.clock.Now()
 	}
 	e.State = Broadcasting
 	if err := j.store.Put(ctx, *e); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // fakeChain answers every send with err, judged by verdict, and records
@@ -61,7 +63,7 @@ func TestSendRecordsFirstThenSettles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewMemoryStore()
-			j := New(s, func() time.Time { return now })
+			j := New(s, clocktesting.NewFakeClock(now))
 			c := &fakeChain{err: tc.err, verdict: tc.verdict, store: s}
 			e := entry("aa", 3)
 			sent, err := j.Send(context.Background(), &e, c)
@@ -213,7 +215,7 @@ func TestRouterAndKeep(t *testing.T) {
 	o := &failingOwner{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Keep(ctx, o, &r, time.Millisecond, nil); close(done) }()
+	go func() { Keep(ctx, nil, o, &r, time.Millisecond, nil); close(done) }()
 	for {
 		btc.mu.Lock()
 		n := len(btc.calls)

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Ownership: when several replicas share a store, each key (a Stacks
@@ -81,8 +83,12 @@ func (r *Router) Lost(key string) {
 }
 
 // Keep runs o for r's keys until ctx ends, starting it again after pause
-// whenever it fails (a store outage ends its session; every key was Lost).
-func Keep(ctx context.Context, o Owner, r *Router, pause time.Duration, log *slog.Logger) {
+// on clk (nil: the real clock) whenever it fails (a store outage ends its
+// session; every key was Lost).
+func Keep(ctx context.Context, clk clock.Clock, o Owner, r *Router, pause time.Duration, log *slog.Logger) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -101,7 +107,7 @@ func Keep(ctx context.Context, o Owner, r *Router, pause time.Duration, log *slo
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(pause):
+		case <-clk.After(pause):
 		}
 	}
 }
