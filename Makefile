@@ -157,8 +157,8 @@ verify-fmt:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-serveonly
-verify-serveonly: ## Fail if the serve-only build (make run) stops building or pulls in Kubernetes client code.
-	@k8s=$$($(GO) list -deps -tags serveonly ./cmd/faucet | grep -E '^(k8s\.io|sigs\.k8s\.io)/' || true); \
+verify-serveonly: ## Fail if the serve-only build (make run) stops building or pulls in Kubernetes client code (k8s.io/utils/clock, the process's one clock, is no client code).
+	@k8s=$$($(GO) list -deps -tags serveonly ./cmd/faucet | grep -E '^(k8s\.io|sigs\.k8s\.io)/' | grep -vE '^k8s\.io/utils/clock$$' || true); \
 	if [ -n "$$k8s" ]; then echo "make run's serve-only build imports Kubernetes packages:"; echo "$$k8s" | head; exit 1; fi
 	CGO_ENABLED=0 $(GO) build -tags serveonly -o /dev/null ./cmd/faucet
 

@@ -335,7 +335,7 @@ func TestComputeFundingBTC(t *testing.T) {
 			wantPrefix: "btc: 0 drips left (9999 sats at " + btcAddr + " on regtest, 10000 sats per drip): send test BTC to " + btcAddr + "; ",
 		},
 		"the Bitcoin node down": {
-			res:        result(200*cost, 0, fmt.Errorf("BTC balance of %s: %w", btcAddr, &btcnode.TransportError{Method: "scantxoutset", Err: errors.New("connection refused")})),
+			res:        result(200*cost, 0, fmt.Errorf("BTC balance of %s: %w", btcAddr, &btcnode.TransportError{Client: "btcnode", Call: "scantxoutset", Err: errors.New("connection refused")})),
 			wantStatus: metav1.ConditionUnknown, wantReason: faucetv1alpha1.ReasonNodeUnreachable,
 			wantPrefix: "btc: cannot read the BTC balance from the Bitcoin node http://bitcoind:18443: BTC balance of " + btcAddr + ": btcnode scantxoutset: connection refused; 100000.2 STX",
 		},
@@ -492,19 +492,27 @@ func TestFundingMonitorReadsBTC(t *testing.T) {
 	}
 
 	const wrongPassword = "not-the-password-77"
-	// Several nodes: the first that answers is read.
+	// Several nodes: the pool reads from the one in rotation.
 	failover := good
 	failover.rpcURLs = []string{"http://127.0.0.1:1", good.rpcURLs[0]}
 	sats2, nodes, err := m.readBTC(ctx, failover)
 	if err != nil || sats2 != sats {
 		t.Errorf("a closed port, then the node: %d sats, %v; want the node's balance", sats2, err)
 	}
-	if len(nodes) != 2 || nodes[0].err == nil || nodes[1].err != nil || nodes[1].tip != 3 {
+	if len(nodes) != 2 || nodes[0].out != "unreachable" || nodes[1].out != "" || nodes[1].tip != 3 {
 		t.Errorf("the probes of a closed port and the node: %+v", nodes)
 	}
 	health, _ := nodesStatusOf(nodes)
 	if health[0].Reachable || !health[1].Reachable || *health[1].TipHeight != 3 || *health[1].LagBlocks != 0 {
 		t.Errorf("status.btcNodes: %+v", health)
+	}
+
+	// A node of another network than the btc entry's is out of rotation,
+	// as the faucet's pool has it, and status.btcNodes says why.
+	signet := failover
+	signet.network = "signet"
+	if _, nodes, _ = m.readBTC(ctx, signet); len(nodes) != 2 || nodes[1].out != "reports chain regtest, not the faucet's network" {
+		t.Errorf("a regtest node for signet: %+v", nodes)
 	}
 
 	wrong := good

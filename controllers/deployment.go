@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // The faucet's Deployment, from pure builders like those of resources.go:
@@ -192,7 +192,7 @@ const (
 	// balancer does not.
 	lameDuck = time.Duration(readinessPeriod*(probeFailures+1)) * time.Second
 	// exitMargin is the room left for the process to exit after the drain
-	// of in-flight drips (server.ShutdownTimeout).
+	// of in-flight drips (settings.ShutdownTimeout).
 	exitMargin = 4 * time.Second
 )
 
@@ -209,7 +209,7 @@ func lameDuckOf(fs *faucetv1alpha1.FaucetServer) time.Duration {
 
 // terminationGraceOf covers the lame duck, the drain and the exit.
 func terminationGraceOf(fs *faucetv1alpha1.FaucetServer) time.Duration {
-	return lameDuckOf(fs) + server.ShutdownTimeout + exitMargin
+	return lameDuckOf(fs) + settings.ShutdownTimeout + exitMargin
 }
 
 // containerSecurityContext: non-root, no privilege escalation, no

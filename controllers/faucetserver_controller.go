@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -59,8 +59,8 @@ type FaucetServerReconciler struct {
 	// DefaultImage runs the faucet when spec.image is empty: the manager's
 	// own image, which holds the same binary.
 	DefaultImage string
-	// Now is the clock for condition transitions; time.Now when nil.
-	Now func() time.Time
+	// Clock dates condition transitions; the real clock when nil.
+	Clock clock.PassiveClock
 	// Funding reads the balances of the faucets' keys from their nodes,
 	// outside Reconcile, for status.funding and the Funded condition; nil
 	// turns that off. SetupWithManager adds it to the manager.
@@ -295,11 +295,11 @@ func (r *FaucetServerReconciler) existingDeployment(ctx context.Context, fs *fau
 // spec.assets in the object form of earlier releases.
 func (r *FaucetServerReconciler) patchStatus(ctx context.Context, fs *faucetv1alpha1.FaucetServer, obs observation) error {
 	r.warnDeprecatedAssets(ctx, fs)
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
+	var clk clock.PassiveClock = clock.RealClock{}
+	if r.Clock != nil {
+		clk = r.Clock
 	}
-	status := computeStatus(fs, obs, now())
+	status := computeStatus(fs, obs, clk.Now())
 	if equality.Semantic.DeepEqual(fs.Status, status) {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // This file holds the pure part of funding: from balances the
@@ -38,9 +38,9 @@ type fundingResult struct {
 	checked  time.Time
 	samples  []fundingSample // oldest first, successful reads only
 	err      error           // the latest attempt's error; nil if it succeeded
-	// nodes are the Stacks nodes' last probes, aligned with
-	// target.nodeURLs; nil before the first. btcNodes are the Bitcoin
-	// nodes', aligned with target.btc.rpcURLs.
+	// nodes are the Stacks nodes as the last read's pool judged them,
+	// aligned with target.nodeURLs; nil before the first. btcNodes are the
+	// Bitcoin nodes', aligned with target.btc.rpcURLs.
 	nodes, btcNodes []nodeReading
 	// tokens, aligned with target.tokens, are read after the STX balances,
 	// each on its own: one that fails keeps its last figures and says why.
@@ -57,14 +57,14 @@ type fundingResult struct {
 // dripCost is the µSTX one default drip costs a key: the amount plus the
 // fee fallback, the fee the server budgets for.
 func dripCost(fs *faucetv1alpha1.FaucetServer) uint64 {
-	amount, fee := faucet.DefaultAmount, faucet.DefaultFeeFallback
+	amount, fee := settings.STXAmount, settings.FeeFallback
 	if a := fs.Spec.Amounts; a != nil && a.Default != nil && *a.Default > 0 {
 		amount = uint64(*a.Default)
 	}
 	if f := fs.Spec.Fee; f != nil && f.Fallback != nil && *f.Fallback > 0 {
 		fee = uint64(*f.Fallback)
 	}
-	return faucet.DripCost(amount, fee)
+	return settings.DripCost(amount, fee)
 }
 
 // btcDripCost is what one default BTC drip costs in sats: its amount. The
@@ -183,9 +183,9 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 	switch worst := assets[0]; {
 	case worst.unknown != "":
 		out.condStatus, out.condReason = metav1.ConditionUnknown, worst.unknown
-	case worst.level == faucet.FundsEmpty:
+	case worst.level == settings.FundsEmpty:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonEmpty
-	case worst.level == faucet.FundsLow:
+	case worst.level == settings.FundsLow:
 		out.condStatus, out.condReason = metav1.ConditionFalse, faucetv1alpha1.ReasonLow
 	default:
 		out.condStatus, out.condReason = metav1.ConditionTrue, faucetv1alpha1.ReasonFunded
@@ -197,13 +197,13 @@ func computeFunding(fs *faucetv1alpha1.FaucetServer, res fundingResult, previous
 // of a faucet without other assets, as it was before there were any.
 func stxOutcome(fs *faucetv1alpha1.FaucetServer, st *faucetv1alpha1.FundingStatus, low int64, addresses []string) assetOutcome {
 	cost := dripCost(fs)
-	o := assetOutcome{level: faucet.LevelOf(uint64(max(st.DripsLeft, 0)), uint64(max(low, 0)))}
+	o := assetOutcome{level: settings.LevelOf(uint64(max(st.DripsLeft, 0)), uint64(max(low, 0)))}
 	o.message = fmt.Sprintf("%s STX on %d key(s): %d drip(s) of %s STX (amount plus fee fallback) left",
 		formatSTXExact(uint64(max(st.TotalUSTX, 0))), len(st.Keys), st.DripsLeft, formatSTXExact(cost))
 	switch o.level {
-	case faucet.FundsEmpty:
+	case settings.FundsEmpty:
 		o.message += ": no key can pay one drip; fund " + strings.Join(addresses, ", ")
-	case faucet.FundsLow:
+	case settings.FundsLow:
 		o.message += fmt.Sprintf(", below the low threshold of %d", low)
 	}
 	if st.Runway != nil {
@@ -261,23 +261,26 @@ func fundingStatusOf(fs *faucetv1alpha1.FaucetServer, res fundingResult) *faucet
 	return st
 }
 
-// nodesStatusOf is status.nodes and status.nodesSummary from the probes.
+// nodesStatusOf is status.nodes and status.nodesSummary from the pool's
+// view of the nodes: a node is reachable while it is in rotation, with its
+// tip and lag behind the best of those; one out of rotation says why (it
+// did not answer, lags the best tip, is of another chain).
 func nodesStatusOf(nodes []nodeReading) ([]faucetv1alpha1.NodeHealth, string) {
 	if len(nodes) == 0 {
 		return nil, ""
 	}
 	var best uint64
 	for _, n := range nodes {
-		if n.err == nil {
+		if n.out == "" {
 			best = max(best, n.tip)
 		}
 	}
 	out := make([]faucetv1alpha1.NodeHealth, len(nodes))
 	up := 0
 	for i, n := range nodes {
-		out[i] = faucetv1alpha1.NodeHealth{URL: redactURL(n.url), Reachable: n.err == nil}
-		if n.err != nil {
-			out[i].Message = truncate(n.err.Error(), maxConditionMessage)
+		out[i] = faucetv1alpha1.NodeHealth{URL: redactURL(n.url), Reachable: n.out == ""}
+		if n.out != "" {
+			out[i].Message = truncate(n.out, maxConditionMessage)
 			continue
 		}
 		up++

@@ -13,7 +13,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // This file holds the pure part of the funding of spec.assets: from what
@@ -29,7 +29,7 @@ const maxAssetMessage = 1024
 // message; unknown, when set, is the Funded reason of an asset whose
 // latest read failed.
 type assetOutcome struct {
-	level   faucet.FundingLevel
+	level   settings.FundingLevel
 	unknown string
 	message string
 }
@@ -39,9 +39,9 @@ type assetOutcome struct {
 // read, so an unreadable token does not hide an empty STX.
 func (o assetOutcome) severity() int {
 	switch {
-	case o.level == faucet.FundsEmpty:
+	case o.level == settings.FundsEmpty:
 		return 3
-	case o.level == faucet.FundsLow:
+	case o.level == settings.FundsLow:
 		return 2
 	case o.unknown != "":
 		return 1
@@ -52,7 +52,7 @@ func (o assetOutcome) severity() int {
 // tokenDripCost is what one drip of a token costs a key in its base units:
 // the amount. The fee is paid in STX, from the balance dripCost budgets.
 func tokenDripCost(t *faucetv1alpha1.TokenSpec) uint64 {
-	return faucet.DripCost(uint64(max(t.Amount, 1)), 0)
+	return settings.DripCost(uint64(max(t.Amount, 1)), 0)
 }
 
 // assetFundingsOf is status.funding.assets: every asset of spec.assets, in
@@ -192,13 +192,13 @@ func tokenOutcome(fs *faucetv1alpha1.FaucetServer, a faucetv1alpha1.AssetSpec, f
 		return o
 	}
 	low := fs.AssetLowThreshold(a)
-	o := assetOutcome{level: faucet.LevelOf(uint64(max(*f.DripsLeft, 0)), uint64(max(low, 0)))}
+	o := assetOutcome{level: settings.LevelOf(uint64(max(*f.DripsLeft, 0)), uint64(max(low, 0)))}
 	held := fmt.Sprintf("%d on %d key(s), %d per drip", ptr.Deref(f.Balance, 0), len(f.Keys), tokenDripCost(a.Token))
 	switch o.level {
-	case faucet.FundsEmpty:
+	case settings.FundsEmpty:
 		o.message = fmt.Sprintf("%s: 0 drips left (%s): no key can pay one drip; send %s (%s) to %s",
 			a.Name, held, a.Name, f.AssetIdentifier, strings.Join(res.target.addresses, ", "))
-	case faucet.FundsLow:
+	case settings.FundsLow:
 		o.message = fmt.Sprintf("%s: %d drips left, below %d (%s)", a.Name, *f.DripsLeft, low, held)
 	default:
 		o.message = fmt.Sprintf("%s: %d drips left (%s)", a.Name, *f.DripsLeft, held)
@@ -226,12 +226,12 @@ func btcOutcome(fs *faucetv1alpha1.FaucetServer, a faucetv1alpha1.AssetSpec, f f
 		return o
 	}
 	low := fs.AssetLowThreshold(a)
-	o := assetOutcome{level: faucet.LevelOf(uint64(max(*f.DripsLeft, 0)), uint64(max(low, 0)))}
+	o := assetOutcome{level: settings.LevelOf(uint64(max(*f.DripsLeft, 0)), uint64(max(low, 0)))}
 	held := fmt.Sprintf("%d sats at %s on %s, %d sats per drip", ptr.Deref(f.Balance, 0), f.Address, f.Network, btcDripCost(a.BTC))
 	switch o.level {
-	case faucet.FundsEmpty:
+	case settings.FundsEmpty:
 		o.message = fmt.Sprintf("%s: 0 drips left (%s): send test BTC to %s", a.Name, held, f.Address)
-	case faucet.FundsLow:
+	case settings.FundsLow:
 		o.message = fmt.Sprintf("%s: %d drips left, below %d (%s)", a.Name, *f.DripsLeft, low, held)
 	default:
 		o.message = fmt.Sprintf("%s: %d drips left (%s)", a.Name, *f.DripsLeft, held)

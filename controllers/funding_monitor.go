@@ -13,12 +13,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
 
 // Defaults of the FundingMonitor.
@@ -42,7 +45,7 @@ const (
 // fundingTarget is what to read for one FaucetServer: addresses only,
 // derived by Reconcile from the keys it parsed. No key leaves the Secret.
 type fundingTarget struct {
-	nodeURLs  []string // tried in order: the first that answers is read
+	nodeURLs  []string // the nodes, in the order of preference among equals
 	timeout   time.Duration
 	addresses []string
 	treasury  string        // "" without spec.treasury
@@ -54,7 +57,7 @@ type fundingTarget struct {
 // come from the FaucetServer's credentials Secret and only ever reach the
 // node, as HTTP Basic auth.
 type btcTarget struct {
-	rpcURLs     []string // tried in order: the first that answers is read
+	rpcURLs     []string // the nodes, in the order of preference among equals
 	credentials rpcCredentials
 	network     string
 	address     string // "" for none
@@ -99,8 +102,8 @@ type FundingMonitor struct {
 	BTCTimeout time.Duration
 	// HTTPClient is shared by all node clients; a pooled client when nil.
 	HTTPClient *http.Client
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock schedules the reads; the real clock when nil.
+	Clock clock.WithTicker
 
 	initOnce sync.Once
 	mu       sync.Mutex
@@ -123,12 +126,15 @@ func (m *FundingMonitor) init() {
 	})
 }
 
-func (m *FundingMonitor) now() time.Time {
-	if m.Now != nil {
-		return m.Now()
+// clk is Clock, or the real clock when it is nil.
+func (m *FundingMonitor) clk() clock.WithTicker {
+	if m.Clock != nil {
+		return m.Clock
 	}
-	return time.Now()
+	return clock.RealClock{}
 }
+
+func (m *FundingMonitor) now() time.Time { return m.clk().Now() }
 
 func (m *FundingMonitor) interval() time.Duration {
 	if m.Interval > 0 {
@@ -222,7 +228,7 @@ func (m *FundingMonitor) Start(ctx context.Context) error {
 	// The scheduler wakes up often enough for the jitter to matter, and
 	// at once when Track adds a target.
 	tick := min(max(m.interval()/20, 10*time.Millisecond), time.Second)
-	ticker := time.NewTicker(tick)
+	ticker := m.clk().NewTicker(tick)
 	defer ticker.Stop()
 	for {
 		for _, key := range m.due() {
@@ -235,7 +241,7 @@ func (m *FundingMonitor) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
 		case <-m.kick:
 		}
 	}
@@ -338,13 +344,13 @@ type reading struct {
 	tokens   []tokenReading // aligned with target.tokens
 	btc      uint64         // sats of target.btc.address
 	btcErr   error          // the BTC read's error; nil if it succeeded or there is none
-	nodes    []nodeReading  // the Stacks nodes' probes, aligned with target.nodeURLs
-	btcNodes []nodeReading  // the Bitcoin nodes' probes, aligned with target.btc.rpcURLs
+	nodes    []nodeReading  // the Stacks nodes as the read left them, aligned with target.nodeURLs
+	btcNodes []nodeReading  // the Bitcoin nodes', aligned with target.btc.rpcURLs
 }
 
 // read fetches the STX balances of t's addresses and treasury, then each
-// token's, one call at a time, each bounded by the call timeout, and the
-// BTC balance of t's Bitcoin address from its own node. A failed call for
+// token's, one after another, each call bounded by the call timeout, and the
+// BTC balance of t's Bitcoin address from its own nodes. A failed call for
 // the STX balances fails the read (a status mixing two reads would not add
 // up) and is returned; a token's read fails on its own, in its
 // tokenReading, and the BTC read in btcErr.
@@ -356,13 +362,64 @@ func (m *FundingMonitor) read(ctx context.Context, t fundingTarget) (reading, er
 	return rd, err
 }
 
-// readBTC probes t's nodes (getblockcount, all at once) and reads the
-// confirmed balance of t's address from the first that answers, highest
-// tip first.
+// The pools below live for one read: built, probed once, read through and
+// dropped. Without Run a pool starts no goroutine of its own, and a read
+// cancels the calls it hedged before it returns, so nothing outlives the
+// read. They get no Logger: a pool's "left the rotation" lines describe a
+// long-lived pool, and one built per read would repeat them for a down
+// node at every read; status.nodes says the same once.
+
+// readStacks reads the Stacks node's part of t through a pool of t's
+// nodes, probed first, so that the operator reads from the node the faucet
+// would: the healthy node at the highest tip, the next when one does not
+// answer or is slow to (a hedged call).
+func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (reading, error) {
+	timeout := m.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultFundingCallTimeout
+	}
+	if t.timeout > 0 && t.timeout < timeout {
+		timeout = t.timeout
+	}
+	if len(t.nodeURLs) == 0 {
+		return reading{}, errors.New("no Stacks node")
+	}
+	clients := make([]*node.Client, len(t.nodeURLs))
+	for i, u := range t.nodeURLs {
+		c, err := node.New(u, rpcclient.WithHTTPClient(m.HTTPClient), rpcclient.WithTimeout(timeout),
+			rpcclient.WithUserAgent("faucet-operator-funding/1"))
+		if err != nil {
+			return reading{}, fmt.Errorf("the Stacks node URL %s: %w", redactURL(u), err)
+		}
+		clients[i] = c
+	}
+	// The probe gets the calls' timeout, not the pool's shorter default:
+	// status.nodes has always called a node that answers within the
+	// timeout reachable.
+	pool, err := nodepool.New(nodepool.Config{Clients: clients, ProbeTimeout: timeout, Clock: m.clk()})
+	if err != nil {
+		return reading{}, fmt.Errorf("the Stacks nodes: %w", err)
+	}
+	pool.Probe(ctx)
+	rd, err := readStacksFrom(ctx, pool, t)
+	rd.nodes = nodeReadings(pool.Nodes())
+	return rd, err
+}
+
+// readBTC reads the confirmed balance of t's address through a pool of
+// t's nodes, probed first (getblockchaininfo, and the genesis block once),
+// as readStacks does.
 func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, []nodeReading, error) {
 	timeout := m.BTCTimeout
 	if timeout <= 0 {
 		timeout = DefaultBTCBalanceTimeout
+	}
+	callTimeout := m.CallTimeout
+	if callTimeout <= 0 {
+		callTimeout = DefaultFundingCallTimeout
+	}
+	if len(t.rpcURLs) == 0 {
+		return 0, nil, errors.New("no Bitcoin node")
 	}
 	clients := make([]*btcnode.Client, len(t.rpcURLs))
 	for i, u := range t.rpcURLs {
@@ -372,31 +429,35 @@ func (m *FundingMonitor) readBTC(ctx context.Context, t btcTarget) (uint64, []no
 		}
 		clients[i] = c
 	}
-	nodes := make([]nodeReading, len(clients))
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Go(func() {
-			nodes[i].url = c.URL()
-			h, err := c.BlockCount(ctx)
-			nodes[i].tip, nodes[i].err = uint64(max(h, 0)), err
-		})
+	// BTCTimeout is for the balance's scan of the UTXO set; the probe is
+	// a call like any other.
+	pool, err := nodepool.NewBTC(nodepool.BTCConfig{Clients: clients, Chains: btcChains(t.network),
+		ProbeTimeout: min(callTimeout, timeout), Clock: m.clk()})
+	if err != nil {
+		return 0, nil, fmt.Errorf("the Bitcoin nodes: %w", err)
 	}
-	wg.Wait()
-	var last error
-	for _, i := range readOrder(nodes) {
-		sats, err := clients[i].AddressBalance(ctx, t.address)
-		if err == nil {
-			return uint64(max(sats, 0)), nodes, nil
-		}
-		last = fmt.Errorf("BTC balance of %s: %w", t.address, err)
-		if !btcnode.IsUnavailable(err) || ctx.Err() != nil {
-			break
-		}
+	pool.Probe(ctx)
+	sats, err := pool.AddressBalance(ctx, t.address)
+	nodes := nodeReadings(pool.Nodes())
+	if err != nil {
+		return 0, nodes, fmt.Errorf("BTC balance of %s: %w", t.address, err)
 	}
-	if last == nil {
-		last = errors.New("no Bitcoin node")
+	return uint64(max(sats, 0)), nodes, nil
+}
+
+// btcChains are the chains a node may report for the btc entry's network,
+// as the faucet's --btc-network allows them; nil (any test chain) for a
+// network the CRD would not have let through.
+func btcChains(network string) []btcnode.Chain {
+	switch network {
+	case "regtest":
+		return []btcnode.Chain{btcnode.ChainRegtest}
+	case "signet":
+		return []btcnode.Chain{btcnode.ChainSignet}
+	case "testnet":
+		return []btcnode.Chain{btcnode.ChainTestnet3, btcnode.ChainTestnet4}
 	}
-	return 0, nodes, last
+	return nil
 }
 
 // btcClient is a client of the node at rpcURL with t's credentials.
@@ -411,117 +472,54 @@ func (m *FundingMonitor) btcClient(rpcURL string, t btcTarget, timeout time.Dura
 		u.User = url.UserPassword(t.credentials.get())
 		rpcURL = u.String()
 	}
-	return btcnode.New(rpcURL, btcnode.WithHTTPClient(m.HTTPClient), btcnode.WithTimeout(timeout),
-		btcnode.WithUserAgent("faucet-operator-funding/1"))
+	return btcnode.New(rpcURL, rpcclient.WithHTTPClient(m.HTTPClient), rpcclient.WithTimeout(timeout),
+		rpcclient.WithUserAgent("faucet-operator-funding/1"))
 }
 
-// readStacks reads the Stacks node's part of t from its first node that
-// answers: the faucet spreads its reads over the nodes, the operator only
-// needs one view of the balances.
-func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (reading, error) {
-	timeout := m.CallTimeout
-	if timeout <= 0 {
-		timeout = DefaultFundingCallTimeout
-	}
-	if t.timeout > 0 && t.timeout < timeout {
-		timeout = t.timeout
-	}
-	clients := make([]*node.Client, len(t.nodeURLs))
-	for i, u := range t.nodeURLs {
-		c, err := node.New(u, node.WithHTTPClient(m.HTTPClient), node.WithTimeout(timeout),
-			node.WithUserAgent("faucet-operator-funding/1"))
-		if err != nil {
-			return reading{}, err
-		}
-		clients[i] = c
-	}
-	nodes := probeNodes(ctx, clients)
-	var errs []error
-	for _, i := range readOrder(nodes) {
-		rd, err := readStacksFrom(ctx, clients[i], t)
-		rd.nodes = nodes
-		if err == nil || ctx.Err() != nil || !node.IsUnavailable(err) {
-			return rd, err
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		return reading{nodes: nodes}, errors.New("no Stacks node")
-	}
-	return reading{nodes: nodes}, errors.Join(errs...)
-}
-
-// nodeReading is one node's answer to the operator's probe.
+// nodeReading is one node as the operator's pool last judged it.
 type nodeReading struct {
 	url string // without credentials
 	tip uint64
-	err error
+	// out says why the node serves no read (it did not answer, lags the
+	// best tip, is of another chain); "" while it is in rotation.
+	out string
 }
 
-// probeNodes reads each node's /v2/info at once.
-func probeNodes(ctx context.Context, clients []*node.Client) []nodeReading {
-	out := make([]nodeReading, len(clients))
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Go(func() {
-			out[i].url = c.URL()
-			info, err := c.Info(ctx)
-			if err != nil {
-				out[i].err = err
-				return
-			}
-			out[i].tip = info.StacksTipHeight
-		})
+// nodeReadings are a pool's nodes, in its order. A node still unknown
+// was not probed: the read was cancelled first.
+func nodeReadings(nodes []nodepool.NodeStatus) []nodeReading {
+	out := make([]nodeReading, len(nodes))
+	for i, n := range nodes {
+		out[i] = nodeReading{url: n.URL, tip: n.Tip}
+		switch {
+		case n.State == "ready":
+		case n.Reason != "":
+			out[i].out = n.Reason
+		default:
+			out[i].out = "not probed"
+		}
 	}
-	wg.Wait()
 	return out
 }
 
-// readOrder is the order to read the balances in: the nodes that answered
-// the probe, highest tip first, then the others (a probe can fail where a
-// read succeeds).
-func readOrder(nodes []nodeReading) []int {
-	order := make([]int, len(nodes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		na, nb := nodes[a], nodes[b]
-		switch {
-		case (na.err == nil) != (nb.err == nil):
-			if na.err == nil {
-				return -1
-			}
-			return 1
-		case na.tip != nb.tip:
-			if na.tip > nb.tip {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
-	return order
-}
-
-// readStacksFrom reads the balances of t from one node.
-func readStacksFrom(ctx context.Context, c *node.Client, t fundingTarget) (reading, error) {
+// readStacksFrom reads the balances of t through p.
+func readStacksFrom(ctx context.Context, p *nodepool.Pool, t fundingTarget) (reading, error) {
 	var rd reading
 	rd.balances = make([]uint64, len(t.addresses))
 	for i, addr := range t.addresses {
-		acct, err := c.Account(ctx, addr)
+		acct, err := p.Account(ctx, addr)
 		if err != nil {
 			return reading{}, err
 		}
 		rd.balances[i] = acct.Balance
 	}
 	if t.treasury != "" {
-		acct, err := c.Account(ctx, t.treasury)
+		acct, err := p.Account(ctx, t.treasury)
 		if err != nil {
 			return reading{}, fmt.Errorf("treasury: %w", err)
 		}
 		rd.treasury = acct.Balance
 	}
-	rd.tokens = readTokens(ctx, c, t)
+	rd.tokens = readTokens(ctx, p, t)
 	return rd, nil
 }

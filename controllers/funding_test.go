@@ -523,7 +523,7 @@ func TestComputeFundingTokens(t *testing.T) {
 		"a low token beats an unreadable one: what is known to be wrong leads": {
 			res: func() fundingResult {
 				r := tokensResult(target, plenty, []uint64{sats, 0}, nil)
-				r.tokens[1] = tokenResult{err: errNoPoXSBTC}
+				r.tokens[1] = tokenResult{err: node.ErrNoPoXToken}
 				return r
 			}(),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
@@ -755,7 +755,7 @@ func TestFundingMonitorReadsTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rd.nodes) != 2 || rd.nodes[0].err == nil || rd.nodes[1].err != nil || rd.nodes[1].url != srv.URL {
+	if len(rd.nodes) != 2 || rd.nodes[0].out != "unreachable" || rd.nodes[1].out != "" || rd.nodes[1].url != srv.URL {
 		t.Errorf("node probes %+v: want the closed one failed, the live one answered", rd.nodes)
 	}
 	if !slices.Equal(rd.balances, []uint64{cost, 2 * cost}) || rd.treasury != 3*cost {
@@ -857,7 +857,7 @@ func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 	})
 	t.Run("a node before Epoch 4.0 names none: sbtc unknown, the rest read", func(t *testing.T) {
 		rd, err := read(cfg)
-		if err != nil || rd.balances[0] != 200*cost || !errors.Is(rd.tokens[0].err, errNoPoXSBTC) {
+		if err != nil || rd.balances[0] != 200*cost || !errors.Is(rd.tokens[0].err, node.ErrNoPoXToken) {
 			t.Fatalf("read %+v, %v", rd, err)
 		}
 		res := fundingResult{target: fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{a.String()}, tokens: tokens}, ok: true,
@@ -868,7 +868,7 @@ func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 			t.Errorf("status %s", mustJSON(out.status))
 		}
 		if out.condStatus != metav1.ConditionUnknown || out.condReason != faucetv1alpha1.ReasonAssetUnreadable ||
-			!strings.HasPrefix(out.condMessage, "sbtc: cannot read its balances from the node http://node:20443: the node names no sBTC contract") {
+			!strings.HasPrefix(out.condMessage, "sbtc: cannot read its balances from the node http://node:20443: "+node.ErrNoPoXToken.Error()) {
 			t.Errorf("Funded %s %s %q", out.condStatus, out.condReason, out.condMessage)
 		}
 	})
@@ -893,16 +893,17 @@ func TestTokenTargets(t *testing.T) {
 	}
 }
 
-// status.nodes: each node in order, reachable or why not, its tip and lag
-// behind the best; the summary counts those that answered.
+// status.nodes: each node in order, in rotation (reachable) or why not,
+// its tip and lag behind the best; the summary counts those in rotation.
 func TestNodesStatusOf(t *testing.T) {
 	nodes := []nodeReading{
 		{url: "http://user:secret@miner:20443", tip: 120},
 		{url: "http://follower:20443", tip: 117},
-		{url: "http://gone:20443", err: errors.New("node info: connection refused")},
+		{url: "http://gone:20443", out: "unreachable"},
+		{url: "http://stale:20443", tip: 100, out: "20 blocks behind the best tip"},
 	}
 	got, summary := nodesStatusOf(nodes)
-	if summary != "2/3" || len(got) != 3 {
+	if summary != "2/4" || len(got) != 4 {
 		t.Fatalf("summary %q, %d nodes", summary, len(got))
 	}
 	if g := got[0]; g.URL != "http://miner:20443" || !g.Reachable || *g.TipHeight != 120 || *g.LagBlocks != 0 {
@@ -911,14 +912,12 @@ func TestNodesStatusOf(t *testing.T) {
 	if g := got[1]; !g.Reachable || *g.TipHeight != 117 || *g.LagBlocks != 3 {
 		t.Errorf("follower %+v: want tip 117, lag 3", g)
 	}
-	if g := got[2]; g.Reachable || g.TipHeight != nil || !strings.Contains(g.Message, "connection refused") {
+	if g := got[2]; g.Reachable || g.TipHeight != nil || g.Message != "unreachable" {
 		t.Errorf("gone %+v", g)
 	}
-	if order := readOrder(nodes); !slices.Equal(order, []int{0, 1, 2}) {
-		t.Errorf("read order %v", order)
-	}
-	if order := readOrder([]nodeReading{{err: errors.New("x")}, {tip: 5}, {tip: 9}}); !slices.Equal(order, []int{2, 1, 0}) {
-		t.Errorf("read order %v: want the highest tip that answered first", order)
+	// Out of rotation, its tip does not count as the best.
+	if g := got[3]; g.Reachable || g.TipHeight != nil || g.LagBlocks != nil || g.Message != "20 blocks behind the best tip" {
+		t.Errorf("stale %+v", g)
 	}
 	if got, summary := nodesStatusOf(nil); got != nil || summary != "" {
 		t.Errorf("no probe yet: %v %q", got, summary)

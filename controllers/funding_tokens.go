@@ -8,6 +8,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
@@ -19,25 +20,25 @@ import (
 // tokenTarget is one token of spec.assets to read.
 type tokenTarget struct {
 	name string
-	// asset is the token; for sbtc without an identifier only its token
-	// name (sbtc-token), its contract then being the one the node names in
+	// asset is the token; for a token to be found on the node only its
+	// token name, its contract then being the one the node names in
 	// /v2/pox (fromPoX), looked up at each read.
 	asset   stacks.AssetInfo
 	fromPoX bool
 }
 
 // tokenTargets are the tokens of spec.assets, in order, parsed as the
-// faucet parses its --token flags (options.Token.Engine). The CRD checks an
+// faucet parses its --token flags (options.Token.AssetInfo). The CRD checks an
 // identifier's shape; only a parse checks its address's c32 checksum,
 // which a typo breaks: that is the error, naming the entry.
 func tokenTargets(fs *faucetv1alpha1.FaucetServer) ([]tokenTarget, error) {
 	var out []tokenTarget
 	for _, a := range fs.Tokens() {
-		e, err := options.Token{Name: a.Name, Asset: a.Token.AssetIdentifier}.Engine()
+		asset, fromPoX, err := options.Token{Name: a.Name, Asset: a.Token.AssetIdentifier}.AssetInfo()
 		if err != nil {
 			return nil, fmt.Errorf("spec.assets[name=%s].token.assetIdentifier: %w", a.Name, err)
 		}
-		out = append(out, tokenTarget{name: a.Name, asset: e.Asset, fromPoX: e.FromPoX})
+		out = append(out, tokenTarget{name: a.Name, asset: asset, fromPoX: fromPoX})
 	}
 	return out, nil
 }
@@ -79,17 +80,10 @@ func mergeTokens(prev []tokenResult, rd []tokenReading, now time.Time) []tokenRe
 	return out
 }
 
-// Why an sbtc entry without an identifier has no contract to read.
-var (
-	errNoPoXSBTC = errors.New("the node names no sBTC contract in /v2/pox (pox_5_sbtc_contract: a node before Epoch 4.0); " +
-		"set the entry's token.assetIdentifier, or wait for Epoch 4.0")
-	errPoXSBTCInvalid = errors.New("the node's pox_5_sbtc_contract is no testnet contract")
-)
-
-// readTokens reads every token of t from c, each on its own: one that
-// fails (no such contract, no sBTC contract named in /v2/pox, a call the
+// readTokens reads every token of t through p, each on its own: one that
+// fails (no such contract, no token contract named in /v2/pox, a call the
 // node refused or did not answer) leaves the others.
-func readTokens(ctx context.Context, c *node.Client, t fundingTarget) []tokenReading {
+func readTokens(ctx context.Context, p *nodepool.Pool, t fundingTarget) []tokenReading {
 	var (
 		pox    *node.PoXInfo
 		poxErr error
@@ -99,7 +93,7 @@ func readTokens(ctx context.Context, c *node.Client, t fundingTarget) []tokenRea
 		asset := tok.asset
 		if tok.fromPoX {
 			if pox == nil && poxErr == nil {
-				if pox, poxErr = c.PoX(ctx); poxErr != nil {
+				if pox, poxErr = p.PoX(ctx); poxErr != nil {
 					poxErr = fmt.Errorf("the node's /v2/pox: %w", poxErr)
 				}
 			}
@@ -109,40 +103,34 @@ func readTokens(ctx context.Context, c *node.Client, t fundingTarget) []tokenRea
 				continue
 			}
 		}
-		out[i] = readToken(ctx, c, asset, t)
+		out[i] = readToken(ctx, p, asset, t)
 	}
 	return out
 }
 
-// poxToken is the token name in the sBTC contract the node names in
-// /v2/pox, as the faucet finds it.
+// poxToken is the token of the contract the node names in /v2/pox, by the
+// faucet's own rule.
 func poxToken(pox *node.PoXInfo, poxErr error, name string) (stacks.AssetInfo, error) {
-	switch {
-	case poxErr != nil:
+	if poxErr != nil {
 		return stacks.AssetInfo{}, poxErr
-	case pox.Pox5SBTCContract == "":
-		return stacks.AssetInfo{}, errNoPoXSBTC
 	}
-	id, err := stacks.ParseContractID(pox.Pox5SBTCContract)
-	if err == nil && id.Address.IsMainnet() {
-		err = errors.New("a mainnet contract")
+	a, err := pox.Token(name)
+	if errors.Is(err, node.ErrNoPoXToken) {
+		return a, fmt.Errorf("%w; set the entry's token.assetIdentifier, or wait for Epoch 4.0", err)
 	}
-	if err != nil {
-		return stacks.AssetInfo{}, fmt.Errorf("%w: %q: %w", errPoXSBTCInvalid, pox.Pox5SBTCContract, err)
-	}
-	return stacks.AssetInfo{Contract: id, Name: name}, nil
+	return a, err
 }
 
 // readToken reads asset's get-balance of each of t's addresses and of its
 // treasury.
-func readToken(ctx context.Context, c *node.Client, asset stacks.AssetInfo, t fundingTarget) tokenReading {
+func readToken(ctx context.Context, p *nodepool.Pool, asset stacks.AssetInfo, t fundingTarget) tokenReading {
 	rd := tokenReading{asset: asset, balances: make([]uint64, len(t.addresses))}
 	balance := func(addr string) (uint64, error) {
 		owner, err := stacks.ParsePrincipal(addr)
 		if err != nil {
 			return 0, err
 		}
-		bal, err := c.TokenBalance(ctx, asset.Contract, owner)
+		bal, err := p.TokenBalance(ctx, asset.Contract, owner)
 		if err != nil {
 			return 0, fmt.Errorf("%s balance of %s: %w", asset, addr, err)
 		}
@@ -165,9 +153,9 @@ func readToken(ctx context.Context, c *node.Client, asset stacks.AssetInfo, t fu
 // tokenRefused reports whether a token's read failed on an answer about
 // the token rather than on the node's health: the node ran its get-balance
 // and refused it (typically no such contract on this network), or names
-// no usable sBTC contract. That is Funded reason AssetUnreadable: look at
+// no usable token contract. That is Funded reason AssetUnreadable: look at
 // spec.assets, not at the node.
 func tokenRefused(err error) bool {
 	var refused *node.ReadOnlyError
-	return errors.As(err, &refused) || errors.Is(err, errNoPoXSBTC) || errors.Is(err, errPoXSBTCInvalid)
+	return errors.As(err, &refused) || errors.Is(err, node.ErrNoPoXToken) || errors.Is(err, node.ErrPoXTokenNotTestnet)
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -45,9 +45,9 @@ const (
 	containerName = "faucet"
 	portName      = "http"
 	// ServerPort is the port the faucet container listens on.
-	ServerPort = server.DefaultPort
+	ServerPort = settings.Port
 	// DefaultServicePort is the Service port when spec.service.port is unset.
-	DefaultServicePort = server.DefaultPort
+	DefaultServicePort = settings.Port
 	keysVolume         = "keys"
 	keysMountPath      = "/etc/faucet/keys"
 	// The API tokens file, from its own Secret (spec.abuse.apiTokens).

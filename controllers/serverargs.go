@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // serverArgs are the faucet pod's command line: `faucet serve` with the
@@ -128,9 +128,9 @@ func setLimitsAndAbuse(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	setInt(&o.Abuse.BalanceCap, a.BalanceCapUSTX)
 }
 
-// setAssets: every token of spec.assets as a --token, in spec order; sbtc
-// without an identifier is the contract the node names in /v2/pox (Asset
-// "").
+// setAssets: every token of spec.assets as a --token, in spec order; a
+// token without an identifier is the contract the node names in /v2/pox
+// (Asset "").
 func setAssets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	for _, a := range fs.Tokens() {
 		t := options.Token{Name: a.Name, Asset: a.Token.AssetIdentifier, Amount: uint64(max(a.Token.Amount, 0)),
@@ -232,7 +232,7 @@ func setBudgets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		setInt(&ob.Target, nonNegative(b.Target))
 		o.Budgets.List = append(o.Budgets.List, ob)
 	}
-	add(string(faucet.AssetSTX), fs.Spec.Budget)
+	add(settings.AssetSTX, fs.Spec.Budget)
 	for _, a := range fs.Spec.Assets {
 		if a.Token != nil || a.BTC != nil {
 			add(a.Name, a.Budget)

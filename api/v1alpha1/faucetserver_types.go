@@ -1162,7 +1162,7 @@ type FaucetServerStatus struct {
 	NodesSummary string `json:"nodesSummary,omitempty"`
 
 	// btcNodes are the Bitcoin nodes of the btc entry of spec.assets as the
-	// operator last probed them (getblockcount), in their order; the faucet
+	// operator last probed them (getblockchaininfo), in their order; the faucet
 	// pods' own rotation is btc_nodes in GET /faucet/v1/info.
 	// +optional
 	// +listType=map
@@ -1176,7 +1176,9 @@ type NodeHealth struct {
 	// +required
 	URL string `json:"url"`
 
-	// reachable is true when the node answered the probe.
+	// reachable is true when the node is in rotation: it answered the
+	// probe, on the faucet's chain, within a few blocks of the best tip
+	// (the faucet's own rule, package nodepool).
 	// +required
 	Reachable bool `json:"reachable"`
 

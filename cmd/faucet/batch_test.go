@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -41,7 +43,7 @@ func TestDevnetServeBatchOf500(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	wg.Go(func() {
-		if err := runDevnet(ctx, []string{"--listen", "127.0.0.1:0", "--block-time", "10s", "--log-level", "error",
+		if err := runDevnet(ctx, clock.RealClock{}, []string{"--listen", "127.0.0.1:0", "--block-time", "10s", "--log-level", "error",
 			"--fund-key-file", keyFile}, pw); err != nil {
 			t.Errorf("devnet: %v", err)
 		}
@@ -61,7 +63,7 @@ func TestDevnetServeBatchOf500(t *testing.T) {
 
 	listen := freeAddr(t)
 	wg.Go(func() {
-		if err := run(ctx, []string{"serve", "--node-url", nodeURL, "--key-file", keyFile, "--batch-max", "200",
+		if err := run(ctx, clock.RealClock{}, []string{"serve", "--node-url", nodeURL, "--key-file", keyFile, "--batch-max", "200",
 			"--store", "memory", "--listen", listen, "--log-level", "error",
 			// All 500 drips come from this machine: exempt it from the per-IP limit.
 			"--ip-allow", "127.0.0.1"}, io.Discard, io.Discard); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -54,10 +55,10 @@ func shortField(s string) string {
 // btcPool is the Bitcoin node pool of the BTC flags: one client per
 // --btc-rpc-url, probed once so that the first reads go to a node in
 // rotation.
-func btcPool(ctx context.Context, o *options.BTC, log *slog.Logger) (*nodepool.BTCPool, error) {
-	opts := []btcnode.Option{btcnode.WithTimeout(o.RPCTimeout), btcnode.WithUserAgent("faucet-operator/" + version)}
+func btcPool(ctx context.Context, clk procClock, o *options.BTC, log *slog.Logger) (*nodepool.BTCPool, error) {
+	opts := []rpcclient.Option{rpcclient.WithTimeout(o.RPCTimeout), rpcclient.WithUserAgent("faucet-operator/" + version), rpcclient.WithClock(clk)}
 	if o.CredentialsFile != "" {
-		opts = append(opts, btcnode.WithCredentialsFile(o.CredentialsFile))
+		opts = append(opts, rpcclient.WithCredentialsFile(o.CredentialsFile))
 	}
 	var clients []*btcnode.Client
 	for _, u := range o.RPCURLs {
@@ -67,7 +68,7 @@ func btcPool(ctx context.Context, o *options.BTC, log *slog.Logger) (*nodepool.B
 		}
 		clients = append(clients, c)
 	}
-	pool, err := nodepool.NewBTC(nodepool.BTCConfig{Clients: clients, Chains: btcChains(o.Network), Logger: log})
+	pool, err := nodepool.NewBTC(nodepool.BTCConfig{Clients: clients, Chains: btcChains(o.Network), Logger: log, Clock: clk})
 	if err != nil {
 		return nil, fmt.Errorf("--btc-rpc-url: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -18,7 +20,7 @@ import (
 // without ever quoting the key.
 func TestBTCKeyFileRoundTrip(t *testing.T) {
 	var out bytes.Buffer
-	if err := runKeys(context.Background(), []string{"generate", "--btc", "--btc-network", "regtest", "-n", "2"}, &out); err != nil {
+	if err := runKeys(context.Background(), clock.RealClock{}, []string{"generate", "--btc", "--btc-network", "regtest", "-n", "2"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
@@ -21,7 +23,7 @@ import (
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut strings.Builder
-	code = report(&errOut, run(context.Background(), args, &out, &errOut))
+	code = report(&errOut, run(context.Background(), clock.RealClock{}, args, &out, &errOut))
 	return out.String(), errOut.String(), code
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // fundList collects repeated --fund ADDR=µSTX flags.
@@ -69,7 +70,7 @@ var devnetFlagGroups = []flagGroup{
 
 // runDevnet serves the simulated Stacks node alone, e.g. for a separate
 // `faucet serve --node-url` process.
-func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
+func runDevnet(ctx context.Context, clk procClock, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("devnet", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:20443", "address the node RPC listens on")
 	blockTime := fs.Duration("block-time", 2*time.Second, "block interval")
@@ -77,7 +78,7 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 	keyFunding := fs.Uint64("fund-amount", devnetFunding, "µSTX for each address from --fund-key-file")
 	minStacking := fs.Uint64("pox-min-amount", 0, "PoX min_amount_ustx the node reports (0 = devnode default)")
 	sendMany := fs.String("send-many-contract", stacks.SendManyMemoTestnet, "contract id of the send-many-memo contract the node deploys (\"\" = none)")
-	token := fs.String("token-asset", stacks.SBTCTestnet, "asset identifier ADDR.contract::"+devnode.TokenName+" of the SIP-010 token (sBTC) the node deploys (\"\" = none)")
+	token := fs.String("token-asset", settings.SBTCTestnet, "asset identifier ADDR.contract::"+devnode.TokenName+" of the SIP-010 token (sBTC) the node deploys (\"\" = none)")
 	tokenFunding := fs.Uint64("fund-token-amount", devnetTokenFunding, "token base units (sats) for each address from --fund-key-file")
 	upstream := fs.String("upstream", "", "serve another RPC front end of the devnode at this URL (http://host:port) instead of a node of its own; the other flags but --listen and logging do not apply")
 	fund := fundList{}
@@ -117,7 +118,7 @@ func runDevnet(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := devnode.Config{BlockTime: *blockTime, Genesis: fund, MinAmountUstx: *minStacking,
-		SendManyContract: *sendMany, Logger: logger}
+		SendManyContract: *sendMany, Logger: logger, Clock: clk}
 	if *token != "" {
 		a, err := stacks.ParseAssetID(*token)
 		if err != nil {
@@ -214,10 +215,10 @@ type embeddedDevnet struct {
 // --devnet-treasury it also generates the treasury, which gets the
 // generous funding, while the faucet keys start about ten drips above the
 // refill thresholds.
-func startEmbeddedDevnet(ctx context.Context, o *options.Serve, logger *slog.Logger) (*embeddedDevnet, error) {
+func startEmbeddedDevnet(ctx context.Context, clk procClock, o *options.Serve, logger *slog.Logger) (*embeddedDevnet, error) {
 	d := &embeddedDevnet{}
 	cfg := devnode.Config{BlockTime: o.Devnet.BlockTime, Genesis: map[stacks.Address]uint64{}, SendManyContract: stacks.SendManyMemoTestnet,
-		Logger: logger.With("component", "devnode")}
+		Logger: logger.With("component", "devnode"), Clock: clk}
 	specs, err := devnetTokens(o)
 	if err != nil {
 		return nil, err
@@ -230,8 +231,8 @@ func startEmbeddedDevnet(ctx context.Context, o *options.Serve, logger *slog.Log
 		}
 		d.treasury = k
 		cfg.Genesis[k.TestnetAddress()] = devnetFunding
-		refills, _ := o.Keys.Refills(o.Amounts, o.Fees) // checked by Validate
-		keyFunding = satAddMul(refills.Below, 10, faucet.DripCost(o.Amounts.Default, o.Fees.Fallback))
+		below, _, _ := o.Keys.Refills(o.Amounts, o.Fees) // checked by Validate
+		keyFunding = satAddMul(below, 10, settings.DripCost(o.Amounts.Default, o.Fees.Fallback))
 	}
 	for range o.Devnet.Keys {
 		k, err := stacks.GeneratePrivateKey()
@@ -302,9 +303,8 @@ func devnetTokens(o *options.Serve) ([]devnetToken, error) {
 		funding := satAddMul(0, devnetTokenDrips, t.Amount)
 		dt := devnetToken{spec: spec, sbtc: t.Name == "sbtc", perKey: funding, treasury: funding}
 		if o.Devnet.Treasury {
-			e, _ := t.Engine()
-			r, _ := e.ResolveRefills() // checked by Validate
-			dt.perKey = satAddMul(r.RefillBelow, 10, t.Amount)
+			below, _, _ := settings.Refill(t.RefillBelow, t.RefillAmount, t.Amount) // checked by Validate
+			dt.perKey = satAddMul(below, 10, t.Amount)
 		}
 		out = append(out, dt)
 	}

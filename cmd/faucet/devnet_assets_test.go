@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -171,7 +173,7 @@ func startServeDevnet(t *testing.T, args ...string) (base, nodeURL string) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--devnet", "--listen", "127.0.0.1:0", "--block-time", "200ms",
+		done <- run(ctx, clock.RealClock{}, append([]string{"serve", "--devnet", "--listen", "127.0.0.1:0", "--block-time", "200ms",
 			"--log-level", "error", "--log-format", "text"}, args...), pw, io.Discard)
 		pw.Close()
 	}()

@@ -8,14 +8,17 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // `faucet devnet` deploys send-many-memo at its testnet id, so a send-many
 // call is admitted as on testnet; a malformed contract id is refused.
 func TestDevnetSendManyContract(t *testing.T) {
-	if err := runDevnet(context.Background(), []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1", "--send-many-contract", "not-a-contract"}, io.Discard); err == nil ||
+	if err := runDevnet(context.Background(), clock.RealClock{}, []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1", "--send-many-contract", "not-a-contract"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "--send-many-contract") {
 		t.Fatalf("bad contract id: %v", err)
 	}
@@ -42,7 +45,7 @@ func TestDevnetSendManyContract(t *testing.T) {
 // --fund-key-file key its share, so a separate `faucet serve --sbtc-…`
 // drips sBTC; a token the node cannot deploy is refused.
 func TestDevnetToken(t *testing.T) {
-	if err := runDevnet(context.Background(), []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1",
+	if err := runDevnet(context.Background(), clock.RealClock{}, []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1",
 		"--token-asset", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::other-token"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "--token-asset") {
 		t.Fatalf("a token the node does not define: %v", err)
@@ -56,7 +59,7 @@ func TestDevnetToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := startDevnet(t, "--fund-key-file", keyFile, "--fund-token-amount", "12345")
-	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	asset, err := stacks.ParseAssetID(settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestDevnetToken(t *testing.T) {
 // devnode: it answers for the same chain, and a transaction sent through it
 // reaches that chain's mempool. A URL without a scheme is a usage error.
 func TestDevnetFrontEnd(t *testing.T) {
-	if err := runDevnet(context.Background(), []string{"--upstream", "devnode:20443"}, io.Discard); err == nil ||
+	if err := runDevnet(context.Background(), clock.RealClock{}, []string{"--upstream", "devnode:20443"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "--upstream") {
 		t.Fatalf("an upstream without a scheme: %v", err)
 	}
@@ -111,7 +114,7 @@ func startDevnet(t *testing.T, args ...string) *node.Client {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- runDevnet(ctx, append([]string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text"}, args...), pw)
+		done <- runDevnet(ctx, clock.RealClock{}, append([]string{"--listen", "127.0.0.1:0", "--block-time", "1h", "--log-format", "text"}, args...), pw)
 		pw.Close()
 	}()
 	t.Cleanup(func() {

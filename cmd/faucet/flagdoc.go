@@ -115,7 +115,7 @@ func usageHead(help string) string {
 }
 
 // sectionTitle is a group's title as a heading: "node and keys" becomes
-// "Node and keys"; a title that starts like "sBTC" stays as it is.
+// "Node and keys"; a title that starts with a lower-case acronym stays as it is.
 func sectionTitle(t string) string {
 	first, n := utf8.DecodeRuneInString(t)
 	second, _ := utf8.DecodeRuneInString(t[n:])

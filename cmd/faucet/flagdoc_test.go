@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
 
@@ -27,7 +29,7 @@ func TestServeFlagReference(t *testing.T) {
 	checkFlagReference(t, "serve-flags.md", flagDoc{
 		command: "faucet serve",
 		source:  "server/options",
-		help:    helpOf(t, func() error { return runServe(context.Background(), []string{"-h"}, io.Discard) }),
+		help:    helpOf(t, func() error { return runServe(context.Background(), clock.RealClock{}, []string{"-h"}, io.Discard) }),
 		intro: "Every flag of the faucet server, in the groups `faucet serve -h` prints. Every flag can also be " +
 			"set as the environment variable beside it (a flag on the command line wins; a bad value in a " +
 			"variable fails as on the command line, naming the variable). A bool flag is `--flag` or " +

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/options"
@@ -81,7 +83,7 @@ func TestFundList(t *testing.T) {
 
 func TestKeysGenerate(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"keys", "generate", "-n", "3"}, &out, &out); err != nil {
+	if err := run(context.Background(), clock.RealClock{}, []string{"keys", "generate", "-n", "3"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -99,7 +101,7 @@ func TestKeysGenerate(t *testing.T) {
 
 func TestServeRequiresNodeAndKeys(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"serve", "--log-format", "text"}, &out, &out)
+	err := run(context.Background(), clock.RealClock{}, []string{"serve", "--log-format", "text"}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "--node-url and --key-file are required") {
 		t.Fatalf("err = %v", err)
 	}

@@ -20,7 +20,7 @@ const keysUsage = "usage: faucet keys generate [-n N] [--json] [--btc [--btc-net
 // With --btc the keys are Bitcoin keys for the BTC faucet: compressed WIF
 // (what a BTC key file holds and bitcoin.ParsePrivateKey reads) and the
 // P2WPKH address to fund.
-func runKeys(_ context.Context, args []string, stdout io.Writer) error {
+func runKeys(_ context.Context, _ procClock, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("keys generate", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of keys to generate")
 	asJSON := fs.Bool("json", false, "print a JSON array of {privateKey, address}")

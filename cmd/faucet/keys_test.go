@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 )
 
@@ -22,7 +24,7 @@ func TestKeysGenerateBTC(t *testing.T) {
 		{[]string{"--btc", "--btc-network", "testnet"}, bitcoin.Testnet, "tb1q"},
 	} {
 		var out bytes.Buffer
-		if err := run(context.Background(), append([]string{"keys", "generate"}, c.args...), &out, &out); err != nil {
+		if err := run(context.Background(), clock.RealClock{}, append([]string{"keys", "generate"}, c.args...), &out, &out); err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -55,7 +57,7 @@ func TestKeysGenerateBTC(t *testing.T) {
 
 func TestKeysGenerateBTCJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"keys", "generate", "--btc", "--btc-network", "signet", "-n", "2", "-json"}, &out, &out); err != nil {
+	if err := run(context.Background(), clock.RealClock{}, []string{"keys", "generate", "--btc", "--btc-network", "signet", "-n", "2", "-json"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	var entries []struct {
@@ -85,7 +87,7 @@ func TestKeysGenerateBTCRefusals(t *testing.T) {
 		{[]string{"--btc", "extra"}, "unexpected argument"},
 	} {
 		var out bytes.Buffer
-		err := run(context.Background(), append([]string{"keys", "generate"}, c.args...), &out, &out)
+		err := run(context.Background(), clock.RealClock{}, append([]string{"keys", "generate"}, c.args...), &out, &out)
 		if err == nil || !strings.Contains(err.Error(), c.want) || out.Len() != 0 {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"k8s.io/utils/clock"
 )
 
 // Set at build time with -ldflags "-X main.version=… -X main.commit=…".
@@ -20,10 +22,14 @@ var (
 	commit  = "unknown"
 )
 
+// procClock is the one clock of the process: main builds it and every
+// command passes it to every part that reads or waits on time.
+type procClock = clock.WithTickerAndDelayedExecution
+
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, args []string, stdout io.Writer) error
+	run     func(ctx context.Context, clk procClock, args []string, stdout io.Writer) error
 }
 
 func commands() []command {
@@ -38,7 +44,7 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, clock.RealClock{}, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if code := report(os.Stderr, err); code != 0 {
 		os.Exit(code)
@@ -97,7 +103,7 @@ func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 
 var errNoCommand = errors.New("no command given")
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, clk procClock, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
 		return &usageError{what: "the commands", err: errNoCommand}
@@ -117,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, args[1:], stdout)
+		err := c.run(ctx, clk, args[1:], stdout)
 		if h, ok := errors.AsType[*helpRequest](err); ok {
 			_, err = io.WriteString(stdout, h.text)
 		}
@@ -134,7 +140,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'faucet <command> -h' (or 'faucet help <command>') for a command's flags.")
 }
 
-func runVersion(_ context.Context, _ []string, stdout io.Writer) error {
+func runVersion(_ context.Context, _ procClock, _ []string, stdout io.Writer) error {
 	_, err := fmt.Fprintf(stdout, "faucet-operator %s (%s)\n", version, commit)
 	return err
 }

@@ -247,8 +247,8 @@ func (l existingLease) Create(context.Context, resourcelock.LeaderElectionRecord
 }
 
 // fundingMonitor reads the faucets' balances from their nodes.
-func (o managerOptions) fundingMonitor() *controllers.FundingMonitor {
-	return &controllers.FundingMonitor{Interval: o.fundingInterval, Workers: o.fundingWorkers}
+func (o managerOptions) fundingMonitor(clk procClock) *controllers.FundingMonitor {
+	return &controllers.FundingMonitor{Interval: o.fundingInterval, Workers: o.fundingWorkers, Clock: clk}
 }
 
 func (o managerOptions) restConfig() (*rest.Config, error) {
@@ -270,7 +270,7 @@ func newManagerScheme() (*runtime.Scheme, error) {
 }
 
 // runManager runs the operator until ctx ends.
-func runManager(ctx context.Context, args []string, _ io.Writer) error {
+func runManager(ctx context.Context, clk procClock, args []string, _ io.Writer) error {
 	o, err := parseManagerOptions(args)
 	if err != nil {
 		return err
@@ -310,7 +310,8 @@ func runManager(ctx context.Context, args []string, _ io.Writer) error {
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("faucet-operator"),
 		DefaultImage: o.serverImage,
-		Funding:      o.fundingMonitor(),
+		Funding:      o.fundingMonitor(clk),
+		Clock:        clk,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -89,7 +91,7 @@ func TestManagerOptions(t *testing.T) {
 		"funding defaults": {
 			args: []string{"--server-image=i"},
 			check: func(t *testing.T, o managerOptions) {
-				m := o.fundingMonitor()
+				m := o.fundingMonitor(clock.RealClock{})
 				if m.Interval != time.Minute || m.Workers != 8 {
 					t.Errorf("funding monitor interval %s workers %d, want 1m and 8", m.Interval, m.Workers)
 				}
@@ -99,7 +101,7 @@ func TestManagerOptions(t *testing.T) {
 			args: []string{"--server-image=i", "--funding-interval=30s"},
 			env:  map[string]string{"FAUCET_FUNDING_WORKERS": "3"},
 			check: func(t *testing.T, o managerOptions) {
-				m := o.fundingMonitor()
+				m := o.fundingMonitor(clock.RealClock{})
 				if m.Interval != 30*time.Second || m.Workers != 3 {
 					t.Errorf("funding monitor interval %s workers %d", m.Interval, m.Workers)
 				}
@@ -236,7 +238,7 @@ func TestManagerNeverCachesSecrets(t *testing.T) {
 
 func TestManagerCommandRegistered(t *testing.T) {
 	clearManagerEnv(t)
-	err := run(context.Background(), []string{"manager"}, io.Discard, io.Discard)
+	err := run(context.Background(), clock.RealClock{}, []string{"manager"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--server-image") {
 		t.Fatalf("faucet manager without an image: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode/btcdtest"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // The mixed fault test: every asset at once, one process killed.
@@ -44,7 +45,7 @@ func mixedTokens(t *testing.T) []mixedToken {
 		decimals                  uint8
 		amount                    uint64
 	}{
-		{"sbtc", stacks.SBTCTestnet, devnode.SBTCDisplayName, devnode.SBTCSymbol, devnode.SBTCDecimals, 100_000},
+		{"sbtc", settings.SBTCTestnet, devnode.SBTCDisplayName, devnode.SBTCSymbol, devnode.SBTCDecimals, 100_000},
 		{"tusd", "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd", "Test USD", "tUSD", 6, 10_000_000},
 	} {
 		a, err := stacks.ParseAssetID(tk.id)
@@ -165,7 +166,7 @@ func TestFaultsKillMixedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := append([]string{"--store", filepath.Join(e.dir, "faucet.db"), "--batch-max", "0",
-		"--limit-address", "0", "--sbtc-asset", stacks.SBTCTestnet, "--sbtc-amount", "100000", "--sbtc-limit-ip", "0",
+		"--limit-address", "0", "--sbtc-asset", settings.SBTCTestnet, "--sbtc-amount", "100000", "--sbtc-limit-ip", "0",
 		"--token", "name=tusd,asset=" + tokens[1].asset.String() + ",amount=10000000,limit-ip=0"}, e.args...)
 	first := e.serve("first", args...)
 	first.waitReady()

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
@@ -326,7 +328,7 @@ func serveInProcess(t *testing.T, stderr io.Writer, args ...string) (base string
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--store", "memory", "--listen", addr}, args...), io.Discard, stderr)
+		done <- run(ctx, clock.RealClock{}, append([]string{"serve", "--store", "memory", "--listen", addr}, args...), io.Discard, stderr)
 	}()
 	var once sync.Once
 	stop = func() {

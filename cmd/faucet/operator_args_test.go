@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,7 +33,6 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/controllers"
 	"github.com/stxfaucet/faucet-operator/server"
-	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -39,6 +40,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -167,7 +169,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 	// The guard applies its defaults to a zero Config and exports none of
 	// them: read them off a chain built with nothing set.
 	now := time.Unix(1_700_000_000, 0)
-	chain, err := guard.New(guard.Config{Now: func() time.Time { return now }})
+	chain, err := guard.New(guard.Config{Clock: clocktesting.NewFakeClock(now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +495,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			Assets: faucetv1alpha1.AssetList{{
 				Name: "sbtc",
 				Token: &faucetv1alpha1.TokenSpec{
-					AssetIdentifier: stacks.SBTCTestnet, Amount: 250_000,
+					AssetIdentifier: settings.SBTCTestnet, Amount: 250_000,
 					RefillBelow: ptr.To(int64(5_000_000)), RefillAmount: ptr.To(int64(50_000_000)),
 				},
 				RateLimits: &faucetv1alpha1.AssetRateLimits{
@@ -765,7 +767,7 @@ func fullOptions(store string) func(o *options.Serve) {
 			BalanceCap: 5_000_000_000,
 		}
 		o.Assets.Tokens = options.TokenList{{
-			Name: "sbtc", Asset: stacks.SBTCTestnet, Amount: 250_000,
+			Name: "sbtc", Asset: settings.SBTCTestnet, Amount: 250_000,
 			Limits: guard.AssetLimits{
 				PerAddress: guard.Limit{Requests: 2, Window: time.Hour},
 				PerIP:      guard.Limit{Requests: 9, Window: 10 * time.Minute},
@@ -778,9 +780,9 @@ func fullOptions(store string) func(o *options.Serve) {
 		o.BTC.CredentialsFile = "/etc/faucet/btc-rpc/cookie"
 		o.BTC.KeyFile = "/etc/faucet/btc-key/btc.txt"
 		o.BTC.Network = bitcoin.Signet
-		o.BTC.Amounts = btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000}
+		o.BTC.Amounts = options.BTCAmounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000}
 		o.BTC.StartHeight = 230_000
-		o.BTC.Fees = btcfaucet.Fees{Fallback: 3, Min: 2, Max: 40}
+		o.BTC.Fees = options.BTCFees{Fallback: 3, Min: 2, Max: 40}
 		o.BTC.Limits = guard.AssetLimits{
 			PerAddress: guard.Limit{Requests: 4, Window: 2 * time.Hour},
 			PerIP:      guard.Limit{Requests: 8, Window: 20 * time.Minute},

@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // checkServe parses args as `faucet serve` does (without FAUCET_
@@ -50,7 +53,7 @@ func withTreasury(args ...string) []string {
 // treasury are refused, naming the flags.
 func TestSBTCFlags(t *testing.T) {
 	fromPoX := faucet.Token{Name: "sbtc", FromPoX: true, Asset: stacks.AssetInfo{Name: "sbtc-token"}}
-	testnet, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	testnet, err := stacks.ParseAssetID(settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,17 +69,17 @@ func TestSBTCFlags(t *testing.T) {
 		wantErrText string
 	}{
 		{name: "off by default", args: realNode()},
-		{name: "on", args: realNode("--sbtc-asset", stacks.SBTCTestnet, "--sbtc-amount", "1000"),
+		{name: "on", args: realNode("--sbtc-asset", settings.SBTCTestnet, "--sbtc-amount", "1000"),
 			want: faucet.Token{Name: "sbtc", Asset: testnet, Amount: 1000}},
 		{name: "amount alone: the contract the node names in /v2/pox", args: realNode("--sbtc-amount", "1000"),
 			want: withAmount(fromPoX, 1000)},
 		{name: "devnet default: its own sBTC, found in its /v2/pox", args: []string{"--devnet"},
-			want: withAmount(fromPoX, options.DevnetSBTCAmount), wantAsset: stacks.SBTCTestnet},
-		{name: "devnet amount", args: []string{"--devnet", "--sbtc-amount", "7"}, want: withAmount(fromPoX, 7), wantAsset: stacks.SBTCTestnet},
+			want: withAmount(fromPoX, options.DevnetSBTCAmount), wantAsset: settings.SBTCTestnet},
+		{name: "devnet amount", args: []string{"--devnet", "--sbtc-amount", "7"}, want: withAmount(fromPoX, 7), wantAsset: settings.SBTCTestnet},
 		{name: "devnet at another identifier", args: []string{"--devnet", "--sbtc-asset", other},
 			want: faucet.Token{Name: "sbtc", Asset: otherAsset, Amount: options.DevnetSBTCAmount}, wantAsset: other},
 		{name: "devnet without sBTC", args: []string{"--devnet", "--devnet-sbtc=false"}},
-		{name: "asset without amount", args: realNode("--sbtc-asset", stacks.SBTCTestnet),
+		{name: "asset without amount", args: realNode("--sbtc-asset", settings.SBTCTestnet),
 			wantErrText: "--sbtc-asset needs --sbtc-amount"},
 		{name: "bad asset", args: realNode("--sbtc-asset", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", "--sbtc-amount", "1"),
 			wantErrText: "--token sbtc (or --sbtc-asset/--sbtc-amount): bad asset identifier"},
@@ -88,7 +91,7 @@ func TestSBTCFlags(t *testing.T) {
 			wantErrText: "need the sBTC faucet on: --sbtc-amount"},
 		{name: "refill amount below threshold", args: withTreasury("--sbtc-amount", "1", "--sbtc-refill-below", "10", "--sbtc-refill-amount", "5"),
 			wantErrText: "below the token refill threshold"},
-		{name: "refill", args: withTreasury("--sbtc-asset", stacks.SBTCTestnet, "--sbtc-amount", "1", "--sbtc-refill-below", "10", "--sbtc-refill-amount", "50"),
+		{name: "refill", args: withTreasury("--sbtc-asset", settings.SBTCTestnet, "--sbtc-amount", "1", "--sbtc-refill-below", "10", "--sbtc-refill-amount", "50"),
 			want: faucet.Token{Name: "sbtc", Asset: testnet, Amount: 1, RefillBelow: 10, RefillAmount: 50}},
 		{name: "a token named sbtc beside the shorthand", args: realNode("--sbtc-amount", "1", "--token", "name=sbtc,amount=2"),
 			wantErrText: "the name sbtc is given twice"},
@@ -104,7 +107,7 @@ func TestSBTCFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tokens, err := o.EngineTokens()
+			tokens, err := engineTokens(&o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +158,7 @@ func TestServeSBTCFromPoX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a devnode and serve")
 	}
-	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	asset, err := stacks.ParseAssetID(settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func TestServeSBTCFromPoX(t *testing.T) {
 	}
 	listen := freeAddr(t)
 	wg.Go(func() {
-		if err := run(ctx, []string{"serve", "--node-url", nodeURL, "--key-file", keyFile, "--store", "memory",
+		if err := run(ctx, clock.RealClock{}, []string{"serve", "--node-url", nodeURL, "--key-file", keyFile, "--store", "memory",
 			"--listen", listen, "--log-level", "error", "--sbtc-amount", "1234"}, io.Discard, io.Discard); err != nil {
 			t.Errorf("serve: %v", err)
 		}
@@ -220,7 +223,7 @@ func TestServeSBTCFromPoX(t *testing.T) {
 		}
 		return false
 	})
-	if *sbtc.AssetIdentifier != stacks.SBTCTestnet || sbtc.AssetSource != "pox_5_sbtc_contract" || sbtc.Amount != 1234 {
+	if *sbtc.AssetIdentifier != settings.SBTCTestnet || sbtc.AssetSource != "pox_5_sbtc_contract" || sbtc.Amount != 1234 {
 		t.Fatalf("sBTC in /faucet/v1/info: %s from %q, %d per drip", *sbtc.AssetIdentifier, sbtc.AssetSource, sbtc.Amount)
 	}
 

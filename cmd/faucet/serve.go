@@ -24,11 +24,13 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -58,7 +60,7 @@ func newServeFlags(o *options.Serve) *flag.FlagSet {
 	return fs
 }
 
-func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+func runServe(ctx context.Context, clk procClock, args []string, stdout io.Writer) error {
 	o := options.Defaults()
 	fs := newServeFlags(&o)
 	if err := parseWithEnv(fs, args); err != nil {
@@ -73,7 +75,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return flagError(fs, err)
 	}
-	r := &serveRun{o: &o, log: logger, stdout: stdout, metrics: server.NewMetrics(prometheus.NewRegistry())}
+	r := &serveRun{o: &o, clk: clk, log: logger, stdout: stdout, metrics: server.NewMetrics(prometheus.NewRegistry())}
 	defer r.cleanup()
 	if err := r.setUp(ctx); err != nil {
 		if errors.Is(err, errUsage) {
@@ -91,6 +93,7 @@ var errUsage = errors.New("usage")
 // stops when it ends.
 type serveRun struct {
 	o       *options.Serve
+	clk     procClock
 	log     *slog.Logger
 	stdout  io.Writer
 	metrics *server.Metrics
@@ -147,7 +150,7 @@ func (r *serveRun) startChains(ctx context.Context) error {
 		}
 		return err
 	}
-	d, err := startEmbeddedDevnet(ctx, o, r.log)
+	d, err := startEmbeddedDevnet(ctx, r.clk, o, r.log)
 	if err != nil {
 		return err
 	}
@@ -169,8 +172,8 @@ func (r *serveRun) startChains(ctx context.Context) error {
 func (r *serveRun) connect(ctx context.Context) error {
 	var clients []*node.Client
 	for _, u := range r.o.Node.URLs {
-		c, err := node.New(u, node.WithTimeout(r.o.Node.Timeout), node.WithObserver(r.metrics.ObserveNodeCall),
-			node.WithUserAgent("faucet-operator/"+version))
+		c, err := node.New(u, rpcclient.WithTimeout(r.o.Node.Timeout), rpcclient.WithObserver(r.metrics.ObserveNodeCall),
+			rpcclient.WithUserAgent("faucet-operator/"+version), rpcclient.WithClock(r.clk))
 		if err != nil {
 			return fmt.Errorf("%w: --node-url: %w", errUsage, err)
 		}
@@ -182,7 +185,7 @@ func (r *serveRun) connect(ctx context.Context) error {
 		clients = append(clients, c)
 	}
 	pool, err := nodepool.New(nodepool.Config{Clients: clients, ChainID: uint32(r.o.Node.ChainID), //nolint:gosec // validated to fit
-		Logger: r.log.With("component", "nodes")})
+		Logger: r.log.With("component", "nodes"), Clock: r.clk})
 	if err != nil {
 		return fmt.Errorf("%w: --node-url: %w", errUsage, err)
 	}
@@ -195,7 +198,7 @@ func (r *serveRun) connect(ctx context.Context) error {
 
 // openState opens the store and closes it when the run ends.
 func (r *serveRun) openState(ctx context.Context) error {
-	state, err := openState(ctx, r.o.Store, r.o.Devnet.On, r.log)
+	state, err := openState(ctx, r.clk, r.o.Store, r.o.Devnet.On, r.log)
 	if err != nil {
 		return err
 	}
@@ -211,7 +214,7 @@ func (r *serveRun) openState(ctx context.Context) error {
 // buildEngine builds the Stacks engine.
 func (r *serveRun) buildEngine(context.Context) error {
 	st := faucet.State{Journal: r.state.journal, History: r.state.history, Shared: r.state.owner != nil}
-	cfg, err := r.o.EngineConfig(r.keys, r.treasury, r.client, st, r.log)
+	cfg, err := engineConfig(r.o, r.clk, r.keys, r.treasury, r.client, st, r.log)
 	if err != nil {
 		return err
 	}
@@ -224,12 +227,12 @@ func (r *serveRun) buildBTC(ctx context.Context) error {
 	if r.btcKey == nil {
 		return nil
 	}
-	pool, err := btcPool(ctx, &r.o.BTC, r.log.With("component", "btc-nodes"))
+	pool, err := btcPool(ctx, r.clk, &r.o.BTC, r.log.With("component", "btc-nodes"))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	r.btcNodes = pool
-	cfg := r.o.BTC.FaucetConfig(r.btcKey, pool, r.state.journal, r.state.owner != nil, r.log.With("component", "btc"))
+	cfg := btcConfig(&r.o.BTC, r.clk, r.btcKey, pool, r.state.journal, r.state.owner != nil, r.log.With("component", "btc"))
 	if r.btc, err = btcfaucet.New(cfg); err != nil {
 		return fmt.Errorf("btc: %w", err)
 	}
@@ -241,7 +244,7 @@ func (r *serveRun) buildChecks(context.Context) error {
 	// Replicas share the keys, so they derive the same secret and accept
 	// each other's challenges.
 	cfg := r.o.Abuse.GuardConfig(r.engine.DeriveSecret("proof-of-work challenges"))
-	cfg.Accounts, cfg.Spent, cfg.Logger = r.client, r.state.spent, r.log.With("component", "guard")
+	cfg.Accounts, cfg.Spent, cfg.Logger, cfg.Clock = r.client, r.state.spent, r.log.With("component", "guard"), r.clk
 	// Failed API tokens count in the limits store: shared by replicas.
 	cfg.Failures = r.state.limiter
 	checks, err := guard.New(cfg)
@@ -252,7 +255,7 @@ func (r *serveRun) buildChecks(context.Context) error {
 // buildSignIn builds sign-in, when it is on, and the tiers.
 func (r *serveRun) buildSignIn(context.Context) error {
 	r.tiers = r.o.SignIn.TierSet()
-	svc, warn, err := r.o.SignIn.Service(r.o.Limits.TrustedProxyHops > 0, r.log.With("component", "sign-in"))
+	svc, warn, err := r.o.SignIn.Service(r.o.Limits.TrustedProxyHops > 0, r.clk, r.log.With("component", "sign-in"))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -285,7 +288,7 @@ func (r *serveRun) run(ctx context.Context) error {
 	h := server.New(server.Config{
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
 		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
-		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, nil), Switches: sw, MCP: o.HTTP.MCP,
+		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, r.clk), Switches: sw, MCP: o.HTTP.MCP, Clock: r.clk,
 		Tiers: &r.tiers, SignIn: signInOrNil(r.signIn),
 		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
 		TrustedProxyHops: o.Limits.TrustedProxyHops, StatusCacheTTL: o.HTTP.StatusCacheTTL, Metrics: r.metrics, Logger: r.log,
@@ -300,16 +303,16 @@ func (r *serveRun) run(ctx context.Context) error {
 		task{"stacks nodes", func(context.Context) error { return r.client.Run(engineCtx) }},
 		task{"btc faucet", func(context.Context) error { return btcTask(r.btc)(engineCtx) }},
 		task{"bitcoin nodes", func(context.Context) error { return btcNodesTask(r.btcNodes)(engineCtx) }},
-		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.engine, r.btc, r.log) }},
+		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.clk, r.engine, r.btc, r.log) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
-			return server.ServeLameDuck(ctx, ln, h, r.log, o.HTTP.ShutdownDelay)
+			return server.ServeLameDuck(ctx, r.clk, ln, h, r.log, o.HTTP.ShutdownDelay)
 		}},
 		task{"store maintenance", r.state.background},
 		task{"api tokens reload", func(ctx context.Context) error { r.checks.Run(ctx); return nil }},
 		task{"switches file", func(ctx context.Context) error {
 			if o.Abuse.SwitchesFile != "" {
-				sw.Follow(ctx, o.Abuse.SwitchesFile, switchesPoll, nil, r.log)
+				sw.Follow(ctx, r.clk, o.Abuse.SwitchesFile, switchesPoll, nil, r.log)
 			}
 			<-ctx.Done()
 			return nil
@@ -349,7 +352,7 @@ func (r *serveRun) logStart(addr net.Addr) {
 		al := limits.Of(string(t.Name))
 		id := t.Asset.String()
 		if t.FromPoX {
-			id = "the contract the node names in /v2/pox (pox_5_sbtc_contract)" // logged again once found
+			id = "the contract the node names in /v2/pox (" + settings.SourcePoX + ")" // logged again once found
 		}
 		r.log.Info("token faucet on", "asset", string(t.Name), "asset_identifier", id,
 			"amount", t.Amount, "limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))
@@ -478,8 +481,8 @@ func satAddMul(a, b, c uint64) uint64 {
 	return lo + a
 }
 
-// devnetTokenFunding is the sBTC each generated devnet key starts with:
-// 1,000 sBTC in satoshis, ten million devnet drips.
+// devnetTokenFunding is the token base units each generated devnet key
+// starts with: 1,000 whole tokens of 8 decimals, ten million devnet drips.
 const devnetTokenFunding uint64 = 1_000 * 100_000_000
 
 // devnetFunding is what each generated devnet key starts with: a billion

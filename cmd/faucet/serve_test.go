@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // `serve --devnet` prints the faucet and node addresses and a working curl
@@ -21,7 +23,7 @@ func TestServeDevnet(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--devnet", "--listen", "127.0.0.1:0", "--block-time", "100ms",
+		done <- run(ctx, clock.RealClock{}, []string{"serve", "--devnet", "--listen", "127.0.0.1:0", "--block-time", "100ms",
 			"--log-level", "error", "--log-format", "text"}, pw, io.Discard)
 		pw.Close()
 	}()
@@ -78,7 +80,7 @@ func TestServeRejectsNonPositiveTimeoutAndAmount(t *testing.T) {
 		{"--amount", "0"},
 	} {
 		args = append([]string{"serve", "--devnet", "--listen", "127.0.0.1:0", "--log-format", "text"}, args...)
-		err := run(context.Background(), args, io.Discard, io.Discard)
+		err := run(context.Background(), clock.RealClock{}, args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[len(args)-2]) {
 			t.Errorf("%v: err = %v, want one naming %s", args, err, args[len(args)-2])
 		}
@@ -87,7 +89,7 @@ func TestServeRejectsNonPositiveTimeoutAndAmount(t *testing.T) {
 
 func TestHelpExitsZero(t *testing.T) {
 	var stdout, stderr strings.Builder
-	err := run(context.Background(), []string{"serve", "-h"}, &stdout, &stderr)
+	err := run(context.Background(), clock.RealClock{}, []string{"serve", "-h"}, &stdout, &stderr)
 	if err != nil || report(io.Discard, err) != 0 {
 		t.Fatalf("serve -h: %v, exit %d", err, report(io.Discard, err))
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -35,27 +37,28 @@ type engineState struct {
 // pruneInterval is how often expired limit slots and old history go.
 const pruneInterval = 10 * time.Minute
 
-// openState opens what --store names: memory, an SQLite file, or Postgres.
+// openState opens what --store names: memory, an SQLite file, or Postgres,
+// on clk, the process's clock (the spent challenges' expiry, the pruner).
 // An unreachable or unwritable store fails here, at start, with a message
 // naming it (a Postgres password never appears).
-func openState(ctx context.Context, o options.Store, devnet bool, logger *slog.Logger) (*engineState, error) {
+func openState(ctx context.Context, clk clock.WithTicker, o options.Store, devnet bool, logger *slog.Logger) (*engineState, error) {
 	dsn := o.Resolved(devnet)
 	if dsn == options.StoreMemory {
 		return &engineState{
 			kind: options.StoreMemory, journal: journal.NewMemoryStore(), limiter: guard.NewMemoryLimiter(),
-			spent:      guard.NewMemorySpent(),
+			spent:      guard.NewMemorySpent(clk),
 			background: func(ctx context.Context) error { <-ctx.Done(); return nil },
 			close:      func() error { return nil },
 		}, nil
 	}
-	st, err := store.Open(ctx, dsn, store.Options{Logger: logger.With("component", "store")})
+	st, err := store.Open(ctx, dsn, store.Options{Logger: logger.With("component", "store"), Clock: clk})
 	if err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	es := &engineState{
 		kind: st.Kind(), journal: st, limiter: st, history: st, spent: st,
 		background: func(ctx context.Context) error {
-			st.RunPruner(ctx, o.HistoryRetention, pruneInterval, time.Now)
+			st.RunPruner(ctx, o.HistoryRetention, pruneInterval)
 			return nil
 		},
 		close: st.Close,
@@ -69,7 +72,7 @@ func openState(ctx context.Context, o options.Store, devnet bool, logger *slog.L
 // keepOwnership runs the store's key ownership for every payer's keys (the
 // Stacks engine's, the BTC faucet's) until ctx ends; without an owner
 // (one process) every key is this process's and it just waits.
-func (s *engineState) keepOwnership(ctx context.Context, f *faucet.Faucet, btc *btcfaucet.Faucet, logger *slog.Logger) error {
+func (s *engineState) keepOwnership(ctx context.Context, clk clock.Clock, f *faucet.Faucet, btc *btcfaucet.Faucet, logger *slog.Logger) error {
 	if s.owner == nil {
 		<-ctx.Done()
 		return nil
@@ -79,6 +82,6 @@ func (s *engineState) keepOwnership(ctx context.Context, f *faucet.Faucet, btc *
 	if btc != nil {
 		r.Add(btc, btc.Address().String())
 	}
-	journal.Keep(ctx, s.owner, &r, time.Second, logger.With("component", "ownership"))
+	journal.Keep(ctx, clk, s.owner, &r, time.Second, logger.With("component", "ownership"))
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -28,7 +30,7 @@ func TestServeStoreErrorsAtStart(t *testing.T) {
 		{store: "/nonexistent-dir/sub/faucet.db", want: "/nonexistent-dir/sub/faucet.db"},
 		{store: "postgres://faucet:s3cr3t-pw@127.0.0.1:1/faucet?connect_timeout=2", want: "--store", secret: "s3cr3t-pw"},
 	} {
-		err := run(context.Background(), []string{"serve", "--node-url", "http://127.0.0.1:1", "--key-file", keyFile,
+		err := run(context.Background(), clock.RealClock{}, []string{"serve", "--node-url", "http://127.0.0.1:1", "--key-file", keyFile,
 			"--listen", "127.0.0.1:0", "--store", tc.store, "--log-level", "error"}, io.Discard, io.Discard)
 		if err == nil {
 			t.Fatalf("--store %s: no error", tc.store)
@@ -41,7 +43,7 @@ func TestServeStoreErrorsAtStart(t *testing.T) {
 		}
 		t.Logf("%s → %v", tc.store, err)
 	}
-	if err := run(context.Background(), []string{"serve", "--node-url", "http://127.0.0.1:1", "--key-file", keyFile,
+	if err := run(context.Background(), clock.RealClock{}, []string{"serve", "--node-url", "http://127.0.0.1:1", "--key-file", keyFile,
 		"--history-retention", "0s"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "history-retention") {
 		t.Errorf("--history-retention 0: %v", err)
 	}

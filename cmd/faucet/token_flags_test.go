@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
@@ -40,7 +39,7 @@ func TestTokenFlags(t *testing.T) {
 			if got, want := o.TokenList(), []options.Token{tusd, eur}; !reflect.DeepEqual(got, want) {
 				t.Fatalf("tokens\n %+v\nwant\n %+v", got, want)
 			}
-			engine, err := o.EngineTokens()
+			engine, err := engineTokens(&o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +51,7 @@ func TestTokenFlags(t *testing.T) {
 			if l.Of("tusd") != guard.DefaultAssetLimits() || l.Of("eur") != eur.Limits {
 				t.Errorf("limits: tusd %+v, eur %+v", l.Of("tusd"), l.Of("eur"))
 			}
-			if got := o.LowDrips(); !reflect.DeepEqual(got, map[faucet.Asset]int{"eur": 3}) {
+			if got := o.LowDrips(); !reflect.DeepEqual(got, map[string]int{"eur": 3}) {
 				t.Errorf("LowDrips %v", got)
 			}
 			// What Args renders, serve parses back.
@@ -80,7 +79,7 @@ func TestTokenFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		engine, err := o.EngineTokens()
+		engine, err := engineTokens(&o)
 		if err != nil || len(engine) != 1 || !engine[0].FromPoX || engine[0].Asset != (stacks.AssetInfo{Name: "sbtc-token"}) {
 			t.Errorf("engine tokens %+v, %v", engine, err)
 		}

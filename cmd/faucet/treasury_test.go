@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -50,7 +52,7 @@ func TestServeTreasuryFlagErrors(t *testing.T) {
 		{append(real, "--treasury-key-file", sameAsDistributor), "also a distributor key"},
 	} {
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error", "--log-format", "text"}, c.args...)
-		err := run(context.Background(), args, io.Discard, io.Discard)
+		err := run(context.Background(), clock.RealClock{}, args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
 		}
@@ -65,7 +67,7 @@ func TestServeDevnetTreasuryRefills(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--devnet", "--devnet-treasury", "--devnet-keys", "1", "--listen", "127.0.0.1:0",
+		done <- run(ctx, clock.RealClock{}, []string{"serve", "--devnet", "--devnet-treasury", "--devnet-keys", "1", "--listen", "127.0.0.1:0",
 			"--block-time", "50ms", "--amount", "1000000", "--refill-below", "3000000", "--refill-amount", "5000000",
 			"--limit-ip", "0", "--log-level", "error", "--log-format", "text"}, pw, io.Discard)
 		pw.Close()

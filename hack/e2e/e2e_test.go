@@ -50,6 +50,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 const (
@@ -112,7 +113,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 		sbtcGenesis[k.TestnetAddress()] = sbtcFunding
 	}
 	dn := devnode.New(devnode.Config{Genesis: genesis, BlockTime: 500 * time.Millisecond, SendManyContract: stacks.SendManyMemoTestnet,
-		TokenAsset: stacks.SBTCTestnet, TokenGenesis: sbtcGenesis})
+		TokenAsset: settings.SBTCTestnet, TokenGenesis: sbtcGenesis})
 	nodeURL := serve(t, ctx, dn.Handler())
 	go func() { _ = dn.Run(ctx) }()
 
@@ -273,7 +274,7 @@ func TestFaucetServerEndToEnd(t *testing.T) {
 	stop()
 	faucetURL, _ = runPod(t, ctx, k8s, dep, faucetBin, volumes, nil)
 	recipient5 := newKey(t).TestnetAddress()
-	sbtcOut, err := e2eclient.DripSBTC(ctx, repo, faucetURL, recipient5.String(), sbtcAmount, stacks.SBTCTestnet)
+	sbtcOut, err := e2eclient.DripSBTC(ctx, repo, faucetURL, recipient5.String(), sbtcAmount, settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +755,7 @@ func patchSBTC(t *testing.T, ctx context.Context, c client.Client) {
 		t.Fatal(err)
 	}
 	orig := fs.DeepCopy()
-	fs.Spec.Assets = faucetv1alpha1.AssetList{{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: stacks.SBTCTestnet, Amount: sbtcAmount}}}
+	fs.Spec.Assets = faucetv1alpha1.AssetList{{Name: "sbtc", Token: &faucetv1alpha1.TokenSpec{AssetIdentifier: settings.SBTCTestnet, Amount: sbtcAmount}}}
 	if err := c.Patch(ctx, &fs, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
@@ -765,7 +766,7 @@ func patchSBTC(t *testing.T, ctx context.Context, c client.Client) {
 func checkSBTCDeployment(t *testing.T, dep *appsv1.Deployment) {
 	t.Helper()
 	args := dep.Spec.Template.Spec.Containers[0].Args
-	want := "--token=name=sbtc,asset=" + stacks.SBTCTestnet + ",amount=" + strconv.FormatInt(sbtcAmount, 10) +
+	want := "--token=name=sbtc,asset=" + settings.SBTCTestnet + ",amount=" + strconv.FormatInt(sbtcAmount, 10) +
 		",limit-address=5/5m0s,limit-ip=30/5m0s"
 	if !slices.Contains(args, want) {
 		t.Fatalf("faucet args %q lack %s", args, want)
@@ -780,7 +781,7 @@ func waitTokenBalance(t *testing.T, ctx context.Context, nodeURL string, to stac
 	if err != nil {
 		t.Fatal(err)
 	}
-	asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+	asset, err := stacks.ParseAssetID(settings.SBTCTestnet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,7 +821,7 @@ func checkSBTCFunding(t *testing.T, ctx context.Context, c client.Client, dn *de
 			total += bal
 			drips += bal / sbtcAmount
 		}
-		if sb.AssetIdentifier != stacks.SBTCTestnet || *sb.Balance != total || *sb.DripsLeft != drips {
+		if sb.AssetIdentifier != settings.SBTCTestnet || *sb.Balance != total || *sb.DripsLeft != drips {
 			return false, fmt.Errorf("sbtc status %s %d sats, %d drips; node %d sats, %d drips", sb.AssetIdentifier, *sb.Balance, *sb.DripsLeft, total, drips)
 		}
 		if want := "sbtc:" + strconv.FormatInt(drips, 10); f.AssetsSummary != want {

@@ -45,6 +45,7 @@ import (
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/hack/e2eclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
 )
@@ -1447,7 +1448,7 @@ var nodeClients sync.Map
 func readBalance(nodeURL string, a stacks.Address) (uint64, error) {
 	v, ok := nodeClients.Load(nodeURL)
 	if !ok {
-		c, err := node.New(nodeURL, node.WithTimeout(15*time.Second))
+		c, err := node.New(nodeURL, rpcclient.WithTimeout(15*time.Second))
 		if err != nil {
 			return 0, err
 		}

@@ -40,6 +40,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -61,7 +62,9 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *faucetBin, *timeout, *keep)
+	// The one clock of every wait.
+	clk := clock.RealClock{}
+	err := run(ctx, clk, *faucetBin, *timeout, *keep)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest-sample: FAILED:", err)
@@ -70,7 +73,7 @@ func main() {
 	fmt.Println("envtest-sample: OK")
 }
 
-func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool) error {
+func run(ctx context.Context, clk clock.Clock, faucetBin string, timeout time.Duration, keep bool) error {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return errors.New("KUBEBUILDER_ASSETS is not set: run `make envtest-sample`, or export KUBEBUILDER_ASSETS=$(hack/envtest/build.sh)")
@@ -141,7 +144,7 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		return err
 	}
 	logPath := filepath.Join(tmp, "manager.log")
-	stopManager, err := startManager(faucetBin, logPath, "--kubeconfig="+mgrPath,
+	stopManager, err := startManager(clk, faucetBin, logPath, "--kubeconfig="+mgrPath,
 		"--leader-elect=true", "--leader-election-namespace="+operatorNS,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
 		"--server-image="+image, "--log-format=text")
@@ -153,12 +156,12 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		printTail(logPath, 40)
 		return err
 	}
-	if err := waitHTTP(ctx, "http://"+probeAddr+"/readyz"); err != nil {
+	if err := waitHTTP(ctx, clk, "http://"+probeAddr+"/readyz"); err != nil {
 		return fail(fmt.Errorf("manager readyz: %w", err))
 	}
 
 	step("scraping the manager's metrics: HTTPS, refused without a token, served to a ServiceAccount bound to metrics-reader")
-	if err := checkMetrics(ctx, k, "https://"+metricsAddr+"/metrics"); err != nil {
+	if err := checkMetrics(ctx, clk, k, "https://"+metricsAddr+"/metrics"); err != nil {
 		return fail(err)
 	}
 
@@ -202,7 +205,7 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 		name     string
 		replicas int
 	}{{sampleName, 1}, {pgName, 2}} {
-		if err := markAvailable(ctx, k, d.name, d.replicas); err != nil {
+		if err := markAvailable(ctx, clk, k, d.name, d.replicas); err != nil {
 			return err
 		}
 		if _, err := k.run(ctx, "wait", "-n", sampleNS, "fsrv/"+d.name, "--for=condition=Ready", "--timeout=60s"); err != nil {
@@ -251,7 +254,7 @@ func run(ctx context.Context, faucetBin string, timeout time.Duration, keep bool
 // self-signed certificate unverified. The manager reviews the token with
 // the API server through config/rbac's metrics-auth-role; config/rbac's
 // metrics-reader is what lets the scraper in.
-func checkMetrics(ctx context.Context, k kubectl, url string) error {
+func checkMetrics(ctx context.Context, clk clock.Clock, k kubectl, url string) error {
 	const scraper = "metrics-scraper"
 	if _, err := k.run(ctx, "create", "serviceaccount", scraper, "-n", operatorNS); err != nil {
 		return err
@@ -291,7 +294,7 @@ func checkMetrics(ctx context.Context, k kubectl, url string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the manager's metrics never listened: %w", err)
-		case <-time.After(200 * time.Millisecond):
+		case <-clk.After(200 * time.Millisecond):
 		}
 	}
 	for _, c := range []struct {
@@ -332,19 +335,19 @@ func checkMetrics(ctx context.Context, k kubectl, url string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("GET %s with %s bound to metrics-reader: %d: %w", url, scraper, code, ctx.Err())
-		case <-time.After(time.Second):
+		case <-clk.After(time.Second):
 		}
 	}
 }
 
 // markAvailable writes the status the Deployment controller would once the
 // Deployment's replicas are all updated and available.
-func markAvailable(ctx context.Context, k kubectl, name string, replicas int) error {
+func markAvailable(ctx context.Context, clk clock.PassiveClock, k kubectl, name string, replicas int) error {
 	gen, err := k.run(ctx, "get", "-n", sampleNS, "deployment/"+name, "-o", "jsonpath={.metadata.generation}")
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC().Format(time.RFC3339)
+	now := clk.Now().UTC().Format(time.RFC3339)
 	status := fmt.Sprintf(`{"status":{"observedGeneration":%s,"replicas":%d,"updatedReplicas":%d,"readyReplicas":%d,"availableReplicas":%d,`+
 		`"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":%q,"lastTransitionTime":%q},`+
 		`{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable","lastUpdateTime":%q,"lastTransitionTime":%q}]}}`,
@@ -543,7 +546,7 @@ func writeTokenKubeconfig(path, host string, ca []byte, token string) error {
 
 // startManager runs the manager with its log in logPath; the returned func
 // stops it with SIGTERM, as the kubelet would.
-func startManager(bin, logPath string, args ...string) (func(), error) {
+func startManager(clk clock.Clock, bin, logPath string, args ...string) (func(), error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -562,7 +565,7 @@ func startManager(bin, logPath string, args ...string) (func(), error) {
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(15 * time.Second):
+		case <-clk.After(15 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -570,7 +573,7 @@ func startManager(bin, logPath string, args ...string) (func(), error) {
 	}, nil
 }
 
-func waitHTTP(ctx context.Context, url string) error {
+func waitHTTP(ctx context.Context, clk clock.Clock, url string) error {
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -582,7 +585,7 @@ func waitHTTP(ctx context.Context, url string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-clk.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -6,6 +6,8 @@ package eventually
 import (
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Poll is how often a condition is checked.
@@ -32,20 +34,32 @@ func Wait(t testing.TB, within time.Duration, cond func() bool) error {
 // real work each time (a request to a server under test).
 func WaitEvery(t testing.TB, within, interval time.Duration, cond func() bool) error {
 	t.Helper()
-	deadline := time.NewTimer(within)
+	return WaitOn(t, nil, within, interval, cond)
+}
+
+// WaitOn is WaitEvery with the deadline and the checks on clk (nil: the
+// real clock). The waits above are on the real clock, since what they
+// wait for (a server, a node, a goroutine) runs on it; a clock of the
+// test's own only moves when the test steps it.
+func WaitOn(t testing.TB, clk clock.WithTicker, within, interval time.Duration, cond func() bool) error {
+	t.Helper()
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	deadline := clk.NewTimer(within)
 	defer deadline.Stop()
-	tick := time.NewTicker(interval)
+	tick := clk.NewTicker(interval)
 	defer tick.Stop()
 	for !cond() {
 		select {
-		case <-deadline.C:
+		case <-deadline.C():
 			if cond() {
 				return nil
 			}
 			return &TimeoutError{Within: within}
 		case <-t.Context().Done():
 			return t.Context().Err()
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 	return nil

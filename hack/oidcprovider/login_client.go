@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+	"k8s.io/utils/clock"
 )
 
 // Tokens are what a token response gave.
@@ -40,19 +41,21 @@ const maxHops = 10
 // listener whatever host the issuer names, so it also works with an explicit Issuer
 // that does not resolve here. It does not verify the tokens: that is the test's job.
 func (p *Provider) Login(ctx context.Context, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
-	return login(ctx, p.browser(), p.issuer, clientID, clientSecret, redirectURI, username, password, scopes)
+	return login(ctx, p.browser(), p.clock, p.issuer, clientID, clientSecret, redirectURI, username, password, scopes)
 }
 
 // LoginAt is Login against a provider running elsewhere (bin/oidc-provider in
-// a pod), reached with hc under issuer.
+// a pod), reached with hc under issuer. Tokens.Expiry is on the real clock, the
+// provider's there.
 func LoginAt(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
 	b := *hc
 	b.Jar, _ = cookiejar.New(nil) // never fails with nil options
 	b.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return login(ctx, &b, issuer, clientID, clientSecret, redirectURI, username, password, scopes)
+	return login(ctx, &b, clock.RealClock{}, issuer, clientID, clientSecret, redirectURI, username, password, scopes)
 }
 
-func login(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
+// login signs in and dates Tokens.Expiry by clk, the provider's clock.
+func login(ctx context.Context, hc *http.Client, clk clock.PassiveClock, issuer, clientID, clientSecret, redirectURI, username, password string, scopes []string) (*Tokens, error) {
 	if scopes == nil {
 		scopes = DefaultScopes
 	}
@@ -81,7 +84,7 @@ func login(ctx context.Context, hc *http.Client, issuer, clientID, clientSecret,
 	if err != nil {
 		return nil, fmt.Errorf("oidcprovider: login as %q: %w", username, err)
 	}
-	tokens, err := exchange(ctx, hc, disc.TokenEndpoint, clientID, clientSecret, url.Values{
+	tokens, err := exchange(ctx, hc, clk, disc.TokenEndpoint, clientID, clientSecret, url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {code},
 		"redirect_uri":  {redirectURI},
@@ -338,7 +341,7 @@ func codeFrom(callback *url.URL, state string) (string, error) {
 
 // exchange posts a token request; a confidential client authenticates with HTTP
 // basic (RFC 6749 section 2.3.1: both parts form-encoded), a public one sends client_id.
-func exchange(ctx context.Context, hc *http.Client, endpoint, clientID, secret string, form url.Values) (*Tokens, error) {
+func exchange(ctx context.Context, hc *http.Client, clk clock.PassiveClock, endpoint, clientID, secret string, form url.Values) (*Tokens, error) {
 	header := http.Header{"Accept": {"application/json"}}
 	if secret == "" {
 		form.Set("client_id", clientID)
@@ -346,7 +349,7 @@ func exchange(ctx context.Context, hc *http.Client, endpoint, clientID, secret s
 		creds := url.QueryEscape(clientID) + ":" + url.QueryEscape(secret)
 		header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(creds)))
 	}
-	start := time.Now()
+	start := clk.Now()
 	body, resp, err := do(ctx, hc, http.MethodPost, endpoint, form, header)
 	if err != nil {
 		return nil, fmt.Errorf("token request: %w", err)

@@ -138,10 +138,10 @@ type authRequest struct {
 
 var _ op.AuthRequest = (*authRequest)(nil)
 
-func newAuthRequest(r *oidc.AuthRequest) *authRequest {
+func newAuthRequest(r *oidc.AuthRequest, now time.Time) *authRequest {
 	a := &authRequest{
 		id:           randomID(),
-		created:      time.Now(),
+		created:      now,
 		clientID:     r.ClientID,
 		redirectURI:  r.RedirectURI,
 		state:        r.State,

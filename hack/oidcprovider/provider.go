@@ -27,6 +27,7 @@ import (
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
+	"k8s.io/utils/clock"
 )
 
 // User is a person who can sign in at the provider's login form.
@@ -64,6 +65,11 @@ type Config struct {
 	Users   []User
 	Clients []Client
 	Logger  *slog.Logger // nil: discard. Never call slog.SetDefault.
+	// Clock dates and expires auth requests, access and refresh tokens
+	// (nil: the real clock): a test steps a fake one past a lifetime
+	// instead of waiting it out. The ID tokens' iat and exp are zitadel's,
+	// on the real clock.
+	Clock clock.PassiveClock
 }
 
 // Provider is a running (or closed) OpenID provider.
@@ -71,6 +77,7 @@ type Provider struct {
 	issuer  string
 	addr    string
 	logger  *slog.Logger
+	clock   clock.PassiveClock
 	storage *storage
 	handler http.Handler
 
@@ -86,6 +93,9 @@ func Start(cfg Config) (*Provider, error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	addr := cfg.Addr
 	if addr == "" {
@@ -104,7 +114,7 @@ func Start(cfg Config) (*Provider, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("oidcprovider: %w", err)
 	}
-	p := &Provider{issuer: issuer, addr: ln.Addr().String(), logger: logger, storage: st, handler: handler}
+	p := &Provider{issuer: issuer, addr: ln.Addr().String(), logger: logger, clock: cfg.Clock, storage: st, handler: handler}
 	p.serve(ln)
 	logger.Info("OpenID provider serving", "issuer", issuer, "addr", p.addr,
 		"users", len(cfg.Users), "clients", len(cfg.Clients))
@@ -239,7 +249,7 @@ func newHandler(issuer string, cfg Config, logger *slog.Logger) (http.Handler, *
 		return nil, nil, fmt.Errorf("generate signing key: %w", err)
 	}
 	key := &signingKey{id: randomID(), key: rsaKey}
-	st := newStorage(key, base+"/login?"+loginRequestParam+"=", cfg.Users, cfg.Clients)
+	st := newStorage(key, base+"/login?"+loginRequestParam+"=", cfg.Users, cfg.Clients, cfg.Clock)
 
 	opConfig := &op.Config{
 		DefaultLogoutRedirectURI: base + loggedOutPath,
@@ -273,7 +283,7 @@ func newHandler(issuer string, cfg Config, logger *slog.Logger) (http.Handler, *
 	if prefix != "" {
 		h = http.StripPrefix(prefix, mux)
 	}
-	return logRequests(logger, h), st, nil
+	return logRequests(logger, cfg.Clock, h), st, nil
 }
 
 type statusWriter struct {
@@ -286,11 +296,12 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// logRequests logs method, path and status; never the query, which carries codes.
-// Probe paths are matched without the issuer's path prefix only (enough for logs).
-func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
+// logRequests logs method, path, status and duration (by clk); never the query,
+// which carries codes. Probe paths are matched without the issuer's path prefix
+// only (enough for logs).
+func logRequests(logger *slog.Logger, clk clock.PassiveClock, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := clk.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		level := slog.LevelInfo
@@ -299,6 +310,6 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 		}
 		logger.LogAttrs(r.Context(), level, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.String("duration", time.Since(start).String()))
+			slog.Int("status", sw.status), slog.String("duration", clk.Since(start).String()))
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/hack/oidcprovider"
 )
@@ -507,5 +508,43 @@ func TestStartRejectsBadConfig(t *testing.T) {
 			_ = p.Close()
 			t.Errorf("%s: Start succeeded", name)
 		}
+	}
+}
+
+// Access and refresh tokens expire by Config.Clock: a fake one stepped past
+// a lifetime, instead of waiting it out.
+func TestTokensExpireOnTheProvidersClock(t *testing.T) {
+	// Near the real time: zitadel dates the ID tokens on that.
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := start(t, oidcprovider.Config{Clock: clk})
+
+	tok := login(t, p, spaClient, bob, nil) // an opaque access token of 1h
+	rp, _ := verifier(t, t.Context(), p.Issuer(), spaID)
+	userinfo := func() error {
+		_, err := rp.UserInfo(t.Context(), oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tok.AccessToken}))
+		return err
+	}
+	clk.Step(time.Hour - time.Second)
+	if err := userinfo(); err != nil {
+		t.Fatalf("userinfo a second before the access token expires: %v", err)
+	}
+	clk.Step(2 * time.Second)
+	if err := userinfo(); err == nil {
+		t.Fatal("userinfo took an access token a second past its expiry")
+	}
+
+	web := login(t, p, webClient, alice, []string{"openid", "offline_access"})
+	rpWeb, _ := verifier(t, t.Context(), p.Issuer(), webID)
+	refresh := func(token string) (int, map[string]any) {
+		return tokenRequest(t, rpWeb.Endpoint().TokenURL, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}}, true)
+	}
+	clk.Step(24*time.Hour - time.Second)
+	status, body := refresh(web.RefreshToken)
+	if status != http.StatusOK {
+		t.Fatalf("refresh a second before the refresh token expires: %d %v", status, body)
+	}
+	clk.Step(24*time.Hour + time.Second)
+	if status, body := refresh(body["refresh_token"].(string)); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Errorf("refresh a second past the rotated token's expiry: %d %v, want 400 invalid_grant", status, body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -27,6 +28,7 @@ var errBadCredentials = errors.New("invalid username or password")
 type storage struct {
 	key      *signingKey
 	loginURL string
+	clock    clock.PassiveClock
 	users    map[string]*User // by ID
 	byName   map[string]*User // by Username
 	clients  map[string]Client
@@ -44,10 +46,11 @@ var (
 	_ op.CanGetPrivateClaimsFromRequest = (*storage)(nil)
 )
 
-func newStorage(key *signingKey, loginURL string, users []User, clients []Client) *storage {
+func newStorage(key *signingKey, loginURL string, users []User, clients []Client, clk clock.PassiveClock) *storage {
 	s := &storage{
 		key:      key,
 		loginURL: loginURL,
+		clock:    clk,
 		users:    map[string]*User{},
 		byName:   map[string]*User{},
 		clients:  map[string]Client{},
@@ -92,7 +95,7 @@ func (s *storage) sweep(now time.Time) {
 }
 
 func (s *storage) CreateAuthRequest(_ context.Context, r *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
-	a := newAuthRequest(r)
+	a := newAuthRequest(r, s.clock.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(a.created)
@@ -104,7 +107,7 @@ func (s *storage) CreateAuthRequest(_ context.Context, r *oidc.AuthRequest, _ st
 // requestLocked returns the live auth request; the caller holds s.mu.
 func (s *storage) requestLocked(id string) (*authRequest, error) {
 	a, ok := s.requests[id]
-	if !ok || time.Since(a.created) > authRequestTTL {
+	if !ok || s.clock.Since(a.created) > authRequestTTL {
 		return nil, fmt.Errorf("auth request %q: unknown or expired", id)
 	}
 	return a, nil
@@ -167,7 +170,7 @@ func (s *storage) checkLogin(id, username, password string) error {
 	if !ok || subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) != 1 {
 		return errBadCredentials
 	}
-	a.userID, a.authTime, a.done = u.ID, time.Now(), true
+	a.userID, a.authTime, a.done = u.ID, s.clock.Now(), true
 	return nil
 }
 
@@ -176,7 +179,7 @@ func (s *storage) newAccessToken(g grant) (*token, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown client %q", g.clientID)
 	}
-	t := &token{grant: g, id: randomID(), expires: time.Now().Add(orDefault(c.AccessTokenLifetime))}
+	t := &token{grant: g, id: randomID(), expires: s.clock.Now().Add(orDefault(c.AccessTokenLifetime))}
 	s.access[t.id] = t
 	return t, nil
 }
@@ -215,7 +218,7 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 	if err != nil {
 		return "", "", time.Time{}, err
 	}
-	rt := &token{grant: g, id: randomID(), expires: time.Now().Add(refreshTokenTTL), refresh: at.id}
+	rt := &token{grant: g, id: randomID(), expires: s.clock.Now().Add(refreshTokenTTL), refresh: at.id}
 	at.refresh = rt.id
 	s.refresh[rt.id] = rt
 	return at.id, rt.id, at.expires, nil
@@ -225,7 +228,7 @@ func (s *storage) TokenRequestByRefreshToken(_ context.Context, value string) (o
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.refresh[value]
-	if !ok || time.Now().After(t.expires) {
+	if !ok || s.clock.Now().After(t.expires) {
 		return nil, op.ErrInvalidRefreshToken
 	}
 	g := t.grant
@@ -334,7 +337,7 @@ func (s *storage) liveToken(id, subject string) (token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.access[id]
-	if !ok || time.Now().After(t.expires) || t.subject != subject {
+	if !ok || s.clock.Now().After(t.expires) || t.subject != subject {
 		return token{}, errors.New("access token invalid, expired or revoked")
 	}
 	return *t, nil

@@ -63,7 +63,7 @@ func (f *Faucet) Balance(ctx context.Context, addr bitcoin.Address) (int64, erro
 	e, hit := b.entries[key]
 	scan := b.scan
 	b.mu.Unlock()
-	if hit && f.cfg.Now().Sub(e.at) < BalanceTTL {
+	if hit && f.cfg.Clock.Now().Sub(e.at) < BalanceTTL {
 		return e.sats, nil
 	}
 	select {
@@ -76,7 +76,7 @@ func (f *Faucet) Balance(ctx context.Context, addr bitcoin.Address) (int64, erro
 	b.mu.Lock()
 	e, hit = b.entries[key]
 	b.mu.Unlock()
-	if hit && f.cfg.Now().Sub(e.at) < BalanceTTL {
+	if hit && f.cfg.Clock.Now().Sub(e.at) < BalanceTTL {
 		return e.sats, nil
 	}
 	sats, err := ab.AddressBalance(ctx, key)
@@ -90,7 +90,7 @@ func (f *Faucet) Balance(ctx context.Context, addr bitcoin.Address) (int64, erro
 	if len(b.entries) >= maxBalanceEntries {
 		clear(b.entries) // crude but bounded; entries live seconds anyway
 	}
-	b.entries[key] = balanceEntry{sats: sats, at: f.cfg.Now()}
+	b.entries[key] = balanceEntry{sats: sats, at: f.cfg.Clock.Now()}
 	b.mu.Unlock()
 	return sats, nil
 }

@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Batching: under load, drips that arrive together are paid by one
@@ -18,7 +21,7 @@ import (
 
 // MaxBatch is the most drips one payout transaction pays: far below the
 // standard weight limit (a P2TR output is 43 vbytes).
-const MaxBatch = 500
+const MaxBatch = settings.BTCMaxBatch
 
 // ErrInvalidDrip: a drip that no transaction could pay (another network's
 // address, dust); refused before it can spoil a batch.
@@ -29,10 +32,11 @@ type Batcher struct {
 	payer  *Payer
 	max    int
 	window time.Duration
+	clock  clock.WithDelayedExecution
 
 	mu      sync.Mutex
 	queue   []*queued
-	flushAt *time.Timer
+	flushAt clock.Timer
 }
 
 type queued struct {
@@ -43,15 +47,19 @@ type queued struct {
 }
 
 // NewBatcher pays through p, at most maxDrips drips per transaction (1..
-// MaxBatch), the first drip of a batch waiting up to window for others.
-func NewBatcher(p *Payer, maxDrips int, window time.Duration) (*Batcher, error) {
+// MaxBatch), the first drip of a batch waiting up to window of clk (nil:
+// the real clock) for others.
+func NewBatcher(p *Payer, maxDrips int, window time.Duration, clk clock.WithDelayedExecution) (*Batcher, error) {
 	if maxDrips < 1 || maxDrips > MaxBatch {
 		return nil, fmt.Errorf("btc batcher: at most %d drips per payout, got %d", MaxBatch, maxDrips)
 	}
 	if window < 0 {
 		return nil, fmt.Errorf("btc batcher: window %s is negative", window)
 	}
-	return &Batcher{payer: p, max: maxDrips, window: window}, nil
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Batcher{payer: p, max: maxDrips, window: window, clock: clk}, nil
 }
 
 // Pay pays one drip, in a transaction it may share with others that arrive
@@ -76,11 +84,15 @@ func (b *Batcher) Pay(ctx context.Context, po bitcoin.Payout) (*PayoutRecord, er
 		// others in the batch depend on it.
 		go b.flush(context.WithoutCancel(ctx), batch)
 	case len(b.queue) == 1:
-		b.flushAt = time.AfterFunc(b.window, func() {
-			b.mu.Lock()
-			batch := b.take()
-			b.mu.Unlock()
-			b.flush(context.WithoutCancel(ctx), batch)
+		b.flushAt = b.clock.AfterFunc(b.window, func() {
+			// A goroutine of its own: a fake clock calls this while it
+			// holds its lock, which take (Stop) and the payout (Now) need.
+			go func() {
+				b.mu.Lock()
+				batch := b.take()
+				b.mu.Unlock()
+				b.flush(context.WithoutCancel(ctx), batch)
+			}()
 		})
 		b.mu.Unlock()
 	default:

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 )
 
@@ -14,7 +17,7 @@ import (
 func TestBatchedDripsSettleExactly(t *testing.T) {
 	const n = 200
 	_, c, p := fundedPayer(t, 101, nil) // mature coinbases of blocks 1 and 2
-	b, err := NewBatcher(p, 50, 100*time.Millisecond)
+	b, err := NewBatcher(p, 50, 100*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,7 @@ func TestBatchedDripsSettleExactly(t *testing.T) {
 func TestBatcherRefusesBadDrips(t *testing.T) {
 	key := regtestKey(t)
 	p := NewPayer(key, nil, nil, testFees, 1, nil)
-	b, err := NewBatcher(p, 10, time.Millisecond)
+	b, err := NewBatcher(p, 10, time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func TestBatcherRefusesBadDrips(t *testing.T) {
 			t.Fatalf("drip %+v: %v, want ErrInvalidDrip", po, err)
 		}
 	}
-	if _, err := NewBatcher(p, MaxBatch+1, 0); err == nil {
+	if _, err := NewBatcher(p, MaxBatch+1, 0, nil); err == nil {
 		t.Fatal("a batch above MaxBatch was accepted")
 	}
 }
@@ -59,16 +62,26 @@ func TestBatcherRefusesBadDrips(t *testing.T) {
 // nothing pays it, and the caller's "failed" is true.
 func TestBatcherWithdrawsAQueuedDripGivenUp(t *testing.T) {
 	_, c, p := fundedPayer(t, 101, nil)
-	b, err := NewBatcher(p, 50, time.Second)
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	b, err := NewBatcher(p, 50, time.Second, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := b.Pay(ctx, bitcoin.Payout{Address: recipients(t, 1)[0], Amount: dripSats}); !errors.Is(err, context.DeadlineExceeded) {
+	ctx, cancel := context.WithCancel(context.Background())
+	paid := make(chan error, 1)
+	go func() {
+		_, err := b.Pay(ctx, bitcoin.Payout{Address: recipients(t, 1)[0], Amount: dripSats})
+		paid <- err
+	}()
+	eventually.True(t, 5*time.Second, "the drip waits for its batch", clk.HasWaiters)
+	cancel()
+	if err := <-paid; !errors.Is(err, context.Canceled) {
 		t.Fatalf("given-up drip: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond) // past the window: the batch would have left
+	if clk.HasWaiters() {
+		t.Fatal("the window's timer still runs for an empty queue")
+	}
+	clk.Step(2 * time.Second) // past the window: the batch would have left
 	if n := p.InFlight(); n != 0 {
 		t.Fatalf("%d payouts for a withdrawn drip", n)
 	}

@@ -51,7 +51,7 @@ func (p *Payer) BumpStuck(ctx context.Context, olderThan time.Duration) (bumped 
 		return 0, fmt.Errorf("btc payer: bump: %w", err)
 	}
 	rate := p.feeRate(ctx)
-	cutoff := p.journal.Now().Add(-olderThan)
+	cutoff := p.clock.Now().Add(-olderThan)
 	for _, r := range p.bumpCandidates(cutoff) {
 		rep, why, err := p.replacement(r, rate)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/btcsuite/btcd/wire"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
@@ -38,7 +39,7 @@ type bumpRig struct {
 	c     *btcnode.Client
 	node  *feeNode
 	fees  Fees
-	clock time.Time
+	clock *clocktesting.FakeClock
 }
 
 func newBumpRig(t *testing.T, fees Fees) *bumpRig {
@@ -48,7 +49,7 @@ func newBumpRig(t *testing.T, fees Fees) *bumpRig {
 	if _, err := c.Generate(context.Background(), 100); err != nil {
 		t.Fatal(err)
 	}
-	r := &bumpRig{key: key, c: c, node: &feeNode{Client: c}, fees: fees, clock: time.Unix(1_700_000_000, 0)}
+	r := &bumpRig{key: key, c: c, node: &feeNode{Client: c}, fees: fees, clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))}
 	r.node.satPerVB.Store(1)
 	return r
 }
@@ -56,7 +57,7 @@ func newBumpRig(t *testing.T, fees Fees) *bumpRig {
 // payer is a new payer (a new process) on ledger, resumed.
 func (r *bumpRig) payer(t *testing.T, ledger journal.Store) *Payer {
 	t.Helper()
-	p := NewPayer(r.key, r.node, ledger, r.fees, 1, func() time.Time { return r.clock })
+	p := NewPayer(r.key, r.node, ledger, r.fees, 1, r.clock)
 	p.estimate.TTL = 0 // read the estimate the test sets at every use
 	if err := p.Resume(context.Background()); err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestBumpStuckReplacesUnderpaidPayout(t *testing.T) {
 	}
 
 	rig.bump(t, p, 0) // too young
-	rig.clock = rig.clock.Add(2 * time.Minute)
+	rig.clock.Step(2 * time.Minute)
 	rig.bump(t, p, 0) // pays the estimate
 	rig.node.satPerVB.Store(20)
 	rig.bump(t, p, 1)
@@ -289,7 +290,7 @@ func TestBumpStuckRules(t *testing.T) {
 	if child.Coins[0].OutPoint != parent.Change.OutPoint {
 		t.Fatalf("the second payout spends %v, not the first's change", child.Coins)
 	}
-	rig.clock = rig.clock.Add(time.Hour)
+	rig.clock.Step(time.Hour)
 	rig.node.satPerVB.Store(20) // above Max: 5 applies
 	rig.bump(t, p, 1)
 	recs := listed(t, ledger)
@@ -310,7 +311,7 @@ func TestBumpStuckRules(t *testing.T) {
 
 	// 6 sat/vB: the replacement is replaced in turn.
 	rig.fees.Max, p.fees.Max = 6, 6
-	rig.clock = rig.clock.Add(time.Hour)
+	rig.clock.Step(time.Hour)
 	rig.bump(t, p, 1)
 	var rep2 PayoutRecord
 	for _, r := range listed(t, ledger) {
@@ -349,7 +350,7 @@ func TestBumpStuckRules(t *testing.T) {
 		t.Fatalf("the large payout's change is %+v", big.Change)
 	}
 	rig.node.satPerVB.Store(6)
-	rig.clock = rig.clock.Add(time.Hour)
+	rig.clock.Step(time.Hour)
 	rig.bump(t, p, 0)
 	if pool := rig.mempool(t); !slices.Equal(pool, []string{big.TxID}) || p.InFlight() != 1 {
 		t.Fatalf("mempool %v, %d in flight: want the large payout alone", pool, p.InFlight())
@@ -387,7 +388,7 @@ func TestBumpResumedAfterCrash(t *testing.T) {
 		}
 		return nil
 	}
-	rig.clock = rig.clock.Add(time.Hour)
+	rig.clock.Step(time.Hour)
 	rig.node.satPerVB.Store(20)
 	if n, err := p.BumpStuck(ctx, time.Minute); !errors.Is(err, crash) || n != 0 {
 		t.Fatalf("the crashing bump: %d, %v", n, err)
@@ -438,7 +439,7 @@ func TestBumpCrashOriginalConfirms(t *testing.T) {
 		}
 		return nil
 	}
-	rig.clock = rig.clock.Add(time.Hour)
+	rig.clock.Step(time.Hour)
 	rig.node.satPerVB.Store(20)
 	if _, err := p.BumpStuck(ctx, time.Minute); !errors.Is(err, crash) {
 		t.Fatalf("the crashing bump: %v", err)

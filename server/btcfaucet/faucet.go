@@ -9,9 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/journal"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // The BTC faucet: the Payer and Batcher behind one service with a
@@ -20,18 +23,15 @@ import (
 // byte), then follows the chain, forgets confirmed payouts, resends those
 // in doubt and fee-bumps stuck ones (run.go).
 
-// The incumbent's three drip sizes: 0.0001, 0.01 and 0.5 BTC.
+// The incumbent's three drip sizes (0.0001, 0.01 and 0.5 BTC) and the fee
+// rate defaults, sat/vB: package settings' (the flags and the operator
+// share them).
 const (
-	DefaultAmount       int64 = 10_000
-	DefaultLargeAmount  int64 = 1_000_000
-	DefaultXLargeAmount int64 = 50_000_000
-)
-
-// Fee rate defaults, sat/vB: the rate when the node has no estimate (btcd
-// never has one; a young regtest Core neither), and the cap on any rate.
-const (
-	DefaultFallbackFeeRate int64 = 2
-	DefaultMaxFeeRate      int64 = 100
+	DefaultAmount          = settings.BTCAmount
+	DefaultLargeAmount     = settings.BTCLargeAmount
+	DefaultXLargeAmount    = settings.BTCXLargeAmount
+	DefaultFallbackFeeRate = settings.BTCFallbackFeeRate
+	DefaultMaxFeeRate      = settings.BTCMaxFeeRate
 )
 
 // Defaults of the service's timing.
@@ -40,7 +40,7 @@ const (
 	// DefaultBatchMax and DefaultBatchWindow: drips arriving within a
 	// quarter second share a transaction, so a burst is paid in a few
 	// transactions instead of one chain of 25.
-	DefaultBatchMax    = 100
+	DefaultBatchMax    = settings.BTCBatchMax
 	DefaultBatchWindow = 250 * time.Millisecond
 	// DefaultBumpAfter is how long a payout may wait for a block before its
 	// fee is raised to the node's current estimate.
@@ -105,9 +105,10 @@ type Config struct {
 	PollInterval time.Duration // 0 = DefaultPollInterval
 	BumpAfter    time.Duration // 0 = DefaultBumpAfter
 	Logger       *slog.Logger
-	// Now is the clock of every decision (fee bumps, the balance cache);
-	// nil is time.Now.
-	Now func() time.Time
+	// Clock is the clock of every decision (fee bumps, the balance cache)
+	// and of every wait (the poll, the batch window); nil is the real
+	// clock.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // ErrStandby: another replica holds the BTC key and pays BTC drips; this
@@ -221,8 +222,8 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.Journal == nil {
 		cfg.Journal = journal.NewMemoryStore()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.BatchMax < 1 || cfg.BatchMax > MaxBatch {
 		return nil, fmt.Errorf("btc faucet: at most %d drips per payout, got %d", MaxBatch, cfg.BatchMax)

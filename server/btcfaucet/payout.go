@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/btcsuite/btcd/wire"
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
@@ -81,6 +82,7 @@ type Payer struct {
 	chain   *chainFollower
 	journal *journal.Journal
 	fees    Fees
+	clock   clock.PassiveClock
 	// estimate caches the node's estimate in sat/vB; 0 when it has none.
 	estimate ttlcache.Value[int64]
 
@@ -102,23 +104,26 @@ type Payer struct {
 }
 
 // NewPayer builds a payer of key's coins found from height start on, its
-// payouts recorded in store (nil: in memory), on the clock now (nil:
-// time.Now).
-func NewPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, start int64, now func() time.Time) *Payer {
-	return newPayer(key, node, store, fees, newChainFollower(node, key.Address().PkScript(), start, 0), now)
+// payouts recorded in store (nil: in memory), on clk (nil: the real
+// clock).
+func NewPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, start int64, clk clock.PassiveClock) *Payer {
+	return newPayer(key, node, store, fees, newChainFollower(node, key.Address().PkScript(), start, 0), clk)
 }
 
 // newPayer builds a payer on a chain view that may already be synced (the
 // service keeps one across payers: a rescan from the start height can
 // take long on signet).
-func newPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, chain *chainFollower, now func() time.Time) *Payer {
+func newPayer(key *bitcoin.PrivateKey, node Node, store journal.Store, fees Fees, chain *chainFollower, clk clock.PassiveClock) *Payer {
 	if store == nil {
 		store = journal.NewMemoryStore()
 	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	p := &Payer{key: key, addr: key.Address().String(), node: node, chain: chain,
-		journal: journal.New(store, now), fees: fees, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{},
+		journal: journal.New(store, clk), fees: fees, clock: clk, log: slog.New(slog.DiscardHandler), inflight: map[string]*PayoutRecord{},
 		spentElsewhere: map[wire.OutPoint]int64{}, unspentAt: map[wire.OutPoint]int64{}}
-	p.estimate.TTL, p.estimate.Now = FeeRateTTL, p.journal.Now
+	p.estimate.TTL, p.estimate.Clock = FeeRateTTL, clk
 	return p
 }
 

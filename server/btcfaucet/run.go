@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
@@ -19,9 +18,9 @@ import (
 // retry cures), or when a reorg is deeper than it can follow.
 func (f *Faucet) Run(ctx context.Context) error {
 	defer f.cur.Store(nil)
-	tick := time.NewTicker(f.cfg.PollInterval)
+	tick := f.cfg.Clock.NewTicker(f.cfg.PollInterval)
 	defer tick.Stop()
-	lastBump := f.cfg.Now()
+	lastBump := f.cfg.Clock.Now()
 	for {
 		if f.cur.Load() == nil && f.held.Load() {
 			switch err := f.start(ctx); {
@@ -36,13 +35,13 @@ func (f *Faucet) Run(ctx context.Context) error {
 				e := f.cur.Load()
 				f.log.Info("btc faucet ready", "address", f.Address().String(), "network", f.Network().String(),
 					"tip", e.payer.chain.Tip(), "in_flight", e.payer.InFlight())
-				lastBump = f.cfg.Now()
+				lastBump = f.cfg.Clock.Now()
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick.C():
 		case <-f.wake:
 		}
 		e := f.cur.Load()
@@ -59,7 +58,7 @@ func (f *Faucet) Run(ctx context.Context) error {
 			continue
 		}
 		f.refresh(e)
-		if now := f.cfg.Now(); now.Sub(lastBump) >= f.cfg.BumpAfter/10 {
+		if now := f.cfg.Clock.Now(); now.Sub(lastBump) >= f.cfg.BumpAfter/10 {
 			lastBump = now
 			f.bump(ctx, e)
 		}
@@ -92,9 +91,9 @@ func (f *Faucet) start(ctx context.Context) error {
 	if f.chain == nil {
 		f.chain = newChainFollower(f.cfg.Node, f.cfg.Key.Address().PkScript(), f.cfg.StartHeight, 0)
 	}
-	payer := newPayer(f.cfg.Key, f.cfg.Node, f.cfg.Journal, f.cfg.Fees, f.chain, f.cfg.Now)
+	payer := newPayer(f.cfg.Key, f.cfg.Node, f.cfg.Journal, f.cfg.Fees, f.chain, f.cfg.Clock)
 	payer.SetLogger(f.log)
-	batcher, err := NewBatcher(payer, f.cfg.BatchMax, f.cfg.BatchWindow)
+	batcher, err := NewBatcher(payer, f.cfg.BatchMax, f.cfg.BatchWindow, f.cfg.Clock)
 	if err != nil {
 		return fmt.Errorf("btc faucet: %w", err)
 	}

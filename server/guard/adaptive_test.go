@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func limit(n int, w time.Duration) Limit { return Limit{Requests: n, Window: w} }
@@ -64,9 +64,9 @@ func TestRateWindow(t *testing.T) {
 }
 
 func TestAdaptiveDifficulty(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	c := newChain(t, Config{
-		Now:   clock.Now,
+		Clock: clock,
 		Allow: mustPrefixes(t, "10.0.0.0/8"),
 		PoW:   PoWConfig{Difficulty: 4, Secret: testSecret, RaiseAbove: limit(3, time.Minute), MaxDifficulty: 10, TTL: time.Hour},
 	})
@@ -95,7 +95,7 @@ func TestAdaptiveDifficulty(t *testing.T) {
 			t.Fatalf("drip %d: %v", i, err)
 		}
 		c.Dispensed(g)
-		clock.Advance(time.Second)
+		clock.Step(time.Second)
 	}
 	// 4 > 3 within a minute: max(4,16) capped at 10.
 	if d := c.Difficulty(); d != 10 {
@@ -110,7 +110,7 @@ func TestAdaptiveDifficulty(t *testing.T) {
 	wantRejection(t, err, CheckProofOfWork, 400, "challenge_invalid")
 	// After the window the difficulty falls back, and the early challenge
 	// (still unexpired and unspent) is good again.
-	clock.Advance(time.Minute)
+	clock.Step(time.Minute)
 	if d := c.Difficulty(); d != 4 {
 		t.Fatalf("difficulty after the window %d, want 4", d)
 	}
@@ -120,10 +120,10 @@ func TestAdaptiveDifficulty(t *testing.T) {
 }
 
 func TestAdaptiveFromZero(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	c := newChain(t, Config{
-		Now: clock.Now,
-		PoW: PoWConfig{Secret: testSecret, RaiseAbove: limit(2, 10*time.Second), RaiseStep: 3, MaxDifficulty: 32},
+		Clock: clock,
+		PoW:   PoWConfig{Secret: testSecret, RaiseAbove: limit(2, 10*time.Second), RaiseStep: 3, MaxDifficulty: 32},
 	})
 	ctx := context.Background()
 	dripFree := func() {
@@ -157,7 +157,7 @@ func TestAdaptiveFromZero(t *testing.T) {
 	if d := c.Difficulty(); d != 19 { // 5/2 → one doubling × 3 bits
 		t.Fatalf("difficulty %d, want 19", d)
 	}
-	clock.Advance(10 * time.Second)
+	clock.Step(10 * time.Second)
 	if c.Required() {
 		t.Fatalf("still required after the window: %d", c.Difficulty())
 	}

@@ -80,7 +80,7 @@ func (c *Chain) checkBalance(ctx context.Context, p stacks.Principal) *Rejection
 		return nil
 	}
 	key := p.String()
-	now := c.now()
+	now := c.clock.Now()
 	held, ok := c.balances.get(key, now)
 	if !ok {
 		var err error

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -55,9 +55,9 @@ func TestBalanceCap(t *testing.T) {
 }
 
 func TestBalanceCache(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	accts := &fakeAccounts{balances: map[string]node.Account{testPrincipal(1).String(): {Balance: 10 * stx}}}
-	c := newChain(t, Config{BalanceCap: 500 * stx, Accounts: accts, BalanceTTL: time.Minute, Now: clock.Now})
+	c := newChain(t, Config{BalanceCap: 500 * stx, Accounts: accts, BalanceTTL: time.Minute, Clock: clock})
 	ctx := context.Background()
 	for range 3 {
 		if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1)}); err != nil {
@@ -67,7 +67,7 @@ func TestBalanceCache(t *testing.T) {
 	if n := accts.Reads(); n != 1 {
 		t.Fatalf("%d reads within the TTL, want 1", n)
 	}
-	clock.Advance(time.Minute)
+	clock.Step(time.Minute)
 	if _, err := c.Check(ctx, Request{Recipient: testPrincipal(1)}); err != nil {
 		t.Fatal(err)
 	}

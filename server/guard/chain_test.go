@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 )
@@ -127,7 +127,7 @@ func TestChainOrder(t *testing.T) {
 // cannot be replayed to make the node read account after account.
 func TestChainSpendsBeforeBalanceRead(t *testing.T) {
 	rc := &rejectCounter{}
-	spent := &recordingSpent{inner: NewMemorySpent()}
+	spent := &recordingSpent{inner: NewMemorySpent(nil)}
 	c, _ := fullChain(t, spent, rc, nil)
 	ctx := context.Background()
 	tok, sol := solved(t, c)
@@ -231,8 +231,8 @@ func TestRunWithoutTokensFile(t *testing.T) {
 }
 
 func TestMemorySpent(t *testing.T) {
-	clock := clocktest.New()
-	s := newMemorySpent(clock.Now)
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	s := NewMemorySpent(clock)
 	ctx := context.Background()
 	exp := clock.Now().Add(time.Minute)
 	if fresh, err := s.SpendChallenge(ctx, "a", exp); !fresh || err != nil {
@@ -245,14 +245,14 @@ func TestMemorySpent(t *testing.T) {
 		t.Fatal("another id was not fresh")
 	}
 	// Expired ids are swept.
-	clock.Advance(2 * time.Minute)
+	clock.Step(2 * time.Minute)
 	if fresh, _ := s.SpendChallenge(ctx, "c", clock.Now().Add(time.Minute)); !fresh {
 		t.Fatal("c not fresh")
 	}
 	if n := s.size(); n != 1 {
 		t.Fatalf("%d ids kept after expiry, want 1", n)
 	}
-	if NewMemorySpent() == nil {
+	if NewMemorySpent(nil) == nil {
 		t.Fatal("NewMemorySpent returned nil")
 	}
 }

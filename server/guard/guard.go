@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -113,8 +115,8 @@ type Config struct {
 	BalanceTTL time.Duration
 	// Accounts reads balances; required when BalanceCap > 0.
 	Accounts AccountReader
-	// Spent remembers used challenges; nil = NewMemorySpent(). Replicas
-	// must share one for replays to be caught across them.
+	// Spent remembers used challenges; nil = NewMemorySpent on Clock.
+	// Replicas must share one for replays to be caught across them.
 	Spent SpentChallenges
 	// Failures counts failed API-token attempts per client address (see
 	// "Token lock-out" in the package doc); nil = a MemoryLimiter of its
@@ -124,7 +126,9 @@ type Config struct {
 	// OnReject is called once per rejection with the check name; may be nil.
 	OnReject func(check string)
 	Logger   *slog.Logger
-	Now      func() time.Time
+	// Clock judges challenges, lock-outs and the adaptive raise, and
+	// paces the tokens file's reload; nil is the real clock.
+	Clock clock.WithTicker
 }
 
 // PoWConfig configures the proof of work.
@@ -171,7 +175,7 @@ type Chain struct {
 	spent       SpentChallenges
 	onReject    func(string)
 	log         *slog.Logger
-	now         func() time.Time
+	clock       clock.WithTicker
 
 	tokensFile   string
 	tokensReload time.Duration
@@ -193,15 +197,15 @@ func New(cfg Config) (*Chain, error) {
 		spent:        cfg.Spent,
 		onReject:     cfg.OnReject,
 		log:          cfg.Logger,
-		now:          cfg.Now,
+		clock:        cfg.Clock,
 		tokensFile:   cfg.TokensFile,
 		tokensReload: cfg.TokensReload,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
 	}
 	var err error
 	if c.allow, err = normalisePrefixes(cfg.Allow); err != nil {
@@ -233,7 +237,7 @@ func New(cfg Config) (*Chain, error) {
 		c.balances = newBalanceCache(ttl, maxBalanceEntries)
 	}
 	if c.spent == nil {
-		c.spent = newMemorySpent(c.now)
+		c.spent = NewMemorySpent(c.clock)
 	}
 	c.lockout = newLockout(cfg.Failures, c.log)
 	c.tokens.Store(&tokenSet{})
@@ -356,7 +360,7 @@ func (c *Chain) check(ctx context.Context, r Request, preview bool) (Grant, erro
 		// An unknown client address cannot be locked out: it would lock
 		// out every other unknown one with it.
 		if ip.IsValid() {
-			wait, err := c.lockout.judge(ctx, c.now(), ip, ok)
+			wait, err := c.lockout.judge(ctx, c.clock.Now(), ip, ok)
 			if err != nil {
 				return Grant{}, fmt.Errorf("guard: %w", err)
 			}
@@ -416,7 +420,7 @@ func (c *Chain) check(ctx context.Context, r Request, preview bool) (Grant, erro
 // drips the engine refused (rate limits) must not make honest users pay.
 func (c *Chain) Dispensed(g Grant) {
 	if g.Bypassed == "" && c.rate != nil {
-		c.rate.add(c.now())
+		c.rate.add(c.clock.Now())
 	}
 }
 
@@ -426,7 +430,7 @@ func (c *Chain) lockedOut(ip netip.Addr) time.Duration {
 	if !ip.IsValid() {
 		return 0
 	}
-	return c.lockout.seenLocked(ip, c.now())
+	return c.lockout.seenLocked(ip, c.clock.Now())
 }
 
 // isBearer reports whether an Authorization header uses the Bearer scheme.
@@ -452,7 +456,7 @@ func (c *Chain) Difficulty() int {
 	if c.rate == nil {
 		return base
 	}
-	return raisedDifficulty(base, c.rate.count(c.now()), c.pow.RaiseAbove.Requests, c.pow.RaiseStep, c.pow.MaxDifficulty)
+	return raisedDifficulty(base, c.rate.count(c.clock.Now()), c.pow.RaiseAbove.Requests, c.pow.RaiseStep, c.pow.MaxDifficulty)
 }
 
 // Required reports whether anonymous drips must carry a solution now.
@@ -475,13 +479,13 @@ func (c *Chain) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	t := time.NewTicker(c.tokensReload)
+	t := c.clock.NewTicker(c.tokensReload)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			c.reloadTokens()
 		}
 	}

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestLimiterSlidingWindow(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := NewMemoryLimiter()
 	lim := Limit{Requests: 2, Window: time.Minute}
 	refs := []Bucket{{Key: "address:A", Limit: lim}}
 	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("first refused")
 	}
-	clk.Advance(20 * time.Second)
+	clk.Step(20 * time.Second)
 	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("second refused")
 	}
@@ -28,14 +28,14 @@ func TestLimiterSlidingWindow(t *testing.T) {
 	if ok || wait != 40*time.Second {
 		t.Fatalf("third: ok=%v wait=%v, want refused with 40s", ok, wait)
 	}
-	clk.Advance(40 * time.Second)
+	clk.Step(40 * time.Second)
 	if _, _, ok := reserve(l, clk.Now(), refs); !ok {
 		t.Fatal("slot should free exactly one window after the first")
 	}
 }
 
 func TestLimiterAllOrNothingAndRelease(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := NewMemoryLimiter()
 	ip := Bucket{Key: "ip:1.2.3.4", Limit: Limit{Requests: 1, Window: time.Hour}}
 	a := Bucket{Key: "address:A", Limit: Limit{Requests: 5, Window: time.Hour}}
@@ -58,7 +58,7 @@ func TestLimiterAllOrNothingAndRelease(t *testing.T) {
 }
 
 func TestLimiterExactUnderConcurrency(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := NewMemoryLimiter()
 	refs := []Bucket{{Key: "address:A", Limit: Limit{Requests: 7, Window: time.Hour}}}
 	var granted atomic.Int32
@@ -96,13 +96,13 @@ func TestIPBucketKey(t *testing.T) {
 
 // A window longer than a week still holds: sweeping must not forget it.
 func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := NewMemoryLimiter()
 	long := []Bucket{{Key: "stacking:A", Limit: Limit{Requests: 1, Window: 30 * 24 * time.Hour}}}
 	if _, _, ok := reserve(l, clk.Now(), long); !ok {
 		t.Fatal("first refused")
 	}
-	clk.Advance(8 * 24 * time.Hour)
+	clk.Step(8 * 24 * time.Hour)
 	reserve(l, clk.Now(), []Bucket{{Key: "address:B", Limit: Limit{Requests: 1, Window: time.Minute}}}) // sweeps
 	if _, _, ok := reserve(l, clk.Now(), long); ok {
 		t.Fatal("30-day limit forgotten after 8 days")
@@ -111,14 +111,14 @@ func TestLimiterLongWindowSurvivesSweep(t *testing.T) {
 
 // Memory follows the windows: expired buckets are swept, not kept for a week.
 func TestLimiterSweepsExpiredBuckets(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := NewMemoryLimiter()
 	for i := range 1000 {
 		if _, _, ok := reserve(l, clk.Now(), []Bucket{{Key: fmt.Sprintf("address:%d", i), Limit: Limit{Requests: 5, Window: 5 * time.Minute}}}); !ok {
 			t.Fatal("refused")
 		}
 	}
-	clk.Advance(10 * time.Minute)
+	clk.Step(10 * time.Minute)
 	reserve(l, clk.Now(), nil) // sweeps
 	l.mu.Lock()
 	n := len(l.buckets)

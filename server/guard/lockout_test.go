@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // lockoutChain has tokens on and the clock in the test's hands.
-func lockoutChain(t *testing.T, failures Limiter, clock *clocktest.Manual, rc *rejectCounter) *Chain {
+func lockoutChain(t *testing.T, failures Limiter, clock *clocktesting.FakeClock, rc *rejectCounter) *Chain {
 	t.Helper()
 	path := writeFile(t, t.TempDir(), "tokens", "ci "+plainToken+" 100/1h\n")
-	cfg := Config{TokensFile: path, Failures: failures, Now: clock.Now}
+	cfg := Config{TokensFile: path, Failures: failures, Clock: clock}
 	if rc != nil {
 		cfg.OnReject = rc.add
 	}
@@ -35,7 +35,7 @@ func tokenReq(ip, token string) Request {
 const wrongToken = "wrong-TOKEN-0123456789abcdef"
 
 func TestTokenLockout(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	rc := &rejectCounter{}
 	c := lockoutChain(t, nil, clock, rc)
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func TestTokenLockout(t *testing.T) {
 
 	// The lock-out lifts after its time, and the failures are forgotten:
 	// five more are judged.
-	clock.Advance(time.Hour)
+	clock.Step(time.Hour)
 	if g, err := c.Check(ctx, tokenReq(guesser, plainToken)); err != nil || g.Token == nil {
 		t.Fatalf("right token after the lock-out: %+v, %v", g, err)
 	}
@@ -109,7 +109,7 @@ func TestTokenLockout(t *testing.T) {
 // A right token before the lock-out passes and is no failure; the fifth
 // failure locks the address out even for the right token.
 func TestTokenLockoutRightTokenBefore(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	c := lockoutChain(t, nil, clock, nil)
 	ctx := context.Background()
 	const client = "2001:db8:1:2::10"
@@ -135,7 +135,7 @@ func TestTokenLockoutRightTokenBefore(t *testing.T) {
 	// every tier.
 	c = lockoutChain(t, nil, clock, nil)
 	for i := range 12 {
-		clock.Advance(16 * time.Minute)
+		clock.Step(16 * time.Minute)
 		_, err := c.Check(ctx, tokenReq("198.51.100.1", wrongToken))
 		wantRejection(t, err, CheckAPIToken, http.StatusUnauthorized, "token_invalid")
 		if g, err := c.Check(ctx, tokenReq("198.51.100.1", plainToken)); err != nil || g.Token == nil {
@@ -147,7 +147,7 @@ func TestTokenLockoutRightTokenBefore(t *testing.T) {
 // Replicas sharing the failure store share the count: failures spread over
 // two chains lock the address out on both.
 func TestTokenLockoutSharedByReplicas(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	shared := NewMemoryLimiter()
 	a, b := lockoutChain(t, shared, clock, nil), lockoutChain(t, shared, clock, nil)
 	ctx := context.Background()
@@ -171,7 +171,7 @@ func TestTokenLockoutSharedByReplicas(t *testing.T) {
 // Many concurrent drips with the right token from one address never lock
 // it out: a right token does not touch the failure count.
 func TestTokenLockoutConcurrentRightTokens(t *testing.T) {
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	c := lockoutChain(t, nil, clock, nil)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -193,7 +193,7 @@ func TestTokenLockoutConcurrentRightTokens(t *testing.T) {
 // A store failure is an error, not a refusal and not a pass; a request
 // without a client address is never counted.
 func TestTokenLockoutStoreError(t *testing.T) {
-	c := lockoutChain(t, failingLimiter{}, clocktest.New(), nil)
+	c := lockoutChain(t, failingLimiter{}, clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), nil)
 	ctx := context.Background()
 	_, err := c.Check(ctx, tokenReq("203.0.113.7", wrongToken))
 	var r *Rejection

@@ -48,7 +48,7 @@ type Challenge struct {
 // Challenge issues a fresh signed challenge at the current difficulty
 // (which may be 0).
 func (c *Chain) Challenge() Challenge {
-	now := c.now()
+	now := c.clock.Now()
 	d := c.Difficulty()
 	exp := now.Add(c.pow.TTL).Unix()
 	var p [payloadLen]byte
@@ -89,7 +89,7 @@ func (c *Chain) verifyPoW(token, solution string) (verifiedChallenge, *Rejection
 	if !ok {
 		return verifiedChallenge{}, invalidChallenge("The challenge is malformed or was not issued by this faucet: fetch a new one from POST /faucet/v1/challenge.")
 	}
-	now := c.now()
+	now := c.clock.Now()
 	issued := int64(binary.BigEndian.Uint64(p[17:25]))
 	expires := int64(binary.BigEndian.Uint64(p[25:33]))
 	d := int(p[33])

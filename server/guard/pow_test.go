@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func powChain(t testing.TB, difficulty int, clock *clocktest.Manual) *Chain {
+func powChain(t testing.TB, difficulty int, clock *clocktesting.FakeClock) *Chain {
 	t.Helper()
 	cfg := Config{PoW: PoWConfig{Difficulty: difficulty, Secret: testSecret}}
 	if clock != nil {
-		cfg.Now = clock.Now
+		cfg.Clock = clock
 	}
 	return newChain(t, cfg)
 }
@@ -158,8 +158,8 @@ func TestPoWOtherSecret(t *testing.T) {
 }
 
 func TestPoWExpired(t *testing.T) {
-	clock := clocktest.New()
-	c := newChain(t, Config{Now: clock.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: time.Minute}})
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	c := newChain(t, Config{Clock: clock, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: time.Minute}})
 	ch := c.Challenge()
 	if !ch.ExpiresAt.Equal(clock.Now().Add(time.Minute)) {
 		t.Fatalf("ExpiresAt %v, want %v", ch.ExpiresAt, clock.Now().Add(time.Minute))
@@ -167,21 +167,21 @@ func TestPoWExpired(t *testing.T) {
 	sol, _ := Solve(context.Background(), ch.Token, ch.Difficulty)
 	tok2, sol2 := solved(t, c)
 
-	clock.Advance(time.Minute - time.Second)
+	clock.Step(time.Minute - time.Second)
 	if _, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok2, Solution: sol2}); err != nil {
 		t.Fatalf("just before expiry: %v", err)
 	}
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: ch.Token, Solution: sol})
 	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_expired")
 }
 
 func TestPoWIssuedInTheFuture(t *testing.T) {
-	clock := clocktest.New()
-	ahead := clocktest.New()
-	ahead.Advance(time.Hour)
-	issuer := newChain(t, Config{Now: ahead.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: 2 * time.Hour}})
-	c := newChain(t, Config{Now: clock.Now, PoW: PoWConfig{Difficulty: 4, Secret: testSecret}})
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	ahead := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	ahead.Step(time.Hour)
+	issuer := newChain(t, Config{Clock: ahead, PoW: PoWConfig{Difficulty: 4, Secret: testSecret, TTL: 2 * time.Hour}})
+	c := newChain(t, Config{Clock: clock, PoW: PoWConfig{Difficulty: 4, Secret: testSecret}})
 	tok, sol := solved(t, issuer)
 	_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Challenge: tok, Solution: sol})
 	wantRejection(t, err, CheckProofOfWork, http.StatusBadRequest, "challenge_invalid")

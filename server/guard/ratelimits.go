@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -90,19 +92,19 @@ func (l *Limited) Error() string {
 type RateLimits struct {
 	limits Limits
 	store  Limiter
-	now    func() time.Time
+	clock  clock.PassiveClock
 }
 
-// NewRateLimits returns limits kept in store (nil: in memory) on the clock
-// now (nil: time.Now). Zero limits admit everything.
-func NewRateLimits(limits Limits, store Limiter, now func() time.Time) *RateLimits {
+// NewRateLimits returns limits kept in store (nil: in memory) on clk (nil:
+// the real clock). Zero limits admit everything.
+func NewRateLimits(limits Limits, store Limiter, clk clock.PassiveClock) *RateLimits {
 	if store == nil {
 		store = NewMemoryLimiter()
 	}
-	if now == nil {
-		now = time.Now
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return &RateLimits{limits: limits, store: store, now: now}
+	return &RateLimits{limits: limits, store: store, clock: clk}
 }
 
 // Limits returns the configured limits.
@@ -117,7 +119,7 @@ func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, err
 	buckets := r.buckets(a)
 	d, drawing := r.draw(a)
 	if !drawing {
-		res, wait, ok, err := r.store.Reserve(ctx, r.now(), buckets)
+		res, wait, ok, err := r.store.Reserve(ctx, r.clock.Now(), buckets)
 		if err != nil {
 			return Reservation{}, fmt.Errorf("guard: reserve rate-limit slots: %w", err)
 		}
@@ -131,7 +133,7 @@ func (r *RateLimits) Reserve(ctx context.Context, a Admission) (Reservation, err
 	if !ok {
 		return Reservation{}, fmt.Errorf("guard: the limiter (%T) keeps no budgets", r.store)
 	}
-	res, wait, v, err := bl.ReserveDraw(ctx, r.now(), buckets, d)
+	res, wait, v, err := bl.ReserveDraw(ctx, r.clock.Now(), buckets, d)
 	switch {
 	case err != nil:
 		return Reservation{}, fmt.Errorf("guard: reserve rate-limit slots and budget: %w", err)
@@ -285,7 +287,7 @@ func (r *RateLimits) Peek(ctx context.Context, a Admission) (Preview, error) {
 			active = append(active, b)
 		}
 	}
-	now := r.now()
+	now := r.clock.Now()
 	if len(active) > 0 {
 		use, err := r.store.Peek(ctx, now, active)
 		if err != nil {
@@ -340,7 +342,7 @@ func (r *RateLimits) Budgets(ctx context.Context, asset string, pools []TierShar
 		pct := min(max(t.Percent, 0), 100)
 		d.Pools = append(d.Pools, Pool{Key: PoolKey(asset, t.Tier, b.Per), Capacity: mulDiv(b.Amount, uint64(pct), 100), Policy: PolicyBudget + "-" + t.Tier})
 	}
-	now := r.now()
+	now := r.clock.Now()
 	use, err := bl.ReadPools(ctx, now, d)
 	if err != nil {
 		return nil, fmt.Errorf("guard: read budget use: %w", err)
@@ -405,7 +407,7 @@ func (r *RateLimits) buckets(a Admission) []Bucket {
 }
 
 // assetBuckets are an asset's buckets, each key prefixed with the asset's
-// name so they never share a slot with another asset's (sBTC's and BTC's
+// name so they never share a slot with another asset's (the first token's and BTC's
 // keys are those they always had). An API token's quota is one
 // for all assets; its per-address allowance is per asset.
 func (r *RateLimits) assetBuckets(a Admission, prefix string, lim AssetLimits) []Bucket {

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 )
 
 func reserveErr(t *testing.T, r *RateLimits, a Admission) error {
@@ -42,9 +43,9 @@ func TestContractPrincipalsShareTheAddressBucket(t *testing.T) {
 // A refusal says when the tightest bucket frees a slot; stacking drips have
 // a bucket of their own; a release gives the slot back.
 func TestRateLimitsRetryAfterStackingAndRelease(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	r := NewRateLimits(Limits{PerAddress: Limit{Requests: 1, Window: time.Hour},
-		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour}}, nil, clk.Now)
+		StackingPerAddress: Limit{Requests: 1, Window: 48 * time.Hour}}, nil, clk)
 	to := testPrincipal(2)
 	res, err := r.Reserve(context.Background(), Admission{Recipient: to})
 	if err != nil {
@@ -56,7 +57,7 @@ func TestRateLimitsRetryAfterStackingAndRelease(t *testing.T) {
 	if err := reserveErr(t, r, Admission{Recipient: to}); err != nil {
 		t.Fatalf("slot not released: %v", err)
 	}
-	clk.Advance(10 * time.Minute)
+	clk.Step(10 * time.Minute)
 	err = reserveErr(t, r, Admission{Recipient: to})
 	var l *Limited
 	if !errors.As(err, &l) || l.RetryAfter != 50*time.Minute {

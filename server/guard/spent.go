@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // spentSweepEvery bounds how often expired ids are swept.
@@ -12,7 +14,7 @@ const spentSweepEvery = time.Minute
 // MemorySpent is an in-process SpentChallenges. Replicas that share no
 // store each keep their own, so a challenge could be used once per replica.
 type MemorySpent struct {
-	now func() time.Time
+	clock clock.PassiveClock
 
 	mu        sync.Mutex
 	ids       map[string]time.Time // id → when it may be forgotten
@@ -20,17 +22,20 @@ type MemorySpent struct {
 }
 
 // NewMemorySpent returns an empty in-memory SpentChallenges whose expired
-// ids are swept.
-func NewMemorySpent() *MemorySpent { return newMemorySpent(time.Now) }
-
-func newMemorySpent(now func() time.Time) *MemorySpent {
-	return &MemorySpent{now: now, ids: map[string]time.Time{}}
+// ids are swept, on clk (nil: the real clock): give it the clock that
+// checks the challenges, so that one still valid by that clock is never
+// re-spendable.
+func NewMemorySpent(clk clock.PassiveClock) *MemorySpent {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &MemorySpent{clock: clk, ids: map[string]time.Time{}}
 }
 
 // SpendChallenge marks id used until expires; fresh is false when it was
 // already spent and has not expired.
 func (s *MemorySpent) SpendChallenge(_ context.Context, id string, expires time.Time) (bool, error) {
-	now := s.now()
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.lastSweep) >= spentSweepEvery {

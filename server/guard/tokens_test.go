@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
@@ -177,22 +179,29 @@ func TestTokensReload(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "tokens", "one "+plainToken+" 10/1h\n")
 	logs := &syncBuffer{}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	c := newChain(t, Config{
 		TokensFile:   path,
-		TokensReload: 5 * time.Millisecond,
+		TokensReload: time.Minute,
 		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Clock:        clk,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
+	// Run's ticker is the clock's only waiter: a step before it exists
+	// would tick nothing.
+	eventually.True(t, 5*time.Second, "Run's ticker", clk.HasWaiters)
 
 	valid := func(tok string) bool {
 		_, err := c.Check(context.Background(), Request{Recipient: testPrincipal(1), Authorization: "Bearer " + tok})
 		return err == nil
 	}
+	// waitFor lets one reload interval pass, then waits for its reload.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
+		clk.Step(time.Minute)
 		eventually.True(t, 5*time.Second, what, cond)
 	}
 
@@ -207,8 +216,9 @@ func TestTokensReload(t *testing.T) {
 	if c.TokenCount() != 0 || valid(plainToken) || valid(hashedToken) {
 		t.Fatalf("a broken reload left %d tokens in force", c.TokenCount())
 	}
-	// Reported once, not at every tick.
-	time.Sleep(30 * time.Millisecond)
+	// Reported once, not at every reload (each tick runs reloadTokens).
+	c.reloadTokens()
+	c.reloadTokens()
 	if n := strings.Count(logs.String(), "reload failed"); n != 1 {
 		t.Errorf("reload error logged %d times, want 1", n)
 	}

@@ -33,7 +33,7 @@ func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := loginState{State: randomToken(24), Nonce: randomToken(24), Verifier: oauth2.GenerateVerifier(),
-		Return: localPath(r.URL.Query().Get("return")), Expires: s.cfg.Now().Add(loginTTL)}
+		Return: localPath(r.URL.Query().Get("return")), Expires: s.cfg.Clock.Now().Add(loginTTL)}
 	v, err := s.seal.seal(cookieLogin, st)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "internal", "Sign-in failed; try again.")
@@ -51,7 +51,7 @@ func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	var st loginState
 	c, err := r.Cookie(cookieLogin)
-	if err != nil || !s.seal.open(cookieLogin, c.Value, &st) || !s.cfg.Now().Before(st.Expires) {
+	if err != nil || !s.seal.open(cookieLogin, c.Value, &st) || !s.cfg.Clock.Now().Before(st.Expires) {
 		s.fail(w, r, http.StatusBadRequest, "sign_in_expired", "This sign-in expired or was started in another browser; sign in again.")
 		return
 	}
@@ -73,7 +73,7 @@ func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := session{Issuer: p.Issuer, Subject: p.Subject, Email: p.Email, EmailVerified: p.EmailVerified, Name: p.Name,
-		Expires: s.cfg.Now().Add(s.cfg.SessionTTL)}
+		Expires: s.cfg.Clock.Now().Add(s.cfg.SessionTTL)}
 	for _, g := range p.Groups {
 		if s.cfg.KeepGroup == nil || s.cfg.KeepGroup(g) {
 			sess.Groups = append(sess.Groups, g)
@@ -112,7 +112,7 @@ func (s *Service) exchange(r *http.Request, code string, st loginState) (*Person
 	if raw == "" {
 		return nil, http.StatusBadGateway, "sign_in_no_id_token", "The sign-in provider sent no ID token; is the openid scope allowed for this client?"
 	}
-	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.ClientID, Now: s.cfg.Now}).Verify(oidc.ClientContext(ctx, s.cfg.HTTPClient), raw)
+	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.ClientID, Now: s.cfg.Clock.Now}).Verify(oidc.ClientContext(ctx, s.cfg.HTTPClient), raw)
 	if err != nil || idt.Nonce != st.Nonce {
 		s.log.Warn("sign-in: the ID token does not verify", "err", err, "nonce_ok", err == nil)
 		return nil, http.StatusBadGateway, ReasonTokenInvalid, "The sign-in provider's ID token does not verify; sign in again."

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	"k8s.io/utils/clock"
 )
 
 // Paths of the sign-in endpoints, under the faucet's own prefix.
@@ -70,8 +71,10 @@ type Config struct {
 	KeepGroup func(string) bool
 	// HTTPClient reaches the provider (nil: http.DefaultClient).
 	HTTPClient *http.Client
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Clock judges the cookies' and tokens' expiry and paces the retries
+	// of discovery (nil: the real clock).
+	Clock  clock.PassiveClock
+	Logger *slog.Logger
 }
 
 // Service is sign-in: the page's authorization-code flow with PKCE and a
@@ -111,8 +114,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -123,7 +126,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	client := cfg.HTTPClient
 	s := &Service{cfg: cfg, seal: seal, log: cfg.Logger,
-		verify: &verifier{issuer: cfg.Issuer, audiences: append([]string{cfg.ClientID}, cfg.Audiences...), now: cfg.Now, retry: discoveryRetry,
+		verify: &verifier{issuer: cfg.Issuer, audiences: append([]string{cfg.ClientID}, cfg.Audiences...), clock: cfg.Clock, retry: discoveryRetry,
 			client: &clientOpt{ctx: func(ctx context.Context) context.Context { return oidc.ClientContext(ctx, client) }, http: client}}}
 	return s, nil
 }
@@ -158,7 +161,7 @@ func (s *Service) Person(r *http.Request) (*Person, error) {
 	}
 	for _, c := range r.CookiesNamed(cookieSession) {
 		var sess session
-		if s.seal.open(cookieSession, c.Value, &sess) && s.cfg.Now().Before(sess.Expires) {
+		if s.seal.open(cookieSession, c.Value, &sess) && s.cfg.Clock.Now().Before(sess.Expires) {
 			return sess.person(), nil
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"k8s.io/utils/clock"
 )
 
 // TokenError is a bearer token (or sign-in) that does not name a person.
@@ -130,7 +131,7 @@ type verifier struct {
 	issuer    string
 	audiences []string // accepted: the client ID first
 	client    *clientOpt
-	now       func() time.Time
+	clock     clock.PassiveClock
 	retry     time.Duration
 
 	mu       sync.Mutex
@@ -154,10 +155,10 @@ func (v *verifier) discover(ctx context.Context) (*oidc.Provider, error) {
 	if v.provider != nil {
 		return v.provider, nil
 	}
-	if v.lastErr != nil && v.now().Sub(v.lastTry) < v.retry {
+	if v.lastErr != nil && v.clock.Since(v.lastTry) < v.retry {
 		return nil, v.lastErr
 	}
-	v.lastTry = v.now()
+	v.lastTry = v.clock.Now()
 	// Discovery outlives the request that triggered it: the provider and
 	// its key set are kept for every later one.
 	dctx, cancel := context.WithTimeout(v.client.ctx(context.WithoutCancel(ctx)), 10*time.Second)
@@ -177,7 +178,7 @@ func (v *verifier) discover(ctx context.Context) (*oidc.Provider, error) {
 // for a few seconds either way.
 func (v *verifier) reachable(ctx context.Context) error {
 	v.mu.Lock()
-	if !v.probedAt.IsZero() && v.now().Sub(v.probedAt) < probeTTL {
+	if !v.probedAt.IsZero() && v.clock.Since(v.probedAt) < probeTTL {
 		err := v.probeErr
 		v.mu.Unlock()
 		return err
@@ -199,7 +200,7 @@ func (v *verifier) reachable(ctx context.Context) error {
 		err = fmt.Errorf("the OpenID provider %s: %w", v.issuer, err)
 	}
 	v.mu.Lock()
-	v.probedAt, v.probeErr = v.now(), err
+	v.probedAt, v.probeErr = v.clock.Now(), err
 	v.mu.Unlock()
 	return err
 }
@@ -231,7 +232,7 @@ func (v *verifier) verify(ctx context.Context, token string) (*Person, error) {
 	}
 	vctx, cancel := context.WithTimeout(v.client.ctx(ctx), 10*time.Second)
 	defer cancel()
-	idt, err := p.Verifier(&oidc.Config{SkipClientIDCheck: true, Now: v.now}).Verify(vctx, token)
+	idt, err := p.Verifier(&oidc.Config{SkipClientIDCheck: true, Now: v.clock.Now}).Verify(vctx, token)
 	var expired *oidc.TokenExpiredError
 	switch {
 	case errors.As(err, &expired):

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Token is a SIP-010 token the faucet drips beside STX.
@@ -31,19 +31,38 @@ type Token struct {
 // sbtcTokenName is the fungible token the sBTC contract defines.
 const sbtcTokenName = "sbtc-token"
 
-// Engine is the engine's token.
-func (t Token) Engine() (faucet.Token, error) {
-	e := faucet.Token{Name: faucet.Asset(t.Name), Amount: t.Amount, RefillBelow: t.RefillBelow, RefillAmount: t.RefillAmount}
+// AssetInfo is the token t drips: its identifier parsed; fromPoX is true
+// for sBTC without one, whose contract is the one the node names in
+// /v2/pox (pox_5_sbtc_contract), token sbtc-token, looked up at each use.
+// The faucet and the operator both read a token through this one rule.
+func (t Token) AssetInfo() (asset stacks.AssetInfo, fromPoX bool, err error) {
 	if t.Asset == "" {
-		e.FromPoX, e.Asset = true, stacks.AssetInfo{Name: sbtcTokenName}
-		return e, nil
+		return stacks.AssetInfo{Name: sbtcTokenName}, true, nil
 	}
 	a, err := stacks.ParseAssetID(t.Asset)
 	if err != nil {
-		return faucet.Token{}, err
+		return stacks.AssetInfo{}, false, err
 	}
-	e.Asset = a
-	return e, nil
+	return a, false, nil
+}
+
+// check says why t cannot be dripped, or nil: the engine's rules, told
+// before one is built.
+func (t Token) check() error {
+	asset, fromPoX, err := t.AssetInfo()
+	switch {
+	case err != nil:
+		return err
+	case !settings.ValidAssetName(t.Name):
+		return fmt.Errorf("token name %q: want 1 to 32 lower-case letters, digits or '-', starting with a letter", t.Name)
+	case t.Name == settings.AssetSTX:
+		return fmt.Errorf("token name %q is STX's", t.Name)
+	case t.Amount == 0:
+		return fmt.Errorf("token %s: the amount per drip must be positive", t.Name)
+	case !fromPoX && asset.Contract.Address.IsMainnet():
+		return fmt.Errorf("token %s: %s is a mainnet contract; the faucet is testnet only", t.Name, asset)
+	}
+	return nil
 }
 
 // String is t as --token takes it.
@@ -170,7 +189,7 @@ func defaultAssets() Assets { return Assets{SBTC: SBTC{Limits: guard.DefaultAsse
 // BindFlags binds --token and the sBTC shorthand's flags.
 func (o *Assets) BindFlags(fs *Flags) {
 	fs.Var(&o.Tokens, "token", "drip a SIP-010 token beside STX, as comma-separated key=value pairs: name (its path /extended/v{1,3}/faucets/NAME), asset (ADDR.contract::token; sbtc may leave it out, to use the sBTC contract the node names in /v2/pox), amount (base units per drip), and optionally limit-address and limit-ip (N/window, default 5/5m and 30/5m), refill-below and refill-amount (with a treasury), low-drips; repeat the flag for more tokens")
-	fs.String(&o.SBTC.Asset, "sbtc-asset", "the sBTC shorthand for --token name=sbtc: sBTC's asset identifier, ADDR.contract::token (testnet sBTC: "+stacks.SBTCTestnet+"); without it, the contract the node names in /v2/pox (pox_5_sbtc_contract, Epoch 4.0); needs --sbtc-amount; with --devnet the devnet's own token")
+	fs.String(&o.SBTC.Asset, "sbtc-asset", "the sBTC shorthand for --token name=sbtc: sBTC's asset identifier, ADDR.contract::token (testnet sBTC: "+settings.SBTCTestnet+"); without it, the contract the node names in /v2/pox (pox_5_sbtc_contract, Epoch 4.0); needs --sbtc-amount; with --devnet the devnet's own token")
 	fs.Uint64(&o.SBTC.Amount, "sbtc-amount", "turn on the sBTC faucet: satoshis per drip (0 = sBTC off; with --devnet "+strconv.FormatUint(DevnetSBTCAmount, 10)+")")
 	fs.Var(limitValue{&o.SBTC.Limits.PerAddress}, "sbtc-limit-address", "sBTC drips per address, N/window, a bucket apart from STX's (0 disables)")
 	fs.Var(limitValue{&o.SBTC.Limits.PerIP}, "sbtc-limit-ip", "sBTC drips per client IP (IPv6 by /64), N/window (0 disables)")
@@ -226,16 +245,12 @@ func checkTokens(tokens []Token, hasTreasury bool) error {
 			// identifier is more likely a slip than a second sBTC.
 			return fmt.Errorf("%s: asset=ADDR.contract::token is required (only sbtc may leave it out, to use the contract the node names in /v2/pox)", flagName)
 		}
-		e, err := t.Engine()
-		if err != nil {
-			return fmt.Errorf("%s: %w", flagName, err)
-		}
-		if err := faucet.CheckToken(e); err != nil {
+		if err := t.check(); err != nil {
 			return fmt.Errorf("%s: %w", flagName, err)
 		}
 		if hasTreasury {
-			if _, err := e.ResolveRefills(); err != nil {
-				return fmt.Errorf("%s: %w", flagName, err)
+			if below, amount, err := settings.Refill(t.RefillBelow, t.RefillAmount, t.Amount); err != nil {
+				return fmt.Errorf("%s: token refill amount %d is below the token refill threshold %d; a refill must lift a key above it", flagName, amount, below)
 			}
 		}
 		if err := validLimit(flagName+" limit-address", t.Limits.PerAddress); err != nil {

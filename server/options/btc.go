@@ -3,15 +3,25 @@ package options
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/journal"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
+
+// BTCAmounts are the sats of each BTC drip size: v1 and v3's default, v1's
+// large=true and xlarge=true.
+type BTCAmounts struct {
+	Default, Large, XLarge int64
+}
+
+// BTCFees bound the fee rate of BTC payouts, sat/vB; Fallback is the rate
+// when the node has no estimate.
+type BTCFees struct {
+	Min, Max, Fallback int64
+}
 
 // BTC turns on the BTC faucet: regtest, signet or testnet BTC paid from
 // one key through a Bitcoin node's JSON-RPC (Bitcoin Core or btcd).
@@ -22,9 +32,9 @@ type BTC struct {
 	CredentialsFile string
 	KeyFile         string
 	Network         bitcoin.Network
-	Amounts         btcfaucet.Amounts
+	Amounts         BTCAmounts
 	StartHeight     int64
-	Fees            btcfaucet.Fees
+	Fees            BTCFees
 	BatchMax        int
 	RPCTimeout      time.Duration
 	Limits          guard.AssetLimits
@@ -33,9 +43,9 @@ type BTC struct {
 func defaultBTC() BTC {
 	return BTC{
 		Network:  bitcoin.Regtest,
-		Amounts:  btcfaucet.Amounts{Default: btcfaucet.DefaultAmount, Large: btcfaucet.DefaultLargeAmount, XLarge: btcfaucet.DefaultXLargeAmount},
-		Fees:     btcfaucet.Fees{Fallback: btcfaucet.DefaultFallbackFeeRate, Min: bitcoin.MinFeeRate, Max: btcfaucet.DefaultMaxFeeRate},
-		BatchMax: btcfaucet.DefaultBatchMax, RPCTimeout: btcnode.DefaultTimeout, Limits: guard.DefaultAssetLimits(),
+		Amounts:  BTCAmounts{Default: settings.BTCAmount, Large: settings.BTCLargeAmount, XLarge: settings.BTCXLargeAmount},
+		Fees:     BTCFees{Fallback: settings.BTCFallbackFeeRate, Min: bitcoin.MinFeeRate, Max: settings.BTCMaxFeeRate},
+		BatchMax: settings.BTCBatchMax, RPCTimeout: btcnode.DefaultTimeout, Limits: guard.DefaultAssetLimits(),
 	}
 }
 
@@ -79,8 +89,8 @@ func (o *BTC) validate(devnet bool) error {
 	if o.Fees.Max > bitcoin.MaxFeeRate {
 		return fmt.Errorf("--btc-max-fee-rate %d sat/vB is above the sanity cap of %d", o.Fees.Max, bitcoin.MaxFeeRate)
 	}
-	if o.BatchMax < 1 || o.BatchMax > btcfaucet.MaxBatch {
-		return fmt.Errorf("--btc-batch-max must be 1..%d, got %d", btcfaucet.MaxBatch, o.BatchMax)
+	if o.BatchMax < 1 || o.BatchMax > settings.BTCMaxBatch {
+		return fmt.Errorf("--btc-batch-max must be 1..%d, got %d", settings.BTCMaxBatch, o.BatchMax)
 	}
 	if o.RPCTimeout <= 0 {
 		return fmt.Errorf("--btc-rpc-timeout must be positive, got %s", o.RPCTimeout)
@@ -91,13 +101,4 @@ func (o *BTC) validate(devnet bool) error {
 		}
 	}
 	return nil
-}
-
-// FaucetConfig is the BTC faucet's configuration: its key and node, and
-// the journal its payouts go in (shared by replicas when shared).
-func (o *BTC) FaucetConfig(key *bitcoin.PrivateKey, node btcfaucet.FaucetNode, j journal.Store, shared bool, log *slog.Logger) btcfaucet.Config {
-	return btcfaucet.Config{
-		Key: key, Node: node, Journal: j, Shared: shared, Fees: o.Fees, Amounts: o.Amounts,
-		StartHeight: o.StartHeight, BatchMax: o.BatchMax, Logger: log,
-	}
 }

@@ -1,12 +1,10 @@
 package options
 
 import (
-	"log/slog"
 	"slices"
 
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // The devnet's own assets (configuration, like its genesis): sBTC at its
@@ -31,7 +29,7 @@ func (o *Serve) DevnetSBTCAsset() string {
 	if o.Assets.SBTC.Asset != "" {
 		return o.Assets.SBTC.Asset
 	}
-	return stacks.SBTCTestnet
+	return settings.SBTCTestnet
 }
 
 // TokenList is every token the faucet drips, in order: sBTC's shorthand,
@@ -53,60 +51,28 @@ func (o *Serve) TokenList() []Token {
 	return out
 }
 
-// EngineTokens are the engine's tokens.
-func (o *Serve) EngineTokens() ([]faucet.Token, error) {
-	var out []faucet.Token
-	for _, t := range o.TokenList() {
-		e, err := t.Engine()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
 // RateLimits are every asset's limits: STX's, each token's, BTC's.
 func (o *Serve) RateLimits() guard.Limits {
 	l := guard.Limits{PerAddress: o.Limits.Address, StackingPerAddress: o.Limits.Stacking, PerIP: o.Limits.IP,
-		Budgets: map[string]guard.Budget{string(faucet.AssetSTX): o.Budgets.Of(string(faucet.AssetSTX), o.Amounts.Default)}}
+		Budgets: map[string]guard.Budget{settings.AssetSTX: o.Budgets.Of(settings.AssetSTX, o.Amounts.Default)}}
 	for _, t := range o.TokenList() {
 		l = l.With(t.Name, t.Limits)
 		l.Budgets[t.Name] = o.Budgets.Of(t.Name, t.Amount)
 	}
 	if o.btcOn() {
-		l.Budgets["btc"] = o.Budgets.Of("btc", uint64(max(o.BTC.Amounts.Default, 0)))
+		l.Budgets[settings.AssetBTC] = o.Budgets.Of(settings.AssetBTC, uint64(max(o.BTC.Amounts.Default, 0)))
 	}
-	return l.With("btc", o.BTC.Limits)
+	return l.With(settings.AssetBTC, o.BTC.Limits)
 }
 
 // LowDrips are the assets' thresholds of "low" that differ from
 // --low-drips.
-func (o *Serve) LowDrips() map[faucet.Asset]int {
-	m := map[faucet.Asset]int{}
+func (o *Serve) LowDrips() map[string]int {
+	m := map[string]int{}
 	for _, t := range o.TokenList() {
 		if t.LowDrips > 0 {
-			m[faucet.Asset(t.Name)] = t.LowDrips
+			m[t.Name] = t.LowDrips
 		}
 	}
 	return m
-}
-
-// EngineConfig is the Stacks engine's configuration: keys, node and
-// state given, the rest from the flags.
-func (o *Serve) EngineConfig(keys []*stacks.PrivateKey, treasury *stacks.PrivateKey, node faucet.NodeClient, state faucet.State, log *slog.Logger) (faucet.Config, error) {
-	batching, err := o.Batching.Engine()
-	if err != nil {
-		return faucet.Config{}, err
-	}
-	tokens, err := o.EngineTokens()
-	if err != nil {
-		return faucet.Config{}, err
-	}
-	return faucet.Config{
-		Keys: keys, Node: node, ChainID: uint32(o.Node.ChainID), Logger: log,
-		Amounts: o.Amounts.Engine(), Tokens: tokens, Fees: o.Fees.Engine(), Batching: batching,
-		Refills: faucet.Refills{Treasury: treasury, Below: o.Keys.RefillBelow, Amount: o.Keys.RefillAmount},
-		State:   state, Timing: o.Sending.Engine(),
-	}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Amounts are what an STX drip pays.
@@ -20,7 +20,7 @@ type Amounts struct {
 }
 
 func defaultAmounts() Amounts {
-	return Amounts{Default: faucet.DefaultAmount, StackingPadding: faucet.DefaultStackingPadding, Memo: faucet.DefaultMemo}
+	return Amounts{Default: settings.STXAmount, StackingPadding: settings.StackingPadding, Memo: settings.Memo}
 }
 
 // BindFlags binds --amount, --stacking-amount, --stacking-padding-percent
@@ -44,19 +44,13 @@ func (o *Amounts) validate() error {
 	return nil
 }
 
-// Engine is the engine's amounts.
-func (o *Amounts) Engine() faucet.Amounts {
-	padding := o.StackingPadding
-	return faucet.Amounts{Default: o.Default, Stacking: o.Stacking, StackingPaddingPercent: &padding, Memo: o.Memo}
-}
-
 // Fees price a Stacks transaction, in µSTX.
 type Fees struct {
 	Min, Max, Fallback, Reserve uint64
 }
 
 func defaultFees() Fees {
-	return Fees{Min: faucet.DefaultFeeMin, Max: faucet.DefaultFeeMax, Fallback: faucet.DefaultFeeFallback}
+	return Fees{Min: settings.FeeMin, Max: settings.FeeMax, Fallback: settings.FeeFallback}
 }
 
 // BindFlags binds --fee-min, --fee-max, --fee-fallback and --fee-reserve.
@@ -67,11 +61,6 @@ func (o *Fees) BindFlags(fs *Flags) {
 	fs.Uint64(&o.Reserve, "fee-reserve", "µSTX each key keeps back beyond in-flight spends")
 }
 
-// Engine is the engine's fees.
-func (o *Fees) Engine() faucet.Fees {
-	return faucet.Fees{Min: o.Min, Max: o.Max, Fallback: o.Fallback, Reserve: o.Reserve}
-}
-
 // Sending bounds how the engine sends and waits.
 type Sending struct {
 	MaxInFlight int
@@ -80,7 +69,7 @@ type Sending struct {
 }
 
 func defaultSending() Sending {
-	return Sending{MaxInFlight: faucet.DefaultMaxInFlight, BusyWait: faucet.DefaultBusyWait, StuckBlocks: faucet.DefaultStuckBlocks}
+	return Sending{MaxInFlight: settings.MaxInFlight, BusyWait: settings.BusyWait, StuckBlocks: settings.StuckBlocks}
 }
 
 // BindFlags binds --max-in-flight, --busy-wait and --stuck-blocks.
@@ -88,11 +77,6 @@ func (o *Sending) BindFlags(fs *Flags) {
 	fs.Int(&o.MaxInFlight, "max-in-flight", "unconfirmed transactions per key (the node's chaining limit is 25)")
 	fs.Duration(&o.BusyWait, "busy-wait", "how long a drip waits for a free in-flight slot before answering busy")
 	fs.Uint64(&o.StuckBlocks, "stuck-blocks", "blocks without nonce progress before a stuck nonce is repaired")
-}
-
-// Engine is the engine's timing.
-func (o *Sending) Engine() faucet.Timing {
-	return faucet.Timing{MaxInFlight: o.MaxInFlight, StuckBlocks: o.StuckBlocks, BusyWait: o.BusyWait}
 }
 
 // Batching gathers default drips into send-many calls.
@@ -103,7 +87,7 @@ type Batching struct {
 }
 
 func defaultBatching() Batching {
-	return Batching{Max: faucet.DefaultBatchMax, Contract: stacks.SendManyMemoTestnet}
+	return Batching{Max: settings.BatchMax, Contract: stacks.SendManyMemoTestnet}
 }
 
 // BindFlags binds --batch-max, --batch-window and --batch-contract.
@@ -117,21 +101,24 @@ func (o *Batching) validate() error {
 	if o.Window < 0 {
 		return fmt.Errorf("--batch-window must be positive, or 0 for adaptive; got %s", o.Window)
 	}
-	if _, err := o.Engine(); err != nil {
+	if o.Max < 0 || o.Max > settings.BatchMax {
+		return fmt.Errorf("--batch-max %d out of range (2..%d, or 0 or 1 for off)", o.Max, settings.BatchMax)
+	}
+	id, err := o.ContractID()
+	if err != nil {
 		return err
+	}
+	if id.Address.IsMainnet() {
+		return fmt.Errorf("--batch-contract %s is on mainnet; the faucet is testnet only", id)
 	}
 	return nil
 }
 
-// Engine is the engine's batching, checked by its rules.
-func (o *Batching) Engine() (faucet.Batching, error) {
+// ContractID is --batch-contract parsed.
+func (o *Batching) ContractID() (stacks.ContractID, error) {
 	id, err := stacks.ParseContractID(o.Contract)
 	if err != nil {
-		return faucet.Batching{}, fmt.Errorf("--batch-contract: %w", err)
+		return stacks.ContractID{}, fmt.Errorf("--batch-contract: %w", err)
 	}
-	b := faucet.Batching{Max: o.Max, Window: o.Window, Contract: id}
-	if _, err := b.Resolve(); err != nil {
-		return faucet.Batching{}, fmt.Errorf("--batch-max/--batch-contract: %w", err)
-	}
-	return b, nil
+	return id, nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Node is the Stacks nodes the faucet reads from and sends through.
@@ -71,13 +71,14 @@ func (o *Keys) validate(hasTreasury bool, a Amounts, f Fees) error {
 	if !hasTreasury && (o.RefillBelow != 0 || o.RefillAmount != 0) {
 		return errors.New("--refill-below and --refill-amount need a treasury: --treasury-key-file (or --devnet-treasury)")
 	}
-	if _, err := o.Refills(a, f); err != nil {
+	if _, _, err := o.Refills(a, f); err != nil {
 		return fmt.Errorf("--refill-below/--refill-amount: %w", err)
 	}
 	return nil
 }
 
-// Refills are the refill flags with the engine's defaults applied.
-func (o *Keys) Refills(a Amounts, f Fees) (faucet.Refills, error) {
-	return faucet.Refills{Below: o.RefillBelow, Amount: o.RefillAmount}.Resolve(a.Default, f.Fallback)
+// Refills are the refill flags with the defaults applied: the µSTX
+// threshold below which a key is topped up, and the top-up.
+func (o *Keys) Refills(a Amounts, f Fees) (below, amount uint64, err error) {
+	return settings.Refill(o.RefillBelow, o.RefillAmount, settings.DripCost(a.Default, f.Fallback))
 }

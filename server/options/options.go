@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -189,12 +189,12 @@ func (o *Serve) CheckSwitches(st switches.State) error {
 
 // assetNames lists the assets the faucet drips: stx, its tokens, btc.
 func (o *Serve) assetNames() []string {
-	known := []string{string(faucet.AssetSTX)}
+	known := []string{settings.AssetSTX}
 	for _, t := range o.TokenList() {
 		known = append(known, t.Name)
 	}
 	if o.btcOn() {
-		known = append(known, "btc")
+		known = append(known, settings.AssetBTC)
 	}
 	return known
 }

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
 	"github.com/stxfaucet/faucet-operator/server/options"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // parse binds serve's flags to a copy of Defaults() and parses args, as
@@ -100,7 +100,7 @@ func everySet() options.Serve {
 				// No asset: the sBTC contract the node names; no limits.
 				{Name: "pox-sbtc", Amount: 1, Limits: guard.AssetLimits{}},
 			},
-			SBTC: options.SBTC{Asset: stacks.SBTCTestnet, Amount: 250_000,
+			SBTC: options.SBTC{Asset: settings.SBTCTestnet, Amount: 250_000,
 				Limits: guard.AssetLimits{
 					PerAddress: guard.Limit{Requests: 2, Window: 48 * time.Hour},
 					PerIP:      guard.Limit{Requests: 9, Window: 10 * time.Minute},
@@ -110,9 +110,9 @@ func everySet() options.Serve {
 		BTC: options.BTC{
 			RPCURLs: options.URLList{"http://bitcoind.btc.svc:38332"}, CredentialsFile: "/etc/faucet/btc-rpc/cookie", KeyFile: "/etc/faucet/btc-key/btc.txt",
 			Network:     bitcoin.Signet,
-			Amounts:     btcfaucet.Amounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000},
+			Amounts:     options.BTCAmounts{Default: 20_000, Large: 2_000_000, XLarge: 40_000_000},
 			StartHeight: 230_000,
-			Fees:        btcfaucet.Fees{Fallback: 3, Min: 2, Max: 40},
+			Fees:        options.BTCFees{Fallback: 3, Min: 2, Max: 40},
 			BatchMax:    17, RPCTimeout: 45 * time.Second,
 			Limits: guard.AssetLimits{
 				PerAddress: guard.Limit{Requests: 4, Window: 2 * time.Hour},
@@ -301,7 +301,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"batch too big":              {base: real, mutate: func(o *options.Serve) { o.Batching.Max = 201 }, want: "--batch-max"},
 		"refills without a treasury": {base: real, mutate: func(o *options.Serve) { o.Keys.RefillBelow = 10 }, want: "--refill-below and --refill-amount need a treasury"},
 		"refill below its threshold": {base: treasury, mutate: func(o *options.Serve) { o.Keys.RefillBelow, o.Keys.RefillAmount = 10, 9 }, want: "--refill-below/--refill-amount"},
-		"sBTC asset without amount":  {base: real, mutate: func(o *options.Serve) { o.Assets.SBTC.Asset = stacks.SBTCTestnet }, want: "--sbtc-asset needs --sbtc-amount"},
+		"sBTC asset without amount":  {base: real, mutate: func(o *options.Serve) { o.Assets.SBTC.Asset = settings.SBTCTestnet }, want: "--sbtc-asset needs --sbtc-amount"},
 		"sBTC refill without sBTC":   {base: treasury, mutate: func(o *options.Serve) { o.Assets.SBTC.RefillBelow = 5 }, want: "--sbtc-refill-below and --sbtc-refill-amount need the sBTC faucet on"},
 		"sBTC refill without a treasury": {base: real, mutate: func(o *options.Serve) { o.Assets.SBTC.Amount, o.Assets.SBTC.RefillAmount = 1, 5 },
 			want: "--sbtc-refill-below and --sbtc-refill-amount need a treasury"},
@@ -317,22 +317,22 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		}, want: "--token tusd: the name tusd is given twice"},
 		"a token named sbtc beside --sbtc-amount": {base: real, mutate: func(o *options.Serve) {
 			o.Assets.SBTC.Amount = 1
-			o.Assets.Tokens = options.TokenList{{Name: "sbtc", Asset: stacks.SBTCTestnet, Amount: 1}}
+			o.Assets.Tokens = options.TokenList{{Name: "sbtc", Asset: settings.SBTCTestnet, Amount: 1}}
 		}, want: "the name sbtc is given twice"},
 		"token bad asset": {base: real, mutate: func(o *options.Serve) {
 			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token", Amount: 1}}
 		}, want: "--token tusd: bad asset identifier"},
 		"token bad name": {base: real, mutate: func(o *options.Serve) {
-			o.Assets.Tokens = options.TokenList{{Name: "Big Coin", Asset: stacks.SBTCTestnet, Amount: 1}}
+			o.Assets.Tokens = options.TokenList{{Name: "Big Coin", Asset: settings.SBTCTestnet, Amount: 1}}
 		}, want: "--token Big Coin"},
 		"token zero amount": {base: real, mutate: func(o *options.Serve) {
-			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: stacks.SBTCTestnet}}
+			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: settings.SBTCTestnet}}
 		}, want: "--token tusd: token tusd: the amount per drip must be positive"},
 		"token refill without a treasury": {base: real, mutate: func(o *options.Serve) {
-			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: stacks.SBTCTestnet, Amount: 1, RefillBelow: 5}}
+			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: settings.SBTCTestnet, Amount: 1, RefillBelow: 5}}
 		}, want: "--token tusd: refill-below and refill-amount need a treasury"},
 		"token refill below its threshold": {base: treasury, mutate: func(o *options.Serve) {
-			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: stacks.SBTCTestnet, Amount: 1, RefillBelow: 10, RefillAmount: 9}}
+			o.Assets.Tokens = options.TokenList{{Name: "tusd", Asset: settings.SBTCTestnet, Amount: 1, RefillBelow: 10, RefillAmount: 9}}
 		}, want: "--token tusd: token refill amount 9 is below the token refill threshold 10"},
 		"BTC key without URL":   {base: real, mutate: func(o *options.Serve) { o.BTC.KeyFile = "/btc" }, want: "--btc-key-file needs --btc-rpc-url"},
 		"BTC URL without key":   {base: real, mutate: func(o *options.Serve) { o.BTC.RPCURLs = options.URLList{"http://btc:18443"} }, want: "--btc-rpc-url needs --btc-key-file"},
@@ -453,16 +453,13 @@ func TestTokensAndLimits(t *testing.T) {
 	if got := o.LowDrips(); len(got) != 1 || got["tusd"] != 40 {
 		t.Errorf("LowDrips %v, want only tusd's 40", got)
 	}
-	engine, err := o.EngineTokens()
-	if err != nil {
-		t.Fatal(err)
+	tokens := o.TokenList()
+	if a, fromPoX, err := tokens[0].AssetInfo(); err != nil || fromPoX || a.String() != settings.SBTCTestnet ||
+		tokens[0].Amount != 250_000 || tokens[0].RefillBelow != 5_000_000 || tokens[0].RefillAmount != 50_000_000 {
+		t.Errorf("sBTC's token %+v: %v, %v, %v", tokens[0], a, fromPoX, err)
 	}
-	if engine[0].FromPoX || engine[0].Asset.String() != stacks.SBTCTestnet || engine[0].Amount != 250_000 ||
-		engine[0].RefillBelow != 5_000_000 || engine[0].RefillAmount != 50_000_000 {
-		t.Errorf("sBTC's engine token %+v", engine[0])
-	}
-	if !engine[2].FromPoX || engine[2].Asset.Name != "sbtc-token" || engine[2].Asset.Contract != (stacks.ContractID{}) {
-		t.Errorf("a token without an asset is the sBTC contract the node names: %+v", engine[2])
+	if a, fromPoX, err := tokens[2].AssetInfo(); err != nil || !fromPoX || a.Name != "sbtc-token" || a.Contract != (stacks.ContractID{}) {
+		t.Errorf("a token without an asset is the sBTC contract the node names: %+v", a)
 	}
 
 	// The devnet turns sBTC (found in its /v2/pox) and tUSD on by default.
@@ -478,7 +475,7 @@ func TestTokensAndLimits(t *testing.T) {
 			t.Errorf("devnet token %s has limits %+v, want the default ones", tok.Name, tok.Limits)
 		}
 	}
-	if d.DevnetSBTCAsset() != stacks.SBTCTestnet {
+	if d.DevnetSBTCAsset() != settings.SBTCTestnet {
 		t.Errorf("the devnet deploys sBTC at %s", d.DevnetSBTCAsset())
 	}
 	d.Devnet.SBTC, d.Devnet.TestToken = false, false

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Store is where the faucet keeps its state.
@@ -66,8 +66,8 @@ type HTTP struct {
 }
 
 func defaultHTTP() HTTP {
-	return HTTP{Listen: fmt.Sprintf(":%d", server.DefaultPort), StatusCacheTTL: server.DefaultStatusCacheTTL,
-		ExplorerTxURL: server.DefaultExplorerTxURL, LowDrips: server.DefaultLowDrips, MCP: true}
+	return HTTP{Listen: fmt.Sprintf(":%d", settings.Port), StatusCacheTTL: settings.StatusCacheTTL,
+		ExplorerTxURL: settings.ExplorerTxURL, LowDrips: settings.LowDrips, MCP: true}
 }
 
 // BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
 )
@@ -237,7 +239,7 @@ func setTier(t *identity.Tier, k, v string) error {
 // Service builds the sign-in service, reading its files (nil when sign-in
 // is off). warn is set when the session key had to be made up: sessions
 // then end with the process and do not carry across replicas.
-func (o *SignIn) Service(trustProxy bool, log *slog.Logger) (svc *identity.Service, warn string, err error) {
+func (o *SignIn) Service(trustProxy bool, clk clock.PassiveClock, log *slog.Logger) (svc *identity.Service, warn string, err error) {
 	if !o.On() {
 		return nil, "", nil
 	}
@@ -271,7 +273,7 @@ func (o *SignIn) Service(trustProxy bool, log *slog.Logger) (svc *identity.Servi
 	svc, err = identity.New(identity.Config{
 		Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, Scopes: o.scopes(), Audiences: o.Audiences,
 		PublicURL: o.PublicURL, TrustForwardedProto: trustProxy, SessionKey: key, SessionTTL: o.SessionTTL,
-		KeepGroup: o.keepGroup(), HTTPClient: &http.Client{Timeout: 10 * time.Second}, Logger: log,
+		KeepGroup: o.keepGroup(), HTTPClient: &http.Client{Timeout: 10 * time.Second}, Logger: log, Clock: clk,
 	})
 	if err != nil {
 		return nil, "", err

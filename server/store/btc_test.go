@@ -185,7 +185,7 @@ func startBTCReplica(t *testing.T, uri, name string, key *bitcoin.PrivateKey, c 
 	kept, ran := make(chan struct{}), make(chan error, 1)
 	go func() {
 		defer close(kept)
-		journal.Keep(ctx, s, r, 100*time.Millisecond, testLogger(t))
+		journal.Keep(ctx, nil, s, r, 100*time.Millisecond, testLogger(t))
 	}()
 	go func() { ran <- f.Run(ctx) }()
 	var once sync.Once

@@ -17,11 +17,12 @@ import (
 
 	"github.com/btcsuite/btcd/btcutil"
 	"github.com/btcsuite/btcd/chaincfg"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
 	"github.com/stxfaucet/faucet-operator/server/journal"
 	"github.com/stxfaucet/faucet-operator/server/store"
 	"github.com/stxfaucet/faucet-operator/server/store/pgtest"
@@ -51,8 +52,8 @@ func TestContractSQLite(t *testing.T) {
 	runContract(t, func(t *testing.T) subject { return storeSubject(openSQLite(t)) })
 	// One process per file (the store's lock sees to it), so every
 	// caller shares the one store.
-	runChallengeContract(t, func(t *testing.T, n int, now func() time.Time) []challengeStore {
-		s := openSQLitePath(t, filepath.Join(t.TempDir(), "faucet.db"), store.Options{Now: now})
+	runChallengeContract(t, func(t *testing.T, n int, clk clock.WithTicker) []challengeStore {
+		s := openSQLitePath(t, filepath.Join(t.TempDir(), "faucet.db"), store.Options{Clock: clk})
 		out := make([]challengeStore, n)
 		for i := range out {
 			out[i] = s
@@ -64,11 +65,11 @@ func TestContractSQLite(t *testing.T) {
 func TestContractPostgres(t *testing.T) {
 	runContract(t, func(t *testing.T) subject { return storeSubject(openPostgres(t)) })
 	// Two replicas on one database.
-	runChallengeContract(t, func(t *testing.T, n int, now func() time.Time) []challengeStore {
+	runChallengeContract(t, func(t *testing.T, n int, clk clock.WithTicker) []challengeStore {
 		uri := pgtest.Shared(t).CreateDB(t)
 		out := make([]challengeStore, n)
 		for i := range out {
-			out[i] = openPostgresURI(t, uri, store.Options{Now: now})
+			out[i] = openPostgresURI(t, uri, store.Options{Clock: clk})
 		}
 		return out
 	})
@@ -702,13 +703,13 @@ type challengeStore interface {
 }
 
 // challengeOpener opens n handles ("replicas") on one fresh database, all
-// judging expiry by now.
-type challengeOpener func(t *testing.T, n int, now func() time.Time) []challengeStore
+// judging expiry by clk.
+type challengeOpener func(t *testing.T, n int, clk clock.WithTicker) []challengeStore
 
 func runChallengeContract(t *testing.T, open challengeOpener) {
 	for _, c := range []struct {
 		name string
-		run  func(*testing.T, []challengeStore, *clocktest.Manual)
+		run  func(*testing.T, []challengeStore, *clocktesting.FakeClock)
 	}{
 		{"ChallengeSpendOnce", testChallengeSpendOnce},
 		{"ChallengeConcurrent", testChallengeConcurrent},
@@ -718,8 +719,8 @@ func runChallengeContract(t *testing.T, open challengeOpener) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			clk := clocktest.New()
-			c.run(t, open(t, 2, clk.Now), clk)
+			clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+			c.run(t, open(t, 2, clk), clk)
 		})
 	}
 }
@@ -734,7 +735,7 @@ func spend(t *testing.T, s challengeStore, id string, expires time.Time) bool {
 	return fresh
 }
 
-func testChallengeSpendOnce(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+func testChallengeSpendOnce(t *testing.T, ss []challengeStore, clk *clocktesting.FakeClock) {
 	exp := clk.Now().Add(5 * time.Minute)
 	if !spend(t, ss[0], "c1", exp) {
 		t.Fatal("first spend not fresh")
@@ -788,7 +789,7 @@ func concurrentSpend(t *testing.T, ss []challengeStore, n int, id string, expire
 	return int(fresh.Load())
 }
 
-func testChallengeConcurrent(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+func testChallengeConcurrent(t *testing.T, ss []challengeStore, clk *clocktesting.FakeClock) {
 	exp := clk.Now().Add(time.Minute)
 	if got := concurrentSpend(t, ss[:1], 32, "one-store", exp); got != 1 {
 		t.Fatalf("%d of 32 concurrent spends on one store fresh, want exactly 1", got)
@@ -815,24 +816,24 @@ func testChallengeConcurrent(t *testing.T, ss []challengeStore, clk *clocktest.M
 		t.Fatalf("%d fresh spends of %d ids spent 4 times each, want %d", got, ids, ids)
 	}
 	// Re-spending an expired id races the same way.
-	clk.Advance(time.Minute)
+	clk.Step(time.Minute)
 	if got := concurrentSpend(t, ss, 32, "two-stores", clk.Now().Add(time.Minute)); got != 1 {
 		t.Fatalf("%d of 32 concurrent spends of an expired id fresh, want exactly 1", got)
 	}
 }
 
-func testChallengeExpiry(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+func testChallengeExpiry(t *testing.T, ss []challengeStore, clk *clocktesting.FakeClock) {
 	exp := clk.Now().Add(time.Minute)
 	if !spend(t, ss[0], "e", exp) {
 		t.Fatal("first spend not fresh")
 	}
-	clk.Advance(time.Minute - time.Nanosecond)
+	clk.Step(time.Minute - time.Nanosecond)
 	if spend(t, ss[1], "e", clk.Now().Add(time.Minute)) {
 		t.Fatal("spent 1ns before its expiry: fresh")
 	}
 	// That refused spend did not move the expiry: at exp it has expired,
 	// and may be spent again (with a new expiry) although not yet pruned.
-	clk.Advance(time.Nanosecond)
+	clk.Step(time.Nanosecond)
 	exp2 := clk.Now().Add(time.Minute)
 	if !spend(t, ss[1], "e", exp2) {
 		t.Fatal("spend at its expiry: not fresh")
@@ -840,7 +841,7 @@ func testChallengeExpiry(t *testing.T, ss []challengeStore, clk *clocktest.Manua
 	if spend(t, ss[0], "e", exp2) {
 		t.Fatal("second spend after re-spending: fresh")
 	}
-	clk.Advance(time.Minute - time.Nanosecond)
+	clk.Step(time.Minute - time.Nanosecond)
 	if spend(t, ss[0], "e", exp2) {
 		t.Fatal("the re-spend's expiry was not kept")
 	}
@@ -852,7 +853,7 @@ func testChallengeExpiry(t *testing.T, ss []challengeStore, clk *clocktest.Manua
 	}
 }
 
-func testChallengePrune(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+func testChallengePrune(t *testing.T, ss []challengeStore, clk *clocktesting.FakeClock) {
 	ctx := t.Context()
 	at := clk.Now()
 	for i, d := range []time.Duration{1, 2, 3} {
@@ -884,7 +885,7 @@ func testChallengePrune(t *testing.T, ss []challengeStore, clk *clocktest.Manual
 	}
 }
 
-func testChallengeErrors(t *testing.T, ss []challengeStore, clk *clocktest.Manual) {
+func testChallengeErrors(t *testing.T, ss []challengeStore, clk *clocktesting.FakeClock) {
 	ctx := t.Context()
 	if _, err := ss[0].SpendChallenge(ctx, "", clk.Now().Add(time.Minute)); err == nil || errors.Is(err, faucet.ErrStoreUnavailable) {
 		t.Fatalf("empty id: %v, want a plain error", err)

@@ -10,12 +10,15 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // lockFile takes an exclusive advisory lock (flock) on path, creating it,
 // and holds it until the returned file is closed or the process exits. While
-// another process holds it, it waits, saying so once, until ctx ends.
-func lockFile(ctx context.Context, path string, log *slog.Logger) (*os.File, error) {
+// another process holds it, it waits, saying so once, until ctx ends,
+// trying again every 200 ms of clk.
+func lockFile(ctx context.Context, path string, log *slog.Logger, clk clock.Clock) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
@@ -41,7 +44,7 @@ func lockFile(ctx context.Context, path string, log *slog.Logger) (*os.File, err
 		case <-ctx.Done():
 			f.Close()
 			return nil, fmt.Errorf("lock %s: another faucet process still holds the store: %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		case <-clk.After(200 * time.Millisecond):
 		}
 	}
 }

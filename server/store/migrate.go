@@ -114,9 +114,10 @@ type migrationTx interface {
 
 // applyMigrations creates the version table if needed and applies what the
 // database at its recorded version still lacks, inside the caller's
-// transaction. wrap classifies the driver's errors. It returns the version
-// reached and whether anything was applied.
-func applyMigrations(ctx context.Context, tx migrationTx, d dialect, wrap func(op string, err error) error) (version int, applied bool, err error) {
+// transaction, each recorded as applied at now. wrap classifies the
+// driver's errors. It returns the version reached and whether anything was
+// applied.
+func applyMigrations(ctx context.Context, tx migrationTx, d dialect, wrap func(op string, err error) error, now time.Time) (version int, applied bool, err error) {
 	if err := tx.exec(ctx, createMigrationsTable); err != nil {
 		return 0, false, wrap("migrate", err)
 	}
@@ -133,7 +134,7 @@ func applyMigrations(ctx context.Context, tx migrationTx, d dialect, wrap func(o
 			return 0, false, wrap("migration "+m.name, err)
 		}
 		if err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
+			m.version, m.name, now.UnixNano()); err != nil {
 			return 0, false, wrap("migration "+m.name, err)
 		}
 		current = m.version

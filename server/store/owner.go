@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/journal"
 )
@@ -94,8 +95,8 @@ func (o *ownership) forget(key string) {
 
 // stop ends Run, if under way, and waits for it: its connection closes, so
 // Postgres releases its locks at once. Run is given a few seconds to
-// return from the handler; then its socket is closed under it.
-func (o *ownership) stop() {
+// return from the handler (by clk); then its socket is closed under it.
+func (o *ownership) stop(clk clock.Clock) {
 	o.mu.Lock()
 	o.closed = true
 	cancel, done := o.cancel, o.done
@@ -107,7 +108,7 @@ func (o *ownership) stop() {
 	select {
 	case <-done:
 		return
-	case <-time.After(5 * time.Second):
+	case <-clk.After(5 * time.Second):
 	}
 	o.mu.Lock()
 	if o.conn != nil {
@@ -252,7 +253,7 @@ func (r *ownerRun) run(ctx context.Context) (err error) {
 	}
 	log.Info("key ownership started", "replica", r.name, "keys", len(r.keys))
 
-	t := time.NewTicker(r.p.opts.OwnershipInterval)
+	t := r.p.opts.Clock.NewTicker(r.p.opts.OwnershipInterval)
 	defer t.Stop()
 	for {
 		if err := r.balance(ctx); err != nil {
@@ -264,7 +265,7 @@ func (r *ownerRun) run(ctx context.Context) (err error) {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -154,7 +154,7 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, sqlMigrationLock); err != nil {
 		return pgErr("migrate: lock", err)
 	}
-	current, applied, err := applyMigrations(ctx, pgMigrationTx{tx}, pgDialect, pgErr)
+	current, applied, err := applyMigrations(ctx, pgMigrationTx{tx}, pgDialect, pgErr, p.opts.Clock.Now())
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (p *Postgres) Ping(ctx context.Context) error {
 // connection) and closes the pool.
 func (p *Postgres) Close() error {
 	p.closeOnce.Do(func() {
-		p.own.stop()
+		p.own.stop(p.opts.Clock)
 		p.pool.Close()
 	})
 	return nil
@@ -400,10 +400,10 @@ func (p *Postgres) PruneSlots(ctx context.Context, now time.Time) (int64, error)
 
 // SpendChallenge marks a proof-of-work challenge id used until expires;
 // fresh is false when it was already spent and has not expired by
-// Options.Now. One INSERT … ON CONFLICT: of replicas spending one id at
+// Options.Clock. One INSERT … ON CONFLICT: of replicas spending one id at
 // once, exactly one sees it fresh.
 func (p *Postgres) SpendChallenge(ctx context.Context, id string, expires time.Time) (bool, error) {
-	args, err := spendArgs(id, expires, p.opts.Now())
+	args, err := spendArgs(id, expires, p.opts.Clock.Now())
 	if err != nil {
 		return false, err
 	}
@@ -467,8 +467,8 @@ func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripReco
 
 // RunPruner deletes old history, expired slots and expired spent
 // challenges until ctx ends.
-func (p *Postgres) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
-	runPruner(ctx, p.log, p, retention, interval, now)
+func (p *Postgres) RunPruner(ctx context.Context, retention, interval time.Duration) {
+	runPruner(ctx, p.log, p, retention, interval, p.opts.Clock)
 }
 
 // pgErr wraps err with op, marking errors caused by the server being

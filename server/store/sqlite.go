@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -37,7 +39,7 @@ type SQLite struct {
 	put, del, record, nth, slot, spend, use *sql.Stmt // on writer
 	readPool, draw, undraw                  *sql.Stmt // on writer: the budget pools
 	list, byTxID                            *sql.Stmt // on reader
-	now                                     func() time.Time
+	clock                                   clock.WithTicker
 
 	ops        chan *writeOp // to the writer goroutine
 	closing    chan struct{}
@@ -78,7 +80,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 		return nil, fail(errors.New("the path must not contain '?' or '#'"))
 	}
 	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
-	s := &SQLite{path: path, log: opts.Logger, now: opts.Now, ops: make(chan *writeOp), closing: make(chan struct{})}
+	s := &SQLite{path: path, log: opts.Logger, clock: opts.Clock, ops: make(chan *writeOp), closing: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -90,7 +92,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (_ *SQLite, err 
 	// starts while the old one still drains, on the same volume: the new
 	// one waits here until the old one exits.
 	lockCtx, cancelLock := context.WithTimeout(ctx, opts.LockTimeout)
-	s.lock, err = lockFile(lockCtx, path+".lock", opts.Logger)
+	s.lock, err = lockFile(lockCtx, path+".lock", opts.Logger, opts.Clock)
 	cancelLock()
 	if err != nil {
 		return nil, fail(fmt.Errorf("%w: %w", faucet.ErrStoreUnavailable, err))
@@ -148,7 +150,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		return sqliteErr("migrate", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	current, applied, err := applyMigrations(ctx, sqlMigrationTx{tx}, sqliteDialect, sqliteErr)
+	current, applied, err := applyMigrations(ctx, sqlMigrationTx{tx}, sqliteDialect, sqliteErr, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -443,10 +445,10 @@ func (s *SQLite) ReadPools(ctx context.Context, now time.Time, d guard.Draw) ([]
 
 // SpendChallenge marks a proof-of-work challenge id used until expires;
 // fresh is false when it was already spent and has not expired by
-// Options.Now. It is one statement in a write transaction (group-committed
+// Options.Clock. It is one statement in a write transaction (group-committed
 // with other writes), so two stores on one file cannot both see it fresh.
 func (s *SQLite) SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error) {
-	args, err := spendArgs(id, expires, s.now())
+	args, err := spendArgs(id, expires, s.clock.Now())
 	if err != nil {
 		return false, err
 	}
@@ -557,8 +559,8 @@ func (r *dripRow) record() faucet.DripRecord {
 
 // RunPruner deletes old history, expired slots and expired spent
 // challenges until ctx ends.
-func (s *SQLite) RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time) {
-	runPruner(ctx, s.log, s, retention, interval, now)
+func (s *SQLite) RunPruner(ctx context.Context, retention, interval time.Duration) {
+	runPruner(ctx, s.log, s, retention, interval, s.clock)
 }
 
 // sqliteErr wraps err with op, marking lock timeouts, I/O failures and a

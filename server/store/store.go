@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/journal"
@@ -32,16 +34,18 @@ type Store interface {
 	// without 0x); ok is false when there is none.
 	DripByTxID(ctx context.Context, txid string) (d faucet.DripRecord, ok bool, err error)
 	// RunPruner deletes history older than retention, expired limit slots
-	// and expired spent challenges every interval (and once at start) until
-	// ctx ends. Failures are logged and retried at the next interval.
-	RunPruner(ctx context.Context, retention, interval time.Duration, now func() time.Time)
+	// and expired spent challenges every interval (and once at start), by
+	// Options.Clock, until ctx ends. Failures are logged and retried at the
+	// next interval.
+	RunPruner(ctx context.Context, retention, interval time.Duration)
 	// PruneSlots deletes limit slots whose window ended at or before now.
 	PruneSlots(ctx context.Context, now time.Time) (int64, error)
 	// SpendChallenge marks a proof-of-work challenge id used until expires;
 	// fresh is false when it was already spent (and not yet pruned).
 	// Atomic across processes sharing the store. A spent id whose expiry is
-	// at or before Options.Now is treated as pruned: spending it again is
-	// fresh and sets the new expiry. id must not be empty nor expires zero.
+	// at or before Options.Clock's now is treated as pruned: spending it
+	// again is fresh and sets the new expiry. id must not be empty nor
+	// expires zero.
 	SpendChallenge(ctx context.Context, id string, expires time.Time) (fresh bool, err error)
 	// PruneChallenges deletes spent challenges whose expiry is at or before
 	// now.
@@ -82,11 +86,12 @@ type Options struct {
 	// ReplicaName names this process in key_owners.owner (default: host
 	// name and a random number).
 	ReplicaName string
-	// Now is the clock SpendChallenge judges a stored challenge's expiry
-	// by (default time.Now). Give it the clock that checks the challenges
-	// themselves, so that a challenge still valid by that clock is never
-	// re-spendable.
-	Now func() time.Time
+	// Clock is the clock SpendChallenge judges a stored challenge's expiry
+	// by, the pruner's and key ownership's pace and the time a migration
+	// is recorded at (nil: the real clock). Give it the clock that checks
+	// the challenges themselves, so that a challenge still valid by that
+	// clock is never re-spendable.
+	Clock clock.WithTicker
 }
 
 func (o Options) withDefaults() Options {
@@ -108,8 +113,8 @@ func (o Options) withDefaults() Options {
 	if o.OwnershipInterval <= 0 {
 		o.OwnershipInterval = time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -283,17 +288,14 @@ func spendArgs(id string, expires, now time.Time) ([]any, error) {
 const pruneBatch = 5000
 
 // runPruner is RunPruner for both drivers.
-func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interval time.Duration, now func() time.Time) {
+func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interval time.Duration, clk clock.WithTicker) {
 	if interval <= 0 {
 		interval = 10 * time.Minute
 	}
-	if now == nil {
-		now = time.Now
-	}
-	t := time.NewTicker(interval)
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
-		at := now()
+		at := clk.Now()
 		if retention > 0 {
 			if n, err := s.Prune(ctx, at.Add(-retention)); err != nil {
 				if ctx.Err() != nil {
@@ -323,7 +325,7 @@ func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interv
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

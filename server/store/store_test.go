@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -567,20 +568,23 @@ func TestPostgresReplicasExact(t *testing.T) {
 func TestPruning(t *testing.T) {
 	for _, d := range []struct {
 		name string
-		open func(t *testing.T) (store.Store, rawDB)
+		open func(t *testing.T, o store.Options) (store.Store, rawDB)
 	}{
-		{"sqlite", func(t *testing.T) (store.Store, rawDB) {
+		{"sqlite", func(t *testing.T, o store.Options) (store.Store, rawDB) {
 			path := filepath.Join(t.TempDir(), "p.db")
-			return openSQLitePath(t, path, store.Options{}), openRawSQLite(t, path)
+			return openSQLitePath(t, path, o), openRawSQLite(t, path)
 		}},
-		{"postgres", func(t *testing.T) (store.Store, rawDB) {
+		{"postgres", func(t *testing.T, o store.Options) (store.Store, rawDB) {
 			uri := pgtest.Shared(t).CreateDB(t)
-			return openPostgresURI(t, uri, store.Options{}), openRawPG(t, uri)
+			return openPostgresURI(t, uri, o), openRawPG(t, uri)
 		}},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			s, raw := d.open(t)
+			// The store's clock: the pruner prunes at its time and
+			// SpendChallenge judges expiry by it.
+			clk := clocktesting.NewFakeClock(t0.Add(47*time.Hour + 30*time.Minute))
+			s, raw := d.open(t, store.Options{Clock: clk})
 			ctx := t.Context()
 			for range 3 {
 				reserve(t, s, t0, bucket("short", 5, time.Minute))
@@ -622,11 +626,19 @@ INSERT INTO spent_challenges (id, expires_at) SELECT '%s' || i, %d FROM n`, n, p
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				s.RunPruner(pctx, 24*time.Hour, 10*time.Millisecond, func() time.Time { return t0.Add(47*time.Hour + 30*time.Minute) })
+				s.RunPruner(pctx, 24*time.Hour, 10*time.Minute)
 			}()
+			// Its first round runs at once.
 			eventually.True(t, 10*time.Second, "the pruner deletes the old record, the expired slot and the expired challenges", func() bool {
 				return raw.count(t, "SELECT COUNT(*) FROM drips") == 1 && raw.count(t, "SELECT COUNT(*) FROM limit_slots") == 1 &&
 					raw.count(t, "SELECT COUNT(*) FROM spent_challenges") == 1
+			})
+			// The next round, one interval later, deletes a challenge that
+			// expired since.
+			raw.exec(t, fmt.Sprintf(`INSERT INTO spent_challenges (id, expires_at) VALUES ('soon', %d)`, clk.Now().Add(5*time.Minute).UnixNano()))
+			clk.Step(10 * time.Minute)
+			eventually.True(t, 10*time.Second, "the next round deletes the challenge expired since", func() bool {
+				return raw.count(t, "SELECT COUNT(*) FROM spent_challenges") == 1
 			})
 			if fresh, err := s.SpendChallenge(ctx, "live", t0.Add(48*time.Hour)); err != nil || fresh {
 				t.Fatalf("the live challenge was pruned: %v %v", fresh, err)

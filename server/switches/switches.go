@@ -7,7 +7,7 @@
 // Suspended and off answer alike (403) but mean different things: a
 // suspended asset is the operator's temporary stop and stays listed as
 // "suspended"; an asset that is off is a faucet the deployment does not
-// offer, the incumbent's TESTNET_{STX,SBTC,BTC}_FAUCET_ENABLED=false.
+// offer, the incumbent's per-asset TESTNET_…_FAUCET_ENABLED=false.
 package switches
 
 import (
@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // State is one setting of every switch. Asset names are the faucet's:
@@ -134,13 +136,16 @@ func Parse(b []byte) (State, error) {
 	return st, nil
 }
 
-// Follow reads path every interval and puts what it holds in force, until
-// ctx ends. A file that cannot be read or parsed keeps the state in force
-// (a half-written file must not turn assets on or off) and is logged once
-// per distinct error; check vets a state first (unknown asset names) and
-// may be nil.
-func (s *Set) Follow(ctx context.Context, path string, interval time.Duration, check func(State) error, log *slog.Logger) {
-	t := time.NewTicker(interval)
+// Follow reads path every interval of clk (nil: the real clock) and puts
+// what it holds in force, until ctx ends. A file that cannot be read or
+// parsed keeps the state in force (a half-written file must not turn
+// assets on or off) and is logged once per distinct error; check vets a
+// state first (unknown asset names) and may be nil.
+func (s *Set) Follow(ctx context.Context, clk clock.WithTicker, path string, interval time.Duration, check func(State) error, log *slog.Logger) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	var lastErr string
 	for {
@@ -164,7 +169,7 @@ func (s *Set) Follow(ctx context.Context, path string, interval time.Duration, c
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

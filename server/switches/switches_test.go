@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
@@ -74,11 +77,12 @@ func TestFollow(t *testing.T) {
 	var changes atomic.Int32
 	set.OnChange(func(State) { changes.Add(1) })
 	logs := &logtest.Buffer{}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		set.Follow(ctx, path, 5*time.Millisecond, func(st State) error {
+		set.Follow(ctx, clk, path, time.Minute, func(st State) error {
 			if st.Off("nope") {
 				return os.ErrInvalid
 			}
@@ -86,29 +90,30 @@ func TestFollow(t *testing.T) {
 		}, slog.New(slog.NewTextHandler(logs, nil)))
 	}()
 	defer func() { cancel(); <-done }()
-	waitFor := func(what string, ok func(State) bool) {
+	// Follow's ticker is the clock's only waiter: a step before it exists
+	// would tick nothing.
+	eventually.True(t, 5*time.Second, "Follow's ticker", clk.HasWaiters)
+	// next lets one interval pass, so the file is read again, and waits
+	// for what that read does.
+	next := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok(set.Load()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: state %+v\n%s", what, set.Load(), logs.String())
-			}
-			time.Sleep(time.Millisecond)
+		clk.Step(time.Minute)
+		if err := eventually.Wait(t, 5*time.Second, ok); err != nil {
+			t.Fatalf("%s: %v; state %+v\n%s", what, err, set.Load(), logs.String())
 		}
 	}
+	warnings := func() int { return strings.Count(logs.String(), "switches file not applied") }
 	write(`{"disabledAssets":["stx"]}`)
-	waitFor("stx off", func(s State) bool { return s.Off("stx") })
+	next("stx off", func() bool { return set.Load().Off("stx") })
 	write(`{"disabledAssets":[`)
+	next("the broken file's warning", func() bool { return warnings() == 1 })
 	write(`{"disabledAssets":["nope"]}`)
-	time.Sleep(50 * time.Millisecond)
+	next("the vetoed file's warning", func() bool { return warnings() == 2 })
 	if st := set.Load(); !st.Off("stx") || st.Off("nope") {
 		t.Fatalf("a broken or vetoed file changed the state: %+v", st)
 	}
-	if !strings.Contains(logs.String(), "switches file not applied") {
-		t.Fatalf("no warning:\n%s", logs.String())
-	}
 	write(`{"suspend":true}`)
-	waitFor("suspended, stx on", func(s State) bool { return s.Suspend && !s.Off("stx") })
+	next("suspended, stx on", func() bool { s := set.Load(); return s.Suspend && !s.Off("stx") })
 	if n := changes.Load(); n != 2 {
 		t.Fatalf("%d changes told, want 2", n)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 )
 
@@ -31,8 +33,9 @@ type BTCConfig struct {
 	ProbeTimeout  time.Duration
 	MaxBackoff    time.Duration
 	Logger        *slog.Logger
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock reads the time and paces the probes and hedged reads; the
+	// real clock when nil.
+	Clock clock.WithTicker
 }
 
 // BTCPool is the Bitcoin node RPC of the BTC faucet over several nodes.
@@ -51,7 +54,7 @@ func NewBTC(cfg BTCConfig) (*BTCPool, error) {
 	rpc := &bitcoinRPC{chains: cfg.Chains, genesis: map[*btcnode.Client]string{}}
 	g, err := newGroup("bitcoin", chainRPC[*btcnode.Client](rpc), cfg.Clients, tuning{
 		maxLag: cfg.MaxLag, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
-		maxBackoff: cfg.MaxBackoff, now: cfg.Now,
+		maxBackoff: cfg.MaxBackoff, clock: cfg.Clock,
 	}, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -205,7 +208,7 @@ func (*bitcoinRPC) refusal(err error) int {
 }
 
 func (*bitcoinRPC) cut(err error) error {
-	return &btcnode.TransportError{Method: "sendrawtransaction", Err: err}
+	return &btcnode.TransportError{Client: "btcnode", Call: btcnode.CallSendRawTx, Err: err}
 }
 
 func (*bitcoinRPC) failureReason(err error) string {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/btcsuite/btcd/chaincfg/chainhash"
 	"github.com/btcsuite/btcd/wire"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
@@ -16,6 +18,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode/btcdtest"
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
 
@@ -33,7 +36,8 @@ type btcPair struct {
 	logs        *logtest.Buffer
 }
 
-func newBTCPair(t *testing.T) *btcPair {
+// newBTCPair pools the two nodes on clk (nil: the real clock).
+func newBTCPair(t *testing.T, clk clock.WithTicker) *btcPair {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs two btcd nodes")
@@ -53,9 +57,9 @@ func newBTCPair(t *testing.T) *btcPair {
 		t.Fatal(err)
 	}
 	p.pool, err = nodepool.NewBTC(nodepool.BTCConfig{
-		Clients: []*btcnode.Client{p.held.Client(btcnode.WithTimeout(time.Second)), p.ahead.Client(btcnode.WithTimeout(time.Second))},
+		Clients: []*btcnode.Client{p.held.Client(rpcclient.WithTimeout(time.Second)), p.ahead.Client(rpcclient.WithTimeout(time.Second))},
 		Chains:  []btcnode.Chain{btcnode.ChainRegtest}, ProbeInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(p.logs, nil)),
+		Logger: slog.New(slog.NewTextHandler(p.logs, nil)), Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +71,7 @@ func newBTCPair(t *testing.T) *btcPair {
 // from the node ahead, though the one behind is listed first; it says why
 // in the status and the log.
 func TestBTCNodeBehindServesNoRead(t *testing.T) {
-	p := newBTCPair(t)
+	p := newBTCPair(t, nil)
 	ctx := context.Background()
 	p.pool.Probe(ctx)
 	for range 20 {
@@ -93,7 +97,7 @@ func TestBTCNodeBehindServesNoRead(t *testing.T) {
 // the node that does not know its inputs, so the payer counts it as sent
 // instead of retiring it.
 func TestBTCBroadcastPrefersAlreadyHave(t *testing.T) {
-	p := newBTCPair(t) // not probed: both nodes are tried
+	p := newBTCPair(t, nil) // not probed: both nodes are tried
 	ctx := context.Background()
 	ahead := p.ahead.Client()
 	raw := spendFirstCoinbase(t, ahead, p.key)
@@ -124,19 +128,26 @@ func TestBTCBroadcastPrefersAlreadyHave(t *testing.T) {
 // Stopped, the node ahead is out at the next probe round; the reads fail
 // over, and it rejoins once it is back.
 func TestBTCNodeRejoinsAfterARestart(t *testing.T) {
-	p := newBTCPair(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newBTCPair(t, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = p.pool.Run(ctx) }()
-	eventually.True(t, 10*time.Second, "the node ahead is in rotation", func() bool { return p.pool.Nodes()[1].State == "ready" })
+	// Time passes, a second at each look: the probe rounds and the
+	// back-off of the node out of rotation are the fake clock's.
+	until := func(within time.Duration, what string, state string) {
+		t.Helper()
+		eventually.True(t, within, what, func() bool { clk.Step(time.Second); return p.pool.Nodes()[1].State == state })
+	}
+	until(10*time.Second, "the node ahead is in rotation", "ready")
 	if err := p.ahead.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	eventually.True(t, 10*time.Second, "the stopped node leaves the rotation", func() bool { return p.pool.Nodes()[1].State == "out" })
+	until(10*time.Second, "the stopped node leaves the rotation", "out")
 	if err := p.ahead.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually.True(t, 60*time.Second, "the node rejoins the rotation", func() bool { return p.pool.Nodes()[1].State == "ready" })
+	until(30*time.Second, "the node rejoins the rotation", "ready")
 	if !strings.Contains(p.logs.String(), "bitcoin node rejoined the rotation") {
 		t.Errorf("no rejoin log line:\n%s", p.logs)
 	}

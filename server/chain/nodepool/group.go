@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // client is a node client of either chain; URL names it without
@@ -71,7 +73,7 @@ func (f failure) reason(protocol string) string {
 type tuning struct {
 	maxLag                                  uint64
 	probeInterval, probeTimeout, maxBackoff time.Duration
-	now                                     func() time.Time
+	clock                                   clock.WithTicker
 }
 
 // group is the chain-agnostic part of a pool: its members' health, the
@@ -113,8 +115,8 @@ func newGroup[C client](name string, rpc chainRPC[C], clients []C, t tuning, log
 	if t.maxBackoff <= 0 {
 		t.maxBackoff = DefaultMaxBackoff
 	}
-	if t.now == nil {
-		t.now = time.Now
+	if t.clock == nil {
+		t.clock = clock.RealClock{}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -186,11 +188,11 @@ func read[C client, T any](ctx context.Context, g *group[C], call func(context.C
 	cands := g.candidates()
 	if len(cands) == 1 {
 		m := cands[0]
-		start := g.t.now()
+		start := g.t.clock.Now()
 		v, err := call(ctx, m.c)
 		switch {
 		case err == nil:
-			g.answered(m, g.t.now().Sub(start))
+			g.answered(m, g.t.clock.Since(start))
 		case g.rpc.unavailable(err) && ctx.Err() == nil:
 			g.failed(m, err)
 		}
@@ -211,13 +213,13 @@ func read[C client, T any](ctx context.Context, g *group[C], call func(context.C
 		next++
 		running++
 		go func() {
-			start := g.t.now()
+			start := g.t.clock.Now()
 			v, err := call(callCtx, m.c)
-			results <- result{m, v, err, g.t.now().Sub(start)}
+			results <- result{m, v, err, g.t.clock.Since(start)}
 		}()
 	}
 	launch()
-	hedge := time.NewTimer(g.hedgeDelay(cands[0]))
+	hedge := g.t.clock.NewTimer(g.hedgeDelay(cands[0]))
 	defer hedge.Stop()
 	lastErr := errors.New("nodepool: no node")
 	for running > 0 {
@@ -235,7 +237,7 @@ func read[C client, T any](ctx context.Context, g *group[C], call func(context.C
 			if next < len(cands) {
 				launch()
 			}
-		case <-hedge.C:
+		case <-hedge.C():
 			if next < len(cands) {
 				launch()
 				hedge.Reset(g.hedgeDelay(cands[next-1]))

@@ -104,7 +104,7 @@ func (g *group[C]) judgeLocked(round []*member[C], results []probeResult) {
 		}
 		g.setState(m, stateOut, fmt.Sprintf("%d blocks behind the best tip", m.lag))
 		// Lag is no outage: look again soon, so it rejoins once caught up.
-		m.backoff, m.nextProbe = g.t.probeInterval, g.t.now().Add(g.t.probeInterval)
+		m.backoff, m.nextProbe = g.t.probeInterval, g.t.clock.Now().Add(g.t.probeInterval)
 	}
 }
 
@@ -121,7 +121,7 @@ func (g *group[C]) memberOf(c C) *member[C] {
 func (g *group[C]) failed(m *member[C], err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m.failedAt = g.t.now()
+	m.failedAt = g.t.clock.Now()
 	g.setState(m, stateOut, g.rpc.failureReason(err))
 }
 
@@ -140,7 +140,7 @@ func (g *group[C]) answered(m *member[C], d time.Duration) {
 // rotation, with doubling back-off out of it. Moves are logged for pools of
 // several nodes; a lone node's outages are the engine's to report.
 func (g *group[C]) setState(m *member[C], s state, reason string) {
-	now := g.t.now()
+	now := g.t.clock.Now()
 	if s == stateOut {
 		m.backoff = min(max(2*m.backoff, g.t.probeInterval), g.t.maxBackoff)
 	} else {
@@ -190,11 +190,11 @@ func (g *group[C]) probe(ctx context.Context, round []*member[C]) {
 	var wg sync.WaitGroup
 	for i, m := range round {
 		wg.Go(func() {
-			start := g.t.now()
+			start := g.t.clock.Now()
 			tip, other, err := g.rpc.probe(ctx, m.c)
 			switch {
 			case err == nil:
-				g.answered(m, g.t.now().Sub(start))
+				g.answered(m, g.t.clock.Since(start))
 				results[i] = probeResult{ok: true, tip: tip, otherChain: other}
 			case parent.Err() == nil: // not our own shutdown
 				g.failed(m, err)
@@ -213,7 +213,7 @@ func (g *group[C]) probe(ctx context.Context, round []*member[C]) {
 func (g *group[C]) due() []*member[C] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.t.now()
+	now := g.t.clock.Now()
 	var out []*member[C]
 	for _, m := range g.members {
 		if m.state != stateOut || !now.Before(m.nextProbe) {
@@ -226,7 +226,7 @@ func (g *group[C]) due() []*member[C] {
 // run probes the nodes, and calls each round's after (if any), until ctx
 // ends.
 func (g *group[C]) run(ctx context.Context, after func(context.Context)) error {
-	t := time.NewTicker(g.t.probeInterval)
+	t := g.t.clock.NewTicker(g.t.probeInterval)
 	defer t.Stop()
 	for {
 		if ms := g.due(); len(ms) > 0 {
@@ -238,7 +238,7 @@ func (g *group[C]) run(ctx context.Context, after func(context.Context)) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

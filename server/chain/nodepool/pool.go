@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
@@ -77,8 +79,9 @@ type Config struct {
 	ResendAfter   time.Duration
 	TrackFor      time.Duration
 	Logger        *slog.Logger
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock reads the time and paces the probes and hedged reads; the
+	// real clock when nil.
+	Clock clock.WithTicker
 }
 
 // Pool is the Stacks node RPC of the faucet over several nodes. It is safe
@@ -110,12 +113,12 @@ func New(cfg Config) (*Pool, error) {
 	rpc.chain.id = cfg.ChainID
 	g, err := newGroup("stacks", chainRPC[*node.Client](rpc), cfg.Clients, tuning{
 		maxLag: cfg.MaxLag, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
-		maxBackoff: cfg.MaxBackoff, now: cfg.Now,
+		maxBackoff: cfg.MaxBackoff, clock: cfg.Clock,
 	}, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Now = g.t.now
+	cfg.Clock = g.t.clock
 	return &Pool{group: g, cfg: cfg, rpc: rpc, shown: &shownTip{}, sent: newSentTracker()}, nil
 }
 
@@ -139,7 +142,7 @@ func (p *Pool) Info(ctx context.Context) (*node.Info, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.shown.next(info, p.cfg.Now(), p.cfg.TipHold), nil
+	return p.shown.next(info, p.cfg.Clock.Now(), p.cfg.TipHold), nil
 }
 
 // PoX reads /v2/pox from the best node.
@@ -256,7 +259,7 @@ func (*stacksRPC) refusal(err error) int {
 }
 
 func (*stacksRPC) cut(err error) error {
-	return &node.TransportError{Call: node.CallBroadcast, Err: err}
+	return &node.TransportError{Client: "node", Call: node.CallBroadcast, Err: err}
 }
 
 func (*stacksRPC) failureReason(err error) string {

@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/stxfaucet/faucet-operator/hack/eventually"
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 )
@@ -57,7 +61,7 @@ func clients(t *testing.T, urls ...string) []*node.Client {
 	t.Helper()
 	var out []*node.Client
 	for _, u := range urls {
-		c, err := node.New(u, node.WithTimeout(time.Second))
+		c, err := node.New(u, rpcclient.WithTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,13 +226,8 @@ func TestBroadcastRefusedOnlyWhenNoNodeAccepts(t *testing.T) {
 		t.Errorf("a tx the node already holds: %q, %v", txid, err)
 	}
 	// The other node's answer lands after the call returned.
-	deadline := time.Now().Add(5 * time.Second)
-	n := c.pool.Nodes()
-	for n[0].Accepted+n[1].Accepted < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		n = c.pool.Nodes()
-	}
-	if n[0].Accepted != 1 || n[1].Accepted != 1 || n[0].Refused != 1 || n[1].Unanswered != 1 {
+	_ = eventually.Wait(t, 5*time.Second, func() bool { n := c.pool.Nodes(); return n[0].Accepted+n[1].Accepted >= 2 })
+	if n := c.pool.Nodes(); n[0].Accepted != 1 || n[1].Accepted != 1 || n[0].Refused != 1 || n[1].Unanswered != 1 {
 		t.Errorf("broadcast counts %+v", n)
 	}
 }
@@ -239,7 +238,8 @@ func TestBroadcastRefusedOnlyWhenNoNodeAccepts(t *testing.T) {
 func TestResendsToANodeThatLacksATransaction(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := newChain(t, 2, nodepool.Config{ProbeInterval: 20 * time.Millisecond, ResendAfter: 20 * time.Millisecond})
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newChain(t, 2, nodepool.Config{Clock: clk, ProbeInterval: time.Second, ResendAfter: 2 * time.Second})
 	c.pool.Probe(ctx)
 	c.fes[0].Stop()
 	c.fes[1].DropBroadcasts(true)
@@ -248,19 +248,19 @@ func TestResendsToANodeThatLacksATransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The post to the stopped node ends after the call returned.
-	for deadline := time.Now().Add(5 * time.Second); c.state(0).Unanswered == 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = eventually.Wait(t, 5*time.Second, func() bool { return c.state(0).Unanswered != 0 })
 	if c.n.MempoolSize() != 0 || c.state(0).Unanswered != 1 {
 		t.Fatalf("the dropping node kept the tx, or the stopped one answered: %+v", c.pool.Nodes())
 	}
 	c.fes[0].Start()
 	done := make(chan error, 1)
 	go func() { done <- c.pool.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for (c.n.TxStatus(tx.TxID()).State != devnode.TxPending || c.state(0).Resent == 0) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Time passes, a probe interval at each look, until the node's back-off
+	// and ResendAfter are over and a round re-sends the transaction.
+	_ = eventually.Wait(t, 10*time.Second, func() bool {
+		clk.Step(time.Second)
+		return c.n.TxStatus(tx.TxID()).State == devnode.TxPending && c.state(0).Resent != 0
+	})
 	if st := c.n.TxStatus(tx.TxID()); st.State != devnode.TxPending {
 		t.Fatalf("tx %s never reached the mempool", st.State)
 	}
@@ -327,7 +327,8 @@ func TestOneNodeIsItsClient(t *testing.T) {
 // asked too and answers; the next probe takes the hung one out.
 func TestReadsAroundAHungNode(t *testing.T) {
 	ctx := context.Background()
-	c := newChain(t, 2, nodepool.Config{})
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newChain(t, 2, nodepool.Config{Clock: clk})
 	c.pool.Probe(ctx)
 	c.fes[0].Hang(true)
 	defer c.fes[0].Hang(false)
@@ -335,7 +336,16 @@ func TestReadsAroundAHungNode(t *testing.T) {
 	// would wait for it and fail.
 	rctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
-	if _, err := c.pool.Account(rctx, c.from.TestnetAddress().String()); err != nil {
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.pool.Account(rctx, c.from.TestnetAddress().String())
+		read <- err
+	}()
+	// The hedge delay passes once the read waits on it: a node of unknown
+	// latency (the fake clock measured none) is given a second.
+	eventually.True(t, 5*time.Second, "the read's hedge timer", clk.HasWaiters)
+	clk.Step(time.Second)
+	if err := <-read; err != nil {
 		t.Fatalf("account read with the best node hung: %v", err)
 	}
 	if c.fes[1].Served(node.CallAccount) != 1 {

@@ -38,7 +38,7 @@ func (p *Pool) track(txid string, raw []byte) {
 		delete(s.byID, s.order[0].txid)
 		s.order = s.order[1:]
 	}
-	tx := &sentTx{txid: txid, raw: raw, at: p.cfg.Now(), has: map[*member[*node.Client]]bool{}}
+	tx := &sentTx{txid: txid, raw: raw, at: p.cfg.Clock.Now(), has: map[*member[*node.Client]]bool{}}
 	s.byID[txid] = tx
 	s.order = append(s.order, tx)
 }
@@ -89,7 +89,7 @@ func (p *Pool) checkSent(ctx context.Context) {
 		m  *member[*node.Client]
 	}
 	p.mu.Lock()
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	var checks []check
 	for _, tx := range p.sent.order {
 		if len(checks) >= maxChecksPerRound {
@@ -126,7 +126,7 @@ func (p *Pool) checkSent(ctx context.Context) {
 		}
 	}
 	p.mu.Lock()
-	p.forgetLocked(p.cfg.Now(), done)
+	p.forgetLocked(p.cfg.Clock.Now(), done)
 	p.mu.Unlock()
 }
 

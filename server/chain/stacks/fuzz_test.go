@@ -131,7 +131,7 @@ func FuzzDecodeClarityValue(f *testing.F) {
 // post-condition encoding and decoding.
 func FuzzParseAssetID(f *testing.F) {
 	for _, s := range []string{
-		SBTCTestnet, "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token",
+		testToken, "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token",
 		goldenRecipient + ".c::<=", goldenRecipient + ".c::a-_!?+<>=/*9", goldenRecipient + ".c::a::b",
 		"", "::", "::t", goldenRecipient + ".c::", goldenRecipient + "::t", "st2tjrhdhmybq417hfb0bdx430tqa5pxrx6495g1v.c::t",
 		"St2tjrhdhmybq417hfb0bdx430tqa5pxrx6495g1v.c::t", // normalised: String differs from the input

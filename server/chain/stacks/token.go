@@ -14,9 +14,6 @@ type AssetInfo struct {
 	Name     string
 }
 
-// SBTCTestnet is the testnet sBTC token's asset identifier.
-const SBTCTestnet = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
-
 // ErrBadAssetID is wrapped by asset identifier parse errors.
 var ErrBadAssetID = errors.New("bad asset identifier")
 

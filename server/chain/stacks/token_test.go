@@ -8,8 +8,11 @@ import (
 	"testing"
 )
 
+// testToken is a testnet SIP-010 asset identifier (sBTC's) for the vectors.
+const testToken = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+
 // An sBTC transfer built with stacks.js 7.6.0 makeContractCall (goldenKey,
-// 100000 of SBTCTestnet to goldenRecipient, no memo, nonce 12, fee 2500,
+// 100000 of testToken to goldenRecipient, no memo, nonce 12, fee 2500,
 // Pc.principal(sender).willSendEq(100000).ft(…)); the same as GOLDEN_SIP010
 // in hack/conformance/check-golden.mjs.
 const (
@@ -36,7 +39,7 @@ func TestGoldenSIP010Transfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbtc := mustAsset(t, SBTCTestnet)
+	sbtc := mustAsset(t, testToken)
 	tx, err := NewSIP010Transfer(SIP010TransferParams{
 		Asset: sbtc, Recipient: mustPrincipal(t, goldenRecipient), Amount: 100_000, Nonce: 12, Fee: 2500,
 	}, key)
@@ -69,7 +72,7 @@ func TestGoldenSIP010Transfer(t *testing.T) {
 	if back.PostConditionMode != PostConditionModeDeny || len(back.PostConditions) != 1 || back.PostConditions[0] != want {
 		t.Fatalf("post-conditions %#x %+v", back.PostConditionMode, back.PostConditions)
 	}
-	if !back.PostConditions[0].IsFungible() || back.PostConditions[0].Asset.String() != SBTCTestnet {
+	if !back.PostConditions[0].IsFungible() || back.PostConditions[0].Asset.String() != testToken {
 		t.Errorf("post-condition asset %v", back.PostConditions[0].Asset)
 	}
 	got, ok := ParseSIP010Transfer(back.ContractCall)
@@ -124,7 +127,7 @@ func TestFungiblePostConditionEncoding(t *testing.T) {
 // An asset identifier only names a token, so ParseAssetID accepts a deployer
 // on any network; which network a token must live on is the caller's rule.
 func TestParseAssetID(t *testing.T) {
-	a, err := ParseAssetID(SBTCTestnet)
+	a, err := ParseAssetID(testToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +136,7 @@ func TestParseAssetID(t *testing.T) {
 		t.Errorf("sBTC: %+v", a)
 	}
 	for _, s := range []string{
-		SBTCTestnet,
+		testToken,
 		"SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", // mainnet deployer
 		goldenRecipient + ".a::b",
 		goldenRecipient + "." + strings.Repeat("c", 40) + "::" + "T" + strings.Repeat("-", 127),
@@ -194,7 +197,7 @@ func TestParseAssetID(t *testing.T) {
 
 func TestNewSIP010Transfer(t *testing.T) {
 	key, _ := ParsePrivateKey(goldenKey)
-	sbtc := mustAsset(t, SBTCTestnet)
+	sbtc := mustAsset(t, testToken)
 	to := mustPrincipal(t, goldenRecipient)
 	base := SIP010TransferParams{Asset: sbtc, Recipient: to, Amount: 1, Fee: 300}
 	build := func(mod func(*SIP010TransferParams)) (*Transaction, error) {

@@ -12,17 +12,20 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // DefaultFetchTimeout bounds a shared fetch when FetchTimeout is zero.
 const DefaultFetchTimeout = 10 * time.Second
 
-// Value caches one T. The zero Value is not usable: set TTL; Now and
+// Value caches one T. The zero Value is not usable: set TTL; Clock and
 // FetchTimeout have defaults.
 type Value[T any] struct {
 	TTL          time.Duration
 	FetchTimeout time.Duration
-	Now          func() time.Time
+	// Clock dates the value; nil is the real clock.
+	Clock clock.PassiveClock
 
 	mu       sync.Mutex
 	val      T
@@ -40,10 +43,10 @@ type call[T any] struct {
 }
 
 func (c *Value[T]) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
+	if c.Clock != nil {
+		return c.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // Get returns the cached value while it is fresh, else the result of a fetch

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // TestWaiterOutlivesStarter: the caller that starts a fetch gives up (its
@@ -65,8 +65,8 @@ func TestWaiterOutlivesStarter(t *testing.T) {
 // TestTTL: a value is reused within its TTL and refetched after, on an
 // injected clock.
 func TestTTL(t *testing.T) {
-	clk := clocktest.New()
-	v := &Value[int]{TTL: 30 * time.Millisecond, Now: clk.Now}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	v := &Value[int]{TTL: 30 * time.Millisecond, Clock: clk}
 	var calls atomic.Int32
 	fetch := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
 	for range 5 {
@@ -74,11 +74,11 @@ func TestTTL(t *testing.T) {
 			t.Fatalf("within TTL: got %d, want 1", got)
 		}
 	}
-	clk.Advance(29 * time.Millisecond)
+	clk.Step(29 * time.Millisecond)
 	if !v.Fresh() {
 		t.Fatal("not fresh 1 ms before the TTL ends")
 	}
-	clk.Advance(time.Millisecond)
+	clk.Step(time.Millisecond)
 	if v.Fresh() {
 		t.Fatal("still fresh at the TTL")
 	}
@@ -90,10 +90,10 @@ func TestTTL(t *testing.T) {
 // TestErrorsNotCached: a failed fetch is returned to its callers but the next
 // Get tries again; the last good value stays peekable.
 func TestErrorsNotCached(t *testing.T) {
-	clk := clocktest.New()
-	v := &Value[string]{TTL: time.Second, Now: clk.Now}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	v := &Value[string]{TTL: time.Second, Clock: clk}
 	v.Set("old")
-	clk.Advance(2 * time.Second)
+	clk.Step(2 * time.Second)
 	boom := errors.New("boom")
 	if _, err := v.Get(context.Background(), func(context.Context) (string, error) { return "", boom }); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want boom", err)
@@ -123,8 +123,8 @@ func TestFetchTimeout(t *testing.T) {
 // makes the next Get ask the source again instead of serving the value
 // for the rest of its TTL, and a Get that succeeds clears the error.
 func TestFailEndsFreshness(t *testing.T) {
-	clk := clocktest.New()
-	v := &Value[string]{TTL: time.Minute, Now: clk.Now}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	v := &Value[string]{TTL: time.Minute, Clock: clk}
 	v.Set("old")
 	boom := errors.New("boom")
 	v.Fail(boom)

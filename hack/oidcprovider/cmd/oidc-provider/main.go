@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/hack/oidcprovider"
 )
 
@@ -78,7 +80,7 @@ func run(args []string, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	p, err := oidcprovider.Start(oidcprovider.Config{
-		Addr: *addr, Issuer: *issuer, Users: users, Clients: clients, Logger: logger,
+		Addr: *addr, Issuer: *issuer, Users: users, Clients: clients, Logger: logger, Clock: clock.RealClock{},
 	})
 	if err != nil {
 		return fmt.Errorf("start provider: %w", err)
