@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,83 +14,109 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
-// dispense is the one path a valid drip request of either API version takes:
+// dispense is the one path a valid drip of any asset and any door takes:
 //
 //  1. a suspended faucet refuses at once (no proof of work asked for);
 //  2. Check: the abuse checks (deny list, API token, proof of work, balance cap);
 //  3. Reserve: a slot in each rate-limit bucket the request counts against;
-//  4. Drip: the engine pays it;
+//  4. pay: the asset's kind pays it;
 //  5. Release: a drip that failed sent nothing, so its slots go back;
 //  6. Dispensed: a paid anonymous drip feeds the adaptive proof of work,
-//     and every drip the engine answered is written to the history.
+//     and every drip the kind answered is written to the history.
 //
 // It logs and counts the outcome; on failure it returns what the caller
 // renders in its own shape.
-func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*faucet.Result, *dripFailure) {
-	ri := infoFrom(r.Context())
-	adm := guard.Admission{Recipient: req.Recipient, Stacking: req.Stacking}
-	if !req.Asset.IsSTX() {
-		adm.Asset = string(req.Asset)
-	}
-	if ri != nil {
+func (s *server) dispense(h http.Header, r *http.Request, k ask) (*paid, *dripFailure) {
+	a := k.asset
+	adm := k.admission()
+	if ri := infoFrom(r.Context()); ri != nil {
 		adm.ClientIP = ri.clientIP
 	}
 	// The drip outlives a client that hangs up: stopping a broadcast midway
 	// leaves the engine unsure whether the node took the transaction.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
 	defer cancel()
-	log := s.log.With("recipient", req.Recipient.String(), "asset", string(req.Asset.OrSTX()), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
+	log := &dripLog{log: s.log, attrs: []slog.Attr{slog.String("recipient", k.text), slog.String("asset", string(a.name)),
+		slog.Bool("stacking", k.opts.stacking), slog.String("client_ip", addrString(adm.ClientIP))}}
 
 	quote := func(ctx context.Context) (uint64, *dripFailure) {
-		amt, err := s.stacksDrip(ctx, req.Asset, req.Stacking)
+		amt, err := a.quote(ctx, k.opts)
 		if err != nil {
-			return 0, s.dripFailure(r, req, adm, err)
+			return 0, s.failed(ctx, log, a, err)
 		}
 		return amt, nil
 	}
-	adm, res, fail := s.admit(ctx, r, h, req.Asset, adm, quote, log)
+	adm, res, fail := s.admit(ctx, r, h, a.name, adm, quote, log)
 	if fail != nil {
 		return nil, fail
 	}
-	req.Amount = res.Amount
 
-	result, err := s.cfg.Faucet.Drip(ctx, req)
-	rec := faucet.RecordOf(s.cfg.Now(), req, result, err)
-	rec.ClientBucket = guard.ClientBucket(adm.ClientIP)
-	s.cfg.Faucet.Record(ctx, rec)
+	p, err := a.pay(ctx, k, res.Amount)
+	s.cfg.Faucet.Record(ctx, recordOf(s.cfg.Clock.Now(), k, p, err, adm))
 	if err != nil {
-		// Every failure of the engine leaves no transaction of this drip in
+		// Every failure of a kind leaves no transaction of this drip in
 		// flight (one that may have been sent succeeds, in doubt), so the
 		// charge goes back. A failed release keeps it: the safe side.
 		if rerr := s.cfg.Limits.Release(context.WithoutCancel(ctx), res); rerr != nil {
-			log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
+			log.at(ctx, slog.LevelWarn, "rate-limit release failed; the slot stays charged", slog.Any("err", rerr))
 		}
-		return nil, s.dripFailure(r, req, adm, err)
+		return nil, s.failed(ctx, log, a, err)
 	}
-	s.metrics.observeDrip(req.Asset, "", result)
-	s.outflow.add(req.Asset.OrSTX(), result.Amount, s.cfg.Now())
+	s.metrics.observePaid(a, k.opts, p.amount)
+	s.outflow.add(a.name, p.amount, s.cfg.Clock.Now())
 	if s.cfg.Guard != nil {
 		s.cfg.Guard.Dispensed(adm.Grant)
 	}
-	amountKey := "amount_ustx"
-	if !req.Asset.IsSTX() {
-		amountKey = "amount" // in the token's base units
-	}
-	attrs := []any{
-		amountKey, result.Amount, "fee_ustx", result.Fee, "txid", result.TxID.Hex0x(),
-		"sender", result.Sender.String(), "nonce", result.Nonce, "in_doubt", result.InDoubt,
-	}
-	if result.Batch > 0 {
-		attrs = append(attrs, "batch_size", result.Batch)
+	attrs := []slog.Attr{slog.Uint64("amount", p.amount), slog.Uint64("fee", p.fee), slog.String("txid", a.display(p)),
+		slog.String("sender", p.sender), slog.Uint64("nonce", p.nonce), slog.Bool("in_doubt", p.inDoubt)}
+	if p.batch > 0 {
+		attrs = append(attrs, slog.Int("batch_size", p.batch))
 	}
 	if adm.Grant.Bypassed != "" {
-		attrs = append(attrs, "bypass", adm.Grant.Bypassed)
+		attrs = append(attrs, slog.String("bypass", adm.Grant.Bypassed))
 	}
 	if t := adm.Grant.Token; t != nil {
-		attrs = append(attrs, "token", t.Name) // the token's name, never the token
+		attrs = append(attrs, slog.String("token", t.Name)) // the token's name, never the token
 	}
-	log.Info("drip sent", attrs...)
-	return result, nil
+	log.at(ctx, slog.LevelInfo, "drip sent", attrs...)
+	return p, nil
+}
+
+// failed is the answer to a kind's error, logged and counted.
+func (s *server) failed(ctx context.Context, log *dripLog, a *asset, err error) *dripFailure {
+	f, level := a.failure(a, err)
+	s.metrics.observeDrip(a.name, f.reason)
+	log.at(ctx, level, "drip failed", slog.String("reason", f.reason), slog.Any("err", err))
+	return f
+}
+
+// dripLog writes the lines of one drip with its attributes, formatted only
+// when a line is written: a child logger would format them for every drip.
+type dripLog struct {
+	log   *slog.Logger
+	attrs []slog.Attr
+}
+
+func (d *dripLog) at(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if !d.log.Enabled(ctx, level) {
+		return
+	}
+	d.log.LogAttrs(ctx, level, msg, append(slices.Clip(d.attrs), attrs...)...)
+}
+
+// recordOf is the history's row of a drip the kind answered: sent, or the
+// reason it failed.
+func recordOf(at time.Time, k ask, p *paid, err error, adm guard.Admission) faucet.DripRecord {
+	d := faucet.DripRecord{At: at, Recipient: k.text, Asset: k.asset.name, Stacking: k.opts.stacking,
+		ClientBucket: guard.ClientBucket(adm.ClientIP)}
+	if p != nil {
+		d.Amount, d.Fee, d.TxID, d.Sender, d.Nonce, d.Outcome, d.Batch = p.amount, p.fee, p.txid, p.sender, p.nonce, faucet.OutcomeSent, p.batch
+		return d
+	}
+	if d.Outcome = string(faucet.ReasonOf(err)); d.Outcome == "" {
+		d.Outcome = "internal"
+	}
+	return d
 }
 
 // admit runs steps 1 to 3 for a drip of any asset: the suspension switch,
@@ -100,28 +127,29 @@ func (s *server) dispense(h http.Header, r *http.Request, req faucet.Request) (*
 // the asset's configured drip when the amount is decided here. Past the
 // checks it writes the RateLimit fields to h (nil: none).
 func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asset faucet.Asset, adm guard.Admission,
-	quote func(context.Context) (uint64, *dripFailure), log *slog.Logger) (guard.Admission, guard.Reservation, *dripFailure) {
+	quote func(context.Context) (uint64, *dripFailure), log *dripLog) (guard.Admission, guard.Reservation, *dripFailure) {
 	if s.suspended(asset) {
-		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled), nil)
+		s.metrics.observeDrip(asset, string(faucet.ReasonDisabled))
 		all := s.cfg.Switches.Load().Suspend
-		log.Info("drip refused: suspended by the operator", "all_assets", all)
+		log.at(ctx, slog.LevelInfo, "drip refused: suspended by the operator", slog.Bool("all_assets", all))
 		detail := "the faucet is suspended"
 		if !all {
 			detail = "the " + s.assetLabel(asset) + " faucet is suspended"
 		}
-		return adm, guard.Reservation{}, s.disabledFailure(asset, detail)
+		return adm, guard.Reservation{}, &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled),
+			message: "Faucet is not available", detail: detail, v3Message: s.assetLabel(asset) + " faucet is not available"}
 	}
 
 	who, fail := s.identify(r)
 	if fail != nil {
-		s.metrics.observeDrip(asset, fail.reason, nil)
-		log.Info("drip refused: sign-in", "reason", fail.reason)
+		s.metrics.observeDrip(asset, fail.reason)
+		log.at(ctx, slog.LevelInfo, "drip refused: sign-in", slog.String("reason", fail.reason))
 		return adm, guard.Reservation{}, fail
 	}
 	adm.Person = who.limited()
 	tier := who.tier
 	if who.person != nil {
-		log = log.With("person", who.person.Key(), "tier", tier.Name)
+		log.attrs = append(log.attrs, slog.String("person", who.person.Key()), slog.String("tier", tier.Name))
 	}
 
 	if s.cfg.Guard != nil {
@@ -135,14 +163,14 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 		switch {
 		case errors.As(err, &rej):
 			s.metrics.observeRejection(asset, rej.Check)
-			log.Info("drip refused by a check", "check", rej.Check, "reason", rej.Reason)
+			log.at(ctx, slog.LevelInfo, "drip refused by a check", slog.String("check", rej.Check), slog.String("reason", rej.Reason))
 			fail := &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
 			if rej.Status == http.StatusTooManyRequests { // the token lock-out: v3 keeps the incumbent's 429 text
 				fail.retryAfter, fail.v3Message = retryAfterSeconds(rej.RetryAfter), v3TooMany
 			}
 			return adm, guard.Reservation{}, fail
 		case err != nil:
-			log.Warn("abuse checks failed", "err", err)
+			log.at(ctx, slog.LevelWarn, "abuse checks failed", slog.Any("err", err))
 			return adm, guard.Reservation{}, s.storeFailure(asset)
 		}
 		adm.Grant = g
@@ -154,8 +182,8 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 			return adm, guard.Reservation{}, fail
 		}
 		if !s.plan(ctx, &adm, asset, base, tier) {
-			s.metrics.observeDrip(asset, string(faucet.ReasonExhausted), nil)
-			log.Info("drip refused: the treasury is at its reserve")
+			s.metrics.observeDrip(asset, string(faucet.ReasonExhausted))
+			log.at(ctx, slog.LevelInfo, "drip refused: the treasury is at its reserve")
 			return adm, guard.Reservation{}, s.reserveFailure(asset)
 		}
 	}
@@ -173,19 +201,19 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 		}
 	case errors.As(err, &exhausted):
 		setRateLimit(h, exhausted.Use)
-		s.metrics.observeDrip(asset, reasonBudgetExhausted, nil)
-		log.Info("drip refused: budget used up", "pool", exhausted.Pool, "retry_after", exhausted.RetryAfter.String())
+		s.metrics.observeDrip(asset, reasonBudgetExhausted)
+		log.at(ctx, slog.LevelInfo, "drip refused: budget used up", slog.String("pool", exhausted.Pool), slog.String("retry_after", exhausted.RetryAfter.String()))
 		return adm, guard.Reservation{}, s.budgetFailure(asset, exhausted, tier)
 	case errors.As(err, &limited):
 		setRateLimit(h, limited.Use)
-		s.metrics.observeDrip(asset, reasonRateLimited, nil)
-		log.Debug("drip refused by a rate limit", "retry_after", limited.RetryAfter.String())
+		s.metrics.observeDrip(asset, reasonRateLimited)
+		log.at(ctx, slog.LevelDebug, "drip refused by a rate limit", slog.String("retry_after", limited.RetryAfter.String()))
 		return adm, guard.Reservation{}, &dripFailure{
 			status: http.StatusTooManyRequests, reason: reasonRateLimited, message: "Too many requests",
 			retryAfter: retryAfterSeconds(limited.RetryAfter), v3Message: v3TooMany,
 		}
 	case err != nil:
-		log.Warn("rate limits unavailable", "err", err)
+		log.at(ctx, slog.LevelWarn, "rate limits unavailable", slog.Any("err", err))
 		return adm, guard.Reservation{}, s.storeFailure(asset)
 	}
 
@@ -227,7 +255,7 @@ func ceilSeconds(d time.Duration) int64 {
 // storeFailure is the answer when the state store behind the checks or the
 // limits cannot be reached: nothing was sent.
 func (s *server) storeFailure(asset faucet.Asset) *dripFailure {
-	s.metrics.observeDrip(asset, string(faucet.ReasonStoreUnavailable), nil)
+	s.metrics.observeDrip(asset, string(faucet.ReasonStoreUnavailable))
 	return &dripFailure{
 		status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
 		message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -17,72 +18,56 @@ import (
 // catalogue is what the faucet offers: its assets, how people name them,
 // and the operator's switches on them. The server embeds it.
 type catalogue struct {
-	engine   Reporter      // the tokens
-	btc      BTCFaucet     // nil: BTC is not configured
+	assets   []*asset      // in order: STX, the tokens, BTC
 	switches *switches.Set // nil: every asset on
 }
 
 // assetBTC names BTC drips in routes, metrics and logs.
-const assetBTC faucet.Asset = "btc"
+const assetBTC = faucet.Asset(settings.AssetBTC)
 
-// incumbentAssets are the asset routes the incumbent API always has: they
-// answer 403 "… faucet is not available" when this faucet is not
-// configured for them, as the incumbent's do, rather than 404. The names
-// are how its messages write them.
-var incumbentAssets = []struct {
-	name  faucet.Asset
-	label string
-}{{"sbtc", "sBTC"}, {assetBTC, "BTC"}}
-
-// stacksAssets lists the Stacks assets the faucet drips: STX, then its
-// tokens.
-func (c *catalogue) stacksAssets() []faucet.Asset {
-	out := []faucet.Asset{faucet.AssetSTX}
-	for _, t := range c.engine.Tokens() {
-		out = append(out, t.Name)
+// lookup finds a configured asset by name.
+func (c *catalogue) lookup(name faucet.Asset) (*asset, bool) {
+	name = name.OrSTX()
+	for _, a := range c.assets {
+		if a.name == name {
+			return a, true
+		}
 	}
-	return out
+	return nil, false
 }
 
 // assetNames lists every asset the faucet drips, for answers that name
 // them.
 func (c *catalogue) assetNames() []string {
-	var out []string
-	for _, a := range c.stacksAssets() {
-		out = append(out, string(a))
-	}
-	if c.btc != nil {
-		out = append(out, string(assetBTC))
+	out := make([]string, len(c.assets))
+	for i, a := range c.assets {
+		out[i] = string(a.name)
 	}
 	return out
 }
 
-// token finds a configured token by name.
-func (c *catalogue) token(name faucet.Asset) (faucet.TokenInfo, bool) {
-	for _, t := range c.engine.Tokens() {
-		if t.Name == name {
-			return t, true
+// onNames lists the assets the faucet drips now: configured and not
+// turned off.
+func (c *catalogue) onNames() []string {
+	var out []string
+	for _, a := range c.assets {
+		if !c.turnedOff(a.name) {
+			out = append(out, string(a.name))
 		}
 	}
-	return faucet.TokenInfo{}, false
-}
-
-// assetOn reports whether the faucet drips asset now: configured (STX
-// always, a token when it is, BTC when its node is) and not turned off.
-func (c *catalogue) assetOn(asset faucet.Asset) bool {
-	return c.configured(asset) && !c.turnedOff(asset)
+	return out
 }
 
 // configured reports whether the faucet is set up to drip asset.
 func (c *catalogue) configured(asset faucet.Asset) bool {
-	switch {
-	case asset.IsSTX():
-		return true
-	case asset == assetBTC:
-		return c.btc != nil
-	}
-	_, ok := c.token(asset)
+	_, ok := c.lookup(asset)
 	return ok
+}
+
+// assetOn reports whether the faucet drips asset now: configured and not
+// turned off.
+func (c *catalogue) assetOn(asset faucet.Asset) bool {
+	return c.configured(asset) && !c.turnedOff(asset)
 }
 
 // turnedOff reports whether the operator turned asset off (--disable-asset,
@@ -106,13 +91,10 @@ func (c *catalogue) suspendedMessage(asset faucet.Asset) string {
 }
 
 // knownAsset reports whether asset has drip routes here: the assets the
-// faucet is configured for, and the incumbent's sbtc and btc.
+// faucet is configured for, and the incumbent's.
 func (c *catalogue) knownAsset(asset faucet.Asset) bool {
-	if asset.IsSTX() || asset == assetBTC || asset == "sbtc" {
-		return true
-	}
-	_, ok := c.token(asset)
-	return ok
+	_, incumbent := settings.IncumbentLabels[string(asset)]
+	return c.configured(asset) || incumbent
 }
 
 // switchedState is asset's state with the operator's switches applied:
@@ -127,19 +109,14 @@ func (c *catalogue) switchedState(asset faucet.Asset, state, message string) (st
 	return state, message
 }
 
-// assetLabel is how people write the asset's name: the incumbent's, else
-// a token's symbol as its contract says it, else its name in capitals.
+// assetLabel is how people write the asset's name: its kind's label when
+// it is configured, else the incumbent's, else its name in capitals.
 func (c *catalogue) assetLabel(asset faucet.Asset) string {
-	if asset.IsSTX() {
-		return "STX"
+	if a, ok := c.lookup(asset); ok {
+		return a.label()
 	}
-	for _, a := range incumbentAssets {
-		if a.name == asset {
-			return a.label
-		}
-	}
-	if t, ok := c.token(asset); ok && t.Metadata != nil && t.Metadata.Symbol != "" {
-		return t.Metadata.Symbol
+	if l, ok := settings.IncumbentLabels[string(asset)]; ok {
+		return l
 	}
 	return strings.ToUpper(string(asset))
 }
@@ -156,7 +133,8 @@ func (c *catalogue) assetOff(asset faucet.Asset) *dripFailure {
 	switch {
 	case c.turnedOff(asset):
 		detail = "the " + c.assetLabel(asset) + " faucet is turned off by its operator"
-	case asset == assetBTC && !c.configured(asset):
+	case asset == assetBTC:
+		// Not configured (a configured asset that is not turned off is on).
 		msg, reason = btcNotConfigured, reasonNotConfigured
 	}
 	return &dripFailure{status: http.StatusForbidden, reason: reason, message: msg, detail: detail, v3Message: msg}
@@ -169,11 +147,11 @@ func (s *server) refuseOff(w http.ResponseWriter, asset faucet.Asset, v3 bool) b
 		return false
 	}
 	f := s.assetOff(asset)
-	s.metrics.observeDrip(asset, f.reason, nil)
+	s.metrics.observeDrip(asset, f.reason)
 	if v3 {
 		f.writeV3(w)
 	} else {
-		f.writeV1(w, s.cfg.Now())
+		f.writeV1(w, s.cfg.Clock.Now())
 	}
 	return true
 }

@@ -210,7 +210,7 @@ func (s *server) handleSession(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	q, fail := s.identify(r)
 	if fail != nil && fail.status == http.StatusUnauthorized && fail.reason != reasonSignInRequired {
-		fail.writeV1(w, s.cfg.Now())
+		fail.writeV1(w, s.cfg.Clock.Now())
 		return
 	}
 	body := sessionBody{Login: identity.PathLogin, Logout: identity.PathLogout}

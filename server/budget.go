@@ -61,7 +61,7 @@ func (t *treasury) plan(ctx context.Context, adm *guard.Admission, asset faucet.
 		return true
 	}
 	avail, share, known := t.spendable(asset)
-	if !known && asset != assetBTC {
+	if !known {
 		// Before the first block poll the keys' balances are unknown:
 		// read them, so that the first drip after a start keeps the
 		// reserve too.
@@ -87,25 +87,11 @@ func (t *treasury) plan(ctx context.Context, adm *guard.Admission, asset faucet.
 // the treasury (the keys it counts among all); known is false before it
 // has read any balance.
 func (t *treasury) spendable(asset faucet.Asset) (avail uint64, share float64, known bool) {
-	if asset == assetBTC {
-		if t.btc == nil {
-			return 0, 0, false
-		}
-		st := t.btc.Status()
-		return uint64(max(st.Balance, 0)), 1, st.Ready
-	}
-	fund := t.engine.Funding()
-	if !asset.IsSTX() {
-		var ok bool
-		if fund, ok = t.engine.TokenFunding(asset); !ok {
-			return 0, 0, false
-		}
-	}
-	total := len(t.engine.Keys())
-	if fund.Keys == 0 || total == 0 {
+	a, ok := t.labels.lookup(asset)
+	if !ok {
 		return 0, 0, false
 	}
-	return fund.Available, float64(fund.Keys) / float64(total), true
+	return a.funds()
 }
 
 func scaleShare(v uint64, share float64) uint64 {
@@ -118,16 +104,9 @@ func scaleShare(v uint64, share float64) uint64 {
 // reserveFailure answers a drip the treasury cannot pay without going
 // below its reserve: the faucet's "out of funds", as the engine's.
 func (t *treasury) reserveFailure(asset faucet.Asset) *dripFailure {
-	f := &dripFailure{status: http.StatusInternalServerError, reason: string(faucet.ReasonExhausted), message: dripErrorText[faucet.ReasonExhausted],
+	return &dripFailure{status: t.exhaustedV1(asset), reason: string(faucet.ReasonExhausted), message: dripErrorText[faucet.ReasonExhausted],
 		detail:   "the faucet keeps its last " + t.labels.assetLabel(asset) + " in reserve for fees",
 		v3Status: http.StatusServiceUnavailable, v3Message: v3OutOfFunds}
-	switch {
-	case asset == assetBTC:
-		f.status, f.message = http.StatusServiceUnavailable, btcOutOfFunds
-	case !asset.IsSTX():
-		f.status = http.StatusServiceUnavailable
-	}
-	return f
 }
 
 // budgetFailure answers a drip the budget refused: 503 with Retry-After
@@ -135,11 +114,8 @@ func (t *treasury) reserveFailure(asset faucet.Asset) *dripFailure {
 func (t *treasury) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *identity.Tier) *dripFailure {
 	label := t.labels.assetLabel(asset)
 	msg := "The faucet has paid out its " + label + " budget for now; try again later"
-	f := &dripFailure{status: http.StatusServiceUnavailable, reason: reasonBudgetExhausted, message: msg,
-		retryAfter: retryAfterSeconds(ex.RetryAfter), v3Message: msg}
-	if asset.IsSTX() {
-		f.status, f.v3Status = http.StatusInternalServerError, http.StatusServiceUnavailable
-	}
+	f := &dripFailure{status: t.exhaustedV1(asset), reason: reasonBudgetExhausted, message: msg,
+		retryAfter: retryAfterSeconds(ex.RetryAfter), v3Status: http.StatusServiceUnavailable, v3Message: msg}
 	budget := t.budgetOf(asset)
 	of := "the " + label + " budget of " + t.formatAmount(asset, budget.Amount) + " per " + formatPeriod(budget.Per)
 	if ex.Pool != "" && tier != nil {
@@ -154,19 +130,12 @@ func (t *treasury) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *
 }
 
 // formatAmount writes base units of asset in its own unit for people
-// ("1000000 STX", "0.5 sBTC"), or in base units when its decimals are
+// ("1000000 STX", "0.5 BTC"), or in base units when its decimals are
 // unknown.
 func (t *treasury) formatAmount(asset faucet.Asset, v uint64) string {
 	dec := -1
-	switch {
-	case asset.IsSTX():
-		dec = decimalsSTX
-	case asset == assetBTC:
-		dec = decimalsBTC
-	default:
-		if t, ok := t.labels.token(asset); ok && t.Metadata != nil {
-			dec = int(t.Metadata.Decimals)
-		}
+	if a, ok := t.labels.lookup(asset); ok {
+		dec = a.decimals()
 	}
 	if dec < 0 {
 		return strconv.FormatUint(v, 10) + " base units of " + t.labels.assetLabel(asset)
@@ -189,6 +158,14 @@ func decimalString(v uint64, dec int) string {
 		return whole
 	}
 	return whole + "." + frac
+}
+
+// exhaustedV1 is the v1 status of asset's empty faucet or spent budget.
+func (t *treasury) exhaustedV1(asset faucet.Asset) int {
+	if a, ok := t.labels.lookup(asset); ok {
+		return a.exhaustedV1
+	}
+	return http.StatusServiceUnavailable
 }
 
 // formatPeriod writes d as people say it: "24 h", "90 min", "45 s".

@@ -13,7 +13,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const ustx = 1_000_000
@@ -46,8 +46,8 @@ func paidSTX(t *testing.T, w *httptest.ResponseRecorder) uint64 {
 // wait — until the step the drips fell in leaves the window, to the
 // second. The engine pays exactly the scaled amount.
 func TestBudgetScalesRefusesAndRefills(t *testing.T) {
-	clk := clocktest.New()
-	h := newHarness(t, options{limits: budgetLimits(1900 * ustx), now: clk.Now})
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, options{limits: budgetLimits(1900 * ustx), clock: clk})
 	ctx := t.Context()
 	var paid []uint64
 	var last string
@@ -86,11 +86,11 @@ func TestBudgetScalesRefusesAndRefills(t *testing.T) {
 		t.Fatalf("v1: %v", body)
 	}
 
-	clk.Advance(wait - time.Second)
+	clk.Step(wait - time.Second)
 	if el, _ := h.eligibility("asset=stx&address="+to, nil); el.Eligible || el.RetryAfterSeconds != 1 {
 		t.Fatalf("a second early: %+v", el)
 	}
-	clk.Advance(time.Second)
+	clk.Step(time.Second)
 	if el, _ := h.eligibility("asset=stx&address="+to, nil); !el.Eligible || el.Amount != strconv.Itoa(500*ustx) {
 		t.Fatalf("once the step left: %+v", el)
 	}

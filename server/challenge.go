@@ -29,6 +29,6 @@ func (s *server) handleChallenge(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, challengeBody{
 		Challenge: c.Token, Difficulty: c.Difficulty, Algorithm: c.Algorithm,
 		ExpiresAt:        c.ExpiresAt.UTC().Format(time.RFC3339),
-		ExpiresInSeconds: max(int64(c.ExpiresAt.Sub(s.cfg.Now())/time.Second), 0),
+		ExpiresInSeconds: max(int64(c.ExpiresAt.Sub(s.cfg.Clock.Now())/time.Second), 0),
 	})
 }

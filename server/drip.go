@@ -4,18 +4,12 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
-	"github.com/stxfaucet/faucet-operator/server/guard"
 )
 
 // maxBodyBytes is how much of a drip request body is read, only to recognise
@@ -43,28 +37,28 @@ func writeDripSuccess(w http.ResponseWriter, txID, rawHex string) {
 	_, _ = io.WriteString(w, tail)
 }
 
-// handleDrip serves POST /extended/v1/faucets/stx?address=…&stacking=…
-// and, for a token, POST /extended/v1/faucets/{token}?address=…. Every input
-// check happens here, before the engine, so a malformed request never
-// takes a rate-limit slot.
-func (s *server) handleDrip(asset faucet.Asset) http.HandlerFunc {
+// handleDrip serves POST /extended/v1/faucets/{asset}?address=…: STX
+// with &stacking=…, BTC with &large=… or &xlarge=…. Every input check
+// happens here, before the engine, so a malformed request never takes a
+// rate-limit slot.
+func (s *server) handleDrip(a *asset) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if s.refuseOff(w, asset, false) {
+		if s.refuseOff(w, a.name, false) {
 			return
 		}
-		req, bad := s.parseDrip(r, asset)
+		k, bad := s.parseDrip(r, a)
 		if bad != nil {
-			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-			writeError(w, http.StatusBadRequest, *bad)
+			s.metrics.observeDrip(a.name, reasonInvalidRequest)
+			writeError(w, bad.status, bad.body)
 			return
 		}
-		res, fail := s.dispense(w.Header(), r, req)
+		p, fail := s.dispense(w.Header(), r, k)
 		if fail != nil {
-			fail.writeV1(w, s.cfg.Now())
+			fail.writeV1(w, s.cfg.Clock.Now())
 			return
 		}
-		writeDripSuccess(w, res.TxID.Hex0x(), res.TxRawHex())
+		a.writeV1(w, p)
 	}
 }
 
@@ -74,70 +68,40 @@ const (
 	headerSolution  = "X-Faucet-Solution"
 )
 
-// parseDrip validates the query of a drip of asset. It returns the 400
-// body on failure.
-func (s *server) parseDrip(r *http.Request, asset faucet.Asset) (faucet.Request, *errorBody) {
+// parseDrip reads a v1 drip of a from its query.
+func (s *server) parseDrip(r *http.Request, a *asset) (ask, *refusal) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return faucet.Request{}, &errorBody{Error: "invalid query string", Reason: "invalid_query"}
+		return ask{}, badRequest("invalid_query", "invalid query string")
 	}
-	addrs := q["address"]
-	if len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "" {
+	in := question{address: q["address"], stacking: q["stacking"]}
+	if a.sizes {
+		in.large, in.xlarge = q["large"], q["xlarge"]
+	}
+	if len(in.address) == 0 || strings.TrimSpace(in.address[0]) == "" {
 		if addr, stacking, ok := addressFromBody(r); ok {
-			// Hiro dropped body parameters so proxies can rate-limit on the
-			// URL; point old clients at the query form.
-			return faucet.Request{}, &errorBody{
-				Error:  "address must be sent as a query parameter, not in the request body",
-				Reason: "address_in_body",
-				Help:   s.helpCommand(r, asset, addr, stacking && asset.IsSTX()),
+			if !a.bodyAddress {
+				return ask{}, s.bodyRefusal(r, a, addr, stacking)
 			}
+			// The incumbent's v1 BTC route reads the address from a JSON
+			// body when the query has none.
+			in.address = []string{addr}
 		}
-		return faucet.Request{}, &errorBody{Error: "address required", Reason: "address_required"}
 	}
-	if len(addrs) > 1 {
-		// Ambiguous: a proxy may limit on one value while we would pay another.
-		return faucet.Request{}, &errorBody{Error: "address given more than once", Reason: "invalid_address"}
-	}
-	stacking := false
-	switch v := q["stacking"]; {
-	case len(v) == 0:
-	case len(v) > 1:
-		return faucet.Request{}, &errorBody{Error: "stacking given more than once", Reason: "invalid_stacking"}
-	case v[0] == "true":
-		stacking = true
-	case v[0] == "false":
-	default:
-		return faucet.Request{}, &errorBody{Error: "invalid stacking value, use true or false", Reason: "invalid_stacking"}
-	}
-	if stacking && !asset.IsSTX() {
-		return faucet.Request{}, &errorBody{Error: "stacking drips are STX only; drop stacking=true for " + s.assetLabel(asset), Reason: "invalid_stacking"}
-	}
-
-	// Pasted addresses often carry a newline. The parser's messages are
-	// precise and quote at most a bounded prefix of the input.
-	p, bad := s.parseRecipient(strings.TrimSpace(addrs[0]), asset)
-	if bad != nil {
-		return faucet.Request{}, bad
-	}
-	return faucet.Request{Recipient: p, Asset: asset, Stacking: stacking}, nil
+	return a.judge(in)
 }
 
-// parseRecipient reads a Stacks recipient as the drip endpoints do.
-func (s *server) parseRecipient(addr string, asset faucet.Asset) (stacks.Principal, *errorBody) {
-	if addr == "" {
-		return stacks.Principal{}, &errorBody{Error: "address required", Reason: "address_required"}
-	}
-	p, err := stacks.ParseTestnetPrincipal(addr)
-	switch {
-	case errors.Is(err, stacks.ErrMainnetAddress):
-		return p, &errorBody{
-			Error:  "invalid address: " + shorten(addr) + " is a mainnet address; this faucet sends testnet " + s.assetLabel(asset) + ", use a testnet address (ST…)",
-			Reason: "mainnet_address",
-		}
-	case err != nil:
-		return p, &errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
-	}
-	return p, nil
+// bodyRefusal answers an address sent in the body of a route that takes
+// it only in the query, as the incumbent does: Hiro dropped body
+// parameters so that proxies can rate-limit on the URL. It shows the
+// query form of the same request.
+func (s *server) bodyRefusal(r *http.Request, a *asset, addr string, stacking bool) *refusal {
+	u := s.queryForm(r, a, addr, stacking && a.admits(a, dripOptions{stacking: true}) == nil)
+	return &refusal{status: http.StatusBadRequest, v3: v3NeedBody, body: errorBody{
+		Error:  "POST body is no longer supported, parameters must be passed as query parameters, e.g. " + u,
+		Reason: "address_in_body",
+		Help:   "Example curl request: curl -X POST '" + u + "'",
+	}}
 }
 
 // shortName is a client's asset name fit to quote back.
@@ -183,10 +147,10 @@ func addressFromBody(r *http.Request) (addr string, stacking, ok bool) {
 	return a, vals.Get("stacking") == "true", a != ""
 }
 
-// helpCommand renders the query-string form of a request as a curl command.
-// The host and address come from the client, so they are used only when
-// they contain nothing that could break out of the quoted shell word.
-func (s *server) helpCommand(r *http.Request, asset faucet.Asset, addr string, stacking bool) string {
+// queryForm is the URL of a request in its query-string form. The host
+// and address come from the client, so they are used only when they
+// contain nothing that could break out of a quoted shell word.
+func (s *server) queryForm(r *http.Request, a *asset, addr string, stacking bool) string {
 	host := r.Host
 	if host == "" || !safeToken(host, ".-:[]") {
 		host = "<host>"
@@ -198,11 +162,11 @@ func (s *server) helpCommand(r *http.Request, asset faucet.Asset, addr string, s
 	if !safeToken(addr, ".-_") || len(addr) > 160 {
 		addr = "ST…"
 	}
-	u := scheme + "://" + host + "/extended/v1/faucets/" + string(asset) + "?address=" + addr
+	u := scheme + "://" + host + "/extended/v1/faucets/" + string(a.name) + "?address=" + addr
 	if stacking {
 		u += "&stacking=true"
 	}
-	return "curl -X POST '" + u + "'"
+	return u
 }
 
 // safeToken reports whether s holds only ASCII letters, digits and extra.
@@ -220,17 +184,6 @@ func shorten(s string) string {
 		return s[:64] + "…"
 	}
 	return s
-}
-
-// Fixed user-facing texts per failure. They are ours, not the engine's, so
-// no internal detail can reach a client through them.
-var dripErrorText = map[faucet.Reason]string{
-	faucet.ReasonExhausted:           "The faucet is temporarily out of funds; try again later",
-	faucet.ReasonBusy:                "The faucet is busy; try again in a minute",
-	faucet.ReasonNodeUnavailable:     "The Stacks node is unavailable; try again shortly",
-	faucet.ReasonRejected:            "The Stacks node refused the faucet transaction",
-	faucet.ReasonStackingUnavailable: "The stacking amount is unavailable (no PoX information from the node); try again shortly",
-	faucet.ReasonStoreUnavailable:    "The faucet's state store is unavailable; try again shortly",
 }
 
 // dripFailure is a refused or failed drip, rendered by each API version in
@@ -293,63 +246,6 @@ const (
 	v3Failed      = "Faucet request failed, please try again later"
 	v3TooMany     = "Too many requests"
 )
-
-// dripFailure maps an engine error to the failure and logs its internal cause.
-func (s *server) dripFailure(r *http.Request, req faucet.Request, adm guard.Admission, err error) *dripFailure {
-	var fe *faucet.Error
-	if !errors.As(err, &fe) {
-		s.metrics.observeDrip(req.Asset, reasonInternal, nil)
-		s.log.Error("drip failed", "recipient", req.Recipient.String(), "err", err)
-		return &dripFailure{status: http.StatusInternalServerError, reason: reasonInternal, message: "Internal error", v3Message: v3Failed}
-	}
-	reason := string(fe.Reason)
-	level := slog.LevelWarn
-	switch fe.Reason {
-	case faucet.ReasonDisabled:
-		level = slog.LevelInfo
-	case faucet.ReasonRejected:
-		level = slog.LevelError
-	}
-	s.log.Log(r.Context(), level, "drip failed",
-		"reason", reason, "message", fe.Message, "err", fe.Err,
-		"recipient", req.Recipient.String(), "asset", string(req.Asset), "stacking", req.Stacking, "client_ip", addrString(adm.ClientIP))
-
-	if fe.Reason == faucet.ReasonDisabled {
-		s.metrics.observeDrip(req.Asset, reason, nil)
-		// The engine's disabled messages name only the cause (a mainnet
-		// node, another chain id), so they are shown as detail.
-		return s.disabledFailure(req.Asset, fe.Message)
-	}
-	text, known := dripErrorText[fe.Reason]
-	if !known {
-		reason, text = reasonInternal, "Internal error"
-	}
-	s.metrics.observeDrip(req.Asset, reason, nil)
-	f := &dripFailure{status: http.StatusInternalServerError, reason: reason, message: text, v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable}
-	switch fe.Reason {
-	case faucet.ReasonExhausted:
-		f.v3Message = v3OutOfFunds
-		if !req.Asset.IsSTX() {
-			// The incumbent's v1 sBTC faucet answers an empty faucet with
-			// 503, its STX one with 500; every token answers as sBTC.
-			f.status = http.StatusServiceUnavailable
-		}
-	case faucet.ReasonRejected:
-		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
-	}
-	if !known {
-		f.v3Status, f.v3Message = http.StatusInternalServerError, v3Failed
-	}
-	return f
-}
-
-// disabledFailure is the 403 of a faucet that cannot pay asset on this
-// chain or that its operator suspended; detail names which. v3 answers
-// with the incumbent's per-asset text.
-func (s *server) disabledFailure(asset faucet.Asset, detail string) *dripFailure {
-	return &dripFailure{status: http.StatusForbidden, reason: string(faucet.ReasonDisabled), message: "Faucet is not available", detail: detail,
-		v3Message: s.assetOff(asset).v3Message}
-}
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1: Retry-After
 // has one-second resolution and 0 would invite an immediate retry.

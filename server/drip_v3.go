@@ -10,9 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
 // v3Success is the incumbent's v3 answer. amount.stx is µSTX as a decimal
@@ -28,8 +25,7 @@ type v3Tx struct {
 }
 
 // v3Amount names the asset paid and its amount in base units, a decimal
-// string: {"stx": µSTX}, {"sbtc": sats}, {"btc": sats}, {"<token>": base
-// units}.
+// string: {"stx": µSTX}, {"btc": sats}, {"<token>": base units}.
 type v3Amount map[string]string
 
 // v3Error is every v3 failure: the incumbent answers {error} and nothing else.
@@ -43,45 +39,34 @@ const (
 	v3NeedBody       = `body must be a JSON object with an address, e.g. {"address":"ST…"}`
 )
 
-// handleDripV3 serves POST /extended/v3/faucets/{stx,<token>} with a JSON
-// body {"address":"ST…"}. It sends the default amount (the incumbent
-// ignores "stacking" here) through the same checks, limits and engine as
-// v1.
-func (s *server) handleDripV3(asset faucet.Asset) http.HandlerFunc {
+// handleDripV3 serves POST /extended/v3/faucets/{asset} with a JSON body
+// {"address":"…"}. It sends the default amount (the incumbent ignores v1's
+// options here, "stacking" included) through the same checks, limits and
+// drip path as v1.
+func (s *server) handleDripV3(a *asset) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if s.refuseOff(w, asset, true) {
+		if s.refuseOff(w, a.name, true) {
 			return
 		}
-		req, status, msg := parseDripV3(r)
-		if status != 0 {
-			s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-			writeJSON(w, status, v3Error{Error: msg})
-			return
+		addr, status, msg := readV3Address(r)
+		if status == 0 {
+			k, bad := a.judge(question{address: []string{addr}})
+			if bad == nil {
+				p, fail := s.dispense(w.Header(), r, k)
+				if fail != nil {
+					fail.writeV3(w)
+					return
+				}
+				writeJSON(w, http.StatusOK, v3Success{Transaction: v3Tx{TxID: "0x" + p.txid, Chain: a.chain},
+					Amount: v3Amount{string(a.name): strconv.FormatUint(p.amount, 10)}})
+				return
+			}
+			status, msg = bad.status, bad.v3
 		}
-		req.Asset = asset
-		res, fail := s.dispense(w.Header(), r, req)
-		if fail != nil {
-			fail.writeV3(w)
-			return
-		}
-		writeJSON(w, http.StatusOK, v3Success{Transaction: v3Tx{TxID: res.TxID.Hex0x(), Chain: "stacks"},
-			Amount: v3Amount{string(asset.OrSTX()): strconv.FormatUint(res.Amount, 10)}})
+		s.metrics.observeDrip(a.name, reasonInvalidRequest)
+		writeJSON(w, status, v3Error{Error: msg})
 	}
-}
-
-// parseDripV3 validates a v3 request: the address only in a JSON body.
-// On failure it returns the status and the {error} text.
-func parseDripV3(r *http.Request) (faucet.Request, int, string) {
-	addr, status, msg := readV3Address(r)
-	if status != 0 {
-		return faucet.Request{}, status, msg
-	}
-	p, err := stacks.ParseTestnetPrincipal(addr)
-	if err != nil {
-		return faucet.Request{}, http.StatusBadRequest, v3InvalidAddress
-	}
-	return faucet.Request{Recipient: p}, 0, ""
 }
 
 // readV3Address reads the address of a v3 request of any asset: only from
@@ -95,7 +80,7 @@ func readV3Address(r *http.Request) (string, int, string) {
 	}
 	var body []byte
 	if r.Body != nil {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+		b, err := readBody(r.Body, r.ContentLength, maxBodyBytes+1)
 		if err != nil {
 			return "", http.StatusBadRequest, "could not read the request body"
 		}
@@ -133,11 +118,64 @@ func readV3Address(r *http.Request) (string, int, string) {
 	if v.Address == nil {
 		return "", http.StatusBadRequest, "body must have required property 'address'"
 	}
+	if bytes.Count(body, []byte(`"address"`)) > 1 && topLevelKeys(body)["address"] > 1 {
+		// The decoder keeps the last; a proxy may have read the first.
+		return "", http.StatusBadRequest, "address given more than once"
+	}
 	addr := strings.TrimSpace(*v.Address)
 	if addr == "" {
 		return "", http.StatusBadRequest, "body/address must not be empty"
 	}
 	return addr, 0, ""
+}
+
+// readBody reads at most limit bytes of body into a buffer sized by the
+// declared length (a drip's body is some 60 bytes: io.ReadAll would start
+// at 512 and may grow).
+func readBody(body io.Reader, declared int64, limit int) ([]byte, error) {
+	size := limit
+	if declared >= 0 && declared < int64(limit) {
+		size = int(declared) + 1 // room to see the end without growing
+	}
+	b := make([]byte, 0, size)
+	lr := io.LimitReader(body, int64(limit))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // a body longer than declared
+		}
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		switch {
+		case err == io.EOF:
+			return b, nil
+		case err != nil:
+			return b, err
+		}
+	}
+}
+
+// topLevelKeys counts the keys of the JSON object body (already decoded
+// once, so well formed).
+func topLevelKeys(body []byte) map[string]int {
+	keys := map[string]int{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // {
+		return keys
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		if k, ok := tok.(string); ok {
+			keys[k]++
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
 }
 
 // isJSONMediaType accepts application/json and any application/*+json.

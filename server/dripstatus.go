@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -28,7 +29,7 @@ type dripStatusBody struct {
 	State       string  `json:"state"`
 	BlockHeight *uint64 `json:"block_height"`
 	Recipient   *string `json:"recipient"`
-	// Asset is what the drip pays ("stx", "sbtc"); Amount is in its base
+	// Asset is what the drip pays ("stx", a token's name, "btc"); Amount is in its base
 	// units (µSTX, satoshis). AmountUSTX repeats an STX amount for the
 	// clients that read it and is null for a token drip.
 	Asset      string  `json:"asset,omitempty"`
@@ -74,6 +75,11 @@ func (s *server) dripStatus(ctx context.Context, id stacks.TxID) dripStatusBody 
 	if err != nil {
 		s.log.Warn("drip status: history lookup failed", "err", err)
 	}
+	if a, ok := s.lookup(rec.Asset); found && ok && a.chain == chainBitcoin {
+		// A BTC drip: the Bitcoin node follows it, the history dates it.
+		b, _ := s.btcDripStatus(ctx, id.String(), &rec)
+		return b
+	}
 	inflight, isPending := f.PendingByTxID(id.String())
 	switch {
 	case found:
@@ -94,7 +100,7 @@ func (s *server) dripStatus(ctx context.Context, id stacks.TxID) dripStatusBody 
 		out.setAmount(inflight.Asset, amount)
 	default:
 		if s.cfg.BTC != nil {
-			if b, ok := s.btcDripStatus(ctx, id.String()); ok {
+			if b, ok := s.btcDripStatus(ctx, id.String(), nil); ok {
 				return b
 			}
 		}
@@ -215,22 +221,36 @@ func confirmedPast(keys []faucet.KeyStatus, sender string, nonce uint64) bool {
 	return false
 }
 
-// btcDripStatus answers for a BTC payout of this faucet; false when txid
-// is not one.
-func (s *server) btcDripStatus(ctx context.Context, txid string) (dripStatusBody, bool) {
-	p, ok, err := s.cfg.BTC.Payout(ctx, txid)
+// btcDripStatus answers for a BTC payout of this faucet, with its history
+// row when there is one (rec); false when txid is not one.
+func (s *server) btcDripStatus(ctx context.Context, txid string, rec *faucet.DripRecord) (dripStatusBody, bool) {
+	out := dripStatusBody{TxID: txid, Asset: string(assetBTC)}
+	if rec != nil {
+		rcpt, amt, at := rec.Recipient, strconv.FormatUint(rec.Amount, 10), rec.At.UTC().Format(time.RFC3339)
+		out.Recipient, out.Amount, out.SentAt, out.Batch = &rcpt, &amt, &at, rec.Batch
+		if rec.Batch > 1 {
+			out.Recipient = nil // the txid alone does not say which recipient asks
+		}
+	}
+	var p btcfaucet.PayoutStatus
+	ok, err := false, error(nil)
+	if s.cfg.BTC != nil {
+		p, ok, err = s.cfg.BTC.Payout(ctx, txid)
+	}
 	if err != nil {
 		s.log.Warn("drip status: btc lookup failed", "err", err)
-		return dripStatusBody{}, false
 	}
-	if !ok {
+	switch {
+	case !ok && rec != nil:
+		out.State, out.Message = dripPending, "Sent; the Bitcoin node cannot tell its progress right now."
+		return out, true
+	case !ok:
 		return dripStatusBody{}, false
-	}
-	out := dripStatusBody{TxID: txid, Asset: string(assetBTC)}
-	if len(p.Outputs) == 1 {
+	case rec == nil && len(p.Outputs) == 1:
+		// Without a history row the payout's one output says who and how much.
 		rcpt, amt := p.Outputs[0].Address, strconv.FormatInt(p.Outputs[0].Amount, 10)
 		out.Recipient, out.Amount = &rcpt, &amt
-	} else if len(p.Outputs) > 1 {
+	case rec == nil && len(p.Outputs) > 1:
 		out.Batch = len(p.Outputs)
 	}
 	switch {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
-	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
@@ -66,15 +64,6 @@ type eligibilityLimit struct {
 	ResetSeconds  int64  `json:"reset_seconds"`
 }
 
-// eligibilityQuery is one question: an asset, an address as typed, and
-// the drip's options.
-type eligibilityQuery struct {
-	asset    faucet.Asset
-	address  string
-	stacking bool
-	size     btcfaucet.Size
-}
-
 // handleEligibility serves GET /faucet/v1/eligibility?asset=…&address=…
 // [&stacking=true|&size=large]. It takes the same headers as a drip
 // (Authorization, the client's address).
@@ -85,55 +74,54 @@ func (s *server) handleEligibility(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid query string", Reason: "invalid_query"})
 		return
 	}
-	eq := eligibilityQuery{asset: faucet.Asset(strings.TrimSpace(q.Get("asset"))), address: q.Get("address"), stacking: q.Get("stacking") == "true"}
-	if eq.asset == "" {
-		eq.asset = faucet.AssetSTX
-	}
-	switch q.Get("size") {
-	case "", "default":
-	case "large":
-		eq.size = btcfaucet.SizeLarge
-	case "xlarge":
-		eq.size = btcfaucet.SizeXLarge
-	default:
-		writeError(w, http.StatusBadRequest, errorBody{Error: "invalid size, use default, large or xlarge", Reason: "invalid_amount"})
+	if len(q["asset"]) > 1 {
+		writeError(w, http.StatusBadRequest, errorBody{Error: "asset given more than once", Reason: "unknown_asset"})
 		return
 	}
-	body, status, bad := s.eligibility(r.Context(), r, eq)
+	asset := faucet.Asset(strings.TrimSpace(q.Get("asset"))).OrSTX()
+	body, bad := s.eligibility(r.Context(), r, asset, question{address: q["address"], stacking: q["stacking"], size: q["size"]})
 	if bad != nil {
-		writeError(w, status, *bad)
+		writeError(w, bad.status, bad.body)
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
 }
 
-// eligibility answers eq for the client of r; a malformed question gets
-// the status and body a drip would (400, or 404 for an unknown asset).
-func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilityQuery) (eligibilityBody, int, *errorBody) {
-	asset := eq.asset
-	if !s.knownAsset(asset) {
-		return eligibilityBody{}, http.StatusNotFound, &errorBody{
-			Error:  "this faucet does not drip " + shortName(string(asset)) + "; it drips " + strings.Join(s.assetNames(), ", "),
+// eligibility answers whether the drip in would be admitted now for the
+// client of r; a malformed question gets the refusal a drip would (400,
+// or 404 for an unknown asset).
+func (s *server) eligibility(ctx context.Context, r *http.Request, name faucet.Asset, in question) (eligibilityBody, *refusal) {
+	if !s.knownAsset(name) {
+		return eligibilityBody{}, &refusal{status: http.StatusNotFound, body: errorBody{
+			Error:  "this faucet does not drip " + shortName(string(name)) + "; it drips " + strings.Join(s.assetNames(), ", "),
 			Reason: "unknown_asset",
-		}
+		}}
 	}
-	out := eligibilityBody{Asset: string(asset), Address: strings.TrimSpace(eq.address), Limits: []eligibilityLimit{}}
-	refuse := func(reason, msg string) (eligibilityBody, int, *errorBody) {
+	out := eligibilityBody{Asset: string(name), Limits: []eligibilityLimit{}}
+	if len(in.address) > 0 {
+		out.Address = strings.TrimSpace(in.address[0])
+	}
+	refuse := func(reason, msg string) (eligibilityBody, *refusal) {
 		out.Reason, out.Message = reason, msg
-		return out, http.StatusOK, nil
+		return out, nil
 	}
-	if !s.assetOn(asset) {
-		f := s.assetOff(asset)
+	a, on := s.lookup(name)
+	if !on || s.turnedOff(name) {
+		f := s.assetOff(name)
 		return refuse(f.reason, f.message)
 	}
-
-	adm, base, baseKnown, status, bad := s.eligibilityRecipient(ctx, &out, eq)
+	k, bad := a.judge(in)
 	if bad != nil {
-		return out, status, bad
+		return out, bad
 	}
+	out.Address = k.text
+	adm := k.admission()
+	base, err := a.quote(ctx, k.opts)
+	baseKnown := err == nil // the stacking amount without the node is not
 	if ri := infoFrom(r.Context()); ri != nil {
 		adm.ClientIP = ri.clientIP
 	}
+	asset := a.name
 	// The drip's own order: the switch, who asks, the checks, the amount,
 	// the limits and budget.
 	if s.suspended(asset) {
@@ -161,7 +149,7 @@ func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilit
 		switch {
 		case errors.As(err, &rej):
 			if rej.RetryAfter > 0 {
-				out.setRetry(s.cfg.Now(), rej.RetryAfter)
+				out.setRetry(s.cfg.Clock.Now(), rej.RetryAfter)
 			}
 			return refuse(rej.Reason, rej.Message)
 		case err != nil:
@@ -181,44 +169,14 @@ func (s *server) eligibility(ctx context.Context, r *http.Request, eq eligibilit
 	return s.eligibilityLimits(ctx, out, adm, asset, tier)
 }
 
-// eligibilityRecipient parses the question's address as the drip would
-// and reads the asset's configured drip (known is false when it cannot be
-// read now: the stacking amount without the node).
-func (s *server) eligibilityRecipient(ctx context.Context, out *eligibilityBody, eq eligibilityQuery) (adm guard.Admission, base uint64, known bool, status int, bad *errorBody) {
-	adm = guard.Admission{Stacking: eq.stacking}
-	asset := eq.asset
-	if asset == assetBTC {
-		addr, err := bitcoin.ParseAddress(out.Address, s.cfg.BTC.Network())
-		if err != nil {
-			e := btcAddressError(out.Address, s.cfg.BTC.Network(), err)
-			return adm, 0, false, http.StatusBadRequest, &e
-		}
-		out.Address, adm.Asset, adm.Address = addr.String(), string(assetBTC), addr.String()
-		return adm, uint64(max(s.cfg.BTC.Amounts().Of(eq.size), 0)), true, 0, nil
-	}
-	p, bad := s.parseRecipient(out.Address, asset)
-	if bad != nil {
-		return adm, 0, false, http.StatusBadRequest, bad
-	}
-	if eq.stacking && !asset.IsSTX() {
-		return adm, 0, false, http.StatusBadRequest, &errorBody{Error: "stacking drips are STX only", Reason: "invalid_stacking"}
-	}
-	out.Address, adm.Recipient = p.String(), p
-	if !asset.IsSTX() {
-		adm.Asset = string(asset)
-	}
-	amt, err := s.stacksDrip(ctx, asset, eq.stacking)
-	return adm, amt, err == nil, 0, nil
-}
-
 // eligibilityLimits reads the limits and the budget as the drip's
 // reservation would meet them.
-func (s *server) eligibilityLimits(ctx context.Context, out eligibilityBody, adm guard.Admission, asset faucet.Asset, tier *identity.Tier) (eligibilityBody, int, *errorBody) {
+func (s *server) eligibilityLimits(ctx context.Context, out eligibilityBody, adm guard.Admission, asset faucet.Asset, tier *identity.Tier) (eligibilityBody, *refusal) {
 	pv, err := s.cfg.Limits.Peek(ctx, adm)
 	if err != nil {
 		s.log.Warn("eligibility: rate limits unavailable", "err", err)
 		out.Reason, out.Message = string(faucet.ReasonStoreUnavailable), dripErrorText[faucet.ReasonStoreUnavailable]
-		return out, http.StatusOK, nil
+		return out, nil
 	}
 	for _, u := range pv.Use {
 		out.Limits = append(out.Limits, eligibilityLimit{
@@ -228,12 +186,12 @@ func (s *server) eligibilityLimits(ctx context.Context, out eligibilityBody, adm
 	}
 	switch {
 	case pv.Wait > 0:
-		out.setRetry(s.cfg.Now(), pv.Wait)
+		out.setRetry(s.cfg.Clock.Now(), pv.Wait)
 		out.Reason, out.Message = reasonRateLimited, "Too many requests"
 	case adm.Want > 0 && pv.Amount == 0:
 		// The same refusal, in the same words, as the next drip's.
 		f := s.budgetFailure(asset, &guard.Exhausted{RetryAfter: pv.BudgetWait, Pool: pv.BudgetPool}, tier)
-		out.setRetry(s.cfg.Now(), pv.BudgetWait)
+		out.setRetry(s.cfg.Clock.Now(), pv.BudgetWait)
 		out.Amount, out.Detail, out.Reason, out.Message = "", f.detail, f.reason, f.message
 	default:
 		if adm.Want > 0 {
@@ -241,25 +199,10 @@ func (s *server) eligibilityLimits(ctx context.Context, out eligibilityBody, adm
 		}
 		out.Eligible = true
 	}
-	return out, http.StatusOK, nil
+	return out, nil
 }
 
 func (b *eligibilityBody) setRetry(now time.Time, d time.Duration) {
 	b.RetryAfterSeconds = retryAfterSeconds(d)
 	b.NextAllowedAt = now.Add(time.Duration(b.RetryAfterSeconds) * time.Second).UTC().Format(time.RFC3339)
-}
-
-// stacksDrip is the configured drip of a Stacks asset, in base units.
-func (s *server) stacksDrip(ctx context.Context, asset faucet.Asset, stacking bool) (uint64, error) {
-	switch {
-	case asset.IsSTX() && stacking:
-		return s.cfg.Faucet.StackingAmount(ctx)
-	case asset.IsSTX():
-		return s.cfg.Faucet.DefaultAmount(), nil
-	}
-	t, ok := s.token(asset)
-	if !ok {
-		return 0, &faucet.Error{Reason: faucet.ReasonRejected, Message: "unknown asset " + strconv.Quote(string(asset))}
-	}
-	return t.Amount, nil
 }

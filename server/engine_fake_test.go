@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
@@ -90,7 +92,7 @@ func hexOf(b []byte) string { return hex.EncodeToString(b) }
 func newFakeServer(t *testing.T, e *fakeEngine, opts ...func(*Config)) http.Handler {
 	t.Helper()
 	cfg := Config{Faucet: e, Node: downNode{},
-		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -283,7 +285,7 @@ func TestAdmissionAnswersOnTheWire(t *testing.T) {
 			},
 		},
 		{
-			name: "rate limited", first: true, opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, nil, c.Now) },
+			name: "rate limited", first: true, opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, nil, c.Clock) },
 			wire: wire{
 				v1Status:     429,
 				v1Body:       `{"success":false,"error":"Too many requests","reason":"rate_limited","retry_after_seconds":90,"next_allowed_at":"2026-11-24T12:01:30Z"}`,
@@ -293,7 +295,7 @@ func TestAdmissionAnswersOnTheWire(t *testing.T) {
 			},
 		},
 		{
-			name: "limits store unavailable", opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Now) },
+			name: "limits store unavailable", opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Clock) },
 			wire: wire{
 				v1Status: 500,
 				v1Body:   `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,

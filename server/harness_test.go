@@ -16,16 +16,20 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/internal/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -44,14 +48,14 @@ type options struct {
 	suspendedAssets, offAssets []faucet.Asset
 	hops                       int // TrustedProxyHops
 	statusTTL                  time.Duration
-	now                        func() time.Time // the server's clock; nil is time.Now
+	clock                      clock.PassiveClock // the server's clock; nil is the real one
 	faucetCfg                  func(*faucet.Config)
 	// guard, when set, builds the abuse checks (Accounts defaults to the
 	// node client, the PoW secret to the faucet's derived one).
 	guard    *guard.Config
 	lowDrips int
 	devnode  devnode.Config // Genesis and Seed are filled in
-	// sbtc, when set, deploys the token at stacks.SBTCTestnet, mints each
+	// sbtc, when set, deploys the token at settings.SBTCTestnet, mints each
 	// key sbtc.funding satoshis and turns the sBTC faucet on at
 	// sbtc.amount per drip.
 	sbtc *sbtcOptions
@@ -112,7 +116,7 @@ func newHarness(t *testing.T, o options) *harness {
 	dcfg := o.devnode
 	dcfg.Genesis, dcfg.Seed = genesis, 1
 	if o.sbtc != nil {
-		dcfg.TokenAsset, dcfg.TokenGenesis = stacks.SBTCTestnet, map[stacks.Address]uint64{}
+		dcfg.TokenAsset, dcfg.TokenGenesis = settings.SBTCTestnet, map[stacks.Address]uint64{}
 		for _, k := range keys {
 			if o.sbtc.funding > 0 {
 				dcfg.TokenGenesis[k.TestnetAddress()] = o.sbtc.funding
@@ -125,7 +129,7 @@ func newHarness(t *testing.T, o options) *harness {
 
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	client, err := node.New(nodeSrv.URL, node.WithObserver(m.ObserveNodeCall), node.WithTimeout(2*time.Second))
+	client, err := node.New(nodeSrv.URL, rpcclient.WithObserver(m.ObserveNodeCall), rpcclient.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +142,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Logger: logger,
 	}
 	if o.sbtc != nil {
-		asset, err := stacks.ParseAssetID(stacks.SBTCTestnet)
+		asset, err := stacks.ParseAssetID(settings.SBTCTestnet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +178,7 @@ func newHarness(t *testing.T, o options) *harness {
 	h := New(Config{
 		Txs:              client,
 		Guard:            checks,
-		Limits:           guard.NewRateLimits(o.limits, nil, o.now),
+		Limits:           guard.NewRateLimits(o.limits, nil, o.clock),
 		Switches:         sw,
 		MCP:              true,
 		LowDrips:         o.lowDrips,
@@ -188,7 +192,7 @@ func newHarness(t *testing.T, o options) *harness {
 		StatusCacheTTL:   o.statusTTL,
 		Metrics:          m,
 		Logger:           logger,
-		Now:              o.now,
+		Clock:            o.clock,
 		Tiers:            o.tiers,
 		SignIn:           o.signIn,
 	})

@@ -37,7 +37,7 @@ const (
 // infoBody is the discovery document the web page (and any client) reads
 // to learn amounts, limits, the chain and whether a proof of work is needed.
 // Amounts and counts are JSON numbers in base units (µSTX, satoshis): the
-// supplies of STX, sBTC and BTC all stay below 2^53, so a JavaScript
+// supplies of STX, the tokens and BTC all stay below 2^53, so a JavaScript
 // client reads them exactly.
 type infoBody struct {
 	Network       string      `json:"network"`
@@ -77,7 +77,7 @@ type infoAsset struct {
 	Name            string  `json:"name"`
 	AssetIdentifier *string `json:"asset_identifier"`
 	// AssetSource says where a token's identifier comes from:
-	// "configured", or "pox_5_sbtc_contract" when the node named it.
+	// "configured", or settings.SourcePoX when the node named it.
 	AssetSource string `json:"asset_source,omitempty"`
 	// Decimals is null for a token whose contract has not answered yet.
 	Decimals     *int         `json:"decimals"`
@@ -111,8 +111,8 @@ type infoRoutes struct {
 // Decimals of the chains' own assets: µSTX, satoshis. A token's are its
 // contract's.
 var (
-	decimalsSTX = 6
-	decimalsBTC = 8
+	stxDecimals = 6
+	btcDecimals = 8
 )
 
 type infoTip struct {
@@ -146,7 +146,8 @@ type infoFunding struct {
 	DripsLeft uint64 `json:"drips_left"`
 	// Balance is what the faucet can spend on drips now, in the asset's
 	// base units (µSTX, satoshis): the counted keys' available µSTX or
-	// sBTC beyond what is in flight, or the BTC faucet's spendable coins.
+	// token units beyond what is in flight, or the BTC faucet's spendable
+	// coins.
 	Balance uint64 `json:"balance"`
 }
 
@@ -208,104 +209,33 @@ func (s *server) info(ctx context.Context) (infoBody, error) {
 			body.Amounts.StackingUSTX = &amt
 		}
 	}
-	// The tokens share STX's node and keys, not its suspension.
+	// The top-level state is STX's, as before assets had entries of their
+	// own; the tokens share its node and keys, not its switches.
 	state, message, fund := s.faucetState(ctx, snap)
-	body.State, body.StateMessage = state, message
-	body.State, body.StateMessage = s.switchedState(faucet.AssetSTX, body.State, body.StateMessage)
+	body.State, body.StateMessage = s.switchedState(faucet.AssetSTX, state, message)
 	if fund.Keys > 0 {
 		body.Funding = fundingInfo(fund)
 	}
-	body.Assets = []infoAsset{{
-		Asset: string(faucet.AssetSTX), Name: "STX", Decimals: &decimalsSTX, Amount: body.Amounts.DefaultUSTX,
-		Limits: body.Limits, State: body.State, StateMessage: body.StateMessage, Funding: body.Funding,
-		Endpoints: assetRoutes(faucet.AssetSTX),
-	}}
-	for _, tok := range f.Tokens() {
-		body.Assets = append(body.Assets, s.tokenInfo(tok, lim, state, message))
-	}
-	if b := s.cfg.BTC; b != nil {
-		body.Assets = append(body.Assets, s.btcInfo(b, lim))
-	}
-	for i := range body.Assets {
-		a := faucet.Asset(body.Assets[i].Asset)
-		body.Assets[i].Budget, body.Assets[i].Runway = s.budgetInfo(ctx, a), s.runwayInfo(a)
+	env := &infoEnv{limits: lim, state: state, message: message, fund: fund, lowDrips: s.cfg.lowDrips}
+	for _, a := range s.assets {
+		out := infoAsset{Asset: string(a.name), Endpoints: assetRoutes(a.name)}
+		a.describe(ctx, env, a, &out)
+		out.State, out.StateMessage = s.switchedState(a.name, out.State, out.StateMessage)
+		out.Budget, out.Runway = s.budgetInfo(ctx, a.name), s.runwayInfo(a.name)
+		body.Assets = append(body.Assets, out)
 	}
 	body.SignIn = s.signInInfo()
 	return body, nil
 }
 
-// tokenInfo describes a token. Its state is the faucet's (its node, the
-// suspension switch) unless it cannot be dripped (its contract is
-// unknown), and then its funding's.
-func (s *server) tokenInfo(tok faucet.TokenInfo, lim guard.Limits, state, message string) infoAsset {
-	name := tok.Name
-	al := lim.Of(string(name))
-	a := infoAsset{
-		Asset: string(name), Name: s.assetLabel(name), Amount: tok.Amount,
-		Limits: infoLimits{Address: limitInfo(al.PerAddress), IP: limitInfo(al.PerIP)},
-		State:  state, StateMessage: message, Endpoints: assetRoutes(name), AssetSource: "configured",
-	}
-	if tok.FromPoX {
-		a.AssetSource = "pox_5_sbtc_contract"
-	}
-	if !tok.Asset.IsZero() {
-		id := tok.Asset.String()
-		a.AssetIdentifier = &id
-	}
-	if m := tok.Metadata; m != nil {
-		d := int(m.Decimals)
-		a.Decimals = &d
-	}
-	switch {
-	case tok.Err != nil:
-		a.State, a.StateMessage = stateUnavailable, "The "+a.Name+" faucet is not available: "+tok.Err.Error()
-	case state == stateReady || state == stateLow || state == stateEmpty:
-		if tf, _ := s.cfg.Faucet.TokenFunding(name); tf.Keys > 0 {
-			a.Funding = fundingInfo(tf)
-			a.State, a.StateMessage = fundingState(tf, s.cfg.lowDrips(name), a.Name)
-		} else {
-			// A drip now could not be paid: no key's balance is read yet.
-			a.State, a.StateMessage = stateUnavailable, "The "+a.Name+" faucet is starting: its keys' balances are not read yet."
-		}
-	}
-	a.State, a.StateMessage = s.switchedState(name, a.State, a.StateMessage)
-	return a
+// infoEnv is what info reads once for every asset's entry: the limits,
+// and the Stacks faucet's state (its node, its STX funds) before switches.
+type infoEnv struct {
+	limits         guard.Limits
+	state, message string
+	fund           faucet.Funding
+	lowDrips       func(faucet.Asset) int
 }
-
-// btcInfo describes the BTC faucet, whose state is its own: it pays from
-// another chain's node.
-func (s *server) btcInfo(b BTCFaucet, lim guard.Limits) infoAsset {
-	st, am := b.Status(), b.Amounts()
-	a := infoAsset{
-		Asset: string(assetBTC), Name: "BTC", Decimals: &decimalsBTC, Amount: sats(am.Default),
-		Limits:    infoLimits{Address: limitInfo(lim.Of(string(assetBTC)).PerAddress), IP: limitInfo(lim.Of(string(assetBTC)).PerIP)},
-		Endpoints: assetRoutes(assetBTC), Network: st.Network,
-		Sizes: &infoSizes{Large: sats(am.Large), XLarge: sats(am.XLarge)},
-	}
-	switch {
-	case st.Standby:
-		a.State, a.StateMessage = stateStandby, "Another replica of this faucet pays BTC drips; this one stands by."
-	case !st.Ready && !st.NodeUp:
-		a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
-	case st.Behind:
-		a.State, a.StateMessage = stateUnavailable, "The Bitcoin node's chain is behind the faucet's (it restarted or is syncing); BTC drips wait until it catches up."
-	case !st.Ready:
-		a.State, a.StateMessage = stateReady, "The BTC faucet is starting."
-	default:
-		left := btcDripsLeft(st, am)
-		a.Funding = &infoFunding{DripsLeft: sats(left), Balance: sats(st.Balance)}
-		a.State, a.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, s.cfg.lowDrips(assetBTC), "BTC")
-		if !st.NodeUp {
-			a.State, a.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
-		}
-	}
-	a.State, a.StateMessage = s.switchedState(assetBTC, a.State, a.StateMessage)
-	return a
-}
-
-// sats is a count or satoshi amount the BTC side keeps signed, never
-// below zero on the wire.
-func sats(v int64) uint64 { return uint64(max(v, 0)) }
 
 func assetRoutes(a faucet.Asset) infoRoutes {
 	return infoRoutes{V1: "/extended/v1/faucets/" + string(a), V3: "/extended/v3/faucets/" + string(a)}

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
@@ -23,8 +21,98 @@ import (
 //	GET  /extended/v1/faucets/btc/{address}                             → {balance} (BTC)
 //	POST /extended/v3/faucets/btc {"address":…}                         → {transaction:{tx_id, chain:"bitcoin"}, amount:{btc}}
 //
-// They share the abuse checks and rate limits of the Stacks assets (in
-// buckets of their own) but not the Stacks engine.
+// They share the abuse checks, rate limits and drip path of the Stacks
+// assets (in buckets of their own) but not the Stacks engine.
+
+func init() {
+	registerKind(2, func(cfg *Config) []*asset {
+		if cfg.BTC == nil {
+			return nil
+		}
+		return []*asset{{name: assetBTC, chain: chainBitcoin, exhaustedV1: http.StatusServiceUnavailable,
+			bodyAddress: true, sizes: true, assetKind: btcKind{cfg.BTC}}}
+	})
+	registerRoutes(btcRoutes)
+}
+
+// btcKind pays BTC drips from the BTC faucet's coins.
+type btcKind struct{ b BTCFaucet }
+
+// btcRecipient is a Bitcoin address of the faucet's network.
+type btcRecipient struct{ bitcoin.Address }
+
+func (r btcRecipient) admit(adm *guard.Admission) { adm.Address = r.String() }
+
+func (btcKind) label() string { return "BTC" }
+func (btcKind) decimals() int { return btcDecimals }
+
+// recipient reads an address of the faucet's network: the incumbent's
+// text, with the parser's precise cause as detail.
+func (k btcKind) recipient(text string) (recipient, *refusal) {
+	addr, err := bitcoin.ParseAddress(text, k.b.Network())
+	if err != nil {
+		e := btcAddressError(text, k.b.Network(), err)
+		return nil, &refusal{status: http.StatusBadRequest, body: e, v3: e.Error}
+	}
+	return btcRecipient{addr}, nil
+}
+
+func (btcKind) admits(a *asset, o dripOptions) *refusal { return refuseOptions(a, o, false, true) }
+
+func (k btcKind) quote(_ context.Context, o dripOptions) (uint64, error) {
+	return sats(k.b.Amounts().Of(btcSize(o.size))), nil
+}
+
+// btcSize is a drip size as the BTC faucet names it.
+func btcSize(s dripSize) btcfaucet.Size {
+	switch s {
+	case sizeLarge:
+		return btcfaucet.SizeLarge
+	case sizeXLarge:
+		return btcfaucet.SizeXLarge
+	}
+	return btcfaucet.SizeDefault
+}
+
+func (k btcKind) pay(ctx context.Context, a ask, amount uint64) (*paid, error) {
+	to, _ := a.to.(btcRecipient)
+	if amount == 0 {
+		amount = sats(k.b.Amounts().Of(btcSize(a.opts.size)))
+	}
+	d, err := k.b.DripAmount(ctx, to.Address, int64(min(amount, math.MaxInt64)))
+	if err != nil {
+		return nil, err
+	}
+	fee := sats(d.Fee)
+	if d.Batch > 1 {
+		fee /= uint64(d.Batch)
+	}
+	raw := hexString(d.Raw)
+	p := &paid{txid: d.TxID, rawHex: func() string { return raw }, amount: sats(d.Amount), fee: fee, sender: k.b.Status().Address}
+	if d.Batch > 1 {
+		p.batch = d.Batch
+	}
+	return p, nil
+}
+
+// writeV1 writes the incumbent's {success, txid, raw_tx}.
+func (btcKind) writeV1(w http.ResponseWriter, p *paid) {
+	writeJSON(w, http.StatusOK, btcSuccess{Success: true, TxID: p.txid, RawTx: p.rawHex()})
+}
+
+func (k btcKind) funds() (uint64, float64, bool) {
+	st := k.b.Status()
+	return sats(st.Balance), 1, st.Ready
+}
+
+func (btcKind) dispensed(m *Metrics, _ dripOptions, amount uint64) {
+	m.dispensedBTC.WithLabelValues().Add(float64(amount))
+}
+
+// btcRoutes are the BTC faucet's routes beside its drips.
+func btcRoutes(s *server) []route {
+	return []route{{http.MethodGet, "/extended/v1/faucets/btc/{address}", deprecated("Endpoint is deprecated", http.HandlerFunc(s.handleBTCBalance))}}
+}
 
 // BTCFaucet is the BTC engine the endpoints use; *btcfaucet.Faucet has it.
 type BTCFaucet interface {
@@ -63,64 +151,13 @@ const (
 	btcNoAddressInfo = "The Bitcoin node cannot report balances (it needs an address index)"
 )
 
-// handleBTCDrip serves the v1 BTC drip.
-func (s *server) handleBTCDrip(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if s.refuseOff(w, assetBTC, false) {
-		return
-	}
-	b := s.cfg.BTC
-	addr, size, bad := parseBTCDrip(r, b.Network())
-	if bad != nil {
-		s.metrics.observeDrip(assetBTC, reasonInvalidRequest, nil)
-		writeError(w, http.StatusBadRequest, *bad)
-		return
-	}
-	d, fail := s.dispenseBTC(w.Header(), r, addr, size)
-	if fail != nil {
-		fail.writeV1(w, s.cfg.Now())
-		return
-	}
-	writeJSON(w, http.StatusOK, btcSuccess{Success: true, TxID: d.TxID, RawTx: hexString(d.Raw)})
-}
-
-// handleBTCDripV3 serves the v3 BTC drip: the default amount only.
-func (s *server) handleBTCDripV3(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if s.refuseOff(w, assetBTC, true) {
-		return
-	}
-	b := s.cfg.BTC
-	text, status, msg := readV3Address(r)
-	if status == 0 {
-		var err error
-		var addr bitcoin.Address
-		if addr, err = bitcoin.ParseAddress(text, b.Network()); err != nil {
-			status, msg = http.StatusBadRequest, btcAddressError(text, b.Network(), err).Error
-		} else {
-			d, fail := s.dispenseBTC(w.Header(), r, addr, btcfaucet.SizeDefault)
-			if fail != nil {
-				fail.writeV3(w)
-				return
-			}
-			writeJSON(w, http.StatusOK, v3Success{
-				Transaction: v3Tx{TxID: "0x" + d.TxID, Chain: "bitcoin"},
-				Amount:      v3Amount{string(assetBTC): strconv.FormatInt(d.Amount, 10)},
-			})
-			return
-		}
-	}
-	s.metrics.observeDrip(assetBTC, reasonInvalidRequest, nil)
-	writeJSON(w, status, v3Error{Error: msg})
-}
-
 // handleBTCBalance serves GET /extended/v1/faucets/btc/{address}: the
 // address's confirmed balance in BTC, read from the node.
 func (s *server) handleBTCBalance(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if !s.assetOn(assetBTC) {
 		// As the incumbent: the same switches as its drips; nothing counted.
-		s.assetOff(assetBTC).writeV1(w, s.cfg.Now())
+		s.assetOff(assetBTC).writeV1(w, s.cfg.Clock.Now())
 		return
 	}
 	b := s.cfg.BTC
@@ -149,66 +186,6 @@ func (s *server) handleBTCBalance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, btcBalance{Balance: float64(sats) / 1e8})
 }
 
-// parseBTCDrip validates a v1 BTC drip: its query, or an address in its
-// body.
-func parseBTCDrip(r *http.Request, net bitcoin.Network) (bitcoin.Address, btcfaucet.Size, *errorBody) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return bitcoin.Address{}, 0, &errorBody{Error: "invalid query string", Reason: "invalid_query"}
-	}
-	addrs := q["address"]
-	if len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "" {
-		// Unlike its Stacks routes, the incumbent's v1 BTC route reads the
-		// address from a JSON body when the query has none.
-		if a, _, ok := addressFromBody(r); ok {
-			addrs = []string{a}
-		}
-	}
-	switch {
-	case len(addrs) == 0 || strings.TrimSpace(addrs[0]) == "":
-		return bitcoin.Address{}, 0, &errorBody{Error: "address required", Reason: "address_required"}
-	case len(addrs) > 1:
-		return bitcoin.Address{}, 0, &errorBody{Error: "address given more than once", Reason: "invalid_address"}
-	}
-	flag := func(name string) (bool, *errorBody) {
-		switch v := q[name]; {
-		case len(v) == 0:
-			return false, nil
-		case len(v) > 1:
-			return false, &errorBody{Error: name + " given more than once", Reason: "invalid_amount"}
-		case v[0] == "true":
-			return true, nil
-		case v[0] == "false":
-			return false, nil
-		}
-		return false, &errorBody{Error: "invalid " + name + " value, use true or false", Reason: "invalid_amount"}
-	}
-	large, bad := flag("large")
-	if bad != nil {
-		return bitcoin.Address{}, 0, bad
-	}
-	xlarge, bad := flag("xlarge")
-	if bad != nil {
-		return bitcoin.Address{}, 0, bad
-	}
-	size := btcfaucet.SizeDefault
-	switch {
-	case large && xlarge:
-		return bitcoin.Address{}, 0, &errorBody{Error: btcBothSizes, Reason: "invalid_amount"}
-	case large:
-		size = btcfaucet.SizeLarge
-	case xlarge:
-		size = btcfaucet.SizeXLarge
-	}
-	text := strings.TrimSpace(addrs[0])
-	addr, err := bitcoin.ParseAddress(text, net)
-	if err != nil {
-		e := btcAddressError(text, net, err)
-		return bitcoin.Address{}, 0, &e
-	}
-	return addr, size, nil
-}
-
 // btcAddressError is the 400 of an address the faucet cannot pay: the
 // incumbent's text, with the parser's precise cause as detail.
 func btcAddressError(text string, net bitcoin.Network, err error) errorBody {
@@ -221,47 +198,8 @@ func btcAddressError(text string, net bitcoin.Network, err error) errorBody {
 	return errorBody{Error: "Invalid BTC " + net.String() + " address", Reason: "invalid_address", Detail: err.Error()}
 }
 
-// dispenseBTC takes a valid BTC drip through the checks and limits shared
-// with the Stacks assets, then the BTC engine.
-func (s *server) dispenseBTC(h http.Header, r *http.Request, addr bitcoin.Address, size btcfaucet.Size) (*btcfaucet.Drip, *dripFailure) {
-	adm := guard.Admission{Asset: string(assetBTC), Address: addr.String()}
-	if ri := infoFrom(r.Context()); ri != nil {
-		adm.ClientIP = ri.clientIP
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.DripTimeout)
-	defer cancel()
-	log := s.log.With("recipient", addr.String(), "asset", string(assetBTC), "client_ip", addrString(adm.ClientIP))
-	quote := func(context.Context) (uint64, *dripFailure) { return uint64(max(s.cfg.BTC.Amounts().Of(size), 0)), nil }
-	adm, res, fail := s.admit(ctx, r, h, assetBTC, adm, quote, log)
-	if fail != nil {
-		return nil, fail
-	}
-	amount := s.cfg.BTC.Amounts().Of(size)
-	if res.Amount > 0 {
-		amount = int64(min(res.Amount, math.MaxInt64))
-	}
-	d, err := s.cfg.BTC.DripAmount(ctx, addr, amount)
-	if err != nil {
-		if rerr := s.cfg.Limits.Release(context.WithoutCancel(ctx), res); rerr != nil {
-			log.Warn("rate-limit release failed; the slot stays charged", "err", rerr)
-		}
-		return nil, s.btcFailure(ctx, log, err)
-	}
-	s.metrics.observeBTCDrip(d)
-	s.outflow.add(assetBTC, sats(d.Amount), s.cfg.Now())
-	if s.cfg.Guard != nil {
-		s.cfg.Guard.Dispensed(adm.Grant)
-	}
-	attrs := []any{"amount_sats", d.Amount, "txid", d.TxID, "fee_sats", d.Fee, "batch_size", d.Batch}
-	if adm.Grant.Bypassed != "" {
-		attrs = append(attrs, "bypass", adm.Grant.Bypassed)
-	}
-	log.Info("drip sent", attrs...)
-	return d, nil
-}
-
-// btcFailure maps a BTC engine error to the answer and logs its cause.
-func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *dripFailure {
+// failure maps a BTC engine error to the answer.
+func (btcKind) failure(_ *asset, err error) (*dripFailure, slog.Level) {
 	f := &dripFailure{status: http.StatusInternalServerError, v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable}
 	level := slog.LevelWarn
 	switch {
@@ -284,7 +222,36 @@ func (s *server) btcFailure(ctx context.Context, log *slog.Logger, err error) *d
 		level = slog.LevelError
 		f.reason, f.message, f.v3Status, f.v3Message = reasonInternal, "Internal error", http.StatusInternalServerError, v3Failed
 	}
-	s.metrics.observeDrip(assetBTC, f.reason, nil)
-	log.Log(ctx, level, "drip failed", "reason", f.reason, "err", err)
-	return f
+	return f, level
 }
+
+// describe: the BTC faucet's state is its own: it pays from another
+// chain's node.
+func (k btcKind) describe(_ context.Context, env *infoEnv, a *asset, out *infoAsset) {
+	st, am := k.b.Status(), k.b.Amounts()
+	al := env.limits.Of(string(a.name))
+	out.Name, out.Decimals, out.Amount, out.Network = k.label(), &btcDecimals, sats(am.Default), st.Network
+	out.Limits = infoLimits{Address: limitInfo(al.PerAddress), IP: limitInfo(al.PerIP)}
+	out.Sizes = &infoSizes{Large: sats(am.Large), XLarge: sats(am.XLarge)}
+	switch {
+	case st.Standby:
+		out.State, out.StateMessage = stateStandby, "Another replica of this faucet pays BTC drips; this one stands by."
+	case !st.Ready && !st.NodeUp:
+		out.State, out.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
+	case st.Behind:
+		out.State, out.StateMessage = stateUnavailable, "The Bitcoin node's chain is behind the faucet's (it restarted or is syncing); BTC drips wait until it catches up."
+	case !st.Ready:
+		out.State, out.StateMessage = stateReady, "The BTC faucet is starting."
+	default:
+		left := btcDripsLeft(st, am)
+		out.Funding = &infoFunding{DripsLeft: sats(left), Balance: sats(st.Balance)}
+		out.State, out.StateMessage = fundingState(faucet.Funding{DripsLeft: uint64(left)}, env.lowDrips(a.name), "BTC")
+		if !st.NodeUp {
+			out.State, out.StateMessage = stateNodeUnreachable, "The Bitcoin node is unreachable; BTC drips will fail until it is back."
+		}
+	}
+}
+
+// sats is a count or satoshi amount the BTC side keeps signed, never
+// below zero on the wire.
+func sats(v int64) uint64 { return uint64(max(v, 0)) }

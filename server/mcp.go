@@ -10,8 +10,6 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
-	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
@@ -47,7 +45,7 @@ func mcpHandler(s *server) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{
 		Name: "stacks-testnet-faucet", Title: "Stacks testnet faucet", Version: s.cfg.Version,
 	}, &mcp.ServerOptions{
-		Instructions: "Testnet STX, SIP-010 tokens (such as sBTC) and test-network BTC for developers and agents. " +
+		Instructions: "Testnet STX, SIP-010 tokens and test-network BTC for developers and agents. " +
 			"Call " + toolInfo + " to see the assets, amounts and limits; " + toolEligibility + " to learn whether a drip " +
 			"would be admitted now and when the next is allowed; " + toolRequestDrip + " to ask for one; " + toolDripStatus +
 			" to follow it until it is confirmed. The coins have no value.",
@@ -212,74 +210,47 @@ func mcpRequest(ctx context.Context, req *mcp.CallToolRequest) *http.Request {
 	return r.WithContext(context.WithValue(ctx, reqInfoKey{}, ri))
 }
 
-func parseSize(size string, asset faucet.Asset) (btcfaucet.Size, error) {
-	switch size {
-	case "", "default":
-		return btcfaucet.SizeDefault, nil
-	case "large", "xlarge":
-		if asset != assetBTC {
-			return 0, badInput("size is for btc drips only; leave it out for "+string(asset), "invalid_amount")
-		}
-		if size == "large" {
-			return btcfaucet.SizeLarge, nil
-		}
-		return btcfaucet.SizeXLarge, nil
+// question is the call's drip as typed, in the form every door judges.
+func (in mcpDripInput) question() question {
+	q := question{address: []string{in.Address}}
+	if in.Stacking {
+		q.stacking = []string{"true"}
 	}
-	return 0, badInput("invalid size, use default, large or xlarge", "invalid_amount")
+	if in.Size != "" {
+		q.size = []string{in.Size}
+	}
+	return q
 }
 
 func (t mcpTools) drip(ctx context.Context, req *mcp.CallToolRequest, in mcpDripInput) (*mcp.CallToolResult, mcpDripOutput, error) {
 	var out mcpDripOutput
-	asset := faucet.Asset(in.Asset)
-	if !t.s.knownAsset(asset) {
+	name := faucet.Asset(in.Asset).OrSTX()
+	if !t.s.knownAsset(name) {
 		return nil, out, badInput("this faucet does not drip "+shortName(in.Asset)+"; it drips "+strings.Join(t.s.assetNames(), ", "), "unknown_asset")
 	}
-	if !t.s.assetOn(asset) {
-		f := t.s.assetOff(asset)
-		t.s.metrics.observeDrip(asset, f.reason, nil)
-		return nil, out, &toolError{f.body(t.s.cfg.Now())}
+	a, ok := t.s.lookup(name)
+	if !ok || t.s.turnedOff(name) {
+		f := t.s.assetOff(name)
+		t.s.metrics.observeDrip(name, f.reason)
+		return nil, out, &toolError{f.body(t.s.cfg.Clock.Now())}
 	}
-	size, err := parseSize(in.Size, asset)
-	if err != nil {
-		t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-		return nil, out, err
+	k, bad := a.judge(in.question())
+	if bad != nil {
+		t.s.metrics.observeDrip(name, reasonInvalidRequest)
+		return nil, out, &toolError{bad.body}
 	}
 	r := mcpRequest(ctx, req)
 	if in.PoWChallenge != "" || in.PoWSolution != "" {
 		r.Header.Set(headerChallenge, in.PoWChallenge)
 		r.Header.Set(headerSolution, in.PoWSolution)
 	}
-	if asset == assetBTC {
-		addr, err := bitcoin.ParseAddress(in.Address, t.s.cfg.BTC.Network())
-		if err != nil {
-			t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-			return nil, out, &toolError{btcAddressError(strings.TrimSpace(in.Address), t.s.cfg.BTC.Network(), err)}
-		}
-		if in.Stacking {
-			return nil, out, badInput("stacking drips are STX only", "invalid_stacking")
-		}
-		d, fail := t.s.dispenseBTC(nil, r, addr, size)
-		if fail != nil {
-			return nil, out, &toolError{fail.body(t.s.cfg.Now())}
-		}
-		return nil, mcpDripOutput{Asset: in.Asset, Address: addr.String(), TxID: d.TxID, Chain: "bitcoin",
-			Amount: strconv.FormatInt(d.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", d.TxID, 1)}, nil
-	}
-	p, bad := t.s.parseRecipient(strings.TrimSpace(in.Address), asset)
-	if bad != nil {
-		t.s.metrics.observeDrip(asset, reasonInvalidRequest, nil)
-		return nil, out, &toolError{*bad}
-	}
-	if in.Stacking && !asset.IsSTX() {
-		return nil, out, badInput("stacking drips are STX only; drop stacking for "+t.s.assetLabel(asset), "invalid_stacking")
-	}
-	res, fail := t.s.dispense(nil, r, faucet.Request{Recipient: p, Asset: asset, Stacking: in.Stacking})
+	p, fail := t.s.dispense(nil, r, k)
 	if fail != nil {
-		return nil, out, &toolError{fail.body(t.s.cfg.Now())}
+		return nil, out, &toolError{fail.body(t.s.cfg.Clock.Now())}
 	}
-	txid := res.TxID.Hex0x()
-	return nil, mcpDripOutput{Asset: string(asset.OrSTX()), Address: p.String(), TxID: txid, Chain: "stacks",
-		Amount: strconv.FormatUint(res.Amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", txid, 1)}, nil
+	txid := a.display(p)
+	return nil, mcpDripOutput{Asset: string(a.name), Address: k.text, TxID: txid, Chain: a.chain,
+		Amount: strconv.FormatUint(p.amount, 10), StatusURL: strings.Replace(pathDrip, "{txid}", txid, 1)}, nil
 }
 
 func (t mcpTools) dripStatus(ctx context.Context, _ *mcp.CallToolRequest, in mcpTxInput) (*mcp.CallToolResult, dripStatusBody, error) {
@@ -299,14 +270,10 @@ func (t mcpTools) info(ctx context.Context, _ *mcp.CallToolRequest, _ map[string
 }
 
 func (t mcpTools) eligibility(ctx context.Context, req *mcp.CallToolRequest, in mcpEligibilityInput) (*mcp.CallToolResult, eligibilityBody, error) {
-	asset := faucet.Asset(in.Asset)
-	size, err := parseSize(in.Size, asset)
-	if err != nil {
-		return nil, eligibilityBody{}, err
-	}
-	body, _, bad := t.s.eligibility(ctx, mcpRequest(ctx, req), eligibilityQuery{asset: asset, address: in.Address, stacking: in.Stacking, size: size})
+	q := mcpDripInput{Address: in.Address, Stacking: in.Stacking, Size: in.Size}.question()
+	body, bad := t.s.eligibility(ctx, mcpRequest(ctx, req), faucet.Asset(in.Asset).OrSTX(), q)
 	if bad != nil {
-		return nil, eligibilityBody{}, &toolError{*bad}
+		return nil, eligibilityBody{}, &toolError{bad.body}
 	}
 	return nil, body, nil
 }

@@ -180,7 +180,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	// The client address is the middleware's (no trusted proxy here): a
 	// header sent under the internal name is not believed.
-	if !strings.Contains(h.logs.String(), `"client_ip":"127.0.0.1","amount_ustx":500000000`) {
+	if !strings.Contains(h.logs.String(), `"client_ip":"127.0.0.1","amount":500000000`) {
 		t.Errorf("the MCP drip is not logged with the peer's address:\n%s", h.logs.String())
 	}
 	if strings.Contains(h.logs.String(), "10.9.9.9") {

@@ -15,6 +15,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Metrics holds the faucet's Prometheus metrics. One Metrics may back several
@@ -75,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"asset", "outcome", "reason"}),
 		dispensedToken: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_token_total",
-			Help: "Token base units (sBTC: satoshis) sent in accepted drip transactions, by asset (each configured token).",
+			Help: "Token base units sent in accepted drip transactions, by asset (each configured token).",
 		}, []string{"asset"}),
 		dispensed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_dispensed_ustx_total",
@@ -196,13 +197,8 @@ func (m *Metrics) startAsset(a faucet.Asset) {
 	}
 }
 
-func (m *Metrics) observeBTCDrip(d *btcfaucet.Drip) {
-	m.drips.WithLabelValues(string(assetBTC), outcomeSuccess, "").Inc()
-	m.dispensedBTC.WithLabelValues().Add(float64(d.Amount))
-}
-
 // ObserveNodeCall records one node RPC. Its signature matches
-// node.WithObserver, so it can be passed there directly.
+// rpcclient.WithObserver, so it can be passed there directly.
 func (m *Metrics) ObserveNodeCall(call string, d time.Duration, err error) {
 	result := "ok"
 	if err != nil {
@@ -226,22 +222,15 @@ func (m *Metrics) observeRejection(asset faucet.Asset, check string) {
 	m.drips.WithLabelValues(string(asset.OrSTX()), outcomeError, reasonRejectedByCheck).Inc()
 }
 
-func (m *Metrics) observeDrip(asset faucet.Asset, reason string, res *faucet.Result) {
-	a := string(asset.OrSTX())
-	if res == nil {
-		m.drips.WithLabelValues(a, outcomeError, reason).Inc()
-		return
-	}
-	m.drips.WithLabelValues(a, outcomeSuccess, "").Inc()
-	if !asset.IsSTX() {
-		m.dispensedToken.WithLabelValues(a).Add(float64(res.Amount))
-		return
-	}
-	tier := "default"
-	if res.Stacking {
-		tier = "stacking"
-	}
-	m.dispensed.WithLabelValues(tier).Add(float64(res.Amount))
+// observeDrip counts a drip of asset that failed for reason.
+func (m *Metrics) observeDrip(asset faucet.Asset, reason string) {
+	m.drips.WithLabelValues(string(asset.OrSTX()), outcomeError, reason).Inc()
+}
+
+// observePaid counts a paid drip and what it paid.
+func (m *Metrics) observePaid(a *asset, o dripOptions, amount uint64) {
+	m.drips.WithLabelValues(string(a.name), outcomeSuccess, "").Inc()
+	a.dispensed(m, o, amount)
 }
 
 func (m *Metrics) observeHTTP(route, method string, code int, d time.Duration) {
@@ -288,8 +277,8 @@ func newKeyCollector() *keyCollector {
 		fundsAvailable: prometheus.NewDesc("faucet_funds_available_ustx",
 			"µSTX the keys this replica sends with can still spend beyond what is in flight.", nil, nil),
 		lowDrips:     prometheus.NewDesc("faucet_low_drips_threshold", "Drips left of an asset below which the faucet reports itself low (--low-drips).", []string{"asset"}, nil),
-		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx, each configured token that can be dripped, btc when configured), 0 for an asset its operator turned off, for a configured token it cannot drip now (its contract unknown) and for the incumbent's sbtc and btc when not configured.", []string{"asset"}, nil),
-		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units (sBTC: satoshis).",
+		assetEnabled: prometheus.NewDesc("faucet_asset_enabled", "1 for each asset the faucet drips (stx, each configured token that can be dripped, btc when configured), 0 for an asset its operator turned off, for a configured token it cannot drip now (its contract unknown) and for the incumbent's token and BTC routes when not configured.", []string{"asset"}, nil),
+		keyToken: prometheus.NewDesc("faucet_key_token_balance", "Confirmed token balance of a sending key, in the token's base units.",
 			[]string{"asset", "address"}, nil),
 		keyTokenAvailable: prometheus.NewDesc("faucet_key_token_available",
 			"Token balance of a sending key minus its in-flight token transfers, in base units.", []string{"asset", "address"}, nil),
@@ -364,8 +353,13 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lowDrips, prometheus.GaugeValue, float64(low(faucet.AssetSTX)), stx)
 	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, c.enabled(stx, true), stx)
 	tokens := f.Tokens()
-	if !slices.ContainsFunc(tokens, func(t faucet.TokenInfo) bool { return t.Name == "sbtc" }) {
-		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, "sbtc") // the incumbent's route
+	for _, name := range settings.IncumbentAssets {
+		// The incumbent's routes answer 403 while not configured: off.
+		configured := name == string(assetBTC) && btc != nil ||
+			slices.ContainsFunc(tokens, func(t faucet.TokenInfo) bool { return string(t.Name) == name })
+		if !configured {
+			ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, name)
+		}
 	}
 	for _, t := range tokens {
 		name := string(t.Name)
@@ -454,8 +448,7 @@ func b2f(b bool) float64 {
 func (c *keyCollector) collectBTC(ch chan<- prometheus.Metric, b BTCFaucet, low func(faucet.Asset) int) {
 	asset := string(assetBTC)
 	if b == nil {
-		ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, 0, asset)
-		return
+		return // off, as Collect says of the incumbent's routes
 	}
 	st := b.Status()
 	ch <- prometheus.MustNewConstMetric(c.assetEnabled, prometheus.GaugeValue, c.enabled(asset, true), asset)

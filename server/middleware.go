@@ -8,19 +8,18 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"time"
 )
 
 // observe is the outermost layer: it resolves the client IP once, then
 // writes one access-log line and one metric sample per request.
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := s.cfg.Clock.Now()
 		ri := &reqInfo{route: routeUnmatched, clientIP: clientIP(r, s.cfg.TrustedProxyHops)}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
 		rec := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		d := time.Since(start)
+		d := s.cfg.Clock.Since(start)
 		status := rec.statusCode()
 		method := methodLabel(r.Method)
 		s.metrics.observeHTTP(ri.route, method, status, d)

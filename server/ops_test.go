@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -277,7 +279,7 @@ func TestAccessLog(t *testing.T) {
 
 func TestPanicRecovery(t *testing.T) {
 	h := newHarness(t, options{})
-	s := &server{cfg: Config{CORSOrigin: "*"}, log: h.log, metrics: h.metrics}
+	s := &server{cfg: Config{CORSOrigin: "*", Clock: clock.RealClock{}}, log: h.log, metrics: h.metrics}
 	handler := s.observe(s.cors(s.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("secret internal state")
 	}))))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/identity"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/web"
 )
 
@@ -21,27 +22,26 @@ const routeUnmatched = "unmatched"
 // so they are never reached.
 func (s *server) addRoutes(mux *http.ServeMux) {
 	page := web.Handler()
-	type route struct {
-		method, path string
-		h            http.Handler
-	}
-	// Hiro-compatible API: every Stacks asset the faucet drips, and the
-	// incumbent's sBTC route, which answers 403 unless it is configured.
+	// Hiro-compatible API: v1 and v3 drip routes for every asset the
+	// faucet drips, and for the incumbent's assets this one does not drip
+	// a 403, as the incumbent answers when one is off.
 	var routes []route
-	stacksAssets := s.stacksAssets()
-	if !slices.Contains(stacksAssets, "sbtc") {
-		stacksAssets = append(stacksAssets, "sbtc")
-	}
-	for _, a := range stacksAssets {
+	for _, a := range s.assets {
 		routes = append(routes,
-			route{http.MethodPost, "/extended/v1/faucets/" + string(a), deprecated(useV3(a), s.handleDrip(a))},
-			route{http.MethodPost, "/extended/v3/faucets/" + string(a), s.handleDripV3(a)})
+			route{http.MethodPost, "/extended/v1/faucets/" + string(a.name), deprecated(useV3(a.name), s.handleDrip(a))},
+			route{http.MethodPost, "/extended/v3/faucets/" + string(a.name), s.handleDripV3(a)})
+	}
+	for _, name := range settings.IncumbentAssets {
+		if a := faucet.Asset(name); !s.configured(a) {
+			routes = append(routes,
+				route{http.MethodPost, "/extended/v1/faucets/" + name, deprecated(useV3(a), s.handleOff(a, false))},
+				route{http.MethodPost, "/extended/v3/faucets/" + name, s.handleOff(a, true)})
+		}
+	}
+	for _, kindRoutes := range routeRegistry {
+		routes = append(routes, kindRoutes(s)...)
 	}
 	routes = append(routes, []route{
-		// BTC, likewise 403 unless configured.
-		{http.MethodPost, "/extended/v1/faucets/btc", deprecated(useV3(assetBTC), http.HandlerFunc(s.handleBTCDrip))},
-		{http.MethodGet, "/extended/v1/faucets/btc/{address}", deprecated("Endpoint is deprecated", http.HandlerFunc(s.handleBTCBalance))},
-		{http.MethodPost, "/extended/v3/faucets/btc", http.HandlerFunc(s.handleBTCDripV3)},
 		{http.MethodGet, "/extended/v1/status", http.HandlerFunc(s.handleStatus)},
 		// The incumbent moved status to /extended and redirects the old path;
 		// we serve the same body on all three.
@@ -105,9 +105,24 @@ func deprecated(msg string, h http.Handler) http.Handler {
 	})
 }
 
-// useV3 is the deprecation message of asset's v1 drip route.
+// useV3 is the deprecation message of asset's v1 drip route: the
+// incumbent's first sentence, then what it means for a client.
 func useV3(asset faucet.Asset) string {
-	return "Use POST /extended/v3/faucets/" + string(asset) + " instead"
+	return "Use POST /extended/v3/faucets/" + string(asset) + " instead. The v1 route keeps working for existing clients and gets no new options."
+}
+
+// route is one method and path the server answers.
+type route struct {
+	method, path string
+	h            http.Handler
+}
+
+// handleOff answers the drips of an asset the faucet does not drip now.
+func (s *server) handleOff(asset faucet.Asset, v3 bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		s.refuseOff(w, asset, v3)
+	}
 }
 
 // handle registers h under pattern and labels its requests with route for

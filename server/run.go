@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Production server settings. WriteTimeout must exceed DefaultDripTimeout so
@@ -22,7 +26,7 @@ const (
 	// ShutdownTimeout is how long in-flight requests (drips mid-broadcast)
 	// get to finish once shutdown starts: above DefaultDripTimeout and below
 	// Kubernetes' default 30 s termination grace period.
-	ShutdownTimeout = 28 * time.Second
+	ShutdownTimeout = settings.ShutdownTimeout
 )
 
 // Run listens on addr and serves h until ctx is cancelled, then shuts down
@@ -40,16 +44,20 @@ func Run(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) 
 // connections and waits up to ShutdownTimeout for in-flight requests before
 // closing the rest. It returns nil after a clean shutdown.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
-	return ServeLameDuck(ctx, ln, h, logger, 0)
+	return ServeLameDuck(ctx, nil, ln, h, logger, 0)
 }
 
-// ServeLameDuck is Serve with a lame-duck period: once ctx is cancelled,
+// ServeLameDuck is Serve with a lame-duck period timed by clk (nil: the
+// real clock): once ctx is cancelled,
 // /readyz answers 503 and every answer closes its connection, while
 // everything is still served for lameDuck; only then does the shutdown
 // start. Kubernetes takes a terminating pod out of its Service's endpoints
 // while the pod is still serving, and load balancers that probe readiness
 // see it fail, so no client is sent to a closed port.
-func ServeLameDuck(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, lameDuck time.Duration) error {
+func ServeLameDuck(ctx context.Context, clk clock.WithTicker, ln net.Listener, h http.Handler, logger *slog.Logger, lameDuck time.Duration) error {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -77,9 +85,9 @@ func ServeLameDuck(ctx context.Context, ln net.Listener, h http.Handler, logger 
 	if lameDuck > 0 {
 		draining.Store(true)
 		logger.Info("http server draining: not ready, still serving", "for", lameDuck.String())
-		t := time.NewTimer(lameDuck)
+		t := clk.NewTimer(lameDuck)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case err := <-errc:
 			t.Stop()
 			return err

@@ -171,7 +171,7 @@ func TestServeLameDuck(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- ServeLameDuck(ctx, ln, h, nil, 2*time.Second) }()
+	go func() { done <- ServeLameDuck(ctx, nil, ln, h, nil, 2*time.Second) }()
 
 	get := func(path string) (int, string, bool) {
 		t.Helper()

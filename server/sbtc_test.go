@@ -17,6 +17,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 const testSBTCAmount = 100_000 // satoshis per drip
@@ -82,14 +83,14 @@ func TestSBTCDripV1AndV3(t *testing.T) {
 	}
 	transfer, isTransfer := stacks.ParseSIP010Transfer(tx.ContractCall)
 	sender := stacks.Principal{Address: h.keys[0].TestnetAddress()}
-	if !isTransfer || transfer.Contract.String()+"::sbtc-token" != stacks.SBTCTestnet || transfer.Amount != testSBTCAmount ||
+	if !isTransfer || transfer.Contract.String()+"::sbtc-token" != settings.SBTCTestnet || transfer.Amount != testSBTCAmount ||
 		transfer.Recipient != principal(t, to) || transfer.Sender != sender {
 		t.Fatalf("not the SIP-010 transfer of %d to %s: %+v", testSBTCAmount, to, transfer)
 	}
 	if tx.PostConditionMode != stacks.PostConditionModeDeny || len(tx.PostConditions) != 1 {
 		t.Fatalf("post-conditions: mode %d, %d conditions", tx.PostConditionMode, len(tx.PostConditions))
 	}
-	if pc := tx.PostConditions[0]; pc.Asset.String() != stacks.SBTCTestnet || pc.Principal != sender ||
+	if pc := tx.PostConditions[0]; pc.Asset.String() != settings.SBTCTestnet || pc.Principal != sender ||
 		pc.Code != stacks.ConditionEq || pc.Amount != testSBTCAmount {
 		t.Fatalf("post-condition %+v", pc)
 	}
@@ -298,7 +299,7 @@ func TestSBTCReported(t *testing.T) {
 		t.Fatalf("discovery assets %v", assets)
 	}
 	sb := assets[1].(map[string]any)
-	if sb["asset"] != "sbtc" || sb["asset_identifier"] != stacks.SBTCTestnet || sb["amount"] != float64(100000) || sb["decimals"] != float64(8) ||
+	if sb["asset"] != "sbtc" || sb["asset_identifier"] != settings.SBTCTestnet || sb["amount"] != float64(100000) || sb["decimals"] != float64(8) ||
 		sb["endpoints"].(map[string]any)["v1"] != "/extended/v1/faucets/sbtc" {
 		t.Fatalf("sBTC asset %v", sb)
 	}

@@ -12,10 +12,13 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"github.com/stxfaucet/faucet-operator/server/switches"
 )
 
@@ -37,16 +40,16 @@ type TxNode interface {
 const (
 	// DefaultPort is the port `faucet serve` listens on and the operator's
 	// pods and Services use: the port of the Hiro API.
-	DefaultPort           = 3999
-	DefaultStatusCacheTTL = time.Second
+	DefaultPort           = settings.Port
+	DefaultStatusCacheTTL = settings.StatusCacheTTL
 	// DefaultDripTimeout stays below ShutdownTimeout, so a drip in flight at
 	// SIGTERM can finish before the server stops.
 	DefaultDripTimeout = 25 * time.Second
 	DefaultCORSOrigin  = "*"
 	// DefaultExplorerTxURL is the page's explorer link; {txid} is the 0x txid.
-	DefaultExplorerTxURL = "https://explorer.hiro.so/txid/{txid}?chain=testnet"
+	DefaultExplorerTxURL = settings.ExplorerTxURL
 	// DefaultLowDrips: below this many default drips left the faucet reports "low".
-	DefaultLowDrips = 100
+	DefaultLowDrips = settings.LowDrips
 )
 
 // Config holds the handler's dependencies and settings.
@@ -95,7 +98,7 @@ type Config struct {
 	// LowDrips is the number of default drips left below which the faucet
 	// reports its state as "low"; AssetLowDrips overrides it per asset.
 	LowDrips      int
-	AssetLowDrips map[faucet.Asset]int
+	AssetLowDrips map[string]int
 
 	// Version and Commit appear in the status endpoint's server_version.
 	Version string
@@ -118,8 +121,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// CORSOrigin is sent as Access-Control-Allow-Origin on every response.
 	CORSOrigin string
-	// Now is the clock of caches and rate-limit answers; nil is time.Now.
-	Now func() time.Time
+	// Clock dates drips, caches and rate-limit answers; nil is the real
+	// clock.
+	Clock clock.PassiveClock
 }
 
 // server carries the dependencies the handlers share.
@@ -164,8 +168,8 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.ExplorerTxURL == "" {
 		cfg.ExplorerTxURL = DefaultExplorerTxURL
@@ -177,7 +181,7 @@ func New(cfg Config) http.Handler {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	if cfg.Limits == nil {
-		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Now)
+		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Clock)
 	}
 	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.lowDrips)
 	cfg.Metrics.registerBTC(cfg.BTC)
@@ -193,10 +197,10 @@ func New(cfg Config) http.Handler {
 
 	s := &server{
 		cfg:       cfg,
-		catalogue: catalogue{engine: cfg.Faucet, btc: cfg.BTC, switches: cfg.Switches},
+		catalogue: catalogue{assets: buildAssets(&cfg), switches: cfg.Switches},
 		log:       cfg.Logger,
 		metrics:   cfg.Metrics,
-		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Now,
+		status: newStatusCache(cfg.Node, cfg.StatusCacheTTL, cfg.Clock,
 			"faucet-operator "+cfg.Version+" ("+cfg.Commit+")", cfg.Logger),
 	}
 	s.treasury = newTreasury(&s.cfg, &s.catalogue, cfg.Logger)
@@ -214,22 +218,10 @@ func New(cfg Config) http.Handler {
 
 // lowDrips is asset's threshold of "low".
 func (c *Config) lowDrips(asset faucet.Asset) int {
-	if n, ok := c.AssetLowDrips[asset]; ok && n > 0 {
+	if n, ok := c.AssetLowDrips[string(asset)]; ok && n > 0 {
 		return n
 	}
 	return c.LowDrips
-}
-
-// faucetNames lists the assets f and btc drip, for the status answers.
-func faucetNames(f Reporter, btc BTCFaucet) []string {
-	names := []string{string(faucet.AssetSTX)}
-	for _, t := range f.Tokens() {
-		names = append(names, string(t.Name))
-	}
-	if btc != nil {
-		names = append(names, string(assetBTC))
-	}
-	return names
 }
 
 // errorBody is every non-2xx JSON answer. success and error are the

@@ -16,7 +16,8 @@ import (
 	"github.com/stxfaucet/faucet-operator/hack/oidcprovider"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/identity"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // Sign-in is tested against a real OpenID provider (zitadel/oidc's OP, in
@@ -68,10 +69,10 @@ func tokens(t *testing.T, p *oidcprovider.Provider, client, secret, user string)
 }
 
 // signInService is sign-in at p for the faucet's client.
-func signInService(t *testing.T, p *oidcprovider.Provider, now func() time.Time) *identity.Service {
+func signInService(t *testing.T, p *oidcprovider.Provider, clk clock.PassiveClock) *identity.Service {
 	t.Helper()
 	svc, err := identity.New(identity.Config{Issuer: p.Issuer(), ClientID: testClientID, ClientSecret: testClientSecret,
-		Scopes: []string{"openid", "email", "profile", "groups"}, SessionKey: []byte("a session key of the test, 32 b"), Now: now})
+		Scopes: []string{"openid", "email", "profile", "groups"}, SessionKey: []byte("a session key of the test, 32 b"), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +188,10 @@ func TestSignInSkipsProofOfWork(t *testing.T) {
 // Tokens that name nobody are refused with 401 and a reason a person can
 // act on — never served as anonymous.
 func TestBearerTokenRefusals(t *testing.T) {
-	clk := clocktest.New()
-	clk.Advance(time.Since(clk.Now())) // the provider issues tokens on the real clock
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	clk.Step(time.Since(clk.Now())) // the provider issues tokens on the real clock
 	p := startProvider(t, "")
-	h := newHarness(t, options{tiers: testTiers(), signIn: signInService(t, p, clk.Now), now: clk.Now})
+	h := newHarness(t, options{tiers: testTiers(), signIn: signInService(t, p, clk), clock: clk})
 	otherIssuer := startProvider(t, "")
 	// A provider of its own, with its own key, that calls itself by p's
 	// issuer: its tokens claim everything p's would.
@@ -224,7 +225,7 @@ func TestBearerTokenRefusals(t *testing.T) {
 	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(valid)); w.Code != http.StatusOK {
 		t.Fatalf("the valid token: %d %s", w.Code, w.Body)
 	}
-	clk.Advance(2 * time.Hour)
+	clk.Step(2 * time.Hour)
 	w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(valid))
 	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "expired") {
 		t.Fatalf("the valid token two hours later: %d %s", w.Code, w.Body)
@@ -240,13 +241,13 @@ func TestBearerTokenRefusals(t *testing.T) {
 // failure, 503 on v3), sign-in answers 503, and drips without sign-in go
 // on; once it is back (after the retry interval), tokens verify again.
 func TestSignInProviderDown(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	p := startProvider(t, "")
 	alice := tokens(t, p, testClientID, testClientSecret, "alice")
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, options{tiers: testTiers(), signIn: signInService(t, p, clk.Now)})
+	h := newHarness(t, options{tiers: testTiers(), signIn: signInService(t, p, clk)})
 	w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(alice.IDToken))
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "cannot be reached") {
 		t.Fatalf("a token while the provider is down, v3: %d %s", w.Code, w.Body)
@@ -260,7 +261,7 @@ func TestSignInProviderDown(t *testing.T) {
 	if err := p.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(10 * time.Second) // past the discovery retry interval
+	clk.Step(10 * time.Second) // past the discovery retry interval
 	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(alice.IDToken)); w.Code != http.StatusOK || paidSTX(t, w) != 1000*ustx {
 		t.Fatalf("alice once the provider is back: %d %s", w.Code, w.Body)
 	}
@@ -273,7 +274,7 @@ func TestSignInProviderDown(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(10 * time.Second)
+	clk.Step(10 * time.Second)
 	if w := h.do(http.MethodGet, identity.PathLogin, nil, nil); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), identity.ReasonSignInUnavailable) {
 		t.Fatalf("sign-in once the provider went down again: %d %s", w.Code, w.Body)
 	}

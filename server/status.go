@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/internal/ttlcache"
 )
@@ -39,8 +41,8 @@ type statusBody struct {
 }
 
 // headerFaucets lists, on the status answers, the assets this faucet
-// drips ("stx, sbtc"), so a script can tell whether the sBTC endpoints will
-// answer before calling them. A header, not a body field: the incumbent's
+// drips now ("stx, tusd, btc"), so a script can tell whether an asset's
+// endpoints will answer before calling them. A header, not a body field: the incumbent's
 // published status schema allows no additional properties.
 const headerFaucets = "X-Faucet-Assets"
 
@@ -78,9 +80,9 @@ type statusCache struct {
 	poxFailing atomic.Bool
 }
 
-func newStatusCache(n StatusNode, ttl time.Duration, now func() time.Time, version string, log *slog.Logger) *statusCache {
+func newStatusCache(n StatusNode, ttl time.Duration, clk clock.PassiveClock, version string, log *slog.Logger) *statusCache {
 	c := &statusCache{node: n, serverVersion: version, log: log}
-	c.snap.TTL, c.snap.Now, c.snap.FetchTimeout = ttl, now, statusFetchTimeout
+	c.snap.TTL, c.snap.Clock, c.snap.FetchTimeout = ttl, clk, statusFetchTimeout
 	return c
 }
 
@@ -190,7 +192,7 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the shared read ran
 	}
 	h := w.Header()
-	h.Set(headerFaucets, strings.Join(faucetNames(s.cfg.Faucet, s.cfg.BTC), ", "))
+	h.Set(headerFaucets, strings.Join(s.onNames(), ", "))
 	h.Set("ETag", snap.etag)
 	// Clients may store it but must revalidate; the ETag makes that cheap.
 	h.Set("Cache-Control", "no-cache")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // getStatus fetches a status path and decodes it.
@@ -273,17 +273,17 @@ func TestStatusSharedFetch(t *testing.T) {
 
 // TestStatusCacheTTL: reads are reused within the TTL and refreshed after.
 func TestStatusCacheTTL(t *testing.T) {
-	clk := clocktest.New()
-	h := newHarness(t, options{statusTTL: 30 * time.Millisecond, now: clk.Now})
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, options{statusTTL: 30 * time.Millisecond, clock: clk})
 	for range 5 {
 		getStatus(t, h, "/extended/v1/status")
 	}
-	clk.Advance(29 * time.Millisecond)
+	clk.Step(29 * time.Millisecond)
 	getStatus(t, h, "/extended/v1/status")
 	if got := h.status.infoCalls.Load(); got != 1 {
 		t.Errorf("Info calls within the TTL = %d, want 1", got)
 	}
-	clk.Advance(time.Millisecond)
+	clk.Step(time.Millisecond)
 	getStatus(t, h, "/extended/v1/status")
 	if got := h.status.infoCalls.Load(); got != 2 {
 		t.Errorf("Info calls after the TTL = %d, want 2", got)

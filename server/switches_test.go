@@ -39,7 +39,7 @@ func TestAssetsTurnedOffAtRunTime(t *testing.T) {
 			v1 := e.do(http.MethodPost, "/extended/v1/faucets/"+a.name+"?address="+recipient(a.name), nil, nil)
 			v3 := e.do(http.MethodPost, "/extended/v3/faucets/"+a.name, strings.NewReader(`{"address":"`+recipient(a.name)+`"}`),
 				map[string]string{"Content-Type": "application/json"})
-			if v1.Header().Get("Warning") != `299 - "Deprecated: Use POST /extended/v3/faucets/`+a.name+` instead"` || v3.Header().Get("Warning") != "" {
+			if !deprecatedFor(v1.Header().Get("Warning"), a.name) || v3.Header().Get("Warning") != "" {
 				t.Errorf("%v off, %s: Warning v1 %q v3 %q", off, a.name, v1.Header().Get("Warning"), v3.Header().Get("Warning"))
 			}
 			state := info[a.name]

@@ -13,7 +13,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/guard"
-	"github.com/stxfaucet/faucet-operator/server/internal/clocktest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // refusingBTC is a BTC faucet that is on but must never be asked to pay:
@@ -41,10 +41,10 @@ func TestTokenLockoutOverHTTP(t *testing.T) {
 	if err := os.WriteFile(file, []byte("ci "+token+" 1000/1h 100/1h\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clock := clocktest.New()
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	h := sbtcHarness(t, options{
-		now:   clock.Now,
-		guard: &guard.Config{TokensFile: file, Now: clock.Now},
+		clock: clock,
+		guard: &guard.Config{TokensFile: file, Clock: clock},
 		btc:   refusingBTC{t},
 	})
 	const guesser = "203.0.113.7:5000"
@@ -130,7 +130,7 @@ func TestTokenLockoutOverHTTP(t *testing.T) {
 	}
 
 	// The lock-out lifts after its time.
-	clock.Advance(time.Hour)
+	clock.Step(time.Hour)
 	if w := h.do(http.MethodPost, stx(), nil, right); w.Code != http.StatusOK {
 		t.Fatalf("right token after the lock-out: %d %s", w.Code, w.Body)
 	}

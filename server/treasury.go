@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -28,10 +29,9 @@ import (
 type treasury struct {
 	limits *guard.RateLimits
 	tiers  *identity.Tiers // nil: one anonymous tier
-	engine Reporter
-	btc    BTCFaucet // nil: no BTC
+	engine Reporter        // read before the first block poll
 	labels *catalogue
-	now    func() time.Time
+	clock  clock.PassiveClock
 	log    *slog.Logger
 	// signInOffered: the budget's refusal may point at sign-in.
 	signInOffered bool
@@ -41,7 +41,7 @@ type treasury struct {
 }
 
 func newTreasury(cfg *Config, labels *catalogue, log *slog.Logger) treasury {
-	return treasury{limits: cfg.Limits, tiers: cfg.Tiers, engine: cfg.Faucet, btc: cfg.BTC, labels: labels, now: cfg.Now, log: log,
+	return treasury{limits: cfg.Limits, tiers: cfg.Tiers, engine: cfg.Faucet, labels: labels, clock: cfg.Clock, log: log,
 		signInOffered: cfg.SignIn != nil, outflow: newOutflow(), cache: budgetCache{entries: map[faucet.Asset]budgetRead{}}}
 }
 
@@ -100,7 +100,7 @@ func (o *outflow) lastHour(asset faucet.Asset, now time.Time) uint64 {
 // the last hour's outflow; ok is false when nothing flowed out (or the
 // balance is unknown).
 func (t *treasury) runway(asset faucet.Asset) (d time.Duration, ok bool) {
-	out := t.outflow.lastHour(asset, t.now())
+	out := t.outflow.lastHour(asset, t.clock.Now())
 	if out == 0 {
 		return 0, false
 	}
@@ -141,7 +141,7 @@ func (t *treasury) budgetLeft(ctx context.Context, asset faucet.Asset) []guard.B
 	if !t.budgetOf(asset).On() {
 		return nil
 	}
-	now := t.now()
+	now := t.clock.Now()
 	t.cache.mu.Lock()
 	if e, ok := t.cache.entries[asset]; ok && now.Sub(e.at) < budgetCacheTTL {
 		t.cache.mu.Unlock()
@@ -241,7 +241,7 @@ type infoRunway struct {
 }
 
 func (t *treasury) runwayInfo(asset faucet.Asset) *infoRunway {
-	r := &infoRunway{OutflowLastHour: t.outflow.lastHour(asset, t.now())}
+	r := &infoRunway{OutflowLastHour: t.outflow.lastHour(asset, t.clock.Now())}
 	if d, ok := t.runway(asset); ok {
 		secs := int64(d / time.Second)
 		r.Seconds = &secs
@@ -293,7 +293,7 @@ func (c *treasuryCollector) Collect(ch chan<- prometheus.Metric) {
 			rw = d.Seconds()
 		}
 		ch <- prometheus.MustNewConstMetric(c.runway, prometheus.GaugeValue, rw, name)
-		ch <- prometheus.MustNewConstMetric(c.outflow, prometheus.GaugeValue, float64(s.outflow.lastHour(a, s.cfg.Now())), name)
+		ch <- prometheus.MustNewConstMetric(c.outflow, prometheus.GaugeValue, float64(s.outflow.lastHour(a, s.cfg.Clock.Now())), name)
 		b := s.budgetOf(a)
 		if !b.On() {
 			continue
