@@ -1,7 +1,8 @@
 // Command dripcpu measures what one drip costs the faucet in CPU: it sends
 // -n v3 STX drips to fresh addresses, -c at a time, each on a new
 // connection (as a crowd of clients does), and reads the faucet process's
-// CPU time from /proc before and after.
+// CPU time from /proc before and after. -warmup drips go first, unmeasured,
+// so that start-up work (the engine's first syncs) is not counted.
 //
 //	faucet devnet --fund-key-file keys --listen 127.0.0.1:20443 &
 //	faucet serve --node-url http://127.0.0.1:20443 --key-file keys --store memory \
@@ -30,103 +31,128 @@ import (
 
 func main() {
 	url := flag.String("url", "http://127.0.0.1:3999", "the faucet's base URL")
-	n := flag.Int("n", 2000, "drips to send")
+	n := flag.Int("n", 2000, "drips to measure")
 	c := flag.Int("c", 16, "drips in flight at once")
 	pid := flag.Int("pid", 0, "the faucet's process id (its CPU time is read from /proc)")
 	floor := flag.String("floor", "", "GET this path instead of dripping: the cost of a request that does nothing, on a new connection")
+	warmup := flag.Int("warmup", 200, "requests sent first and not measured")
 	flag.Parse()
 	if *pid == 0 {
 		fmt.Fprintln(os.Stderr, "dripcpu: -pid is required")
 		os.Exit(2)
 	}
-	if err := run(*url, *floor, *n, *c, *pid); err != nil {
+	b := burster{url: *url, floor: *floor, c: *c, clock: clock.RealClock{},
+		// A new connection per request: no keep-alive.
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	if _, _, _, err := b.run(*warmup); err != nil {
+		fmt.Fprintln(os.Stderr, "dripcpu: warm-up:", err)
+		os.Exit(1)
+	}
+	before, err := cpuTime(*pid)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "dripcpu:", err)
 		os.Exit(1)
 	}
+	ok, failed, elapsed, err := b.run(*n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dripcpu:", err)
+		os.Exit(1)
+	}
+	after, err := cpuTime(*pid)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dripcpu:", err)
+		os.Exit(1)
+	}
+	cpu := after - before
+	fmt.Printf("drips: %d ok, %d failed in %v (%.0f/s)\n", ok, failed, elapsed.Round(time.Millisecond), float64(ok)/elapsed.Seconds())
+	if ok > 0 {
+		fmt.Printf("faucet CPU: %v, %v per drip\n", cpu, (cpu / time.Duration(ok)).Round(time.Microsecond))
+	}
 }
 
-func run(url, floor string, n, c, pid int) error {
-	// A new connection per request: no keep-alive.
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// burster sends bursts of requests, c at a time.
+type burster struct {
+	url, floor string
+	c          int
+	client     *http.Client
+	clock      clock.PassiveClock // the tool's one clock
+}
+
+// run sends n requests and counts the answers.
+func (b burster) run(n int) (ok, failed int64, elapsed time.Duration, err error) {
 	addrs := make([]string, n)
 	for i := range addrs {
 		a := stacks.Address{Version: stacks.AddressVersionTestnetSingleSig}
 		_, _ = rand.Read(a.Hash160[:])
 		addrs[i] = a.String()
 	}
-	before, err := cpuTicks(pid)
-	if err != nil {
-		return err
-	}
-	var next, ok, failed atomic.Int64
+	var next, good, bad atomic.Int64
 	var firstErr sync.Once
 	var wg sync.WaitGroup
-	clk := clock.RealClock{} // the tool's one clock
-	start := clk.Now()
-	for range c {
+	start := b.clock.Now()
+	for range b.c {
 		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/extended/v3/faucets/stx",
-					strings.NewReader(`{"address":"`+addrs[i]+`"}`))
-				if floor != "" {
-					req, err = http.NewRequestWithContext(context.Background(), http.MethodGet, url+floor, nil)
-				}
-				if err != nil {
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					failed.Add(1)
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if err := b.one(addrs[i]); err != nil {
+					bad.Add(1)
 					firstErr.Do(func() { fmt.Fprintln(os.Stderr, "first failure:", err) })
 					continue
 				}
-				b, _ := io.ReadAll(resp.Body)
-				_ = resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					failed.Add(1)
-					firstErr.Do(func() { fmt.Fprintf(os.Stderr, "first failure: %d %s\n", resp.StatusCode, b) })
-					continue
-				}
-				ok.Add(1)
+				good.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	elapsed := clk.Since(start)
-	after, err := cpuTicks(pid)
+	return good.Load(), bad.Load(), b.clock.Since(start), nil
+}
+
+// one sends one request: a v3 drip to addr, or a GET of the floor path.
+func (b burster) one(addr string) error {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/extended/v3/faucets/stx",
+		strings.NewReader(`{"address":"`+addr+`"}`))
+	if b.floor != "" {
+		req, err = http.NewRequestWithContext(context.Background(), http.MethodGet, b.url+b.floor, nil)
+	}
 	if err != nil {
 		return err
 	}
-	cpu := time.Duration(after-before) * time.Second / 100 // USER_HZ is 100 on Linux
-	fmt.Printf("drips: %d ok, %d failed in %v (%.0f/s)\n", ok.Load(), failed.Load(), elapsed.Round(time.Millisecond), float64(ok.Load())/elapsed.Seconds())
-	if ok.Load() > 0 {
-		fmt.Printf("faucet CPU: %v, %v per drip\n", cpu, (cpu / time.Duration(ok.Load())).Round(time.Microsecond))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%d %s", resp.StatusCode, body)
 	}
 	return nil
 }
 
-// cpuTicks is the process's user + system time in clock ticks
-// (/proc/PID/stat fields 14 and 15).
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// cpuTime is the time the process's threads spent on a CPU, to the
+// nanosecond: the sum of /proc/PID/task/*/schedstat's first field (the
+// 10 ms ticks of /proc/PID/stat are too coarse for a few thousand drips).
+// The Go runtime keeps its threads, so none is lost between two reads.
+func cpuTime(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read the faucet's CPU time: %w", err)
+		return 0, fmt.Errorf("read the faucet's threads: %w", err)
 	}
-	// The command name (field 2) may hold spaces: count from after its ')'.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse /proc/%d/task/%s/schedstat: %w", pid, t.Name(), err)
+		}
+		sum += time.Duration(ns)
 	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return utime + stime, nil
+	return sum, nil
 }
