@@ -114,7 +114,7 @@ type Token struct {
 // validate says why t cannot be dripped, or nil.
 func (t Token) validate() error {
 	switch {
-	case !validAssetName(t.Name):
+	case !settings.ValidAssetName(string(t.Name)):
 		return fmt.Errorf("token name %q: want 1 to 32 lower-case letters, digits or '-', starting with a letter", t.Name)
 	case t.Name == AssetSTX:
 		return fmt.Errorf("token name %q is STX's", t.Name)
@@ -130,20 +130,6 @@ func (t Token) validate() error {
 		return fmt.Errorf("token %s: %s is a mainnet contract; the faucet is testnet only", t.Name, t.Asset)
 	}
 	return nil
-}
-
-// validAssetName: what a URL path segment, a metrics label and a
-// Kubernetes list key all take without escaping.
-func validAssetName(a Asset) bool {
-	if len(a) == 0 || len(a) > 32 || a[0] < 'a' || a[0] > 'z' {
-		return false
-	}
-	for _, c := range []byte(a) {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Fees price a transaction: the node's rate × its length, clamped to

@@ -12,7 +12,7 @@ import (
 var (
 	// ErrNoPoXToken: the node names no token contract (a node before
 	// Epoch 4.0).
-	ErrNoPoXToken = errors.New("the node names no token contract in /v2/pox (pox_5_sbtc_contract: a node before Epoch 4.0)")
+	ErrNoPoXToken = errors.New("the node names no sBTC contract in /v2/pox (pox_5_sbtc_contract: a node before Epoch 4.0)")
 	// ErrPoXTokenNotTestnet: the contract it names is malformed or on
 	// mainnet; the faucet is testnet only.
 	ErrPoXTokenNotTestnet = errors.New("the node's pox_5_sbtc_contract is no testnet contract")
