@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
 )
 
@@ -171,7 +173,8 @@ func TestServeLameDuck(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- ServeLameDuck(ctx, nil, ln, h, nil, 2*time.Second) }()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	go func() { done <- ServeLameDuck(ctx, clk, ln, h, nil, 2*time.Second) }()
 
 	get := func(path string) (int, string, bool) {
 		t.Helper()
@@ -197,6 +200,13 @@ func TestServeLameDuck(t *testing.T) {
 	if code, body, closing := get("/hello"); code != http.StatusOK || body != "hi" || !closing {
 		t.Errorf("lame-duck /hello: %d %q, closing %v", code, body, closing)
 	}
+	select {
+	case <-done:
+		t.Fatal("ServeLameDuck returned before its lame duck ended")
+	default:
+	}
+	eventually.True(t, time.Second, "the lame duck's timer is set", clk.HasWaiters)
+	clk.Step(2 * time.Second) // the lame duck ends
 	select {
 	case err := <-done:
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 // 500 concurrent drips with 200, and the devnet mines all of them within
 // two blocks.
 func TestDevnetServeBatchOf500(t *testing.T) {
+	t.Parallel() // waits on blocks and nodes more than it computes: overlaps the package's other waits
 	if testing.Short() {
 		t.Skip("runs two 10 s blocks")
 	}

@@ -29,6 +29,7 @@ import (
 // Every drip is answered 200, every recipient is paid exactly once, and the
 // first node rejoins the rotation once it is back and caught up.
 func TestServeBTCBurstAcrossANodeStop(t *testing.T) {
+	t.Parallel() // waits on blocks and nodes more than it computes: overlaps the package's other waits
 	if testing.Short() {
 		t.Skip("runs two btcd nodes")
 	}

@@ -77,6 +77,7 @@ func TestServeSeveralNodes(t *testing.T) {
 // 1,000 concurrent drips have been answered. Every drip is answered 200
 // and paid exactly once; the latencies around the fault are logged.
 func TestServeBurstAcrossANodeStop(t *testing.T) {
+	t.Parallel() // waits on blocks and nodes more than it computes: overlaps the package's other waits
 	if testing.Short() {
 		t.Skip("1,000 drips over blocks of 300 ms")
 	}
@@ -215,6 +216,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // are mined within two blocks anyway, and the engine never repairs a
 // stuck nonce.
 func TestServeWithANodeThatDropsBroadcasts(t *testing.T) {
+	t.Parallel() // waits on blocks and nodes more than it computes: overlaps the package's other waits
 	key, err := stacks.GeneratePrivateKey()
 	if err != nil {
 		t.Fatal(err)
