@@ -201,8 +201,8 @@ func TestServeLameDuck(t *testing.T) {
 		t.Errorf("lame-duck /hello: %d %q, closing %v", code, body, closing)
 	}
 	select {
-	case <-done:
-		t.Fatal("ServeLameDuck returned before its lame duck ended")
+	case err := <-done:
+		t.Fatalf("ServeLameDuck returned before its lame duck ended: %v", err)
 	default:
 	}
 	eventually.True(t, time.Second, "the lame duck's timer is set", clk.HasWaiters)

@@ -204,18 +204,14 @@ func New(cfg Config) (*Faucet, error) {
 	if cfg.Fees.Fallback == 0 {
 		cfg.Fees.Fallback = min(max(DefaultFallbackFeeRate, cfg.Fees.Min), cfg.Fees.Max)
 	}
-	if cfg.BatchMax == 0 {
+	if cfg.BatchMax == 0 { // a negative one is refused below
 		cfg.BatchMax = DefaultBatchMax
 	}
-	if cfg.BatchWindow == 0 {
+	if cfg.BatchWindow == 0 { // a negative one is NewBatcher's to refuse
 		cfg.BatchWindow = DefaultBatchWindow
 	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.BumpAfter <= 0 {
-		cfg.BumpAfter = DefaultBumpAfter
-	}
+	cfg.PollInterval = settings.OrDefault(cfg.PollInterval, DefaultPollInterval)
+	cfg.BumpAfter = settings.OrDefault(cfg.BumpAfter, DefaultBumpAfter)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

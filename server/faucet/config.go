@@ -1,6 +1,7 @@
 package faucet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -196,47 +197,25 @@ type Timing struct {
 
 func (c *Config) setDefaults() {
 	a, fe, t := &c.Amounts, &c.Fees, &c.Timing
-	if a.Default == 0 {
-		a.Default = DefaultAmount
-	}
+	a.Default = settings.OrDefault(a.Default, DefaultAmount)
 	if a.StackingPaddingPercent == nil {
 		p := DefaultStackingPadding
 		a.StackingPaddingPercent = &p
 	}
-	if a.Memo == "" {
-		a.Memo = DefaultMemo
-	}
-	if fe.Min == 0 {
-		fe.Min = DefaultFeeMin
-	}
+	a.Memo = cmp.Or(a.Memo, DefaultMemo)
+	fe.Min = settings.OrDefault(fe.Min, DefaultFeeMin)
 	if fe.Max == 0 {
 		fe.Max = max(DefaultFeeMax, fe.Min)
 	}
-	if fe.Fallback == 0 {
-		fe.Fallback = DefaultFeeFallback
-	}
-	if t.MaxInFlight <= 0 {
-		t.MaxInFlight = DefaultMaxInFlight
-	}
-	if t.MaxAttempts <= 0 {
-		t.MaxAttempts = DefaultMaxAttempts
-	}
-	if t.StuckBlocks == 0 {
-		t.StuckBlocks = DefaultStuckBlocks
-	}
-	if t.PollInterval <= 0 {
-		t.PollInterval = DefaultPollInterval
-	}
-	if t.BusyPollInterval <= 0 {
-		t.BusyPollInterval = DefaultBusyPollInterval
-	}
+	fe.Fallback = settings.OrDefault(fe.Fallback, DefaultFeeFallback)
+	t.MaxInFlight = settings.OrDefault(t.MaxInFlight, DefaultMaxInFlight)
+	t.MaxAttempts = settings.OrDefault(t.MaxAttempts, DefaultMaxAttempts)
+	t.StuckBlocks = settings.OrDefault(t.StuckBlocks, DefaultStuckBlocks)
+	t.PollInterval = settings.OrDefault(t.PollInterval, DefaultPollInterval)
+	t.BusyPollInterval = settings.OrDefault(t.BusyPollInterval, DefaultBusyPollInterval)
 	t.BusyPollInterval = min(t.BusyPollInterval, t.PollInterval)
-	if t.ChainCheckInterval <= 0 {
-		t.ChainCheckInterval = DefaultChainCheckInterval
-	}
-	if t.CacheTTL <= 0 {
-		t.CacheTTL = DefaultCacheTTL
-	}
+	t.ChainCheckInterval = settings.OrDefault(t.ChainCheckInterval, DefaultChainCheckInterval)
+	t.CacheTTL = settings.OrDefault(t.CacheTTL, DefaultCacheTTL)
 	if c.State.Journal == nil {
 		c.State.Journal = journal.NewMemoryStore()
 	}

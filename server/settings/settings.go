@@ -97,3 +97,12 @@ const SourcePoX = "pox_5_sbtc_contract"
 // SBTCTestnet is the testnet sBTC token's asset identifier: the default of
 // --sbtc-asset and the devnet's.
 const SBTCTestnet = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+
+// OrDefault is v when it is above zero, else def: how a zero (or invalid
+// negative) setting takes its default.
+func OrDefault[T int | int64 | uint64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}

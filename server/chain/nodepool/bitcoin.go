@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // DefaultBTCMaxLag is how many blocks a Bitcoin node may trail the best
@@ -48,9 +49,7 @@ type BTCPool struct {
 // NewBTC returns a pool over cfg.Clients; Run must run for probes, though
 // reads and broadcasts work without it.
 func NewBTC(cfg BTCConfig) (*BTCPool, error) {
-	if cfg.MaxLag == 0 {
-		cfg.MaxLag = DefaultBTCMaxLag
-	}
+	cfg.MaxLag = settings.OrDefault(cfg.MaxLag, DefaultBTCMaxLag)
 	rpc := &bitcoinRPC{chains: cfg.Chains, genesis: map[*btcnode.Client]string{}}
 	g, err := newGroup("bitcoin", chainRPC[*btcnode.Client](rpc), cfg.Clients, tuning{
 		maxLag: cfg.MaxLag, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/settings"
 	"k8s.io/utils/clock"
 )
 
@@ -103,18 +104,10 @@ func newGroup[C client](name string, rpc chainRPC[C], clients []C, t tuning, log
 		}
 		seen[c.URL()] = true
 	}
-	if t.maxLag == 0 {
-		t.maxLag = DefaultMaxLag
-	}
-	if t.probeInterval <= 0 {
-		t.probeInterval = DefaultProbeInterval
-	}
-	if t.probeTimeout <= 0 {
-		t.probeTimeout = DefaultProbeTimeout
-	}
-	if t.maxBackoff <= 0 {
-		t.maxBackoff = DefaultMaxBackoff
-	}
+	t.maxLag = settings.OrDefault(t.maxLag, DefaultMaxLag)
+	t.probeInterval = settings.OrDefault(t.probeInterval, DefaultProbeInterval)
+	t.probeTimeout = settings.OrDefault(t.probeTimeout, DefaultProbeTimeout)
+	t.maxBackoff = settings.OrDefault(t.maxBackoff, DefaultMaxBackoff)
 	if t.clock == nil {
 		t.clock = clock.RealClock{}
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Defaults of the zero Config fields.
@@ -100,15 +101,9 @@ type Pool struct {
 // New returns a pool over cfg.Clients; Run must run for probes and
 // re-sends, though reads and broadcasts work without it.
 func New(cfg Config) (*Pool, error) {
-	if cfg.TipHold <= 0 {
-		cfg.TipHold = DefaultTipHold
-	}
-	if cfg.ResendAfter <= 0 {
-		cfg.ResendAfter = DefaultResendAfter
-	}
-	if cfg.TrackFor <= 0 {
-		cfg.TrackFor = DefaultTrackFor
-	}
+	cfg.TipHold = settings.OrDefault(cfg.TipHold, DefaultTipHold)
+	cfg.ResendAfter = settings.OrDefault(cfg.ResendAfter, DefaultResendAfter)
+	cfg.TrackFor = settings.OrDefault(cfg.TrackFor, DefaultTrackFor)
 	rpc := &stacksRPC{}
 	rpc.chain.id = cfg.ChainID
 	g, err := newGroup("stacks", chainRPC[*node.Client](rpc), cfg.Clients, tuning{
