@@ -229,7 +229,3 @@ func (c *Config) setDefaults() {
 		c.Clock = clock.RealClock{}
 	}
 }
-
-// CheckToken says why t cannot be dripped, or nil: the rules New applies,
-// for callers that check their settings before building an engine.
-func CheckToken(t Token) error { return t.validate() }
