@@ -18,7 +18,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/stxfaucet/faucet-operator/internal/launch"
+	"github.com/stxfaucet/faucet-operator/server/launch"
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"

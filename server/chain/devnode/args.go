@@ -67,94 +67,101 @@ func checkArgs(params []param, args []stacks.ClarityValue) (string, map[string]a
 	return "", nil
 }
 
-// typeDebug approximates the Debug form of TypeSignature::type_of(v) that
-// stacks-core prints in a TypeError (a list's entry type is its first
-// element's, not the least supertype of all of them).
-func typeDebug(v stacks.ClarityValue) string {
-	switch v := v.(type) {
-	case stacks.Int:
-		return "IntType"
-	case stacks.UInt:
-		return "UIntType"
-	case stacks.Bool:
-		return "BoolType"
-	case stacks.Principal:
-		return "PrincipalType"
-	case stacks.Buffer:
-		return fmt.Sprintf("SequenceType(BufferType(BufferLength(%d)))", len(v))
-	case stacks.StringASCII:
-		return fmt.Sprintf("SequenceType(StringType(ASCII(BufferLength(%d))))", len(v))
-	case stacks.StringUTF8:
-		return fmt.Sprintf("SequenceType(StringType(UTF8(StringUTF8Length(%d))))", 4*utf8.RuneCountInString(string(v)))
-	case stacks.Optional:
-		if v.Value == nil {
-			return "OptionalType(NoType)"
-		}
-		return "OptionalType(" + typeDebug(v.Value) + ")"
-	case stacks.Response:
-		if v.Ok {
-			return "ResponseType((" + typeDebug(v.Value) + ", NoType))"
-		}
-		return "ResponseType((NoType, " + typeDebug(v.Value) + "))"
-	case stacks.List:
-		entry := "NoType"
-		if len(v) > 0 {
-			entry = typeDebug(v[0])
-		}
-		return fmt.Sprintf("SequenceType(ListType(ListTypeData { max_len: %d, entry_type: %s }))", len(v), entry)
-	case stacks.Tuple:
-		var b strings.Builder
-		b.WriteString("TupleType(TupleTypeSignature {")
-		for _, e := range v {
-			fmt.Fprintf(&b, " %q: %s,", e.Name, typeDisplay(e.Value))
-		}
-		b.WriteString("})")
-		return b.String()
-	}
-	return "NoType"
+// typeNotation is one way of writing a value's Clarity type: the Debug form
+// of TypeSignature that stacks-core prints in a TypeError, or its Display
+// form (Clarity syntax). Formats take a length or an inner type.
+type typeNotation struct {
+	atoms                  map[string]string // by Go type name: Int, UInt, Bool, Principal
+	buff, ascii, utf8      string            // %d: the length
+	unknown                string            // a type nothing fixes (none, the other side of a response)
+	optional               string            // %s: the inner type
+	responseOk, responseEr string            // %s: the known side
+	list                   string            // %d: the length, %s: the entry type
+	tupleOpen, tupleClose  string
+	tupleEntry             string // %s or %q: the name, %s: the value's Display form
 }
 
-// typeDisplay approximates TypeSignature's Display (Clarity syntax).
-func typeDisplay(v stacks.ClarityValue) string {
+var (
+	// debugTypes approximates the Debug form of TypeSignature::type_of(v)
+	// (a list's entry type is its first element's, not the least supertype
+	// of all of them).
+	debugTypes = &typeNotation{
+		atoms:      map[string]string{"Int": "IntType", "UInt": "UIntType", "Bool": "BoolType", "Principal": "PrincipalType"},
+		buff:       "SequenceType(BufferType(BufferLength(%d)))",
+		ascii:      "SequenceType(StringType(ASCII(BufferLength(%d))))",
+		utf8:       "SequenceType(StringType(UTF8(StringUTF8Length(%d))))",
+		unknown:    "NoType",
+		optional:   "OptionalType(%s)",
+		responseOk: "ResponseType((%s, NoType))",
+		responseEr: "ResponseType((NoType, %s))",
+		list:       "SequenceType(ListType(ListTypeData { max_len: %d, entry_type: %s }))",
+		tupleOpen:  "TupleType(TupleTypeSignature {",
+		tupleEntry: " %q: %s,",
+		tupleClose: "})",
+	}
+	// displayTypes approximates TypeSignature's Display (Clarity syntax).
+	displayTypes = &typeNotation{
+		atoms:      map[string]string{"Int": "int", "UInt": "uint", "Bool": "bool", "Principal": "principal"},
+		buff:       "(buff %d)",
+		ascii:      "(string-ascii %d)",
+		utf8:       "(string-utf8 %d)",
+		unknown:    "UnknownType",
+		optional:   "(optional %s)",
+		responseOk: "(response %s UnknownType)",
+		responseEr: "(response UnknownType %s)",
+		list:       "(list %d %s)",
+		tupleOpen:  "(tuple",
+		tupleEntry: " (%s %s)",
+		tupleClose: ")",
+	}
+)
+
+func typeDebug(v stacks.ClarityValue) string   { return debugTypes.of(v) }
+func typeDisplay(v stacks.ClarityValue) string { return displayTypes.of(v) }
+
+// of writes v's type in this notation.
+func (n *typeNotation) of(v stacks.ClarityValue) string {
 	switch v := v.(type) {
 	case stacks.Int:
-		return "int"
+		return n.atoms["Int"]
 	case stacks.UInt:
-		return "uint"
+		return n.atoms["UInt"]
 	case stacks.Bool:
-		return "bool"
+		return n.atoms["Bool"]
 	case stacks.Principal:
-		return "principal"
+		return n.atoms["Principal"]
 	case stacks.Buffer:
-		return fmt.Sprintf("(buff %d)", len(v))
+		return fmt.Sprintf(n.buff, len(v))
 	case stacks.StringASCII:
-		return fmt.Sprintf("(string-ascii %d)", len(v))
+		return fmt.Sprintf(n.ascii, len(v))
 	case stacks.StringUTF8:
-		return fmt.Sprintf("(string-utf8 %d)", 4*utf8.RuneCountInString(string(v)))
+		// Clarity sizes a UTF-8 string at four bytes a character.
+		return fmt.Sprintf(n.utf8, 4*utf8.RuneCountInString(string(v)))
 	case stacks.Optional:
-		if v.Value == nil {
-			return "(optional UnknownType)"
+		inner := n.unknown
+		if v.Value != nil {
+			inner = n.of(v.Value)
 		}
-		return "(optional " + typeDisplay(v.Value) + ")"
+		return fmt.Sprintf(n.optional, inner)
 	case stacks.Response:
 		if v.Ok {
-			return "(response " + typeDisplay(v.Value) + " UnknownType)"
+			return fmt.Sprintf(n.responseOk, n.of(v.Value))
 		}
-		return "(response UnknownType " + typeDisplay(v.Value) + ")"
+		return fmt.Sprintf(n.responseEr, n.of(v.Value))
 	case stacks.List:
-		entry := "UnknownType"
+		entry := n.unknown
 		if len(v) > 0 {
-			entry = typeDisplay(v[0])
+			entry = n.of(v[0])
 		}
-		return fmt.Sprintf("(list %d %s)", len(v), entry)
+		return fmt.Sprintf(n.list, len(v), entry)
 	case stacks.Tuple:
 		var b strings.Builder
-		b.WriteString("(tuple")
+		b.WriteString(n.tupleOpen)
 		for _, e := range v {
-			fmt.Fprintf(&b, " (%s %s)", e.Name, typeDisplay(e.Value))
+			fmt.Fprintf(&b, n.tupleEntry, e.Name, displayTypes.of(e.Value))
 		}
-		b.WriteString(")")
+		b.WriteString(n.tupleClose)
 		return b.String()
 	}
-	return "UnknownType"
+	return n.unknown
 }

@@ -235,10 +235,6 @@ func NewContractCall(p ContractCallParams, key *PrivateKey) (*Transaction, error
 }
 
 func unsignedContractCall(p ContractCallParams) (*Transaction, error) {
-	chainID := p.ChainID
-	if chainID == 0 {
-		chainID = ChainIDTestnet
-	}
 	mode := p.PostConditionMode
 	if mode == 0 {
 		mode = PostConditionModeDeny
@@ -255,15 +251,9 @@ func unsignedContractCall(p ContractCallParams) (*Transaction, error) {
 			return nil, fmt.Errorf("contract call: post-condition %d: %w", i, err)
 		}
 	}
-	tx := &Transaction{
-		Version:           TxVersionTestnet,
-		ChainID:           chainID,
-		Auth:              SpendingCondition{HashMode: HashModeP2PKH, Nonce: p.Nonce, Fee: p.Fee},
-		AnchorMode:        AnchorModeAny,
-		PostConditionMode: mode,
-		PostConditions:    p.PostConditions,
-		ContractCall:      cc,
-	}
+	tx := testnetTx(p.ChainID, p.Nonce, p.Fee, mode)
+	tx.PostConditions = p.PostConditions
+	tx.ContractCall = cc
 	return tx, nil
 }
 

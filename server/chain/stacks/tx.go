@@ -155,22 +155,28 @@ type TransferParams struct {
 // defaults as stacks.js makeSTXTokenTransfer (anchor mode Any, post-condition
 // mode Deny, no post-conditions).
 func NewTokenTransfer(p TransferParams, key *PrivateKey) (*Transaction, error) {
-	chainID := p.ChainID
-	if chainID == 0 {
-		chainID = ChainIDTestnet
-	}
-	tx := &Transaction{
-		Version:           TxVersionTestnet,
-		ChainID:           chainID,
-		Auth:              SpendingCondition{HashMode: HashModeP2PKH, Nonce: p.Nonce, Fee: p.Fee},
-		AnchorMode:        AnchorModeAny,
-		PostConditionMode: PostConditionModeDeny,
-		Payload:           TokenTransfer{Recipient: p.Recipient, Amount: p.Amount, Memo: p.Memo},
-	}
+	tx := testnetTx(p.ChainID, p.Nonce, p.Fee, PostConditionModeDeny)
+	tx.Payload = TokenTransfer{Recipient: p.Recipient, Amount: p.Amount, Memo: p.Memo}
 	if err := tx.Sign(key); err != nil {
 		return nil, err
 	}
 	return tx, nil
+}
+
+// testnetTx is the unsigned frame every transaction the faucet builds shares:
+// testnet version, a single-signature origin, anchor mode Any. A zero chainID
+// means ChainIDTestnet.
+func testnetTx(chainID uint32, nonce, fee uint64, mode byte) *Transaction {
+	if chainID == 0 {
+		chainID = ChainIDTestnet
+	}
+	return &Transaction{
+		Version:           TxVersionTestnet,
+		ChainID:           chainID,
+		Auth:              SpendingCondition{HashMode: HashModeP2PKH, Nonce: nonce, Fee: fee},
+		AnchorMode:        AnchorModeAny,
+		PostConditionMode: mode,
+	}
 }
 
 // SenderAddress is the origin's address on the transaction's network.

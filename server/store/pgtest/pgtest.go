@@ -37,7 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/utils/clock"
 
-	"github.com/stxfaucet/faucet-operator/internal/launch"
+	"github.com/stxfaucet/faucet-operator/server/launch"
 )
 
 // User and Password are the superuser of every test server; the password

@@ -44,7 +44,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/internal/launch"
+	"github.com/stxfaucet/faucet-operator/server/launch"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
