@@ -130,7 +130,10 @@ func SwitchesConfigMapFor(fs *faucetv1alpha1.FaucetServer) *corev1.ConfigMap { r
 // switchesFor is the ConfigMap of fs's switches. It is mounted as a
 // directory (never subPath), so the kubelet replaces the file in the
 // running pods and the faucet applies it without a restart; its content is
-// not in the pod template's hash for the same reason.
+// not in the pod template's hash for the same reason. switches.json is
+// always one whole JSON object, `{}` when nothing is off: the faucet
+// applies nothing else (an empty file, as a key without a value projects,
+// keeps the switches in force), so "every asset on" must be written out.
 func switchesFor(fs *faucetv1alpha1.FaucetServer) *corev1.ConfigMap {
 	st := switches.State{Suspend: fs.Spec.Suspend, SuspendedAssets: fs.Spec.SuspendedAssets, DisabledAssets: fs.Spec.DisabledAssets}
 	b, _ := json.Marshal(st) // strings and a bool: cannot fail

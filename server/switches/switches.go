@@ -8,13 +8,24 @@
 // suspended asset is the operator's temporary stop and stays listed as
 // "suspended"; an asset that is off is a faucet the deployment does not
 // offer, the incumbent's per-asset TESTNET_…_FAUCET_ENABLED=false.
+//
+// Only a complete document changes the switches: one JSON object, `{}`
+// being the deliberate "every asset on". An empty or whitespace-only file,
+// one cut short, `null`, an array or anything else keeps the switches in
+// force, with a warning: a writer that truncates the file before writing
+// it must not turn on, for a poll or two, an asset that was off. The
+// operator therefore always writes a whole object, `{}` when nothing is
+// off.
 package switches
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -111,65 +122,113 @@ const maxFileBytes = 64 << 10
 // ReadFile reads a state from a JSON file. Unknown fields are an error, so
 // a misspelt switch is not silently ignored.
 func ReadFile(path string) (State, error) {
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path)
 	if err != nil {
-		return State{}, fmt.Errorf("read switches file: %w", err)
+		return State{}, err
 	}
 	return Parse(b)
 }
 
-// Parse reads a state from its JSON form. An empty document is every
-// switch off (every asset on).
+// readBounded reads path, at most one byte past maxFileBytes (enough for
+// Parse to refuse it).
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read switches file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read switches file: %w", err)
+	}
+	return b, nil
+}
+
+// Parse reads a state from its JSON form: exactly one complete JSON
+// object, `{}` being every switch off (every asset on). Anything else is
+// an error, an empty document included, so a file caught half-written
+// changes nothing.
 func Parse(b []byte) (State, error) {
 	var st State
 	if len(b) > maxFileBytes {
 		return st, fmt.Errorf("switches: %d bytes is more than a few asset names", len(b))
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return st, nil
+	doc := bytes.TrimSpace(b)
+	switch {
+	case len(doc) == 0:
+		return st, fmt.Errorf("switches: the document is empty (%d bytes, none but whitespace): "+
+			"not applied, as a file caught between truncating and writing would be; write {} to turn every asset on", len(b))
+	case doc[0] != '{':
+		return st, fmt.Errorf("switches: the document is not a JSON object (it starts %.8q); write {} to turn every asset on", doc)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
+	if err := dec.Decode(&st); errors.Is(err, io.ErrUnexpectedEOF) {
+		return State{}, fmt.Errorf("switches: the document is cut short (%d bytes, the object never closes): %w", len(b), err)
+	} else if err != nil {
 		return State{}, fmt.Errorf("switches: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return State{}, fmt.Errorf("switches: more follows the JSON object (offset %d): one object is the whole document", dec.InputOffset())
 	}
 	return st, nil
 }
 
 // Follow reads path every interval of clk (nil: the real clock) and puts
-// what it holds in force, until ctx ends. A file that cannot be read or
-// parsed keeps the state in force (a half-written file must not turn
-// assets on or off) and is logged once per distinct error; check vets a
-// state first (unknown asset names) and may be nil.
+// what it holds in force, until ctx ends. A file that cannot be read or is
+// not one complete document (Parse) keeps the state in force: a
+// half-written file must not turn assets on or off. check vets a state
+// first (unknown asset names) and may be nil.
 func (s *Set) Follow(ctx context.Context, clk clock.WithTicker, path string, interval time.Duration, check func(State) error, log *slog.Logger) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	t := clk.NewTicker(interval)
 	defer t.Stop()
-	var lastErr string
+	f := follower{set: s, path: path, check: check, log: log}
 	for {
-		st, err := ReadFile(path)
-		if err == nil && check != nil {
-			err = check(st)
-		}
-		switch {
-		case err != nil:
-			if err.Error() != lastErr {
-				log.Warn("switches file not applied; the switches in force stay", "path", path, "err", err)
-				lastErr = err.Error()
-			}
-		default:
-			lastErr = ""
-			if cur := s.Load(); !cur.Equal(st) {
-				log.Info("switches changed", "suspend", st.Suspend, "suspended_assets", st.SuspendedAssets, "disabled_assets", st.DisabledAssets)
-				s.Store(st)
-			}
-		}
+		f.poll()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
+	}
+}
+
+// follower is one Follow's reading of its file.
+type follower struct {
+	set   *Set
+	path  string
+	check func(State) error
+	log   *slog.Logger
+	// lastBad identifies the last file not applied (its error and
+	// content), so it is warned of once, not at every poll.
+	lastBad string
+}
+
+// poll reads the file once and applies it if it is a complete document
+// that check accepts.
+func (f *follower) poll() {
+	b, err := readBounded(f.path)
+	var st State
+	if err == nil {
+		st, err = Parse(b)
+	}
+	if err == nil && f.check != nil {
+		err = f.check(st)
+	}
+	if err != nil {
+		sum := sha256.Sum256(b)
+		if key := err.Error() + "\x00" + string(sum[:]); key != f.lastBad {
+			f.log.Warn("switches file not applied; the switches in force stay", "path", f.path, "bytes", len(b), "err", err)
+			f.lastBad = key
+		}
+		return
+	}
+	f.lastBad = ""
+	if cur := f.set.Load(); !cur.Equal(st) {
+		f.log.Info("switches changed", "suspend", st.Suspend, "suspended_assets", st.SuspendedAssets, "disabled_assets", st.DisabledAssets)
+		f.set.Store(st)
 	}
 }
