@@ -988,16 +988,16 @@ var _ = Describe("FaucetServer controller", func() {
 			withAssets(tokenAsset("sbtc", "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", 1000, nil))(fs)
 		}, "spec.assets[0].token.assetIdentifier: Invalid value: \"SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token\": spec.assets[].token.assetIdentifier is a mainnet contract (SP…/SM… address); the faucet only serves test networks: use a testnet (ST…/SN…) contract"),
 		Entry("a token identifier without a token name", func(fs *faucetv1alpha1.FaucetServer) {
-			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", 1000, nil))(fs)
+			withAssets(tokenAsset("sbtc", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token", 1000, nil))(fs)
 		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier, ADDRESS.contract-name::token-name"),
 		Entry("a token identifier that is a standard principal", func(fs *faucetv1alpha1.FaucetServer) {
-			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT::sbtc-token", 1000, nil))(fs)
+			withAssets(tokenAsset("sbtc", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1::sbtc-token", 1000, nil))(fs)
 		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
 		Entry("a contract name over 40 characters", func(fs *faucetv1alpha1.FaucetServer) {
-			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT."+strings.Repeat("s", 41)+"::sbtc-token", 1000, nil))(fs)
+			withAssets(tokenAsset("sbtc", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1."+strings.Repeat("s", 41)+"::sbtc-token", 1000, nil))(fs)
 		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
 		Entry("a token name starting with a digit", func(fs *faucetv1alpha1.FaucetServer) {
-			withAssets(tokenAsset("sbtc", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::1sbtc", 1000, nil))(fs)
+			withAssets(tokenAsset("sbtc", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::1sbtc", 1000, nil))(fs)
 		}, "spec.assets[].token.assetIdentifier must be a token's asset identifier"),
 		Entry("a token identifier with a lowercase address", func(fs *faucetv1alpha1.FaucetServer) {
 			withAssets(tokenAsset("sbtc", "st1f7qa2mdf17s807epa36tss8amefy4ka9tvgwxt.sbtc-token::sbtc-token", 1000, nil))(fs)

@@ -428,7 +428,7 @@ var _ = Describe("Funding", func() {
 		eventuallyDeployment(ns)
 
 		By("editing in an address with a typo, which the CRD's pattern cannot catch")
-		typo := strings.Replace(testnetSBTC, "GWXT.", "GWXZ.", 1)
+		typo := strings.Replace(testnetSBTC, "J8F1.", "J8F2.", 1)
 		Eventually(func() error {
 			fs := getFaucetServer(Default, ns)
 			withAssets(sbtcAsset(1000, nil), tokenAsset("tusd", testnetTUSD, 10, nil))(fs)

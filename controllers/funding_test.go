@@ -22,6 +22,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // cost is one default drip: 500 STX plus the 1000 µSTX fee fallback.
@@ -523,7 +524,7 @@ func TestComputeFundingTokens(t *testing.T) {
 		"a low token beats an unreadable one: what is known to be wrong leads": {
 			res: func() fundingResult {
 				r := tokensResult(target, plenty, []uint64{sats, 0}, nil)
-				r.tokens[1] = tokenResult{err: node.ErrNoPoXToken}
+				r.tokens[1] = tokenResult{err: node.ErrPoXTokenNotTestnet}
 				return r
 			}(),
 			wantStatus: metav1.ConditionFalse, wantReason: faucetv1alpha1.ReasonLow,
@@ -814,10 +815,16 @@ func TestFundingMonitorReadsTokens(t *testing.T) {
 }
 
 // TestFundingMonitorReadsSBTCFromPoX: sbtc without an identifier reads the
-// contract the node names in /v2/pox (pox_5_sbtc_contract); a node that
-// names none leaves sbtc unknown, and says why, without failing the read.
+// contract the node names in /v2/pox (pox_5_sbtc_contract), else, from a
+// node that names none, the testnet default (settings.SBTCTestnet), the
+// faucet's rule; a default the node does not have leaves sbtc unknown,
+// and says why, without failing the read.
 func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 	sbtc := parseAsset(t, testnetSBTC)
+	if sbtc.String() != settings.SBTCTestnet {
+		t.Fatalf("testnetSBTC %s is not the default %s", sbtc, settings.SBTCTestnet)
+	}
+	other := parseAsset(t, "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.my-sbtc::sbtc-token")
 	key, err := stacks.GeneratePrivateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -838,37 +845,50 @@ func TestFundingMonitorReadsSBTCFromPoX(t *testing.T) {
 	}
 	cfg := devnode.Config{
 		Genesis: map[stacks.Address]uint64{a: 200 * cost},
-		Tokens:  []devnode.TokenSpec{devnode.SBTCToken(sbtc, map[stacks.Address]uint64{a: 4321})},
+		Tokens: []devnode.TokenSpec{devnode.SBTCToken(sbtc, map[stacks.Address]uint64{a: 4321}),
+			devnode.SBTCToken(other, map[stacks.Address]uint64{a: 1234})},
+	}
+	judge := func(t *testing.T, rd reading) fundingOutcome {
+		t.Helper()
+		res := fundingResult{target: fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{a.String()}, tokens: tokens}, ok: true,
+			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
+		return computeFunding(fs, res, nil)
 	}
 
-	t.Run("an Epoch 4.0 node names the contract", func(t *testing.T) {
+	t.Run("an Epoch 4.0 node names the contract: it, not the default", func(t *testing.T) {
 		withPoX := cfg
-		withPoX.PoXSBTCContract = sbtc.Contract
+		withPoX.PoXSBTCContract = other.Contract
 		rd, err := read(withPoX)
+		if err != nil || rd.tokens[0].err != nil || rd.tokens[0].asset != other || !slices.Equal(rd.tokens[0].balances, []uint64{1234}) {
+			t.Fatalf("read %+v, %v", rd, err)
+		}
+		if f := assetFunding(judge(t, rd).status, "sbtc"); f == nil || f.AssetIdentifier != other.String() || *f.DripsLeft != 12 {
+			t.Errorf("status %+v", f)
+		}
+	})
+	t.Run("a node before Epoch 4.0 names none: the testnet default", func(t *testing.T) {
+		rd, err := read(cfg)
 		if err != nil || rd.tokens[0].err != nil || rd.tokens[0].asset != sbtc || !slices.Equal(rd.tokens[0].balances, []uint64{4321}) {
 			t.Fatalf("read %+v, %v", rd, err)
 		}
-		res := fundingResult{target: fundingTarget{addresses: []string{a.String()}, tokens: tokens}, ok: true,
-			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
-		st := computeFunding(fs, res, nil).status
-		if f := assetFunding(st, "sbtc"); f == nil || f.AssetIdentifier != testnetSBTC || *f.DripsLeft != 43 {
-			t.Errorf("status %s", mustJSON(st))
+		if f := assetFunding(judge(t, rd).status, "sbtc"); f == nil || f.AssetIdentifier != testnetSBTC || *f.DripsLeft != 43 {
+			t.Errorf("status %+v", f)
 		}
 	})
-	t.Run("a node before Epoch 4.0 names none: sbtc unknown, the rest read", func(t *testing.T) {
-		rd, err := read(cfg)
-		if err != nil || rd.balances[0] != 200*cost || !errors.Is(rd.tokens[0].err, node.ErrNoPoXToken) {
+	t.Run("a node that names none and lacks the default: sbtc unknown, the rest read", func(t *testing.T) {
+		without := cfg
+		without.Tokens = cfg.Tokens[1:]
+		rd, err := read(without)
+		if err != nil || rd.balances[0] != 200*cost || !tokenRefused(rd.tokens[0].err) {
 			t.Fatalf("read %+v, %v", rd, err)
 		}
-		res := fundingResult{target: fundingTarget{nodeURLs: []string{"http://node:20443"}, addresses: []string{a.String()}, tokens: tokens}, ok: true,
-			balances: rd.balances, tokens: mergeTokens(nil, rd.tokens, t0), checked: t0}
-		out := computeFunding(fs, res, nil)
+		out := judge(t, rd)
 		f := assetFunding(out.status, "sbtc")
-		if f == nil || f.AssetIdentifier != "" || f.DripsLeft != nil || !strings.Contains(f.Message, "pox_5_sbtc_contract") || out.status.AssetsSummary != "sbtc:?" {
+		if f == nil || f.AssetIdentifier != "" || f.DripsLeft != nil || !strings.Contains(f.Message, sbtc.Contract.String()) || out.status.AssetsSummary != "sbtc:?" {
 			t.Errorf("status %s", mustJSON(out.status))
 		}
 		if out.condStatus != metav1.ConditionUnknown || out.condReason != faucetv1alpha1.ReasonAssetUnreadable ||
-			!strings.HasPrefix(out.condMessage, "sbtc: cannot read its balances from the node http://node:20443: "+node.ErrNoPoXToken.Error()) {
+			!strings.HasPrefix(out.condMessage, "sbtc: cannot read its balances from the node http://node:20443: "+testnetSBTC+" balance of "+a.String()) {
 			t.Errorf("Funded %s %s %q", out.condStatus, out.condReason, out.condMessage)
 		}
 	})

@@ -108,16 +108,13 @@ func readTokens(ctx context.Context, p *nodepool.Pool, t fundingTarget) []tokenR
 	return out
 }
 
-// poxToken is the token of the contract the node names in /v2/pox, by the
-// faucet's own rule.
+// poxToken is the token of the contract the node names in /v2/pox, else
+// the testnet default, by the faucet's own rule (node.PoXInfo.Token).
 func poxToken(pox *node.PoXInfo, poxErr error, name string) (stacks.AssetInfo, error) {
 	if poxErr != nil {
 		return stacks.AssetInfo{}, poxErr
 	}
-	a, err := pox.Token(name)
-	if errors.Is(err, node.ErrNoPoXToken) {
-		return a, fmt.Errorf("%w; set the entry's token.assetIdentifier, or wait for Epoch 4.0", err)
-	}
+	a, _, err := pox.Token(name)
 	return a, err
 }
 
@@ -153,9 +150,9 @@ func readToken(ctx context.Context, p *nodepool.Pool, asset stacks.AssetInfo, t 
 // tokenRefused reports whether a token's read failed on an answer about
 // the token rather than on the node's health: the node ran its get-balance
 // and refused it (typically no such contract on this network), or names
-// no usable token contract. That is Funded reason AssetUnreadable: look at
-// spec.assets, not at the node.
+// a token contract that is not a testnet one. That is Funded reason
+// AssetUnreadable: look at spec.assets, not at the node.
 func tokenRefused(err error) bool {
 	var refused *node.ReadOnlyError
-	return errors.As(err, &refused) || errors.Is(err, node.ErrNoPoXToken) || errors.Is(err, node.ErrPoXTokenNotTestnet)
+	return errors.As(err, &refused) || errors.Is(err, node.ErrPoXTokenNotTestnet)
 }

@@ -38,8 +38,8 @@ func fixture(opts ...func(*faucetv1alpha1.FaucetServer)) *faucetv1alpha1.FaucetS
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
-// testnetSBTC is the testnet sBTC token.
-const testnetSBTC = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+// testnetSBTC is the testnet sBTC token (settings.SBTCTestnet).
+const testnetSBTC = "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token"
 
 // testnetTUSD is the devnet's second token.
 const testnetTUSD = "ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd"

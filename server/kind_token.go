@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -83,7 +84,7 @@ func (k tokenKind) describe(_ context.Context, env *infoEnv, a *asset, out *info
 	out.Limits = infoLimits{Address: limitInfo(al.PerAddress), IP: limitInfo(al.PerIP)}
 	out.State, out.StateMessage = env.state, env.message
 	if tok.FromPoX {
-		out.AssetSource = settings.SourcePoX
+		out.AssetSource = cmp.Or(tok.Source, settings.SourcePoX)
 	}
 	if !tok.Asset.IsZero() {
 		id := tok.Asset.String()

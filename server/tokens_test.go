@@ -12,6 +12,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // testTUSD is a token of the tests beside sBTC: 6 decimals, its own
@@ -122,11 +123,15 @@ func TestUnknownAsset(t *testing.T) {
 		http.StatusForbidden, "sBTC faucet is not available")
 }
 
-// sBTC to be found on a node that names no sBTC contract: its info says
-// why it is unavailable, its drips answer 403 with the reason, and STX
-// drips go on.
+// sBTC to be found on a node that names a contract that is no testnet
+// one: its info says why it is unavailable, its drips answer 403 with the
+// reason, and STX drips go on.
 func TestTokenNotOnTheNode(t *testing.T) {
-	h := newHarness(t, options{faucetCfg: func(c *faucet.Config) {
+	mainnet, err := stacks.ParseContractID("SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, options{devnode: devnode.Config{PoXSBTCContract: mainnet}, faucetCfg: func(c *faucet.Config) {
 		c.Tokens = []faucet.Token{{Name: "sbtc", Asset: stacks.AssetInfo{Name: "sbtc-token"}, FromPoX: true, Amount: 1000}}
 	}})
 	if err := h.f.Sync(context.Background()); err != nil {
@@ -144,6 +149,21 @@ func TestTokenNotOnTheNode(t *testing.T) {
 	}
 	if w := h.drip("address=" + newRecipient(t)); w.Code != http.StatusOK {
 		t.Fatalf("STX drip: %d %s", w.Code, w.Body)
+	}
+}
+
+// sBTC to be found on a node that names none (before Epoch 4.0): its info
+// shows the testnet default, from asset_source "default".
+func TestTokenDefaultWhenTheNodeNamesNone(t *testing.T) {
+	h := newHarness(t, options{sbtc: &sbtcOptions{funding: 1_000_000, amount: 1000}, faucetCfg: func(c *faucet.Config) {
+		c.Tokens = []faucet.Token{{Name: "sbtc", Asset: stacks.AssetInfo{Name: "sbtc-token"}, FromPoX: true, Amount: 1000}}
+	}})
+	if err := h.f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sb := getInfo(t, h)["assets"].([]any)[1].(map[string]any)
+	if sb["asset_identifier"] != settings.SBTCTestnet || sb["asset_source"] != settings.SourceDefault {
+		t.Fatalf("sBTC in info: %v", sb)
 	}
 }
 

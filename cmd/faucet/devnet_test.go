@@ -46,7 +46,7 @@ func TestDevnetSendManyContract(t *testing.T) {
 // drips sBTC; a token the node cannot deploy is refused.
 func TestDevnetToken(t *testing.T) {
 	if err := runDevnet(context.Background(), clock.RealClock{}, []string{"--fund", "ST3M7N9Q9HDRM7RVP1Q26P0EE69358PZZAZD7KMXQ=1",
-		"--token-asset", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::other-token"}, io.Discard); err == nil ||
+		"--token-asset", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::other-token"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "--token-asset") {
 		t.Fatalf("a token the node does not define: %v", err)
 	}

@@ -81,7 +81,7 @@ func TestSBTCFlags(t *testing.T) {
 		{name: "devnet without sBTC", args: []string{"--devnet", "--devnet-sbtc=false"}},
 		{name: "asset without amount", args: realNode("--sbtc-asset", settings.SBTCTestnet),
 			wantErrText: "--sbtc-asset needs --sbtc-amount"},
-		{name: "bad asset", args: realNode("--sbtc-asset", "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token", "--sbtc-amount", "1"),
+		{name: "bad asset", args: realNode("--sbtc-asset", "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token", "--sbtc-amount", "1"),
 			wantErrText: "--token sbtc (or --sbtc-asset/--sbtc-amount): bad asset identifier"},
 		{name: "mainnet asset", args: realNode("--sbtc-asset", "SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", "--sbtc-amount", "1"),
 			wantErrText: "mainnet contract"},

@@ -138,7 +138,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 			templateCheck: true,
 		},
 		"assets in the object form of earlier releases": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1000}}}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: {sbtc: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token', amount: 1000}}}\n",
 			wantErr: "/faucetServers/0/spec/assets",
 		},
 		"mainnet token": {
@@ -146,15 +146,15 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/faucetServers/0/spec/assets/0/token/assetIdentifier",
 		},
 		"token identifier without a token name": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token', amount: 1000}}]}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token', amount: 1000}}]}\n",
 			wantErr: "/faucetServers/0/spec/assets/0/token/assetIdentifier",
 		},
 		"token without an amount": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token'}}]}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token'}}]}\n",
 			wantErr: "/faucetServers/0/spec/assets/0/token",
 		},
 		"zero token amount": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 0}}]}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sbtc, token: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token', amount: 0}}]}\n",
 			wantErr: "/faucetServers/0/spec/assets/0/token/amount",
 		},
 		"token without an identifier that is not sbtc": {
@@ -174,11 +174,11 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/faucetServers/0/spec/assets/0",
 		},
 		"token named stx": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: stx, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1}}]}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: stx, token: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token', amount: 1}}]}\n",
 			wantErr: "/faucetServers/0/spec/assets/0/name",
 		},
 		"upper-case asset name": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sBTC, token: {assetIdentifier: 'ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token', amount: 1}}]}\n",
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, assets: [{name: sBTC, token: {assetIdentifier: 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token', amount: 1}}]}\n",
 			wantErr: "/faucetServers/0/spec/assets/0/name",
 		},
 		"mainnet BTC": {

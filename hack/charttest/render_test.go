@@ -400,7 +400,7 @@ func TestRenderFull(t *testing.T) {
 			"batching.window":                       "500ms",
 			"batching.contract":                     "ST1PQHQKV0RJXZFY1DGX8MNSNYVE3VGZJSRTPGZGM.send-many-memo",
 			"assets.0.name":                         "sbtc",
-			"assets.0.token.assetIdentifier":        "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token",
+			"assets.0.token.assetIdentifier":        "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token",
 			"assets.0.token.amount":                 int64(100000),
 			"assets.0.rateLimits.perIP.window":      "5m",
 			"assets.1.name":                         "tusd",

@@ -397,7 +397,7 @@ func checkStores(ctx context.Context, k kubectl) error {
 	// are those), and always where the pod listens and how it logs.
 	for _, want := range []string{"--pow-raise-above=60/1m0s", "--api-tokens-file=/etc/faucet/api-tokens/tokens",
 		"--ip-allow=203.0.113.7/32", "--ip-deny=198.51.100.0/24", "--balance-cap=100000000000",
-		"--token=name=sbtc,asset=ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token,amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s",
+		"--token=name=sbtc,asset=SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token,amount=100000,limit-address=5/5m0s,limit-ip=30/5m0s",
 		"--btc-rpc-url=http://bitcoind.bitcoin.svc:18443", "--btc-rpc-credentials-file=/etc/faucet/btc-rpc/credentials",
 		"--btc-key-file=/etc/faucet/btc-key/key", "--listen=:3999", "--log-format=json"} {
 		if !strings.Contains(args, `"`+want+`"`) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // tokens are the configured SIP-010 tokens, as data: each one's
@@ -29,8 +28,11 @@ type tokenState struct {
 
 	mu    sync.Mutex
 	asset stacks.AssetInfo // resolved; zero until then
-	err   error            // why it cannot be dripped yet
-	meta  *node.TokenMetadata
+	// source says where a FromPoX token's contract came from
+	// (node.PoXInfo.Token's); "" until it is resolved.
+	source string
+	err    error // why it cannot be dripped yet
+	meta   *node.TokenMetadata
 	// logged is the last resolution error logged, so an unchanged one is
 	// logged once.
 	logged string
@@ -135,17 +137,18 @@ func (t *tokens) resolve(ctx context.Context, n tokenNode) {
 func (t *tokens) settle(s *tokenState, pox *node.PoXInfo, poxErr error) {
 	var err error
 	var asset stacks.AssetInfo
+	var source string
 	if poxErr != nil {
 		err = fmt.Errorf("the node's /v2/pox could not be read: %w", poxErr)
-	} else if asset, err = pox.Token(s.cfg.Asset.Name); errors.Is(err, node.ErrNoPoXToken) {
-		err = fmt.Errorf("%w, and none is configured", err)
+	} else {
+		asset, source, err = pox.Token(s.cfg.Asset.Name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
-		s.asset, s.err = asset, nil
-		t.log.Info("token contract found on the node", "asset", string(s.cfg.Name), "asset_identifier", asset.String(),
-			"source", settings.SourcePoX)
+		s.asset, s.source, s.err = asset, source, nil
+		t.log.Info("token contract settled", "asset", string(s.cfg.Name), "asset_identifier", asset.String(),
+			"source", source)
 		return
 	}
 	s.err = err
@@ -161,8 +164,10 @@ type TokenInfo struct {
 	// Asset is the token's identifier; zero while it is to be found on the
 	// node and not found yet.
 	Asset stacks.AssetInfo
-	// FromPoX: the contract is the one the node names in /v2/pox.
+	// FromPoX: the contract is the one the node names in /v2/pox, else
+	// the testnet default; Source says which once it is known.
 	FromPoX bool
+	Source  string
 	Amount  uint64
 	// Metadata is read from the contract; nil until it answered.
 	Metadata *node.TokenMetadata
@@ -175,7 +180,7 @@ type TokenInfo struct {
 func (s *tokenState) info() TokenInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := TokenInfo{Name: s.cfg.Name, Asset: s.asset, FromPoX: s.cfg.FromPoX, Amount: s.cfg.Amount, Err: s.err,
+	i := TokenInfo{Name: s.cfg.Name, Asset: s.asset, FromPoX: s.cfg.FromPoX, Source: s.source, Amount: s.cfg.Amount, Err: s.err,
 		RefillBelow: s.cfg.RefillBelow, RefillAmount: s.cfg.RefillAmount}
 	if s.meta != nil {
 		m := *s.meta

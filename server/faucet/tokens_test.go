@@ -8,6 +8,7 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // tUSD is a second token of the tests: 6 decimals, its own contract.
@@ -105,7 +106,7 @@ func TestSBTCFoundOnTheNode(t *testing.T) {
 	e.dn.FundAsset(id, e.keys[0].TestnetAddress(), 10*tokenDrip)
 	e.mine()
 	info := e.f.Tokens()[0]
-	if info.Err != nil || info.Asset != id || !info.FromPoX {
+	if info.Err != nil || info.Asset != id || !info.FromPoX || info.Source != settings.SourcePoX {
 		t.Fatalf("token %+v, want %s found on the node", info, id)
 	}
 	to := recipient(t)
@@ -119,16 +120,42 @@ func TestSBTCFoundOnTheNode(t *testing.T) {
 }
 
 // A node that names no sBTC contract (before Epoch 4.0) and none
-// configured: sBTC says why it is not available, logged once, and the
-// others still drip.
+// configured: sBTC is the testnet default, settings.SBTCTestnet, and says
+// so in Tokens.
+func TestSBTCDefaultWhenTheNodeNamesNone(t *testing.T) {
+	id := sbtcAsset(t)
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{Tokens: []devnode.TokenSpec{devnode.SBTCToken(id, nil)}},
+		Config{Tokens: []Token{{Name: tSBTC, Asset: stacks.AssetInfo{Name: id.Name}, FromPoX: true, Amount: tokenDrip}}})
+	e.dn.FundAsset(id, e.keys[0].TestnetAddress(), 10*tokenDrip)
+	e.mine()
+	if info := e.f.Tokens()[0]; info.Err != nil || info.Asset != id || info.Source != settings.SourceDefault {
+		t.Fatalf("token %+v, want the default %s", info, id)
+	}
+	to := recipient(t)
+	if _, err := e.f.Drip(context.Background(), Request{Recipient: to, Asset: tSBTC}); err != nil {
+		t.Fatal(err)
+	}
+	e.mine()
+	if got := e.dn.AssetBalance(id, to); got != tokenDrip {
+		t.Fatalf("recipient holds %d, want %d", got, tokenDrip)
+	}
+}
+
+// A node that names a contract that is not a testnet one, and none
+// configured: no default stands in; sBTC says why it is not available,
+// logged once, and the others still drip.
 func TestSBTCNotOnTheNode(t *testing.T) {
 	logs := &countingHandler{}
-	e := newEnv(t, 1, 100_000_000_000, devnode.Config{}, Config{Logger: slog.New(logs),
+	mainnet, err := stacks.ParseContractID("SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, 1, 100_000_000_000, devnode.Config{PoXSBTCContract: mainnet}, Config{Logger: slog.New(logs),
 		Tokens: []Token{{Name: tSBTC, Asset: stacks.AssetInfo{Name: "sbtc-token"}, FromPoX: true, Amount: tokenDrip}}})
 	for range 3 {
 		e.mine()
 	}
-	_, err := e.f.Drip(context.Background(), Request{Recipient: recipient(t), Asset: tSBTC})
+	_, err = e.f.Drip(context.Background(), Request{Recipient: recipient(t), Asset: tSBTC})
 	if ReasonOf(err) != ReasonDisabled || !strings.Contains(err.Error(), "pox_5_sbtc_contract") {
 		t.Fatalf("sBTC drip: %v, want disabled naming pox_5_sbtc_contract", err)
 	}

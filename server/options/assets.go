@@ -17,7 +17,8 @@ type Token struct {
 	// Name is its path segment (/extended/v1/faucets/{name}) and label.
 	Name string
 	// Asset is ADDR.contract::token; "" (sbtc only) is the sBTC contract
-	// the node names in /v2/pox (pox_5_sbtc_contract), token sbtc-token.
+	// the node names in /v2/pox (pox_5_sbtc_contract), else testnet sBTC's
+	// (settings.SBTCTestnet), token sbtc-token.
 	Asset  string
 	Amount uint64 // base units per drip
 	Limits guard.AssetLimits
@@ -33,7 +34,8 @@ const sbtcTokenName = "sbtc-token"
 
 // AssetInfo is the token t drips: its identifier parsed; fromPoX is true
 // for sBTC without one, whose contract is the one the node names in
-// /v2/pox (pox_5_sbtc_contract), token sbtc-token, looked up at each use.
+// /v2/pox (pox_5_sbtc_contract), else testnet sBTC's (node.PoXInfo.Token's
+// rule), token sbtc-token, looked up at each use.
 // The faucet and the operator both read a token through this one rule.
 func (t Token) AssetInfo() (asset stacks.AssetInfo, fromPoX bool, err error) {
 	if t.Asset == "" {
@@ -188,8 +190,8 @@ func defaultAssets() Assets { return Assets{SBTC: SBTC{Limits: guard.DefaultAsse
 
 // BindFlags binds --token and the sBTC shorthand's flags.
 func (o *Assets) BindFlags(fs *Flags) {
-	fs.Var(&o.Tokens, "token", "drip a SIP-010 token beside STX, as comma-separated key=value pairs: name (its path /extended/v{1,3}/faucets/NAME), asset (ADDR.contract::token; sbtc may leave it out, to use the sBTC contract the node names in /v2/pox), amount (base units per drip), and optionally limit-address and limit-ip (N/window, default 5/5m and 30/5m), refill-below and refill-amount (with a treasury), low-drips; repeat the flag for more tokens")
-	fs.String(&o.SBTC.Asset, "sbtc-asset", "the sBTC shorthand for --token name=sbtc: sBTC's asset identifier, ADDR.contract::token (testnet sBTC: "+settings.SBTCTestnet+"); without it, the contract the node names in /v2/pox (pox_5_sbtc_contract, Epoch 4.0); needs --sbtc-amount; with --devnet the devnet's own token")
+	fs.Var(&o.Tokens, "token", "drip a SIP-010 token beside STX, as comma-separated key=value pairs: name (its path /extended/v{1,3}/faucets/NAME), asset (ADDR.contract::token; sbtc may leave it out, to use the sBTC contract the node names in /v2/pox, else testnet sBTC), amount (base units per drip), and optionally limit-address and limit-ip (N/window, default 5/5m and 30/5m), refill-below and refill-amount (with a treasury), low-drips; repeat the flag for more tokens")
+	fs.String(&o.SBTC.Asset, "sbtc-asset", "the sBTC shorthand for --token name=sbtc: sBTC's asset identifier, ADDR.contract::token (testnet sBTC: "+settings.SBTCTestnet+"); without it, the contract the node names in /v2/pox (pox_5_sbtc_contract, Epoch 4.0), else, from a node that names none, testnet sBTC; needs --sbtc-amount; with --devnet the devnet's own token")
 	fs.Uint64(&o.SBTC.Amount, "sbtc-amount", "turn on the sBTC faucet: satoshis per drip (0 = sBTC off; with --devnet "+strconv.FormatUint(DevnetSBTCAmount, 10)+")")
 	fs.Var(limitValue{&o.SBTC.Limits.PerAddress}, "sbtc-limit-address", "sBTC drips per address, N/window, a bucket apart from STX's (0 disables)")
 	fs.Var(limitValue{&o.SBTC.Limits.PerIP}, "sbtc-limit-ip", "sBTC drips per client IP (IPv6 by /64), N/window (0 disables)")

@@ -24,7 +24,8 @@ const (
 )
 
 // DevnetSBTCAsset is where the devnet deploys sBTC: --sbtc-asset, else
-// the testnet identifier.
+// today's testnet identifier (settings.SBTCTestnet), the one a faucet
+// without --sbtc-asset falls back to when its node names none in /v2/pox.
 func (o *Serve) DevnetSBTCAsset() string {
 	if o.Assets.SBTC.Asset != "" {
 		return o.Assets.SBTC.Asset

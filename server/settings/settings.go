@@ -90,13 +90,21 @@ var IncumbentLabels = map[string]string{"sbtc": "sBTC", AssetBTC: "BTC"}
 // IncumbentAssets lists IncumbentLabels' names in a fixed order.
 var IncumbentAssets = []string{"sbtc", AssetBTC}
 
-// SourcePoX is how /faucet/v1/info names a token whose contract is the
-// one the node reports in /v2/pox, the field it is read from.
-const SourcePoX = "pox_5_sbtc_contract"
+// How /faucet/v1/info names where the contract of sBTC configured without
+// one comes from (node.PoXInfo.Token's rule): SourcePoX, the field of
+// /v2/pox the node names it in; SourceDefault, SBTCTestnet's, the node
+// naming none.
+const (
+	SourcePoX     = "pox_5_sbtc_contract"
+	SourceDefault = "default"
+)
 
-// SBTCTestnet is the testnet sBTC token's asset identifier: the default of
-// --sbtc-asset and the devnet's.
-const SBTCTestnet = "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token"
+// SBTCTestnet is today's testnet sBTC token's asset identifier (the PoX-5
+// testnet's, which its 4.x nodes name in /v2/pox): sBTC's contract when
+// none is configured and the node names none (a node before Epoch 4.0),
+// and where the devnet deploys its sBTC. The previous testnet's,
+// ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token, is retired.
+const SBTCTestnet = "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token"
 
 // OrDefault is v when it is above zero, else def: how a zero (or invalid
 // negative) setting takes its default.

@@ -1,10 +1,14 @@
 package settings
 
 import (
+	"bytes"
+	"encoding/hex"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 func TestRefill(t *testing.T) {
@@ -76,5 +80,29 @@ func TestOrDefault(t *testing.T) {
 	}
 	if got := OrDefault(time.Duration(0), time.Second); got != time.Second {
 		t.Errorf("duration: %s", got)
+	}
+}
+
+// SBTCTestnet is a testnet multisig (SN, version 21) contract's token: the
+// hash160 below is what an independent c32check decoder reads from its
+// address, with the checksum it carries, so a typo in the constant fails.
+func TestSBTCTestnet(t *testing.T) {
+	a, err := stacks.ParseAssetID(SBTCTestnet)
+	if err != nil {
+		t.Fatalf("%s: %v", SBTCTestnet, err)
+	}
+	addr := a.Contract.Address
+	if addr.Version != stacks.AddressVersionTestnetMultiSig || !addr.IsTestnet() || a.Contract.Name != "sbtc-token" || a.Name != "sbtc-token" {
+		t.Fatalf("%s: version %d, contract %q, token %q", SBTCTestnet, addr.Version, a.Contract.Name, a.Name)
+	}
+	want, _ := hex.DecodeString("f748f5d5313ff79c32b976ecf5bcd60600f75aec")
+	if !bytes.Equal(addr.Hash160[:], want) {
+		t.Fatalf("hash160 %x, want %x", addr.Hash160, want)
+	}
+	if got := (stacks.Address{Version: stacks.AddressVersionTestnetMultiSig, Hash160: [20]byte(want)}).String(); got != "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1" {
+		t.Fatalf("the hash160 encodes as %s", got)
+	}
+	if _, err := stacks.ParseTestnetPrincipal(a.Contract.String()); err != nil {
+		t.Fatalf("not a testnet principal: %v", err)
 	}
 }

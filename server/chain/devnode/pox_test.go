@@ -31,8 +31,8 @@ func TestPoX4xAnnouncesSBTC(t *testing.T) {
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}
-	if got.Pox5SBTCContract != "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token" ||
-		got.Pox5SBTCRegistryContract != "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-registry" {
+	if got.Pox5SBTCContract != "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token" ||
+		got.Pox5SBTCRegistryContract != "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-registry" {
 		t.Errorf("sbtc contracts %q %q", got.Pox5SBTCContract, got.Pox5SBTCRegistryContract)
 	}
 	if got.ContractID != "ST000000000000000000002AMW42H.pox-5" || got.CurrentEpoch != "Epoch40" {

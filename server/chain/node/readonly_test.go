@@ -18,7 +18,7 @@ func clarityHex(v stacks.ClarityValue) string {
 }
 
 func TestTokenBalanceSendsTheRealRequest(t *testing.T) {
-	token, err := stacks.ParseContractID("ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token")
+	token, err := stacks.ParseContractID("SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestTokenBalanceSendsTheRealRequest(t *testing.T) {
 	if got != 123456789 {
 		t.Fatalf("balance = %d, want 123456789", got)
 	}
-	if want := "POST /v2/contracts/call-read/ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT/sbtc-token/get-balance"; gotPath != want {
+	if want := "POST /v2/contracts/call-read/SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1/sbtc-token/get-balance"; gotPath != want {
 		t.Errorf("path = %q, want %q", gotPath, want)
 	}
 	if gotType != "application/json" {
@@ -56,7 +56,7 @@ func TestTokenBalanceSendsTheRealRequest(t *testing.T) {
 }
 
 func TestCallReadOnlyAnswers(t *testing.T) {
-	token, _ := stacks.ParseContractID("ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token")
+	token, _ := stacks.ParseContractID("SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token")
 	owner, _ := stacks.ParsePrincipal(testPrincipal)
 	for _, tc := range []struct {
 		name    string
@@ -142,7 +142,7 @@ func TestTokenMetadataSendsTheRealRequests(t *testing.T) {
 }
 
 func TestTokenMetadataAnswers(t *testing.T) {
-	token, _ := stacks.ParseContractID("ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.tusd-token")
+	token, _ := stacks.ParseContractID("ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token")
 	good := map[string]string{
 		"get-decimals": clarityHex(stacks.ResponseOk(stacks.NewUInt(6))),
 		"get-symbol":   clarityHex(stacks.ResponseOk(stacks.StringASCII("tUSD"))),

@@ -135,6 +135,14 @@ func TestParseAssetID(t *testing.T) {
 		a.Contract.Address.Version != AddressVersionTestnetSingleSig || a.IsZero() {
 		t.Errorf("sBTC: %+v", a)
 	}
+	// Today's testnet sBTC has a testnet multisig (SN, version 21) deployer.
+	sn := mustAsset(t, "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token")
+	if sn.Contract.Address.Version != AddressVersionTestnetMultiSig || !sn.Contract.Address.IsTestnet() {
+		t.Errorf("SN deployer read as version %d", sn.Contract.Address.Version)
+	}
+	if _, err := ParseTestnetPrincipal(sn.Contract.String()); err != nil {
+		t.Errorf("%s is no testnet principal: %v", sn.Contract, err)
+	}
 	for _, s := range []string{
 		testToken,
 		"SM3VDXK3WZZSA84XXFKAFAF15NNZX32CTSG82JFQ4.sbtc-token::sbtc-token", // mainnet deployer
