@@ -98,6 +98,8 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}()
 
 	steps := []reconcileStep{
+		// An object-form spec.assets of earlier releases stored as its list.
+		r.rewriteLegacyAssets,
 		r.readSecrets,     // the key, store, API tokens, treasury, BTC and sign-in Secrets, checked
 		r.readVolumeClaim, // the embedded store's claim as it is
 		r.checkNames,      // stalls if a child's name is taken: nothing is written

@@ -28,7 +28,7 @@ type observation struct {
 	// parse; "" when every one does.
 	invalidAsset string
 	// unreadableAssets says that spec.assets is in the object form of
-	// earlier releases, emptied by the API server; "" when it is not.
+	// earlier releases with nothing in it, {}; "" when it is not.
 	unreadableAssets string
 	// funding is the FundingMonitor's latest result for the current keys,
 	// nil when there is none (yet, or without a monitor).

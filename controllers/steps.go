@@ -129,7 +129,7 @@ func (r *FaucetServerReconciler) applyService(ctx context.Context, fs *faucetv1a
 
 // checkInputs stalls fs while a Secret it refers to is unusable, an asset
 // identifier of its spec does not parse (obs.invalidAsset) or its
-// spec.assets is an object form the API server emptied
+// spec.assets is an object form with nothing in it
 // (obs.unreadableAssets), until the Secret or the spec changes, which the
 // watches report. Running pods are left alone: they keep what they started
 // with, and a new pod could not mount a missing Secret or start with a bad

@@ -12,13 +12,10 @@ type AssetList []AssetSpec
 // UnmarshalJSON reads the list, and also the object form of earlier
 // releases, {sbtc: {assetIdentifier, amount, rateLimits, refillBelow,
 // refillAmount}, btc: {…, rateLimits}}, as the list it stands for (sbtc,
-// then btc), each entry marked Legacy. The CRD takes only the list.
-//
-// An API server serving this CRD prunes such an object to {} when it reads
-// it, whatever it held: the operator then reads no entry at all, and
-// FaucetServer.AssetsUnreadable says so. The object's content reaches the
-// operator only where nothing prunes it (an API server still serving the
-// CRD of an earlier release, a manifest read from a file).
+// then btc), each entry marked Legacy. The CRD takes only the list in a
+// write, but keeps an object stored before the upgrade as it is (its
+// spec.assets preserves what its schema does not know), so the API server
+// returns it whole and the operator rewrites it as this list.
 func (l *AssetList) UnmarshalJSON(b []byte) error {
 	if !isJSONObject(b) {
 		var list []AssetSpec
@@ -74,7 +71,7 @@ type legacyAssets struct {
 
 // UnmarshalJSON reads the spec as its fields say, and notes whether
 // spec.assets is in the object form of earlier releases (see AssetList),
-// which the list cannot tell once the API server has pruned it to {}.
+// which the list cannot tell of an empty object, {}.
 func (s *FaucetServerSpec) UnmarshalJSON(b []byte) error {
 	type plain FaucetServerSpec // the fields, without this method
 	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
@@ -105,9 +102,34 @@ func (fs *FaucetServer) LegacyAssets() bool {
 }
 
 // AssetsUnreadable reports whether spec.assets is in the object form of
-// earlier releases with nothing in it to read: what an API server serving
-// this CRD returns of such an object ({}), whatever it held. Which assets
-// it configured is then unknown.
+// earlier releases with nothing in it to read, {}: written so, or the
+// content lost where a CRD without this release's preservation pruned it
+// and a write stored what was left. Which assets it configured is then
+// unknown.
 func (fs *FaucetServer) AssetsUnreadable() bool {
 	return fs.Spec.assetsObject && len(fs.Spec.Assets) == 0
+}
+
+// UnmarshalJSON reads the status as its fields say, but the object form
+// of assets of earlier releases ({sbtc: …, btc: …}, which the API server
+// now returns as {}) as none, instead of failing the whole object's
+// decoding: this release reports assets as a list, and writes it at its
+// next read of the balances.
+func (s *FundingStatus) UnmarshalJSON(b []byte) error {
+	type plain FundingStatus // the fields, without this method
+	v := struct {
+		*plain
+		Assets json.RawMessage `json:"assets,omitempty"` // shadows plain's
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	s.Assets = nil
+	if len(v.Assets) == 0 || isJSONObject(v.Assets) {
+		return nil
+	}
+	if err := json.Unmarshal(v.Assets, &s.Assets); err != nil {
+		return fmt.Errorf("status.funding.assets: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ import (
 // stands for, each entry marked legacy; the list form reads as it is.
 func TestAssetListReadsTheObjectForm(t *testing.T) {
 	var spec FaucetServerSpec
-	old := `{"assets":{"sbtc":{"assetIdentifier":"ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token","amount":100000,
+	old := `{"assets":{"sbtc":{"assetIdentifier":"SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token","amount":100000,
 	  "rateLimits":{"perAddress":{"requests":2,"window":"1h"}},"refillBelow":5},
 	  "btc":{"network":"signet","rpc":{"url":"http://bitcoind:38332"},"keySecretRef":{"name":"btc"},
 	  "rateLimits":{"perIP":{"requests":3,"window":"1m"}}}}}`
@@ -22,7 +23,7 @@ func TestAssetListReadsTheObjectForm(t *testing.T) {
 	}
 	sb, btc := spec.Assets[0], spec.Assets[1]
 	if sb.Name != "sbtc" || sb.Token == nil || sb.Token.Amount != 100000 || *sb.Token.RefillBelow != 5 ||
-		sb.RateLimits.PerAddress.Requests != 2 || sb.Token.AssetIdentifier != "ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token" {
+		sb.RateLimits.PerAddress.Requests != 2 || sb.Token.AssetIdentifier != "SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token" {
 		t.Fatalf("sbtc %+v", sb)
 	}
 	if btc.Name != "btc" || btc.BTC == nil || btc.BTC.Network != "signet" || btc.BTC.KeySecretRef.Name != "btc" ||
@@ -47,8 +48,8 @@ func TestAssetListReadsTheObjectForm(t *testing.T) {
 	}
 }
 
-// What an API server serving the list CRD returns of an object stored in
-// the object form is {}: nothing to read, but still the object form.
+// An object form with nothing in it, {}, has nothing to read but is still
+// the object form.
 func TestAssetListPrunedObjectForm(t *testing.T) {
 	for _, tt := range []struct {
 		doc                string
@@ -56,7 +57,7 @@ func TestAssetListPrunedObjectForm(t *testing.T) {
 		entries            int
 	}{
 		{`{"assets":{}}`, true, true, 0},
-		{`{"assets":{"sbtc":{"assetIdentifier":"ST1F7QA2MDF17S807EPA36TSS8AMEFY4KA9TVGWXT.sbtc-token::sbtc-token","amount":1}}}`, true, false, 1},
+		{`{"assets":{"sbtc":{"assetIdentifier":"SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token","amount":1}}}`, true, false, 1},
 		{`{"assets":[]}`, false, false, 0},
 		{`{"assets":null}`, false, false, 0},
 		{`{}`, false, false, 0},
@@ -73,6 +74,39 @@ func TestAssetListPrunedObjectForm(t *testing.T) {
 		if cp := fs.DeepCopy(); cp.LegacyAssets() != tt.legacy || cp.AssetsUnreadable() != tt.unreadable {
 			t.Errorf("%s: a deep copy forgets the form", tt.doc)
 		}
+	}
+}
+
+// The object form of status.funding.assets of earlier releases, which the
+// API server returns as {}, reads as none instead of failing the whole
+// object; the list and the other fields read as they are.
+func TestFundingStatusReadsTheObjectForm(t *testing.T) {
+	for _, tt := range []struct {
+		doc    string
+		assets int
+	}{
+		{`{"totalUSTX":7,"dripsLeft":3,"assets":{}}`, 0},
+		{`{"totalUSTX":7,"dripsLeft":3,"assets":{"sbtc":{"assetIdentifier":"x","balance":5}}}`, 0},
+		{`{"totalUSTX":7,"dripsLeft":3,"assets":null}`, 0},
+		{`{"totalUSTX":7,"dripsLeft":3}`, 0},
+		{`{"totalUSTX":7,"dripsLeft":3,"assets":[{"name":"sbtc","balance":5},{"name":"btc"}]}`, 2},
+	} {
+		st := FundingStatus{Assets: []AssetFunding{{Name: "stale"}}} // a reused object is read afresh
+		if err := json.Unmarshal([]byte(tt.doc), &st); err != nil {
+			t.Fatalf("%s: %v", tt.doc, err)
+		}
+		if st.TotalUSTX != 7 || st.DripsLeft != 3 || len(st.Assets) != tt.assets {
+			t.Errorf("%s: read %+v", tt.doc, st)
+		}
+	}
+	var fs FaucetServer
+	doc := `{"spec":{"assets":[]},"status":{"observedGeneration":2,"funding":{"totalUSTX":7,"assets":{}}}}`
+	if err := json.Unmarshal([]byte(doc), &fs); err != nil || fs.Status.ObservedGeneration != 2 || fs.Status.Funding.TotalUSTX != 7 {
+		t.Errorf("the whole object: %+v, %v", fs.Status, err)
+	}
+	var st FundingStatus
+	if err := json.Unmarshal([]byte(`{"assets":[{"name":1}]}`), &st); err == nil || !strings.Contains(err.Error(), "status.funding.assets") {
+		t.Errorf("a broken list: %v", err)
 	}
 }
 

@@ -180,13 +180,13 @@ const (
 	ReasonInvalidAsset = "InvalidAsset"
 
 	// ReasonDeprecatedAssets (Ready=False, Stalled=True): spec.assets is
-	// in the object form of earlier releases ({sbtc: …, btc: …}), which
-	// an API server serving this CRD returns as {}, its content pruned:
-	// which assets it configured is unknown, so running pods are left
-	// alone (they keep the assets they started with) until spec.assets is
-	// rewritten as a list. The same reason names the Warning event the
-	// operator records once per generation for any object-form
-	// spec.assets, also one whose content it could read and runs with.
+	// in the object form of earlier releases ({sbtc: …, btc: …}) with
+	// nothing in it, {}: which assets it configured is unknown, so running
+	// pods are left alone (they keep the assets they started with) until
+	// spec.assets is rewritten as a list. The same reason names the
+	// Warning event the operator records when it rewrites an object form
+	// with content as the list it stands for, or runs the faucet with that
+	// list in place because the API server refuses to store it.
 	ReasonDeprecatedAssets = "DeprecatedAssets"
 
 	// ReasonNameConflict (Ready=False, Stalled=True): a Deployment,

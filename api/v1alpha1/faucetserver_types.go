@@ -294,14 +294,17 @@ type FaucetServerSpec struct {
 	// limits and, with spec.treasury, refills, and a token its own low
 	// threshold; adding one is an edit of this list alone. Unset, the
 	// faucet drips STX only. The object form of earlier releases ({sbtc:
-	// …, btc: …}) is refused; one stored before the upgrade reads as {}
-	// (the API server prunes what the list schema does not know), and the
-	// operator leaves its pods alone and reports DeprecatedAssets until it
-	// is rewritten as a list.
+	// …, btc: …}) is refused in a new write, but one stored before the
+	// upgrade keeps its content: the schema preserves what it does not
+	// know here, so the API server returns the object as it was stored
+	// instead of pruning it to {}, and the operator rewrites it as the list
+	// it stands for (a Warning event DeprecatedAssets shows the list). The
+	// same keeps, rather than drops, a key an entry does not know.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Assets AssetList `json:"assets,omitempty"`
 
 	// budget bounds what the faucet pays out in STX in total, whoever
@@ -1235,7 +1238,10 @@ type FundingStatus struct {
 	Treasury *AccountFunding `json:"treasury,omitempty"`
 
 	// assets are the balances of spec.assets, in its order, read with
-	// the STX balances above (BTC's from its own node).
+	// the STX balances above (BTC's from its own node). The report of
+	// earlier releases, an object ({sbtc: …, btc: …}) that the API server
+	// now returns as {}, reads as none (FundingStatus.UnmarshalJSON) until
+	// the next read of the balances replaces it.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
