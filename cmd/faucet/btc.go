@@ -125,7 +125,7 @@ func nodeHealthOrNil(p *nodepool.BTCPool) server.NodeHealth {
 // startDevnetBTC starts the devnet's btcd when one is found and points the
 // BTC flags at it; the caller defers the returned stop. Without btcd the
 // devnet runs without BTC and says how to turn it on.
-func startDevnetBTC(ctx context.Context, o *options.Serve, logger *slog.Logger) (*bitcoin.PrivateKey, func(), error) {
+func startDevnetBTC(ctx context.Context, clk procClock, o *options.Serve, logger *slog.Logger) (*bitcoin.PrivateKey, func(), error) {
 	bin, err := findBtcd()
 	if errors.Is(err, errNoBtcd) {
 		logger.Info("BTC faucet off: no btcd found; run `make btcd` (or set FAUCET_BTCD to a btcd binary) and restart to turn it on")
@@ -134,7 +134,7 @@ func startDevnetBTC(ctx context.Context, o *options.Serve, logger *slog.Logger) 
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := startDevnetBtcd(ctx, bin, o.Devnet.BTCBlockTime, logger.With("component", "btcd"))
+	d, err := startDevnetBtcd(ctx, clk, bin, o.Devnet.BTCBlockTime, logger.With("component", "btcd"))
 	if err != nil {
 		return nil, nil, err
 	}

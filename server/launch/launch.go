@@ -40,6 +40,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	clock  clock.WithTicker
+	err    error // how the child ended; set before exited is closed
 }
 
 // Start starts cmd (prepared by the caller: path, arguments, directory,
@@ -82,7 +83,7 @@ func Start(cmd *exec.Cmd, cfg Config) (*Process, error) {
 			return
 		}
 		started <- nil
-		_ = cmd.Wait()
+		p.err = cmd.Wait()
 	}()
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("launch %s: %w", filepath.Base(cmd.Path), err)
@@ -92,6 +93,13 @@ func Start(cmd *exec.Cmd, cfg Config) (*Process, error) {
 
 // Exited is closed once the child has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err waits for the child to exit and says how it ended: nil for a zero
+// exit status, else the *exec.ExitError naming its status or signal.
+func (p *Process) Err() error {
+	<-p.exited
+	return p.err
+}
 
 // Pid is the child's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }

@@ -96,6 +96,17 @@ func TestLogCaptureAndExit(t *testing.T) {
 	if err := p.Stop(Step{Signal: syscall.SIGTERM, Grace: time.Hour}); err != nil {
 		t.Errorf("Stop of an exited child: %v", err)
 	}
+	if err := p.Err(); err != nil {
+		t.Errorf("Err of a child that exited 0: %v", err)
+	}
+	p, err = Start(exec.Command("sh", "-c", "exit 3"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := p.Err(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("Err of a child that exited 3: %v", err)
+	}
 }
 
 func TestStopPoliteSignal(t *testing.T) {
