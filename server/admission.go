@@ -60,7 +60,13 @@ func (s *server) dispense(h http.Header, r *http.Request, k ask) (*paid, *dripFa
 		if rerr := s.cfg.Limits.Release(context.WithoutCancel(ctx), res); rerr != nil {
 			log.at(ctx, slog.LevelWarn, "rate-limit release failed; the slot stays charged", slog.Any("err", rerr))
 		}
-		return nil, s.failed(ctx, log, a, err)
+		f := s.failed(ctx, log, a, err)
+		if h != nil && replicaLocal(f) {
+			// Another replica may well pay it: the client's next request
+			// takes a new connection, which the Service may route there.
+			h.Set("Connection", "close")
+		}
+		return nil, f
 	}
 	s.metrics.observePaid(a, k.opts, p.amount)
 	s.outflow.add(a.name, p.amount, s.cfg.Clock.Now())
@@ -85,6 +91,7 @@ func (s *server) dispense(h http.Header, r *http.Request, k ask) (*paid, *dripFa
 // failed is the answer to a kind's error, logged and counted.
 func (s *server) failed(ctx context.Context, log *dripLog, a *asset, err error) *dripFailure {
 	f, level := a.failure(a, err)
+	transient(f, a)
 	s.metrics.observeDrip(a.name, f.reason)
 	log.at(ctx, level, "drip failed", slog.String("reason", f.reason), slog.Any("err", err))
 	return f
@@ -153,12 +160,14 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 	}
 
 	if s.cfg.Guard != nil {
-		g, err := s.cfg.Guard.Check(ctx, guard.Request{
+		gctx, cancel := context.WithTimeout(ctx, s.storeWait())
+		g, err := s.cfg.Guard.Check(gctx, guard.Request{
 			ClientIP: adm.ClientIP, Recipient: adm.Recipient, Asset: adm.Asset, Stacking: adm.Stacking,
 			Authorization: who.apiAuthorization(r),
 			Challenge:     r.Header.Get(headerChallenge), Solution: r.Header.Get(headerSolution),
 			SignedIn: who.skipsProofOfWork(),
 		})
+		cancel()
 		var rej *guard.Rejection
 		switch {
 		case errors.As(err, &rej):
@@ -190,7 +199,9 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 
 	// Limits before the engine: a limited client learns that even while
 	// the node is down.
-	res, err := s.cfg.Limits.Reserve(ctx, adm)
+	rctx, cancel := context.WithTimeout(ctx, s.storeWait())
+	res, err := s.cfg.Limits.Reserve(rctx, adm)
+	cancel()
 	var limited *guard.Limited
 	var exhausted *guard.Exhausted
 	switch {
@@ -256,8 +267,50 @@ func ceilSeconds(d time.Duration) int64 {
 // limits cannot be reached: nothing was sent.
 func (s *server) storeFailure(asset faucet.Asset) *dripFailure {
 	s.metrics.observeDrip(asset, string(faucet.ReasonStoreUnavailable))
-	return &dripFailure{
-		status: http.StatusInternalServerError, reason: string(faucet.ReasonStoreUnavailable),
-		message: dripErrorText[faucet.ReasonStoreUnavailable], v3Status: http.StatusServiceUnavailable, v3Message: v3Unavailable,
+	f := &dripFailure{reason: string(faucet.ReasonStoreUnavailable), message: dripErrorText[faucet.ReasonStoreUnavailable], v3Message: v3Unavailable}
+	a, _ := s.lookup(asset)
+	transient(f, a)
+	return f
+}
+
+// replicaLocal reports whether a failure may be this replica's alone: its
+// node unreachable from here, or no key held here.
+func replicaLocal(f *dripFailure) bool {
+	return f.reason == string(faucet.ReasonNodeUnavailable) || f.reason == string(faucet.ReasonBusy)
+}
+
+// maxStoreWait bounds admission's wait on the store (the abuse checks and
+// the rate limits). A store cut off by the network drops packets without a
+// reset, so a statement would otherwise wait out the drip's whole timeout,
+// past any client's patience; bounded, the drip is answered 503 with
+// Retry-After. A reservation that committed just as the wait ended keeps
+// its slots: the safe side.
+const maxStoreWait = 5 * time.Second
+
+// storeWait is maxStoreWait, or half the drip's timeout if that is
+// shorter: admission leaves the payment time.
+func (s *server) storeWait() time.Duration { return min(maxStoreWait, s.cfg.DripTimeout/2) }
+
+// retryTransient is the Retry-After, in seconds, of an answer that says to
+// try again shortly: outages of the store, the node or a replica's keys
+// last seconds, and a client waiting this long does not hammer a recovery.
+const retryTransient = 5
+
+// transient completes the answer to a failure of asset a that passes by
+// itself (the store, the node or this replica's keys unavailable for now):
+// a store outage is 503 on v1 as on v3 (v1 keeps the seed's 500 for the
+// engine's own reasons), and each says when to try again. BTC's answers
+// keep no Retry-After of theirs: the page asks v3 for BTC's usual drip and
+// reads a v3 503 with Retry-After as the budget's refusal.
+func transient(f *dripFailure, a *asset) {
+	switch faucet.Reason(f.reason) {
+	case faucet.ReasonStoreUnavailable:
+		f.status, f.v3Status = http.StatusServiceUnavailable, http.StatusServiceUnavailable
+	case faucet.ReasonBusy, faucet.ReasonNodeUnavailable, faucet.ReasonStackingUnavailable:
+	default:
+		return
+	}
+	if f.retryAfter == 0 && (a == nil || a.chain != chainBitcoin) {
+		f.retryAfter = retryTransient
 	}
 }

@@ -163,19 +163,21 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 		{
 			name: "store unavailable", err: fail(faucet.ReasonStoreUnavailable, "x"),
 			wire: wire{
-				v1Status: 500,
-				v1Body:   `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
-				v3Status: 503,
-				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+				v1Status:     503,
+				v1Body:       `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable","retry_after_seconds":5,"next_allowed_at":"2026-11-24T12:00:05Z"}`,
+				v1RetryAfter: "5",
+				v3Status:     503,
+				v3Body:       `{"error":"Faucet is temporarily unavailable, please try again later"}`,
 			},
 		},
 		{
 			name: "busy", err: fail(faucet.ReasonBusy, "x"),
 			wire: wire{
-				v1Status: 500,
-				v1Body:   `{"success":false,"error":"The faucet is busy; try again in a minute","reason":"busy"}`,
-				v3Status: 503,
-				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+				v1Status:     500,
+				v1Body:       `{"success":false,"error":"The faucet is busy; try again in a minute","reason":"busy","retry_after_seconds":5,"next_allowed_at":"2026-11-24T12:00:05Z"}`,
+				v1RetryAfter: "5",
+				v3Status:     503,
+				v3Body:       `{"error":"Faucet is temporarily unavailable, please try again later"}`,
 			},
 		},
 		{
@@ -190,10 +192,11 @@ func TestEngineAnswersOnTheWire(t *testing.T) {
 		{
 			name: "node down", err: fail(faucet.ReasonNodeUnavailable, "x"),
 			wire: wire{
-				v1Status: 500,
-				v1Body:   `{"success":false,"error":"The Stacks node is unavailable; try again shortly","reason":"node_unavailable"}`,
-				v3Status: 503,
-				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+				v1Status:     500,
+				v1Body:       `{"success":false,"error":"The Stacks node is unavailable; try again shortly","reason":"node_unavailable","retry_after_seconds":5,"next_allowed_at":"2026-11-24T12:00:05Z"}`,
+				v1RetryAfter: "5",
+				v3Status:     503,
+				v3Body:       `{"error":"Faucet is temporarily unavailable, please try again later"}`,
 			},
 		},
 		{
@@ -297,10 +300,11 @@ func TestAdmissionAnswersOnTheWire(t *testing.T) {
 		{
 			name: "limits store unavailable", opt: func(c *Config) { c.Limits = guard.NewRateLimits(tight, failingLimiter{}, c.Clock) },
 			wire: wire{
-				v1Status: 500,
-				v1Body:   `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable"}`,
-				v3Status: 503,
-				v3Body:   `{"error":"Faucet is temporarily unavailable, please try again later"}`,
+				v1Status:     503,
+				v1Body:       `{"success":false,"error":"The faucet's state store is unavailable; try again shortly","reason":"store_unavailable","retry_after_seconds":5,"next_allowed_at":"2026-11-24T12:00:05Z"}`,
+				v1RetryAfter: "5",
+				v3Status:     503,
+				v3Body:       `{"error":"Faucet is temporarily unavailable, please try again later"}`,
 			},
 		},
 	}

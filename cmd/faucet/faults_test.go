@@ -612,8 +612,8 @@ func TestFaultsPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := p.drip(newRecipients(t, 1)[0])
-	if r.code != http.StatusInternalServerError || r.reason != "store_unavailable" {
-		t.Fatalf("drip during the outage: %d %q, want 500 store_unavailable", r.code, r.reason)
+	if r.code != http.StatusServiceUnavailable || r.reason != "store_unavailable" || r.retryAfter == "" {
+		t.Fatalf("drip during the outage: %d %q (Retry-After %q), want 503 store_unavailable with Retry-After", r.code, r.reason, r.retryAfter)
 	}
 	resp, err := http.Get(p.url + "/extended/v1/status")
 	if err != nil {

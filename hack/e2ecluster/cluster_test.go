@@ -133,7 +133,9 @@ func TestUserPathOnARealCluster(t *testing.T) {
 
 	var nodeURL string
 	t.Run("a devnode runs in the cluster behind a Service", func(t *testing.T) {
-		e.apply(t, ctx, devnodeManifest(e.image, append([]stacks.Address{keyA.TestnetAddress(), keyB.TestnetAddress()}, addressesOf(keysPG)...)...))
+		// The fault suite's keys too: TestFaultsOnARealCluster reuses this devnode.
+		funded := append([]stacks.Address{keyA.TestnetAddress(), keyB.TestnetAddress()}, addressesOf(keysPG)...)
+		e.apply(t, ctx, devnodeManifest(e.image, append(funded, addressesOf(faultKeys())...)...))
 		waitAvailable(t, ctx, c, ns, "devnode", 2*time.Minute)
 		nodeURL = "http://" + serviceAddr(t, ctx, c, ns, "devnode")
 		// The Service answers once kube-proxy has programmed its endpoint.
@@ -447,7 +449,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 				return nil
 			})
 		})
-		e.apply(t, ctx, postgresFaucetServerManifest(pg.CreateDB(t), keysPG, nodeURL, 1000))
+		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, pg.CreateDB(t), keysPG, nodeURL, 1000))
 		waitReplicas(t, ctx, c, fsPG, 2, 3*time.Minute)
 		pgURL := "http://" + serviceAddr(t, ctx, c, ns, fsPG)
 		waitServed(t, ctx, pgURL)
@@ -498,7 +500,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		// A rollout: a changed setting rolls both pods, one at a time.
 		before := onlyPodsOf(t, ctx, c, fsPG)
 		start = time.Now()
-		e.apply(t, ctx, postgresFaucetServerManifest("", keysPG, nodeURL, 1001))
+		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, "", keysPG, nodeURL, 1001))
 		for _, p := range before {
 			waitPodGone(t, ctx, c, p, 3*time.Minute)
 		}
@@ -1270,12 +1272,12 @@ stringData:
 `, keySecret, ns, k.Hex())
 }
 
-// postgresFaucetServerManifest is the FaucetServer fsPG: two replicas on
-// the Postgres database at uri, paying from keys (a replica is Ready once
-// it owns one), with a per-IP limit of
+// postgresFaucetServerManifest is the FaucetServer name (fsPG, or the
+// fault suite's): two replicas on the Postgres database at uri, paying from
+// keys (a replica is Ready once it owns one), with a per-IP limit of
 // perIP (a change of it rolls the pods). uri "" leaves the store's Secret
 // out of the manifest, as it was.
-func postgresFaucetServerManifest(uri string, keys []*stacks.PrivateKey, nodeURL string, perIP int) string {
+func postgresFaucetServerManifest(name, uri string, keys []*stacks.PrivateKey, nodeURL string, perIP int) string {
 	var secrets string
 	if uri != "" {
 		hexes := make([]string, len(keys))
@@ -1300,7 +1302,7 @@ type: Opaque
 stringData:
   keys: "%[4]s"
 ---
-`, fsPG, ns, uri, strings.Join(hexes, `\n`))
+`, name, ns, uri, strings.Join(hexes, `\n`))
 	}
 	return secrets + fmt.Sprintf(`apiVersion: faucet.stxfaucet.dev/v1alpha1
 kind: FaucetServer
@@ -1318,7 +1320,7 @@ spec:
       uriSecretRef: {name: %[1]s-store}
   rateLimits:
     perIP: {requests: %[4]d, window: 5m}
-`, fsPG, ns, nodeURL, perIP)
+`, name, ns, nodeURL, perIP)
 }
 
 // faucetServerManifest is the FaucetServer on the nodes: node.url for one,

@@ -24,6 +24,8 @@ type chainView struct {
 	// without allocating.
 	fetchInfo func(context.Context) (chainInfo, error)
 	minStack  ttlcache.Value[uint64] // PoX min_amount_ustx
+	// downWait is getInfo's wait while the node is failing (nodeDownWait).
+	downWait time.Duration
 }
 
 type chainInfo struct {
@@ -38,7 +40,7 @@ type chainNode interface {
 }
 
 func newChainView(n chainNode, want uint32, checkTTL, cacheTTL time.Duration, clk clock.PassiveClock) *chainView {
-	c := &chainView{node: n, want: want}
+	c := &chainView{node: n, want: want, downWait: nodeDownWait}
 	c.fetchInfo = c.fetch
 	c.info.TTL, c.info.Clock = checkTTL, clk
 	c.minStack.TTL, c.minStack.Clock = cacheTTL, clk
@@ -48,11 +50,28 @@ func newChainView(n chainNode, want uint32, checkTTL, cacheTTL time.Duration, cl
 // check confirms, from a cached /v2/info, that the node is a testnet with
 // the expected chain id.
 func (c *chainView) check(ctx context.Context) error {
-	ci, err := c.info.Get(ctx, c.fetchInfo)
+	ci, err := c.getInfo(ctx)
 	if err != nil {
 		return failf(ReasonNodeUnavailable, err, "the Stacks node is unavailable; try again shortly")
 	}
 	return c.allowed(ci.chainID)
+}
+
+// nodeDownWait is how long a drip or a readiness check waits for the
+// node's info once the last read of it failed, rather than the read's whole
+// timeout: a replica cut from its node says "unavailable" at once, and the
+// read, shared and detached, goes on to serve whoever asks after it.
+const nodeDownWait = 2 * time.Second
+
+// getInfo is the cached /v2/info, read if stale, waiting at most
+// nodeDownWait for the read while the node is failing.
+func (c *chainView) getInfo(ctx context.Context) (chainInfo, error) {
+	if c.info.LastErr() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.downWait)
+		defer cancel()
+	}
+	return c.info.Get(ctx, c.fetchInfo)
 }
 
 // allowed refuses mainnet and any chain id but the configured one.

@@ -136,7 +136,10 @@ func (f *Faucet) wire(memo, refillMemo stacks.Memo, refills []refillRule) {
 		tokenMemo: []byte(cfg.Amounts.Memo), single: single, log: log}
 	f.readiness = &readiness{chain: f.chain, pool: f.pool, accounts: f.accounts,
 		need: satAdd(cfg.Amounts.Default, cfg.Fees.Min), dripCost: DripCost(cfg.Amounts.Default, cfg.Fees.Fallback), log: log}
-	f.poller = &poller{clk: clk, idle: cfg.Timing.PollInterval, busyEvery: cfg.Timing.BusyPollInterval, sent: sent,
+	if p, ok := cfg.State.History.(storePinger); ok && cfg.State.Shared {
+		f.readiness.store = p
+	}
+	f.poller = &poller{clk: clk, idle: cfg.Timing.PollInterval, busyEvery: cfg.Timing.BusyPollInterval, tipWait: tipReadWait, sent: sent,
 		pool: f.pool, chain: f.chain, pace: f.pace, accounts: f.accounts, repairs: f.repairs, tokens: f.tokens,
 		tokenNode: cfg.Node, ready: f.readiness, watch: nodeWatch{log: log, clk: clk}, log: log}
 	if cfg.Refills.Treasury != nil {
@@ -164,6 +167,16 @@ func (f *Faucet) JournalKeys() []string {
 		out[i] = k.addr.String()
 	}
 	return out
+}
+
+// JournalKeyGroups is JournalKeys by kind: the sending keys, then the
+// treasury when there is one. Replicas share each group out on its own.
+func (f *Faucet) JournalKeyGroups() [][]string {
+	groups := [][]string{f.Addresses()}
+	if t := f.pool.treasury; t != nil {
+		groups = append(groups, []string{t.addr.String()})
+	}
+	return groups
 }
 
 // Addresses lists the faucet's sending addresses.

@@ -21,6 +21,8 @@ type poller struct {
 	// idle and busyEvery are the tip poll's cadences (Timing.PollInterval,
 	// Timing.BusyPollInterval).
 	idle, busyEvery time.Duration
+	// tipWait bounds a poll's read of the tip (tipReadWait).
+	tipWait time.Duration
 	// sent wakes an idle poll loop when a transaction goes out, so the
 	// block that confirms it is looked for at the busy cadence at once.
 	sent <-chan struct{}
@@ -169,6 +171,13 @@ func (po *poller) busy() bool {
 	return slices.ContainsFunc(po.pool.all(), (*keyState).hasInFlight) || po.queue != nil && po.queue.queued() > 0
 }
 
+// tipReadWait bounds the poll's read of the tip, below the node client's
+// timeout: a node that cannot answer /v2/info in this long is as good as
+// gone for a faucet that reads it every second (the node pool takes such a
+// node out of rotation after 2 s), and the sooner the engine knows, the
+// sooner its drips and its readiness say so instead of waiting on it.
+const tipReadWait = 3 * time.Second
+
 // poll reads the tip once; on a new block (or the first time) it syncs the
 // keys this process owns and runs repairs. It reports the height it saw.
 func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint64, bool) {
@@ -176,14 +185,16 @@ func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint
 	// after it: a block's confirmed nonces free their slots one node round
 	// trip after it, not two. The reads after a new tip (below) still come
 	// after the treasury's, as refills need.
+	rctx, cancel := context.WithTimeout(ctx, po.tipWait)
 	var early sync.WaitGroup
 	for _, k := range po.pool.keys {
 		if !first && k.hasInFlight() {
-			early.Go(func() { _ = po.accounts.syncKey(ctx, k) }) // a failure shows in the reads below
+			early.Go(func() { _ = po.accounts.syncKey(rctx, k) }) // a failure shows in the reads below
 		}
 	}
-	ci, err := po.chain.fetch(ctx)
+	ci, err := po.chain.fetch(rctx)
 	early.Wait()
+	cancel()
 	if err != nil {
 		po.chain.info.Fail(err)
 		if ctx.Err() == nil { // shutting down is no outage

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // readiness says whether the faucet can serve a drip now, and logs when
@@ -22,6 +24,11 @@ type readiness struct {
 	need, dripCost uint64
 	log            *slog.Logger
 	watch          readyWatch
+	// store is the shared store (nil: keys are this process's alone).
+	store storePinger
+	// handingOver: the replica's share of keys fell to none and it keeps
+	// them only for the drain, paying what still arrives (HandingOver).
+	handingOver atomic.Bool
 }
 
 // accountSyncer reads every owned key's account, repairing nothing.
@@ -32,10 +39,35 @@ type accountSyncer interface {
 // Keys reports every key's state.
 func (f *Faucet) Keys() []KeyStatus { return f.pool.statuses() }
 
-// Ready reports why the faucet cannot serve drips, or nil: the node must be
-// reachable and testnet, this replica must own a key, and one of its keys
-// must afford a default drip. It reads accounts but never repairs.
+// Ready reports why the faucet cannot serve drips, or nil: the replica
+// must not be handing its keys over, the node must be reachable and
+// testnet, this replica must own a key, and one of its keys must afford a
+// default drip. It reads accounts but never repairs.
 func (f *Faucet) Ready(ctx context.Context) error { return f.readiness.check(ctx) }
+
+// HandingOver implements journal.Handover: while on, the replica's share
+// of keys fell to none and it keeps them only for the drain, so Ready
+// fails (the Service stops sending drips here) while drips that still
+// arrive are paid.
+func (f *Faucet) HandingOver(on bool) {
+	f.readiness.handingOver.Store(on)
+	if on {
+		// Logged now; the end is logged by the next check, which knows
+		// what follows (no key, or ready again).
+		f.readiness.noteReady(context.Background(), errHandingOver)
+	}
+}
+
+// errHandingOver is Ready's error while the replica hands its keys over.
+var errHandingOver = errors.New("this replica is handing its keys over to another replica")
+
+// handOverErr is errHandingOver while handing over.
+func (rd *readiness) handOverErr() error {
+	if rd.handingOver.Load() {
+		return errHandingOver
+	}
+	return nil
+}
 
 // check is Ready: the answer, its change logged.
 func (rd *readiness) check(ctx context.Context) error {
@@ -72,7 +104,10 @@ func (rd *readiness) noteReady(ctx context.Context, err error) {
 }
 
 func (rd *readiness) ready(ctx context.Context) error {
-	ci, err := rd.chain.info.Get(ctx, rd.chain.fetchInfo)
+	if err := rd.handOverErr(); err != nil {
+		return err
+	}
+	ci, err := rd.chain.getInfo(ctx)
 	if err != nil {
 		return nodeUnreachable(err)
 	}
@@ -81,6 +116,12 @@ func (rd *readiness) ready(ctx context.Context) error {
 	}
 	keys := rd.pool.statuses()
 	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned }) {
+		if rd.storeUnreachable(ctx) {
+			// No replica can own a key: all of them out of their Service,
+			// clients would be refused a connection; in it, they are
+			// answered 503 with Retry-After until the store is back.
+			return nil
+		}
 		return errors.New("this replica owns no faucet key")
 	}
 	if !slices.ContainsFunc(keys, func(s KeyStatus) bool { return s.Owned && s.Synced }) {
@@ -94,6 +135,27 @@ func (rd *readiness) ready(ctx context.Context) error {
 		}
 	}
 	return errors.New("no faucet key is funded for a drip")
+}
+
+// storePinger is a shared store that can say whether it answers.
+type storePinger interface {
+	Ping(ctx context.Context) error
+}
+
+// storePingWait bounds readiness's look at the store, which a network cut
+// leaves silent.
+const storePingWait = time.Second
+
+// storeUnreachable reports whether the replicas' shared store does not
+// answer: then a replica owns no key because none can. (A replica cut off
+// alone stays in its Service too, answering 503, until the store is back.)
+func (rd *readiness) storeUnreachable(ctx context.Context) bool {
+	if rd.store == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, storePingWait)
+	defer cancel()
+	return rd.store.Ping(ctx) != nil
 }
 
 // readyWatch remembers the faucet's last readiness, so that a change is

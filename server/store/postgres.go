@@ -113,14 +113,20 @@ func OpenPostgres(ctx context.Context, uri string, opts Options) (_ *Postgres, e
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	// A network cut drops packets without a reset: neither side would
+	// notice for minutes. Our side gives a connection up once what it sent
+	// stays unacknowledged for pgUserTimeout, and probes idle ones; the
+	// server probes us (server-side keepalive), so that a replica that
+	// vanished without closing its socket frees its key locks and its
+	// transaction's bucket locks within seconds, and keys move on.
+	cfg.ConnConfig.DialFunc = pgDialer().DialContext
+	for k, v := range map[string]string{"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3"} {
+		if _, ok := cfg.ConnConfig.RuntimeParams[k]; !ok {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	p.lockCfg = cfg.ConnConfig.Copy()
 	p.lockCfg.RuntimeParams["application_name"] = cfg.ConnConfig.RuntimeParams["application_name"] + " key-ownership"
-	// A replica that vanishes without closing its socket keeps its key
-	// locks until the server notices: have it probe the peer (server-side
-	// keepalive), so the keys move on within about half a minute.
-	p.lockCfg.RuntimeParams["tcp_keepalives_idle"] = "10"
-	p.lockCfg.RuntimeParams["tcp_keepalives_interval"] = "5"
-	p.lockCfg.RuntimeParams["tcp_keepalives_count"] = "3"
 
 	p.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -178,6 +184,21 @@ func (t pgMigrationTx) exec(ctx context.Context, sql string, args ...any) error 
 func (t pgMigrationTx) queryInt(ctx context.Context, sql string) (n int, err error) {
 	err = t.tx.QueryRow(ctx, sql).Scan(&n)
 	return n, err
+}
+
+// pgUserTimeout is how long data sent to Postgres may stay unacknowledged
+// before the kernel gives the connection up (TCP_USER_TIMEOUT, on Linux): a
+// statement on a cut connection fails in seconds, not at its context's end.
+// A statement waiting on a lock sent nothing unacknowledged: it waits on.
+const pgUserTimeout = 5 * time.Second
+
+// pgDialer dials Postgres over TCP with keepalive probes after 5 s idle,
+// every 2 s, and pgUserTimeout, which also bounds the probes.
+func pgDialer() *net.Dialer {
+	return &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3},
+		Control:         userTimeout(pgUserTimeout),
+	}
 }
 
 // Kind returns "postgres".
