@@ -190,7 +190,7 @@ func (h *handler) Lost(k string)                         { h.note("lost " + k) }
 // ends an ownership session.
 type failingOwner struct{ runs int }
 
-func (o *failingOwner) Run(ctx context.Context, keys []string, h Handler) error {
+func (o *failingOwner) Run(ctx context.Context, keys []string, h Handler, _ Session) error {
 	o.runs++
 	for _, k := range keys {
 		h.Acquired(ctx, k)

@@ -88,7 +88,7 @@ func TestBTCPayerFencedOut(t *testing.T) {
 	key, c := startBTCNode(t, 101)
 	uri := pgtest.Shared(t).CreateDB(t)
 	// r1 would notice the loss of its lock connection at its next round,
-	// an hour away.
+	// an hour away, or at once if it were not busy (gated).
 	s1 := openPostgresURI(t, uri, store.Options{ReplicaName: "r1", OwnershipInterval: time.Hour})
 	s2 := openPostgresURI(t, uri, store.Options{ReplicaName: "r2", OwnershipInterval: 50 * time.Millisecond})
 	raw := openRawPG(t, uri)
@@ -106,7 +106,7 @@ func TestBTCPayerFencedOut(t *testing.T) {
 		return pool
 	}
 
-	runOwner(t, ctx, s1, keys, h1)
+	runOwner(t, ctx, s1, keys, gated{replica: h1, keys: len(keys), open: make(chan struct{})})
 	eventually.True(t, 10*time.Second, "r1 owns both keys", func() bool { return h1.owned() == 2 })
 	p1 := btcfaucet.NewPayer(key, c, s1, fees, 1, nil)
 	if err := p1.Resume(ctx); err != nil {
@@ -217,12 +217,13 @@ func liveMembers(t *testing.T, raw rawPG) int {
 	return raw.count(t, "SELECT COUNT(*) "+memberLocks)
 }
 
-// rankedFirst names the replica whose membership id ranks first: with one
-// key to spread, the replica that ends up holding it (owner.go's quotas).
+// rankedFirst names the replica whose membership id ranks first (the
+// youngest, the highest id): with one key to spread, the replica that ends
+// up holding it (owner.go's quotas).
 func rankedFirst(t *testing.T, raw rawPG) string {
 	t.Helper()
 	var app string
-	if err := raw.c.QueryRow(t.Context(), "SELECT a.application_name "+memberLocks+" ORDER BY l.objid LIMIT 1").Scan(&app); err != nil {
+	if err := raw.c.QueryRow(t.Context(), "SELECT a.application_name "+memberLocks+" ORDER BY l.objid DESC LIMIT 1").Scan(&app); err != nil {
 		t.Fatal(err)
 	}
 	name, ok := strings.CutSuffix(app, " key-ownership")
@@ -235,7 +236,7 @@ func rankedFirst(t *testing.T, raw rawPG) string {
 // Two replicas' BTC faucets on one Postgres, on the one ownership protocol
 // (journal.Keep over store.Run, the faucet as the BTC key's handler). The
 // first, alone, takes the key and pays. Once the second runs too, the key
-// is with one of them (the replicas' random ranks decide which: the
+// is with one of them (the ranks decide which — the youngest: the
 // holder) while the other stands by and answers ErrStandby. When the
 // holder stops, the other takes the key, resumes the payout the holder
 // left in flight and pays. Every drip is mined once, at its amount.

@@ -104,11 +104,16 @@ func (c *cluster) check(t *testing.T) {
 // runOwner runs s's key ownership until the test ends; the channel yields
 // Run's result.
 func runOwner(t *testing.T, ctx context.Context, s *store.Postgres, keys []string, h journal.Handler) <-chan error {
+	return runOwnerSession(t, ctx, s, keys, h, journal.Session{})
+}
+
+// runOwnerSession is runOwner by sess's rules.
+func runOwnerSession(t *testing.T, ctx context.Context, s *store.Postgres, keys []string, h journal.Handler, sess journal.Session) <-chan error {
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		errc <- s.Run(ctx, keys, h)
+		errc <- s.Run(ctx, keys, h, sess)
 	}()
 	t.Cleanup(func() { _ = s.Close(); <-done })
 	return errc
@@ -448,11 +453,30 @@ func notOwner(t *testing.T, what string, err error) {
 	}
 }
 
+// gated is a handler whose Acquired, once it owns every key, waits until
+// open is closed (or Run ends): the replica is busy and reads nothing from
+// its lock connection meanwhile, as one paused or cut off by the network.
+type gated struct {
+	*replica
+	keys int
+	open chan struct{}
+}
+
+func (g gated) Acquired(ctx context.Context, k string) {
+	g.replica.Acquired(ctx, k)
+	if g.owned() == g.keys {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // Fencing by a real takeover, for the Bitcoin key as for a Stacks key: the
-// first replica's lock connection dies and a second replica takes both
-// keys; the first has not noticed (its next round is an hour away) and
-// still believes it owns them, yet the store refuses its journal writes
-// (the epoch in the statement is stale) and keeps the new owner's.
+// first replica's lock connection dies while the replica is busy, and a
+// second replica takes both keys; the first has not noticed and still
+// believes it owns them, yet the store refuses its journal writes (the
+// epoch in the statement is stale) and keeps the new owner's.
 func TestPostgresFencingBTCKeyTakeover(t *testing.T) {
 	ctx := t.Context()
 	uri := pgtest.Shared(t).CreateDB(t)
@@ -462,8 +486,9 @@ func TestPostgresFencingBTCKeyTakeover(t *testing.T) {
 	stx, btc := stxKey(100), btcKey(t, 1)
 	keys := []string{stx, btc}
 	h1, h2 := newCluster().replica("r1"), newCluster().replica("r2")
+	busy := gated{replica: h1, keys: len(keys), open: make(chan struct{})}
 
-	runOwner(t, ctx, s1, keys, h1)
+	errc1 := runOwner(t, ctx, s1, keys, busy)
 	eventually.True(t, 10*time.Second, "r1 owns both keys", func() bool { return h1.owned() == 2 })
 	notOwner(t, "a put for a Bitcoin key outside the Run", s1.Put(ctx, testEntry(btcKey(t, 2), 1, 1)))
 	for _, k := range keys {
@@ -494,8 +519,12 @@ func TestPostgresFencingBTCKeyTakeover(t *testing.T) {
 			t.Fatalf("key_owners says %s is %q's (%v), want r2's", k, owner, err)
 		}
 	}
-	// r1 learns it at last, when its Run ends: it loses both keys, and its
-	// writes stay refused.
+	// r1 learns it at last, once no longer busy: it loses both keys, and
+	// its writes stay refused.
+	close(busy.open)
+	if err := waitRun(t, errc1); err == nil {
+		t.Fatal("r1's Run went on with its lock connection gone")
+	}
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
