@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
+	"github.com/stxfaucet/faucet-operator/server/options"
 	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
@@ -149,7 +150,7 @@ func containerFor(fs *faucetv1alpha1.FaucetServer, image string, args []string, 
 		Image: image,
 		Args:  args,
 		Env:   containerEnv(fs),
-		Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: ServerPort, Protocol: corev1.ProtocolTCP}},
+		Ports: containerPorts(fs),
 		// /readyz checks the node, funding and (with Postgres) that this
 		// replica owns a key, with its own 3s bound. It checks BTC too,
 		// which the probe leaves out: a Bitcoin node's outage fails the
@@ -233,7 +234,27 @@ func containerEnv(fs *faucetv1alpha1.FaucetServer) []corev1.EnvVar {
 	if ref := fs.StoreURISecretKey(); ref != nil {
 		env = append(env, corev1.EnvVar{Name: StoreEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 	}
+	if forwardsBTC(fs) {
+		env = append(env, corev1.EnvVar{Name: options.PodIPEnv, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
+	}
 	return append(env, deepCopies(fs.Spec.ExtraEnv, (*corev1.EnvVar).DeepCopy)...)
+}
+
+// forwardsBTC: replicas sharing a Postgres store with BTC on forward BTC
+// drips to the one holding the Bitcoin key, at its pod IP's peer port.
+func forwardsBTC(fs *faucetv1alpha1.FaucetServer) bool {
+	return fs.StoreURISecretKey() != nil && fs.BTC() != nil
+}
+
+// containerPorts is the HTTP port, and the peer port of replicas that
+// forward BTC drips to each other.
+func containerPorts(fs *faucetv1alpha1.FaucetServer) []corev1.ContainerPort {
+	ports := []corev1.ContainerPort{{Name: portName, ContainerPort: ServerPort, Protocol: corev1.ProtocolTCP}}
+	if forwardsBTC(fs) {
+		ports = append(ports, corev1.ContainerPort{Name: "peer", ContainerPort: options.PeerPort, Protocol: corev1.ProtocolTCP})
+	}
+	return ports
 }
 
 // secretFile is a Secret data key the pod reads as a file, in a directory

@@ -155,6 +155,11 @@ func TestContainerEnv(t *testing.T) {
 			mutate: func(fs *faucetv1alpha1.FaucetServer) { postgres(2)(fs); extra(fs) },
 			want:   []string{"FAUCET_STORE", "GOMEMLIMIT", "HTTPS_PROXY"},
 		},
+		"postgres and BTC: the pod's IP, where the others forward BTC drips": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { postgres(2)(fs); withBTC(btcSpec(false))(fs) },
+			want:   []string{"FAUCET_STORE", "FAUCET_POD_IP"},
+		},
+		"BTC on the embedded store: no peers": {mutate: withBTC(btcSpec(false))},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -173,6 +178,15 @@ func TestContainerEnv(t *testing.T) {
 			if len(env) > 0 && env[0].Name == StoreEnv {
 				if ref := env[0].ValueFrom.SecretKeyRef; ref == nil || ref.Name != "faucet-db-app" || ref.Key != "uri" || env[0].Value != "" {
 					t.Errorf("FAUCET_STORE %+v, want only a secretKeyRef to faucet-db-app/uri", env[0])
+				}
+			}
+			ports := containerPorts(fs)
+			if peers := slices.Contains(got, "FAUCET_POD_IP"); peers != (len(ports) == 2) {
+				t.Errorf("ports %+v with env %q: the peer port goes with FAUCET_POD_IP", ports, got)
+			}
+			for _, e := range env {
+				if e.Name == "FAUCET_POD_IP" && (e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "status.podIP") {
+					t.Errorf("FAUCET_POD_IP %+v, want a fieldRef to status.podIP", e)
 				}
 			}
 			if len(fs.Spec.ExtraEnv) > 0 {

@@ -84,6 +84,7 @@ type btcAnswer struct {
 	to   string
 	code int // 0: no answer (the process died)
 	txid string
+	body string // the answer when not 200
 }
 
 func (p *faucetProc) dripBTC(to string) btcAnswer {
@@ -98,10 +99,14 @@ func (p *faucetProc) dripBTC(to string) btcAnswer {
 			TxID string `json:"tx_id"`
 		} `json:"transaction"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+	raw, _ := io.ReadAll(resp.Body)
+	if json.Unmarshal(raw, &body) != nil {
 		return a
 	}
 	a.code, a.txid = resp.StatusCode, strings.TrimPrefix(body.Transaction.TxID, "0x")
+	if a.code != http.StatusOK {
+		a.body = string(raw)
+	}
 	return a
 }
 

@@ -158,7 +158,7 @@ func (r *serveRun) startChains(ctx context.Context) error {
 	o.Node.URLs = options.URLList{d.url}
 	if o.Devnet.BTC {
 		var stop func()
-		if r.btcKey, stop, err = startDevnetBTC(ctx, o, r.log); err != nil {
+		if r.btcKey, stop, err = startDevnetBTC(ctx, r.clk, o, r.log); err != nil {
 			return err
 		}
 		r.stops = append(r.stops, stop)
@@ -285,9 +285,13 @@ func (r *serveRun) run(ctx context.Context) error {
 	}
 	warnUnknownSwitches(sw.Load())
 	sw.OnChange(warnUnknownSwitches)
+	btc, peers, err := r.btcForHTTP()
+	if err != nil {
+		return err
+	}
 	h := server.New(server.Config{
 		Faucet: r.engine, Node: r.client, Txs: r.client, Nodes: r.client, Guard: r.checks, Version: version, Commit: commit,
-		BTC: btcOrNil(r.btc), BTCNodes: nodeHealthOrNil(r.btcNodes),
+		BTC: btc, BTCNodes: nodeHealthOrNil(r.btcNodes),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, r.clk), Switches: sw, MCP: o.HTTP.MCP, Clock: r.clk,
 		Tiers: &r.tiers, SignIn: signInOrNil(r.signIn),
 		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
@@ -303,7 +307,15 @@ func (r *serveRun) run(ctx context.Context) error {
 		task{"stacks nodes", func(context.Context) error { return r.client.Run(engineCtx) }},
 		task{"btc faucet", func(context.Context) error { return btcTask(r.btc)(engineCtx) }},
 		task{"bitcoin nodes", func(context.Context) error { return btcNodesTask(r.btcNodes)(engineCtx) }},
-		task{"key ownership", func(context.Context) error { return r.state.keepOwnership(engineCtx, r.clk, r.engine, r.btc, r.log) }},
+		// At SIGTERM (ctx) the replica leaves the key membership at once,
+		// so the others count their shares without it, and keeps its keys
+		// until the engines stop (engineCtx: the lame duck over, every
+		// drip answered); one whose share falls to none drains as long
+		// as the lame duck would before giving its keys up.
+		task{"key ownership", func(ctx context.Context) error {
+			return r.state.keepOwnership(engineCtx, ctx.Done(), o.HTTP.ShutdownDelay, r.clk, r.engine, r.btc, r.log)
+		}},
+		task{peers.name, func(context.Context) error { return peers.run(engineCtx) }},
 		task{"http server", func(ctx context.Context) error {
 			defer stopEngine()
 			return server.ServeLameDuck(ctx, r.clk, ln, h, r.log, o.HTTP.ShutdownDelay)

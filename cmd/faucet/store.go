@@ -26,6 +26,8 @@ type engineState struct {
 	limiter guard.Limiter
 	history faucet.History
 	owner   journal.Owner // nil: this process owns every key
+	// peers is where replicas find each other (nil: one process).
+	peers peerStore
 	// spent remembers used proof-of-work challenges (shared by replicas on
 	// Postgres).
 	spent guard.SpentChallenges
@@ -65,23 +67,33 @@ func openState(ctx context.Context, clk clock.WithTicker, o options.Store, devne
 	}
 	if owner, ok := any(st).(journal.Owner); ok && st.Kind() == store.KindPostgres {
 		es.owner = owner
+		es.peers, _ = any(st).(peerStore)
 	}
 	return es, nil
 }
 
 // keepOwnership runs the store's key ownership for every payer's keys (the
 // Stacks engine's, the BTC faucet's) until ctx ends; without an owner
-// (one process) every key is this process's and it just waits.
-func (s *engineState) keepOwnership(ctx context.Context, clk clock.Clock, f *faucet.Faucet, btc *btcfaucet.Faucet, logger *slog.Logger) error {
+// (one process) every key is this process's and it just waits. Once leave
+// is closed the replica leaves the share and keeps its keys until ctx
+// ends; one whose share falls to none drains for drain first
+// (journal.Session).
+func (s *engineState) keepOwnership(ctx context.Context, leave <-chan struct{}, drain time.Duration, clk clock.Clock,
+	f *faucet.Faucet, btc *btcfaucet.Faucet, logger *slog.Logger) error {
 	if s.owner == nil {
 		<-ctx.Done()
 		return nil
 	}
 	var r journal.Router
-	r.Add(f, f.JournalKeys()...)
+	// Each kind of key is shared out on its own: every replica gets
+	// sending keys when there are enough, whoever holds the treasury or
+	// the Bitcoin key.
+	for _, g := range f.JournalKeyGroups() {
+		r.Add(f, g...)
+	}
 	if btc != nil {
 		r.Add(btc, btc.Address().String())
 	}
-	journal.Keep(ctx, clk, s.owner, &r, time.Second, logger.With("component", "ownership"))
+	journal.KeepSession(ctx, clk, s.owner, &r, journal.Session{Leave: leave, Drain: drain}, time.Second, logger.With("component", "ownership"))
 	return nil
 }

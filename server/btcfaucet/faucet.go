@@ -2,6 +2,8 @@ package btcfaucet
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -289,4 +291,15 @@ func (f *Faucet) DripAmount(ctx context.Context, addr bitcoin.Address, amount in
 	f.nodeUp.Store(true)
 	f.refresh(e)
 	return &Drip{TxID: rec.TxID, Raw: rec.Raw, Amount: amount, Batch: len(rec.Outputs), Fee: rec.Fee}, nil
+}
+
+// DeriveSecret returns a 32-byte secret for purpose derived one-way from
+// the faucet's key: every replica holds the key, so they agree on it
+// without another Secret to distribute, and the key cannot be recovered
+// from it.
+func (f *Faucet) DeriveSecret(purpose string) []byte {
+	ikm := sha256.Sum256([]byte(f.cfg.Key.Hex()))
+	mac := hmac.New(sha256.New, ikm[:])
+	mac.Write([]byte("faucet-operator btc derived secret v1\x00" + purpose))
+	return mac.Sum(nil)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -63,11 +65,23 @@ type HTTP struct {
 	ShutdownDelay time.Duration
 	// MCP serves the Model Context Protocol endpoint at /mcp.
 	MCP bool
+	// PeerListen is the replicas' internal listener (BTC drips forwarded
+	// to the replica holding the Bitcoin key); PeerURL where the others
+	// reach it ("": from POD_IP or the host name, and PeerListen's port).
+	PeerListen, PeerURL string
 }
+
+// PeerPort is the peer listener's default port; PodIPEnv the variable
+// the operator sets to the pod's IP (the default --peer-url's host).
+const (
+	PeerPort = 3998
+	PodIPEnv = "FAUCET_POD_IP"
+)
 
 func defaultHTTP() HTTP {
 	return HTTP{Listen: fmt.Sprintf(":%d", settings.Port), StatusCacheTTL: settings.StatusCacheTTL,
-		ExplorerTxURL: settings.ExplorerTxURL, LowDrips: settings.LowDrips, MCP: true}
+		ExplorerTxURL: settings.ExplorerTxURL, LowDrips: settings.LowDrips, MCP: true,
+		PeerListen: fmt.Sprintf(":%d", PeerPort)}
 }
 
 // BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url,
@@ -78,11 +92,16 @@ func (o *HTTP) BindFlags(fs *Flags) {
 	fs.String(&o.ExplorerTxURL, "explorer-tx-url", "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
 	fs.Int(&o.LowDrips, "low-drips", "report the faucet as low on funds when fewer default drips than this are left")
 	fs.Duration(&o.ShutdownDelay, "shutdown-delay", "after SIGTERM, answer /readyz with 503 and keep serving this long before draining, so load balancers and the Service's endpoints stop sending first (0 = drain at once); the operator sets it from the readiness probe")
+	fs.String(&o.PeerListen, "peer-listen", "address of the listener the other replicas forward BTC drips to (the replica holding the Bitcoin key pays them; requests signed with a key derived from it); used with a Postgres store and BTC (\"\" = off: a replica without the key answers BTC drips 503)")
+	fs.String(&o.PeerURL, "peer-url", "URL the other replicas reach this replica's --peer-listen at (default: http://$FAUCET_POD_IP:<port>, which the operator sets to the pod's IP, else http://<host name>:<port>)")
 	fs.Bool(&o.MCP, "mcp", "serve the Model Context Protocol endpoint at /mcp (streamable HTTP), so agents can ask for drips through the same checks and limits as HTTP clients")
 }
 
 // validate checks the web page's settings.
 func (o *HTTP) validate() error {
+	if err := o.validatePeer(); err != nil {
+		return err
+	}
 	u := o.ExplorerTxURL
 	if !strings.Contains(u, "{txid}") || !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
 		return fmt.Errorf("--explorer-tx-url %q: want an http(s) URL containing {txid}", u)
@@ -163,3 +182,39 @@ func (o *Devnet) BindFlags(fs *Flags) {
 
 // errBTCBlockTime is the devnet's rule for its btcd's pace.
 var errBTCBlockTime = errors.New("--btc-block-time must be positive")
+
+// validatePeer checks --peer-listen and --peer-url.
+func (o *HTTP) validatePeer() error {
+	if o.PeerListen != "" {
+		if _, port, err := net.SplitHostPort(o.PeerListen); err != nil || port == "" {
+			return fmt.Errorf("--peer-listen %q: want host:port or :port", o.PeerListen)
+		}
+	}
+	if o.PeerURL != "" {
+		u, err := url.Parse(o.PeerURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--peer-url %q: want an http(s) URL such as http://10.0.0.7:%d", o.PeerURL, PeerPort)
+		}
+	}
+	return nil
+}
+
+// AdvertisedPeerURL is where the other replicas reach this one, listening
+// on ln: --peer-url, else the pod's IP (FAUCET_POD_IP, set by the
+// operator), the listener's own IP when it has one, or the host name; and
+// the listener's port.
+func (o *HTTP) AdvertisedPeerURL(getenv func(string) string, ln net.Addr) string {
+	if o.PeerURL != "" {
+		return strings.TrimSuffix(o.PeerURL, "/")
+	}
+	ip, port, _ := net.SplitHostPort(ln.String())
+	host := getenv(PodIPEnv)
+	if host == "" {
+		if a := net.ParseIP(ip); a != nil && !a.IsUnspecified() {
+			host = ip
+		} else {
+			host, _ = os.Hostname()
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}

@@ -12,8 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,8 +86,8 @@ type Options struct {
 	// OwnershipInterval is how often a Postgres replica rebalances the keys
 	// (default 1 s).
 	OwnershipInterval time.Duration
-	// ReplicaName names this process in key_owners.owner (default: host
-	// name and a random number).
+	// ReplicaName names this process in key_owners.owner and
+	// replica_peers (default: host name and a random number).
 	ReplicaName string
 	// Clock is the clock SpendChallenge judges a stored challenge's expiry
 	// by, the pruner's and key ownership's pace and the time a migration
@@ -112,6 +115,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OwnershipInterval <= 0 {
 		o.OwnershipInterval = time.Second
+	}
+	if o.ReplicaName == "" {
+		// Known before ownership starts, so that the replica can advertise
+		// where the others reach it under the name it owns keys by.
+		host, _ := os.Hostname()
+		o.ReplicaName = host + "/" + strconv.FormatUint(rand.Uint64()&0xffffffff, 16)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
