@@ -54,7 +54,6 @@ func (e *engine) Status() btcfaucet.Status {
 }
 func (e *engine) Amounts() btcfaucet.Amounts { return btcfaucet.Amounts{Default: 10000} }
 func (e *engine) Network() bitcoin.Network   { return bitcoin.Regtest }
-func (e *engine) set(holds bool)             { e.mu.Lock(); e.holds = holds; e.mu.Unlock() }
 func (e *engine) payments() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -94,7 +93,7 @@ func payer(t *testing.T, e *engine, wrap func(http.Handler) http.Handler) *httpt
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = Handler(HandlerConfig{Auth: auth, BTC: e})
+	h := Handler(HandlerConfig{Auth: auth, BTC: e})
 	if wrap != nil {
 		h = wrap(h)
 	}

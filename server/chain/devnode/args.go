@@ -116,8 +116,7 @@ var (
 	}
 )
 
-func typeDebug(v stacks.ClarityValue) string   { return debugTypes.of(v) }
-func typeDisplay(v stacks.ClarityValue) string { return displayTypes.of(v) }
+func typeDebug(v stacks.ClarityValue) string { return debugTypes.of(v) }
 
 // of writes v's type in this notation.
 func (n *typeNotation) of(v stacks.ClarityValue) string {

@@ -44,9 +44,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stxfaucet/faucet-operator/hack/eventually"
-	"github.com/stxfaucet/faucet-operator/server/launch"
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
+	"github.com/stxfaucet/faucet-operator/server/launch"
 )
 
 const (
