@@ -281,7 +281,7 @@ CLUSTER := hack/cluster/cluster.sh
 E2E_TOOLS_ARCHIVE := $(BIN)/e2e-tools.tar
 
 .PHONY: e2e-cluster
-e2e-cluster: image e2e-tools-image helm cluster-binaries postgres $(E2E_CLIENT_DIR)/node_modules/.installed ## helm install on a real single-node cluster, drips through the Service, pod kill, key rotation, upgrade, uninstall; leaves the machine clean.
+e2e-cluster: image e2e-tools-image helm cluster-binaries postgres btcd $(E2E_CLIENT_DIR)/node_modules/.installed ## helm install on a real single-node cluster, drips through the Service, pod kill, key rotation, upgrade, uninstall; leaves the machine clean.
 	HELM="$$($(HELM_BUILD))" IMG=$(IMG) hack/cluster/e2e.sh
 
 .PHONY: cluster-binaries

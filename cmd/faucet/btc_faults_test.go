@@ -121,28 +121,7 @@ func (e *btcFaultEnv) receivedByScript(from int64) map[string][]int64 {
 // output script (hex).
 func receivedByScript(t *testing.T, c *btcnode.Client, from int64) map[string][]int64 {
 	t.Helper()
-	ctx := context.Background()
-	tip, err := c.BlockCount(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]int64{}
-	for h := from + 1; h <= tip; h++ {
-		hash, err := c.BlockHash(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := c.Block(ctx, hash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tx := range b.Txs {
-			for _, o := range tx.Vout {
-				out[o.ScriptPubKey] = append(out[o.ScriptPubKey], o.Value)
-			}
-		}
-	}
-	return out
+	return btcdtest.Outputs(t, c, from)
 }
 
 // SIGKILL in the middle of a burst of BTC drips, then a restart on the same

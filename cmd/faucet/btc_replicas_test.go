@@ -145,8 +145,8 @@ func TestBTCEveryReplicaAnswersThroughAHandover(t *testing.T) {
 	}
 	t.Logf("BTC on two replicas, holder stopped after 20 of %d drips: %d payouts, every drip answered 200 and paid once; slowest answer %s",
 		n, len(txids), slowest.Round(time.Millisecond))
-	if !holds(other) {
-		t.Fatalf("the survivor never took the Bitcoin key over\n%s", other.logs.tail(20))
+	if err := eventually.Wait(t, 30*time.Second, func() bool { return holds(other) }); err != nil {
+		t.Fatalf("the survivor never took the Bitcoin key over: %v\n%s", err, other.logs.tail(20))
 	}
 	// The survivor pays on its own now.
 	k, _ := bitcoin.GeneratePrivateKey(bitcoin.Regtest)

@@ -66,6 +66,7 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"low-drips":          strconv.Itoa(server.DefaultLowDrips),
 		"mcp":                strconv.FormatBool(options.Defaults().HTTP.MCP),
 		"history-retention":  options.DefaultHistoryRetention.String(),
+		"peer-listen":        fmt.Sprintf(":%d", options.PeerPort),
 		// Sign-in: sessions last identity's default; anonymous drips are
 		// on and whole until a tier says otherwise.
 		"session-ttl":              identity.DefaultSessionTTL.String(),

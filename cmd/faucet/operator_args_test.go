@@ -646,10 +646,15 @@ func TestOperatorArgsReachServe(t *testing.T) {
 			// The kubelet's part: resolve the environment.
 			for _, e := range c.Env {
 				value := e.Value
+				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+					value = "10.244.0.7" // the pod's IP, from the downward API
+					t.Setenv(e.Name, value)
+					continue
+				}
 				if e.ValueFrom != nil {
 					ref := e.ValueFrom.SecretKeyRef
 					if ref == nil {
-						t.Fatalf("env %s: only Secret references are resolved here", e.Name)
+						t.Fatalf("env %s: only Secret references and the pod's IP are resolved here", e.Name)
 					}
 					v, ok := secrets[[2]string{ref.Name, ref.Key}]
 					if !ok {

@@ -148,9 +148,9 @@ func TestFaultsOnARealCluster(t *testing.T) {
 	t.Run("the manager force-killed as a rollout starts: the rollout completes after it restarts, every drip answered 200, nothing paid twice", func(t *testing.T) {
 		r.managerKilledMidRollout(t, ctx)
 	})
-	// BTC on every replica: its fault steps go here, on the same rig and
-	// in the same shape (a burst, the fault, the promise asserted and its
-	// figure logged, then the money check).
+	t.Run("BTC on both replicas through the delete of the key's holder and a rollout: every drip answered 200, every recipient paid once", func(t *testing.T) {
+		r.btcThroughDeleteAndRollout(t, ctx)
+	})
 	t.Logf("fault suite done in %s", time.Since(start).Round(time.Millisecond))
 }
 

@@ -113,6 +113,10 @@ type Config struct {
 	Clock clock.WithTickerAndDelayedExecution
 }
 
+// ErrStarting (with ErrNotReady): this replica holds the key and is
+// resuming its journal, with no node error so far: ready in a moment.
+var ErrStarting = errors.New("the BTC faucet is starting")
+
 // ErrStandby: another replica holds the BTC key and pays BTC drips; this
 // one takes over if that one goes.
 var ErrStandby = errors.New("another replica holds the BTC key")
@@ -274,7 +278,7 @@ func (f *Faucet) DripAmount(ctx context.Context, addr bitcoin.Address, amount in
 		if cause != nil {
 			return nil, fmt.Errorf("btc faucet: %w: %w", ErrNotReady, cause)
 		}
-		return nil, fmt.Errorf("btc faucet: %w", ErrNotReady)
+		return nil, fmt.Errorf("btc faucet: %w: %w", ErrNotReady, ErrStarting)
 	}
 	if f.behind.Load() {
 		// Its coins may not exist on the node's chain: a payout would be

@@ -58,28 +58,7 @@ func recipients(t *testing.T, n int) []bitcoin.Address {
 // (hex), the values of every output: what each address was paid.
 func paidTo(t *testing.T, c *btcnode.Client) map[string][]int64 {
 	t.Helper()
-	ctx := context.Background()
-	height, err := c.BlockCount(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]int64{}
-	for h := int64(1); h <= height; h++ {
-		hash, err := c.BlockHash(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := c.Block(ctx, hash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tx := range b.Txs {
-			for _, o := range tx.Vout {
-				out[o.ScriptPubKey] = append(out[o.ScriptPubKey], o.Value)
-			}
-		}
-	}
-	return out
+	return btcdtest.Outputs(t, c, 0)
 }
 
 // mineAll mines until the mempool is empty, then syncs the payer.

@@ -140,7 +140,7 @@ func (b *BTC) try(ctx context.Context, id string, body []byte, addr bitcoin.Addr
 			return d, nil, false
 		case errors.Is(err, btcfaucet.ErrStandby), errors.Is(err, journal.ErrNotOwner):
 			return nil, err, true // the key went while we asked: nothing was sent
-		case errors.Is(err, btcfaucet.ErrNotReady) && b.cfg.Local.Status().NodeUp:
+		case errors.Is(err, btcfaucet.ErrStarting):
 			return nil, err, true // just acquired, resuming its journal
 		}
 		return nil, err, false
@@ -188,7 +188,7 @@ func (b *BTC) forward(ctx context.Context, url, id string, body []byte) (*btcfau
 		return nil, fmt.Errorf("btc faucet: the paying replica %s: %d %s", url, status, ans.Error), false
 	}
 	// A holder giving the key up, or one still resuming, paid nothing.
-	again := errors.Is(cause, btcfaucet.ErrStandby) || errors.Is(cause, btcfaucet.ErrNotReady)
+	again := errors.Is(cause, btcfaucet.ErrStandby) || errors.Is(cause, btcfaucet.ErrStarting)
 	return nil, fmt.Errorf("btc faucet (paid by %s): %w: %s", url, cause, ans.Error), again
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -69,11 +70,12 @@ type payoutAnswer struct {
 // was sent.
 var reasons = []struct {
 	name   string
-	err    error
+	err    error // what the payer's engine answered; the forwarder's error wraps it
 	status int
 }{
 	{"standby", btcfaucet.ErrStandby, http.StatusServiceUnavailable},
 	{"standby", journal.ErrNotOwner, http.StatusServiceUnavailable},
+	{"starting", btcfaucet.ErrStarting, http.StatusServiceUnavailable},
 	{"not_ready", btcfaucet.ErrNotReady, http.StatusServiceUnavailable},
 	{"node_down", btcfaucet.ErrNodeDown, http.StatusServiceUnavailable},
 	{"behind", btcfaucet.ErrNodeBehind, http.StatusServiceUnavailable},
@@ -95,6 +97,10 @@ func reasonOf(err error) (string, int) {
 
 // errOf is the engine error of a reason (nil for an unknown one).
 func errOf(reason string) error {
+	if reason == "starting" {
+		// ErrStarting comes with ErrNotReady, which the HTTP layer maps.
+		return errStarting
+	}
 	for _, r := range reasons {
 		if r.name == reason {
 			return r.err
@@ -102,6 +108,8 @@ func errOf(reason string) error {
 	}
 	return nil
 }
+
+var errStarting = fmt.Errorf("%w: %w", btcfaucet.ErrNotReady, btcfaucet.ErrStarting)
 
 // HandlerConfig configures the payer's side.
 type HandlerConfig struct {
@@ -180,7 +188,7 @@ func (h *payerHandler) drip(w http.ResponseWriter, r *http.Request) {
 	if first {
 		a.status, a.body = h.pay(r.Context(), req)
 		close(a.done)
-		if a.body.Reason == "standby" || a.body.Reason == "not_ready" {
+		if a.body.Reason == "standby" || a.body.Reason == "starting" {
 			// Nothing was paid: a retry once this replica holds the key
 			// (again) must pay, not hear the old refusal.
 			h.forget(id)

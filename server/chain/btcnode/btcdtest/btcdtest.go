@@ -449,3 +449,31 @@ func randomHex(t testing.TB, n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// Outputs lists, by output script (hex), the value of every output in c's
+// main chain above height from: what each address was paid there.
+func Outputs(t testing.TB, c *btcnode.Client, from int64) map[string][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	tip, err := c.BlockCount(ctx)
+	if err != nil {
+		t.Fatalf("btcdtest: %v", err)
+	}
+	out := map[string][]int64{}
+	for h := from + 1; h <= tip; h++ {
+		hash, err := c.BlockHash(ctx, h)
+		if err != nil {
+			t.Fatalf("btcdtest: %v", err)
+		}
+		b, err := c.Block(ctx, hash)
+		if err != nil {
+			t.Fatalf("btcdtest: %v", err)
+		}
+		for _, tx := range b.Txs {
+			for _, o := range tx.Vout {
+				out[o.ScriptPubKey] = append(out[o.ScriptPubKey], o.Value)
+			}
+		}
+	}
+	return out
+}
