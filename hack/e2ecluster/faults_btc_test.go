@@ -214,7 +214,7 @@ func (r *faultRig) btcThroughDeleteAndRollout(t *testing.T, ctx context.Context)
 		}
 		for id := range txids {
 			if tx, err := bc.RawTransaction(ctx, id); err != nil || tx.Confirmations < 1 {
-				return fmt.Errorf("%s not mined: %v", id, err)
+				return fmt.Errorf("%s not mined: %w", id, err)
 			}
 		}
 		return nil
