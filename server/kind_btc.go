@@ -114,18 +114,9 @@ func btcRoutes(s *server) []route {
 	return []route{{http.MethodGet, "/extended/v1/faucets/btc/{address}", deprecated("Endpoint is deprecated", http.HandlerFunc(s.handleBTCBalance))}}
 }
 
-// BTCFaucet is the BTC engine the endpoints use; *btcfaucet.Faucet has it.
-type BTCFaucet interface {
-	// DripAmount pays amount satoshis to addr.
-	DripAmount(ctx context.Context, addr bitcoin.Address, amount int64) (*btcfaucet.Drip, error)
-	Balance(ctx context.Context, addr bitcoin.Address) (int64, error)
-	Payout(ctx context.Context, txid string) (btcfaucet.PayoutStatus, bool, error)
-	Status() btcfaucet.Status
-	Amounts() btcfaucet.Amounts
-	Network() bitcoin.Network
-}
-
-var _ BTCFaucet = (*btcfaucet.Faucet)(nil)
+// BTCFaucet is the BTC engine the endpoints use: *btcfaucet.Faucet, or
+// the peer path that forwards to the replica holding the key.
+type BTCFaucet = btcfaucet.Service
 
 // btcSuccess is the incumbent's v1 BTC answer.
 type btcSuccess struct {

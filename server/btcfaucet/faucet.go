@@ -244,6 +244,20 @@ func (f *Faucet) Network() bitcoin.Network { return f.cfg.Key.Network() }
 // Amounts are the three drip sizes.
 func (f *Faucet) Amounts() Amounts { return f.cfg.Amounts }
 
+// Service is what the HTTP layer and the other replicas ask of a BTC
+// faucet; *Faucet has it.
+type Service interface {
+	// DripAmount pays amount satoshis to addr.
+	DripAmount(ctx context.Context, addr bitcoin.Address, amount int64) (*Drip, error)
+	Balance(ctx context.Context, addr bitcoin.Address) (int64, error)
+	Payout(ctx context.Context, txid string) (PayoutStatus, bool, error)
+	Status() Status
+	Amounts() Amounts
+	Network() bitcoin.Network
+}
+
+var _ Service = (*Faucet)(nil)
+
 // Drip is a paid BTC drip.
 type Drip struct {
 	TxID   string // the payout's txid, as the node prints it

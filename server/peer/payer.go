@@ -25,17 +25,8 @@ const (
 	pathStatus = "/internal/v1/btc/status"
 )
 
-// LocalBTC is this replica's BTC engine; *btcfaucet.Faucet has it.
-type LocalBTC interface {
-	DripAmount(ctx context.Context, addr bitcoin.Address, amount int64) (*btcfaucet.Drip, error)
-	Balance(ctx context.Context, addr bitcoin.Address) (int64, error)
-	Payout(ctx context.Context, txid string) (btcfaucet.PayoutStatus, bool, error)
-	Status() btcfaucet.Status
-	Amounts() btcfaucet.Amounts
-	Network() bitcoin.Network
-}
-
-var _ LocalBTC = (*btcfaucet.Faucet)(nil)
+// LocalBTC is this replica's BTC engine.
+type LocalBTC = btcfaucet.Service
 
 // dripRequest is a forwarded drip: the HTTP layer of the replica that
 // received it has judged it, counted it and drawn its budget.
