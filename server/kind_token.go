@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/settings"
 )
@@ -100,6 +101,11 @@ func (k tokenKind) describe(_ context.Context, env *infoEnv, a *asset, out *info
 		if tf, _ := k.engine.TokenFunding(k.name); tf.Keys > 0 {
 			out.Funding = fundingInfo(tf)
 			out.State, out.StateMessage = fundingState(tf, env.lowDrips(k.name), out.Name)
+		} else if tok.Metadata == nil && tok.MetadataErr != nil && !node.IsUnavailable(tok.MetadataErr) && out.AssetIdentifier != nil {
+			// The node answers but not for this contract: most often it
+			// is not deployed there (a network without sBTC).
+			out.State, out.StateMessage = stateUnavailable, "The "+out.Name+" faucet is not available: the node cannot read its contract "+
+				*out.AssetIdentifier+" (is it deployed on this network?)."
 		} else {
 			// A drip now could not be paid: no key's balance is read yet.
 			out.State, out.StateMessage = stateUnavailable, "The "+out.Name+" faucet is starting: its keys' balances are not read yet."

@@ -1340,7 +1340,8 @@ export function registerBrowserTests(opts) {
     }, { needs: [SERVED, STX_ONLY] });
 
     // sBTC on with no sBTC deployed: the node names no sBTC contract in
-    // /v2/pox, so info lists sBTC as "unavailable", its contract and
+    // /v2/pox, so sBTC is today's testnet contract, which this node cannot
+    // read: info lists sBTC as "unavailable" with that contract, its
     // decimals unknown. tUSD is real and ready; no flag makes a devnet token
     // run dry (the devnet mints a million drips of any amount), so its
     // "empty" state and the v1 503 are the server's words played back
@@ -1354,8 +1355,9 @@ export function registerBrowserTests(opts) {
         const dryInfo = await getInfo(dry.base);
         assert.deepEqual(dryInfo.assets.map((a) => a.asset), ['stx', 'sbtc', 'tusd'], '--devnet-btc=false: no BTC');
         const off = dryInfo.assets.find((a) => a.asset === 'sbtc');
-        assert.deepEqual([off.state, off.asset_identifier, off.decimals, off.funding], ['unavailable', null, null, null], JSON.stringify(off));
-        assert.match(off.state_message, /names no sBTC contract/);
+        const sbtcTestnet = 'SN3VMHXEN64ZZF71JQ5VESXDWTR301XTTXGF4J8F1.sbtc-token::sbtc-token';
+        assert.deepEqual([off.state, off.asset_identifier, off.asset_source, off.decimals, off.funding], ['unavailable', sbtcTestnet, 'default', null, null], JSON.stringify(off));
+        assert.match(off.state_message, /cannot read its contract .*is it deployed on this network/);
         const empty = (a) => a.asset === 'tusd'
           ? { ...a, state: 'empty', state_message: `The faucet is out of ${a.name}; its operator has been asked to refill it.`, funding: { drips_left: 0, balance: 0 } }
           : a;
@@ -1385,7 +1387,7 @@ export function registerBrowserTests(opts) {
         assert.equal(await p.locator('#asset-note').textContent(), off.state_message, 'the reason by the button');
         assert.equal(await p.locator('#asset-note').isVisible(), true);
         assert.equal(await p.locator('#default-amount').textContent(), '100,000 base units of sBTC', 'decimals unknown: base units');
-        assert.equal(await p.locator('#token-id').textContent(), 'not known yet');
+        assert.equal(await p.locator('#token-id').textContent(), sbtcTestnet);
         assert.equal(await p.locator('#balance-fact-row').isVisible(), false, 'no funding');
         assert.equal(await p.locator('#submit').isDisabled(), true, 'an unavailable asset cannot be requested');
         assert.equal(await p.evaluate(() => document.getElementById('submit').getAttribute('aria-describedby')), 'asset-note');

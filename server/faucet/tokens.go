@@ -33,6 +33,8 @@ type tokenState struct {
 	source string
 	err    error // why it cannot be dripped yet
 	meta   *node.TokenMetadata
+	// metaErr is why the last read of the metadata failed (nil once read).
+	metaErr error
 	// logged is the last resolution error logged, so an unchanged one is
 	// logged once.
 	logged string
@@ -121,6 +123,11 @@ func (t *tokens) resolve(ctx context.Context, n tokenNode) {
 		}
 		if asset, err := s.usable(); needMeta && err == nil {
 			meta, err := n.TokenMetadata(ctx, asset.Contract)
+			if ctx.Err() == nil {
+				s.mu.Lock()
+				s.metaErr = err
+				s.mu.Unlock()
+			}
 			if err == nil {
 				s.mu.Lock()
 				s.meta = &meta
@@ -170,7 +177,10 @@ type TokenInfo struct {
 	Source  string
 	Amount  uint64
 	// Metadata is read from the contract; nil until it answered.
-	Metadata *node.TokenMetadata
+	// MetadataErr is why the last read failed (a contract the node does
+	// not have, or an unreachable node).
+	Metadata    *node.TokenMetadata
+	MetadataErr error
 	// Err says why the token cannot be dripped now; nil when it can.
 	Err                       error
 	RefillBelow, RefillAmount uint64
@@ -181,7 +191,7 @@ func (s *tokenState) info() TokenInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := TokenInfo{Name: s.cfg.Name, Asset: s.asset, FromPoX: s.cfg.FromPoX, Source: s.source, Amount: s.cfg.Amount, Err: s.err,
-		RefillBelow: s.cfg.RefillBelow, RefillAmount: s.cfg.RefillAmount}
+		MetadataErr: s.metaErr, RefillBelow: s.cfg.RefillBelow, RefillAmount: s.cfg.RefillAmount}
 	if s.meta != nil {
 		m := *s.meta
 		i.Metadata = &m
