@@ -298,4 +298,5 @@ func (b *BTC) Amounts() btcfaucet.Amounts { return b.cfg.Local.Amounts() }
 
 // Network is the faucet's network.
 func (b *BTC) Network() bitcoin.Network { return b.cfg.Local.Network() }
+
 var _ btcfaucet.Service = (*BTC)(nil)
