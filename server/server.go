@@ -213,7 +213,29 @@ func New(cfg Config) http.Handler {
 	})
 	mux := http.NewServeMux()
 	s.addRoutes(mux)
-	return s.observe(s.cors(s.recoverPanics(mux)))
+	return s.observe(s.cors(s.recoverPanics(s.reconnectWhileHandingOver(mux))))
+}
+
+// keysHandover is an engine that may be handing its keys over to another
+// replica (*faucet.Faucet).
+type keysHandover interface{ HandingKeysOver() bool }
+
+// reconnectWhileHandingOver closes each client connection after its answer
+// while the engine hands its keys over: a kept-alive connection would
+// otherwise keep bringing drips to this replica after the Service has
+// stopped sending it new ones, and once the keys are gone they would find
+// none.
+func (s *server) reconnectWhileHandingOver(h http.Handler) http.Handler {
+	e, ok := s.cfg.Faucet.(keysHandover)
+	if !ok {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e.HandingKeysOver() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // lowDrips is asset's threshold of "low".

@@ -387,6 +387,11 @@ func TestUserPathOnARealCluster(t *testing.T) {
 			ok[s.to] = dripUSTX
 		}
 		if t.Failed() {
+			// What the pods saw of their keys, for the drips that failed.
+			for _, p := range podsOf(ctx, c, fsPG) {
+				logs := e.run(t, ctx, e.kubectl, "logs", "-n", ns, p.Name)
+				t.Logf("%s, key ownership and failures:\n%s", p.Name, grepLines(logs, `"key `, "handing", "drip failed", "ownership", "not ready", "faucet ready", "released"))
+			}
 			t.FailNow()
 		}
 		waitBalances(t, ctx, nodeURL, ok, nil, 2*time.Minute)
@@ -451,7 +456,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 				return nil
 			})
 		})
-		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, pg.CreateDB(t), keysPG, nodeURL, 1000))
+		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, pg.CreateDB(t), keysPG, nodeURL, 100_000))
 		waitReplicas(t, ctx, c, fsPG, 2, 3*time.Minute)
 		pgURL := "http://" + serviceAddr(t, ctx, c, ns, fsPG)
 		waitServed(t, ctx, pgURL)
@@ -502,7 +507,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		// A rollout: a changed setting rolls both pods, one at a time.
 		before := onlyPodsOf(t, ctx, c, fsPG)
 		start = time.Now()
-		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, "", keysPG, nodeURL, 1001))
+		e.apply(t, ctx, postgresFaucetServerManifest(fsPG, "", keysPG, nodeURL, 100_001))
 		for _, p := range before {
 			waitPodGone(t, ctx, c, p, 3*time.Minute)
 		}
@@ -531,6 +536,11 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		t.Logf("burst of %d drips across a pod delete and a rollout, 2 replicas on Postgres with one key each: answers %v (0 busy, 0 connection errors wanted); the longest time without an answered drip: %s",
 			len(shots), tally, gap.Round(time.Millisecond))
 		if t.Failed() {
+			// What the pods saw of their keys, for the drips that failed.
+			for _, p := range podsOf(ctx, c, fsPG) {
+				logs := e.run(t, ctx, e.kubectl, "logs", "-n", ns, p.Name)
+				t.Logf("%s, key ownership and failures:\n%s", p.Name, grepLines(logs, `"key `, "handing", "drip failed", "ownership", "not ready", "faucet ready", "released"))
+			}
 			t.FailNow()
 		}
 		waitBalances(t, ctx, nodeURL, ok, nil, 2*time.Minute)

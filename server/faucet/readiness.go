@@ -58,6 +58,11 @@ func (f *Faucet) HandingOver(on bool) {
 	}
 }
 
+// HandingKeysOver reports whether the replica is handing its keys over
+// (HandingOver): its answers then ask clients to reconnect, through the
+// Service, to a replica that keeps its keys.
+func (f *Faucet) HandingKeysOver() bool { return f.readiness.handingOver.Load() }
+
 // errHandingOver is Ready's error while the replica hands its keys over.
 var errHandingOver = errors.New("this replica is handing its keys over to another replica")
 
