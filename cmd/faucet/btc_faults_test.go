@@ -59,6 +59,20 @@ func newBTCFaultEnv(t *testing.T) *btcFaultEnv {
 	}}
 }
 
+// newBTCRecipients is n fresh regtest addresses.
+func newBTCRecipients(t *testing.T, n int) []string {
+	t.Helper()
+	to := make([]string, n)
+	for i := range to {
+		k, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to[i] = k.Address().String()
+	}
+	return to
+}
+
 // btcReady waits until the process's BTC faucet has read its coins.
 func (p *faucetProc) btcReady() {
 	p.t.Helper()
@@ -142,14 +156,7 @@ func TestBTCSigkillMidBurst(t *testing.T) {
 	first.btcReady()
 
 	const n = 150
-	to := make([]string, n)
-	for i := range to {
-		k, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to[i] = k.Address().String()
-	}
+	to := newBTCRecipients(t, n)
 	answers := make([]btcAnswer, n)
 	// The kill comes once 30 drips are answered, while more are on their way.
 	var paid atomic.Int32

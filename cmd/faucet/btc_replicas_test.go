@@ -59,14 +59,7 @@ func TestBTCEveryReplicaAnswersThroughAHandover(t *testing.T) {
 	}
 
 	const n = 80
-	to := make([]string, n)
-	for i := range to {
-		k, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to[i] = k.Address().String()
-	}
+	to := newBTCRecipients(t, n)
 	answers := make([]btcAnswer, n)
 	took := make([]time.Duration, n)
 	var stopped atomic.Bool
