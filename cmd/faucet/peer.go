@@ -64,23 +64,7 @@ func (r *serveRun) servePeers(ctx context.Context, ps peerStore, ln net.Listener
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	// The store may be down at start: advertise until it takes.
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := ps.AdvertisePeer(actx, self)
-		cancel()
-		if err == nil {
-			r.log.Info("peer listener serving", "listen", ln.Addr().String(), "url", self)
-			break
-		}
-		r.log.Warn("cannot record this replica's peer URL yet; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-r.clk.After(time.Second):
-			continue
-		}
-		break
-	}
+	r.advertise(ctx, ps, ln, self)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -93,4 +77,24 @@ func (r *serveRun) servePeers(ctx context.Context, ps peerStore, ln net.Listener
 		return fmt.Errorf("peer listener: shutdown: %w", err)
 	}
 	return nil
+}
+
+// advertise records self as where the others reach this replica, retrying
+// every second while the store is down, until it takes or ctx ends.
+func (r *serveRun) advertise(ctx context.Context, ps peerStore, ln net.Listener, self string) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ps.AdvertisePeer(actx, self)
+		cancel()
+		if err == nil {
+			r.log.Info("peer listener serving", "listen", ln.Addr().String(), "url", self)
+			return
+		}
+		r.log.Warn("cannot record this replica's peer URL yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clk.After(time.Second):
+		}
+	}
 }

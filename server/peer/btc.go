@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -55,6 +56,10 @@ type Config struct {
 type BTC struct {
 	cfg    Config
 	status ttlcache.Value[btcfaucet.Status]
+	// holder is the last holder's peer URL found in the store, reused
+	// until a request to it fails or it says it no longer holds the key:
+	// a forwarded drip then costs no store round trip.
+	holder atomic.Pointer[string]
 }
 
 // New returns cfg's BTC.
@@ -145,14 +150,33 @@ func (b *BTC) try(ctx context.Context, id string, body []byte, addr bitcoin.Addr
 		}
 		return nil, err, false
 	}
-	url, held, err := b.cfg.Locate.KeyHolder(ctx, b.cfg.Key)
+	url, held, err := b.holderURL(ctx)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("btc faucet: %w: find the replica that pays: %w", btcfaucet.ErrStandby, err), false
-	case !held || url == "" || url == b.cfg.Self:
+	case !held:
 		return nil, fmt.Errorf("btc faucet: %w (handover under way)", btcfaucet.ErrStandby), true
 	}
-	return b.forward(ctx, url, id, body)
+	d, err, again := b.forward(ctx, url, id, body)
+	if again {
+		b.holder.Store(nil) // that replica does not pay (any more): ask the store
+	}
+	return d, err, again
+}
+
+// holderURL is the peer URL of the replica holding the key, other than
+// this one: the one remembered, else the store's; held is false while no
+// other replica holds it.
+func (b *BTC) holderURL(ctx context.Context) (url string, held bool, err error) {
+	if u := b.holder.Load(); u != nil {
+		return *u, true, nil
+	}
+	url, held, err = b.cfg.Locate.KeyHolder(ctx, b.cfg.Key)
+	if err != nil || !held || url == "" || url == b.cfg.Self {
+		return "", false, err
+	}
+	b.holder.Store(&url)
+	return url, true, nil
 }
 
 // forward sends one drip to the replica at url.
@@ -236,11 +260,11 @@ func (b *BTC) call(ctx context.Context, base, path, id string, body []byte, out 
 
 // remote calls path on the key's holder, or fails.
 func (b *BTC) remote(ctx context.Context, path string, in, out any) error {
-	url, held, err := b.cfg.Locate.KeyHolder(ctx, b.cfg.Key)
+	url, held, err := b.holderURL(ctx)
 	if err != nil {
 		return err
 	}
-	if !held || url == "" || url == b.cfg.Self {
+	if !held {
 		return errors.New("peer: no other replica holds the BTC key")
 	}
 	body, err := json.Marshal(in)
@@ -248,13 +272,13 @@ func (b *BTC) remote(ctx context.Context, path string, in, out any) error {
 		return err
 	}
 	status, err := b.call(ctx, url, path, newID(), body, out)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("peer %s: %s answered %d", url, path, status)
+	}
 	if err != nil {
-		return err
+		b.holder.Store(nil)
 	}
-	if status != http.StatusOK {
-		return fmt.Errorf("peer %s: %s answered %d", url, path, status)
-	}
-	return nil
+	return err
 }
 
 // Status is the holder's status: this replica's own while it holds the

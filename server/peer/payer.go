@@ -133,9 +133,10 @@ func Handler(cfg HandlerConfig) http.Handler {
 }
 
 type payerHandler struct {
-	cfg  HandlerConfig
-	mu   sync.Mutex
-	seen map[string]*answer // request id → its answer, kept answerTTL
+	cfg    HandlerConfig
+	mu     sync.Mutex
+	seen   map[string]*answer // request id → its answer, kept answerTTL
+	pruned time.Time          // when seen was last swept of old answers
 }
 
 // answer is one drip request's outcome; done is closed once it is set.
@@ -201,9 +202,14 @@ func (h *payerHandler) claim(id string) (*answer, bool) {
 	if a, ok := h.seen[id]; ok {
 		return a, false
 	}
-	for k, a := range h.seen {
-		if now.Sub(a.at) > answerTTL {
-			delete(h.seen, k)
+	if now.Sub(h.pruned) > answerTTL/3 {
+		// A sweep now and then, not one per request: a burst brings
+		// thousands of ids.
+		h.pruned = now
+		for k, a := range h.seen {
+			if now.Sub(a.at) > answerTTL {
+				delete(h.seen, k)
+			}
 		}
 	}
 	a := &answer{done: make(chan struct{}), at: now}

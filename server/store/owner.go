@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -298,10 +296,6 @@ func (r *ownerRun) run(ctx context.Context) (err error) {
 	r.p.own.mu.Unlock()
 	if err := r.join(ctx); err != nil {
 		return err
-	}
-	if r.name == "" {
-		host, _ := os.Hostname()
-		r.name = host + "/" + strconv.FormatInt(int64(r.replica), 10)
 	}
 	log.Info("key ownership started", "replica", r.name, "member", r.replica, "keys", len(r.keys))
 

@@ -27,9 +27,6 @@ ON CONFLICT (owner) DO UPDATE SET peer_url = excluded.peer_url, updated_at = exc
 FROM key_owners o LEFT JOIN replica_peers p ON p.owner = o.owner WHERE o.key = $1`
 )
 
-// ReplicaName is the name this replica records as a key's owner.
-func (p *Postgres) ReplicaName() string { return p.opts.ReplicaName }
-
 // AdvertisePeer records url as where this replica answers the others.
 func (p *Postgres) AdvertisePeer(ctx context.Context, url string) error {
 	if url == "" {
