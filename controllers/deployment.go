@@ -165,6 +165,11 @@ func containerFor(fs *faucetv1alpha1.FaucetServer, image string, args []string, 
 		Resources:       resources,
 		SecurityContext: containerSecurityContext(),
 		VolumeMounts:    mounts,
+		// A failed run's last log lines become its termination message,
+		// which the Ready condition quotes (podTrouble): the faucet writes
+		// no termination file, prints its fatal error last, and never logs
+		// a key.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 

@@ -79,6 +79,7 @@ type FaucetServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile runs the steps of a reconcile (steps.go) in order until one
@@ -110,6 +111,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.applyVolumeClaim,
 		r.observeFunding, // the FundingMonitor's latest balances; nothing is read here
 		r.applyDeployment,
+		r.observePods,               // why they do not run, if they do not
 		r.reconcileDisruptionBudget, // applied with several replicas, deleted with one
 	}
 	for _, step := range steps {
@@ -368,6 +370,9 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsForSecret)).
+		// A pod's status says why it does not run (podTrouble) seconds
+		// before the Deployment's status changes, if it changes at all.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForPod), builder.WithPredicates(podStatusChanged)).
 		Named("faucetserver").
 		Complete(r)
 }
@@ -400,10 +405,11 @@ func (r *FaucetServerReconciler) requestsForSecret(ctx context.Context, secret c
 	return reqs
 }
 
-// CacheByObject limits the manager's caches of child kinds to objects the
-// operator manages, so it does not hold every Deployment, Service,
-// ServiceAccount, PersistentVolumeClaim and PodDisruptionBudget of the
-// cluster in memory.
+// CacheByObject limits the manager's caches of child kinds, and of the
+// faucet pods the operator reads, to objects carrying its labels, so it
+// does not hold every Deployment, Service, ServiceAccount,
+// PersistentVolumeClaim, PodDisruptionBudget and Pod of the cluster in
+// memory.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{labelManagedBy: FieldManager})}
 	return map[client.Object]cache.ByObject{
@@ -413,6 +419,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.ConfigMap{}:             managed,
 		&corev1.PersistentVolumeClaim{}: managed,
 		&policyv1.PodDisruptionBudget{}: managed,
+		&corev1.Pod{}:                   managed,
 	}
 }
 

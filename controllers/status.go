@@ -40,6 +40,7 @@ type observation struct {
 	conflict    string             // why a child's name is taken; "" if none is
 	service     *corev1.Service    // as applied; nil if not reached
 	deployment  *appsv1.Deployment // as applied or read; nil if none
+	pods        []corev1.Pod       // the faucet's pods, from the cache; nil if not read
 	err         error              // the reconcile error, if any
 }
 
@@ -135,8 +136,8 @@ func stalledOn(reason, msg string) readiness {
 // readinessOf is fs's readiness after what obs saw, the first of: a failed
 // reconcile, a name conflict, an unusable Secret (in the order of
 // secretUses), spec.assets in an emptied object form, an invalid asset,
-// then the Deployment's rollout. url is the status's URL, which the Ready
-// message names.
+// then the Deployment's rollout and its pods. url is the status's URL,
+// which the Ready message names.
 func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) readiness {
 	switch s := obs.unusableSecret(); {
 	case obs.err != nil:
@@ -154,13 +155,24 @@ func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) r
 		// Unreachable after a successful reconcile; kept total for safety.
 		return inProgress(faucetv1alpha1.ReasonProgressing, "waiting for the Deployment to be created")
 	}
-	return deploymentReadiness(fs, obs.deployment, url)
+	return deploymentReadiness(fs, obs.deployment, obs.pods, url)
 }
 
 // deploymentReadiness is the readiness of fs's rolled-out or rolling
-// Deployment d.
-func deploymentReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, url string) readiness {
-	switch phase, msg := deploymentPhase(d); phase {
+// Deployment d. Until it is available, a cause its pods show (podTrouble)
+// says more than its status, and replaces it; past the rollout's deadline,
+// stalled whatever the cause.
+func deploymentReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, pods []corev1.Pod, url string) readiness {
+	phase, msg := deploymentPhase(d)
+	if phase != phaseAvailable {
+		if r, ok := podTrouble(fs, d, pods); ok {
+			if phase == phaseStalled {
+				r.stalled, r.reconciling = true, false
+			}
+			return r
+		}
+	}
+	switch phase {
 	case phaseAvailable:
 		if fs.Spec.Suspend {
 			return readiness{status: metav1.ConditionTrue, reason: faucetv1alpha1.ReasonSuspended,

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -263,19 +264,23 @@ func TestMCP(t *testing.T) {
 // TestCacheByObjectSeesEveryChild: the manager caches only the kinds and
 // labels CacheByObject lists; a child outside them, like the switches'
 // ConfigMap, would go unseen (no watch event, an API read per reconcile).
-// Every kind listed is a child kind, and the operator's role lets it
-// read, watch, create and patch it.
+// Every kind listed is a child kind, which the operator's role lets it
+// read, watch, create and patch, or the faucet's pods, which it only reads
+// and watches.
 func TestCacheByObjectSeesEveryChild(t *testing.T) {
 	fs := fixture(postgres(3)) // the budget
 	embedded := fixture()      // the claim
+	deploy := deploymentFor(fs, "img", secretDigests{keys: "k"})
+	// A pod as the Deployment's ReplicaSet creates it, with the template's labels.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: fs.Name + "-7d9f-x2x4q", Labels: deploy.Spec.Template.Labels}}
 	children := []client.Object{
 		serviceAccountFor(fs), serviceFor(fs), switchesFor(fs),
-		deploymentFor(fs, "img", secretDigests{keys: "k"}), podDisruptionBudgetFor(fs),
-		persistentVolumeClaimFor(embedded, nil),
+		deploy, podDisruptionBudgetFor(fs),
+		persistentVolumeClaimFor(embedded, nil), pod,
 	}
 	byObject := CacheByObject()
 	if len(byObject) != len(children) {
-		t.Errorf("CacheByObject lists %d kinds, the operator applies %d", len(byObject), len(children))
+		t.Errorf("CacheByObject lists %d kinds, the operator reads %d", len(byObject), len(children))
 	}
 	for _, child := range children {
 		found := false
@@ -315,7 +320,14 @@ func TestCacheByObjectSeesEveryChild(t *testing.T) {
 				}
 			}
 		}
-		for _, v := range []string{"get", "list", "watch", "create", "patch"} {
+		want := []string{"get", "list", "watch", "create", "patch"}
+		if _, isPod := obj.(*corev1.Pod); isPod {
+			want = want[:3]
+			if verbs["create"] || verbs["patch"] {
+				t.Errorf("config/rbac/role.yaml lets the operator write pods: %v", verbs)
+			}
+		}
+		for _, v := range want {
 			if !verbs[v] {
 				t.Errorf("config/rbac/role.yaml does not grant %s on %q %s", v, group, resource)
 			}

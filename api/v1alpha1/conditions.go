@@ -15,7 +15,9 @@ const (
 	// ConditionStalled is True when the faucet cannot make progress until a
 	// user fixes something: a missing key, store, API tokens or BTC Secret,
 	// unusable keys, a child name taken by someone else's object, a rollout
-	// past its deadline. Abnormal-true polarity: removed, not set False.
+	// past its deadline, an image that cannot be pulled, a container that
+	// keeps crashing or cannot be created. Abnormal-true polarity: removed,
+	// not set False.
 	ConditionStalled = "Stalled"
 
 	// ConditionFunded reports whether the faucet's keys can pay for drips,
@@ -86,6 +88,38 @@ const (
 	// ReasonProgressDeadlineExceeded (Ready=False, Stalled=True): the
 	// Deployment gave up waiting for its rollout.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+
+	// The reasons below say why the pods of the current pod template do
+	// not run, read from their status while the Deployment is not
+	// available; they replace Progressing, DeploymentUnavailable and
+	// ProgressDeadlineExceeded, and go once the pods recover. Messages name
+	// the pod and quote the kubelet or the scheduler, bounded, never a
+	// Secret's content.
+
+	// ReasonImagePullFailed (Ready=False, Stalled=True): the kubelet cannot
+	// pull the faucet image (ErrImagePull, ImagePullBackOff) or the image
+	// is not a valid reference (InvalidImageName). The message names the
+	// image and where it comes from: spec.image, else the manager's
+	// --server-image.
+	ReasonImagePullFailed = "ImagePullFailed"
+
+	// ReasonCrashLooping (Ready=False, Stalled=True): the faucet container
+	// keeps exiting (CrashLoopBackOff, or an exit with an error). The
+	// message gives its exit code, the runtime's reason and the last lines
+	// it logged.
+	ReasonCrashLooping = "CrashLooping"
+
+	// ReasonContainerConfigError (Ready=False, Stalled=True): the kubelet
+	// cannot create the container (CreateContainerConfigError,
+	// CreateContainerError), e.g. a Secret or ConfigMap key that
+	// spec.extraEnv refers to does not exist.
+	ReasonContainerConfigError = "ContainerConfigError"
+
+	// ReasonUnschedulable (Ready=False, Reconciling=True): the scheduler
+	// finds no node for the pod; the message is the scheduler's. It may
+	// resolve by itself (a node added, capacity freed), so it is not
+	// Stalled unless the rollout's deadline has passed.
+	ReasonUnschedulable = "Unschedulable"
 
 	// ReasonKeySecretNotFound (Ready=False, Stalled=True): the Secret named
 	// by spec.keySecretRef does not exist. Creating it resumes the faucet.

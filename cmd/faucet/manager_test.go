@@ -47,8 +47,8 @@ func TestManagerOptions(t *testing.T) {
 				if c.Cache.DefaultNamespaces != nil {
 					t.Errorf("namespaces %v, want all", c.Cache.DefaultNamespaces)
 				}
-				if len(c.Cache.ByObject) != 6 {
-					t.Errorf("child caches %v, want the 6 managed-label filters", c.Cache.ByObject)
+				if len(c.Cache.ByObject) != 7 {
+					t.Errorf("child caches %v, want the 7 managed-label filters", c.Cache.ByObject)
 				}
 			},
 		},
