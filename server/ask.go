@@ -55,11 +55,13 @@ type ask struct {
 }
 
 // refusal is a question the faucet will not take: its status (400), the
-// body v1, eligibility and MCP answer with, and v3's {error} text.
+// body v1, eligibility and MCP answer with, and v3's {error} text with,
+// where that text is the incumbent's terse one, v3's detail saying why.
 type refusal struct {
-	status int
-	body   errorBody
-	v3     string
+	status   int
+	body     errorBody
+	v3       string
+	v3Detail string
 }
 
 // badRequest is a 400 whose v3 text is its v1 text.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,9 +16,9 @@ import (
 // (JSON body), the eligibility endpoint and the MCP drip tool. The same
 // question must get the same verdict at every door: a bad input refused
 // at one is refused at all, a good one refused at none. Where a door
-// cannot ask the question it is left out: v3 takes only an address (the
-// incumbent ignores v1's options there), MCP takes one address and a
-// boolean stacking, v1 reads large/xlarge only on BTC.
+// cannot ask the question it is left out: v3 takes an address and a
+// boolean stacking (no size: the incumbent's v3 pays one amount), MCP one
+// address and a boolean stacking, v1 reads large/xlarge only on BTC.
 func TestDoorsAgree(t *testing.T) {
 	h := sbtcHarness(t, options{btc: refusingBTC{t}})
 	cs := mcpSession(t, h, nil)
@@ -51,10 +52,10 @@ func TestDoorsAgree(t *testing.T) {
 		{name: "mainnet address", asset: "stx", address: []string{mainnet}, doors: all, bad: true},
 		{name: "mainnet contract", asset: "sbtc", address: []string{mainnet + ".some-contract"}, doors: all, bad: true},
 		{name: "address twice", asset: "stx", address: []string{stx, newRecipient(t)}, doors: v1 | v3 | elig, bad: true},
-		{name: "stacking=maybe", asset: "stx", address: []string{stx}, stacking: []string{"maybe"}, doors: v1 | elig | tool, bad: true},
-		{name: "stacking twice", asset: "stx", address: []string{stx}, stacking: []string{"true", "false"}, doors: v1 | elig, bad: true},
-		{name: "stacking on a token", asset: "sbtc", address: []string{stx}, stacking: []string{"true"}, doors: v1 | elig | tool, bad: true},
-		{name: "stacking on BTC", asset: "btc", address: []string{btcAddr}, stacking: []string{"true"}, doors: v1 | elig | tool, bad: true},
+		{name: "stacking=maybe", asset: "stx", address: []string{stx}, stacking: []string{"maybe"}, doors: all, bad: true},
+		{name: "stacking twice", asset: "stx", address: []string{stx}, stacking: []string{"true", "false"}, doors: v1 | v3 | elig, bad: true},
+		{name: "stacking on a token", asset: "sbtc", address: []string{stx}, stacking: []string{"true"}, doors: all, bad: true},
+		{name: "stacking on BTC", asset: "btc", address: []string{btcAddr}, stacking: []string{"true"}, doors: all, bad: true},
 		{name: "a size on STX", asset: "stx", address: []string{stx}, size: []string{"large"}, doors: elig | tool, bad: true},
 		{name: "an unknown size", asset: "btc", address: []string{btcAddr}, size: []string{"huge"}, doors: v1 | elig | tool, bad: true},
 		{name: "two sizes", asset: "btc", address: []string{btcAddr}, size: []string{"large", "xlarge"}, doors: v1 | elig, bad: true},
@@ -62,7 +63,9 @@ func TestDoorsAgree(t *testing.T) {
 		{name: "a mainnet BTC address", asset: "btc", address: []string{"bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4"}, doors: all, bad: true},
 		{name: "an unknown asset", asset: "doge", address: []string{stx}, doors: all, bad: true},
 		{name: "STX", asset: "stx", address: []string{stx}, doors: all},
-		{name: "STX, stacking=false", asset: "stx", address: []string{newRecipient(t)}, stacking: []string{"false"}, doors: v1 | elig | tool},
+		{name: "STX, stacking=false", asset: "stx", address: []string{newRecipient(t)}, stacking: []string{"false"}, doors: all},
+		{name: "STX, stacking=true", asset: "stx", address: []string{newRecipient(t)}, stacking: []string{"true"}, doors: all},
+		{name: "sBTC, stacking=false", asset: "sbtc", address: []string{newRecipient(t)}, stacking: []string{"false"}, doors: all},
 		{name: "sBTC to a contract", asset: "sbtc", address: []string{newRecipient(t) + ".vault"}, doors: all},
 	}
 	inputs := 0
@@ -81,15 +84,18 @@ func TestDoorsAgree(t *testing.T) {
 				verdicts["v1"] = isInputRefusal(w.Code)
 			}
 			if c.doors&v3 != 0 {
-				body := "{}"
-				if len(c.address) > 0 {
-					parts := make([]string, len(c.address))
-					for i, a := range c.address {
-						b, _ := json.Marshal(a)
-						parts[i] = `"address":` + string(b)
-					}
-					body = "{" + strings.Join(parts, ",") + "}"
+				var parts []string
+				for _, a := range c.address {
+					b, _ := json.Marshal(a)
+					parts = append(parts, `"address":`+string(b))
 				}
+				for _, v := range c.stacking {
+					if v != "true" && v != "false" {
+						v = strconv.Quote(v) // "maybe": a string, no boolean
+					}
+					parts = append(parts, `"stacking":`+v)
+				}
+				body := "{" + strings.Join(parts, ",") + "}"
 				w := h.do(http.MethodPost, "/extended/v3/faucets/"+c.asset, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 				verdicts["v3"] = isInputRefusal(w.Code)
 			}

@@ -28,9 +28,13 @@ type v3Tx struct {
 // string: {"stx": µSTX}, {"btc": sats}, {"<token>": base units}.
 type v3Amount map[string]string
 
-// v3Error is every v3 failure: the incumbent answers {error} and nothing else.
+// v3Error is every v3 failure: the incumbent's {error}, and where it says
+// too little, a detail of ours.
 type v3Error struct {
 	Error string `json:"error"`
+	// Detail says why, where the incumbent's text is terse ("Invalid
+	// testnet Stacks address"): an addition clients may ignore.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Fixed v3 texts for malformed requests.
@@ -40,18 +44,20 @@ const (
 )
 
 // handleDripV3 serves POST /extended/v3/faucets/{asset} with a JSON body
-// {"address":"…"}. It sends the default amount (the incumbent ignores v1's
-// options here, "stacking" included) through the same checks, limits and
-// drip path as v1.
+// {"address":"…"} and, for STX, an optional "stacking": true, through the
+// same judge, checks, limits and drip path as v1. The incumbent's v3 has
+// no options and drops unknown fields; this one reads "stacking" so that
+// every door gives it one meaning: STX's stacking drip, a 400 elsewhere.
 func (s *server) handleDripV3(a *asset) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if s.refuseOff(w, a.name, true) {
 			return
 		}
-		addr, status, msg := readV3Address(r)
+		q, status, msg := readV3Body(r)
+		detail := ""
 		if status == 0 {
-			k, bad := a.judge(question{address: []string{addr}})
+			k, bad := a.judge(q)
 			if bad == nil {
 				p, fail := s.dispense(w.Header(), r, k)
 				if fail != nil {
@@ -62,71 +68,83 @@ func (s *server) handleDripV3(a *asset) http.HandlerFunc {
 					Amount: v3Amount{string(a.name): strconv.FormatUint(p.amount, 10)}})
 				return
 			}
-			status, msg = bad.status, bad.v3
+			status, msg, detail = bad.status, bad.v3, bad.v3Detail
 		}
 		s.metrics.observeDrip(a.name, reasonInvalidRequest)
-		writeJSON(w, status, v3Error{Error: msg})
+		writeJSON(w, status, v3Error{Error: msg, Detail: detail})
 	}
 }
 
-// readV3Address reads the address of a v3 request of any asset: only from
-// a JSON body {"address": "…"}, trimmed. On failure it returns the status
-// and the {error} text.
-func readV3Address(r *http.Request) (string, int, string) {
+// readV3Body reads a v3 request of any asset: the address only from a
+// JSON body {"address": "…"}, trimmed, and an optional boolean
+// "stacking". On failure it returns the status and the {error} text.
+func readV3Body(r *http.Request) (question, int, string) {
+	var none question
 	if q, err := url.ParseQuery(r.URL.RawQuery); err != nil || q.Has("address") {
 		// A proxy limiting on the URL would see another address than the
 		// one paid; v3 takes it from the body only.
-		return "", http.StatusBadRequest, "the address must be sent in the JSON body, not in the query string: " + v3NeedBody
+		return none, http.StatusBadRequest, "the address must be sent in the JSON body, not in the query string: " + v3NeedBody
 	}
 	var body []byte
 	if r.Body != nil {
 		b, err := readBody(r.Body, r.ContentLength, maxBodyBytes+1)
 		if err != nil {
-			return "", http.StatusBadRequest, "could not read the request body"
+			return none, http.StatusBadRequest, "could not read the request body"
 		}
 		body = b
 	}
 	if len(body) > maxBodyBytes {
-		return "", http.StatusRequestEntityTooLarge, "request body too large"
+		return none, http.StatusRequestEntityTooLarge, "request body too large"
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return "", http.StatusBadRequest, v3NeedBody
+		return none, http.StatusBadRequest, v3NeedBody
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSONMediaType(ct) {
 		if ct == "" {
 			ct = "none"
 		}
-		return "", http.StatusUnsupportedMediaType, "Unsupported Media Type: " + shorten(ct) + "; send application/json"
+		return none, http.StatusUnsupportedMediaType, "Unsupported Media Type: " + shorten(ct) + "; send application/json"
 	}
 	var v struct {
-		Address *string `json:"address"`
+		Address  *string          `json:"address"`
+		Stacking *json.RawMessage `json:"stacking"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "address" {
-				return "", http.StatusBadRequest, "body/address must be a string"
+				return none, http.StatusBadRequest, "body/address must be a string"
 			}
-			return "", http.StatusBadRequest, v3NeedBody
+			return none, http.StatusBadRequest, v3NeedBody
 		}
-		return "", http.StatusBadRequest, "malformed JSON body"
+		return none, http.StatusBadRequest, "malformed JSON body"
 	}
 	if dec.More() || dec.InputOffset() < int64(len(bytes.TrimRight(body, " \t\r\n"))) {
-		return "", http.StatusBadRequest, "malformed JSON body"
+		return none, http.StatusBadRequest, "malformed JSON body"
 	}
 	if v.Address == nil {
-		return "", http.StatusBadRequest, "body must have required property 'address'"
+		return none, http.StatusBadRequest, "body must have required property 'address'"
 	}
 	if bytes.Count(body, []byte(`"address"`)) > 1 && topLevelKeys(body)["address"] > 1 {
 		// The decoder keeps the last; a proxy may have read the first.
-		return "", http.StatusBadRequest, "address given more than once"
+		return none, http.StatusBadRequest, "address given more than once"
 	}
 	addr := strings.TrimSpace(*v.Address)
 	if addr == "" {
-		return "", http.StatusBadRequest, "body/address must not be empty"
+		return none, http.StatusBadRequest, "body/address must not be empty"
 	}
-	return addr, 0, ""
+	q := question{address: []string{addr}}
+	switch {
+	case v.Stacking == nil: // absent or null
+	case bytes.Count(body, []byte(`"stacking"`)) > 1 && topLevelKeys(body)["stacking"] > 1:
+		return none, http.StatusBadRequest, "stacking given more than once"
+	case string(*v.Stacking) == "true", string(*v.Stacking) == "false":
+		q.stacking = []string{string(*v.Stacking)}
+	default:
+		return none, http.StatusBadRequest, "body/stacking must be a boolean"
+	}
+	return q, 0, ""
 }
 
 // readBody reads at most limit bytes of body into a buffer sized by the

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,12 @@ func assertV3Error(t *testing.T, w interface {
 		t.Errorf("Content-Type = %q, want JSON", ct)
 	}
 	m := decodeMap(t, body)
-	assertKeys(t, m, "error")
+	if _, ok := m["detail"]; ok {
+		// Ours beside the incumbent's text, where that text is terse.
+		assertKeys(t, m, "error", "detail")
+	} else {
+		assertKeys(t, m, "error")
+	}
 	if msg, _ := m["error"].(string); !strings.Contains(msg, wantErr) {
 		t.Errorf("error = %q, want it to contain %q", msg, wantErr)
 	}
@@ -69,15 +76,85 @@ func TestDripV3Success(t *testing.T) {
 	}
 }
 
-// The incumbent's v3 ignores "stacking": the amount is fixed.
-func TestDripV3IgnoresStacking(t *testing.T) {
-	h := newHarness(t, options{})
-	w := h.dripV3(`{"address":"`+newRecipient(t)+`","stacking":true}`, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
+// v3 reads "stacking" as v1 does: true is STX's stacking drip (PoX's
+// minimum plus padding, from the stacking bucket), false or absent the
+// default drip; anything but a boolean, or given twice, is a 400.
+func TestDripV3Stacking(t *testing.T) {
+	h := newHarness(t, options{limits: guard.Limits{StackingPerAddress: guard.Limit{Requests: 1, Window: time.Hour}}})
+	want, err := h.f.StackingAmount(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a := decodeMap(t, w.Body.Bytes())["amount"].(map[string]any)["stx"]; a != "500000000" {
-		t.Errorf("amount %v, want the default", a)
+	to := newRecipient(t)
+	w := h.dripV3(`{"address":"`+to+`","stacking":true}`, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("stacking: status %d: %s", w.Code, w.Body)
+	}
+	if a := decodeMap(t, w.Body.Bytes())["amount"].(map[string]any)["stx"]; a != strconv.FormatUint(want, 10) || want <= faucet.DefaultAmount {
+		t.Errorf("stacking amount %v, want %d", a, want)
+	}
+	h.dn.Mine()
+	p, _ := stacks.ParsePrincipal(to)
+	if bal, _ := h.dn.PrincipalAccount(p); bal != want {
+		t.Errorf("recipient balance %d, want %d", bal, want)
+	}
+	// The stacking bucket (1 an hour) is spent; the default drip is not.
+	w = h.dripV3(`{"address":"`+to+`","stacking":true}`, nil)
+	assertV3Error(t, w, w.Body.Bytes(), http.StatusTooManyRequests, "Too many requests")
+	for _, body := range []string{`{"address":"` + to + `","stacking":false}`, `{"stacking":null,"address":"` + newRecipient(t) + `"}`} {
+		w = h.dripV3(body, nil)
+		if w.Code != http.StatusOK || decodeMap(t, w.Body.Bytes())["amount"].(map[string]any)["stx"] != "500000000" {
+			t.Errorf("%s: %d %s, want the default drip", body, w.Code, w.Body)
+		}
+	}
+	for body, wantErr := range map[string]string{
+		`{"address":"` + to + `","stacking":"true"}`:                 "body/stacking must be a boolean",
+		`{"address":"` + to + `","stacking":1}`:                      "body/stacking must be a boolean",
+		`{"address":"` + to + `","stacking":true,"stacking":false}`:  "stacking given more than once",
+		`{"address":"` + to + `","stacking":false,"stacking":false}`: "stacking given more than once",
+	} {
+		w := h.dripV3(body, nil)
+		assertV3Error(t, w, w.Body.Bytes(), http.StatusBadRequest, wantErr)
+	}
+}
+
+// Stacking drips are STX only: v3 refuses stacking:true for a token, as
+// v1, eligibility and MCP do, and sends nothing.
+func TestDripV3StackingOnATokenIsRefused(t *testing.T) {
+	h := sbtcHarness(t, options{})
+	w := h.do(http.MethodPost, "/extended/v3/faucets/sbtc", strings.NewReader(`{"address":"`+newRecipient(t)+`","stacking":true}`),
+		map[string]string{"Content-Type": "application/json"})
+	assertV3Error(t, w, w.Body.Bytes(), http.StatusBadRequest, "stacking drips are STX only")
+	if n := h.dn.MempoolSize(); n != 0 {
+		t.Errorf("a refused drip sent %d txs", n)
+	}
+	w = h.do(http.MethodPost, "/extended/v3/faucets/sbtc", strings.NewReader(`{"address":"`+newRecipient(t)+`","stacking":false}`),
+		map[string]string{"Content-Type": "application/json"})
+	if w.Code != http.StatusOK {
+		t.Errorf("stacking:false on sBTC: %d %s", w.Code, w.Body)
+	}
+}
+
+// A mainnet address gets the incumbent's v3 text, word for word, and a
+// detail saying what v1 says: that it is a mainnet address, and which to
+// use instead.
+func TestDripV3MainnetAddressExplained(t *testing.T) {
+	h := sbtcHarness(t, options{})
+	mainnet := newKey(t).Address(stacks.AddressVersionMainnetSingleSig).String()
+	for asset, label := range map[string]string{"stx": "STX", "sbtc": "sBTC"} {
+		for _, addr := range []string{mainnet, mainnet + ".some-contract"} {
+			w := h.do(http.MethodPost, "/extended/v3/faucets/"+asset, strings.NewReader(`{"address":"`+addr+`"}`),
+				map[string]string{"Content-Type": "application/json"})
+			m := decodeMap(t, w.Body.Bytes())
+			want := "invalid address: " + addr + " is a mainnet address; this faucet sends testnet " + label + ", use a testnet address (ST…)"
+			if w.Code != http.StatusBadRequest || m["error"] != v3InvalidAddress || m["detail"] != want || len(m) != 2 {
+				t.Errorf("%s, %s: %d %s, want 400 {error: %q, detail: %q}", asset, addr, w.Code, w.Body, v3InvalidAddress, want)
+			}
+			v1 := h.do(http.MethodPost, "/extended/v1/faucets/"+asset+"?address="+addr, nil, nil)
+			if decodeMap(t, v1.Body.Bytes())["error"] != want {
+				t.Errorf("%s, %s: v1 says %s; v3's detail should say the same", asset, addr, v1.Body)
+			}
+		}
 	}
 }
 
@@ -146,8 +223,11 @@ func TestDripV3BadRequests(t *testing.T) {
 			}
 			var w = h.do(http.MethodPost, "/extended/v3/faucets/stx"+tc.target, readerOrNil(body), hdr)
 			assertV3Error(t, w, w.Body.Bytes(), tc.status, tc.wantErr)
-			if tc.wantErr == v3InvalidAddress && decodeMap(t, w.Body.Bytes())["error"] != v3InvalidAddress {
-				t.Errorf("error = %v, want exactly %q", decodeMap(t, w.Body.Bytes())["error"], v3InvalidAddress)
+			if m := decodeMap(t, w.Body.Bytes()); tc.wantErr == v3InvalidAddress {
+				detail, _ := m["detail"].(string)
+				if m["error"] != v3InvalidAddress || !strings.HasPrefix(detail, "invalid address: ") {
+					t.Errorf("error = %v, detail %q: want exactly %q and v1's reason as the detail", m["error"], detail, v3InvalidAddress)
+				}
 			}
 			if n := h.dn.MempoolSize(); n != 0 {
 				t.Errorf("a refused request broadcast %d txs", n)

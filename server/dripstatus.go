@@ -253,19 +253,34 @@ func (s *server) btcDripStatus(ctx context.Context, txid string, rec *faucet.Dri
 	case rec == nil && len(p.Outputs) > 1:
 		out.Batch = len(p.Outputs)
 	}
+	if out.SentAt == nil && !p.SentAt.IsZero() {
+		// Not in the history yet (its writer runs behind the answer): the
+		// payout's own record dates it.
+		at := p.SentAt.UTC().Format(time.RFC3339)
+		out.SentAt = &at
+	}
 	switch {
 	case p.Confirmations > 0:
-		out.State = dripConfirmed
-		out.Message = confirmationsText(p.Confirmations)
+		out.State, out.Message = dripConfirmed, confirmationsText(p.Confirmations, p.Height)
+		if p.Height > 0 {
+			h := uint64(p.Height)
+			out.BlockHeight = &h
+		}
 	default:
 		out.State, out.Message = dripPending, "Pending: waiting for the next Bitcoin block."
 	}
 	return out, true
 }
 
-func confirmationsText(n int64) string {
+// confirmationsText says how deep a payout is: in block height (0:
+// unknown) with n confirmations.
+func confirmationsText(n, height int64) string {
+	count := strconv.FormatInt(n, 10) + " confirmations"
 	if n == 1 {
-		return "Confirmed (1 confirmation)."
+		count = "1 confirmation"
 	}
-	return "Confirmed (" + strconv.FormatInt(n, 10) + " confirmations)."
+	if height > 0 {
+		return "Confirmed in block " + strconv.FormatInt(height, 10) + " (" + count + ")."
+	}
+	return "Confirmed (" + count + ")."
 }

@@ -52,7 +52,7 @@ func (k btcKind) recipient(text string) (recipient, *refusal) {
 	addr, err := bitcoin.ParseAddress(text, k.b.Network())
 	if err != nil {
 		e := btcAddressError(text, k.b.Network(), err)
-		return nil, &refusal{status: http.StatusBadRequest, body: e, v3: e.Error}
+		return nil, &refusal{status: http.StatusBadRequest, body: e, v3: e.Error, v3Detail: e.Detail}
 	}
 	return btcRecipient{addr}, nil
 }

@@ -21,20 +21,23 @@ type stacksRecipient struct{ stacks.Principal }
 func (r stacksRecipient) admit(adm *guard.Admission) { adm.Recipient = r.Principal }
 
 // stacksRecipientOf reads a Stacks recipient of an asset labelled label.
-// v3 answers the incumbent's one text for every bad address.
+// v3 answers the incumbent's one text for every bad address, with v1's
+// precise one as its detail.
 func stacksRecipientOf(label, text string) (recipient, *refusal) {
 	p, err := stacks.ParseTestnetPrincipal(text)
+	var body errorBody
 	switch {
 	case errors.Is(err, stacks.ErrMainnetAddress):
-		return nil, &refusal{status: http.StatusBadRequest, v3: v3InvalidAddress, body: errorBody{
+		body = errorBody{
 			Error:  "invalid address: " + shorten(text) + " is a mainnet address; this faucet sends testnet " + label + ", use a testnet address (ST…)",
 			Reason: "mainnet_address",
-		}}
+		}
 	case err != nil:
-		return nil, &refusal{status: http.StatusBadRequest, v3: v3InvalidAddress,
-			body: errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}}
+		body = errorBody{Error: "invalid address: " + err.Error(), Reason: "invalid_address"}
+	default:
+		return stacksRecipient{p}, nil
 	}
-	return stacksRecipient{p}, nil
+	return nil, &refusal{status: http.StatusBadRequest, body: body, v3: v3InvalidAddress, v3Detail: body.Error}
 }
 
 // stacksPayer pays the drips of one Stacks asset through the engine.

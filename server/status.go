@@ -192,15 +192,26 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the shared read ran
 	}
 	h := w.Header()
-	h.Set(headerFaucets, strings.Join(s.onNames(), ", "))
-	h.Set("ETag", snap.etag)
+	// The switches change the header without touching the body; the tag
+	// covers both, so a 304 never keeps an asset that was turned off.
+	on := strings.Join(s.onNames(), ", ")
+	etag := statusETag(snap.etag, on)
+	h.Set(headerFaucets, on)
+	h.Set("ETag", etag)
 	// Clients may store it but must revalidate; the ETag makes that cheap.
 	h.Set("Cache-Control", "no-cache")
-	if etagMatches(r.Header.Values("If-None-Match"), snap.etag) {
+	if etagMatches(r.Header.Values("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	writeJSONBytes(w, http.StatusOK, snap.body)
+}
+
+// statusETag is the tag of a status answer: its body's tag and the
+// assets X-Faucet-Assets lists.
+func statusETag(bodyTag, assets string) string {
+	sum := sha256.Sum256([]byte(bodyTag + "\x00" + assets))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }
 
 // etagMatches applies If-None-Match: "*" or any listed tag equal to etag

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/switches"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -226,6 +227,35 @@ func TestStatusETag(t *testing.T) {
 	}
 	if w.Header().Get("ETag") == etag {
 		t.Error("ETag unchanged after a new block")
+	}
+}
+
+// X-Faucet-Assets lists the assets that are on now: turning one off or
+// on at run time (the switches file) changes the header at once, and
+// the ETag with it, so a client revalidating its copy never keeps an
+// asset that was turned off.
+func TestStatusAssetsFollowTheSwitches(t *testing.T) {
+	h := sbtcHarness(t, options{statusTTL: time.Hour})
+	w, _ := getStatus(t, h, "/extended/v1/status")
+	if got := w.Header().Get(headerFaucets); got != "stx, sbtc" {
+		t.Fatalf("%s = %q, want \"stx, sbtc\"", headerFaucets, got)
+	}
+	allOn := w.Header().Get("ETag")
+	for _, c := range []struct {
+		off  []string
+		want string
+	}{{[]string{"stx"}, "sbtc"}, {[]string{"sbtc"}, "stx"}, {[]string{"stx", "sbtc"}, ""}} {
+		h.switches.Store(switches.State{DisabledAssets: c.off})
+		w := h.do(http.MethodGet, "/extended/v1/status", nil, map[string]string{"If-None-Match": allOn})
+		if w.Code != http.StatusOK || w.Header().Get(headerFaucets) != c.want || w.Header().Get("ETag") == allOn {
+			t.Errorf("%v off: %d, %s %q (want %q), ETag %s (all on: %s)", c.off, w.Code, headerFaucets,
+				w.Header().Get(headerFaucets), c.want, w.Header().Get("ETag"), allOn)
+		}
+	}
+	h.switches.Store(switches.State{SuspendedAssets: []string{"sbtc"}})
+	w = h.do(http.MethodGet, "/extended/v1/status", nil, map[string]string{"If-None-Match": allOn})
+	if w.Code != http.StatusNotModified || w.Header().Get(headerFaucets) != "stx, sbtc" {
+		t.Errorf("back on, sBTC suspended (still offered): %d, %s %q", w.Code, headerFaucets, w.Header().Get(headerFaucets))
 	}
 }
 

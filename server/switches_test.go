@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ func TestAssetsTurnedOffAtRunTime(t *testing.T) {
 		}
 		return newRecipient(t)
 	}
+	etags := map[string]string{} // status ETag → the X-Faucet-Assets it came with
 	for mask := range 8 {
 		var off []string
 		for i, a := range assets {
@@ -33,6 +35,21 @@ func TestAssetsTurnedOffAtRunTime(t *testing.T) {
 		}
 		e.switches.Store(switches.State{DisabledAssets: off})
 		info := decodeInfo(t, e.do(http.MethodGet, pathInfo, nil, nil).Body.Bytes())
+		var on []string
+		for _, a := range []string{"stx", "sbtc", "btc"} {
+			if !slices.Contains(off, a) {
+				on = append(on, a)
+			}
+		}
+		status := e.do(http.MethodGet, "/extended/v1/status", nil, nil)
+		if got, want := status.Header().Get(headerFaucets), strings.Join(on, ", "); got != want {
+			t.Errorf("%v off: %s %q, want %q", off, headerFaucets, got, want)
+		}
+		if etag := status.Header().Get("ETag"); etags[etag] != "" && etags[etag] != status.Header().Get(headerFaucets) {
+			t.Errorf("%v off: ETag %s also tagged the status listing %q", off, etag, etags[etag])
+		} else {
+			etags[etag] = status.Header().Get(headerFaucets)
+		}
 		metrics := scrape(t, e.harness)
 		for i, a := range assets {
 			isOff := mask&(1<<i) != 0

@@ -273,9 +273,11 @@ func (r *serveRun) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.HTTP.Listen, err)
 	}
-	r.logStart(ln.Addr())
 	sw, err := openSwitches(o)
 	if err != nil {
+		return err
+	}
+	if err := r.logStart(ln.Addr(), sw.Load()); err != nil {
 		return err
 	}
 	warnUnknownSwitches := func(st switches.State) {
@@ -350,12 +352,16 @@ func openSwitches(o *options.Serve) (*switches.Set, error) {
 	return switches.New(st), nil
 }
 
-// logStart says what the faucet serves, and on the devnet how to try it.
-func (r *serveRun) logStart(addr net.Addr) {
+// logStart says what the faucet serves with the switches in force at
+// start, and on the devnet how to try it.
+func (r *serveRun) logStart(addr net.Addr, sw switches.State) error {
 	o, f := r.o, r.engine
 	r.log.Info("faucet starting", "version", version, "listen", addr.String(), "page", pageURL(addr),
 		"node", r.client.URL(), "store", r.state.kind, "addresses", f.Addresses(),
 		"pow_difficulty", r.checks.Difficulty(), "api_tokens", r.checks.TokenCount())
+	if msg, why := switchedMessage("STX faucet", sw, "stx"); why != nil {
+		r.log.Info(msg, why...)
+	}
 	if ts, ok := f.Treasury(); ok {
 		r.log.Info("treasury refills faucet keys", "treasury", ts.Address, "refill_below", ts.RefillBelow, "refill_amount", ts.RefillAmount)
 	}
@@ -366,14 +372,16 @@ func (r *serveRun) logStart(addr net.Addr) {
 		if t.FromPoX {
 			id = "the contract the node names in /v2/pox (" + settings.SourcePoX + ")" // logged again once found
 		}
-		r.log.Info("token faucet on", "asset", string(t.Name), "asset_identifier", id,
-			"amount", t.Amount, "limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))
+		msg, why := switchedMessage("token faucet", sw, string(t.Name))
+		r.log.Info(msg, append(why, "asset", string(t.Name), "asset_identifier", id,
+			"amount", t.Amount, "limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))...)
 	}
 	if r.btc != nil {
 		am, al := r.btc.Amounts(), limits.Of("btc")
-		r.log.Info("BTC faucet on", "network", r.btc.Network().String(), "address", r.btc.Address().String(), "btc_node", r.btcNodes.URL(),
+		msg, why := switchedMessage("BTC faucet", sw, "btc")
+		r.log.Info(msg, append(why, "network", r.btc.Network().String(), "address", r.btc.Address().String(), "btc_node", r.btcNodes.URL(),
 			"amount_sats", am.Default, "large_sats", am.Large, "xlarge_sats", am.XLarge,
-			"limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))
+			"limit_address", options.LimitString(al.PerAddress), "limit_ip", options.LimitString(al.PerIP))...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(limits.Budgets)) {
 		if b := limits.Budgets[name]; b.On() {
@@ -387,15 +395,34 @@ func (r *serveRun) logStart(addr net.Addr) {
 			"anonymous_budget_share", r.tiers.Anonymous.Share())
 	}
 	if o.Devnet.On {
-		printDevnetBanner(r.stdout, addr, r.devnetURL, f.Addresses(), f.Tokens())
-		if o.HTTP.MCP {
-			fmt.Fprintf(r.stdout, "Agents (MCP, streamable HTTP): http://%s/mcp\n  claude mcp add --transport http stacks-testnet-faucet http://%s/mcp\n\n", browseHost(addr), browseHost(addr))
+		b, err := r.newDevnetBanner(addr, sw)
+		if err != nil {
+			return err
 		}
-		printDevnetBTCBanner(r.stdout, addr, r.btc)
+		b.write(r.stdout)
 		if ts, ok := f.Treasury(); ok {
 			fmt.Fprintf(r.stdout, "  treasury:         %s (refills a faucet key below %d µSTX with %d µSTX)\n\n", ts.Address, ts.RefillBelow, ts.RefillAmount)
 		}
 	}
+	return nil
+}
+
+// Why an asset the start-up log names is not dripping.
+const (
+	offReason       = "turned off by its operator (--disable-asset or the switches file): its routes answer 403"
+	suspendedReason = "suspended by its operator (--suspend, --suspend-asset or the switches file): its drips answer 403 until resumed"
+)
+
+// switchedMessage is the start-up line of an asset ("<what> on", "off" or
+// "suspended") and, as log attributes, why it is not on (none when it is).
+func switchedMessage(what string, sw switches.State, asset string) (msg string, why []any) {
+	switch {
+	case sw.Off(asset):
+		return what + " off", []any{"why", offReason}
+	case sw.Suspended(asset):
+		return what + " suspended", []any{"why", suspendedReason}
+	}
+	return what + " on", nil
 }
 
 // checkNode reads /v2/info once at start, so that a --node-url pointing

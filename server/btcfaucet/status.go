@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/btcnode"
 )
@@ -65,7 +66,12 @@ type PayoutStatus struct {
 	Outputs       []Output
 	Confirmations int64 // 0 while in the mempool
 	BlockHash     string
-	InFlight      bool // the faucet holds it as unconfirmed
+	// Height is the main-chain block holding it, 0 while unconfirmed.
+	Height   int64
+	InFlight bool // the faucet holds it as unconfirmed
+	// SentAt is when the faucet recorded it; zero once it is no longer
+	// held (the drip history dates it then).
+	SentAt time.Time
 }
 
 // Payout looks up a payout by txid: the faucet's in-flight records first,
@@ -82,9 +88,9 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	if inflight {
 		// The journal and the chain view answer for a payout still held
 		// (the page polls this every few seconds): no node round trip.
-		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true}
+		st = PayoutStatus{TxID: txid, Outputs: append([]Output(nil), r.Outputs...), InFlight: true, SentAt: r.SentAt}
 		if r.MinedAt != 0 {
-			st.Confirmations = e.payer.chain.Tip() - r.MinedAt + 1
+			st.Confirmations, st.Height = e.payer.chain.Tip()-r.MinedAt+1, r.MinedAt
 		}
 	}
 	e.payer.mu.Unlock()
@@ -99,11 +105,13 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	default:
 		return PayoutStatus{}, false, fmt.Errorf("btc faucet: look up %s: %w", txid, err)
 	}
-	// Ours only if it spends the faucet's script: the follower saw it.
-	if !spendsOurs(e.payer.chain, tx) {
+	// Ours only if it spends the faucet's script: the follower saw it, in
+	// the block at height.
+	height, ours := spendHeight(e.payer.chain, tx)
+	if !ours {
 		return PayoutStatus{}, false, nil
 	}
-	st = PayoutStatus{TxID: txid}
+	st = PayoutStatus{TxID: txid, Height: height}
 	script := hex.EncodeToString(f.Address().PkScript())
 	for _, o := range tx.Vout {
 		if o.ScriptPubKey == script {
@@ -115,17 +123,17 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	return st, true, nil
 }
 
-// spendsOurs reports whether the main chain shows tx spending a coin of the
-// faucet.
-func spendsOurs(chain *chainFollower, tx *btcnode.Tx) bool {
+// spendHeight reports whether the main chain shows tx spending a coin of the
+// faucet, and the height of the block where it does.
+func spendHeight(chain *chainFollower, tx *btcnode.Tx) (int64, bool) {
 	for _, in := range tx.Vin {
 		op, err := outPoint(in.TxID, in.Vout)
 		if err != nil {
 			continue
 		}
 		if c, ok := chain.Coin(op); ok && c.SpentBy == tx.TxID {
-			return true
+			return c.SpentHeight, true
 		}
 	}
-	return false
+	return 0, false
 }
