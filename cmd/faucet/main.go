@@ -38,6 +38,7 @@ func commands() []command {
 		{"serve", "run the faucet HTTP server (--node-url/--key-file, or --devnet)", runServe},
 		{"devnet", "run the simulated Stacks node alone", runDevnet},
 		{"keys", "manage faucet keys: keys generate [-n N] [--btc [--btc-network regtest|signet|testnet]]", runKeys},
+		{"store", "back up and restore the embedded SQLite store: store backup --out FILE|-, store restore --in FILE|-", runStore},
 		{"version", "print the version", runVersion},
 	}
 }
