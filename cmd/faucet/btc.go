@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 
@@ -141,24 +139,4 @@ func startDevnetBTC(ctx context.Context, clk procClock, o *options.Serve, logger
 	o.BTC.RPCURLs = options.URLList{d.url}
 	o.BTC.Network = bitcoin.Regtest
 	return d.key, d.Stop, nil
-}
-
-// printDevnetBTCBanner shows how to try the devnet's BTC faucet.
-func printDevnetBTCBanner(w io.Writer, listen net.Addr, f *btcfaucet.Faucet) {
-	if f == nil {
-		fmt.Fprint(w, "BTC: off (no btcd found: `make btcd`, or set FAUCET_BTCD, then restart)\n\n")
-		return
-	}
-	host := browseHost(listen)
-	example, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
-	if err != nil {
-		return
-	}
-	a := example.Address().String()
-	fmt.Fprintf(w, `BTC (regtest btcd, faucet address %s):
-  curl -sX POST 'http://%s/extended/v1/faucets/btc?address=%s'
-  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/btc'
-  curl -s 'http://%s/extended/v1/faucets/btc/%s'
-
-`, f.Address(), host, a, a, host, host, a)
 }

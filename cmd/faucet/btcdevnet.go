@@ -31,7 +31,9 @@ import (
 // random credentials and a throwaway directory, mining to the faucet's
 // generated key until its first coinbase is spendable, then a block every
 // --btc-block-time. It stops with the command (and dies with it if the
-// command is killed).
+// command is killed). `faucet devnet --btc-listen` runs the same node with
+// the credentials and mining address it is given, its gate on the address
+// it is told, for a faucet in another process or pod.
 //
 // When btcd exits on its own (a crash, an OOM kill) it is started again,
 // with a back-off, on the same directory, ports and credentials. btcd
@@ -81,10 +83,10 @@ func isExecutable(p string) bool {
 
 // devnetBtcd is a running, supervised devnet btcd.
 type devnetBtcd struct {
-	url    string // the gate's, with credentials: for the faucet's own client only
-	key    *bitcoin.PrivateKey
-	client *btcnode.Client  // btcd's own RPC port: mining and the chain's upkeep
-	clock  clock.WithTicker // paces start-up polls, mining and restarts
+	url    string              // the gate's, with credentials: for the faucet's own client only
+	key    *bitcoin.PrivateKey // the faucet's, when startDevnetBtcd made it
+	client *btcnode.Client     // btcd's own RPC port: mining and the chain's upkeep
+	clock  clock.WithTicker    // paces start-up polls, mining and restarts
 	gate   *rpcGate
 	log    *slog.Logger
 
@@ -99,24 +101,53 @@ type devnetBtcd struct {
 	Stop func()
 }
 
-// startDevnetBtcd starts btcd, mines the faucet key's first coins and keeps
-// mining every blockTime until ctx ends or Stop, restarting btcd when it
-// exits on its own.
+// startDevnetBtcd starts btcd for `faucet serve --devnet`: a fresh key
+// for the faucet, random credentials, the gate on a free loopback port.
 func startDevnetBtcd(ctx context.Context, clk clock.WithTicker, bin string, blockTime time.Duration, logger *slog.Logger) (*devnetBtcd, error) {
 	key, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
 	if err != nil {
 		return nil, err
 	}
+	d, err := runDevnetBtcd(ctx, clk, devnetBtcdConfig{bin: bin, mineTo: key.Address(), blockTime: blockTime, logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	d.key = key
+	return d, nil
+}
+
+// devnetBtcdConfig is how runDevnetBtcd runs btcd.
+type devnetBtcdConfig struct {
+	bin string
+	// mineTo gets every block's coinbase: the faucet's Bitcoin address.
+	mineTo    bitcoin.Address
+	blockTime time.Duration
+	// listen is the gate's address, where clients reach btcd's RPC; ""
+	// is a free loopback port.
+	listen string
+	// user and pass are btcd's RPC credentials; "" are random ones.
+	user, pass string
+	logger     *slog.Logger
+}
+
+// runDevnetBtcd starts btcd, mines cfg.mineTo's first coins and keeps
+// mining every cfg.blockTime until ctx ends or Stop, restarting btcd when
+// it exits on its own.
+func runDevnetBtcd(ctx context.Context, clk clock.WithTicker, cfg devnetBtcdConfig) (*devnetBtcd, error) {
 	dir, err := os.MkdirTemp("", "faucet-devnet-btcd-")
 	if err != nil {
 		return nil, fmt.Errorf("btcd: %w", err)
 	}
-	args, rpcAddr, user, pass, err := prepareBtcdDir(ctx, dir, key)
+	if cfg.user == "" || cfg.pass == "" {
+		cfg.user, cfg.pass = "faucet", randomToken()
+	}
+	args, rpcAddr, err := prepareBtcdDir(ctx, dir, cfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("btcd: %w", err)
 	}
-	d := &devnetBtcd{key: key, clock: clk, gate: &rpcGate{backend: rpcAddr}, log: logger}
+	user, pass, logger := cfg.user, cfg.pass, cfg.logger
+	d := &devnetBtcd{clock: clk, gate: &rpcGate{backend: rpcAddr, addr: cfg.listen}, log: logger}
 	if d.client, err = btcnode.New("http://"+user+":"+pass+"@"+rpcAddr, rpcclient.WithTimeout(30*time.Second), rpcclient.WithClock(clk)); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -125,7 +156,7 @@ func startDevnetBtcd(ctx context.Context, clk clock.WithTicker, bin string, bloc
 	sup, err := launch.Supervise(launch.SuperviseConfig{
 		Name: "btcd",
 		Start: func() (*launch.Process, error) {
-			cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...)
+			cmd := exec.CommandContext(context.WithoutCancel(ctx), cfg.bin, args...)
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"))
 			return launch.Start(cmd, launch.Config{Log: logFile, Clock: clk})
@@ -140,9 +171,11 @@ func startDevnetBtcd(ctx context.Context, clk clock.WithTicker, bin string, bloc
 		Down: d.goneDown, Stop: devnetBtcdStop, Clock: clk, Logger: logger,
 	})
 	if err != nil {
+		// The directory goes: the error carries the end of btcd's log.
+		tail := launch.Tail(logFile, 2000)
 		d.gate.close()
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("btcd (log in %s): %w", logFile, err)
+		return nil, fmt.Errorf("btcd: %w; its output ended with:\n%s", err, tail)
 	}
 	d.url = "http://" + user + ":" + pass + "@" + d.gate.address()
 	mineCtx, stopMining := context.WithCancel(ctx)
@@ -156,40 +189,39 @@ func startDevnetBtcd(ctx context.Context, clk clock.WithTicker, bin string, bloc
 			_ = os.RemoveAll(dir)
 		})
 	}
-	go d.mineEvery(mineCtx, blockTime)
+	go d.mineEvery(mineCtx, cfg.blockTime)
 	return d, nil
 }
 
 // prepareBtcdDir makes btcd's directory: its home, data and logs, and a
 // config file (0600) with the RPC credentials, which would show on btcd's
 // command line to every local user. It reserves btcd's ports and returns
-// btcd's arguments, its RPC address and credentials.
-func prepareBtcdDir(ctx context.Context, dir string, key *bitcoin.PrivateKey) (args []string, rpcAddr, user, pass string, err error) {
+// btcd's arguments and its RPC address.
+func prepareBtcdDir(ctx context.Context, dir string, cfg devnetBtcdConfig) (args []string, rpcAddr string, err error) {
 	ports, err := loopbackPorts(ctx, 2)
 	if err != nil {
-		return nil, "", "", "", err
+		return nil, "", err
 	}
-	user, pass = "faucet", randomToken()
 	rpcAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	for _, sub := range []string{"home", "data", "logs"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
-			return nil, "", "", "", err
+			return nil, "", err
 		}
 	}
 	conf := filepath.Join(dir, "btcd.conf")
-	if err := os.WriteFile(conf, []byte("rpcuser="+user+"\nrpcpass="+pass+"\n"), 0o600); err != nil {
-		return nil, "", "", "", err
+	if err := os.WriteFile(conf, []byte("rpcuser="+cfg.user+"\nrpcpass="+cfg.pass+"\n"), 0o600); err != nil {
+		return nil, "", err
 	}
 	args = []string{
 		"--regtest", "--notls",
 		"--configfile=" + conf,
 		"--datadir=" + filepath.Join(dir, "data"), "--logdir=" + filepath.Join(dir, "logs"),
 		"--listen=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])), "--rpclisten=" + rpcAddr,
-		"--miningaddr=" + key.Address().String(),
+		"--miningaddr=" + cfg.mineTo.String(),
 		// txindex for the drip status page, addrindex for the balance endpoint.
 		"--txindex", "--addrindex", "--nocfilters", "--utxocachemaxsize=16",
 	}
-	return args, rpcAddr, user, pass, nil
+	return args, rpcAddr, nil
 }
 
 // bringUp runs after each start of btcd (launch.SuperviseConfig.Up): once
@@ -362,7 +394,7 @@ type rpcGate struct {
 	backend string
 
 	mu    sync.Mutex
-	addr  string       // set by the first open
+	addr  string       // where it listens: set by the first open unless given
 	ln    net.Listener // nil while closed
 	conns map[net.Conn]struct{}
 }

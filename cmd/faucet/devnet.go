@@ -17,7 +17,6 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/chain/devnode"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
-	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/options"
 	"github.com/stxfaucet/faucet-operator/server/settings"
 )
@@ -55,7 +54,9 @@ const devnetUsage = `usage: faucet devnet --fund-key-file FILE [flags]
        faucet devnet --upstream URL [--listen ADDR]
 
 Serves the simulated Stacks node alone, e.g. for a separate
-faucet serve --node-url. With --upstream it serves another front end of a
+faucet serve --node-url. With --btc-listen it also runs a Bitcoin regtest
+node (btcd) for the faucet's --btc-rpc-url, mining to the faucet's
+Bitcoin address. With --upstream it serves another front end of a
 running one instead: a second RPC endpoint of the same chain, as a
 follower node is, to give faucet serve several --node-url. Every flag can
 also be set as FAUCET_<NAME>.
@@ -65,6 +66,7 @@ also be set as FAUCET_<NAME>.
 var devnetFlagGroups = []flagGroup{
 	{"node", []string{"listen", "upstream", "block-time", "pox-min-amount", "send-many-contract", "token-asset"}},
 	{"genesis funding", []string{"fund-key-file", "fund-amount", "fund-token-amount", "fund"}},
+	{"bitcoin node", devnetBTCFlagNames},
 	{"logging", []string{"log-level", "log-format"}},
 }
 
@@ -83,6 +85,8 @@ func runDevnet(ctx context.Context, clk procClock, args []string, stdout io.Writ
 	upstream := fs.String("upstream", "", "serve another RPC front end of the devnode at this URL (http://host:port) instead of a node of its own; the other flags but --listen and logging do not apply")
 	fund := fundList{}
 	fs.Var(fund, "fund", "fund ADDR with µSTX at genesis, ADDR=µSTX (repeatable)")
+	var btcFlags devnetBTCFlags
+	btcFlags.bind(fs)
 	lf := options.Defaults().Log
 	lf.BindFlags(options.NewFlags(fs))
 	fs.Usage = usageFunc(fs, devnetUsage, devnetFlagGroups...)
@@ -129,12 +133,28 @@ func runDevnet(ctx context.Context, clk procClock, args []string, stdout io.Writ
 		}
 		cfg.TokenAsset, cfg.TokenGenesis = *token, tokenGenesis
 	}
+	btc, err := btcFlags.resolve(fs)
+	if err != nil {
+		return err
+	}
+	var btcd *devnetBtcd
+	if btc != nil {
+		// Before the Stacks node, whose RPC answering (a pod's readiness)
+		// then says both are up.
+		if btcd, err = btc.start(ctx, clk, logger.With("component", "btcd")); err != nil {
+			return err
+		}
+		defer btcd.Stop()
+	}
 	dn := devnode.New(cfg)
 	url, err := serveDevnode(ctx, dn, *listen, logger)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "devnode serving the Stacks node RPC at %s (block time %s, %d funded addresses)\n", url, *blockTime, len(fund))
+	if btcd != nil {
+		fmt.Fprintf(stdout, "btcd serving the Bitcoin regtest RPC at http://%s (block time %s, mining to %s)\n", btcd.gate.address(), btc.cfg.blockTime, btc.cfg.mineTo)
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -314,41 +334,3 @@ func devnetTokens(o *options.Serve) ([]devnetToken, error) {
 // devnetTokenDrips is how many drips of each token a devnet key starts
 // with: a million (1,000 sBTC at the devnet's drip).
 const devnetTokenDrips = 1_000_000
-
-func printDevnetBanner(w io.Writer, listen net.Addr, nodeURL string, addrs []string, tokens []faucet.TokenInfo) {
-	host := browseHost(listen)
-	example, _ := stacks.GeneratePrivateKey()
-	fmt.Fprintf(w, `
-faucet-operator devnet
-  web page:         http://%s/   <- open this in a browser
-  faucet addresses: %s
-  node RPC:         %s
-  faucet API:       http://%s
-
-Try it:
-  curl -sX POST 'http://%s/extended/v1/faucets/stx?address=%s'
-  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/stx'
-  curl -s 'http://%s/extended/v1/status'
-  curl -s '%s/v2/accounts/%s?proof=0'
-
-`, host, strings.Join(addrs, ", "), nodeURL, host, host, example.TestnetAddress(), example.TestnetAddress(), host, host, nodeURL, example.TestnetAddress())
-	a := example.TestnetAddress().String()
-	arg := stacks.SerializeClarityValue(stacks.Principal{Address: example.TestnetAddress()})
-	for _, t := range tokens {
-		id := t.Asset.String()
-		if t.FromPoX {
-			id = "found in /v2/pox once the faucet has read it: see /faucet/v1/info"
-		}
-		fmt.Fprintf(w, `%s (%s, %d base units per drip):
-  curl -sX POST 'http://%s/extended/v1/faucets/%s?address=%s'
-  curl -sX POST -H 'Content-Type: application/json' -d '{"address":"%s"}' 'http://%s/extended/v3/faucets/%s'
-`, t.Name, id, t.Amount, host, t.Name, a, a, host, t.Name)
-		if !t.FromPoX {
-			c := t.Asset.Contract
-			fmt.Fprintf(w, `  # its balance, SIP-010 get-balance through the node's call-read RPC:
-  curl -sX POST -H 'Content-Type: application/json' -d '{"sender":"%s","arguments":["0x%x"]}' '%s/v2/contracts/call-read/%s/%s/get-balance'
-`, a, arg, nodeURL, c.Address, c.Name)
-		}
-		fmt.Fprintln(w)
-	}
-}

@@ -158,6 +158,24 @@ func TestHelmLifecycle(t *testing.T) {
 			t.Error("no FaucetServer devnet")
 		}
 	})
+
+	t.Run("upgrade with the in-cluster devnet", func(t *testing.T) {
+		out, err := helmOn(t, append([]string{"upgrade", releaseName, chartDir}, append(full,
+			"--set", "devnet.enabled=true", "--set", "devnet.namespace=faucet-devnet", "--set", "devnet.name=chains")...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertNotes(t, out,
+			"kubectl -n faucet-devnet wait --for=condition=Ready fsrv/chains --timeout=5m",
+			"kubectl -n faucet-devnet port-forward svc/chains 3999:3999 &",
+		)
+		if !c.exists(t, faucetServer(), "faucet-devnet", "chains") {
+			t.Error("no FaucetServer chains")
+		}
+		if !c.exists(t, &appsv1.Deployment{}, "faucet-devnet", "chains-node") {
+			t.Error("no devnet Deployment chains-node")
+		}
+	})
 }
 
 // assertNotes checks that helm's output has NOTES.txt with these lines.

@@ -261,6 +261,24 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "metrics:\n  readerSubjects:\n    - kind: Pod\n      name: prometheus\n",
 			wantErr: "/metrics/readerSubjects/0/kind",
 		},
+		"devnet block time that is no duration": {
+			values:  "devnet:\n  enabled: true\n  blockTime: 2 seconds\n",
+			wantErr: "/devnet/blockTime",
+		},
+		"devnet name that is no Service name": {
+			values:  "devnet:\n  enabled: true\n  name: Devnet\n",
+			wantErr: "/devnet/name",
+		},
+		"devnet in a namespace the operator does not watch": {
+			values:        "watchNamespaces: [faucet-testnet]\ndevnet:\n  enabled: true\n  namespace: faucet-devnet\n",
+			wantErr:       `devnet.namespace "faucet-devnet" is not in watchNamespaces`,
+			templateCheck: true,
+		},
+		"devnet named as a faucetServer of its namespace": {
+			values:        "devnet:\n  enabled: true\nfaucetServers:\n  - name: devnet\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}}\n",
+			wantErr:       `devnet.name "devnet" is also a FaucetServer of faucetServers in faucet-system`,
+			templateCheck: true,
+		},
 		"existing ServiceAccount without a name": {
 			values:        "serviceAccount:\n  create: false\n",
 			wantErr:       "serviceAccount.name is required",

@@ -197,11 +197,12 @@ type valueSet struct {
 }
 
 // valueSets: the defaults, everything on (values-full.yaml), everything off
-// (values-minimal.yaml).
+// (values-minimal.yaml), and the in-cluster devnet (values-devnet.yaml).
 var valueSets = []valueSet{
 	{name: "default"},
 	{name: "full", args: []string{"-f", "hack/charttest/testdata/values-full.yaml"}},
 	{name: "minimal", args: []string{"-f", "hack/charttest/testdata/values-minimal.yaml"}},
+	{name: "devnet", args: []string{"-f", "hack/charttest/testdata/values-devnet.yaml"}},
 }
 
 // lint runs helm lint --strict on the chart.

@@ -167,23 +167,39 @@ func TestFaucetImage(t *testing.T) {
 			t.Errorf("the image has %s: /tmp is writable only where a pod mounts one", n)
 		}
 	}
-	bin, ok := data["faucet"]
-	if !ok || headers["faucet"].Mode != 0o755 {
-		t.Fatal("the image has no executable /faucet")
-	}
-	f, err := elf.NewFile(bytes.NewReader(bin))
-	if err != nil {
-		t.Fatalf("/faucet is not an ELF binary: %v", err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			t.Fatalf("/faucet is dynamically linked (program header %v); the image has no libc", p.Type)
-		}
+	// /faucet, and btcd beside it for `faucet devnet --btc-listen`: both
+	// static, as the image has no libc.
+	for _, name := range []string{"faucet", "btcd"} {
+		checkStaticExecutable(t, name, headers[name], data[name])
 	}
 	if !bytes.Contains(data["etc/ssl/certs/ca-certificates.crt"], []byte("-----BEGIN CERTIFICATE-----")) {
 		t.Error("no CA certificates at /etc/ssl/certs/ca-certificates.crt")
 	}
 	if !bytes.Contains(data["etc/passwd"], []byte(":65532:65532:")) {
 		t.Error("/etc/passwd does not name 65532")
+	}
+}
+
+// checkStaticExecutable wants /name executable (0755) and a statically
+// linked ELF binary.
+func checkStaticExecutable(t *testing.T, name string, h *tar.Header, bin []byte) {
+	t.Helper()
+	if h == nil || h.Mode != 0o755 {
+		t.Errorf("the image has no executable /%s", name)
+		return
+	}
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Errorf("/%s is not an ELF binary: %v", name, err)
+		return
+	}
+	if f.Machine != elf.EM_X86_64 {
+		t.Errorf("/%s is for %v, want x86-64 (the image is linux/amd64)", name, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("/%s is dynamically linked (program header %v); the image has no libc", name, p.Type)
+			return
+		}
 	}
 }

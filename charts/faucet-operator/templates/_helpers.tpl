@@ -160,3 +160,24 @@ Usage: include "faucet-operator.durationSeconds" "3d"
 {{- end }}
 {{- $total }}
 {{- end }}
+
+{{/*
+Labels of the devnet's objects (devnet.enabled). Not the manager's selector
+labels, so no selector of the release (the manager's Deployment, its
+PodDisruptionBudget, NetworkPolicy or ServiceMonitor) picks them up.
+*/}}
+{{- define "faucet-operator.devnetLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "faucet-operator.devnetSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: faucet-operator
+{{- end }}
+
+{{/*
+Labels the devnet's Deployment and Service select its pod by.
+*/}}
+{{- define "faucet-operator.devnetSelectorLabels" -}}
+app.kubernetes.io/name: faucet-devnet
+app.kubernetes.io/instance: {{ .Values.devnet.name }}
+{{- end }}
