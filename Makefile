@@ -95,7 +95,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: verify background-builds test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-mcp test-image release e2e-cluster ## Run every check CI runs.
+test: verify background-builds test-unit test-conformance test-clarity test-fuzz-smoke test-chart envtest-sample e2e test-page test-mcp test-docs test-image release e2e-cluster ## Run every check CI runs.
 
 .PHONY: test-unit
 test-unit: envtest postgres btcd ## Unit, integration and controller (envtest) tests, race detector on; the chart has test-chart.
@@ -281,8 +281,12 @@ CLUSTER := hack/cluster/cluster.sh
 E2E_TOOLS_ARCHIVE := $(BIN)/e2e-tools.tar
 
 .PHONY: e2e-cluster
-e2e-cluster: image e2e-tools-image helm cluster-binaries postgres btcd $(E2E_CLIENT_DIR)/node_modules/.installed ## helm install on a real single-node cluster, drips through the Service, pod kill, key rotation, upgrade, uninstall; leaves the machine clean.
+e2e-cluster: image e2e-tools-image helm cluster-binaries clusterdns postgres btcd $(E2E_CLIENT_DIR)/node_modules/.installed ## helm install on a real single-node cluster, drips through the Service, pod kill, key rotation, upgrade, uninstall; leaves the machine clean.
 	HELM="$$($(HELM_BUILD))" IMG=$(IMG) hack/cluster/e2e.sh
+
+.PHONY: clusterdns
+clusterdns: ## Build the real cluster's DNS server (hack/clusterdns: Service names from the API server) into bin/.
+	$(GO) build -o $(BIN)/clusterdns ./hack/clusterdns
 
 .PHONY: cluster-binaries
 cluster-binaries: ## Build kubelet, kube-proxy, kube-controller-manager and kube-scheduler with the envtest binaries (~12 min cold), or wait for the background build.
@@ -303,7 +307,7 @@ e2e-tools-image: ## The cluster's sandbox (pause) image, with httpget for scrapi
 		--file /oidc-provider=$(BIN)/e2e-tools/oidc-provider:0755 >/dev/null
 
 .PHONY: cluster-up
-cluster-up: image e2e-tools-image cluster-binaries ## Start the real cluster with our image and leave it running (make cluster-down stops it).
+cluster-up: image e2e-tools-image cluster-binaries clusterdns ## Start the real cluster with our image and leave it running (make cluster-down stops it).
 	PAUSE_ARCHIVE=$(E2E_TOOLS_ARCHIVE) $(CLUSTER) up
 	$(CLUSTER) import $(IMAGE_ARCHIVE)
 	@echo "kubectl: $(CLUSTER) exec $(BIN)/k8s/1.37.0/kubectl get nodes"
@@ -337,6 +341,10 @@ $(MCPTEST_DIR)/node_modules/.installed: $(MCPTEST_DIR)/package-lock.json
 	npm ci --prefix $(MCPTEST_DIR) --no-audit --no-fund
 	@touch $@
 
+.PHONY: test-docs
+test-docs: build-serve btcd ## Run README.md's `make run` and its local tour as written, checking each answer against the one shown (e2e-cluster runs its Kubernetes tour).
+	$(GO) test -tags doctour -count=1 -run TestReadmeLocalTour ./hack/doctour
+
 ##@ Image and release
 
 # The image, built without a daemon by hack/image (go-containerregistry): the
@@ -346,15 +354,18 @@ $(MCPTEST_DIR)/node_modules/.installed: $(MCPTEST_DIR)/package-lock.json
 image: ## Write the image as a docker archive (bin/faucet-image.tar) tagged $(IMG); prints its digest.
 	@mkdir -p $(BIN)/linux_amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BIN)/linux_amd64/faucet ./cmd/faucet
+	@# btcd (pinned in hack/tools/btcd/go.mod) beside /faucet, where `faucet devnet --btc-listen` finds it.
+	cd hack/tools/btcd && GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o $(BIN)/linux_amd64/btcd github.com/btcsuite/btcd
 	cd hack/image && GOWORK=off $(GO) build -trimpath -o $(BIN)/image-builder .
 	$(BIN)/image-builder --out $(IMAGE_ARCHIVE) --tag $(IMG) \
 		--file /faucet=$(BIN)/linux_amd64/faucet:0755 \
+		--file /btcd=$(BIN)/linux_amd64/btcd:0755 \
 		--file /etc/ssl/certs/ca-certificates.crt=$(CA_CERTS):0644 \
 		--nonroot 65532 --entrypoint /faucet --cmd manager \
 		--expose 3999/tcp --expose 8443/tcp --expose 8081/tcp \
 		--created $(SOURCE_DATE_EPOCH) \
 		--label org.opencontainers.image.title=faucet-operator \
-		--label org.opencontainers.image.description='Stacks testnet STX faucet and its Kubernetes operator' \
+		--label org.opencontainers.image.description='Stacks testnet STX faucet and its Kubernetes operator; with btcd for the in-cluster devnet' \
 		--label org.opencontainers.image.source=$(SOURCE_URL) \
 		--label org.opencontainers.image.url=$(SOURCE_URL) \
 		--label org.opencontainers.image.licenses=Apache-2.0 \
@@ -370,6 +381,10 @@ test-image: image ## Build the image twice and fail unless both archives are ide
 	@rm -f $(IMAGE_ARCHIVE).first
 	@echo "reproducible: two builds, sha256 $$(sha256sum $(IMAGE_ARCHIVE) | cut -c1-64), image $$(sed -n 's/^digest //p' $(IMAGE_ARCHIVE).digest)"
 	cd hack/image && GOWORK=off IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) IMAGE_REF=$(IMG) $(GO) test -count=1 ./...
+
+.PHONY: load-image
+load-image: ## Load bin/faucet-image.tar into the cluster of kubectl's current context: kind, minikube, k3d, or a node on this machine (containerd); else it says how to push it.
+	hack/load-image.sh $(IMAGE_ARCHIVE)
 
 .PHONY: docker-build
 docker-build: ## Build the same image with a Docker daemon (this repo's CI has none): make docker-build IMG=registry/faucet-operator:tag

@@ -28,6 +28,9 @@ STATE=${CLUSTER_STATE:-/var/lib/${NETNS}}
 RUN=/run/${NETNS}
 LOGS=${CLUSTER_LOGS:-${repo_root}/bin/cluster-logs}
 K8S_BIN=${K8S_BIN:-${repo_root}/bin/k8s/1.37.0}
+# The cluster's DNS (hack/clusterdns): Service names, as a DNS add-on
+# answers them. make builds it.
+CLUSTERDNS=${CLUSTERDNS:-${repo_root}/bin/clusterdns}
 NODE_IP=10.250.0.1
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/24
@@ -42,7 +45,7 @@ KUBECONFIG_ADMIN=${STATE}/pki/admin.kubeconfig
 # not exist; `down` removes those.
 HOST_DIRS=(/var/lib/kubelet /var/log/containers /var/lib/cni /run/containerd /run/netns)
 # The order components start in; `down` stops them in reverse.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd clusterdns kubelet kube-proxy)
 
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -116,6 +119,7 @@ preflight() {
 	for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
 		[[ -x ${K8S_BIN}/${b} ]] || die "${K8S_BIN}/${b} is missing: run hack/envtest/build.sh --cluster"
 	done
+	[[ -x ${CLUSTERDNS} ]] || die "${CLUSTERDNS} is missing: go build -o ${CLUSTERDNS} ./hack/clusterdns"
 	ensure_packages
 }
 
@@ -219,9 +223,10 @@ network() {
   ]
 }
 EOF
-	# Pods resolve names with this file: the cluster has no DNS add-on, and
-	# a lookup must fail at once on the pod's own loopback rather than go
-	# anywhere else.
+	# The node's own resolver, which pods with dnsPolicy Default get: a
+	# lookup must fail at once on the pod's own loopback rather than go
+	# anywhere else. Pods of the default policy, ClusterFirst, ask
+	# clusterdns on the node's address instead (kubelet.yaml).
 	printf 'nameserver 127.0.0.1\noptions attempts:1 timeout:1\n' >"${STATE}/resolv.conf"
 }
 
@@ -336,6 +341,7 @@ enforceNodeAllocatable: []
 localStorageCapacityIsolation: false
 imageGCHighThresholdPercent: 100
 resolvConf: ${STATE}/resolv.conf
+clusterDNS: [${NODE_IP}]
 podLogsDir: ${STATE}/pod-logs
 clusterDomain: cluster.local
 serializeImagePulls: false
@@ -343,6 +349,7 @@ syncFrequency: 5s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
 EOF
+	start clusterdns "${CLUSTERDNS}" --kubeconfig "${KUBECONFIG_ADMIN}" --listen "${NODE_IP}:53"
 	start kubelet "${K8S_BIN}/kubelet" --config "${STATE}/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
 		--root-dir "${STATE}/kubelet" --cert-dir "${STATE}/kubelet/pki" \
 		--hostname-override "${NODE}" --node-ip "${NODE_IP}"

@@ -150,6 +150,14 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("the in-cluster devnet sample: kubectl apply -k, Ready, STX, sBTC and BTC drips confirmed, delete -k leaves nothing", func(t *testing.T) {
+		devnetSampleStep(t, e, ctx, c)
+	})
+
+	t.Run("a FaucetServer whose image cannot be pulled says so in Ready within a minute, naming the image", func(t *testing.T) {
+		imagePullFailureStep(t, ctx, e, c, nodeURL)
+	})
+
 	var faucetURL string
 	t.Run("a FaucetServer on a PersistentVolume becomes Ready and shows its funding", func(t *testing.T) {
 		volume := filepath.Join(e.state, "volumes", fsName+"-data")
