@@ -1344,9 +1344,9 @@ function showTx(txid, address, asset, tier, base, paid) {
 }
 
 /**
- * btcConfirmedText says how deep a BTC payout is: its status has no block
- * height, but its message counts the confirmations ("Confirmed (2
- * confirmations).").
+ * btcConfirmedText says how deep a BTC payout is when its status has no
+ * block height (a payout deeper than the faucet's view of the chain): its
+ * message counts the confirmations ("Confirmed (2 confirmations).").
  */
 function btcConfirmedText(d) {
   const m = d && typeof d.message === 'string' ? /^Confirmed \((\d{1,9}) confirmations?\)/.exec(d.message) : null;
