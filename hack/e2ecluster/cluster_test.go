@@ -137,7 +137,7 @@ func TestUserPathOnARealCluster(t *testing.T) {
 	t.Run("a devnode runs in the cluster behind a Service", func(t *testing.T) {
 		// The fault suite's keys too: TestFaultsOnARealCluster reuses this devnode.
 		funded := append([]stacks.Address{keyA.TestnetAddress(), keyB.TestnetAddress()}, addressesOf(keysPG)...)
-		e.apply(t, ctx, devnodeManifest(e.image, append(funded, addressesOf(faultKeys())...)...))
+		e.apply(t, ctx, devnodeManifest(e.image, slices.Concat(funded, addressesOf(faultKeys()), addressesOf(backupKeys()))...))
 		waitAvailable(t, ctx, c, ns, "devnode", 2*time.Minute)
 		nodeURL = "http://" + serviceAddr(t, ctx, c, ns, "devnode")
 		// The Service answers once kube-proxy has programmed its endpoint.
@@ -158,19 +158,13 @@ func TestUserPathOnARealCluster(t *testing.T) {
 		imagePullFailureStep(t, ctx, e, c, nodeURL)
 	})
 
+	t.Run("a backup taken under a drip burst, restored into a new pod: limits carried over, every drip paid once", func(t *testing.T) {
+		backupRestoreStep(t, ctx, e, c, nodeURL)
+	})
+
 	var faucetURL string
 	t.Run("a FaucetServer on a PersistentVolume becomes Ready and shows its funding", func(t *testing.T) {
-		volume := filepath.Join(e.state, "volumes", fsName+"-data")
-		// A hostPath volume is not chowned to the pod's fsGroup, so the
-		// directory is given to the faucet's user, as an administrator
-		// preparing a static volume would.
-		if err := os.MkdirAll(volume, 0o770); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(volume, restrictedUID, restrictedUID); err != nil {
-			t.Fatal(err)
-		}
-		e.apply(t, ctx, persistentVolumeManifest(volume))
+		staticVolume(t, ctx, e, fsName+"-data", ns, fsName+"-data", filepath.Join(e.state, "volumes", fsName+"-data"))
 		e.apply(t, ctx, keySecretManifest(keyA))
 		e.apply(t, ctx, faucetServerManifest(nodeURL))
 		fs := waitReady(t, ctx, c, 3*time.Minute)
@@ -1262,22 +1256,32 @@ spec:
 `, ns, image, devnodePort, args.String())
 }
 
-// persistentVolumeManifest is a static volume pre-bound to the faucet's
-// claim: this cluster has no provisioner, as many on-premises ones have
-// none, and the claim the operator makes names no class.
-func persistentVolumeManifest(dir string) string {
-	return fmt.Sprintf(`apiVersion: v1
+// staticVolume makes the PersistentVolume name on dir, pre-bound to the
+// claim namespace/claim: this cluster has no provisioner, as many
+// on-premises ones have none, and the claims of the operator and the
+// samples name no class. A hostPath volume is not chowned to the pod's
+// fsGroup, so dir is given to the faucet's user, as an administrator
+// preparing a static volume would.
+func staticVolume(t *testing.T, ctx context.Context, e env, name, namespace, claim, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, restrictedUID, restrictedUID); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(t, ctx, fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolume
 metadata:
-  name: %[1]s-data
+  name: %s
 spec:
   capacity: {storage: 1Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: ""
-  claimRef: {namespace: %[2]s, name: %[1]s-data}
-  hostPath: {path: %[3]s, type: Directory}
-`, fsName, ns, dir)
+  claimRef: {namespace: %s, name: %s}
+  hostPath: {path: %s, type: Directory}
+`, name, namespace, claim, dir))
 }
 
 func keySecretManifest(k *stacks.PrivateKey) string {

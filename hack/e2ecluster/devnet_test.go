@@ -48,24 +48,7 @@ func devnetSampleStep(t *testing.T, e env, ctx context.Context, c client.Client)
 	// StorageClass provisions it; here a volume prepared by hand, owned by
 	// the faucet's user as an administrator would leave it, binds it.
 	dir := filepath.Join(e.state, "volumes", devnetVolume)
-	if err := os.MkdirAll(dir, 0o770); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, restrictedUID, restrictedUID); err != nil {
-		t.Fatal(err)
-	}
-	e.apply(t, ctx, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: %s
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  claimRef: {namespace: %s, name: %s-data}
-  hostPath: {path: %s, type: Directory}
-`, devnetVolume, devnetNS, devnetFS, dir))
+	staticVolume(t, ctx, e, devnetVolume, devnetNS, devnetFS+"-data", dir)
 
 	sample := filepath.Join(e.repo, devnetSample)
 	t.Cleanup(func() {

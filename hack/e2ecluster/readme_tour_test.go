@@ -118,24 +118,7 @@ func tourVolume(t *testing.T, ctx context.Context, e env, namespace string) {
 	t.Helper()
 	name := "tour-" + namespace
 	dir := filepath.Join(e.state, "volumes", name)
-	if err := os.MkdirAll(dir, 0o770); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, restrictedUID, restrictedUID); err != nil {
-		t.Fatal(err)
-	}
-	e.apply(t, ctx, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: %s
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  claimRef: {namespace: %s, name: faucet-data}
-  hostPath: {path: %s, type: Directory}
-`, name, namespace, dir))
+	staticVolume(t, ctx, e, name, namespace, "faucet-data", dir)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
