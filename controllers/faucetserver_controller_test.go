@@ -888,11 +888,11 @@ var _ = Describe("FaucetServer controller", func() {
 			"metadata.name must be a DNS-1035 label"),
 		// The embedded store's volume is ReadWriteOnce with one writer.
 		Entry("two replicas on the default (embedded) store", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(2)) },
-			"spec.replicas must be 1 with the embedded store"),
+			"spec.replicas must be 0 or 1 with the embedded store"),
 		Entry("two replicas on an explicit embedded store", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Replicas = ptr.To(int32(2))
 			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{}}
-		}, "spec.replicas must be 1 with the embedded store"),
+		}, "spec.replicas must be 0 or 1 with the embedded store"),
 		Entry("both an embedded and a Postgres store", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Store = &faucetv1alpha1.StoreSpec{
 				Embedded: &faucetv1alpha1.EmbeddedStore{},
@@ -901,8 +901,8 @@ var _ = Describe("FaucetServer controller", func() {
 		}, "spec.store: set either embedded or postgres, not both"),
 		Entry("an empty store", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Store = &faucetv1alpha1.StoreSpec{} },
 			"spec.store: set embedded or postgres"),
-		Entry("zero replicas", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(0)) },
-			"spec.replicas"),
+		Entry("negative replicas", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Replicas = ptr.To(int32(-1)) },
+			"spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
 		Entry("a zero-sized volume", func(fs *faucetv1alpha1.FaucetServer) {
 			fs.Spec.Store = &faucetv1alpha1.StoreSpec{Embedded: &faucetv1alpha1.EmbeddedStore{Size: ptr.To(resource.MustParse("0"))}}
 		}, "store.embedded.size must be positive"),

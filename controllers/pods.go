@@ -179,7 +179,7 @@ func imagePullMessage(fs *faucetv1alpha1.FaucetServer, p *corev1.Pod, cs corev1.
 	return fmt.Sprintf("pod %s cannot pull image %q (%s): %s: %s. Make it pullable by the cluster's nodes: "+
 		"push it to a registry they reach (with spec.imagePullSecrets if it is private), "+
 		"or load it into each node's container runtime (`make image` writes bin/faucet-image.tar for "+
-		"`kind load image-archive` or `ctr -n k8s.io images import`); or %s to an image they can pull",
+		"`make load-image`, `kind load image-archive` or `ctr -n k8s.io images import`); or %s to an image they can pull",
 		p.Name, image, source, w.Reason, sentence(w.Message), fix)
 }
 

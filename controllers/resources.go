@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -190,12 +191,23 @@ type secretDigests struct {
 }
 
 // replicasOf is the number of pods fs runs: spec.replicas with a Postgres
-// store, always one with the embedded store, whose volume has one writer.
+// store, at most one with the embedded store, whose volume has one writer
+// (none when spec.replicas is 0: the faucet is stopped).
 func replicasOf(fs *faucetv1alpha1.FaucetServer) int32 {
+	n := ptr.Deref(fs.Spec.Replicas, 1)
 	if fs.StoreKind() != faucetv1alpha1.StorePostgres {
-		return 1
+		return min(n, 1)
 	}
-	return ptr.Deref(fs.Spec.Replicas, 1)
+	return n
+}
+
+// stopped says fs's spec.replicas is 0: no faucet pod should run.
+func stopped(fs *faucetv1alpha1.FaucetServer) bool { return replicasOf(fs) == 0 }
+
+// podSelector is the label selector of fs's pods in its string form, for
+// status.selector and the scale subresource.
+func podSelector(fs *faucetv1alpha1.FaucetServer) string {
+	return labels.SelectorFromSet(selectorLabels(fs)).String()
 }
 
 // podDisruptionBudgetFor lets a voluntary disruption (a node drain, a

@@ -86,7 +86,7 @@ func computeStatus(fs *faucetv1alpha1.FaucetServer, obs observation, now time.Ti
 }
 
 // setObserved sets the fields that are what the reconcile saw: the keys'
-// addresses, the URL, the store and the ready replicas. After an error,
+// addresses, the URL, the store, the pod selector and the replicas. After an error,
 // what the attempt did not get to observe keeps its last value, so a
 // transient error does not blank the URL, the addresses or the replica
 // count.
@@ -94,8 +94,10 @@ func setObserved(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Fauce
 	st.FaucetAddresses = obs.keys.addresses
 	st.URL = serviceURL(obs.service)
 	st.Store = fs.StoreKind()
-	st.ReadyReplicas = 0
+	st.Selector = podSelector(fs)
+	st.Replicas, st.ReadyReplicas = 0, 0
 	if obs.deployment != nil {
+		st.Replicas = obs.deployment.Status.Replicas
 		st.ReadyReplicas = obs.deployment.Status.ReadyReplicas
 	}
 	if obs.err == nil {
@@ -108,7 +110,7 @@ func setObserved(st *faucetv1alpha1.FaucetServerStatus, fs *faucetv1alpha1.Fauce
 		st.URL = fs.Status.URL
 	}
 	if obs.deployment == nil {
-		st.ReadyReplicas = fs.Status.ReadyReplicas
+		st.Replicas, st.ReadyReplicas = fs.Status.Replicas, fs.Status.ReadyReplicas
 	}
 }
 
@@ -136,8 +138,8 @@ func stalledOn(reason, msg string) readiness {
 // readinessOf is fs's readiness after what obs saw, the first of: a failed
 // reconcile, a name conflict, an unusable Secret (in the order of
 // secretUses), spec.assets in an emptied object form, an invalid asset,
-// then the Deployment's rollout and its pods. url is the status's URL,
-// which the Ready message names.
+// then a stop (spec.replicas 0), the Deployment's rollout and its pods. url
+// is the status's URL, which the Ready message names.
 func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) readiness {
 	switch s := obs.unusableSecret(); {
 	case obs.err != nil:
@@ -154,8 +156,36 @@ func readinessOf(fs *faucetv1alpha1.FaucetServer, obs observation, url string) r
 	case obs.deployment == nil:
 		// Unreachable after a successful reconcile; kept total for safety.
 		return inProgress(faucetv1alpha1.ReasonProgressing, "waiting for the Deployment to be created")
+	case stopped(fs):
+		return stoppedReadiness(fs, obs.deployment, obs.pods)
 	}
 	return deploymentReadiness(fs, obs.deployment, obs.pods, url)
+}
+
+// stoppedReadiness is the readiness of fs with spec.replicas 0: Stopped, a
+// settled state (neither Reconciling nor Stalled), once d has observed its
+// spec and no pod of the faucet is left; in progress until then. A pod
+// being deleted counts until it is gone, even once its containers have
+// exited: the kubelet is still unmounting the volume a restore is about to
+// use. A terminated pod nobody deletes (an evicted one) does not.
+func stoppedReadiness(fs *faucetv1alpha1.FaucetServer, d *appsv1.Deployment, pods []corev1.Pod) readiness {
+	var left int32
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+			left++
+		}
+	}
+	switch {
+	case d.Status.ObservedGeneration < d.Generation:
+		return inProgress(faucetv1alpha1.ReasonProgressing,
+			fmt.Sprintf("spec.replicas is 0: waiting for Deployment %q to observe generation %d", d.Name, d.Generation))
+	case d.Status.Replicas > 0 || left > 0:
+		return inProgress(faucetv1alpha1.ReasonProgressing,
+			fmt.Sprintf("spec.replicas is 0: waiting for the faucet's pods to stop (%d left)", max(d.Status.Replicas, left)))
+	}
+	return readiness{status: metav1.ConditionFalse, reason: faucetv1alpha1.ReasonStopped, message: fmt.Sprintf(
+		"spec.replicas is 0: no faucet pod runs; scale it up to serve (kubectl scale fsrv/%s --replicas=1)", fs.Name)}
 }
 
 // deploymentReadiness is the readiness of fs's rolled-out or rolling

@@ -89,6 +89,11 @@ const (
 	// Deployment gave up waiting for its rollout.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 
+	// ReasonStopped (Ready=False, neither Reconciling nor Stalled):
+	// spec.replicas is 0 and no faucet pod is left. A deliberate stop is a
+	// settled state (kstatus Current); the claim, Service and keys stay.
+	ReasonStopped = "Stopped"
+
 	// The reasons below say why the pods of the current pod template do
 	// not run, read from their status while the Deployment is not
 	// available; they replace Progressing, DeploymentUnavailable and

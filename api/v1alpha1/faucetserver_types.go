@@ -67,10 +67,10 @@ const (
 //
 // Each faucet key must have a single writer, or two pods would hand out the
 // same nonces. With the embedded store (the default) the faucet therefore
-// runs exactly one pod, replaced with the Recreate strategy; with a Postgres
-// store several replicas share the keys, each key owned by one replica at a
-// time, and roll without a gap.
-// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
+// runs one pod at most (none while spec.replicas is 0), replaced with the
+// Recreate strategy; with a Postgres store several replicas share the keys,
+// each key owned by one replica at a time, and roll without a gap.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas <= 1 || (has(self.store) && has(self.store.postgres))",message="spec.replicas must be 0 or 1 with the embedded store: its volume has a single writer; use spec.store.postgres to run several replicas"
 // +kubebuilder:validation:XValidation:rule="has(self.treasury) || !has(self.assets) || self.assets.all(a, !has(a.token) || (!has(a.token.refillBelow) && !has(a.token.refillAmount)))",message="spec.assets[].token.refillBelow and refillAmount tune the refills from spec.treasury: set spec.treasury, or remove them"
 // +kubebuilder:validation:XValidation:rule="!has(self.suspendedAssets) || self.suspendedAssets.all(n, n == 'stx' || (has(self.assets) && self.assets.exists(a, a.name == n)))",message="spec.suspendedAssets names stx or the name of an entry of spec.assets"
 // +kubebuilder:validation:XValidation:rule="!has(self.disabledAssets) || self.disabledAssets.all(n, n == 'stx' || n == 'sbtc' || n == 'btc' || (has(self.assets) && self.assets.exists(a, a.name == n)))",message="spec.disabledAssets names stx, sbtc, btc or the name of an entry of spec.assets"
@@ -141,13 +141,16 @@ type FaucetServerSpec struct {
 	// +optional
 	Page *PageSpec `json:"page,omitempty"`
 
-	// replicas is the number of faucet pods. It must be 1 with the embedded
-	// store; with store.postgres the replicas split the keys between them
-	// (a replica that owns no key is not ready), so give the faucet at least
-	// as many keys as replicas. Defaults to 1.
+	// replicas is the number of faucet pods. It must be 0 or 1 with the
+	// embedded store; with store.postgres the replicas split the keys
+	// between them (a replica that owns no key is not ready), so give the
+	// faucet at least as many keys as replicas. 0 stops the faucet: no pod
+	// runs, while its claim, Service and state are kept (Ready=False,
+	// reason Stopped), e.g. for a restore; `kubectl scale` sets it through
+	// the scale subresource. Defaults to 1.
 	// +optional
 	// +kubebuilder:default=1
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	Replicas *int32 `json:"replicas,omitempty"`
 
@@ -1053,7 +1056,7 @@ type ServiceSpec struct {
 type StoreSpec struct {
 	// embedded keeps the state in an SQLite file on a ReadWriteOnce
 	// PersistentVolumeClaim named <name>-data, owned by the FaucetServer
-	// (deleted with it). One pod only: spec.replicas must be 1.
+	// (deleted with it). One pod at most: spec.replicas must be 0 or 1.
 	// +optional
 	Embedded *EmbeddedStore `json:"embedded,omitempty"`
 
@@ -1136,10 +1139,21 @@ type FaucetServerStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
+	// replicas is the number of faucet pods the Deployment has, ready or
+	// not: the scale subresource's status.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// readyReplicas is the number of ready faucet pods. With a Postgres
 	// store a replica that owns no key is not ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// selector is the label selector of the faucet's pods, in the string
+	// form of `kubectl get pods -l`, for the scale subresource (kubectl
+	// scale, a HorizontalPodAutoscaler).
+	// +optional
+	Selector string `json:"selector,omitempty"`
 
 	// store is the kind of store the faucet runs with: embedded or postgres.
 	// +optional
@@ -1363,6 +1377,7 @@ type AccountFunding struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter): it also names the faucet's Service"
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=fsrv,categories=faucet
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

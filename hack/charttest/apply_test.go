@@ -154,7 +154,7 @@ spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replica: 2}
 kind: FaucetServer
 metadata: {name: two-writers, namespace: charttest-negative}
 spec: {node: {url: "http://node:20443"}, keySecretRef: {name: keys}, replicas: 2}`,
-				wantErr: "spec.replicas must be 1 with the embedded store",
+				wantErr: "spec.replicas must be 0 or 1 with the embedded store",
 			},
 			"FaucetServer with two replicas on a Postgres store": {
 				yaml: `apiVersion: faucet.stxfaucet.dev/v1alpha1

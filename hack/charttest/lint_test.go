@@ -83,8 +83,8 @@ func TestBadValuesAreRejected(t *testing.T) {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, store: {postgres: {uriSecretRef: {key: uri}}}}\n",
 			wantErr: "/faucetServers/0/spec/store/postgres/uriSecretRef",
 		},
-		"faucetServer with zero replicas": {
-			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, replicas: 0}\n",
+		"faucetServer with negative replicas": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {name: keys}, replicas: -1}\n",
 			wantErr: "/faucetServers/0/spec/replicas",
 		},
 		"faucetServer with a proof of work over 32 bits": {

@@ -22,10 +22,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
@@ -82,7 +86,8 @@ type backupShot struct {
 // `kubectl exec … faucet store backup --out -` backs it up; the
 // FaucetServer is deleted with its key Secret, and once its transactions
 // are mined, the page's "Into a new FaucetServer" procedure restores the
-// backup into a new FaucetServer on a new volume. The restored faucet
+// backup into a new FaucetServer on a new volume, and its "Into the
+// existing FaucetServer" restores it again over that. The restored faucet
 // refuses every address answered before the backup (429), pays fresh ones,
 // and across both pods every drip answered 200 is mined exactly once to its
 // recipient with no key's nonce used twice or skipped. It needs the
@@ -180,9 +185,9 @@ func backupRestoreStep(t *testing.T, ctx context.Context, e env, c client.Client
 		t.FailNow()
 	}
 
-	// The old faucet goes, its key Secret with it (two faucets must never
-	// run on the same keys; a Secret left behind would start the new
-	// FaucetServer on an empty store), and its transactions are mined.
+	// The old faucet goes, its key Secret with it (a new cluster has
+	// neither; the new FaucetServer gets it as usual), and its
+	// transactions are mined.
 	deleted := time.Now()
 	e.run(t, ctx, e.kubectl, "delete", "fsrv", "-n", backupNS, backupFS, "--wait", "--timeout", "2m")
 	e.run(t, ctx, e.kubectl, "delete", "secret", "-n", backupNS, "faucet-keys", "--wait")
@@ -197,48 +202,126 @@ func backupRestoreStep(t *testing.T, ctx context.Context, e env, c client.Client
 	waitBalances(t, ctx, nodeURL, ok, nil, 2*time.Minute)
 	t.Logf("the old FaucetServer deleted; its pod and claim gone and its %d drips mined %.1f s later", len(ok), time.Since(deleted).Seconds())
 
-	// The page's "Into a new FaucetServer", on a new volume.
+	// The page's "Into a new FaucetServer", on a new volume, then "Into the
+	// existing FaucetServer" on the restored one before it answers a drip
+	// (the same backup again: the same state).
 	staticVolume(t, ctx, e, "backup-new", backupNS, backupClaim, newDir)
-	e.apply(t, ctx, backupFaucetServerManifest(nodeURL))
-	runDocCommand(t, ctx, e, work, doc.restorePod)
-	runDocCommand(t, ctx, e, work, doc.stalled)
-	runDocCommand(t, ctx, e, work, doc.claim)
-	restoreStart := time.Now()
-	restoreOut, _ := runDocCommand(t, ctx, e, work, doc.restore)
-	restoreTook := time.Since(restoreStart)
-	t.Logf("the restore (kubectl run -i --rm) took %.2f s:\n%s", restoreTook.Seconds(), restoreOut)
-	rows := restoredRows(restoreOut)
-	if !strings.Contains(restoreOut, "restored ") || rows["limit_slots"] == 0 || rows["drips"] == 0 {
-		t.Fatalf("the restore printed no rows of limit_slots or drips:\n%s", restoreOut)
-	}
-	// Step 4: the key Secret, as docs/kubernetes.md creates it.
-	var hexes []string
-	for _, k := range backupKeys() {
-		hexes = append(hexes, k.Hex())
-	}
-	if err := os.WriteFile(filepath.Join(work, "keys.txt"), []byte(strings.Join(hexes, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	secretAt := time.Now()
-	runDocCommand(t, ctx, e, work, "kubectl -n faucet-testnet create secret generic faucet-keys --from-file=keys=keys.txt && rm keys.txt")
-	waitFaucetServerReady(t, ctx, c, backupNS, backupFS, 3*time.Minute)
-	readyIn := time.Since(secretAt)
+	restoreIntoNew(t, ctx, e, c, doc, work, nodeURL)
+	restoreIntoExisting(t, ctx, e, c, doc, work)
 	newURL := "http://" + serviceAddr(t, ctx, c, backupNS, backupFS)
 	waitServed(t, ctx, newURL)
 	pod := onlyPod(t, ctx, c, backupNS, "app.kubernetes.io/instance="+backupFS)
 	if !usesClaim(pod, backupClaim) {
 		t.Fatalf("the restored pod %s does not mount the claim %s", pod.Name, backupClaim)
 	}
-	var podReadyAt time.Time
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			podReadyAt = cond.LastTransitionTime.Time
-		}
-	}
-	t.Logf("the restored FaucetServer Ready %.1f s after its key Secret was created (its pod %s created at +%s, Ready at +%s, to the API server's second)",
-		readyIn.Seconds(), pod.Name, max(0, pod.CreationTimestamp.Sub(secretAt).Round(time.Second)), max(0, podReadyAt.Sub(secretAt).Round(time.Second)))
 
 	checkRestoredFaucet(t, ctx, e, c, nc, nodeURL, newURL, before, after, ok, byTx)
+}
+
+// restoreIntoNew runs the page's "Into a new FaucetServer": the key Secret
+// and the FaucetServer with replicas 0 applied, the page's wait for
+// Stopped (checked: the claim is the FaucetServer's, its Deployment at 0,
+// no pod, neither Reconciling nor Stalled), the restore, then the page's
+// scale to 1 and wait for Ready.
+func restoreIntoNew(t *testing.T, ctx context.Context, e env, c client.Client, doc backupDocSteps, work, nodeURL string) {
+	t.Helper()
+	e.apply(t, ctx, backupKeySecretManifest(backupKeys()))
+	applied := time.Now()
+	e.apply(t, ctx, strings.Replace(backupFaucetServerManifest(nodeURL), "spec:\n", "spec:\n  replicas: 0\n", 1))
+	runDocCommand(t, ctx, e, work, doc.restorePod)
+	runDocCommand(t, ctx, e, work, doc.stopped)
+	stoppedIn := time.Since(applied)
+	checkStopped(t, ctx, c)
+	restoreStart := time.Now()
+	restoreOut, _ := runDocCommand(t, ctx, e, work, doc.restore)
+	restoreTook := time.Since(restoreStart)
+	rows := restoredRows(restoreOut)
+	if !strings.Contains(restoreOut, "restored ") || rows["limit_slots"] == 0 || rows["drips"] == 0 {
+		t.Fatalf("the restore printed no rows of limit_slots or drips:\n%s", restoreOut)
+	}
+	startAt := time.Now()
+	runDocCommand(t, ctx, e, work, doc.start)
+	waitFaucetServerReady(t, ctx, c, backupNS, backupFS, 3*time.Minute)
+	readyIn := time.Since(startAt)
+	pod := onlyPod(t, ctx, c, backupNS, "app.kubernetes.io/instance="+backupFS)
+	t.Logf("into a new FaucetServer: Stopped %.1f s after it was applied with replicas 0; the restore (kubectl run -i --rm) took %.2f s; Ready %.1f s after kubectl scale --replicas=1 (its pod %s created at +%s, to the API server's second); the restore printed:\n%s",
+		stoppedIn.Seconds(), restoreTook.Seconds(), readyIn.Seconds(), pod.Name, max(0, pod.CreationTimestamp.Sub(startAt).Round(time.Second)), restoreOut)
+}
+
+// restoreIntoExisting runs the page's "Into the existing FaucetServer" on
+// the running faucet: the page's scale to 0 and wait for Stopped (checked
+// as in restoreIntoNew), the restore over the store there, the page's
+// scale to 1, then Ready.
+func restoreIntoExisting(t *testing.T, ctx context.Context, e env, c client.Client, doc backupDocSteps, work string) {
+	t.Helper()
+	stopAt := time.Now()
+	runDocCommand(t, ctx, e, work, doc.stop)
+	stoppedIn := time.Since(stopAt)
+	checkStopped(t, ctx, c)
+	restoreStart := time.Now()
+	restoreOut, restoreErr := runDocCommand(t, ctx, e, work, doc.restore)
+	restoreTook := time.Since(restoreStart)
+	if rows := restoredRows(restoreOut); rows["limit_slots"] == 0 || rows["drips"] == 0 {
+		t.Fatalf("the restore over the existing store printed no rows of limit_slots or drips:\n%s\n%s", restoreOut, restoreErr)
+	}
+	if !strings.Contains(restoreOut+restoreErr, ".before-restore") {
+		t.Errorf("the restore over the existing store did not say it kept it as faucet.db.before-restore:\n%s\n%s", restoreOut, restoreErr)
+	}
+	startAt := time.Now()
+	runDocCommand(t, ctx, e, work, doc.startAgain)
+	waitFaucetServerReady(t, ctx, c, backupNS, backupFS, 3*time.Minute)
+	t.Logf("into the existing FaucetServer: Stopped %.1f s after kubectl scale --replicas=0 (the pod gone); the restore with --force took %.2f s; Ready %.1f s after kubectl scale --replicas=1",
+		stoppedIn.Seconds(), restoreTook.Seconds(), time.Since(startAt).Seconds())
+}
+
+// checkStopped checks a FaucetServer the page's wait found Stopped: Ready
+// False with reason Stopped at its generation, neither Reconciling nor
+// Stalled (kstatus Current), status.replicas 0, its Deployment at 0
+// replicas with no faucet pod left, and its claim there and controlled by
+// it.
+func checkStopped(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	var fs faucetv1alpha1.FaucetServer
+	if err := c.Get(ctx, client.ObjectKey{Namespace: backupNS, Name: backupFS}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(fs.Status.Conditions, faucetv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != faucetv1alpha1.ReasonStopped || ready.ObservedGeneration != fs.Generation {
+		t.Fatalf("Ready %+v, want False Stopped at generation %d", ready, fs.Generation)
+	}
+	for _, typ := range []string{faucetv1alpha1.ConditionReconciling, faucetv1alpha1.ConditionStalled} {
+		if cond := meta.FindStatusCondition(fs.Status.Conditions, typ); cond != nil {
+			t.Errorf("a stopped FaucetServer has %+v", cond)
+		}
+	}
+	if fs.Status.Replicas != 0 || fs.Status.Selector == "" {
+		t.Errorf("status.replicas %d, status.selector %q; want 0 and the pods' selector", fs.Status.Replicas, fs.Status.Selector)
+	}
+	var d appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKey{Namespace: backupNS, Name: backupFS}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 || d.Status.Replicas != 0 {
+		t.Errorf("Deployment replicas %v, %d in its status; want 0", d.Spec.Replicas, d.Status.Replicas)
+	}
+	// A pod counts while it runs or is being deleted (the operator's rule);
+	// an evicted one, terminated and not deleted, would not.
+	list, err := pods(ctx, c, backupNS, fs.Status.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list {
+		if p.DeletionTimestamp != nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+			t.Errorf("a stopped FaucetServer's pod %s is left: phase %s, deleted at %v", p.Name, p.Status.Phase, p.DeletionTimestamp)
+		}
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := c.Get(ctx, client.ObjectKey{Namespace: backupNS, Name: backupClaim}, &pvc); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(&pvc, &fs) {
+		t.Errorf("claim %s is not controlled by the FaucetServer: %+v", backupClaim, pvc.OwnerReferences)
+	}
 }
 
 // checkRestoredFaucet checks what the restored faucet at newURL answers:
@@ -407,10 +490,12 @@ func backupDrip(ctx context.Context, faucetURL string, to stacks.Address) backup
 type backupDocSteps struct {
 	backup     string // "Back up": kubectl exec … --out - > faucet-backup.db
 	restorePod string // "Restore on Kubernetes": IMAGE=…, restore-pod.json
-	stalled    string // "Into a new FaucetServer" 1: kubectl wait … Stalled
-	claim      string // 2: the claim owned by the FaucetServer
-	claimGone  string // 2: wait until the old claim is gone
-	restore    string // 3: kubectl run faucet-restore -i --rm …
+	claimGone  string // "Into a new FaucetServer" 1: wait until the old claim is gone
+	stopped    string // 1: kubectl wait … until Ready's reason is Stopped
+	restore    string // 2: kubectl run faucet-restore -i --rm …
+	start      string // 3: kubectl scale … --replicas=1, wait Ready
+	stop       string // "Into the existing FaucetServer" 1: scale to 0, wait Stopped
+	startAgain string // 3: kubectl scale … --replicas=1
 }
 
 // backupDocCommands finds the commands in the page's sh blocks.
@@ -428,8 +513,11 @@ func backupDocCommands(t *testing.T, md []byte) backupDocSteps {
 	}
 	s.backup = find("### Back up", "### Restore", "kubectl", "exec deploy/faucet", "--out -")
 	s.restorePod = find("### Restore on Kubernetes", "#### Into a new FaucetServer", "IMAGE=", "restore-pod.json")
-	s.stalled = find("#### Into a new FaucetServer", "#### Into the existing FaucetServer", "kubectl", "--for=condition=Stalled")
-	s.claim = find("#### Into a new FaucetServer", "#### Into the existing FaucetServer", "kind: PersistentVolumeClaim", "ownerReferences")
+	const intoNew, intoExisting, postgres = "#### Into a new FaucetServer", "#### Into the existing FaucetServer", "## Postgres"
+	s.stopped = find(intoNew, intoExisting, "kubectl", "wait fsrv/faucet", `=="Ready"`, "=Stopped")
+	s.start = find(intoNew, intoExisting, "kubectl", "scale fsrv/faucet --replicas=1", "--for=condition=Ready")
+	s.stop = find(intoExisting, postgres, "kubectl", "scale fsrv/faucet --replicas=0", "wait fsrv/faucet", "=Stopped")
+	s.startAgain = find(intoExisting, postgres, "kubectl", "scale fsrv/faucet --replicas=1")
 	_, section, found := bytes.Cut(md, []byte("#### Into a new FaucetServer"))
 	if !found {
 		t.Fatalf("%s has no \"Into a new FaucetServer\"", backupDoc)
@@ -439,7 +527,7 @@ func backupDocCommands(t *testing.T, md []byte) backupDocSteps {
 	} else {
 		t.Fatalf("%s: \"Into a new FaucetServer\" says no kubectl wait pvc/faucet-data --for=delete", backupDoc)
 	}
-	s.restore = find("#### Into a new FaucetServer", "#### Into the existing FaucetServer", "kubectl", "run faucet-restore", "--overrides")
+	s.restore = find(intoNew, intoExisting, "kubectl", "run faucet-restore", "--overrides")
 	return s
 }
 
