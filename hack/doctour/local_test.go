@@ -14,9 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // TestReadmeLocalTour runs README.md's set-up command `make run` and then
@@ -53,20 +50,12 @@ func TestReadmeLocalTour(t *testing.T) {
 	}
 	startDevnet(t, ctx, repo, *run)
 
-	sk, err := stacks.GeneratePrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	values, err := FreshValues()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Runner{
-		Dir: repo, Env: os.Environ(), Logf: t.Logf,
-		Values: map[string]string{
-			"ST…":     sk.Address(stacks.AddressVersionTestnetSingleSig).String(),
-			"bcrt1q…": bk.Address().String(),
-		},
+		Dir: repo, Env: os.Environ(), Logf: t.Logf, Values: values,
 	}
 	defer func() {
 		if err := r.Stop(); err != nil {

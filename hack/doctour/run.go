@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // Runner runs a tour's steps as a reader would, each command in its own
@@ -23,6 +26,24 @@ type Runner struct {
 	Values map[string]string // placeholder → value (ST…, bcrt1q…)
 	Logf   func(format string, args ...any)
 	bg     []*exec.Cmd
+}
+
+// FreshValues is what a reader puts for a tour's placeholders: a new
+// testnet address for ST… and a new regtest address for bcrt1q…. (0x… is
+// filled from the answers as the tour goes.)
+func FreshValues() (map[string]string, error) {
+	sk, err := stacks.GeneratePrivateKey()
+	if err != nil {
+		return nil, fmt.Errorf("a Stacks key: %w", err)
+	}
+	bk, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	if err != nil {
+		return nil, fmt.Errorf("a Bitcoin key: %w", err)
+	}
+	return map[string]string{
+		"ST…":     sk.Address(stacks.AddressVersionTestnetSingleSig).String(),
+		"bcrt1q…": bk.Address().String(),
+	}, nil
 }
 
 // backgroundWait is how long a background command (a port-forward) may

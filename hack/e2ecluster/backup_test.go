@@ -59,17 +59,7 @@ const (
 
 // backupKeys are the step's faucet keys, generated once per test binary so
 // that the user's path funds them in its devnode's genesis.
-var backupKeys = sync.OnceValue(func() []*stacks.PrivateKey {
-	keys := make([]*stacks.PrivateKey, 2)
-	for i := range keys {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			panic(fmt.Sprintf("generate a faucet key: %v", err))
-		}
-		keys[i] = k
-	}
-	return keys
-})
+var backupKeys = keysOnce(2)
 
 // backupShot is one drip of the step.
 type backupShot struct {
@@ -690,14 +680,8 @@ func TestBackupOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	c := newClient(t, e.kubeconfig)
-	e.run(t, ctx, e.helm, "install", release, filepath.Join(e.repo, "charts", "faucet-operator"),
-		"--namespace", operatorNS, "--create-namespace", "--wait", "--timeout", "3m")
-	defer func() {
-		e.run(t, ctx, e.kubectl, "delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout", "2m")
-		e.run(t, ctx, e.helm, "uninstall", release, "--namespace", operatorNS, "--wait", "--timeout", "2m")
-		e.run(t, ctx, e.kubectl, "delete", "crd", "faucetservers.faucet.stxfaucet.dev", "--wait", "--timeout", "1m")
-		e.run(t, ctx, e.kubectl, "delete", "namespace", operatorNS, "--wait", "--timeout", "2m")
-	}()
+	installOperatorAlone(t, ctx, e)
+	defer e.run(t, ctx, e.kubectl, "delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout", "2m")
 	e.apply(t, ctx, devnodeManifest(e.image, addressesOf(backupKeys())...))
 	waitAvailable(t, ctx, c, ns, "devnode", 2*time.Minute)
 	nodeURL := "http://" + serviceAddr(t, ctx, c, ns, "devnode")

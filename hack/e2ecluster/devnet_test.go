@@ -168,14 +168,25 @@ func TestDevnetSampleOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClient(t, e.kubeconfig)
+	installOperatorAlone(t, ctx, e)
+	t.Run("the devnet sample", func(t *testing.T) { devnetSampleStep(t, e, ctx, c) })
+}
+
+// installOperatorAlone helm-installs the operator for a step run on its
+// own (TestDevnetSampleOnly, TestBackupOnly), and removes it, its CRD and
+// its namespace when the test ends.
+func installOperatorAlone(t *testing.T, ctx context.Context, e env) {
+	t.Helper()
 	e.run(t, ctx, e.helm, "install", release, filepath.Join(e.repo, "charts", "faucet-operator"),
 		"--namespace", operatorNS, "--create-namespace", "--wait", "--timeout", "3m")
-	defer func() {
+	t.Cleanup(func() {
+		// The test's own context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		e.run(t, ctx, e.helm, "uninstall", release, "--namespace", operatorNS, "--wait", "--timeout", "2m")
 		e.run(t, ctx, e.kubectl, "delete", "crd", "faucetservers.faucet.stxfaucet.dev", "--wait", "--timeout", "1m")
 		e.run(t, ctx, e.kubectl, "delete", "namespace", operatorNS, "--wait", "--timeout", "2m")
-	}()
-	t.Run("the devnet sample", func(t *testing.T) { devnetSampleStep(t, e, ctx, c) })
+	})
 }
 
 // waitFaucetServerReady waits for namespace/name's Ready condition, true

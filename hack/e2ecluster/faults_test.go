@@ -85,17 +85,23 @@ const (
 // faultKeys are the suite's faucet keys, generated once per test binary so
 // that the user's path can fund them in its devnode's genesis and this
 // suite reuse that devnode.
-var faultKeys = sync.OnceValue(func() []*stacks.PrivateKey {
-	keys := make([]*stacks.PrivateKey, 4)
-	for i := range keys {
-		k, err := stacks.GeneratePrivateKey()
-		if err != nil {
-			panic(fmt.Sprintf("generate a faucet key: %v", err))
+var faultKeys = keysOnce(4)
+
+// keysOnce is n faucet keys, generated at the first call and the same at
+// every later one.
+func keysOnce(n int) func() []*stacks.PrivateKey {
+	return sync.OnceValue(func() []*stacks.PrivateKey {
+		keys := make([]*stacks.PrivateKey, n)
+		for i := range keys {
+			k, err := stacks.GeneratePrivateKey()
+			if err != nil {
+				panic(fmt.Sprintf("generate a faucet key: %v", err))
+			}
+			keys[i] = k
 		}
-		keys[i] = k
-	}
-	return keys
-})
+		return keys
+	})
+}
 
 // faultRig is the suite's running setup.
 type faultRig struct {

@@ -17,8 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stxfaucet/faucet-operator/hack/doctour"
-	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
-	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
 // TestReadmeKubernetesTour runs README.md's Kubernetes tour as written, on
@@ -39,11 +37,7 @@ func TestReadmeKubernetesTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, err := stacks.GeneratePrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk, err := bitcoin.GeneratePrivateKey(bitcoin.Regtest)
+	values, err := doctour.FreshValues()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +48,8 @@ func TestReadmeKubernetesTour(t *testing.T) {
 			// The cluster's containerd, which `make load-image` loads into
 			// (hack/cluster/cluster.sh runs it on a socket of its own).
 			"CONTAINERD_ADDRESS=/run/faucet-e2e/containerd.sock"),
-		Logf: t.Logf,
-		Values: map[string]string{
-			"ST…":     sk.Address(stacks.AddressVersionTestnetSingleSig).String(),
-			"bcrt1q…": bk.Address().String(),
-		},
+		Logf:   t.Logf,
+		Values: values,
 	}
 	defer func() {
 		if err := r.Stop(); err != nil {
