@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/stxfaucet/faucet-operator/cmd/faucet/mdanchor"
 )
 
 // flagDoc is a command's flag reference in Markdown: docs/serve-flags.md
@@ -81,7 +83,7 @@ func writeFlagReference(w io.Writer, d flagDoc, fs *flag.FlagSet, groups []flagG
 		if i > 0 {
 			b.WriteString(" · ")
 		}
-		fmt.Fprintf(&b, "[%s](#%s)", sectionTitle(s.title), headingAnchor(sectionTitle(s.title)))
+		fmt.Fprintf(&b, "[%s](#%s)", sectionTitle(s.title), mdanchor.Heading(sectionTitle(s.title)))
 	}
 	b.WriteString("\n")
 	for _, s := range sections {
@@ -123,21 +125,6 @@ func sectionTitle(t string) string {
 		return t
 	}
 	return string(unicode.ToUpper(first)) + t[n:]
-}
-
-// headingAnchor is the fragment GitHub gives a heading: lower case,
-// punctuation but hyphens and underscores dropped, spaces as hyphens.
-func headingAnchor(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case unicode.IsLetter(r), unicode.IsDigit(r), r == '-', r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteByte('-')
-		}
-	}
-	return b.String()
 }
 
 // flagDefault is a flag's default as the table shows it: "—" when the

@@ -146,12 +146,6 @@ func TestFlagDocCells(t *testing.T) {
 			t.Errorf("sectionTitle(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := headingAnchor("Limits and abuse"); got != "limits-and-abuse" {
-		t.Errorf("anchor %q", got)
-	}
-	if got := headingAnchor("HTTP server and page"); got != "http-server-and-page" {
-		t.Errorf("anchor %q", got)
-	}
 	if got := mdCell("NAME TOKEN|sha256:HEX  QUOTA\n<x>"); got != `NAME TOKEN\|sha256:HEX QUOTA &lt;x>` {
 		t.Errorf("cell %q", got)
 	}

@@ -197,6 +197,26 @@ export async function makeContractCallVector(spec) {
   return record;
 }
 
+/**
+ * decodeChecked checks what a contract-call and a SIP-010 record's signed
+ * transaction share (plain hex, the txid's form, the testnet version byte
+ * and the chain id up front, a lossless decode, the decoded chain id, nonce
+ * and fee) and returns the decoded transaction. Throws on mismatch.
+ */
+function decodeChecked(r) {
+  assert(/^[0-9a-f]+$/.test(r.txRaw) && r.txRaw.length % 2 === 0, 'txRaw not plain hex');
+  assert(/^0x[0-9a-f]{64}$/.test(r.txId), `bad txId ${r.txId}`);
+  assert(r.txRaw.slice(0, 2) === '80', 'tx version byte is not 0x80');
+  assert(r.txRaw.slice(2, 10) === r.chainId.toString(16).padStart(8, '0'), 'chain id not at bytes 1..4');
+
+  const tx = deserializeTransaction(r.txRaw);
+  assert(tx.serialize() === r.txRaw, 'deserialize/serialize round-trip differs');
+  assert(tx.chainId === r.chainId, 'decoded chainId differs');
+  const sc = tx.auth.spendingCondition;
+  assert(sc.nonce === BigInt(r.nonce) && sc.fee === BigInt(r.fee), 'decoded nonce/fee differ');
+  return tx;
+}
+
 /** Structural checks plus a decode round-trip of a contract-call record. Throws on mismatch. */
 export function checkContractCallVector(r) {
   assert(r.kind === 'contract-call', 'kind');
@@ -215,16 +235,8 @@ export function checkContractCallVector(r) {
     total += BigInt(x.ustx);
   }
   assert(total === BigInt(r.pcAmount), 'pcAmount is not the total');
-  assert(/^[0-9a-f]+$/.test(r.txRaw) && r.txRaw.length % 2 === 0, 'txRaw not plain hex');
-  assert(/^0x[0-9a-f]{64}$/.test(r.txId), `bad txId ${r.txId}`);
-  assert(r.txRaw.slice(0, 2) === '80', 'tx version byte is not 0x80');
-  assert(r.txRaw.slice(2, 10) === r.chainId.toString(16).padStart(8, '0'), 'chain id not at bytes 1..4');
 
-  const tx = deserializeTransaction(r.txRaw);
-  assert(tx.serialize() === r.txRaw, 'deserialize/serialize round-trip differs');
-  assert(tx.chainId === r.chainId, 'decoded chainId differs');
-  const sc = tx.auth.spendingCondition;
-  assert(sc.nonce === BigInt(r.nonce) && sc.fee === BigInt(r.fee), 'decoded nonce/fee differ');
+  const tx = decodeChecked(r);
   assert(tx.postConditionMode === 2, 'post-condition mode is not Deny');
   assert(tx.postConditions.values.length === 1, 'want one post-condition');
   const pc = tx.postConditions.values[0];
@@ -332,17 +344,9 @@ export function checkSIP010Vector(r) {
     assert(isU64(pc.amount), `bad pc amount ${pc.amount}`);
     if (pc.asset !== null) checkAssetID(pc.asset, 'pc asset');
   }
-  assert(/^[0-9a-f]+$/.test(r.txRaw) && r.txRaw.length % 2 === 0, 'txRaw not plain hex');
-  assert(/^0x[0-9a-f]{64}$/.test(r.txId), `bad txId ${r.txId}`);
-  assert(r.txRaw.slice(0, 2) === '80', 'tx version byte is not 0x80');
-  assert(r.txRaw.slice(2, 10) === r.chainId.toString(16).padStart(8, '0'), 'chain id not at bytes 1..4');
 
-  const tx = deserializeTransaction(r.txRaw);
-  assert(tx.serialize() === r.txRaw, 'deserialize/serialize round-trip differs');
-  assert(tx.chainId === r.chainId, 'decoded chainId differs');
-  const sc = tx.auth.spendingCondition;
-  assert(sc.nonce === BigInt(r.nonce) && sc.fee === BigInt(r.fee), 'decoded nonce/fee differ');
-  assert(sc.keyEncoding === (r.senderKey.length === 66 ? 0 : 1), 'unexpected key encoding');
+  const tx = decodeChecked(r);
+  assert(tx.auth.spendingCondition.keyEncoding === (r.senderKey.length === 66 ? 0 : 1), 'unexpected key encoding');
   assert(tx.postConditionMode === 2, 'post-condition mode is not Deny');
   assert(tx.postConditions.values.length === r.postConditions.length, 'post-condition count');
   tx.postConditions.values.forEach((got, i) => {

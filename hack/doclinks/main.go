@@ -15,7 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/stxfaucet/faucet-operator/cmd/faucet/mdanchor"
 )
 
 func main() {
@@ -49,8 +50,6 @@ var (
 	// htmlAnchor is an explicit anchor: <a id="x"> or <a name="x">.
 	htmlAnchor = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
 	scheme     = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
-	// linkInHeading is a link in a heading, whose text the anchor keeps.
-	linkInHeading = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 )
 
 // check returns file's broken links as "file:line: message".
@@ -211,7 +210,7 @@ func headingAnchors(file string) (map[string]bool, error) {
 		if !ok {
 			continue
 		}
-		slug := slugify(text)
+		slug := mdanchor.Heading(text)
 		if n := seen[slug]; n > 0 {
 			anchors[slug+"-"+strconv.Itoa(n)] = true
 		} else {
@@ -234,21 +233,4 @@ func headingText(line string) (string, bool) {
 	text := strings.TrimSpace(line[n:])
 	text = strings.TrimSpace(strings.TrimRight(text, "#"))
 	return text, true
-}
-
-// slugify is GitHub's heading anchor: lower case, letters, digits, '-'
-// and '_' kept, spaces as '-', everything else dropped. Markdown links in
-// a heading count by their text.
-func slugify(h string) string {
-	h = linkInHeading.ReplaceAllString(h, "$1")
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case unicode.IsLetter(r), unicode.IsDigit(r), r == '-', r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteByte('-')
-		}
-	}
-	return b.String()
 }

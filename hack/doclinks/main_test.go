@@ -22,20 +22,6 @@ func TestDropCodeSpans(t *testing.T) {
 	}
 }
 
-func TestSlugify(t *testing.T) {
-	for in, want := range map[string]string{
-		"How the faucet stays correct under load":      "how-the-faucet-stays-correct-under-load",
-		"`GET /extended/v1/status` (also `/extended`)": "get-extendedv1status-also-extended",
-		"Past 25 drips per block: send-many batching":  "past-25-drips-per-block-send-many-batching",
-		"sBTC":                      "sbtc",
-		"See [the API](api.md) now": "see-the-api-now",
-	} {
-		if got := slugify(in); got != want {
-			t.Errorf("slugify(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) {

@@ -44,30 +44,36 @@ func main() {
 	b := burster{url: *url, floor: *floor, c: *c, clock: clock.RealClock{},
 		// A new connection per request: no keep-alive.
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	if _, _, _, err := b.run(*warmup); err != nil {
-		fmt.Fprintln(os.Stderr, "dripcpu: warm-up:", err)
-		os.Exit(1)
-	}
-	before, err := cpuTime(*pid)
-	if err != nil {
+	if err := measure(b, *pid, *warmup, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "dripcpu:", err)
 		os.Exit(1)
 	}
-	ok, failed, elapsed, err := b.run(*n)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dripcpu:", err)
-		os.Exit(1)
+}
+
+// measure sends warmup requests, then n more, and prints what the n cost
+// process pid in CPU time.
+func measure(b burster, pid, warmup, n int) error {
+	if _, _, _, err := b.run(warmup); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
-	after, err := cpuTime(*pid)
+	before, err := cpuTime(pid)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dripcpu:", err)
-		os.Exit(1)
+		return err
+	}
+	ok, failed, elapsed, err := b.run(n)
+	if err != nil {
+		return err
+	}
+	after, err := cpuTime(pid)
+	if err != nil {
+		return err
 	}
 	cpu := after - before
 	fmt.Printf("drips: %d ok, %d failed in %v (%.0f/s)\n", ok, failed, elapsed.Round(time.Millisecond), float64(ok)/elapsed.Seconds())
 	if ok > 0 {
 		fmt.Printf("faucet CPU: %v, %v per drip\n", cpu, (cpu / time.Duration(ok)).Round(time.Microsecond))
 	}
+	return nil
 }
 
 // burster sends bursts of requests, c at a time.

@@ -415,14 +415,12 @@ func checkStores(ctx context.Context, k kubectl) error {
 	if err != nil {
 		return err
 	}
-	for _, obj := range []string{"deployment/" + pgName, "fsrv/" + pgName, "replicasets", "events.events.k8s.io"} {
-		out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "json")
-		if err != nil {
-			return err
-		}
-		if strings.Contains(out, uri) || strings.Contains(out, "change-me") {
-			return fmt.Errorf("the Postgres URI or its password appears in %s", obj)
-		}
+	obj, err := exposedIn(ctx, k, pgName, uri, "change-me")
+	if err != nil {
+		return err
+	}
+	if obj != "" {
+		return fmt.Errorf("the Postgres URI or its password appears in %s", obj)
 	}
 	fmt.Println("the Postgres URI appears in no Deployment, status or event")
 	return nil
@@ -467,14 +465,12 @@ func checkSignIn(ctx context.Context, k kubectl) error {
 		if err != nil {
 			return err
 		}
-		for _, obj := range []string{"deployment/" + sampleName, "fsrv/" + sampleName, "replicasets", "events.events.k8s.io"} {
-			out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "json")
-			if err != nil {
-				return err
-			}
-			if strings.Contains(out, value) {
-				return fmt.Errorf("the %s of faucet-oidc appears in %s", dataKey, obj)
-			}
+		obj, err := exposedIn(ctx, k, sampleName, value)
+		if err != nil {
+			return err
+		}
+		if obj != "" {
+			return fmt.Errorf("the %s of faucet-oidc appears in %s", dataKey, obj)
 		}
 	}
 	fmt.Println("the sample's budgets and sign-in reach the faucet's flags; its client secret and session key are files only")
@@ -511,6 +507,24 @@ func checkAddresses(ctx context.Context, k kubectl, statusJSON string) error {
 	}
 	fmt.Printf("faucetAddresses match the %d sample keys: %s\n", len(want), strings.Join(want, ", "))
 	return nil
+}
+
+// exposedIn is the first of the FaucetServer name's Deployment and status
+// and the sample namespace's ReplicaSets and events whose JSON holds one of
+// secrets, or "" when none does.
+func exposedIn(ctx context.Context, k kubectl, name string, secrets ...string) (string, error) {
+	for _, obj := range []string{"deployment/" + name, "fsrv/" + name, "replicasets", "events.events.k8s.io"} {
+		out, err := k.runQuiet(ctx, "get", "-n", sampleNS, obj, "-o", "json")
+		if err != nil {
+			return "", err
+		}
+		for _, secret := range secrets {
+			if strings.Contains(out, secret) {
+				return obj, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 type kubectl struct{ bin, kubeconfig string }

@@ -4,14 +4,16 @@
 // eligibility that agrees with the next request, and /mcp off.
 
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { c32address } from 'c32check';
 
-import { Faucet, freePort, mainnetAddress, testnetAddress } from './faucet.mjs';
+import { ServerProcess, freePort, killOnExit } from '../jsharness/harness.mjs';
 
 const SERVER_NAME = 'stacks-testnet-faucet';
 const TXID = /^0x[0-9a-f]{64}$/;
@@ -30,6 +32,16 @@ const SIZES = ['default', 'large', 'xlarge'];
 
 /** faucetArgs are the main faucet's flags (btcd off: no BTC is dripped here). */
 const faucetArgs = ['--block-time', '2s', '--devnet-btc=false', '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h'];
+
+/** testnetAddress is a fresh random standard testnet address (ST…, version 26). */
+function testnetAddress() {
+  return c32address(26, randomBytes(20).toString('hex'));
+}
+
+/** mainnetAddress is a random standard mainnet address (SP…, version 22). */
+function mainnetAddress() {
+  return c32address(22, randomBytes(20).toString('hex'));
+}
 
 /** isFalseSchema: additionalProperties false, as JSON Schema writes it (false or {"not": {}}). */
 function isFalseSchema(s) {
@@ -103,18 +115,13 @@ export function registerTests(opts) {
     let anyFailed = false;
     const drips = {}; // asset → {address, txid} of the first MCP drips
 
-    process.on('exit', () => {
-      for (const f of faucets) f.killNow();
-    });
-    for (const sig of ['SIGINT', 'SIGTERM']) {
-      process.once(sig, () => {
-        for (const f of faucets) f.killNow();
-        process.exit(130);
-      });
-    }
+    killOnExit(faucets);
 
-    const launch = async (args) => {
-      const f = new Faucet(opts.faucet, await freePort(), args);
+    /** launch starts `faucet serve --devnet` with extra flags on a free port and waits for it. */
+    const launch = async (extra) => {
+      const port = await freePort();
+      const f = new ServerProcess(opts.faucet, port,
+        ['serve', '--devnet', '--listen', `127.0.0.1:${port}`, '--log-format', 'text', ...extra]);
       faucets.add(f);
       f.start();
       await f.waitReady();

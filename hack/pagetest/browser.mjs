@@ -9,10 +9,9 @@
 // (bin/oidc-provider, a real zitadel/oidc OP).
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { access, constants, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +21,7 @@ import { promisify } from 'node:util';
 import { c32addressDecode } from 'c32check';
 import { chromium } from 'playwright-core';
 
+import { ServerProcess, freePort, killOnExit, mustExecute, serveHelp } from '../jsharness/harness.mjs';
 import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
 import { MAINNET_MESSAGE } from '../../server/web/assets/c32.js';
 import { formatAbout, formatAmount, formatLeft } from '../../server/web/assets/format.js';
@@ -47,103 +47,14 @@ const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const LAUNCH_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'];
 
-/** freePort asks the kernel for a free TCP port on 127.0.0.1. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 /**
- * FaucetProcess runs one bin/faucet (or bin/oidc-provider) command
- * listening on port and keeps its last log lines; readyPath answers 200
- * once it is up.
+ * FaucetProcess is a ServerProcess for bin/faucet (or bin/oidc-provider);
+ * nodeURL is a devnet's Stacks node, from its start-up line (node=http://…).
  */
-class FaucetProcess {
-  constructor(bin, port, args, readyPath = '/readyz', env = process.env) {
-    this.bin = bin;
-    this.env = env;
-    this.port = port;
-    this.base = `http://127.0.0.1:${port}`;
-    this.args = args;
-    this.readyPath = readyPath;
-    this.lines = [];
-    this.proc = null;
-    this.exit = null;
-  }
-
-  start() {
-    const args = this.args;
-    this.command = `${this.bin} ${args.join(' ')}`;
-    this.proc = spawn(this.bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: this.env });
-    const keep = (chunk) => {
-      for (const line of chunk.toString().split('\n')) {
-        if (line.trim()) this.lines.push(line);
-        // A devnet's Stacks node, from the start-up line (node=http://…).
-        this.nodeURL ??= /\bnode=(http:\/\/127\.0\.0\.1:\d+)/.exec(line)?.[1];
-      }
-      if (this.lines.length > 400) this.lines.splice(0, this.lines.length - 400);
-    };
-    this.proc.stdout.on('data', keep);
-    this.proc.stderr.on('data', keep);
-    this.exited = new Promise((resolve) => {
-      this.proc.on('exit', (code, signal) => {
-        this.exit = { code, signal };
-        resolve();
-      });
-    });
-    this.proc.on('error', (err) => {
-      this.exit = { code: null, signal: null, err };
-    });
-  }
-
-  running() {
-    return this.proc !== null && this.exit === null;
-  }
-
-  log(n = 60) {
-    return this.lines.slice(-n).map((l) => `    | ${l}`).join('\n');
-  }
-
-  async waitReady(timeoutMs) {
-    const deadline = Date.now() + timeoutMs;
-    let last = 'no answer';
-    while (Date.now() < deadline) {
-      if (!this.running()) {
-        throw new Error(`${path.basename(this.bin)} exited early (${JSON.stringify(this.exit)}): ${this.command}\n${this.log()}`);
-      }
-      try {
-        const r = await fetch(`${this.base}${this.readyPath}`, { signal: AbortSignal.timeout(2000) });
-        last = `HTTP ${r.status}`;
-        await r.arrayBuffer();
-        if (r.status === 200) return;
-      } catch (err) {
-        last = err.message;
-      }
-      await sleep(200);
-    }
-    throw new Error(`${this.command} was not ready within ${timeoutMs / 1000} s (${this.readyPath}: ${last})\n${this.log()}`);
-  }
-
-  async stop() {
-    this.stopping = true;
-    if (!this.running()) return;
-    this.proc.kill('SIGTERM');
-    const timedOut = await Promise.race([this.exited.then(() => false), sleep(8000).then(() => true)]);
-    if (timedOut && this.running()) {
-      this.proc.kill('SIGKILL');
-      await this.exited;
-    }
-  }
-
-  killNow() {
-    if (this.running()) this.proc.kill('SIGKILL');
+class FaucetProcess extends ServerProcess {
+  keep(line) {
+    super.keep(line);
+    this.nodeURL ??= /\bnode=(http:\/\/127\.0\.0\.1:\d+)/.exec(line)?.[1];
   }
 }
 
@@ -181,23 +92,8 @@ function devnetArgs(port, extra = []) {
 
 /** preflight fails with a clear message when the tools are missing. */
 export async function preflight(opts) {
-  try {
-    await access(opts.faucet, constants.X_OK);
-  } catch {
-    throw new Error(`no faucet binary at ${opts.faucet}: run make build (or pass --faucet)`);
-  }
-  try {
-    await access(opts.chromium, constants.X_OK);
-  } catch {
-    throw new Error(`no chromium at ${opts.chromium}: run make chromium (hack/install-chromium.sh) or set CHROMIUM`);
-  }
-  let help = '';
-  try {
-    const r = await promisify(execFile)(opts.faucet, ['serve', '--help']);
-    help = r.stdout + r.stderr;
-  } catch (err) {
-    help = `${err.stdout ?? ''}${err.stderr ?? ''}`;
-  }
+  const help = await serveHelp(opts.faucet);
+  await mustExecute(opts.chromium, `no chromium at ${opts.chromium}: run make chromium (hack/install-chromium.sh) or set CHROMIUM`);
   if (!help.includes('-pow-difficulty')) {
     throw new Error(`${opts.faucet} has no --pow-difficulty flag: it predates the proof of work; rebuild it (make build)`);
   }
@@ -210,16 +106,8 @@ export async function preflight(opts) {
   if (!help.includes('-budget') || !help.includes('-oidc-issuer')) {
     throw new Error(`${opts.faucet} has no --budget or --oidc-issuer flag: it predates budgets and sign-in; rebuild it (make build)`);
   }
-  try {
-    await access(opts.oidcProvider, constants.X_OK);
-  } catch {
-    throw new Error(`no OpenID provider at ${opts.oidcProvider}: the sign-in scenario needs it; run make oidc-provider (or pass --oidc-provider)`);
-  }
-  try {
-    await access(opts.btcd, constants.X_OK);
-  } catch {
-    throw new Error(`no btcd at ${opts.btcd}: the devnet's BTC faucet needs it; run make btcd (or set FAUCET_BTCD)`);
-  }
+  await mustExecute(opts.oidcProvider, `no OpenID provider at ${opts.oidcProvider}: the sign-in scenario needs it; run make oidc-provider (or pass --oidc-provider)`);
+  await mustExecute(opts.btcd, `no btcd at ${opts.btcd}: the devnet's BTC faucet needs it; run make btcd (or set FAUCET_BTCD)`);
 }
 
 // -------------------------------------------------------------- in the page
@@ -375,15 +263,7 @@ export function registerBrowserTests(opts) {
     let stxOnly = null; // {node, faucet} with sBTC off, started by its step
     const procs = new Set(); // every process started, killed on exit
 
-    process.on('exit', () => {
-      for (const p of procs) p.killNow();
-    });
-    for (const sig of ['SIGINT', 'SIGTERM']) {
-      process.once(sig, () => {
-        for (const p of procs) p.killNow();
-        process.exit(130);
-      });
-    }
+    killOnExit(procs);
 
     /**
      * launch starts a bin/faucet command (or bin's) on port, by default a
@@ -392,7 +272,7 @@ export function registerBrowserTests(opts) {
     const launch = async (argsFor, readyPath, { bin = opts.faucet, port = null } = {}) => {
       port ??= await freePort();
       // Every devnet finds the same btcd (--devnet-btc=false turns it off).
-      const p = new FaucetProcess(bin, port, argsFor(port), readyPath, { ...process.env, FAUCET_BTCD: opts.btcd });
+      const p = new FaucetProcess(bin, port, argsFor(port), { readyPath, env: { ...process.env, FAUCET_BTCD: opts.btcd } });
       procs.add(p);
       p.start();
       await p.waitReady(60_000);
@@ -415,7 +295,7 @@ export function registerBrowserTests(opts) {
         failed ??= name;
         for (const p of procs) {
           if (!p.stopping && !p.running()) {
-            err.message += `\n  ${p.command} exited (${JSON.stringify(p.exit)}):\n${p.log()}`;
+            err.message += `\n  ${p.command} exited (${JSON.stringify(p.exit)}):\n${p.tail()}`;
           }
         }
         throw err;
@@ -549,7 +429,7 @@ export function registerBrowserTests(opts) {
         '--limit-address', '1/1h', '--sbtc-limit-address', '1/1h', '--btc-limit-address', '1/1h', '--btc-block-time', '2s']));
       base = faucet.base;
       node = faucet.nodeURL;
-      assert.match(node ?? '', /^http:/, `no node=… in the faucet's log:\n${faucet.log()}`);
+      assert.match(node ?? '', /^http:/, `no node=… in the faucet's log:\n${faucet.tail()}`);
       browser = await chromium.launch({
         executablePath: opts.chromium,
         headless: !opts.headed,

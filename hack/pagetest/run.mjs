@@ -20,72 +20,38 @@
 // beside --faucet), PAGETEST_SEED (reproduce the random validator vectors),
 // PAGETEST_HEADED=1.
 
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+
+import { parseFlags, registerUnlessMissing, runTests } from '../jsharness/harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
+const USAGE = 'node hack/pagetest/run.mjs [--faucet bin/faucet] [--oidc-provider bin/oidc-provider] [--out bin] [--validator-only]';
 
-// node:test prints TAP when its output is not a terminal (make, CI); the
-// spec reporter reads better in a log, so run once more with it.
-if (!process.execArgv.some((a) => a.startsWith('--test-reporter'))) {
-  const child = spawn(process.execPath, ['--test-reporter=spec', ...process.execArgv, ...process.argv.slice(1)], {
-    stdio: 'inherit',
+await runTests(async () => {
+  const args = parseFlags('pagetest', USAGE, {
+    faucet: { type: 'string', default: path.join(repo, 'bin', 'faucet') },
+    'oidc-provider': { type: 'string', default: path.join(repo, 'bin', 'oidc-provider') },
+    out: { type: 'string', default: path.join(repo, 'bin') },
+    'validator-only': { type: 'boolean', default: false },
   });
-  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
-  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
-} else {
-  await main();
-}
-
-async function main() {
-  let args;
-  try {
-    ({ values: args } = parseArgs({
-      options: {
-        faucet: { type: 'string', default: path.join(repo, 'bin', 'faucet') },
-        'oidc-provider': { type: 'string', default: path.join(repo, 'bin', 'oidc-provider') },
-        out: { type: 'string', default: path.join(repo, 'bin') },
-        'validator-only': { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    }));
-  } catch (err) {
-    console.error(`pagetest: ${err.message}`);
-    process.exit(2);
-  }
-  if (args.help) {
-    console.log('usage: node hack/pagetest/run.mjs [--faucet bin/faucet] [--oidc-provider bin/oidc-provider] [--out bin] [--validator-only]');
-    process.exit(0);
-  }
 
   const { registerValidatorTests } = await import('./validator.mjs');
   registerValidatorTests();
-  if (!args['validator-only']) {
-    const { preflight, registerBrowserTests } = await import('./browser.mjs');
-    const { test } = await import('node:test');
-    const faucet = path.resolve(args.faucet);
-    const opts = {
-      faucet,
-      oidcProvider: path.resolve(args['oidc-provider']),
-      out: path.resolve(args.out),
-      chromium: process.env.CHROMIUM || '/usr/bin/chromium',
-      headed: process.env.PAGETEST_HEADED === '1',
-      btcd: await findBtcd(faucet),
-    };
-    // Missing tools fail once, clearly, instead of failing every scenario.
-    const missing = await preflight(opts).then(() => null, (err) => err);
-    if (missing) {
-      test('browser test prerequisites', () => {
-        throw missing;
-      });
-    } else {
-      registerBrowserTests(opts);
-    }
-  }
-}
+  if (args['validator-only']) return;
+  const { preflight, registerBrowserTests } = await import('./browser.mjs');
+  const faucet = path.resolve(args.faucet);
+  const opts = {
+    faucet,
+    oidcProvider: path.resolve(args['oidc-provider']),
+    out: path.resolve(args.out),
+    chromium: process.env.CHROMIUM || '/usr/bin/chromium',
+    headed: process.env.PAGETEST_HEADED === '1',
+    btcd: await findBtcd(faucet),
+  };
+  await registerUnlessMissing('browser test prerequisites', () => preflight(opts), () => registerBrowserTests(opts));
+});
 
 /**
  * findBtcd is the btcd the devnet faucets run: $FAUCET_BTCD, else the

@@ -18,20 +18,10 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "${script_dir}/../../.." && pwd)
-bin_dir=${repo_root}/bin
+source "${script_dir}/../lib.sh"
 target=${bin_dir}/btcd
 
-log() { echo "build.sh: $*" >&2; }
-
-export GOWORK=off # a standalone module, never part of a workspace
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export CGO_ENABLED=0
-
-# The pin, read from go.mod so there is exactly one place to bump.
-# `go mod edit -json` reads go.mod only: no network, no module loading.
-version=$(cd "${script_dir}" && go mod edit -json |
-	grep -A1 '"Path": "github.com/btcsuite/btcd"' | sed -n 's/.*"Version": "\(.*\)".*/\1/p')
+version=$(pin github.com/btcsuite/btcd)
 [[ -n "${version}" ]] || { log "cannot read the github.com/btcsuite/btcd pin from ${script_dir}/go.mod"; exit 1; }
 
 # The module a binary was built from, read from its build info: btcctl's

@@ -16,21 +16,9 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "${script_dir}/../../.." && pwd)
-target=${repo_root}/bin/helm
+source "${script_dir}/../lib.sh"
+target=${bin_dir}/helm
 
-log() { echo "build.sh: $*" >&2; }
-
-export GOWORK=off # a standalone module, never part of a workspace
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export CGO_ENABLED=0
-
-# The pins, read from go.mod so there is exactly one place to bump.
-# `go mod edit -json` reads go.mod only: no network, no module loading.
-mod_json=$(cd "${script_dir}" && go mod edit -json)
-pin() { # pin MODULE -> its required version
-	grep -A1 "\"Path\": \"$1\"" <<<"${mod_json}" | sed -n 's/.*"Version": "\(.*\)".*/\1/p'
-}
 helm_version=$(pin helm.sh/helm/v3)
 client_go_version=$(pin k8s.io/client-go)
 [[ -n "${helm_version}" && -n "${client_go_version}" ]] ||
@@ -40,19 +28,7 @@ built() {
 	[[ -x "${target}" ]] &&
 		[[ "$("${target}" version --template '{{.Version}}' 2>/dev/null || true)" == "${helm_version}" ]]
 }
-if built; then
-	echo "${target}"
-	exit 0
-fi
-# One build at a time: `make test` starts this one in the background
-# (hack/background.sh); a call meanwhile waits for it, then finds it built.
-mkdir -p "$(dirname "${target}")"
-exec 9>"${target}.lock"
-flock 9
-if built; then
-	echo "${target}"
-	exit 0
-fi
+build_once
 
 # client-go v0.X.Y is Kubernetes 1.X.
 k8s_minor=$(cut -d. -f2 <<<"${client_go_version}")
@@ -63,13 +39,5 @@ for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
 	ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${k8s_minor}"
 done
 
-mkdir -p "$(dirname "${target}")"
-tmp="${target}.tmp.$$"
-trap 'rm -f "${tmp}"' EXIT
 log "helm ${helm_version} (Kubernetes 1.${k8s_minor}): building into ${target} (cold: ~4 min on 2 cores)"
-start=${SECONDS}
-(cd "${script_dir}" && go build -trimpath -ldflags="${ldflags}" -o "${tmp}" helm.sh/helm/v3/cmd/helm) >&2
-mv -f "${tmp}" "${target}" # atomic: never a half-written binary
-trap - EXIT
-log "helm: built in $((SECONDS - start))s"
-echo "${target}"
+go_build helm -ldflags="${ldflags}" helm.sh/helm/v3/cmd/helm

@@ -12,17 +12,10 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "${script_dir}/../../.." && pwd)
-target=${repo_root}/bin/golangci-lint
+source "${script_dir}/../lib.sh"
+target=${bin_dir}/golangci-lint
 
-log() { echo "build.sh: $*" >&2; }
-
-export GOWORK=off
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export CGO_ENABLED=0
-
-version=$(cd "${script_dir}" && go mod edit -json |
-	grep -A1 '"Path": "github.com/golangci/golangci-lint/v2"' | sed -n 's/.*"Version": "\(.*\)".*/\1/p')
+version=$(pin github.com/golangci/golangci-lint/v2)
 [[ -n "${version}" ]] || { log "cannot read the golangci-lint pin from ${script_dir}/go.mod"; exit 1; }
 
 # It must be built by the Go that builds the code it checks: an older one
@@ -34,15 +27,7 @@ if [[ -x "${target}" ]] && "${target}" version --short 2>/dev/null | grep -qx "$
 	exit 0
 fi
 
-mkdir -p "$(dirname "${target}")"
-tmp="${target}.tmp.$$"
-trap 'rm -f "${tmp}"' EXIT
 log "golangci-lint ${version} (${go_version}): building into ${target} (cold: ~3 min on 2 cores)"
-start=${SECONDS}
 # The version is stamped as the project's release builds stamp it, so
 # `golangci-lint version` tells which pin a binary came from.
-(cd "${script_dir}" && go build -trimpath -ldflags "-s -w -X main.version=${version#v}" -o "${tmp}" github.com/golangci/golangci-lint/v2/cmd/golangci-lint) >&2
-mv -f "${tmp}" "${target}"
-trap - EXIT
-log "golangci-lint: built in $((SECONDS - start))s"
-echo "${target}"
+go_build golangci-lint -ldflags "-s -w -X main.version=${version#v}" github.com/golangci/golangci-lint/v2/cmd/golangci-lint

@@ -22,20 +22,10 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo_root=$(cd "${script_dir}/../../.." && pwd)
-target=${repo_root}/bin/promtool
+source "${script_dir}/../lib.sh"
+target=${bin_dir}/promtool
 
-log() { echo "build.sh: $*" >&2; }
-
-export GOWORK=off # a standalone module, never part of a workspace
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export CGO_ENABLED=0
-
-# The pin, read from go.mod so there is exactly one place to bump.
-# `go mod edit -json` reads go.mod only: no network, no module loading.
-mod_json=$(cd "${script_dir}" && go mod edit -json)
-module_version=$(grep -A1 '"Path": "github.com/prometheus/prometheus"' <<<"${mod_json}" |
-	sed -n 's/.*"Version": "\(.*\)".*/\1/p')
+module_version=$(pin github.com/prometheus/prometheus)
 # v0.316.0 -> 3.16.0
 if [[ ! "${module_version}" =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]]; then
 	log "cannot map the github.com/prometheus/prometheus pin '${module_version}' in ${script_dir}/go.mod to a Prometheus v3 release (want v0.3XX.Y)"
@@ -47,31 +37,11 @@ built() {
 	[[ -x "${target}" ]] &&
 		[[ "$("${target}" --version 2>/dev/null | head -n1 || true)" == "promtool, version ${prom_version} "* ]]
 }
-if built; then
-	echo "${target}"
-	exit 0
-fi
-# One build at a time: `make test` starts this one in the background
-# (hack/background.sh); a call meanwhile waits for it, then finds it built.
-mkdir -p "$(dirname "${target}")"
-exec 9>"${target}.lock"
-flock 9
-if built; then
-	echo "${target}"
-	exit 0
-fi
+build_once
 
 ldflags="-s -w"
 ldflags+=" -X github.com/prometheus/common/version.Version=${prom_version}"
 ldflags+=" -X github.com/prometheus/common/version.Branch=module-${module_version}"
 
-mkdir -p "$(dirname "${target}")"
-tmp="${target}.tmp.$$"
-trap 'rm -f "${tmp}"' EXIT
 log "promtool ${prom_version} (github.com/prometheus/prometheus ${module_version}): building into ${target} (cold: ~3 min on 2 cores)"
-start=${SECONDS}
-(cd "${script_dir}" && go build -trimpath -tags remove_all_sd -ldflags="${ldflags}" -o "${tmp}" github.com/prometheus/prometheus/cmd/promtool) >&2
-mv -f "${tmp}" "${target}" # atomic: never a half-written binary
-trap - EXIT
-log "promtool: built in $((SECONDS - start))s"
-echo "${target}"
+go_build promtool -tags remove_all_sd -ldflags="${ldflags}" github.com/prometheus/prometheus/cmd/promtool
