@@ -482,33 +482,35 @@ func supervise(ctx context.Context, logger *slog.Logger, tasks ...task) error {
 	return g.Wait()
 }
 
-// readKeyFile loads keys; errors name the file and the key's position only.
+// readKeyFile loads the keys of --key-file.
 func readKeyFile(path string) ([]*stacks.PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--key-file: %w", err)
-	}
-	keys, err := stacks.ParsePrivateKeys(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("--key-file %s: %w", path, err)
-	}
-	return keys, nil
+	return readKeys("--key-file", path)
 }
 
 // readTreasuryKeyFile loads the treasury key: exactly one.
 func readTreasuryKeyFile(path string) (*stacks.PrivateKey, error) {
-	data, err := os.ReadFile(path)
+	keys, err := readKeys("--treasury-key-file", path)
 	if err != nil {
-		return nil, fmt.Errorf("--treasury-key-file: %w", err)
-	}
-	keys, err := stacks.ParsePrivateKeys(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("--treasury-key-file %s: %w", path, err)
+		return nil, err
 	}
 	if len(keys) != 1 {
 		return nil, fmt.Errorf("--treasury-key-file %s: want exactly one key, found %d", path, len(keys))
 	}
 	return keys[0], nil
+}
+
+// readKeys loads the keys of the file given to flagName; errors name the
+// flag, the file and the key's position only, never key material.
+func readKeys(flagName, path string) ([]*stacks.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flagName, err)
+	}
+	keys, err := stacks.ParsePrivateKeys(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flagName, path, err)
+	}
+	return keys, nil
 }
 
 // satAddMul is a + b×c, saturating at the largest uint64.

@@ -89,16 +89,9 @@ func (t Token) String() string {
 // ParseToken reads one --token value: comma-separated key=value pairs.
 func ParseToken(s string) (Token, error) {
 	t := Token{Limits: guard.DefaultAssetLimits()}
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || seen[k] {
-			return Token{}, fmt.Errorf("%q: want key=value pairs, each key once (name, asset, amount, limit-address, limit-ip, refill-below, refill-amount, low-drips)", kv)
-		}
-		seen[k] = true
-		if err := t.set(k, v); err != nil {
-			return Token{}, fmt.Errorf("%s: %w", k, err)
-		}
+	seen, err := setPairs(s, "name, asset, amount, limit-address, limit-ip, refill-below, refill-amount, low-drips", "", t.set)
+	if err != nil {
+		return Token{}, err
 	}
 	if !seen["name"] || !seen["amount"] {
 		return Token{}, errors.New("name and amount are required, e.g. name=tusd,asset=ADDR.contract::token,amount=1000000")
@@ -143,31 +136,10 @@ type TokenList []Token
 // ArgName is the placeholder -h shows after the flag's name.
 func (*TokenList) ArgName() string { return "name=…,asset=…,amount=…" }
 
-func (l *TokenList) String() string {
-	if l == nil {
-		return ""
-	}
-	s := make([]string, len(*l))
-	for i, t := range *l {
-		s[i] = t.String()
-	}
-	return strings.Join(s, ";")
-}
+func (l *TokenList) String() string { return joinList(l, ";", Token.String) }
 
 // Set adds the tokens of v.
-func (l *TokenList) Set(v string) error {
-	for one := range strings.SplitSeq(v, ";") {
-		if strings.TrimSpace(one) == "" {
-			continue
-		}
-		t, err := ParseToken(one)
-		if err != nil {
-			return err
-		}
-		*l = append(*l, t)
-	}
-	return nil
-}
+func (l *TokenList) Set(v string) error { return addEach(l, v, ";", ParseToken) }
 
 // SBTC is the sBTC shorthand: one token named sbtc.
 type SBTC struct {

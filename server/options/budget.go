@@ -82,16 +82,9 @@ func (b Budget) String() string {
 // ParseBudget reads one --budget value.
 func ParseBudget(s string) (Budget, error) {
 	b := Budget{Budget: guard.Budget{Per: guard.DefaultBudgetPer}}
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || seen[k] {
-			return Budget{}, fmt.Errorf("%q: want key=value pairs, each key once (asset, amount, per, scale-below, floor, reserve, target)", kv)
-		}
-		seen[k] = true
-		if err := b.set(k, v); err != nil {
-			return Budget{}, fmt.Errorf("%s: %w", k, err)
-		}
+	seen, err := setPairs(s, "asset, amount, per, scale-below, floor, reserve, target", "", b.set)
+	if err != nil {
+		return Budget{}, err
 	}
 	if !seen["asset"] || !seen["amount"] {
 		return Budget{}, errors.New("asset and amount are required, e.g. asset=stx,amount=1000000000000,per=24h")
@@ -143,28 +136,7 @@ type BudgetList []Budget
 // ArgName is the placeholder -h shows after the flag's name.
 func (*BudgetList) ArgName() string { return "asset=…,amount=…,per=…" }
 
-func (l *BudgetList) String() string {
-	if l == nil {
-		return ""
-	}
-	s := make([]string, len(*l))
-	for i, b := range *l {
-		s[i] = b.String()
-	}
-	return strings.Join(s, ";")
-}
+func (l *BudgetList) String() string { return joinList(l, ";", Budget.String) }
 
 // Set adds the budgets of v.
-func (l *BudgetList) Set(v string) error {
-	for one := range strings.SplitSeq(v, ";") {
-		if strings.TrimSpace(one) == "" {
-			continue
-		}
-		b, err := ParseBudget(one)
-		if err != nil {
-			return err
-		}
-		*l = append(*l, b)
-	}
-	return nil
-}
+func (l *BudgetList) Set(v string) error { return addEach(l, v, ";", ParseBudget) }

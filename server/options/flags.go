@@ -25,46 +25,34 @@ func (f *Flags) Names() []string { return append([]string(nil), f.names...) }
 
 func (f *Flags) add(name string) { f.names = append(f.names, name) }
 
-// String binds a string flag; its default is *p.
-func (f *Flags) String(p *string, name, usage string) {
-	f.fs.StringVar(p, name, *p, usage)
+// bind binds p with stdVar (one of flag.FlagSet's XxxVar methods), taking
+// *p as the default.
+func bind[T any](f *Flags, stdVar func(p *T, name string, value T, usage string), p *T, name, usage string) {
+	stdVar(p, name, *p, usage)
 	f.add(name)
 }
+
+// String binds a string flag; its default is *p.
+func (f *Flags) String(p *string, name, usage string) { bind(f, f.fs.StringVar, p, name, usage) }
 
 // Bool binds a bool flag; its default is *p.
-func (f *Flags) Bool(p *bool, name, usage string) {
-	f.fs.BoolVar(p, name, *p, usage)
-	f.add(name)
-}
+func (f *Flags) Bool(p *bool, name, usage string) { bind(f, f.fs.BoolVar, p, name, usage) }
 
 // Int binds an int flag; its default is *p.
-func (f *Flags) Int(p *int, name, usage string) {
-	f.fs.IntVar(p, name, *p, usage)
-	f.add(name)
-}
+func (f *Flags) Int(p *int, name, usage string) { bind(f, f.fs.IntVar, p, name, usage) }
 
 // Int64 binds an int64 flag; its default is *p.
-func (f *Flags) Int64(p *int64, name, usage string) {
-	f.fs.Int64Var(p, name, *p, usage)
-	f.add(name)
-}
+func (f *Flags) Int64(p *int64, name, usage string) { bind(f, f.fs.Int64Var, p, name, usage) }
 
 // Uint binds a uint flag; its default is *p.
-func (f *Flags) Uint(p *uint, name, usage string) {
-	f.fs.UintVar(p, name, *p, usage)
-	f.add(name)
-}
+func (f *Flags) Uint(p *uint, name, usage string) { bind(f, f.fs.UintVar, p, name, usage) }
 
 // Uint64 binds a uint64 flag; its default is *p.
-func (f *Flags) Uint64(p *uint64, name, usage string) {
-	f.fs.Uint64Var(p, name, *p, usage)
-	f.add(name)
-}
+func (f *Flags) Uint64(p *uint64, name, usage string) { bind(f, f.fs.Uint64Var, p, name, usage) }
 
 // Duration binds a duration flag; its default is *p.
 func (f *Flags) Duration(p *time.Duration, name, usage string) {
-	f.fs.DurationVar(p, name, *p, usage)
-	f.add(name)
+	bind(f, f.fs.DurationVar, p, name, usage)
 }
 
 // Text binds a flag of a text type; its default is p's value.

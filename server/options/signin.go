@@ -125,31 +125,10 @@ type TierList []identity.Tier
 // ArgName is the placeholder -h shows after the flag's name.
 func (*TierList) ArgName() string { return "name=…,…" }
 
-func (l *TierList) String() string {
-	if l == nil {
-		return ""
-	}
-	s := make([]string, len(*l))
-	for i, t := range *l {
-		s[i] = TierString(t)
-	}
-	return strings.Join(s, ";")
-}
+func (l *TierList) String() string { return joinList(l, ";", TierString) }
 
 // Set adds the tiers of v.
-func (l *TierList) Set(v string) error {
-	for one := range strings.SplitSeq(v, ";") {
-		if strings.TrimSpace(one) == "" {
-			continue
-		}
-		t, err := ParseTier(one)
-		if err != nil {
-			return err
-		}
-		*l = append(*l, t)
-	}
-	return nil
-}
+func (l *TierList) Set(v string) error { return addEach(l, v, ";", ParseTier) }
 
 // TierString is t as --tier takes it.
 func TierString(t identity.Tier) string {
@@ -179,16 +158,9 @@ func NewTier(name string) identity.Tier {
 // ParseTier reads one --tier value.
 func ParseTier(s string) (identity.Tier, error) {
 	t := NewTier("")
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || seen[k] {
-			return identity.Tier{}, fmt.Errorf("%q: want key=value pairs, each key once (name, email-verified, groups, email-domains, amount-percent, limit, skip-pow, budget-share)", kv)
-		}
-		seen[k] = true
-		if err := setTier(&t, k, v); err != nil {
-			return identity.Tier{}, fmt.Errorf("--tier %s: %w", k, err)
-		}
+	set := func(k, v string) error { return setTier(&t, k, v) }
+	if _, err := setPairs(s, "name, email-verified, groups, email-domains, amount-percent, limit, skip-pow, budget-share", "--tier ", set); err != nil {
+		return identity.Tier{}, err
 	}
 	if t.Name == "" {
 		return identity.Tier{}, errors.New("--tier: name is required, e.g. name=verified,email-verified=true,amount-percent=200")

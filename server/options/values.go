@@ -73,38 +73,75 @@ type PrefixList []netip.Prefix
 // ArgName is the placeholder -h shows after the flag's name.
 func (*PrefixList) ArgName() string { return "IPs/CIDRs" }
 
-func (p *PrefixList) String() string {
-	if p == nil {
-		return ""
-	}
-	s := make([]string, len(*p))
-	for i, x := range *p {
-		s[i] = x.String()
-	}
-	return strings.Join(s, ",")
-}
+func (p *PrefixList) String() string { return joinList(p, ",", netip.Prefix.String) }
 
 // Set adds the list's entries.
-func (p *PrefixList) Set(v string) error {
-	for item := range strings.SplitSeq(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		if strings.Contains(item, "/") {
-			pfx, err := netip.ParsePrefix(item)
-			if err != nil {
-				return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or 2001:db8::/32)", item)
-			}
-			*p = append(*p, pfx.Masked())
-			continue
-		}
-		ip, err := netip.ParseAddr(item)
+func (p *PrefixList) Set(v string) error { return addEach(p, v, ",", parsePrefix) }
+
+// parsePrefix reads one PrefixList entry: a CIDR, or an IP as its own
+// /32 or /128.
+func parsePrefix(item string) (netip.Prefix, error) {
+	item = strings.TrimSpace(item)
+	if strings.Contains(item, "/") {
+		pfx, err := netip.ParsePrefix(item)
 		if err != nil {
-			return fmt.Errorf("%q is not an IP address or CIDR", item)
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or 2001:db8::/32)", item)
 		}
-		ip = ip.Unmap()
-		*p = append(*p, netip.PrefixFrom(ip, ip.BitLen()))
+		return pfx.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(item)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", item)
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
+}
+
+// setPairs reads s, comma-separated key=value pairs with each key at most
+// once, and hands each pair to set; keys lists the valid keys for the
+// error, and errPrefix goes before the key in set's errors. It returns the
+// keys seen, for the caller's check of required ones.
+func setPairs(s, keys, errPrefix string, set func(k, v string) error) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || seen[k] {
+			return nil, fmt.Errorf("%q: want key=value pairs, each key once (%s)", kv, keys)
+		}
+		seen[k] = true
+		if err := set(k, v); err != nil {
+			return nil, fmt.Errorf("%s%s: %w", errPrefix, k, err)
+		}
+	}
+	return seen, nil
+}
+
+// joinList is the String of a list flag: its items written by str and
+// joined by sep; a nil list is "".
+func joinList[L ~[]T, T any](l *L, sep string, str func(T) string) string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, x := range *l {
+		s[i] = str(x)
+	}
+	return strings.Join(s, sep)
+}
+
+// addEach is the Set of a list flag: it splits v at sep, skips blank
+// items and appends the rest as parse reads them, stopping at the first
+// error.
+func addEach[L ~[]T, T any](l *L, v, sep string, parse func(string) (T, error)) error {
+	for item := range strings.SplitSeq(v, sep) {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		x, err := parse(item)
+		if err != nil {
+			return err
+		}
+		*l = append(*l, x)
 	}
 	return nil
 }
