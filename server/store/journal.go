@@ -70,11 +70,7 @@ func scanJournal(key string, rows journalRows) ([]journal.Entry, error) {
 
 // Put adds or replaces the entry (Key, TxID).
 func (s *SQLite) Put(ctx context.Context, e journal.Entry) error {
-	args := journalArgs(e)
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Stmt(s.put).Exec(args...)
-		return err
-	}); err != nil {
+	if err := s.exec(ctx, s.put, journalArgs(e)...); err != nil {
 		return sqliteErr(fmt.Sprintf("journal put %s of %s", e.TxID, e.Key), err)
 	}
 	return nil
@@ -82,10 +78,7 @@ func (s *SQLite) Put(ctx context.Context, e journal.Entry) error {
 
 // Delete removes the entry (key, txid) if present.
 func (s *SQLite) Delete(ctx context.Context, key, txid string) error {
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Stmt(s.del).Exec(key, txid)
-		return err
-	}); err != nil {
+	if err := s.exec(ctx, s.del, key, txid); err != nil {
 		return sqliteErr(fmt.Sprintf("journal delete %s of %s", txid, key), err)
 	}
 	return nil

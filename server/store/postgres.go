@@ -411,12 +411,7 @@ func (p *Postgres) Release(ctx context.Context, r guard.Reservation) error {
 // PruneSlots deletes slots whose window ended at or before now.
 // Budget steps that have left their window go with them.
 func (p *Postgres) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
-	n, err := p.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
-	if err != nil {
-		return n, err
-	}
-	m, err := p.pruneLoop(ctx, "prune budget steps", sqlPruneBudget, now.UnixNano())
-	return n + m, err
+	return pruneSlots(ctx, now, p.pruneLoop)
 }
 
 // SpendChallenge marks a proof-of-work challenge id used until expires;
@@ -470,20 +465,7 @@ func (p *Postgres) pruneLoop(ctx context.Context, op, q string, arg int64) (int6
 
 // DripByTxID returns the newest drip with that txid.
 func (p *Postgres) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord, bool, error) {
-	id := normTxID(txid)
-	if id == "" {
-		return faucet.DripRecord{}, false, nil
-	}
-	var r dripRow
-	err := p.pool.QueryRow(ctx, sqlByTxID, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch, &r.d.Asset)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return faucet.DripRecord{}, false, nil
-	}
-	if err != nil {
-		return faucet.DripRecord{}, false, p.err("history by txid", err)
-	}
-	return r.record(), true, nil
+	return dripByTxID(txid, func(id string) rowScanner { return p.pool.QueryRow(ctx, sqlByTxID, id) }, p.err)
 }
 
 // RunPruner deletes old history, expired slots and expired spent

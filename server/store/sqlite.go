@@ -420,12 +420,7 @@ func deleteSlotsSQL(ids []int64) (string, []any) {
 // PruneSlots deletes slots whose window ended at or before now.
 // Budget steps that have left their window go with them.
 func (s *SQLite) PruneSlots(ctx context.Context, now time.Time) (int64, error) {
-	n, err := s.pruneLoop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
-	if err != nil {
-		return n, err
-	}
-	m, err := s.pruneLoop(ctx, "prune budget steps", sqlPruneBudget, now.UnixNano())
-	return n + m, err
+	return pruneSlots(ctx, now, s.pruneLoop)
 }
 
 // ReadPools reads each pool's steps within the window at now, from a
@@ -475,11 +470,7 @@ func (s *SQLite) PruneChallenges(ctx context.Context, now time.Time) (int64, err
 
 // Record appends a drip to the history.
 func (s *SQLite) Record(ctx context.Context, d faucet.DripRecord) error {
-	args := recordArgs(d)
-	if err := s.write(ctx, func(t *sql.Tx) error {
-		_, err := t.Stmt(s.record).Exec(args...)
-		return err
-	}); err != nil {
+	if err := s.exec(ctx, s.record, recordArgs(d)...); err != nil {
 		return sqliteErr("history record", err)
 	}
 	return nil
@@ -529,32 +520,32 @@ func (s *SQLite) pruneLoop(ctx context.Context, op, q string, arg int64) (int64,
 
 // DripByTxID returns the newest drip with that txid.
 func (s *SQLite) DripByTxID(ctx context.Context, txid string) (faucet.DripRecord, bool, error) {
+	return dripByTxID(txid, func(id string) rowScanner { return s.byTxID.QueryRowContext(ctx, id) }, sqliteErr)
+}
+
+// rowScanner is a driver's one-row answer: *sql.Row or pgx.Row.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// dripByTxID is DripByTxID for both drivers: query runs sqlByTxID for the
+// normalised txid and wrap classifies the driver's errors. Both drivers
+// answer no row with sql.ErrNoRows (pgx.ErrNoRows wraps it).
+func dripByTxID(txid string, query func(id string) rowScanner, wrap func(op string, err error) error) (faucet.DripRecord, bool, error) {
 	id := normTxID(txid)
 	if id == "" {
 		return faucet.DripRecord{}, false, nil
 	}
-	var r dripRow
-	err := s.byTxID.QueryRowContext(ctx, id).Scan(&r.at, &r.d.Recipient, &r.d.Stacking, &r.amount, &r.fee,
-		&r.d.TxID, &r.d.Sender, &r.nonce, &r.d.Outcome, &r.d.ClientBucket, &r.d.Batch, &r.d.Asset)
-	if errors.Is(err, sql.ErrNoRows) {
+	var d faucet.DripRecord
+	var at, amount, fee, nonce int64
+	err := query(id).Scan(&at, &d.Recipient, &d.Stacking, &amount, &fee,
+		&d.TxID, &d.Sender, &nonce, &d.Outcome, &d.ClientBucket, &d.Batch, &d.Asset)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return faucet.DripRecord{}, false, nil
+	case err != nil:
+		return faucet.DripRecord{}, false, wrap("history by txid", err)
 	}
-	if err != nil {
-		return faucet.DripRecord{}, false, sqliteErr("history by txid", err)
-	}
-	return r.record(), true, nil
-}
-
-// dripRow is a drips row as both drivers scan it.
-type dripRow struct {
-	d                      faucet.DripRecord
-	at, amount, fee, nonce int64
-}
-
-func (r *dripRow) record() faucet.DripRecord {
-	d := r.d
-	d.At, d.Amount, d.Fee, d.Nonce = fromNanos(r.at), u64(r.amount), u64(r.fee), u64(r.nonce)
-	return d
+	d.At, d.Amount, d.Fee, d.Nonce = fromNanos(at), u64(amount), u64(fee), u64(nonce)
+	return d, true, nil
 }
 
 // RunPruner deletes old history, expired slots and expired spent

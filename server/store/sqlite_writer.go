@@ -68,6 +68,14 @@ func (s *SQLite) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 }
 
+// exec runs st, a statement prepared on the writer, with args as one write.
+func (s *SQLite) exec(ctx context.Context, st *sql.Stmt, args ...any) error {
+	return s.write(ctx, func(t *sql.Tx) error {
+		_, err := t.Stmt(st).Exec(args...)
+		return err
+	})
+}
+
 // writeLoop is the writer goroutine; it ends once closing is closed and
 // the queue is drained.
 func (s *SQLite) writeLoop() {

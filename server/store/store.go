@@ -296,6 +296,17 @@ func spendArgs(id string, expires, now time.Time) ([]any, error) {
 // not hold the write lock (SQLite) or a long transaction (Postgres).
 const pruneBatch = 5000
 
+// pruneSlots is PruneSlots for both drivers, loop being the driver's
+// pruneLoop: the budget steps go with the slots.
+func pruneSlots(ctx context.Context, now time.Time, loop func(ctx context.Context, op, q string, arg int64) (int64, error)) (int64, error) {
+	n, err := loop(ctx, "prune limit slots", sqlPruneSlots, now.UnixNano())
+	if err != nil {
+		return n, err
+	}
+	m, err := loop(ctx, "prune budget steps", sqlPruneBudget, now.UnixNano())
+	return n + m, err
+}
+
 // runPruner is RunPruner for both drivers.
 func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interval time.Duration, clk clock.WithTicker) {
 	if interval <= 0 {
@@ -306,30 +317,18 @@ func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interv
 	for {
 		at := clk.Now()
 		if retention > 0 {
-			if n, err := s.Prune(ctx, at.Add(-retention)); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				log.Warn("pruning drip history failed; will retry", "err", err)
-			} else if n > 0 {
-				log.Info("pruned drip history", "deleted", n, "older_than", retention)
-			}
-		}
-		if n, err := s.PruneSlots(ctx, at); err != nil {
-			if ctx.Err() != nil {
+			n, err := s.Prune(ctx, at.Add(-retention))
+			if !logPrune(ctx, log, "drip history", slog.LevelInfo, n, err, "older_than", retention) {
 				return
 			}
-			log.Warn("pruning expired limit slots failed; will retry", "err", err)
-		} else if n > 0 {
-			log.Debug("pruned expired limit slots", "deleted", n)
 		}
-		if n, err := s.PruneChallenges(ctx, at); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn("pruning expired proof-of-work challenges failed; will retry", "err", err)
-		} else if n > 0 {
-			log.Debug("pruned expired proof-of-work challenges", "deleted", n)
+		n, err := s.PruneSlots(ctx, at)
+		if !logPrune(ctx, log, "expired limit slots", slog.LevelDebug, n, err) {
+			return
+		}
+		n, err = s.PruneChallenges(ctx, at)
+		if !logPrune(ctx, log, "expired proof-of-work challenges", slog.LevelDebug, n, err) {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -337,6 +336,21 @@ func runPruner(ctx context.Context, log *slog.Logger, s Store, retention, interv
 		case <-t.C():
 		}
 	}
+}
+
+// logPrune logs how one of the pruner's deletes went: n rows of what
+// deleted at level (with attrs), or its error. It reports false when the
+// delete failed because ctx ended: the pruner stops.
+func logPrune(ctx context.Context, log *slog.Logger, what string, level slog.Level, n int64, err error, attrs ...any) bool {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false
+	case err != nil:
+		log.Warn("pruning "+what+" failed; will retry", "err", err)
+	case n > 0:
+		log.Log(ctx, level, "pruned "+what, append([]any{"deleted", n}, attrs...)...)
+	}
+	return true
 }
 
 // activeBuckets returns the buckets that limit anything.

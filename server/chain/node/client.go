@@ -82,39 +82,23 @@ var sharedTransport = func() *http.Transport {
 func (c *Client) URL() string { return c.rc.URL() }
 
 // Info fetches GET /v2/info.
-func (c *Client) Info(ctx context.Context) (info *Info, err error) {
-	defer c.rc.Observe(CallInfo)(&err)
-	info = new(Info)
-	if err := c.getJSON(ctx, CallInfo, "/v2/info", info); err != nil {
-		return nil, err
-	}
-	return info, nil
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	return get[Info](ctx, c, CallInfo, "/v2/info")
 }
 
 // PoX fetches GET /v2/pox.
-func (c *Client) PoX(ctx context.Context) (pox *PoXInfo, err error) {
-	defer c.rc.Observe(CallPoX)(&err)
-	pox = new(PoXInfo)
-	if err := c.getJSON(ctx, CallPoX, "/v2/pox", pox); err != nil {
-		return nil, err
-	}
-	return pox, nil
+func (c *Client) PoX(ctx context.Context) (*PoXInfo, error) {
+	return get[PoXInfo](ctx, c, CallPoX, "/v2/pox")
 }
 
 // Account fetches GET /v2/accounts/{principal}?proof=0. The node's default
 // is to include Merkle proofs, which we never use, hence proof=0. An unknown
 // account is not an error: the node answers with zero balance and nonce 0.
-func (c *Client) Account(ctx context.Context, principal string) (acct *Account, err error) {
+func (c *Client) Account(ctx context.Context, principal string) (*Account, error) {
 	if principal == "" {
 		return nil, errors.New("node account: empty principal")
 	}
-	defer c.rc.Observe(CallAccount)(&err)
-	acct = new(Account)
-	path := "/v2/accounts/" + url.PathEscape(principal) + "?proof=0"
-	if err := c.getJSON(ctx, CallAccount, path, acct); err != nil {
-		return nil, err
-	}
-	return acct, nil
+	return get[Account](ctx, c, CallAccount, "/v2/accounts/"+url.PathEscape(principal)+"?proof=0")
 }
 
 // Broadcast posts a consensus-serialised transaction to POST /v2/transactions
@@ -146,26 +130,30 @@ func (c *Client) Broadcast(ctx context.Context, rawTx []byte) (txid string, err 
 
 // TransferFeeRate fetches GET /v2/fees/transfer: a fee rate in µSTX per byte
 // (not a total fee). The node's mempool also requires fee >= tx length.
-func (c *Client) TransferFeeRate(ctx context.Context) (rate uint64, err error) {
-	defer c.rc.Observe(CallFeeTransfer)(&err)
-	if err := c.getJSON(ctx, CallFeeTransfer, "/v2/fees/transfer", &rate); err != nil {
+func (c *Client) TransferFeeRate(ctx context.Context) (uint64, error) {
+	rate, err := get[uint64](ctx, c, CallFeeTransfer, "/v2/fees/transfer")
+	if err != nil {
 		return 0, err
 	}
-	return rate, nil
+	return *rate, nil
 }
 
-func (c *Client) getJSON(ctx context.Context, call, path string, v any) error {
+// get fetches path, which must answer 2xx, and decodes its JSON into a new
+// T; the observer sees it as call.
+func get[T any](ctx context.Context, c *Client, call, path string) (_ *T, err error) {
+	defer c.rc.Observe(call)(&err)
 	resp, err := c.rc.Do(ctx, call, http.MethodGet, path, nil, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.Status/100 != 2 {
-		return statusError(call, resp)
+		return nil, statusError(call, resp)
 	}
+	v := new(T)
 	if err := json.Unmarshal(resp.Body, v); err != nil {
-		return responseError(call, err)
+		return nil, responseError(call, err)
 	}
-	return nil
+	return v, nil
 }
 
 // parseTxIDBody accepts the node's bare JSON string and, leniently, an

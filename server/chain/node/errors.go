@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
@@ -108,14 +109,7 @@ type NonceRejection struct {
 
 // Nonce decodes reason_data of a BadNonce or TooMuchChaining rejection.
 func (e *RejectionError) Nonce() (*NonceRejection, error) {
-	if e.Reason != ReasonBadNonce && e.Reason != ReasonTooMuchChaining {
-		return nil, fmt.Errorf("node: reason %q carries no nonce data", e.Reason)
-	}
-	var d NonceRejection
-	if err := e.decodeData(&d); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return reasonData[NonceRejection](e, "nonce", ReasonBadNonce, ReasonTooMuchChaining)
 }
 
 // FeeRejection is reason_data of FeeTooLow, in µSTX.
@@ -126,14 +120,7 @@ type FeeRejection struct {
 
 // Fee decodes reason_data of a FeeTooLow rejection.
 func (e *RejectionError) Fee() (*FeeRejection, error) {
-	if e.Reason != ReasonFeeTooLow {
-		return nil, fmt.Errorf("node: reason %q carries no fee data", e.Reason)
-	}
-	var d FeeRejection
-	if err := e.decodeData(&d); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return reasonData[FeeRejection](e, "fee", ReasonFeeTooLow)
 }
 
 // FundsRejection is reason_data of NotEnoughFunds, in µSTX.
@@ -145,14 +132,12 @@ type FundsRejection struct {
 // Funds decodes reason_data of a NotEnoughFunds rejection, whose amounts are
 // u128 hex strings rather than JSON numbers.
 func (e *RejectionError) Funds() (*FundsRejection, error) {
-	if e.Reason != ReasonNotEnoughFunds {
-		return nil, fmt.Errorf("node: reason %q carries no funds data", e.Reason)
-	}
-	var raw struct {
+	type u128s struct {
 		Expected string `json:"expected"`
 		Actual   string `json:"actual"`
 	}
-	if err := e.decodeData(&raw); err != nil {
+	raw, err := reasonData[u128s](e, "funds", ReasonNotEnoughFunds)
+	if err != nil {
 		return nil, err
 	}
 	exp, err := ParseU128(raw.Expected)
@@ -166,14 +151,20 @@ func (e *RejectionError) Funds() (*FundsRejection, error) {
 	return &FundsRejection{Expected: exp, Actual: act}, nil
 }
 
-func (e *RejectionError) decodeData(v any) error {
+// reasonData decodes e's reason_data as a T, which only the reasons
+// carry; what names the data in the error for another reason.
+func reasonData[T any](e *RejectionError, what string, reasons ...string) (*T, error) {
+	if !slices.Contains(reasons, e.Reason) {
+		return nil, fmt.Errorf("node: reason %q carries no %s data", e.Reason, what)
+	}
 	if len(e.ReasonData) == 0 {
-		return fmt.Errorf("node: %s rejection has no reason_data", e.Reason)
+		return nil, fmt.Errorf("node: %s rejection has no reason_data", e.Reason)
 	}
-	if err := json.Unmarshal(e.ReasonData, v); err != nil {
-		return fmt.Errorf("node: decoding %s reason_data: %w", e.Reason, err)
+	d := new(T)
+	if err := json.Unmarshal(e.ReasonData, d); err != nil {
+		return nil, fmt.Errorf("node: decoding %s reason_data: %w", e.Reason, err)
 	}
-	return nil
+	return d, nil
 }
 
 // DecodeError means the node could not parse our request (HTTP 400 with a

@@ -211,19 +211,11 @@ func (*bitcoinRPC) cut(err error) error {
 }
 
 func (*bitcoinRPC) failureReason(err error) string {
-	var (
-		he *btcnode.HTTPError
-		ae *btcnode.AuthError
-		te *btcnode.TransportError
-		re *btcnode.ResponseError
-	)
-	f := failure{warmup: btcnode.IsInWarmup(err), auth: errors.As(err, &ae), timeout: errors.Is(err, context.DeadlineExceeded),
-		transport: errors.As(err, &te), response: errors.As(err, &re)}
-	switch {
-	case f.auth:
+	f := failureOf(err)
+	f.warmup = btcnode.IsInWarmup(err)
+	var ae *btcnode.AuthError
+	if f.auth = errors.As(err, &ae); f.auth {
 		f.status = ae.StatusCode
-	case errors.As(err, &he):
-		f.status = he.StatusCode
 	}
 	return f.reason("JSON-RPC")
 }

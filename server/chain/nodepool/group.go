@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/settings"
 	"k8s.io/utils/clock"
 )
@@ -48,6 +49,20 @@ type failure struct {
 	timeout   bool
 	transport bool // no answer at all
 	response  bool // an answer that is not the node's protocol
+}
+
+// failureOf reads the errors both node clients share (rpcclient's).
+func failureOf(err error) failure {
+	var (
+		he *rpcclient.HTTPError
+		te *rpcclient.TransportError
+		re *rpcclient.ResponseError
+	)
+	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re)}
+	if errors.As(err, &he) {
+		f.status = he.StatusCode
+	}
+	return f
 }
 
 // reason is a short, credential-free account of f.

@@ -258,16 +258,7 @@ func (*stacksRPC) cut(err error) error {
 }
 
 func (*stacksRPC) failureReason(err error) string {
-	var (
-		he *node.HTTPError
-		te *node.TransportError
-		re *node.ResponseError
-	)
-	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re)}
-	if errors.As(err, &he) {
-		f.status = he.StatusCode
-	}
-	return f.reason("a node's JSON")
+	return failureOf(err).reason("a node's JSON")
 }
 
 // chainID is the chain every node must report.

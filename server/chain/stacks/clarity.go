@@ -112,12 +112,16 @@ func (u UInt) String() string {
 	return "u" + u.Big().String()
 }
 
-func (UInt) ClarityType() ClarityType { return ClarityUInt }
-func (UInt) ClarityLen() int          { return 17 }
-func (u UInt) AppendClarity(b []byte) []byte {
-	b = append(b, byte(ClarityUInt))
-	b = binary.BigEndian.AppendUint64(b, u.Hi)
-	return binary.BigEndian.AppendUint64(b, u.Lo)
+func (UInt) ClarityType() ClarityType        { return ClarityUInt }
+func (UInt) ClarityLen() int                 { return 17 }
+func (u UInt) AppendClarity(b []byte) []byte { return append128(b, ClarityUInt, u.Hi, u.Lo) }
+
+// append128 appends a uint or int value: its type byte and its 128 bits,
+// big-endian.
+func append128(b []byte, t ClarityType, hi, lo uint64) []byte {
+	b = append(b, byte(t))
+	b = binary.BigEndian.AppendUint64(b, hi)
+	return binary.BigEndian.AppendUint64(b, lo)
 }
 
 // Int is a Clarity int (i128) in two's complement, as two 64-bit halves.
@@ -151,13 +155,9 @@ func (i Int) Big() *big.Int {
 // String is the Clarity literal, e.g. "-7".
 func (i Int) String() string { return i.Big().String() }
 
-func (Int) ClarityType() ClarityType { return ClarityInt }
-func (Int) ClarityLen() int          { return 17 }
-func (i Int) AppendClarity(b []byte) []byte {
-	b = append(b, byte(ClarityInt))
-	b = binary.BigEndian.AppendUint64(b, i.Hi)
-	return binary.BigEndian.AppendUint64(b, i.Lo)
-}
+func (Int) ClarityType() ClarityType        { return ClarityInt }
+func (Int) ClarityLen() int                 { return 17 }
+func (i Int) AppendClarity(b []byte) []byte { return append128(b, ClarityInt, i.Hi, i.Lo) }
 
 // ---------------------------------------------------------------- bool, buffer, strings
 
@@ -177,32 +177,28 @@ func (v Bool) String() string                { return strconv.FormatBool(bool(v)
 // Buffer is a Clarity buff, at most MaxClarityValueSize bytes.
 type Buffer []byte
 
-func (Buffer) ClarityType() ClarityType { return ClarityBuffer }
-func (v Buffer) ClarityLen() int        { return 5 + len(v) }
-func (v Buffer) AppendClarity(b []byte) []byte {
-	b = append(b, byte(ClarityBuffer))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-	return append(b, v...)
-}
+func (Buffer) ClarityType() ClarityType        { return ClarityBuffer }
+func (v Buffer) ClarityLen() int               { return 5 + len(v) }
+func (v Buffer) AppendClarity(b []byte) []byte { return appendSized(b, ClarityBuffer, v) }
 
 // StringASCII is a Clarity string-ascii: printable ASCII plus \t \n \f \r.
 type StringASCII string
 
-func (StringASCII) ClarityType() ClarityType { return ClarityStringASCII }
-func (v StringASCII) ClarityLen() int        { return 5 + len(v) }
-func (v StringASCII) AppendClarity(b []byte) []byte {
-	b = append(b, byte(ClarityStringASCII))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-	return append(b, v...)
-}
+func (StringASCII) ClarityType() ClarityType        { return ClarityStringASCII }
+func (v StringASCII) ClarityLen() int               { return 5 + len(v) }
+func (v StringASCII) AppendClarity(b []byte) []byte { return appendSized(b, ClarityStringASCII, v) }
 
 // StringUTF8 is a Clarity string-utf8, serialised as its UTF-8 bytes.
 type StringUTF8 string
 
-func (StringUTF8) ClarityType() ClarityType { return ClarityStringUTF8 }
-func (v StringUTF8) ClarityLen() int        { return 5 + len(v) }
-func (v StringUTF8) AppendClarity(b []byte) []byte {
-	b = append(b, byte(ClarityStringUTF8))
+func (StringUTF8) ClarityType() ClarityType        { return ClarityStringUTF8 }
+func (v StringUTF8) ClarityLen() int               { return 5 + len(v) }
+func (v StringUTF8) AppendClarity(b []byte) []byte { return appendSized(b, ClarityStringUTF8, v) }
+
+// appendSized appends a buff or string value: its type byte, its length
+// as a big-endian u32 and its bytes.
+func appendSized[S ~[]byte | ~string](b []byte, t ClarityType, v S) []byte {
+	b = append(b, byte(t))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
 	return append(b, v...)
 }

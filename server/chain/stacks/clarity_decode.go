@@ -232,19 +232,5 @@ func (d *decoder) clarityLen(field string) int {
 
 // clarityName reads a length-prefixed ClarityName.
 func (d *decoder) clarityName(field string) string {
-	n := int(d.byte(field + " length"))
-	if d.err == nil && (n == 0 || n > maxClarityNameLen) {
-		d.off--
-		d.fail("%s length %d, must be 1 to %d", field, n, maxClarityNameLen)
-	}
-	s := d.take(field, n)
-	if d.err != nil {
-		return ""
-	}
-	if err := ValidateClarityName(string(s)); err != nil {
-		d.off -= n // report the name's first byte
-		d.fail("%s: %v", field, err)
-		return ""
-	}
-	return string(s)
+	return d.name(field, 1, maxClarityNameLen, ValidateClarityName)
 }

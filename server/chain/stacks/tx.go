@@ -472,19 +472,25 @@ func (d *decoder) address(field string) Address {
 	return a
 }
 
-// contractName reads a length-prefixed contract name. Like stacks-core's
-// ContractName codec, it checks the length prefix before reading the name.
+// contractName reads a length-prefixed contract name.
 func (d *decoder) contractName(field string) string {
+	return d.name(field, minContractNameLen, maxContractNameLen, ValidateContractName)
+}
+
+// name reads a name behind a one-byte length, which must be lo to hi, and
+// checks it with valid. Like stacks-core's ContractName codec, it checks
+// the length prefix before reading the name.
+func (d *decoder) name(field string, lo, hi int, valid func(string) error) string {
 	n := int(d.byte(field + " length"))
-	if d.err == nil && (n < minContractNameLen || n > maxContractNameLen) {
+	if d.err == nil && (n < lo || n > hi) {
 		d.off--
-		d.fail("%s length %d, must be %d to %d", field, n, minContractNameLen, maxContractNameLen)
+		d.fail("%s length %d, must be %d to %d", field, n, lo, hi)
 	}
 	name := d.take(field, n)
 	if d.err != nil {
 		return ""
 	}
-	if err := ValidateContractName(string(name)); err != nil {
+	if err := valid(string(name)); err != nil {
 		d.off -= n // report the name's first byte
 		d.fail("%s: %v", field, err)
 		return ""
