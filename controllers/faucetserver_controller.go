@@ -148,14 +148,8 @@ func (r *FaucetServerReconciler) fetch(ctx context.Context, key types.Namespaced
 // a budget fs controls goes, and only the one the cache saw.
 func (r *FaucetServerReconciler) deletePodDisruptionBudget(ctx context.Context, fs *faucetv1alpha1.FaucetServer) error {
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(fs), pdb); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("failed to read PodDisruptionBudget: %w", err)
-	}
-	if !metav1.IsControlledBy(pdb, fs) {
-		return nil
+	if ours, err := r.getControlled(ctx, fs, client.ObjectKeyFromObject(fs), pdb, "PodDisruptionBudget"); err != nil || !ours {
+		return err
 	}
 	err := r.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -266,14 +260,9 @@ func (r *FaucetServerReconciler) checkControlled(ctx context.Context, fs *faucet
 // it is not ours (checkControlled then reports it).
 func (r *FaucetServerReconciler) existingVolumeClaim(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (*corev1.PersistentVolumeClaim, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: VolumeClaimName(fs)}, pvc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to read PersistentVolumeClaim: %w", err)
-	}
-	if !metav1.IsControlledBy(pvc, fs) {
-		return nil, nil
+	key := client.ObjectKey{Namespace: fs.Namespace, Name: VolumeClaimName(fs)}
+	if ours, err := r.getControlled(ctx, fs, key, pvc, "PersistentVolumeClaim"); err != nil || !ours {
+		return nil, err
 	}
 	return pvc, nil
 }
@@ -282,16 +271,22 @@ func (r *FaucetServerReconciler) existingVolumeClaim(ctx context.Context, fs *fa
 // the keys are unusable; nil when there is none.
 func (r *FaucetServerReconciler) existingDeployment(ctx context.Context, fs *faucetv1alpha1.FaucetServer) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(fs), d); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to read Deployment: %w", err)
-	}
-	if !metav1.IsControlledBy(d, fs) {
-		return nil, nil
+	if ours, err := r.getControlled(ctx, fs, client.ObjectKeyFromObject(fs), d, "Deployment"); err != nil || !ours {
+		return nil, err
 	}
 	return d, nil
+}
+
+// getControlled reads key into obj from the cache and reports whether fs
+// controls it: false, with no error, when it is absent or someone else's.
+func (r *FaucetServerReconciler) getControlled(ctx context.Context, fs *faucetv1alpha1.FaucetServer, key client.ObjectKey, obj client.Object, kind string) (bool, error) {
+	if err := r.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("failed to read %s: %w", kind, err)
+	}
+	return metav1.IsControlledBy(obj, fs), nil
 }
 
 // patchStatus writes the status computed from obs, only when it changed, and

@@ -66,19 +66,17 @@ func (b Budget) On() bool { return b.Amount > 0 && b.Per > 0 }
 func (b Budget) Step() time.Duration { return max(b.Per/budgetSteps, time.Second) }
 
 // Floor is the floor percent with its default applied.
-func (b Budget) Floor() int {
-	if b.FloorPercent <= 0 {
-		return DefaultFloorPercent
-	}
-	return min(b.FloorPercent, 100)
-}
+func (b Budget) Floor() int { return percentOr(b.FloorPercent, DefaultFloorPercent) }
 
 // ScaleBelow is the scale-below percent with its default applied.
-func (b Budget) ScaleBelow() int {
-	if b.ScaleBelowPercent <= 0 {
-		return DefaultScaleBelowPercent
+func (b Budget) ScaleBelow() int { return percentOr(b.ScaleBelowPercent, DefaultScaleBelowPercent) }
+
+// percentOr is p capped at 100, or def when p is unset (0 or less).
+func percentOr(p, def int) int {
+	if p <= 0 {
+		return def
 	}
-	return min(b.ScaleBelowPercent, 100)
+	return min(p, 100)
 }
 
 // Validate checks b for the asset it is of; name is how the error names it.
@@ -298,19 +296,9 @@ func (d Draw) waitFor(use []PoolUse, first int64, left []uint64, need uint64, no
 	return max(wait, time.Nanosecond)
 }
 
-func (d Draw) floor() int {
-	if d.FloorPercent <= 0 {
-		return DefaultFloorPercent
-	}
-	return min(d.FloorPercent, 100)
-}
+func (d Draw) floor() int { return percentOr(d.FloorPercent, DefaultFloorPercent) }
 
-func (d Draw) scaleBelow() int {
-	if d.ScaleBelowPercent <= 0 {
-		return DefaultScaleBelowPercent
-	}
-	return min(d.ScaleBelowPercent, 100)
-}
+func (d Draw) scaleBelow() int { return percentOr(d.ScaleBelowPercent, DefaultScaleBelowPercent) }
 
 // Drawn is what a granted reservation took from a budget, for Release.
 type Drawn struct {

@@ -99,16 +99,28 @@ func (l *lockout) judge(ctx context.Context, now time.Time, ip netip.Addr, right
 	// completed a lock-out, the next request is refused even with a right
 	// token: find out now, by a read that takes a slot only when none is
 	// full and then gives it back.
-	peek, wait, ok, err := l.store.Reserve(ctx, now, lockoutBuckets(ip, 0))
+	wait, locked, err := l.peek(ctx, now, ip)
 	if err != nil {
-		return 0, fmt.Errorf("read API-token lock-out: %w", err)
+		return 0, err
 	}
-	if ok {
-		l.release(ctx, peek)
-	} else {
+	if locked {
 		l.remember(ip, now.Add(wait), now)
 	}
 	return 0, nil
+}
+
+// peek reads whether ip is locked out, and for how long, without counting
+// an attempt: it takes a slot only when none is full, and gives it back.
+func (l *lockout) peek(ctx context.Context, now time.Time, ip netip.Addr) (time.Duration, bool, error) {
+	res, wait, ok, err := l.store.Reserve(ctx, now, lockoutBuckets(ip, 0))
+	if err != nil {
+		return 0, false, fmt.Errorf("read API-token lock-out: %w", err)
+	}
+	if ok {
+		l.release(ctx, res)
+		return 0, false, nil
+	}
+	return wait, true, nil
 }
 
 // refuse answers an attempt from a locked-out ip. The attempt counts too,
@@ -124,15 +136,13 @@ func (l *lockout) refuse(ctx context.Context, now time.Time, ip netip.Addr, wait
 	if recorded {
 		// Read again so Retry-After includes this attempt: a client that
 		// waits as told is then judged, not refused anew.
-		res, after, ok, err := l.store.Reserve(ctx, now, lockoutBuckets(ip, 0))
+		after, locked, err := l.peek(ctx, now, ip)
 		if err != nil {
-			return 0, fmt.Errorf("read API-token lock-out: %w", err)
+			return 0, err
 		}
-		if ok {
-			// Another process withdrew an attempt meanwhile: keep the wait
-			// read before.
-			l.release(ctx, res)
-		} else {
+		// Not locked: another process withdrew an attempt meanwhile, so
+		// the wait read before stands.
+		if locked {
 			wait = after
 		}
 	}
