@@ -8,11 +8,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/boundedfile"
 )
 
 const (
@@ -73,17 +73,9 @@ func (s *tokenSet) lookup(token string) (index int, found bool, compared int) {
 func contentSum(data []byte) [32]byte { return sha256.Sum256(data) }
 
 func readTokensFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := boundedfile.Read(path, maxTokensFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokensFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("tokens file %s: %w", path, err)
-	}
-	if len(data) > maxTokensFileSize {
-		return nil, fmt.Errorf("tokens file %s: larger than %d bytes", path, maxTokensFileSize)
 	}
 	return data, nil
 }

@@ -27,13 +27,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/stxfaucet/faucet-operator/server/internal/boundedfile"
 )
 
 // State is one setting of every switch. Asset names are the faucet's:
@@ -129,15 +130,13 @@ func ReadFile(path string) (State, error) {
 	return Parse(b)
 }
 
-// readBounded reads path, at most one byte past maxFileBytes (enough for
-// Parse to refuse it).
+// readBounded reads path, at most one byte past maxFileBytes: an
+// oversized file goes on to Parse, which refuses it in its own words.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read switches file: %w", err)
+	b, err := boundedfile.Read(path, maxFileBytes)
+	if tooLarge := (*boundedfile.TooLargeError)(nil); errors.As(err, &tooLarge) {
+		return b, nil
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read switches file: %w", err)
 	}
