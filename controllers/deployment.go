@@ -271,7 +271,7 @@ type secretFile struct {
 
 // secretFiles are the Secret files of fs's pod: the keys, then the API
 // tokens, the treasury key, the BTC key, the BTC RPC credentials, the
-// OpenID Connect client secret and the session key.
+// OpenID Connect client secret, the session key and the node headers.
 func secretFiles(fs *faucetv1alpha1.FaucetServer) []secretFile {
 	return []secretFile{
 		{keysVolume, keysMountPath, fs.KeySecretKey()},
@@ -281,6 +281,7 @@ func secretFiles(fs *faucetv1alpha1.FaucetServer) []secretFile {
 		{btcCredentialsVolume, btcCredentialsMountPath, fs.BTCCredentialsSecretKey()},
 		{oidcClientSecretVolume, oidcClientSecretMountPath, fs.OIDCClientSecretKey()},
 		{sessionKeyVolume, sessionKeyMountPath, fs.SessionKeySecretKey()},
+		{nodeHeadersVolume, nodeHeadersMountPath, fs.NodeHeadersSecretKey()},
 	}
 }
 

@@ -35,8 +35,8 @@ import (
 
 // secretIndex indexes FaucetServers by the names of the Secrets they read
 // (the key Secret, a Postgres URI Secret, an API tokens Secret, a treasury
-// key, the BTC key and RPC credentials, the OpenID Connect client secret
-// and the session key), so a Secret event maps to the FaucetServers that
+// key, the BTC key and RPC credentials, the OpenID Connect client secret,
+// the session key and the node headers), so a Secret event maps to the FaucetServers that
 // read it.
 const secretIndex = ".spec.secretNames"
 
@@ -101,7 +101,7 @@ func (r *FaucetServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	steps := []reconcileStep{
 		// An object-form spec.assets of earlier releases stored as its list.
 		r.rewriteLegacyAssets,
-		r.readSecrets,     // the key, store, API tokens, treasury, BTC and sign-in Secrets, checked
+		r.readSecrets,     // the key, store, API tokens, treasury, BTC, sign-in and node headers Secrets, checked
 		r.readVolumeClaim, // the embedded store's claim as it is
 		r.checkNames,      // stalls if a child's name is taken: nothing is written
 		r.applyServiceAccount,
@@ -160,12 +160,13 @@ func (r *FaucetServerReconciler) deletePodDisruptionBudget(ctx context.Context, 
 
 // trackFunding has the FundingMonitor read the addresses of fs's keys and
 // treasury, their balances of the tokens of spec.assets and the BTC
-// address of btc when it has one, and returns its latest result for them,
+// address of btc when it has one, sending headers to the Stacks nodes as
+// the faucet does, and returns its latest result for them,
 // if any. Nothing is read here: a slow node never holds up a reconcile.
 // Each new reading requeues fs, so a FaucetServer stalled on a name
 // conflict, a Secret or an asset is not tracked: that would retry it every
 // interval.
-func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, tokens []tokenTarget, btc btcTarget) *fundingResult {
+func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, keys, treasury secretState, tokens []tokenTarget, btc btcTarget, headers nodeHeaders) *fundingResult {
 	if r.Funding == nil {
 		return nil
 	}
@@ -174,7 +175,7 @@ func (r *FaucetServerReconciler) trackFunding(fs *faucetv1alpha1.FaucetServer, k
 		r.Funding.Forget(key)
 		return nil
 	}
-	t := fundingTarget{nodeURLs: fs.Spec.Node.NodeURLs(), addresses: keys.addresses, treasury: treasury.address(), tokens: tokens, btc: btc}
+	t := fundingTarget{nodeURLs: fs.Spec.Node.NodeURLs(), headers: headers, addresses: keys.addresses, treasury: treasury.address(), tokens: tokens, btc: btc}
 	if fs.Spec.Node.Timeout != nil {
 		t.timeout = fs.Spec.Node.Timeout.Duration
 	}
@@ -373,8 +374,8 @@ func (r *FaucetServerReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 }
 
 // secretNames are the Secrets fs reads: its keys, a Postgres URI, API
-// tokens, a treasury key, the BTC key and RPC credentials, and the sign-in
-// Secrets.
+// tokens, a treasury key, the BTC key and RPC credentials, the sign-in
+// Secrets and the node headers.
 func secretNames(fs *faucetv1alpha1.FaucetServer) []string {
 	var names []string
 	for _, use := range secretUses {

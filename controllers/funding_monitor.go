@@ -45,7 +45,8 @@ const (
 // fundingTarget is what to read for one FaucetServer: addresses only,
 // derived by Reconcile from the keys it parsed. No key leaves the Secret.
 type fundingTarget struct {
-	nodeURLs  []string // the nodes, in the order of preference among equals
+	nodeURLs  []string    // the nodes, in the order of preference among equals
+	headers   nodeHeaders // sent to the nodes (spec.node.headersSecretRef); zero without it
 	timeout   time.Duration
 	addresses []string
 	treasury  string        // "" without spec.treasury
@@ -64,7 +65,7 @@ type btcTarget struct {
 }
 
 func (t fundingTarget) equal(o fundingTarget) bool {
-	return slices.Equal(t.nodeURLs, o.nodeURLs) && t.timeout == o.timeout && t.treasury == o.treasury &&
+	return slices.Equal(t.nodeURLs, o.nodeURLs) && t.headers == o.headers && t.timeout == o.timeout && t.treasury == o.treasury &&
 		t.btc.equal(o.btc) && slices.Equal(t.addresses, o.addresses) && slices.Equal(t.tokens, o.tokens)
 }
 
@@ -384,10 +385,19 @@ func (m *FundingMonitor) readStacks(ctx context.Context, t fundingTarget) (readi
 	if len(t.nodeURLs) == 0 {
 		return reading{}, errors.New("no Stacks node")
 	}
+	opts := []rpcclient.Option{rpcclient.WithHTTPClient(m.HTTPClient), rpcclient.WithTimeout(timeout),
+		rpcclient.WithUserAgent("faucet-operator-funding/1")}
+	header, err := t.headers.header()
+	if err != nil {
+		// Checked when the Secret was read: not reached.
+		return reading{}, fmt.Errorf("the Stacks node headers: %w", err)
+	}
+	if header != nil {
+		opts = append(opts, rpcclient.WithHeader(header))
+	}
 	clients := make([]*node.Client, len(t.nodeURLs))
 	for i, u := range t.nodeURLs {
-		c, err := node.New(u, rpcclient.WithHTTPClient(m.HTTPClient), rpcclient.WithTimeout(timeout),
-			rpcclient.WithUserAgent("faucet-operator-funding/1"))
+		c, err := node.New(u, opts...)
 		if err != nil {
 			return reading{}, fmt.Errorf("the Stacks node URL %s: %w", redactURL(u), err)
 		}

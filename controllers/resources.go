@@ -37,8 +37,8 @@ const (
 	appName        = "faucet-server"
 
 	// ConfigHashAnnotation on the pod template changes with the server
-	// settings and the data of the key, store, treasury, BTC and sign-in
-	// Secrets, so any of them rolls the pods. The API tokens Secret is not
+	// settings and the data of the key, store, treasury, BTC, sign-in and
+	// node headers Secrets, so any of them rolls the pods. The API tokens Secret is not
 	// part of it: the kubelet updates its volume in place and the faucet
 	// re-reads the file.
 	ConfigHashAnnotation = "faucet.stxfaucet.dev/config-hash"
@@ -69,6 +69,10 @@ const (
 	oidcClientSecretMountPath = "/etc/faucet/oidc"
 	sessionKeyVolume          = "session-key"
 	sessionKeyMountPath       = "/etc/faucet/session"
+	// The header lines sent to the Stacks nodes, from the Secret of
+	// spec.node.headersSecretRef.
+	nodeHeadersVolume    = "node-headers"
+	nodeHeadersMountPath = "/etc/faucet/node-headers"
 
 	// The switches (spec.suspend, suspendedAssets, disabledAssets), from
 	// the FaucetServer's ConfigMap, which the faucet follows while it runs.
@@ -188,6 +192,8 @@ type secretDigests struct {
 	// The OpenID Connect client secret and the session key; "" without
 	// spec.identity or the Secret.
 	oidcClientSecret, sessionKey string
+	// The Stacks node headers; "" without spec.node.headersSecretRef.
+	nodeHeaders string
 }
 
 // replicasOf is the number of pods fs runs: spec.replicas with a Postgres
@@ -319,6 +325,10 @@ func configHash(image string, args []string, digests secretDigests) string {
 	}
 	if digests.sessionKey != "" {
 		fmt.Fprintf(h, "\x00session-key\x00%s", digests.sessionKey)
+	}
+	// And only with node headers.
+	if digests.nodeHeaders != "" {
+		fmt.Fprintf(h, "\x00node-headers\x00%s", digests.nodeHeaders)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }

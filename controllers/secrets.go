@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"unique"
 
@@ -15,6 +16,7 @@ import (
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 )
 
@@ -37,11 +39,15 @@ type secretUse struct {
 	// credentials: the data is RPC credentials the FundingMonitor calls
 	// the node with, so the checked pair is kept (in memory only).
 	credentials bool
+	// headers: the data is header lines the FundingMonitor sends to the
+	// Stacks nodes, so the checked lines are kept (in memory only).
+	headers bool
 }
 
 // secretUses are the Secrets a FaucetServer can refer to, in the order the
 // reconciler reads them: keys, store URI, API tokens, treasury key, BTC key,
-// BTC RPC credentials, OpenID Connect client secret, sign-in session key.
+// BTC RPC credentials, OpenID Connect client secret, sign-in session key,
+// Stacks node headers.
 var secretUses = [...]secretUse{
 	{what: "key", ref: (*faucetv1alpha1.FaucetServer).KeySecretKey,
 		notFound: faucetv1alpha1.ReasonKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidKeys,
@@ -67,18 +73,24 @@ var secretUses = [...]secretUse{
 	{what: "session key", ref: (*faucetv1alpha1.FaucetServer).SessionKeySecretKey,
 		notFound: faucetv1alpha1.ReasonSessionKeySecretNotFound, invalid: faucetv1alpha1.ReasonInvalidSessionKey,
 		check: checkSessionKey, digest: true},
+	// The faucet reads the headers at start only, like the two above.
+	{what: "node headers", ref: (*faucetv1alpha1.FaucetServer).NodeHeadersSecretKey,
+		notFound: faucetv1alpha1.ReasonNodeHeadersSecretNotFound, invalid: faucetv1alpha1.ReasonInvalidNodeHeaders,
+		check: checkNodeHeaders, digest: true, headers: true},
 }
 
 // secretState is what a Secret yielded: the addresses its keys control and
 // a digest of its data, or the reason it is unusable. It never holds the
-// data, except RPC credentials, which the FundingMonitor needs to call the
-// node. The zero value (a Secret fs does not use) is usable.
+// data, except RPC credentials and node headers, which the FundingMonitor
+// needs to call the nodes. The zero value (a Secret fs does not use) is
+// usable.
 type secretState struct {
 	reason      string // "" when usable, else a Ready reason
 	message     string
 	addresses   []string
 	digest      string
 	credentials rpcCredentials // of a credentials use; zero otherwise
+	headers     nodeHeaders    // of a headers use; zero otherwise
 }
 
 // rpcCredentials are a node's RPC user and password, interned with
@@ -112,6 +124,29 @@ const redactedCredentials = "[redacted RPC credentials]"
 func (c rpcCredentials) String() string             { return redactedCredentials }
 func (c rpcCredentials) GoString() string           { return redactedCredentials }
 func (c rpcCredentials) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redactedCredentials)) }
+
+// nodeHeaders are the checked header lines of a node headers Secret,
+// interned and redacted as rpcCredentials are: equal lines compare equal,
+// and no printed form shows them.
+type nodeHeaders struct{ h unique.Handle[string] }
+
+// isZero reports the absence of headers.
+func (n nodeHeaders) isZero() bool { return n == nodeHeaders{} }
+
+// header parses the lines (checked when the Secret was read); nil for
+// none.
+func (n nodeHeaders) header() (http.Header, error) {
+	if n.isZero() {
+		return nil, nil
+	}
+	return rpcclient.ParseHeaders(n.h.Value())
+}
+
+const redactedHeaders = "[redacted node headers]"
+
+func (n nodeHeaders) String() string             { return redactedHeaders }
+func (n nodeHeaders) GoString() string           { return redactedHeaders }
+func (n nodeHeaders) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redactedHeaders)) }
 
 func (s secretState) usable() bool { return s.reason == "" }
 
@@ -163,6 +198,9 @@ func (r *FaucetServerReconciler) readSecret(ctx context.Context, fs *faucetv1alp
 	}
 	if use.credentials {
 		st.credentials = parseRPCCredentials(data)
+	}
+	if use.headers {
+		st.headers = nodeHeaders{h: unique.Make(string(data))}
 	}
 	return st, nil
 }
@@ -239,6 +277,17 @@ func parseRPCCredentials(data []byte) rpcCredentials {
 		return rpcCredentials{}
 	}
 	return newRPCCredentials(u, p)
+}
+
+// checkNodeHeaders checks header lines as `faucet serve
+// --node-headers-file` reads them; the errors name a line and a header,
+// never a value.
+func checkNodeHeaders(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+	if len(data) > rpcclient.MaxHeadersFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes", rpcclient.MaxHeadersFileBytes)
+	}
+	_, err := rpcclient.ParseHeaders(string(data))
+	return nil, err
 }
 
 // checkPostgresURI checks a store URI without quoting it (it holds a

@@ -53,8 +53,8 @@ func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
 	}
 }
 
-// setNodeAndKeys: the node, the keys (files on Secret volumes: only their
-// paths are flags) and the treasury.
+// setNodeAndKeys: the node and its headers, the keys (files on Secret
+// volumes: only their paths are flags) and the treasury.
 func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
 	o.Node.URLs = s.Node.NodeURLs()
@@ -62,6 +62,9 @@ func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		o.Node.Timeout = s.Node.Timeout.Duration
 	}
 	setInt(&o.Node.ChainID, s.ChainID)
+	if ref := fs.NodeHeadersSecretKey(); ref != nil {
+		o.Node.HeadersFile = path.Join(nodeHeadersMountPath, ref.Key)
+	}
 	o.Keys.File = path.Join(keysMountPath, fs.KeySecretKey().Key)
 	if ref := fs.TreasurySecretKey(); ref != nil {
 		o.Keys.TreasuryFile = path.Join(treasuryMountPath, ref.Key)

@@ -44,6 +44,7 @@ func checkArgsParseBack(t *testing.T, fs *faucetv1alpha1.FaucetServer) {
 func everyField(fs *faucetv1alpha1.FaucetServer) {
 	abuseAndPage(fs)
 	fs.Spec.Node.Timeout = &metav1.Duration{Duration: 15 * time.Second}
+	fs.Spec.Node.HeadersSecretRef = &faucetv1alpha1.NodeHeadersSecretReference{Name: "hiro-api", Key: "headers.txt"}
 	fs.Spec.ChainID = ptr.To(int64(2147483648))
 	fs.Spec.KeySecretRef.Key = "faucet.txt"
 	fs.Spec.Amounts = &faucetv1alpha1.Amounts{Default: ptr.To(int64(1_000_000)), StackingPaddingPercent: ptr.To(int32(7)), Stacking: ptr.To(int64(90_000_000_000))}
@@ -125,6 +126,10 @@ func TestServerArgsParseBack(t *testing.T) {
 			// Validate reads the switches file: give it what the kubelet
 			// projects from the ConfigMap into the pod.
 			o.Abuse.SwitchesFile = writeSwitchesFile(t, fs)
+			// And the headers file, which it reads too, from its Secret.
+			if o.Node.HeadersFile != "" {
+				o.Node.HeadersFile = writeHeadersFile(t, "x-api-key: "+testAPIKey)
+			}
 			if err := o.Validate(); err != nil {
 				t.Errorf("the operator's options do not validate: %v", err)
 			}

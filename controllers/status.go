@@ -24,6 +24,7 @@ type observation struct {
 	btcCreds secretState // the Bitcoin node's RPC credentials
 	oidc     secretState // the OpenID Connect client secret
 	session  secretState // the sign-in session key
+	headers  secretState // the header lines sent to the Stacks nodes
 	// invalidAsset says why an asset identifier of spec.assets does not
 	// parse; "" when every one does.
 	invalidAsset string
@@ -46,7 +47,7 @@ type observation struct {
 
 // secrets are the states of the Secrets, in the order of secretUses.
 func (o *observation) secrets() [len(secretUses)]*secretState {
-	return [len(secretUses)]*secretState{&o.keys, &o.store, &o.tokens, &o.treasury, &o.btcKey, &o.btcCreds, &o.oidc, &o.session}
+	return [len(secretUses)]*secretState{&o.keys, &o.store, &o.tokens, &o.treasury, &o.btcKey, &o.btcCreds, &o.oidc, &o.session, &o.headers}
 }
 
 // unusableSecret is the first Secret, in the order of secretUses, that
@@ -66,6 +67,7 @@ func (o *observation) digests() secretDigests {
 		keys: o.keys.digest, store: o.store.digest, treasury: o.treasury.digest,
 		btcKey: o.btcKey.digest, btcCredentials: o.btcCreds.digest,
 		oidcClientSecret: o.oidc.digest, sessionKey: o.session.digest,
+		nodeHeaders: o.headers.digest,
 	}
 }
 

@@ -335,11 +335,12 @@ func TestObservationSecrets(t *testing.T) {
 		*s = secretState{reason: secretUses[i].notFound}
 	}
 	got := []string{obs.keys.reason, obs.store.reason, obs.tokens.reason, obs.treasury.reason, obs.btcKey.reason, obs.btcCreds.reason,
-		obs.oidc.reason, obs.session.reason}
+		obs.oidc.reason, obs.session.reason, obs.headers.reason}
 	want := []string{
 		faucetv1alpha1.ReasonKeySecretNotFound, faucetv1alpha1.ReasonStoreSecretNotFound, faucetv1alpha1.ReasonAPITokensSecretNotFound,
 		faucetv1alpha1.ReasonTreasurySecretNotFound, faucetv1alpha1.ReasonBTCKeySecretNotFound, faucetv1alpha1.ReasonBTCCredentialsSecretNotFound,
 		faucetv1alpha1.ReasonOIDCClientSecretNotFound, faucetv1alpha1.ReasonSessionKeySecretNotFound,
+		faucetv1alpha1.ReasonNodeHeadersSecretNotFound,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("fields %q, want %q", got, want)

@@ -174,7 +174,7 @@ func (r *FaucetServerReconciler) applyVolumeClaim(ctx context.Context, fs *fauce
 // latest result for them in obs.funding (see trackFunding).
 func (r *FaucetServerReconciler) observeFunding(_ context.Context, fs *faucetv1alpha1.FaucetServer, obs *observation) (stepResult, error) {
 	tokens, _ := tokenTargets(fs) // they parse: checkInputs stalls fs otherwise
-	obs.funding = r.trackFunding(fs, obs.keys, obs.treasury, tokens, btcTargetOf(fs, obs.btcKey, obs.btcCreds))
+	obs.funding = r.trackFunding(fs, obs.keys, obs.treasury, tokens, btcTargetOf(fs, obs.btcKey, obs.btcCreds), obs.headers.headers)
 	return stepDone, nil
 }
 

@@ -212,6 +212,17 @@ const (
 	// Messages never quote it.
 	ReasonInvalidSessionKey = "InvalidSessionKey"
 
+	// ReasonNodeHeadersSecretNotFound (Ready=False, Stalled=True): the
+	// Secret named by spec.node.headersSecretRef does not exist. Creating
+	// it resumes the faucet.
+	ReasonNodeHeadersSecretNotFound = "NodeHeadersSecretNotFound"
+
+	// ReasonInvalidNodeHeaders (Ready=False, Stalled=True): the node
+	// headers Secret lacks the data key, or a line is not a "Name: value"
+	// header the faucet can send (or names one it sets itself). Messages
+	// name the line and the header, never a value.
+	ReasonInvalidNodeHeaders = "InvalidNodeHeaders"
+
 	// ReasonInvalidAsset (Ready=False, Stalled=True): an asset identifier
 	// of spec.assets passed the CRD's checks but does not parse, e.g. its
 	// address fails the c32 checksum (a typo). The faucet would refuse to

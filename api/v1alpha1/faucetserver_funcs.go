@@ -49,6 +49,16 @@ func (fs *FaucetServer) KeySecretKey() *corev1.SecretKeySelector {
 	return secretKey(fs.Spec.KeySecretRef.Name, fs.Spec.KeySecretRef.Key, DefaultKeySecretKey)
 }
 
+// NodeHeadersSecretKey selects the headers sent to the Stacks nodes; nil
+// when spec.node.headersSecretRef is unset.
+func (fs *FaucetServer) NodeHeadersSecretKey() *corev1.SecretKeySelector {
+	ref := fs.Spec.Node.HeadersSecretRef
+	if ref == nil {
+		return nil
+	}
+	return secretKey(ref.Name, ref.Key, DefaultNodeHeadersSecretKey)
+}
+
 // StoreURISecretKey selects the Postgres URI; nil for the embedded store.
 func (fs *FaucetServer) StoreURISecretKey() *corev1.SecretKeySelector {
 	if fs.StoreKind() != StorePostgres {

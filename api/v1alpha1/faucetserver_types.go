@@ -55,6 +55,10 @@ const (
 	// DefaultSessionKeySecretKey is the Secret data key read when
 	// identity.sessionKeySecretRef.key is empty.
 	DefaultSessionKeySecretKey = "session-key"
+
+	// DefaultNodeHeadersSecretKey is the Secret data key read when
+	// node.headersSecretRef.key is empty.
+	DefaultNodeHeadersSecretKey = "headers"
 )
 
 // Store kinds, as status.store reports them.
@@ -729,6 +733,39 @@ type NodeSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="node.timeout must be a positive duration"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// headersSecretRef selects the Secret data key holding HTTP header
+	// lines, "Name: value", one a line (blank lines and lines starting
+	// with # are skipped), sent with every request to the Stacks nodes:
+	// the faucet's, and the operator's reads of the balances. For
+	// example "x-api-key: <key>" for Hiro's API (https://api.hiro.so),
+	// which rate-limits anonymous clients. Headers the faucet sets itself
+	// (Host, User-Agent, Content-Type, …) are refused. The Secret is
+	// mounted read-only into the pod as a file, and the operator reads
+	// it for its own calls; it never appears in the Deployment, the
+	// status or events. Editing it restarts the pods.
+	// +optional
+	HeadersSecretRef *NodeHeadersSecretReference `json:"headersSecretRef,omitempty"`
+}
+
+// NodeHeadersSecretReference selects the Stacks node headers file inside a
+// Secret.
+type NodeHeadersSecretReference struct {
+	// name of the Secret, in the FaucetServer's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the Secret data key holding the header lines. Defaults to
+	// "headers".
+	// +optional
+	// +kubebuilder:default=headers
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="node.headersSecretRef.key must be a file name, not . or .."
+	Key string `json:"key,omitempty"`
 }
 
 // KeySecretReference selects the key file inside a Secret.

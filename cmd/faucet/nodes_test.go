@@ -43,22 +43,7 @@ func TestServeSeveralNodes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base, _ := serveInProcess(t, io.Discard, append([]string{"--key-file", keyFile, "--log-level", "error"}, c.nodes...)...)
-			code, body := post(t, base+"/extended/v1/faucets/stx?address="+newAddress(t), "", "")
-			var drip struct {
-				Success bool   `json:"success"`
-				TxID    string `json:"txId"`
-			}
-			if err := json.Unmarshal([]byte(body), &drip); code != http.StatusOK || err != nil || !drip.Success {
-				t.Fatalf("drip: %d %s", code, body)
-			}
-			txid, err := stacks.ParseTxID(drip.TxID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dn.Mine()
-			if st := dn.TxStatus(txid); st.State != devnode.TxConfirmed {
-				t.Errorf("drip %s: %s after a block", drip.TxID, st.State)
-			}
+			dripConfirmed(t, base, dn)
 			var info struct {
 				Nodes []struct {
 					URL, State, Reason string
@@ -350,6 +335,28 @@ func serveInProcess(t *testing.T, stderr io.Writer, args ...string) (base string
 	base = "http://" + addr
 	waitReady(t, base)
 	return base, stop
+}
+
+// dripConfirmed asks the faucet at base for a STX drip, wants it answered
+// 200, and mined in dn's next block.
+func dripConfirmed(t *testing.T, base string, dn *devnode.Node) {
+	t.Helper()
+	code, body := post(t, base+"/extended/v1/faucets/stx?address="+newAddress(t), "", "")
+	var drip struct {
+		Success bool   `json:"success"`
+		TxID    string `json:"txId"`
+	}
+	if err := json.Unmarshal([]byte(body), &drip); code != http.StatusOK || err != nil || !drip.Success {
+		t.Fatalf("drip: %d %s", code, body)
+	}
+	txid, err := stacks.ParseTxID(drip.TxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dn.Mine()
+	if st := dn.TxStatus(txid); st.State != devnode.TxConfirmed {
+		t.Errorf("drip %s: %s after a block", drip.TxID, st.State)
+	}
 }
 
 // serveFrontEnds serves n new front ends of dn until the test ends.

@@ -241,6 +241,9 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"keySecretRef.key": func(raw string) {
 			same("keySecretRef.key", str(raw), faucetv1alpha1.DefaultKeySecretKey, str(raw))
 		},
+		"node.headersSecretRef.key": func(raw string) {
+			same("node.headersSecretRef.key", str(raw), faucetv1alpha1.DefaultNodeHeadersSecretKey, str(raw))
+		},
 		"store.postgres.uriSecretRef.key": func(raw string) {
 			same("store.postgres.uriSecretRef.key", str(raw), faucetv1alpha1.DefaultStoreURIKey, str(raw))
 		},

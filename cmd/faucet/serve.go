@@ -170,10 +170,20 @@ func (r *serveRun) startChains(ctx context.Context) error {
 // each URL is a Stacks node's RPC; it probes them once so that the first
 // reads go to a node in rotation.
 func (r *serveRun) connect(ctx context.Context) error {
+	opts := []rpcclient.Option{rpcclient.WithTimeout(r.o.Node.Timeout), rpcclient.WithObserver(r.metrics.ObserveNodeCall),
+		rpcclient.WithUserAgent("faucet-operator/" + version), rpcclient.WithClock(r.clk)}
+	// Read at start-up only: the operator rolls the pod when the file's
+	// Secret changes.
+	headers, err := r.o.Node.Headers()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if headers != nil {
+		opts = append(opts, rpcclient.WithHeader(headers))
+	}
 	var clients []*node.Client
 	for _, u := range r.o.Node.URLs {
-		c, err := node.New(u, rpcclient.WithTimeout(r.o.Node.Timeout), rpcclient.WithObserver(r.metrics.ObserveNodeCall),
-			rpcclient.WithUserAgent("faucet-operator/"+version), rpcclient.WithClock(r.clk))
+		c, err := node.New(u, opts...)
 		if err != nil {
 			return fmt.Errorf("%w: --node-url: %w", errUsage, err)
 		}

@@ -3,9 +3,11 @@ package options
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
@@ -17,15 +19,34 @@ type Node struct {
 	Timeout time.Duration
 	// ChainID, when set, refuses a node reporting another chain id.
 	ChainID uint
+	// HeadersFile holds header lines sent with every node request, such
+	// as the x-api-key of a rate-limited public API. It is read at
+	// start-up only: the operator rolls the pod when its Secret changes.
+	HeadersFile string
 }
 
 func defaultNode() Node { return Node{Timeout: node.DefaultTimeout} }
 
-// BindFlags binds --node-url, --node-timeout and --chain-id.
+// BindFlags binds --node-url, --node-timeout, --chain-id and
+// --node-headers-file.
 func (o *Node) BindFlags(fs *Flags) {
 	fs.Var(&o.URLs, "node-url", "Stacks node RPC URL, e.g. http://stacks-node:20443; comma-separated or repeated for several nodes of one chain: reads go to a healthy node at the highest tip, broadcasts to all")
 	fs.Duration(&o.Timeout, "node-timeout", "timeout of each node RPC call")
 	fs.Uint(&o.ChainID, "chain-id", "refuse a node reporting another chain id (0 = accept any testnet id)")
+	fs.String(&o.HeadersFile, "node-headers-file", "file of HTTP header lines \"Name: value\" sent with every request to the Stacks node(s), e.g. x-api-key: <key> for Hiro's API (values are never logged)")
+}
+
+// Headers reads --node-headers-file: nil when it is not set. Errors name
+// the flag, the file and the line, never a value.
+func (o *Node) Headers() (http.Header, error) {
+	if o.HeadersFile == "" {
+		return nil, nil
+	}
+	h, err := rpcclient.ReadHeadersFile(o.HeadersFile)
+	if err != nil {
+		return nil, fmt.Errorf("--node-headers-file: %w", err)
+	}
+	return h, nil
 }
 
 func (o *Node) validate() error {
@@ -43,7 +64,8 @@ func (o *Node) validate() error {
 			return err
 		}
 	}
-	return nil
+	_, err := o.Headers()
+	return err
 }
 
 // Keys are the faucet's keys: the distributors, and the treasury that

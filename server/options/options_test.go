@@ -53,7 +53,8 @@ func TestDefaultsAreTheFlagDefaults(t *testing.T) {
 // durations), as one would not run it: Validate is not asked.
 func everySet() options.Serve {
 	return options.Serve{
-		Node: options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648},
+		Node: options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648,
+			HeadersFile: "/etc/faucet/node-headers/headers"},
 		Keys: options.Keys{File: "/etc/faucet/keys/keys", TreasuryFile: "/etc/faucet/treasury/keys", RefillBelow: 40_000_000, RefillAmount: 400_000_000},
 		Amounts: options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7,
 			Memo: "hello, faucet; = x"}, // the separators of --token mean nothing here

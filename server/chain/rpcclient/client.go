@@ -62,6 +62,9 @@ func New(name, rawURL string, defaults Settings, opts []Option) (*Client, error)
 	if c.settings.HTTPClient == nil {
 		c.settings.HTTPClient = http.DefaultClient
 	}
+	if c.settings.Header.Get("Authorization") != "" && (u.User != nil || c.settings.CredentialsFile != "") {
+		return nil, fmt.Errorf("%s: an Authorization header and Basic auth credentials together: use one", name)
+	}
 	switch {
 	case u.User != nil && c.settings.CredentialsFile != "":
 		return nil, fmt.Errorf("%s: credentials both in the URL and in a file: use one", name)
@@ -103,13 +106,22 @@ type Response struct {
 	Body   []byte
 
 	user, pass string
+	header     http.Header // the extra headers sent (WithHeader)
 }
 
-// Redact removes the password and the Basic auth token sent with the
-// request from text the node sent back, in case a proxy echoes the
-// request: nothing a client reports may carry them. Passwords shorter
-// than 4 bytes are left alone (replacing every "a" would wreck the text).
+// Redact removes the password, the Basic auth token and the values of
+// the extra headers sent with the request from text the node sent back,
+// in case a proxy echoes the request: nothing a client reports may carry
+// them. Secrets shorter than 4 bytes are left alone (replacing every "a"
+// would wreck the text).
 func (r *Response) Redact(s string) string {
+	for _, vs := range r.header {
+		for _, v := range vs {
+			if len(v) >= 4 {
+				s = strings.ReplaceAll(s, v, "[redacted]")
+			}
+		}
+	}
 	if r.user == "" && r.pass == "" {
 		return s
 	}
@@ -169,6 +181,9 @@ func (c *Client) send(ctx context.Context, call, method, path string, payload []
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	for name, vs := range s.Header {
+		req.Header[name] = append([]string(nil), vs...)
+	}
 	if user != "" || pass != "" {
 		req.SetBasicAuth(user, pass)
 	}
@@ -184,7 +199,7 @@ func (c *Client) send(ctx context.Context, call, method, path string, payload []
 	if int64(len(body)) > s.MaxResponseBytes {
 		return nil, &ResponseError{Client: c.name, Call: call, Err: fmt.Errorf("response body exceeds %d bytes", s.MaxResponseBytes)}
 	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass}, nil
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass, header: s.Header}, nil
 }
 
 // scrubURLError removes userinfo from a *url.Error's URL. Our own

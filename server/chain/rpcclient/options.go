@@ -37,6 +37,9 @@ type Settings struct {
 	CredentialsFile string
 	// Clock times the calls for the observer; nil means clock.RealClock{}.
 	Clock clock.PassiveClock
+	// Header is sent with every request (an API key of a gateway such as
+	// Hiro's); see WithHeader.
+	Header http.Header
 }
 
 // Option configures a client.
