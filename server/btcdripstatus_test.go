@@ -109,4 +109,24 @@ func TestBTCDripStatusHasItsBlockAndSendTime(t *testing.T) {
 	if b := status(other); b.BlockHeight == nil || *b.BlockHeight != uint64(block.Height) || b.State != dripConfirmed {
 		t.Errorf("settled, a server without its history row: %+v", b)
 	}
+
+	// Deeper than the blocks the faucet's chain view keeps, which forget
+	// the coins spent there: the node still tells the payout and its block.
+	if _, err := e.client.Generate(context.Background(), btcfaucet.DefaultReorgDepth+1); err != nil {
+		t.Fatal(err)
+	}
+	deep := func() bool {
+		p, ok, err := e.bf.Payout(context.Background(), strings.TrimPrefix(txid, "0x"))
+		return err == nil && ok && p.Height == block.Height && p.Confirmations > btcfaucet.DefaultReorgDepth &&
+			len(p.Outputs) == 1 && p.Outputs[0].Address == to
+	}
+	if err := eventually.Wait(t, 20*time.Second, deep); err != nil {
+		p, ok, err := e.bf.Payout(context.Background(), strings.TrimPrefix(txid, "0x"))
+		t.Fatalf("a payout %d blocks deep: %+v %v %v", btcfaucet.DefaultReorgDepth+1+btcfaucet.SettleDepth, p, ok, err)
+	}
+	for name, h := range map[string]*harness{"the drip's server": e.harness, "a server without its history row": other} {
+		if b := status(h); !confirmedIn(h, block.Height) || b.Recipient == nil || *b.Recipient != to {
+			t.Errorf("%s, deep: %+v, want confirmed in block %d", name, b, block.Height)
+		}
+	}
 }

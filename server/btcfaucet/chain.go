@@ -270,6 +270,10 @@ func (f *chainFollower) Coin(op wire.OutPoint) (ChainCoin, bool) {
 	return *c, true
 }
 
+// Depth is how many blocks the follower keeps: a coin spent deeper is
+// forgotten.
+func (f *chainFollower) Depth() int64 { return int64(f.depth) }
+
 // Tip is the height of the last applied block.
 func (f *chainFollower) Tip() int64 {
 	f.mu.Lock()

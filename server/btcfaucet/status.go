@@ -108,11 +108,18 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	// Ours only if it spends the faucet's script: the follower saw it, in
 	// the block at height.
 	height, ours := spendHeight(e.payer.chain, tx)
+	script := hex.EncodeToString(f.Address().PkScript())
+	if !ours && tx.Confirmations > 0 && tx.Confirmations >= e.payer.chain.Depth() {
+		// Older than the blocks the follower keeps, which forget the coins
+		// spent there: ask the node what the first input spent.
+		if height, ours, err = f.spentOurCoin(ctx, tx, script); err != nil {
+			return PayoutStatus{}, false, err
+		}
+	}
 	if !ours {
 		return PayoutStatus{}, false, nil
 	}
 	st = PayoutStatus{TxID: txid, Height: height}
-	script := hex.EncodeToString(f.Address().PkScript())
 	for _, o := range tx.Vout {
 		if o.ScriptPubKey == script {
 			continue // change
@@ -121,6 +128,46 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	}
 	st.Confirmations, st.BlockHash = tx.Confirmations, tx.BlockHash
 	return st, true, nil
+}
+
+// spentOurCoin reports whether tx's first input spends an output paying
+// script (a payout spends only the faucet's coins), and the height of
+// tx's block, for a payout deeper than the follower remembers.
+func (f *Faucet) spentOurCoin(ctx context.Context, tx *btcnode.Tx, script string) (int64, bool, error) {
+	if len(tx.Vin) == 0 || tx.Vin[0].IsCoinbase() {
+		return 0, false, nil
+	}
+	in := tx.Vin[0]
+	prev, err := f.cfg.Node.RawTransaction(ctx, in.TxID)
+	switch {
+	case errors.Is(err, btcnode.ErrTxNotFound), errors.Is(err, btcnode.ErrTxIndexDisabled):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("btc faucet: look up %s, spent by %s: %w", in.TxID, tx.TxID, err)
+	case int(in.Vout) >= len(prev.Vout) || prev.Vout[in.Vout].ScriptPubKey != script:
+		return 0, false, nil
+	}
+	// Its height is the tip's less its confirmations, read with no block
+	// mined in between; 0 (unknown) when blocks keep coming.
+	for range 3 {
+		before, err := f.cfg.Node.BlockCount(ctx)
+		if err != nil {
+			return 0, true, fmt.Errorf("btc faucet: block count for %s: %w", tx.TxID, err)
+		}
+		again, err := f.cfg.Node.RawTransaction(ctx, tx.TxID)
+		if err != nil {
+			return 0, true, fmt.Errorf("btc faucet: look up %s: %w", tx.TxID, err)
+		}
+		after, err := f.cfg.Node.BlockCount(ctx)
+		if err != nil {
+			return 0, true, fmt.Errorf("btc faucet: block count for %s: %w", tx.TxID, err)
+		}
+		if before == after && again.Confirmations > 0 {
+			tx.Confirmations, tx.BlockHash = again.Confirmations, again.BlockHash
+			return after - again.Confirmations + 1, true, nil
+		}
+	}
+	return 0, true, nil
 }
 
 // spendHeight reports whether the main chain shows tx spending a coin of the
