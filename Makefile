@@ -253,11 +253,11 @@ btcd: ## Build the pinned btcd and btcctl (hack/tools/btcd/go.mod) into bin/ for
 	@$(BTCD_BUILD) >/dev/null
 
 .PHONY: chart-sync
-chart-sync: ## Copy the CRD and RBAC rules from config/ into charts/faucet-operator/files.
+chart-sync: ## Copy the CRD and RBAC rules from config/ into charts/faucet-operator/files, and the chart's appVersion into the image tags of config/.
 	hack/sync-chart.sh
 
 .PHONY: verify-chart
-verify-chart: ## Fail if the chart's copies of config/ are stale.
+verify-chart: ## Fail if the chart's copies of config/, or the image tags in config/, are stale.
 	hack/sync-chart.sh --check
 
 .PHONY: test-chart

@@ -8,6 +8,9 @@
 #       -> charts/faucet-operator/files/rbac-rules.yaml                  the list only
 #   rules: of config/rbac/leader_election_role.yaml
 #       -> charts/faucet-operator/files/leader-election-rules.yaml       the list only
+#   appVersion of charts/faucet-operator/Chart.yaml
+#       -> the image tag written out in config/manager and config/samples/devnet
+#          (kustomize takes no variables), so a release changes one line
 #
 # templates/crds/faucetservers.yaml renders the CRD with the chart's labels
 # and the keep annotation; templates/rbac/ uses the manager rules for the
@@ -101,7 +104,21 @@ sync() { # sync DEST GENERATOR
 	echo "sync-chart.sh: wrote ${dst}" >&2
 }
 
+# The image tag: Chart.yaml's appVersion, as the Makefile reads it.
+app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "${chart}/Chart.yaml")
+[[ "${app_version}" =~ ^[0-9A-Za-z][-.+0-9A-Za-z]*$ ]] || die "${chart}/Chart.yaml: no usable appVersion"
+tagged() { # tagged FILE: FILE with its operator image tags set to appVersion
+	sed -E -e "s/^([[:space:]]*newTag:[[:space:]]*).*$/\1${app_version}/" \
+		-e "s#(image:[[:space:]]*ghcr\.io/stxfaucet/faucet-operator:)[^[:space:]]*#\1${app_version}#" "$1"
+}
+gen_manager_tag() { tagged config/manager/kustomization.yaml; }
+gen_devnet_tag() { tagged config/samples/devnet/kustomization.yaml; }
+gen_devnet_image() { tagged config/samples/devnet/devnet.yaml; }
+
 sync "${crd_dst}" gen_crd
 sync "${rules_dst}" gen_rules
 sync "${le_rules_dst}" gen_le_rules
+sync config/manager/kustomization.yaml gen_manager_tag
+sync config/samples/devnet/kustomization.yaml gen_devnet_tag
+sync config/samples/devnet/devnet.yaml gen_devnet_image
 exit "${stale}"
