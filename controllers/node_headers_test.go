@@ -105,21 +105,31 @@ func TestNodeHeadersRollThePod(t *testing.T) {
 // TestCheckNodeHeaders: the headers are checked as the faucet reads them;
 // no message quotes a value.
 func TestCheckNodeHeaders(t *testing.T) {
+	withUser := fixture()
+	withUser.Spec.Node.URL = "http://faucet:" + testAPIKey + "@stacks-node:20443"
 	tests := map[string]struct {
 		data, wantErr string
+		fs            *faucetv1alpha1.FaucetServer
 	}{
-		"an API key":                  {data: "x-api-key: " + testAPIKey + "\n"},
-		"comments and several":        {data: "# Hiro\n\nx-api-key: " + testAPIKey + "\r\nAuthorization: Bearer " + testAPIKey + "\n"},
-		"no colon":                    {data: "x-api-key " + testAPIKey, wantErr: `line 1: want "Name: value"`},
-		"a header the faucet sets":    {data: "x-api-key: a\nHost: " + testAPIKey, wantErr: "line 2: Host is set by the faucet itself"},
-		"no value":                    {data: "x-api-key:", wantErr: "X-Api-Key has no value"},
-		"a control character":         {data: "x-api-key: " + testAPIKey + "\x01", wantErr: "characters a header cannot carry"},
-		"nothing but comments":        {data: "# x-api-key: " + testAPIKey, wantErr: "no header lines"},
-		"larger than the faucet read": {data: "x-api-key: " + strings.Repeat("k", 16<<10), wantErr: "larger than 16384 bytes"},
+		"a bearer token and a user in the node URL": {data: "Authorization: Bearer " + testAPIKey, fs: withUser,
+			wantErr: "an Authorization header, and a user in spec.node's URL: use one"},
+		"an API key and a user in the node URL": {data: "x-api-key: " + testAPIKey, fs: withUser},
+		"an API key":                            {data: "x-api-key: " + testAPIKey + "\n"},
+		"comments and several":                  {data: "# Hiro\n\nx-api-key: " + testAPIKey + "\r\nAuthorization: Bearer " + testAPIKey + "\n"},
+		"no colon":                              {data: "x-api-key " + testAPIKey, wantErr: `line 1: want "Name: value"`},
+		"a header the faucet sets":              {data: "x-api-key: a\nHost: " + testAPIKey, wantErr: "line 2: Host is set by the faucet itself"},
+		"no value":                              {data: "x-api-key:", wantErr: "the header has no value"},
+		"a control character":                   {data: "x-api-key: " + testAPIKey + "\x01", wantErr: "characters a header cannot carry"},
+		"nothing but comments":                  {data: "# x-api-key: " + testAPIKey, wantErr: "no header lines"},
+		"larger than the faucet read":           {data: "x-api-key: " + strings.Repeat("k", 16<<10), wantErr: "larger than 16384 bytes"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			addrs, err := checkNodeHeaders(fixture(), []byte(tt.data))
+			fs := tt.fs
+			if fs == nil {
+				fs = fixture()
+			}
+			addrs, err := checkNodeHeaders(fs, []byte(tt.data))
 			switch {
 			case addrs != nil:
 				t.Errorf("addresses %v from headers", addrs)

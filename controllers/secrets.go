@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"unique"
 
@@ -282,12 +283,24 @@ func parseRPCCredentials(data []byte) rpcCredentials {
 // checkNodeHeaders checks header lines as `faucet serve
 // --node-headers-file` reads them; the errors name a line and a header,
 // never a value.
-func checkNodeHeaders(_ *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
+func checkNodeHeaders(fs *faucetv1alpha1.FaucetServer, data []byte) ([]string, error) {
 	if len(data) > rpcclient.MaxHeadersFileBytes {
 		return nil, fmt.Errorf("larger than %d bytes", rpcclient.MaxHeadersFileBytes)
 	}
-	_, err := rpcclient.ParseHeaders(string(data))
-	return nil, err
+	h, err := rpcclient.ParseHeaders(string(data))
+	if err != nil {
+		return nil, err
+	}
+	// The node clients refuse two ways of signing in at once; say so here
+	// rather than in a crash-looping pod.
+	if h.Get("Authorization") != "" {
+		for _, u := range fs.Spec.Node.NodeURLs() {
+			if parsed, err := url.Parse(u); err == nil && parsed.User != nil {
+				return nil, errors.New("an Authorization header, and a user in spec.node's URL: use one")
+			}
+		}
+	}
+	return nil, nil
 }
 
 // checkPostgresURI checks a store URI without quoting it (it holds a

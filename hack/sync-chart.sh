@@ -106,10 +106,17 @@ sync() { # sync DEST GENERATOR
 
 # The image tag: Chart.yaml's appVersion, as the Makefile reads it.
 app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "${chart}/Chart.yaml")
-[[ "${app_version}" =~ ^[0-9A-Za-z][-.+0-9A-Za-z]*$ ]] || die "${chart}/Chart.yaml: no usable appVersion"
-tagged() { # tagged FILE: FILE with its operator image tags set to appVersion
-	sed -E -e "s/^([[:space:]]*newTag:[[:space:]]*).*$/\1${app_version}/" \
-		-e "s#(image:[[:space:]]*ghcr\.io/stxfaucet/faucet-operator:)[^[:space:]]*#\1${app_version}#" "$1"
+[[ "${app_version}" =~ ^[0-9A-Za-z_][-._0-9A-Za-z]{0,127}$ ]] || die "${chart}/Chart.yaml: the appVersion is not a valid image tag"
+image=ghcr.io/stxfaucet/faucet-operator
+tagged() { # tagged FILE: FILE with the tags of this project's image set to appVersion
+	# Only the images: entry that names the image (as name or newName): one
+	# pointed elsewhere (kustomize edit set image) is the reader's.
+	awk -v image="${image}" -v tag="${app_version}" '
+		/^[[:space:]]*-[[:space:]]*name:/ { entry = $NF; renamed = "" }
+		/^[[:space:]]*newName:/ { renamed = $NF }
+		/^[[:space:]]*newTag:/ && (renamed == image || (renamed == "" && entry == image)) { sub(/newTag:.*/, "newTag: " tag) }
+		{ print }
+	' "$1" | sed -E "s#(image:[[:space:]]*${image//./\\.}:)[^[:space:]]*#\1${app_version}#"
 }
 gen_manager_tag() { tagged config/manager/kustomization.yaml; }
 gen_devnet_tag() { tagged config/samples/devnet/kustomization.yaml; }

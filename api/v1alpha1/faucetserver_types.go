@@ -738,7 +738,7 @@ type NodeSpec struct {
 	// lines, "Name: value", one a line (blank lines and lines starting
 	// with # are skipped), sent with every request to the Stacks nodes:
 	// the faucet's, and the operator's reads of the balances. For
-	// example "x-api-key: <key>" for Hiro's API (https://api.hiro.so),
+	// example "x-api-key: <key>" for Hiro's API (https://api.testnet.hiro.so),
 	// which rate-limits anonymous clients. Headers the faucet sets itself
 	// (Host, User-Agent, Content-Type, …) are refused. The Secret is
 	// mounted read-only into the pod as a file, and the operator reads

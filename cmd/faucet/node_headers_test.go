@@ -146,7 +146,7 @@ func TestServeNodeHeadersFileErrors(t *testing.T) {
 	for name, c := range map[string]struct{ text, want string }{
 		"no colon":        {"x-api-key " + secret, "line 1: want \"Name: value\""},
 		"a reserved name": {"x-api-key: " + secret + "\nuser-agent: " + secret, "line 2: User-Agent is set by the faucet itself"},
-		"an empty value":  {"\nx-api-key:", "line 2: X-Api-Key has no value"},
+		"an empty value":  {"\nx-api-key:", "line 2: the header has no value"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {

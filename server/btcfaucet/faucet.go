@@ -84,6 +84,7 @@ type FaucetNode interface {
 	Node
 	RequireTestChain(ctx context.Context) (btcnode.Chain, error)
 	RawTransaction(ctx context.Context, txid string) (*btcnode.Tx, error)
+	BlockHeight(ctx context.Context, hash string) (int64, error)
 }
 
 var _ FaucetNode = (*btcnode.Client)(nil)

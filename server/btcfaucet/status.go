@@ -147,25 +147,10 @@ func (f *Faucet) spentOurCoin(ctx context.Context, tx *btcnode.Tx, script string
 	case int(in.Vout) >= len(prev.Vout) || prev.Vout[in.Vout].ScriptPubKey != script:
 		return 0, false, nil
 	}
-	// Its height is the tip's less its confirmations, read with no block
-	// mined in between; 0 (unknown) when blocks keep coming.
-	for range 3 {
-		before, err := f.cfg.Node.BlockCount(ctx)
-		if err != nil {
-			return 0, true, fmt.Errorf("btc faucet: block count for %s: %w", tx.TxID, err)
-		}
-		again, err := f.cfg.Node.RawTransaction(ctx, tx.TxID)
-		if err != nil {
-			return 0, true, fmt.Errorf("btc faucet: look up %s: %w", tx.TxID, err)
-		}
-		after, err := f.cfg.Node.BlockCount(ctx)
-		if err != nil {
-			return 0, true, fmt.Errorf("btc faucet: block count for %s: %w", tx.TxID, err)
-		}
-		if before == after && again.Confirmations > 0 {
-			tx.Confirmations, tx.BlockHash = again.Confirmations, again.BlockHash
-			return after - again.Confirmations + 1, true, nil
-		}
+	// The block's height, from any node that knows the block; 0
+	// (unknown, the status then gives only the depth) when none answers.
+	if height, err := f.cfg.Node.BlockHeight(ctx, tx.BlockHash); err == nil {
+		return height, true, nil
 	}
 	return 0, true, nil
 }

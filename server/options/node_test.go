@@ -24,8 +24,8 @@ func TestNodeHeadersFile(t *testing.T) {
 		"an api key":         {text: "# Hiro\n\nx-api-key: " + apiKey + "\n"},
 		"no colon":           {text: "# Hiro\nx-api-key " + apiKey + "\n", want: "line 2: want \"Name: value\""},
 		"a reserved name":    {text: "x-api-key: " + apiKey + "\nUser-Agent: " + apiKey + "\n", want: "line 2: User-Agent is set by the faucet itself"},
-		"an empty value":     {text: "x-api-key:   \n", want: "line 1: X-Api-Key has no value"},
-		"a value with a NUL": {text: "x-api-key: " + apiKey + "\x00\n", want: "line 1: the value of X-Api-Key has characters"},
+		"an empty value":     {text: "x-api-key:   \n", want: "line 1: the header has no value"},
+		"a value with a NUL": {text: "x-api-key: " + apiKey + "\x00\n", want: "line 1: the value has characters"},
 		"no header at all":   {text: "# nothing yet\n", want: "no header lines"},
 	} {
 		t.Run(name, func(t *testing.T) {

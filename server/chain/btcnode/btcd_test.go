@@ -95,6 +95,9 @@ func TestBtcdMinedBlocksReadBack(t *testing.T) {
 			t.Fatalf("block %d: hash %s height %d prev %s confirmations %d; want %s, %d, %s, %d",
 				height, b.Hash, b.Height, b.PreviousHash, b.Confirmations, want, height, prev, n-height+1)
 		}
+		if h, err := c.BlockHeight(ctx(t), want); err != nil || h != height {
+			t.Fatalf("BlockHeight(%s) = %d, %v; want %d", want, h, err, height)
+		}
 		if len(b.Txs) != 1 || len(b.Txs[0].Vin) != 1 || !b.Txs[0].Vin[0].IsCoinbase() {
 			t.Fatalf("block %d: want only a coinbase, got %+v", height, b.Txs)
 		}
@@ -134,6 +137,9 @@ func TestBtcdMinedBlocksReadBack(t *testing.T) {
 	missing := strings.Repeat("ab", 32)
 	if _, err = c.Block(ctx(t), missing); !errors.Is(err, btcnode.ErrBlockNotFound) {
 		t.Fatalf("unknown block: %v; want ErrBlockNotFound", err)
+	}
+	if _, err = c.BlockHeight(ctx(t), missing); !errors.Is(err, btcnode.ErrBlockNotFound) {
+		t.Fatalf("the height of an unknown block: %v; want ErrBlockNotFound", err)
 	}
 	if _, err = c.RawTransaction(ctx(t), missing); !errors.Is(err, btcnode.ErrTxNotFound) {
 		t.Fatalf("unknown tx: %v; want ErrTxNotFound", err)

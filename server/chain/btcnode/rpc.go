@@ -17,6 +17,7 @@ const (
 	CallBestBlockHash   = "getbestblockhash"
 	CallBlockHash       = "getblockhash"
 	CallBlock           = "getblock"
+	CallBlockHeader     = "getblockheader"
 	CallRawTransaction  = "getrawtransaction"
 	CallSendRawTx       = "sendrawtransaction"
 	CallRawMempool      = "getrawmempool"
@@ -112,6 +113,31 @@ func (c *Client) Block(ctx context.Context, hash string) (b *Block, err error) {
 		return nil, responseError(CallBlock, fmt.Errorf("asked for block %s, got %s", h, b.Hash))
 	}
 	return b, nil
+}
+
+// BlockHeight calls getblockheader (verbose) for the height of the block
+// hash. Errors wrap ErrBlockNotFound for a hash the node does not know.
+func (c *Client) BlockHeight(ctx context.Context, hash string) (height int64, err error) {
+	defer c.rc.Observe(CallBlockHeader)(&err)
+	h, err := normalizeHash(CallBlockHeader, hash)
+	if err != nil {
+		return 0, err
+	}
+	var w struct {
+		Hash   string `json:"hash"`
+		Height *int64 `json:"height"`
+	}
+	err = c.call(ctx, CallBlockHeader, []any{h, true}, &w)
+	if re := asRPC(err); re != nil && re.Code == CodeInvalidAddressOrKey {
+		re.kind = ErrBlockNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	if w.Hash != h || w.Height == nil {
+		return 0, responseError(CallBlockHeader, fmt.Errorf("asked for the header of block %s, got %q", h, w.Hash))
+	}
+	return *w.Height, nil
 }
 
 // BlockRaw calls getblock with verbosity 0: the serialized block. Unlike

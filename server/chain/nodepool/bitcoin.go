@@ -95,6 +95,11 @@ func (p *BTCPool) RawTransaction(ctx context.Context, txid string) (*btcnode.Tx,
 	return read(ctx, p.group, func(ctx context.Context, c *btcnode.Client) (*btcnode.Tx, error) { return c.RawTransaction(ctx, txid) })
 }
 
+// BlockHeight asks the best node for the height of a block.
+func (p *BTCPool) BlockHeight(ctx context.Context, hash string) (int64, error) {
+	return read(ctx, p.group, func(ctx context.Context, c *btcnode.Client) (int64, error) { return c.BlockHeight(ctx, hash) })
+}
+
 // EstimateFee asks the best node for a fee rate.
 func (p *BTCPool) EstimateFee(ctx context.Context, confTarget int) (*btcnode.FeeEstimate, error) {
 	return read(ctx, p.group, func(ctx context.Context, c *btcnode.Client) (*btcnode.FeeEstimate, error) {

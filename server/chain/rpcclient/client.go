@@ -132,9 +132,12 @@ func (r *Response) Redact(s string) string {
 	return s
 }
 
-// Excerpt is the body made safe to quote in an error (see Excerpt),
-// redacted, at most maxLen bytes.
-func (r *Response) Excerpt(maxLen int) string { return r.Redact(Excerpt(r.Body, maxLen)) }
+// Excerpt is the body made safe to quote in an error (see Excerpt), at
+// most maxLen bytes, redacted before it is cut: no secret is left in part
+// at the cut.
+func (r *Response) Excerpt(maxLen int) string {
+	return Excerpt([]byte(r.Redact(string(r.Body))), maxLen)
+}
 
 // Do sends one request for call to the node's URL followed by path, with
 // payload (nil for none) of contentType, and returns the answer whatever

@@ -21,14 +21,17 @@ var reservedHeaders = map[string]bool{
 	"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true, "User-Agent": true,
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
 	"Te": true, "Trailer": true, "Upgrade": true,
+	// Set by hand, it turns off the transport's gzip decoding.
+	"Accept-Encoding": true,
 }
 
 // ParseHeaders reads header lines "Name: value" (for example
-// "x-api-key: …", how Hiro's API takes its keys). Blank lines and lines
-// starting with '#' are skipped. Errors name the line and the header but
-// never quote a value: values are secrets.
+// "x-api-key: …", how Hiro's API takes its keys), each name once. Blank
+// lines and lines starting with '#' are skipped. Errors name the line,
+// and a header only when it is one the client sets itself: on a mistyped
+// line the "name" may be the secret.
 func ParseHeaders(text string) (http.Header, error) {
-	h := http.Header{}
+	h, seen := http.Header{}, map[string]int{}
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -45,11 +48,14 @@ func ParseHeaders(text string) (http.Header, error) {
 		case reservedHeaders[http.CanonicalHeaderKey(name)]:
 			return nil, fmt.Errorf("line %d: %s is set by the faucet itself and cannot be given", i+1, http.CanonicalHeaderKey(name))
 		case value == "":
-			return nil, fmt.Errorf("line %d: %s has no value", i+1, http.CanonicalHeaderKey(name))
+			return nil, fmt.Errorf("line %d: the header has no value", i+1)
 		case !httpguts.ValidHeaderFieldValue(value):
-			return nil, fmt.Errorf("line %d: the value of %s has characters a header cannot carry", i+1, http.CanonicalHeaderKey(name))
+			return nil, fmt.Errorf("line %d: the value has characters a header cannot carry", i+1)
+		case h.Get(name) != "":
+			return nil, fmt.Errorf("line %d: the same header as line %d", i+1, seen[http.CanonicalHeaderKey(name)])
 		}
-		h.Add(name, value)
+		h.Set(name, value)
+		seen[http.CanonicalHeaderKey(name)] = i + 1
 	}
 	if len(h) == 0 {
 		return nil, errors.New("no header lines (want \"Name: value\", e.g. \"x-api-key: …\")")

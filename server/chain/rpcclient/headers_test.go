@@ -28,8 +28,11 @@ func TestParseHeaders(t *testing.T) {
 		"Authorization Bearer " + secretKey + ":x": "line 1: the header name is not valid",
 		"User-Agent: " + secretKey:                 "line 1: User-Agent is set by the faucet itself",
 		"host: " + secretKey:                       "line 1: Host is set by the faucet itself",
-		"x-api-key:   ":                            "line 1: X-Api-Key has no value",
-		"x-api-key: a\x00" + secretKey:             "line 1: the value of X-Api-Key has characters",
+		"x-api-key:   ":                            "line 1: the header has no value",
+		"x-api-key: a\x00" + secretKey:             "line 1: the value has characters",
+		"Accept-Encoding: gzip":                    "line 1: Accept-Encoding is set by the faucet itself",
+		"x-api-key: a\nX-API-KEY: " + secretKey:    "line 2: the same header as line 1",
+		secretKey + ":":                            "line 1: the header has no value",
 		"# only a comment\n\n":                     "no header lines",
 	} {
 		_, err := ParseHeaders(text)
@@ -105,5 +108,19 @@ func TestNewRefusesAnAuthorizationHeaderWithBasicAuth(t *testing.T) {
 	}
 	if _, err := New("test", "http://node:20443", Settings{}, []Option{WithHeader(h)}); err != nil {
 		t.Errorf("a bearer header alone: %v", err)
+	}
+}
+
+// A secret across the cut of an excerpt leaves none of itself behind.
+func TestExcerptRedactsBeforeItCuts(t *testing.T) {
+	h, err := ParseHeaders("x-api-key: " + secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Response{Body: []byte("echo: " + secretKey), header: h}
+	for n := 8; n < 40; n++ {
+		if got := r.Excerpt(n); strings.Contains(got, secretKey[:4]) {
+			t.Fatalf("Excerpt(%d) = %q: part of the key is left", n, got)
+		}
 	}
 }

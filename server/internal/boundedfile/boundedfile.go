@@ -28,7 +28,7 @@ func Read(path string, max int64) ([]byte, error) {
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // an *os.PathError: it names the file
 	}
 	if int64(len(data)) > max {
 		return data, &TooLargeError{Path: path, Max: max}
