@@ -307,28 +307,20 @@ func secretVolume(name, secret, key string) corev1.Volume {
 func configHash(image string, args []string, digests secretDigests) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s", image, strings.Join(args, "\x00"), digests.keys, digests.store)
-	if digests.treasury != "" {
-		// Only with a treasury, so the hash of every other faucet, and
-		// with it its pods, stays as it was.
-		fmt.Fprintf(h, "\x00treasury\x00%s", digests.treasury)
-	}
-	// Likewise only with BTC: a faucet without it keeps its hash.
-	if digests.btcKey != "" {
-		fmt.Fprintf(h, "\x00btc-key\x00%s", digests.btcKey)
-	}
-	if digests.btcCredentials != "" {
-		fmt.Fprintf(h, "\x00btc-rpc-credentials\x00%s", digests.btcCredentials)
-	}
-	// And only with sign-in.
-	if digests.oidcClientSecret != "" {
-		fmt.Fprintf(h, "\x00oidc-client-secret\x00%s", digests.oidcClientSecret)
-	}
-	if digests.sessionKey != "" {
-		fmt.Fprintf(h, "\x00session-key\x00%s", digests.sessionKey)
-	}
-	// And only with node headers.
-	if digests.nodeHeaders != "" {
-		fmt.Fprintf(h, "\x00node-headers\x00%s", digests.nodeHeaders)
+	// The optional Secrets count only when used, so adding one to the
+	// operator leaves the hash of every faucet without it, and with it its
+	// pods, as it was.
+	for _, d := range [...]struct{ name, digest string }{
+		{"treasury", digests.treasury},
+		{"btc-key", digests.btcKey},
+		{"btc-rpc-credentials", digests.btcCredentials},
+		{"oidc-client-secret", digests.oidcClientSecret},
+		{"session-key", digests.sessionKey},
+		{"node-headers", digests.nodeHeaders},
+	} {
+		if d.digest != "" {
+			fmt.Fprintf(h, "\x00%s\x00%s", d.name, d.digest)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
