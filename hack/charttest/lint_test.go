@@ -25,6 +25,19 @@ func TestLint(t *testing.T) {
 	}
 }
 
+// TestNodeURLsAccepted: a FaucetServer of several nodes (spec.node.urls,
+// which the CRD takes instead of url) passes the schema too.
+func TestNodeURLsAccepted(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	values := "faucetServers:\n  - name: a\n    spec: {node: {urls: ['http://node-0:20443', 'http://node-1:20443']}, keySecretRef: {name: keys}}\n"
+	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := lint(t, "-f", file); err != nil {
+		t.Fatalf("helm lint refused node.urls: %v\n%s", err, out)
+	}
+}
+
 // TestBadValuesAreRejected checks that values.schema.json and the templates'
 // own checks refuse bad values. helm template (like install and upgrade)
 // fails on both; helm lint only on schema errors, as it deliberately logs the
@@ -70,6 +83,14 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"faucetServer without node.url": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {}, keySecretRef: {name: keys}}\n",
 			wantErr: "missing property 'url'",
+		},
+		"faucetServer with both node.url and node.urls": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443', urls: ['http://node:20443']}, keySecretRef: {name: keys}}\n",
+			wantErr: "/faucetServers/0/spec/node",
+		},
+		"faucetServer with an empty node.urls": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {urls: []}, keySecretRef: {name: keys}}\n",
+			wantErr: "/faucetServers/0/spec/node/urls",
 		},
 		"faucetServer without keySecretRef.name": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {key: keys}}\n",
