@@ -80,25 +80,7 @@ func TestServeNodeHeadersFile(t *testing.T) {
 
 	t.Run("without the file", func(t *testing.T) {
 		kn := serveKeyedNode(t, serveTestNode(t, dn), apiKey)
-		addr := freeAddr(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- run(ctx, clock.RealClock{}, []string{"serve", "--store", "memory", "--listen", addr,
-				"--node-url", kn.url, "--key-file", keyFile, "--log-level", "error"}, io.Discard, io.Discard)
-		}()
-		defer func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("serve: %v", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Error("serve did not stop with its context")
-			}
-		}()
-		base := "http://" + addr
+		base, _ := startInProcess(t, io.Discard, "--node-url", kn.url, "--key-file", keyFile, "--log-level", "error")
 		// Up (it listens and has asked the node) but refused by the node...
 		deadline := time.Now().Add(20 * time.Second)
 		for kn.refused.Load() == 0 || !listening(base) {

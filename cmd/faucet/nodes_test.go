@@ -311,6 +311,15 @@ func TestServeWithANodeHeldBehind(t *testing.T) {
 // returns its base URL once it is ready. Its log goes to stderr.
 func serveInProcess(t *testing.T, stderr io.Writer, args ...string) (base string, stop func()) {
 	t.Helper()
+	base, stop = startInProcess(t, stderr, args...)
+	waitReady(t, base)
+	return base, stop
+}
+
+// startInProcess is serveInProcess without waiting for the faucet to be
+// ready.
+func startInProcess(t *testing.T, stderr io.Writer, args ...string) (base string, stop func()) {
+	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -332,9 +341,7 @@ func serveInProcess(t *testing.T, stderr io.Writer, args ...string) (base string
 		})
 	}
 	t.Cleanup(stop)
-	base = "http://" + addr
-	waitReady(t, base)
-	return base, stop
+	return "http://" + addr, stop
 }
 
 // dripConfirmed asks the faucet at base for a STX drip, wants it answered
