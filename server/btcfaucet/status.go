@@ -109,9 +109,10 @@ func (f *Faucet) Payout(ctx context.Context, txid string) (PayoutStatus, bool, e
 	// the block at height.
 	height, ours := spendHeight(e.payer.chain, tx)
 	script := hex.EncodeToString(f.Address().PkScript())
-	if !ours && tx.Confirmations > 0 && tx.Confirmations >= e.payer.chain.Depth() {
-		// Older than the blocks the follower keeps, which forget the coins
-		// spent there: ask the node what the first input spent.
+	if !ours && tx.Confirmations >= e.payer.chain.Depth() {
+		// Older than the blocks the follower keeps (at least 1, so never a
+		// mempool tx), which forget the coins spent there: ask the node
+		// what the first input spent.
 		if height, ours, err = f.spentOurCoin(ctx, tx, script); err != nil {
 			return PayoutStatus{}, false, err
 		}
