@@ -876,6 +876,20 @@ var _ = Describe("FaucetServer controller", func() {
 		}, "requests must be greater than 0"),
 		Entry("zero node timeout", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.Timeout = &metav1.Duration{} },
 			"node.timeout must be a positive duration"),
+		Entry("a busy poll slower than the idle one", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.PollInterval, fs.Spec.Node.BusyPollInterval = &metav1.Duration{Duration: 5 * time.Second}, &metav1.Duration{Duration: 10 * time.Second}
+		}, "spec.node.busyPollInterval: Invalid value: node.busyPollInterval (default 100ms) must not exceed node.pollInterval"),
+		Entry("an idle poll below the default busy poll", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.PollInterval = &metav1.Duration{Duration: 50 * time.Millisecond}
+		}, "node.busyPollInterval (default 100ms) must not exceed node.pollInterval"),
+		Entry("a zero poll interval", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.PollInterval = &metav1.Duration{} },
+			"node.pollInterval must be a duration from 50ms to 1m"),
+		Entry("a poll interval over a minute", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.PollInterval = &metav1.Duration{Duration: 2 * time.Minute}
+		}, "node.pollInterval must be a duration from 50ms to 1m"),
+		Entry("a busy poll interval under 50ms", func(fs *faucetv1alpha1.FaucetServer) {
+			fs.Spec.Node.BusyPollInterval = &metav1.Duration{Duration: 10 * time.Millisecond}
+		}, "node.busyPollInterval must be a duration from 50ms to 1m"),
 		Entry("memo over 34 bytes of UTF-8", func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Memo = ptr.To(strings.Repeat("é", 20)) },
 			"memo must be at most 34 bytes of UTF-8"),
 		// The name is also the Service's, which must be a DNS-1035 label:

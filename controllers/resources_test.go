@@ -151,6 +151,26 @@ func TestServerArgs(t *testing.T) {
 			},
 			want: []string{"serve", "--node-url=http://miner:20443,https://follower.example.com:20443", keyFile, switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
 		},
+		"the node's poll cadences are --node-poll-interval and --node-busy-poll-interval, after --node-timeout": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Node.Timeout = ptr.To(duration(15 * time.Second))
+				fs.Spec.Node.PollInterval = ptr.To(duration(20 * time.Second))
+				fs.Spec.Node.BusyPollInterval = ptr.To(duration(2 * time.Second))
+			},
+			want: []string{"serve", nodeURL, "--node-timeout=15s", "--node-poll-interval=20s", "--node-busy-poll-interval=2s", keyFile,
+				switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
+		},
+		"poll cadences at the CRD's defaults, as the API server fills them in, pass no flag": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Node.PollInterval = ptr.To(duration(time.Second))
+				fs.Spec.Node.BusyPollInterval = ptr.To(duration(100 * time.Millisecond))
+			},
+			want: minimal,
+		},
+		"a slower idle poll alone keeps the default busy poll": {
+			mutate: func(fs *faucetv1alpha1.FaucetServer) { fs.Spec.Node.PollInterval = ptr.To(duration(time.Minute)) },
+			want:   []string{"serve", nodeURL, "--node-poll-interval=1m0s", keyFile, switchesFile, embeddedStore, listen, shutdownDelay, logFormat},
+		},
 		"a Postgres store is no flag: its URI comes through FAUCET_STORE, which a flag would override": {
 			mutate: postgres(2),
 			want:   []string{"serve", nodeURL, keyFile, switchesFile, listen, "--shutdown-delay=8s", logFormat},

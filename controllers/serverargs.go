@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	faucetv1alpha1 "github.com/stxfaucet/faucet-operator/api/v1alpha1"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -47,6 +50,13 @@ func setInt[T ~int64 | ~uint64 | ~int | ~uint, V ~int32 | ~int64](dst *T, v *V) 
 	}
 }
 
+// setDuration sets *dst to an optional spec duration when it is set.
+func setDuration(dst *time.Duration, d *metav1.Duration) {
+	if d != nil {
+		*dst = d.Duration
+	}
+}
+
 func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
 	if l != nil {
 		*dst = guard.Limit{Requests: int(l.Requests), Window: l.Window.Duration}
@@ -58,9 +68,9 @@ func setLimit(dst *guard.Limit, l *faucetv1alpha1.RateLimit) {
 func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	s := fs.Spec
 	o.Node.URLs = s.Node.NodeURLs()
-	if s.Node.Timeout != nil {
-		o.Node.Timeout = s.Node.Timeout.Duration
-	}
+	setDuration(&o.Node.Timeout, s.Node.Timeout)
+	setDuration(&o.Node.PollInterval, s.Node.PollInterval)
+	setDuration(&o.Node.BusyPollInterval, s.Node.BusyPollInterval)
 	setInt(&o.Node.ChainID, s.ChainID)
 	if ref := fs.NodeHeadersSecretKey(); ref != nil {
 		o.Node.HeadersFile = path.Join(nodeHeadersMountPath, ref.Key)

@@ -704,6 +704,7 @@ type TreasuryKeyReference struct {
 
 // NodeSpec locates the Stacks node RPC.
 // +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.urls)",message="node: set url (one node) or urls (several nodes of one chain), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.pollInterval) || !has(self.busyPollInterval) || duration(self.busyPollInterval) <= duration(self.pollInterval)",message="node.busyPollInterval (default 100ms) must not exceed node.pollInterval: the faucet polls at least as often while a transaction is in flight",fieldPath=".busyPollInterval"
 type NodeSpec struct {
 	// url is the http or https URL of the Stacks node RPC, e.g.
 	// http://stacks-node.stacks.svc:20443. Set url or urls.
@@ -733,6 +734,31 @@ type NodeSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="node.timeout must be a positive duration"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// pollInterval is how often the faucet reads the node's tip
+	// (/v2/info) while no transaction is in flight, and how often it
+	// probes each node's health, as a duration from 50ms to 1m. Defaults
+	// to 1s. Behind a rate-limited gateway such as Hiro's API (50
+	// requests a minute without a key, 500 with one) raise it, with
+	// busyPollInterval, or the polls alone use up the quota; new blocks
+	// are then noticed later.
+	// +optional
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('50ms') && duration(self) <= duration('1m')",message="node.pollInterval must be a duration from 50ms to 1m"
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+
+	// busyPollInterval is how often the faucet reads the node's tip while
+	// a transaction is in flight or drips wait for a key, as a duration
+	// from 50ms up to pollInterval. Defaults to 100ms: a confirmation is
+	// seen soon after its block. Raise it behind a rate-limited gateway.
+	// +optional
+	// +kubebuilder:default="100ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('50ms') && duration(self) <= duration('1m')",message="node.busyPollInterval must be a duration from 50ms to 1m"
+	BusyPollInterval *metav1.Duration `json:"busyPollInterval,omitempty"`
 
 	// headersSecretRef selects the Secret data key holding HTTP header
 	// lines, "Name: value", one a line (blank lines and lines starting

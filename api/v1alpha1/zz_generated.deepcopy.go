@@ -1051,6 +1051,16 @@ func (in *NodeSpec) DeepCopyInto(out *NodeSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.PollInterval != nil {
+		in, out := &in.PollInterval, &out.PollInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.BusyPollInterval != nil {
+		in, out := &in.BusyPollInterval, &out.BusyPollInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.HeadersSecretRef != nil {
 		in, out := &in.HeadersSecretRef, &out.HeadersSecretRef
 		*out = new(NodeHeadersSecretReference)

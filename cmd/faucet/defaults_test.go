@@ -29,6 +29,8 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 	want := map[string]string{
 		"listen":                   fmt.Sprintf(":%d", server.DefaultPort),
 		"node-timeout":             node.DefaultTimeout.String(),
+		"node-poll-interval":       faucet.DefaultPollInterval.String(),
+		"node-busy-poll-interval":  faucet.DefaultBusyPollInterval.String(),
 		"status-cache-ttl":         server.DefaultStatusCacheTTL.String(),
 		"amount":                   strconv.FormatUint(faucet.DefaultAmount, 10),
 		"stacking-padding-percent": strconv.FormatUint(faucet.DefaultStackingPadding, 10),

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/journal"
@@ -59,8 +61,18 @@ func engineConfig(o *options.Serve, clk procClock, keys []*stacks.PrivateKey, tr
 		Batching: faucet.Batching{Max: o.Batching.Max, Window: o.Batching.Window, Contract: contract},
 		Refills:  faucet.Refills{Treasury: treasury, Below: o.Keys.RefillBelow, Amount: o.Keys.RefillAmount},
 		State:    state,
-		Timing:   faucet.Timing{MaxInFlight: o.Sending.MaxInFlight, StuckBlocks: o.Sending.StuckBlocks, BusyWait: o.Sending.BusyWait},
+		Timing: faucet.Timing{MaxInFlight: o.Sending.MaxInFlight, StuckBlocks: o.Sending.StuckBlocks, BusyWait: o.Sending.BusyWait,
+			PollInterval: o.Node.PollInterval, BusyPollInterval: o.Node.BusyPollInterval},
 	}, nil
+}
+
+// stacksPoolConfig is the Stacks nodes' pool over clients. Its probes read
+// /v2/info as the engine's idle poll does, so they share its cadence: one
+// flag slows both for a rate-limited gateway. (The BTC nodes' pool keeps
+// its own: those are the operator's nodes, not a metered gateway.)
+func stacksPoolConfig(o *options.Node, clients []*node.Client, clk procClock, log *slog.Logger) nodepool.Config {
+	return nodepool.Config{Clients: clients, ChainID: uint32(o.ChainID), //nolint:gosec // validated to fit
+		ProbeInterval: o.PollInterval, Logger: log, Clock: clk}
 }
 
 // btcConfig is the BTC faucet's configuration: its key and node, and the

@@ -35,6 +35,7 @@ import (
 	"github.com/stxfaucet/faucet-operator/server"
 	"github.com/stxfaucet/faucet-operator/server/chain/bitcoin"
 	"github.com/stxfaucet/faucet-operator/server/chain/node"
+	"github.com/stxfaucet/faucet-operator/server/chain/nodepool"
 	"github.com/stxfaucet/faucet-operator/server/chain/stacks"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
@@ -187,6 +188,13 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"fee.fallback": func(raw string) { same("fee.fallback", num(raw), faucet.DefaultFeeFallback, o.Fees.Fallback) },
 		"memo":         func(raw string) { same("memo", str(raw), faucet.DefaultMemo, o.Amounts.Memo) },
 		"node.timeout": func(raw string) { same("node.timeout", dur(raw), node.DefaultTimeout, o.Node.Timeout) },
+		"node.pollInterval": func(raw string) {
+			same("node.pollInterval", dur(raw), faucet.DefaultPollInterval, o.Node.PollInterval)
+			same("node.pollInterval (the node pool's probes)", dur(raw), nodepool.DefaultProbeInterval, o.Node.PollInterval)
+		},
+		"node.busyPollInterval": func(raw string) {
+			same("node.busyPollInterval", dur(raw), faucet.DefaultBusyPollInterval, o.Node.BusyPollInterval)
+		},
 		"rateLimits.perAddress": func(raw string) {
 			same("rateLimits.perAddress", limit(raw), guard.DefaultLimits().PerAddress, o.Limits.Address)
 		},
@@ -442,7 +450,8 @@ func TestOperatorArgsReachServe(t *testing.T) {
 	full := func(store faucetv1alpha1.StoreSpec, replicas int32) *faucetv1alpha1.FaucetServer {
 		fs := minimal()
 		fs.Spec = faucetv1alpha1.FaucetServerSpec{
-			Node:         faucetv1alpha1.NodeSpec{URL: "https://node.example.com:20443", Timeout: &metav1.Duration{Duration: 15 * time.Second}},
+			Node: faucetv1alpha1.NodeSpec{URL: "https://node.example.com:20443", Timeout: &metav1.Duration{Duration: 15 * time.Second},
+				PollInterval: &metav1.Duration{Duration: 20 * time.Second}, BusyPollInterval: &metav1.Duration{Duration: 2 * time.Second}},
 			ChainID:      ptr.To(int64(2147483648)),
 			KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys", Key: "faucet.txt"},
 			Amounts: &faucetv1alpha1.Amounts{
@@ -750,7 +759,8 @@ func TestOperatorArgsReachServe(t *testing.T) {
 // FaucetServer of TestOperatorArgsReachServe, with store.
 func fullOptions(store string) func(o *options.Serve) {
 	return func(o *options.Serve) {
-		o.Node = options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648}
+		o.Node = options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648,
+			PollInterval: 20 * time.Second, BusyPollInterval: 2 * time.Second}
 		o.Keys = options.Keys{File: "/etc/faucet/keys/faucet.txt", TreasuryFile: "/etc/faucet/treasury/treasury.txt",
 			RefillBelow: 40_000_000, RefillAmount: 400_000_000}
 		o.Amounts = options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7, Memo: "hello faucet"}

@@ -194,8 +194,7 @@ func (r *serveRun) connect(ctx context.Context) error {
 		}
 		clients = append(clients, c)
 	}
-	pool, err := nodepool.New(nodepool.Config{Clients: clients, ChainID: uint32(r.o.Node.ChainID), //nolint:gosec // validated to fit
-		Logger: r.log.With("component", "nodes"), Clock: r.clk})
+	pool, err := nodepool.New(stacksPoolConfig(&r.o.Node, clients, r.clk, r.log.With("component", "nodes")))
 	if err != nil {
 		return fmt.Errorf("%w: --node-url: %w", errUsage, err)
 	}

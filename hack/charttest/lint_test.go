@@ -26,10 +26,11 @@ func TestLint(t *testing.T) {
 }
 
 // TestNodeURLsAccepted: a FaucetServer of several nodes (spec.node.urls,
-// which the CRD takes instead of url) passes the schema too.
+// which the CRD takes instead of url) passes the schema too, as do its
+// poll cadences.
 func TestNodeURLsAccepted(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "values.yaml")
-	values := "faucetServers:\n  - name: a\n    spec: {node: {urls: ['http://node-0:20443', 'http://node-1:20443']}, keySecretRef: {name: keys}}\n"
+	values := "faucetServers:\n  - name: a\n    spec: {node: {urls: ['http://node-0:20443', 'http://node-1:20443'], pollInterval: 20s, busyPollInterval: 1.5s}, keySecretRef: {name: keys}}\n"
 	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +92,10 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"faucetServer with an empty node.urls": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {urls: []}, keySecretRef: {name: keys}}\n",
 			wantErr: "/faucetServers/0/spec/node/urls",
+		},
+		"faucetServer with a node.pollInterval that is no duration": {
+			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443', pollInterval: '20'}, keySecretRef: {name: keys}}\n",
+			wantErr: "/faucetServers/0/spec/node/pollInterval",
 		},
 		"faucetServer without keySecretRef.name": {
 			values:  "faucetServers:\n  - name: a\n    spec: {node: {url: 'http://node:20443'}, keySecretRef: {key: keys}}\n",

@@ -45,12 +45,11 @@ const (
 	// DefaultBusyWait is how long `faucet serve` lets a drip wait for a
 	// free in-flight slot. The engine's zero Timing.BusyWait fails at once.
 	DefaultBusyWait     = settings.BusyWait
-	DefaultPollInterval = time.Second
+	DefaultPollInterval = settings.PollInterval
 	// DefaultBusyPollInterval is the tip poll's cadence while transactions
-	// are in flight: a block frees its confirmed nonces' slots within about
-	// this much of the node showing it (one /v2/info read, then the
-	// senders' account reads at once).
-	DefaultBusyPollInterval   = 100 * time.Millisecond
+	// are in flight: one /v2/info read, then the senders' account reads at
+	// once.
+	DefaultBusyPollInterval   = settings.BusyPollInterval
 	DefaultChainCheckInterval = 30 * time.Second
 	DefaultCacheTTL           = 10 * time.Second
 )

@@ -23,15 +23,33 @@ type Node struct {
 	// as the x-api-key of a rate-limited public API. It is read at
 	// start-up only: the operator rolls the pod when its Secret changes.
 	HeadersFile string
+	// PollInterval is how often the engine reads the node's tip while no
+	// transaction is in flight, and how often the node pool probes each
+	// node; BusyPollInterval is the engine's cadence while one is, or
+	// drips wait for a slot. Together they are most of the faucet's
+	// requests to a node, so a rate-limited gateway needs them slower.
+	PollInterval, BusyPollInterval time.Duration
 }
 
-func defaultNode() Node { return Node{Timeout: node.DefaultTimeout} }
+// Bounds of the poll cadences: faster than MinPollInterval only loads the
+// node; slower than MaxPollInterval, readiness, nonce repairs and
+// confirmations would lag the chain by several blocks.
+const (
+	MinPollInterval = 50 * time.Millisecond
+	MaxPollInterval = time.Minute
+)
 
-// BindFlags binds --node-url, --node-timeout, --chain-id and
-// --node-headers-file.
+func defaultNode() Node {
+	return Node{Timeout: node.DefaultTimeout, PollInterval: settings.PollInterval, BusyPollInterval: settings.BusyPollInterval}
+}
+
+// BindFlags binds --node-url, --node-timeout, --node-poll-interval,
+// --node-busy-poll-interval, --chain-id and --node-headers-file.
 func (o *Node) BindFlags(fs *Flags) {
 	fs.Var(&o.URLs, "node-url", "Stacks node RPC URL, e.g. http://stacks-node:20443; comma-separated or repeated for several nodes of one chain: reads go to a healthy node at the highest tip, broadcasts to all")
 	fs.Duration(&o.Timeout, "node-timeout", "timeout of each node RPC call")
+	fs.Duration(&o.PollInterval, "node-poll-interval", "how often the faucet reads the node's tip (/v2/info) while no transaction is in flight, and how often it probes each node's health (50ms..1m); raise it against a rate-limited gateway such as Hiro's API, at the cost of noticing new blocks later")
+	fs.Duration(&o.BusyPollInterval, "node-busy-poll-interval", "how often the faucet reads the node's tip while a transaction is in flight or drips wait for a key (50ms up to --node-poll-interval); raise it against a rate-limited gateway, at the cost of later confirmations")
 	fs.Uint(&o.ChainID, "chain-id", "refuse a node reporting another chain id (0 = accept any testnet id)")
 	fs.String(&o.HeadersFile, "node-headers-file", "file of HTTP header lines \"Name: value\" sent with every request to the Stacks node(s), e.g. x-api-key: <key> for Hiro's API (values are never logged)")
 }
@@ -59,6 +77,9 @@ func (o *Node) validate() error {
 	if o.Timeout <= 0 {
 		return fmt.Errorf("--node-timeout must be positive, got %s", o.Timeout)
 	}
+	if err := o.validatePolls(); err != nil {
+		return err
+	}
 	for _, u := range o.URLs {
 		if err := needScheme("--node-url", u); err != nil {
 			return err
@@ -66,6 +87,25 @@ func (o *Node) validate() error {
 	}
 	_, err := o.Headers()
 	return err
+}
+
+// validatePolls checks the poll cadences. The engine would quietly read
+// a busy cadence slower than the idle one as the idle one; refusing it
+// keeps what the flags say and what the faucet does the same.
+func (o *Node) validatePolls() error {
+	for _, p := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--node-poll-interval", o.PollInterval}, {"--node-busy-poll-interval", o.BusyPollInterval}} {
+		if p.d < MinPollInterval || p.d > MaxPollInterval {
+			return fmt.Errorf("%s must be %s..%s, got %s", p.flag, MinPollInterval, MaxPollInterval, p.d)
+		}
+	}
+	if o.BusyPollInterval > o.PollInterval {
+		return fmt.Errorf("--node-busy-poll-interval %s is above --node-poll-interval %s: the faucet polls at least as often while a transaction is in flight; lower it or raise --node-poll-interval",
+			o.BusyPollInterval, o.PollInterval)
+	}
+	return nil
 }
 
 // Keys are the faucet's keys: the distributors, and the treasury that

@@ -3,8 +3,10 @@ package options_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/options"
 )
@@ -74,5 +76,62 @@ func TestNodeHeadersFileMissing(t *testing.T) {
 	// The flag parses to the field (TestArgsRoundTrip renders it back).
 	if got := parse(t, "--node-headers-file", "/etc/h").Node.HeadersFile; got != "/etc/h" {
 		t.Errorf("--node-headers-file parses to %q", got)
+	}
+}
+
+// The poll cadences default to the engine's, parse to their fields and
+// render back only when they differ from the defaults.
+func TestNodePollIntervalFlags(t *testing.T) {
+	d := options.Defaults().Node
+	if d.PollInterval != time.Second || d.BusyPollInterval != 100*time.Millisecond {
+		t.Errorf("defaults: poll %s, busy poll %s; want 1s and 100ms", d.PollInterval, d.BusyPollInterval)
+	}
+	args := []string{"--node-poll-interval=30s", "--node-busy-poll-interval=2s"}
+	o := parse(t, args...)
+	if o.Node.PollInterval != 30*time.Second || o.Node.BusyPollInterval != 2*time.Second {
+		t.Errorf("%q parse to poll %s, busy poll %s", args, o.Node.PollInterval, o.Node.BusyPollInterval)
+	}
+	if got := o.Args(); !slices.Equal(got, args) {
+		t.Errorf("Args() = %q, want %q", got, args)
+	}
+	o.Node.PollInterval, o.Node.BusyPollInterval = d.PollInterval, d.BusyPollInterval
+	if got := o.Args(); len(got) != 0 {
+		t.Errorf("the default cadences render as %q, want no flag", got)
+	}
+}
+
+// Validate takes cadences from 50ms to 1m, the busy one no slower than
+// the idle one, and refuses the rest naming the flag and the bound.
+func TestNodePollIntervalBounds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		poll, busy time.Duration
+		want       string // "" = valid
+	}{
+		"the defaults":                 {poll: time.Second, busy: 100 * time.Millisecond},
+		"a gateway's slow cadence":     {poll: 20 * time.Second, busy: 3 * time.Second},
+		"both at the least":            {poll: 50 * time.Millisecond, busy: 50 * time.Millisecond},
+		"both at the most":             {poll: time.Minute, busy: time.Minute},
+		"busy slower than idle":        {poll: time.Second, busy: 2 * time.Second, want: "--node-busy-poll-interval 2s is above --node-poll-interval 1s"},
+		"idle below the default busy":  {poll: 50 * time.Millisecond, busy: 100 * time.Millisecond, want: "--node-busy-poll-interval 100ms is above --node-poll-interval 50ms"},
+		"a zero poll":                  {poll: 0, busy: 100 * time.Millisecond, want: "--node-poll-interval must be 50ms..1m0s, got 0s"},
+		"a negative busy poll":         {poll: time.Second, busy: -time.Second, want: "--node-busy-poll-interval must be 50ms..1m0s, got -1s"},
+		"a zero busy poll":             {poll: time.Second, busy: 0, want: "--node-busy-poll-interval must be 50ms..1m0s, got 0s"},
+		"a poll faster than 50ms":      {poll: 10 * time.Millisecond, busy: 10 * time.Millisecond, want: "--node-poll-interval must be 50ms..1m0s, got 10ms"},
+		"a poll slower than a minute":  {poll: time.Minute + time.Second, busy: time.Second, want: "--node-poll-interval must be 50ms..1m0s, got 1m1s"},
+		"a busy poll slower than 1m":   {poll: time.Minute, busy: 2 * time.Minute, want: "--node-busy-poll-interval must be 50ms..1m0s, got 2m0s"},
+		"a busy poll faster than 50ms": {poll: time.Second, busy: time.Millisecond, want: "--node-busy-poll-interval must be 50ms..1m0s, got 1ms"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := options.Defaults()
+			o.Node.URLs, o.Keys.File = options.URLList{"https://api.testnet.hiro.so"}, "/keys"
+			o.Node.PollInterval, o.Node.BusyPollInterval = tc.poll, tc.busy
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

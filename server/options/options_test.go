@@ -54,7 +54,7 @@ func TestDefaultsAreTheFlagDefaults(t *testing.T) {
 func everySet() options.Serve {
 	return options.Serve{
 		Node: options.Node{URLs: options.URLList{"https://node.example.com:20443"}, Timeout: 15 * time.Second, ChainID: 2147483648,
-			HeadersFile: "/etc/faucet/node-headers/headers"},
+			HeadersFile: "/etc/faucet/node-headers/headers", PollInterval: 20 * time.Second, BusyPollInterval: 2 * time.Second},
 		Keys: options.Keys{File: "/etc/faucet/keys/keys", TreasuryFile: "/etc/faucet/treasury/keys", RefillBelow: 40_000_000, RefillAmount: 400_000_000},
 		Amounts: options.Amounts{Default: 1_000_000, Stacking: 90_000_000_000, StackingPadding: 7,
 			Memo: "hello, faucet; = x"}, // the separators of --token mean nothing here

@@ -44,6 +44,12 @@ const (
 	FeeFallback     uint64 = 1_000
 	StuckBlocks     uint64 = 3
 	BusyWait               = 5 * time.Second
+	// PollInterval is the tip poll's cadence while nothing is in flight
+	// (and the node pool's probe interval); BusyPollInterval while
+	// transactions are: a block frees its confirmed nonces' slots within
+	// about this much of the node showing it.
+	PollInterval     = time.Second
+	BusyPollInterval = 100 * time.Millisecond
 	// BatchMax drips share one send-many call by default, the most the
 	// contract takes.
 	BatchMax = stacks.SendManyMaxRecipients
