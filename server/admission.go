@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 )
@@ -91,7 +92,7 @@ func (s *server) dispense(h http.Header, r *http.Request, k ask) (*paid, *dripFa
 // failed is the answer to a kind's error, logged and counted.
 func (s *server) failed(ctx context.Context, log *dripLog, a *asset, err error) *dripFailure {
 	f, level := a.failure(a, err)
-	transient(f, a)
+	transient(f, a, node.RetryAfter(err))
 	s.metrics.observeDrip(a.name, f.reason)
 	log.at(ctx, level, "drip failed", slog.String("reason", f.reason), slog.Any("err", err))
 	return f
@@ -269,7 +270,7 @@ func (s *server) storeFailure(asset faucet.Asset) *dripFailure {
 	s.metrics.observeDrip(asset, string(faucet.ReasonStoreUnavailable))
 	f := &dripFailure{reason: string(faucet.ReasonStoreUnavailable), message: dripErrorText[faucet.ReasonStoreUnavailable], v3Message: v3Unavailable}
 	a, _ := s.lookup(asset)
-	transient(f, a)
+	transient(f, a, 0)
 	return f
 }
 
@@ -299,10 +300,13 @@ const retryTransient = 5
 // transient completes the answer to a failure of asset a that passes by
 // itself (the store, the node or this replica's keys unavailable for now):
 // a store outage is 503 on v1 as on v3 (v1 keeps the seed's 500 for the
-// engine's own reasons), and each says when to try again. BTC's answers
-// keep no Retry-After of theirs: the page asks v3 for BTC's usual drip and
-// reads a v3 503 with Retry-After as the budget's refusal.
-func transient(f *dripFailure, a *asset) {
+// engine's own reasons), and each says when to try again: retryTransient,
+// or later when the node asked the faucet to wait longer (nodeWait, a
+// gateway's 429), since a client retrying sooner would meet the same
+// refusal. BTC's answers keep no Retry-After of theirs: the page asks v3
+// for BTC's usual drip and reads a v3 503 with Retry-After as the budget's
+// refusal.
+func transient(f *dripFailure, a *asset, nodeWait time.Duration) {
 	switch faucet.Reason(f.reason) {
 	case faucet.ReasonStoreUnavailable:
 		f.status, f.v3Status = http.StatusServiceUnavailable, http.StatusServiceUnavailable
@@ -312,5 +316,8 @@ func transient(f *dripFailure, a *asset) {
 	}
 	if f.retryAfter == 0 && (a == nil || a.chain != chainBitcoin) {
 		f.retryAfter = retryTransient
+		if nodeWait > 0 && f.reason == string(faucet.ReasonNodeUnavailable) {
+			f.retryAfter = max(f.retryAfter, retryAfterSeconds(nodeWait))
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stxfaucet/faucet-operator/server/btcfaucet"
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 	"github.com/stxfaucet/faucet-operator/server/guard"
 	"github.com/stxfaucet/faucet-operator/server/settings"
@@ -198,10 +199,17 @@ func (m *Metrics) startAsset(a faucet.Asset) {
 }
 
 // ObserveNodeCall records one node RPC. Its signature matches
-// rpcclient.WithObserver, so it can be passed there directly.
+// rpcclient.WithObserver, so it can be passed there directly. A call the
+// node rate-limited (429), or that was held back while its wait lasted,
+// is "throttled", apart from the errors: it calls for slower polling or a
+// higher plan, not for a look at the node.
 func (m *Metrics) ObserveNodeCall(call string, d time.Duration, err error) {
 	result := "ok"
-	if err != nil {
+	switch {
+	case err == nil:
+	case node.IsThrottled(err):
+		result = "throttled"
+	default:
 		result = "error"
 	}
 	m.nodeCalls.WithLabelValues(call, result).Observe(d.Seconds())

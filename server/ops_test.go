@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/stxfaucet/faucet-operator/server/chain/node"
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
 
@@ -308,5 +311,40 @@ func TestPageServed(t *testing.T) {
 	}
 	if w := h.do(http.MethodPost, "/", nil, nil); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %d", w.Code)
+	}
+}
+
+// A node's 429, and a call held back while its wait lasts, are counted as
+// "throttled", apart from the node's errors.
+func TestNodeCallResults(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	for _, err := range []error{
+		nil,
+		&node.HTTPError{Client: "node", Call: "info", StatusCode: http.StatusServiceUnavailable},
+		&node.HTTPError{Client: "node", Call: "info", StatusCode: http.StatusTooManyRequests},
+		fmt.Errorf("poll: %w", &node.ThrottledError{Client: "node", Call: "info", RetryAfter: time.Second}),
+	} {
+		m.ObserveNodeCall("info", time.Millisecond, err)
+	}
+	got := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "faucet_node_rpc_duration_seconds" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "result" {
+					got[lp.GetValue()] = s.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if want := map[string]uint64{"ok": 1, "error": 1, "throttled": 2}; !maps.Equal(got, want) {
+		t.Errorf("node calls by result: %v, want %v", got, want)
 	}
 }

@@ -151,6 +151,13 @@ func TestResend(t *testing.T) {
 	}
 }
 
+// heldBack is an error of a client that knows whether it sent the
+// request (a node client waiting out a 429 does not).
+type heldBack bool
+
+func (heldBack) Error() string   { return "held back" }
+func (h heldBack) NotSent() bool { return bool(h) }
+
 func TestNeverSentAndCut(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Err: errors.New("connection refused")}
 	read := &net.OpError{Op: "read", Err: errors.New("reset")}
@@ -163,6 +170,8 @@ func TestNeverSentAndCut(t *testing.T) {
 		{read, false, false},
 		{context.DeadlineExceeded, false, true},
 		{fmt.Errorf("%w: %w", context.Canceled, dial), true, false},
+		{fmt.Errorf("broadcast: %w", heldBack(true)), true, false},
+		{heldBack(false), false, false},
 	} {
 		if NeverSent(tc.err) != tc.never || Cut(tc.err) != tc.cut {
 			t.Errorf("%v: NeverSent %v Cut %v", tc.err, NeverSent(tc.err), Cut(tc.err))

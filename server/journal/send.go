@@ -7,9 +7,17 @@ import (
 )
 
 // NeverSent reports whether err proves a request did not reach the node:
-// the connection was refused at dial. Any other failure after the request
-// left may hide an answer that was lost.
+// the connection was refused at dial, or the client held the request back
+// (an error with a NotSent method that says so, such as a node client's
+// wait after a 429). Any other failure after the request left may hide an
+// answer that was lost.
 func NeverSent(err error) bool {
+	if ns, ok := errors.AsType[interface {
+		error
+		NotSent() bool
+	}](err); ok && ns.NotSent() {
+		return true
+	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }

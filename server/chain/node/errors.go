@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/chain/rpcclient"
 )
@@ -220,12 +221,23 @@ func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
 //     timeout, the body read failing midway);
 //   - ResponseError: a 2xx response whose body is not in the node's
 //     format, typically a misconfigured proxy or a node version we don't
-//     understand.
+//     understand;
+//   - ThrottledError: a call not sent, because the node answered 429 and
+//     the wait it asked for has not passed.
 type (
 	HTTPError      = rpcclient.HTTPError
 	TransportError = rpcclient.TransportError
 	ResponseError  = rpcclient.ResponseError
+	ThrottledError = rpcclient.ThrottledError
 )
+
+// RetryAfter is how long the node asked to wait, from err
+// (rpcclient.RetryAfter): 0 when it did not say.
+func RetryAfter(err error) time.Duration { return rpcclient.RetryAfter(err) }
+
+// IsThrottled reports whether err is the node's rate limiting
+// (rpcclient.IsThrottled).
+func IsThrottled(err error) bool { return rpcclient.IsThrottled(err) }
 
 func responseError(call string, err error) error {
 	return &ResponseError{Client: name, Call: call, Err: err}

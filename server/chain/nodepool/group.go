@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type chainRPC[C client] interface {
 // out of rotation; each chain's adapter reads its client's errors into it.
 type failure struct {
 	status    int  // an HTTP status other than 2xx
+	throttled bool // a call held back while the node's 429 wait lasts
 	auth      bool // the node refuses the credentials
 	warmup    bool // the node is starting
 	timeout   bool
@@ -57,8 +59,10 @@ func failureOf(err error) failure {
 		he *rpcclient.HTTPError
 		te *rpcclient.TransportError
 		re *rpcclient.ResponseError
+		th *rpcclient.ThrottledError
 	)
-	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re)}
+	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re),
+		throttled: errors.As(err, &th)}
 	if errors.As(err, &he) {
 		f.status = he.StatusCode
 	}
@@ -72,6 +76,8 @@ func (f failure) reason(protocol string) string {
 		return "is warming up"
 	case f.auth:
 		return fmt.Sprintf("refuses the credentials (HTTP %d)", f.status)
+	case f.throttled || f.status == http.StatusTooManyRequests:
+		return "rate limits the faucet (HTTP 429)"
 	case f.status != 0:
 		return fmt.Sprintf("answers HTTP %d", f.status)
 	case f.timeout:
@@ -101,7 +107,9 @@ type group[C client] struct {
 	log     *slog.Logger
 	members []*member[C]
 
-	mu sync.Mutex // guards the members' fields after c and order
+	mu sync.Mutex // guards the members' fields after c and order, and lastRound
+	// lastRound is when due last chose a probe round.
+	lastRound time.Time
 }
 
 func newGroup[C client](name string, rpc chainRPC[C], clients []C, t tuning, log *slog.Logger) (*group[C], error) {

@@ -41,6 +41,7 @@ type member[C client] struct {
 	latency   time.Duration // moving average of its answered calls
 	since     time.Time     // when state last changed
 	failedAt  time.Time
+	readAt    time.Time // when a read last gave its tip (observe)
 	nextProbe time.Time
 	backoff   time.Duration
 
@@ -59,7 +60,7 @@ func (g *group[C]) observe(c C, tip uint64, otherChain string) {
 	if m == nil {
 		return
 	}
-	m.tip = tip
+	m.tip, m.readAt = tip, g.t.clock.Now()
 	if otherChain != "" {
 		g.setState(m, stateOut, otherChain)
 	}
@@ -209,17 +210,23 @@ func (g *group[C]) probe(ctx context.Context, round []*member[C]) {
 
 // due are the members to probe: every one but those out of rotation whose
 // back-off has not ended, so that a round compares the tips of all nodes
-// serving.
+// serving. A lone node in rotation whose tip a read gave since the last
+// round is not probed: the faucet's own tip poll reads the same /v2/info,
+// and on a rate-limited gateway every request counts.
 func (g *group[C]) due() []*member[C] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.t.clock.Now()
 	var out []*member[C]
 	for _, m := range g.members {
-		if m.state != stateOut || !now.Before(m.nextProbe) {
+		switch {
+		case m.state == stateOut && now.Before(m.nextProbe):
+		case len(g.members) == 1 && m.state == stateIn && m.readAt.After(g.lastRound):
+		default:
 			out = append(out, m)
 		}
 	}
+	g.lastRound = now
 	return out
 }
 

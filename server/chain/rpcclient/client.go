@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -23,7 +25,19 @@ type Client struct {
 	base     string // scheme://host[:port][/path], no userinfo, no trailing slash
 	creds    *credentials
 	settings Settings
+	// quietUntil (Unix nanoseconds) ends the wait a 429 asked for; until
+	// then calls are refused here (*ThrottledError), not sent.
+	quietUntil atomic.Int64
 }
+
+// Bounds of the wait after a 429: a gateway that sends no Retry-After is
+// given a short pause, so a poll loop does not hammer it; one that asks for
+// longer than maxThrottle is asked again after that, so a proxy's odd
+// value cannot silence the node for an hour.
+const (
+	defaultThrottle = 2 * time.Second
+	maxThrottle     = time.Minute
+)
 
 // New returns the HTTP half of the client called name (its errors start
 // with it) for the node at rawURL, e.g. "http://user:pass@host:port".
@@ -107,6 +121,7 @@ type Response struct {
 
 	user, pass string
 	header     http.Header // the extra headers sent (WithHeader)
+	retryAfter time.Duration
 }
 
 // Redact removes the password, the Basic auth token and the values of
@@ -145,13 +160,21 @@ func (r *Response) Excerpt(maxLen int) string {
 // 401, the file is read again and, if it changed, the request is sent
 // once more: Core writes a new cookie at every start. Errors are failures
 // to get an answer: *TransportError, *ResponseError for an answer over
-// the size cap, *CredentialsError.
+// the size cap, *CredentialsError, and *ThrottledError for a call held
+// back: after a 429 the client sends nothing to the node until the wait it
+// asked for (Retry-After, else defaultThrottle) has passed.
 func (c *Client) Do(ctx context.Context, call, method, path string, payload []byte, contentType string) (*Response, error) {
+	if wait := c.throttled(); wait > 0 {
+		return nil, &ThrottledError{Client: c.name, Call: call, RetryAfter: wait}
+	}
 	user, pass, err := c.creds.get(c.name, false)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.send(ctx, call, method, path, payload, contentType, user, pass)
+	if err == nil && resp.Status == http.StatusTooManyRequests {
+		c.throttle(resp.retryAfter)
+	}
 	if err != nil || resp.Status != http.StatusUnauthorized || c.creds.file == "" {
 		return resp, err
 	}
@@ -161,6 +184,24 @@ func (c *Client) Do(ctx context.Context, call, method, path string, payload []by
 	// The file could not be read again, or holds the same credentials:
 	// the 401 is the answer.
 	return resp, nil
+}
+
+// throttled is what is left of the wait a 429 asked for (0 when none).
+func (c *Client) throttled() time.Duration {
+	until := c.quietUntil.Load()
+	if until == 0 {
+		return 0
+	}
+	return time.Duration(until - c.settings.Clock.Now().UnixNano())
+}
+
+// throttle starts the wait after a 429: retryAfter as the node asked,
+// within (0, maxThrottle], or defaultThrottle. A later 429 replaces it.
+func (c *Client) throttle(retryAfter time.Duration) {
+	if retryAfter <= 0 {
+		retryAfter = defaultThrottle
+	}
+	c.quietUntil.Store(c.settings.Clock.Now().Add(min(retryAfter, maxThrottle)).UnixNano())
 }
 
 // send performs one exchange. Only failures to get an answer are errors.
@@ -202,7 +243,8 @@ func (c *Client) send(ctx context.Context, call, method, path string, payload []
 	if int64(len(body)) > s.MaxResponseBytes {
 		return nil, &ResponseError{Client: c.name, Call: call, Err: fmt.Errorf("response body exceeds %d bytes", s.MaxResponseBytes)}
 	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass, header: s.Header}, nil
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass, header: s.Header,
+		retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.Clock.Now())}, nil
 }
 
 // scrubURLError removes userinfo from a *url.Error's URL. Our own

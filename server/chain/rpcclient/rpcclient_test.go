@@ -177,10 +177,101 @@ func TestErrorMessages(t *testing.T) {
 }
 
 func TestNewHTTPErrorReadsRetryAfter(t *testing.T) {
-	resp := &Response{Status: 503, Header: http.Header{"Retry-After": {"7"}}, Body: []byte("  slow\ndown  ")}
+	c := newClient(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("  slow\ndown  "))
+	})
+	resp, err := c.Do(context.Background(), "info", http.MethodGet, "/", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	he := NewHTTPError("node", "info", resp, 200)
-	if he.RetryAfter != 7*time.Second || he.Body != "slow down" {
+	if he.RetryAfter != 7*time.Second || he.Body != "slow down" || RetryAfter(he) != 7*time.Second {
 		t.Fatalf("%+v", he)
+	}
+	// A 503 holds nothing back: only a 429 asks this client to wait.
+	if _, err := c.Do(context.Background(), "info", http.MethodGet, "/", nil, ""); err != nil {
+		t.Fatalf("call after a 503: %v", err)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"7", 7 * time.Second},
+		{" 0 ", 0},
+		{"-3", 0},
+		{"soon", 0},
+		{"99999999999", 0}, // does not fit: ignored, not wrapped around
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+	} {
+		if got := parseRetryAfter(tc.in, now); got != tc.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// After a 429 the client sends nothing until the wait the node asked for
+// has passed: calls fail at once with a *ThrottledError that says how long
+// is left, counts as unavailable and as never sent.
+func TestWaitsOutA429(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	var hits int
+	retryAfter := "30"
+	c := newClient(t, func(w http.ResponseWriter, _ *http.Request) {
+		hits++
+		if retryAfter != "none" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(http.StatusTooManyRequests)
+	}, WithClock(clk))
+	do := func() error {
+		_, err := c.Do(context.Background(), "info", http.MethodGet, "/", nil, "")
+		return err
+	}
+	if err := do(); err != nil || hits != 1 {
+		t.Fatalf("first call: %v, %d hits; want the 429 answered", err, hits)
+	}
+	clk.Step(10 * time.Second)
+	err := do()
+	te, ok := errors.AsType[*ThrottledError](err)
+	if !ok || hits != 1 {
+		t.Fatalf("call during the wait: %v, %d hits; want a *ThrottledError and nothing sent", err, hits)
+	}
+	if te.RetryAfter != 20*time.Second || RetryAfter(err) != 20*time.Second || !IsUnavailable(err) || !IsThrottled(err) || !te.NotSent() {
+		t.Fatalf("%+v: want 20s left, unavailable, not sent", te)
+	}
+	if want := "test info: not sent: the node is rate limiting this client (HTTP 429) for 20s more"; err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+	for _, tc := range []struct {
+		header string
+		wait   time.Duration // how long the next 429 holds calls back
+	}{
+		{"none", defaultThrottle},
+		{"3600", maxThrottle},
+		{"5", 5 * time.Second},
+	} {
+		clk.Step(maxThrottle) // every wait so far is over
+		retryAfter = tc.header
+		before := hits
+		if err := do(); err != nil || hits != before+1 {
+			t.Fatalf("Retry-After %s: the call after the wait: %v", tc.header, err)
+		}
+		clk.Step(tc.wait - time.Millisecond)
+		if err := do(); RetryAfter(err) != time.Millisecond || hits != before+1 {
+			t.Fatalf("Retry-After %s: 1ms before the end: %v (%d hits)", tc.header, err, hits-before)
+		}
+		clk.Step(time.Millisecond)
+		if err := do(); err != nil || hits != before+2 {
+			t.Fatalf("Retry-After %s: at the end: %v (%d hits)", tc.header, err, hits-before)
+		}
 	}
 }
 
