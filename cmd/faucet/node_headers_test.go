@@ -30,26 +30,38 @@ type keyedNode struct {
 // serveKeyedNode serves a keyedNode in front of nodeURL until the test ends.
 func serveKeyedNode(t *testing.T, nodeURL, key string) *keyedNode {
 	t.Helper()
-	target, err := url.Parse(nodeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	k := &keyedNode{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	k.url = serveGate(t, nodeURL, func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Header.Get("x-api-key") != key {
 			k.refused.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = io.WriteString(w, `{"error":"unauthorized"}`)
-			return
+			return false
 		}
 		k.passed.Add(1)
-		proxy.ServeHTTP(w, r)
+		return true
+	})
+	return k
+}
+
+// serveGate serves, until the test ends, a front of nodeURL as a gateway
+// is: pass answers a request itself and returns false, or lets it through
+// to the node. It returns the front's URL.
+func serveGate(t *testing.T, nodeURL string, pass func(http.ResponseWriter, *http.Request) bool) string {
+	t.Helper()
+	target, err := url.Parse(nodeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pass(w, r) {
+			proxy.ServeHTTP(w, r)
+		}
 	}))
 	t.Cleanup(srv.Close)
-	k.url = srv.URL
-	return k
+	return srv.URL
 }
 
 // `serve --node-headers-file` sends the file's x-api-key with every node

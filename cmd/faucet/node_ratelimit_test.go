@@ -3,9 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,25 +25,19 @@ type limitingGateway struct {
 
 func serveLimitingGateway(t *testing.T, nodeURL string) *limitingGateway {
 	t.Helper()
-	target, err := url.Parse(nodeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	g := &limitingGateway{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if left := time.Until(time.Unix(0, g.until.Load())); left > 0 {
-			g.refused.Add(1)
-			w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = io.WriteString(w, `{"error":"rate limit exceeded"}`)
-			return
+	g.url = serveGate(t, nodeURL, func(w http.ResponseWriter, _ *http.Request) bool {
+		left := time.Until(time.Unix(0, g.until.Load()))
+		if left <= 0 {
+			return true
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	g.url = srv.URL
+		g.refused.Add(1)
+		w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":"rate limit exceeded"}`)
+		return false
+	})
 	return g
 }
 

@@ -125,13 +125,7 @@ func TestNodePollIntervalBounds(t *testing.T) {
 			o := options.Defaults()
 			o.Node.URLs, o.Keys.File = options.URLList{"https://api.testnet.hiro.so"}, "/keys"
 			o.Node.PollInterval, o.Node.BusyPollInterval = tc.poll, tc.busy
-			err := o.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("Validate: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
-			}
+			checkValidate(t, o.Validate(), tc.want)
 		})
 	}
 }

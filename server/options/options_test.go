@@ -278,6 +278,18 @@ func TestFlagGroupsListEveryFlagOnce(t *testing.T) {
 }
 
 // Validate's errors name the flag to change.
+// checkValidate fails t unless err is nil when want is "", or an error
+// containing want.
+func checkValidate(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("Validate: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("Validate: %v, want an error containing %q", err, want)
+	}
+}
+
 func TestValidateNamesTheFlag(t *testing.T) {
 	real := func(o *options.Serve) {
 		o.Node.URLs, o.Keys.File = options.URLList{"http://stacks-node:20443"}, "/keys"
@@ -414,13 +426,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			o := options.Defaults()
 			tc.base(&o)
 			tc.mutate(&o)
-			err := o.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("Validate: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
-			}
+			checkValidate(t, o.Validate(), tc.want)
 		})
 	}
 }
