@@ -243,8 +243,11 @@ func (c *Client) send(ctx context.Context, call, method, path string, payload []
 	if int64(len(body)) > s.MaxResponseBytes {
 		return nil, &ResponseError{Client: c.name, Call: call, Err: fmt.Errorf("response body exceeds %d bytes", s.MaxResponseBytes)}
 	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass, header: s.Header,
-		retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.Clock.Now())}, nil
+	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, user: user, pass: pass, header: s.Header}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		out.retryAfter = parseRetryAfter(v, s.Clock.Now())
+	}
+	return out, nil
 }
 
 // scrubURLError removes userinfo from a *url.Error's URL. Our own
