@@ -77,6 +77,23 @@ var _ = Describe("Budgets and identity", func() {
 		}, "budget.floorPercent must be 1 to 100"),
 		Entry("floorPercent over 100", func(fs *faucetv1alpha1.FaucetServer) { budget(fs).FloorPercent = ptr.To(int32(150)) },
 			"budget.floorPercent must be 1 to 100"),
+		Entry("stackingPercent 0, which the faucet reads as 50", func(fs *faucetv1alpha1.FaucetServer) {
+			budget(fs).StackingPercent = ptr.To(int32(0))
+		}, "budget.stackingPercent must be 1 to 100"),
+		Entry("stackingPercent over 100", func(fs *faucetv1alpha1.FaucetServer) { budget(fs).StackingPercent = ptr.To(int32(101)) },
+			"budget.stackingPercent must be 1 to 100"),
+		Entry("a negative stackingPercent", func(fs *faucetv1alpha1.FaucetServer) { budget(fs).StackingPercent = ptr.To(int32(-1)) },
+			"budget.stackingPercent must be 1 to 100"),
+		Entry("a stacking share on a token's budget", func(fs *faucetv1alpha1.FaucetServer) {
+			a := tokenAsset("tusd", testnetTUSD, 1, nil)
+			a.Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(1_000)), StackingPercent: ptr.To(int32(50))}
+			withAssets(a)(fs)
+		}, "spec.assets[0].budget.stackingPercent: Invalid value: spec.assets[].budget takes no stackingPercent: stacking drips are STX only, so it belongs in spec.budget"),
+		Entry("a stacking share on BTC's budget", func(fs *faucetv1alpha1.FaucetServer) {
+			a := btcAsset(btcSpec(false))
+			a.Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(0)), StackingPercent: ptr.To(int32(100))}
+			withAssets(sbtcAsset(1, nil), a)(fs)
+		}, "spec.assets[1].budget.stackingPercent: Invalid value"),
 		Entry("a negative reserve", func(fs *faucetv1alpha1.FaucetServer) { budget(fs).Reserve = ptr.To(int64(-5)) },
 			"budget.reserve must be 0 or more base units"),
 		Entry("a negative target", func(fs *faucetv1alpha1.FaucetServer) { budget(fs).Target = ptr.To(int64(-5)) },
@@ -250,12 +267,14 @@ var _ = Describe("Budgets and identity", func() {
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
 
 		Expect(fs.Spec.Budget.Per).To(HaveValue(HaveField("Duration", 12*time.Hour)), "as given")
+		Expect(fs.Spec.Budget.StackingPercent).To(HaveValue(Equal(int32(40))), "as given")
 		sbtc := fs.Spec.Assets[0].Budget
 		Expect(sbtc.Per).To(HaveValue(HaveField("Duration", 24*time.Hour)))
 		Expect(sbtc.ScaleBelowPercent).To(HaveValue(Equal(int32(25))))
 		Expect(sbtc.FloorPercent).To(HaveValue(Equal(int32(10))))
 		Expect(sbtc.Reserve).To(BeNil())
 		Expect(sbtc.Target).To(BeNil())
+		Expect(sbtc.StackingPercent).To(BeNil(), "no default: STX only, and unset means the faucet's 50")
 		Expect(fs.Spec.Assets[1].RateLimits).NotTo(BeNil(), "the entries' own defaults still apply")
 
 		id := fs.Spec.Identity

@@ -30,6 +30,7 @@ func withBudgets(fs *faucetv1alpha1.FaucetServer) {
 		Amount: ptr.To(int64(1_000_000_000_000)), Per: ptr.To(duration(12 * time.Hour)),
 		ScaleBelowPercent: ptr.To(int32(30)), FloorPercent: ptr.To(int32(20)),
 		Reserve: ptr.To(int64(50_000_000_000)), Target: ptr.To(int64(200_000_000_000)),
+		StackingPercent: ptr.To(int32(40)),
 	}
 	tusd := tokenAsset("tusd", testnetTUSD, 10_000_000, nil)
 	tusd.Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(5_000_000_000)), Per: ptr.To(duration(time.Hour))}
@@ -96,7 +97,7 @@ func TestBudgetArgs(t *testing.T) {
 		"STX's, a token's and BTC's, an asset between them without one": {
 			fs: fixture(withBudgets),
 			want: []string{"--budget=" +
-				"asset=stx,amount=1000000000000,per=12h0m0s,scale-below=30,floor=20,reserve=50000000000,target=200000000000;" +
+				"asset=stx,amount=1000000000000,per=12h0m0s,scale-below=30,floor=20,reserve=50000000000,target=200000000000,stacking=40;" +
 				"asset=tusd,amount=5000000000,per=1h0m0s;" +
 				"asset=btc,amount=0,per=24h0m0s,reserve=100000"},
 		},
@@ -106,6 +107,20 @@ func TestBudgetArgs(t *testing.T) {
 					ScaleBelowPercent: ptr.To(int32(25)), FloorPercent: ptr.To(int32(10))}
 			}),
 			want: []string{"--budget=asset=stx,amount=7,per=24h0m0s,scale-below=25,floor=10"},
+		},
+		"stacking drips held to no share of their own": {
+			fs: fixture(func(fs *faucetv1alpha1.FaucetServer) {
+				fs.Spec.Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(7)), StackingPercent: ptr.To(int32(100))}
+			}),
+			want: []string{"--budget=asset=stx,amount=7,per=24h0m0s,stacking=100"},
+		},
+		"a stacking share on a token's budget (which the CRD refuses) is not passed: serve would refuse it": {
+			fs: fixture(func(fs *faucetv1alpha1.FaucetServer) {
+				tusd := tokenAsset("tusd", testnetTUSD, 10_000_000, nil)
+				tusd.Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(5)), StackingPercent: ptr.To(int32(30))}
+				fs.Spec.Assets = append(fs.Spec.Assets, tusd)
+			}),
+			want: []string{"--budget=asset=tusd,amount=5,per=24h0m0s"},
 		},
 		"a budget without amount (which the CRD refuses) passes nothing": {
 			fs: fixture(func(fs *faucetv1alpha1.FaucetServer) {

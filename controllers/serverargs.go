@@ -243,6 +243,11 @@ func setBudgets(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 		setInt(&ob.FloorPercent, b.FloorPercent)
 		setInt(&ob.Reserve, nonNegative(b.Reserve))
 		setInt(&ob.Target, nonNegative(b.Target))
+		// Stacking drips are STX's alone: serve refuses a stacking share
+		// on any other asset's --budget, as the CRD does on spec.assets.
+		if asset == settings.AssetSTX {
+			setInt(&ob.StackingPercent, b.StackingPercent)
+		}
 		o.Budgets.List = append(o.Budgets.List, ob)
 	}
 	add(settings.AssetSTX, fs.Spec.Budget)

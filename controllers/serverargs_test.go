@@ -97,6 +97,7 @@ func everyField(fs *faucetv1alpha1.FaucetServer) {
 		Amount: ptr.To(int64(1_000_000_000_000)), Per: ptr.To(duration(12 * time.Hour)),
 		ScaleBelowPercent: ptr.To(int32(30)), FloorPercent: ptr.To(int32(20)),
 		Reserve: ptr.To(int64(50_000_000_000)), Target: ptr.To(int64(200_000_000_000)),
+		StackingPercent: ptr.To(int32(40)),
 	}
 	fs.Spec.Assets[0].Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(50_000_000)), Reserve: ptr.To(int64(1_000_000))}
 	fs.Spec.Assets[2].Budget = &faucetv1alpha1.BudgetSpec{Amount: ptr.To(int64(0)), Target: ptr.To(int64(100_000_000))}

@@ -118,12 +118,15 @@ func (t *treasury) budgetFailure(asset faucet.Asset, ex *guard.Exhausted, tier *
 		retryAfter: retryAfterSeconds(ex.RetryAfter), v3Status: http.StatusServiceUnavailable, v3Message: msg}
 	budget := t.budgetOf(asset)
 	of := "the " + label + " budget of " + t.formatAmount(asset, budget.Amount) + " per " + formatPeriod(budget.Per)
-	if ex.Pool != "" && tier != nil {
+	switch {
+	case ex.Pool == guard.PoolKey(string(asset.OrSTX()), guard.StackingPool, budget.Per):
+		f.detail = "stacking drips' share (" + strconv.Itoa(budget.Stacking()) + " %) of " + of + " is used up; default drips are still paid"
+	case ex.Pool != "" && tier != nil:
 		f.detail = "the " + tier.Name + " share (" + strconv.Itoa(tier.Share()) + " %) of " + of + " is used up"
 		if tier.Name == identity.AnonymousName && t.signInOffered {
 			f.detail += "; signed-in developers draw from a share of their own: sign in on the faucet's page or send an ID token"
 		}
-	} else {
+	default:
 		f.detail = of + " is used up"
 	}
 	return f

@@ -128,7 +128,9 @@ func TestBudgetGivenBackOnFailure(t *testing.T) {
 // A stacking drip is whole or nothing: it is never scaled, and a budget
 // that cannot pay it whole refuses it while default drips still pass.
 func TestBudgetStackingIsWhole(t *testing.T) {
-	h := newHarness(t, options{limits: budgetLimits(200_000 * ustx)})
+	lim := budgetLimits(200_000 * ustx)
+	lim.Budgets["stx"] = guard.Budget{Amount: 200_000 * ustx, Per: time.Hour, StackingPercent: 100} // no share of their own
+	h := newHarness(t, options{limits: lim})
 	stack, err := h.f.StackingAmount(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +145,49 @@ func TestBudgetStackingIsWhole(t *testing.T) {
 	}
 	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, nil); w.Code != http.StatusOK || paidSTX(t, w) != 500*ustx {
 		t.Fatalf("a default drip beside it: %d %s", w.Code, w.Body)
+	}
+}
+
+// Stacking drips take at most their share of the STX budget (50 % by
+// default), together: a farm of fresh addresses asking for stacking drips,
+// each worth 300 default drips, empties that share and no more, and
+// default drips go on being paid in full. The refusal says which share is
+// spent; eligibility and the info document agree.
+func TestStackingShareLeavesDefaultDripsTheirPart(t *testing.T) {
+	h := newHarness(t, options{limits: budgetLimits(400_000 * ustx)})
+	stack, err := h.f.StackingAmount(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := h.drip("address=" + newRecipient(t) + "&stacking=true"); w.Code != http.StatusOK {
+		t.Fatalf("first stacking drip: %d %s", w.Code, w.Body)
+	}
+	// 150,000 of the share's 200,000 taken: no second whole one, though
+	// the budget has 250,000 left.
+	next := newRecipient(t)
+	el, _ := h.eligibility("address="+next+"&stacking=true", nil)
+	if el.Eligible || el.Reason != reasonBudgetExhausted || !strings.Contains(el.Detail, "stacking drips' share (50 %)") {
+		t.Errorf("eligibility of a second stacking drip: %+v", el)
+	}
+	w := h.drip("address=" + next + "&stacking=true")
+	body := assertError(t, w, http.StatusInternalServerError, "budget")
+	if body["reason"] != reasonBudgetExhausted || !strings.Contains(body["detail"].(string), "stacking drips' share (50 %) of the STX budget of 400,000 STX per 1 h is used up; default drips are still paid") {
+		t.Fatalf("second stacking drip: %v", body)
+	}
+	for range 3 {
+		if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, nil); w.Code != http.StatusOK || paidSTX(t, w) != 500*ustx {
+			t.Fatalf("a default drip after the stacking share is spent: %d %s", w.Code, w.Body)
+		}
+	}
+	b := h.info().Assets[0].Budget
+	if b == nil || b.StackingShare == nil {
+		t.Fatalf("info budget: %+v", b)
+	}
+	if ss := *b.StackingShare; ss.Percent != 50 || ss.Amount != 200_000*ustx || ss.Left != 200_000*ustx-stack {
+		t.Errorf("info stacking share: %+v, want 50 %% of 400,000 STX with %d left", ss, 200_000*ustx-stack)
+	}
+	if want := 400_000*ustx - stack - 3*500*ustx; b.Left != want {
+		t.Errorf("info budget left %d, want %d", b.Left, want)
 	}
 }
 
@@ -192,6 +237,7 @@ func TestBudgetInfoAndRunway(t *testing.T) {
 	metrics := h.do(http.MethodGet, "/metrics", nil, nil).Body.String()
 	for _, want := range []string{
 		`faucet_budget_remaining{asset="stx",pool="total"} 9.5e+09`,
+		`faucet_budget_remaining{asset="stx",pool="+stacking"} 5e+09`, // half of it, untouched by a default drip
 		`faucet_budget_amount{asset="stx"} 1e+10`,
 		`faucet_runway_seconds{asset="stx"} 7.1964e+06`,
 		`faucet_outflow_last_hour{asset="stx"} 5e+08`,

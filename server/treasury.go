@@ -194,8 +194,18 @@ type infoBudget struct {
 	ScaleBelowPercent int         `json:"scale_below_percent"`
 	FloorPercent      int         `json:"floor_percent"`
 	Shares            []infoShare `json:"shares,omitempty"`
-	Reserve           uint64      `json:"reserve,omitempty"`
-	Target            uint64      `json:"target,omitempty"`
+	// StackingShare is what stacking drips may take of an STX budget
+	// together, and its rest (absent when they have no share of their
+	// own).
+	StackingShare *infoStackingShare `json:"stacking_share,omitempty"`
+	Reserve       uint64             `json:"reserve,omitempty"`
+	Target        uint64             `json:"target,omitempty"`
+}
+
+type infoStackingShare struct {
+	Percent int    `json:"percent"`
+	Amount  uint64 `json:"amount"`
+	Left    uint64 `json:"left"`
 }
 
 type infoShare struct {
@@ -228,6 +238,14 @@ func (t *treasury) budgetInfo(ctx context.Context, asset faucet.Asset) *infoBudg
 			is.Left = use[i+1].Left
 		}
 		out.Shares = append(out.Shares, is)
+	}
+	if asset.OrSTX() == faucet.AssetSTX && b.Stacking() < 100 {
+		ss := &infoStackingShare{Percent: b.Stacking(), Amount: guard.PercentOf(b.Amount, b.Stacking())}
+		ss.Left = ss.Amount
+		if i := len(shares) + 1; i < len(use) {
+			ss.Left = use[i].Left
+		}
+		out.StackingShare = ss
 	}
 	return out
 }
@@ -300,7 +318,9 @@ func (c *treasuryCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.amount, prometheus.GaugeValue, float64(b.Amount), name)
 		use := s.budgetLeft(ctx, a)
-		pools := append([]string{"total"}, tierNames(s.shares())...)
+		// The stacking share, last when there is one, is "+stacking": no
+		// tier can be named so.
+		pools := append(append([]string{"total"}, tierNames(s.shares())...), guard.StackingPool)
 		for i, u := range use {
 			if i < len(pools) {
 				ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(u.Left), name, pools[i])

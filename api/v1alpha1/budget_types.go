@@ -10,7 +10,8 @@ import (
 // draws from it; the anonymous tier and each sign-in tier may be held to
 // a share of it (spec.identity). As less of it is left, drips shrink, and
 // a reserve is never paid out. It becomes one `faucet serve --budget`
-// (asset=…,amount=…,per=…,scale-below=…,floor=…,reserve=…,target=…).
+// (asset=…,amount=…,per=…,scale-below=…,floor=…,reserve=…,target=…, and
+// for STX stacking=…).
 //
 // amount is required: the server's --budget has no "default amount", so
 // a budget that only sets a reserve must state its amount too (the
@@ -70,4 +71,15 @@ type BudgetSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="budget.target must be 0 or more base units"
 	Target *int64 `json:"target,omitempty"`
+
+	// stackingPercent is the most of the STX budget that stacking drips
+	// (each PoX's minimum plus a margin, hundreds of default drips) take
+	// together in a window, so that a run of them cannot starve default
+	// drips. 1 to 100 (100: no share of their own, only the budget's
+	// total); the faucet reads 0 as its default, so 0 is refused. Unset:
+	// the faucet's default, 50. Only in spec.budget: stacking drips are
+	// STX only, so an entry of spec.assets refuses it.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 100",message="budget.stackingPercent must be 1 to 100 (the most of the STX budget stacking drips take together; 100 gives them no share of their own); the faucet would read 0 as its default, 50"
+	StackingPercent *int32 `json:"stackingPercent,omitempty"`
 }

@@ -354,6 +354,7 @@ type MCPSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.token) || self.name != 'btc'",message="btc is BTC's name in spec.assets: name the token otherwise"
 // +kubebuilder:validation:XValidation:rule="!has(self.token) || has(self.token.assetIdentifier) || self.name == 'sbtc'",message="spec.assets[].token.assetIdentifier is required (ADDRESS.contract-name::token-name); only sbtc may leave it out, to use the sBTC contract the node names in /v2/pox (pox_5_sbtc_contract)"
 // +kubebuilder:validation:XValidation:rule="!has(self.btc) || !has(self.lowThreshold)",message="the btc entry of spec.assets takes no lowThreshold: the faucet has no BTC threshold of its own, so spec.funding.lowThreshold applies to BTC"
+// +kubebuilder:validation:XValidation:rule="!has(self.budget) || !has(self.budget.stackingPercent)",message="spec.assets[].budget takes no stackingPercent: stacking drips are STX only, so it belongs in spec.budget",fieldPath=".budget.stackingPercent"
 type AssetSpec struct {
 	// name is the asset's path segment (POST /extended/v1/faucets/{name}
 	// and /extended/v3/faucets/{name}) and its label in the metrics: 1 to

@@ -541,6 +541,7 @@ func TestOperatorArgsReachServe(t *testing.T) {
 				Amount: ptr.To(int64(1_000_000_000_000)), Per: &metav1.Duration{Duration: 12 * time.Hour},
 				ScaleBelowPercent: ptr.To(int32(30)), FloorPercent: ptr.To(int32(20)),
 				Reserve: ptr.To(int64(50_000_000_000)), Target: ptr.To(int64(200_000_000_000)),
+				StackingPercent: ptr.To(int32(40)),
 			},
 			Identity: &faucetv1alpha1.IdentitySpec{
 				OIDC: faucetv1alpha1.OIDCSpec{
@@ -811,7 +812,7 @@ func fullOptions(store string) func(o *options.Serve) {
 		o.Log.Level = "warn"
 		o.Budgets.List = options.BudgetList{
 			{Asset: "stx", Budget: guard.Budget{Amount: 1_000_000_000_000, Per: 12 * time.Hour, ScaleBelowPercent: 30, FloorPercent: 20,
-				Reserve: 50_000_000_000, Target: 200_000_000_000}},
+				Reserve: 50_000_000_000, Target: 200_000_000_000, StackingPercent: 40}},
 			{Asset: "sbtc", Budget: guard.Budget{Amount: 50_000_000, Per: time.Hour, Reserve: 1_000_000}},
 			{Asset: "btc", Budget: guard.Budget{Amount: 0, Per: guard.DefaultBudgetPer, Target: 100_000_000}},
 		}

@@ -17,10 +17,13 @@ import (
 // after a quiet one; "a million STX a day" means a day, any day.
 //
 // A budget has pools: the asset's total, and a share of it per tier of
-// requester (anonymous, each sign-in tier). A drip draws from the total
-// and from its tier's share, all or nothing, in the same store step as its
-// rate-limit slots, so replicas sharing the store never pass either. A
-// farm of anonymous clients can empty the anonymous share, and no more.
+// requester (anonymous, each sign-in tier), and for STX the share that
+// stacking drips may take together. A drip draws from the total and from
+// each share it belongs to, all or nothing, in the same store step as its
+// rate-limit slots, so replicas sharing the store never pass any. A farm
+// of anonymous clients can empty the anonymous share, and no more; a farm
+// of fresh addresses asking for stacking drips (each hundreds of default
+// drips' worth) can empty the stacking share, and no more.
 //
 // Below ScaleBelowPercent of a pool left, drips scale down linearly, to
 // FloorPercent of the full drip when the pool is empty; a drip that does
@@ -44,6 +47,10 @@ type Budget struct {
 	// Target is the balance below which drips scale down with it (0:
 	// never), in base units: at Target a full drip, at Reserve the floor.
 	Target uint64
+	// StackingPercent is the most of Amount that stacking drips may take
+	// together in a window (0: DefaultStackingPercent; 100: no share of
+	// their own). STX only.
+	StackingPercent int
 }
 
 // Budget defaults.
@@ -51,6 +58,9 @@ const (
 	DefaultBudgetPer         = 24 * time.Hour
 	DefaultScaleBelowPercent = 25
 	DefaultFloorPercent      = 10
+	// DefaultStackingPercent leaves at least half of an STX budget to
+	// default drips, whatever stacking drips ask.
+	DefaultStackingPercent = 50
 	// DefaultBudgetDrips is an asset's default budget in its default
 	// drips per DefaultBudgetPer: 2,000 drips a day (1,000,000 STX of
 	// 500 STX drips).
@@ -67,6 +77,9 @@ func (b Budget) Step() time.Duration { return max(b.Per/budgetSteps, time.Second
 
 // Floor is the floor percent with its default applied.
 func (b Budget) Floor() int { return percentOr(b.FloorPercent, DefaultFloorPercent) }
+
+// Stacking is the stacking share's percent with its default applied.
+func (b Budget) Stacking() int { return percentOr(b.StackingPercent, DefaultStackingPercent) }
 
 // ScaleBelow is the scale-below percent with its default applied.
 func (b Budget) ScaleBelow() int { return percentOr(b.ScaleBelowPercent, DefaultScaleBelowPercent) }
@@ -90,6 +103,8 @@ func (b Budget) Validate(name string) error {
 		return fmt.Errorf("%s: scale-below must be a percent, 0 to 100", name)
 	case b.FloorPercent < 0 || b.FloorPercent > 100:
 		return fmt.Errorf("%s: floor must be a percent, 0 to 100", name)
+	case b.StackingPercent < 0 || b.StackingPercent > 100:
+		return fmt.Errorf("%s: stacking must be a percent, 0 to 100", name)
 	case b.Target > 0 && b.Target <= b.Reserve:
 		return fmt.Errorf("%s: target (%d) must be above the reserve (%d)", name, b.Target, b.Reserve)
 	}
@@ -126,8 +141,8 @@ type Pool struct {
 	Policy string
 }
 
-// PoolKey is the store key of an asset's pool: the total ("" tier) or a
-// tier's share, for a window of per.
+// PoolKey is the store key of an asset's pool: the total ("" tier), a
+// tier's share, or StackingPool's, for a window of per.
 func PoolKey(asset, tier string, per time.Duration) string {
 	k := "budget:" + asset
 	if tier != "" {
@@ -135,6 +150,10 @@ func PoolKey(asset, tier string, per time.Duration) string {
 	}
 	return k + "/" + strconv.FormatInt(int64(per/time.Second), 10) + "s"
 }
+
+// StackingPool names the stacking drips' share in PoolKey; no tier can
+// be named so ('+' is not in a tier's name).
+const StackingPool = "+stacking"
 
 // Draw is one drip's take from its asset's budget.
 type Draw struct {

@@ -168,7 +168,21 @@ func (r *RateLimits) draw(a Admission) (Draw, bool) {
 		d.Pools = append(d.Pools, Pool{Key: PoolKey(asset, a.Pool, b.Per), Capacity: mulDiv(b.Amount, uint64(a.PoolPercent), 100),
 			Policy: PolicyBudget + "-" + a.Pool})
 	}
+	if sp, ok := stackingPool(asset, b); ok && a.Stacking {
+		d.Pools = append(d.Pools, sp)
+	}
 	return d, true
+}
+
+// stackingPool is the share of b that stacking drips draw from together,
+// if asset has one: STX (the only asset with stacking drips) with a share
+// below 100 %.
+func stackingPool(asset string, b Budget) (Pool, bool) {
+	pct := b.Stacking()
+	if asset != "stx" || pct >= 100 {
+		return Pool{}, false
+	}
+	return Pool{Key: PoolKey(asset, StackingPool, b.Per), Capacity: mulDiv(b.Amount, uint64(pct), 100), Policy: PolicyStackingBudget}, true
 }
 
 // tightest names the pool that refused a draw: the one with the least
@@ -240,11 +254,14 @@ func limitUses(buckets []Bucket, use []BucketUse) []LimitUse {
 
 // The Bucket.Policy names.
 const (
-	PolicyAddress      = "address"
-	PolicyStacking     = "stacking"
-	PolicyIP           = "ip"
-	PolicyToken        = "token"
-	PolicyTokenAddress = "token-address"
+	PolicyAddress  = "address"
+	PolicyStacking = "stacking"
+	// PolicyStackingBudget is the stacking drips' share of the STX budget
+	// (tier shares are "budget-<tier>").
+	PolicyStackingBudget = "stacking-budget"
+	PolicyIP             = "ip"
+	PolicyToken          = "token"
+	PolicyTokenAddress   = "token-address"
 	// PolicyPerson is a signed-in person's limit.
 	PolicyPerson = "person"
 	// PolicyBudget is an asset's budget; a tier's share of it is
@@ -326,7 +343,8 @@ func (r *RateLimits) Peek(ctx context.Context, a Admission) (Preview, error) {
 }
 
 // Budgets reads what is left of asset's budget now: its total first, then
-// each tier's share in the order of pools (tier name and percent).
+// each tier's share in the order of pools (tier name and percent), then,
+// for STX with a stacking share below 100 %, the stacking drips' share.
 func (r *RateLimits) Budgets(ctx context.Context, asset string, pools []TierShare) ([]BudgetUse, error) {
 	b, ok := r.limits.Budgets[asset]
 	if !ok || !b.On() {
@@ -341,6 +359,9 @@ func (r *RateLimits) Budgets(ctx context.Context, asset string, pools []TierShar
 	for _, t := range pools {
 		pct := min(max(t.Percent, 0), 100)
 		d.Pools = append(d.Pools, Pool{Key: PoolKey(asset, t.Tier, b.Per), Capacity: mulDiv(b.Amount, uint64(pct), 100), Policy: PolicyBudget + "-" + t.Tier})
+	}
+	if sp, ok := stackingPool(asset, b); ok {
+		d.Pools = append(d.Pools, sp)
 	}
 	now := r.clock.Now()
 	use, err := bl.ReadPools(ctx, now, d)

@@ -276,3 +276,40 @@ func TestRateLimitsAnyAsset(t *testing.T) {
 		t.Fatalf("Of(other) = %+v, want no limits", lim)
 	}
 }
+
+// Stacking drips draw from a share of the STX budget of their own as well
+// as from the total; default drips and other assets never touch it.
+func TestStackingShareOfTheBudget(t *testing.T) {
+	ctx := context.Background()
+	r := NewRateLimits(Limits{Budgets: map[string]Budget{
+		"stx": {Amount: 1000, Per: time.Hour, StackingPercent: 30, FloorPercent: 100},
+		"btc": {Amount: 1000, Per: time.Hour},
+	}}, nil, nil)
+	stacking := Admission{Recipient: testPrincipal(3), Stacking: true, Want: 200, Floor: 100}
+	res, err := r.Reserve(ctx, stacking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Budget) != 2 || res.Budget[1].Policy != PolicyStackingBudget || !res.Budget[1].BudgetPool {
+		t.Fatalf("a stacking drip's pools: %+v, want the total and a 30 %% share", res.Budget)
+	}
+	var ex *Exhausted
+	if err := reserveErr(t, r, stacking); !errors.As(err, &ex) || ex.Pool != PoolKey("stx", StackingPool, time.Hour) {
+		t.Fatalf("a second stacking drip of 200 with 100 of the share left: %v", err)
+	}
+	for range 3 {
+		if res, err := r.Reserve(ctx, Admission{Recipient: testPrincipal(4), Want: 200}); err != nil || len(res.Budget) != 1 {
+			t.Fatalf("a default drip beside the spent share: %+v, %v", res.Budget, err)
+		}
+	}
+	use, err := r.Budgets(ctx, "stx", nil)
+	if err != nil || len(use) != 2 || use[0].Left != 200 || use[1].Left != 100 || use[1].Pool.Policy != PolicyStackingBudget || use[1].Pool.Capacity != 300 {
+		t.Fatalf("STX budgets: %+v, %v; want 200 of the total and 100 of the share left", use, err)
+	}
+	if use, err := r.Budgets(ctx, "btc", nil); err != nil || len(use) != 1 {
+		t.Fatalf("BTC budgets: %+v, %v; want the total only", use, err)
+	}
+	if err := (Budget{Amount: 1, Per: time.Hour, StackingPercent: 101}).Validate("b"); err == nil || err.Error() != "b: stacking must be a percent, 0 to 100" {
+		t.Errorf("a share above 100: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/guard"
+	"github.com/stxfaucet/faucet-operator/server/settings"
 )
 
 // Budget is one asset's outflow budget and reserve, as --budget takes it.
@@ -25,8 +26,9 @@ type Budgets struct {
 
 // BindFlags binds --budget.
 func (o *Budgets) BindFlags(fs *Flags) {
-	fs.Var(&o.List, "budget", fmt.Sprintf("an asset's outflow budget, as comma-separated key=value pairs: asset (stx, a token's name, btc), amount (the most paid out in any window of per, in base units; 0 turns the budget off), per (default %s), scale-below (drips scale down once less than this percent of the budget is left, default %d), floor (the smallest drip, in percent, default %d), reserve (base units the faucet never pays out) and target (below this balance drips scale down with it); repeat for more assets. Without one an asset's budget is %d default drips per %s",
-		guard.DefaultBudgetPer, guard.DefaultScaleBelowPercent, guard.DefaultFloorPercent, guard.DefaultBudgetDrips, guard.DefaultBudgetPer))
+	fs.Var(&o.List, "budget", fmt.Sprintf("an asset's outflow budget, as comma-separated key=value pairs: asset (stx, a token's name, btc), amount (the most paid out in any window of per, in base units; 0 turns the budget off), per (default %s), scale-below (drips scale down once less than this percent of the budget is left, default %d), floor (the smallest drip, in percent, default %d), reserve (base units the faucet never pays out), target (below this balance drips scale down with it) and, for stx only, stacking (the most percent of amount that stacking drips take together, 1 to 100, default %d; 100 gives them no share of their own); repeat for more assets. Without one an asset's budget is %d default drips per %s",
+		guard.DefaultBudgetPer, guard.DefaultScaleBelowPercent, guard.DefaultFloorPercent, guard.DefaultStackingPercent,
+		guard.DefaultBudgetDrips, guard.DefaultBudgetPer))
 }
 
 // DefaultBudget is an asset's budget when no --budget names it: 2,000 of
@@ -56,6 +58,8 @@ func (o *Budgets) validate(known []string) error {
 			return fmt.Errorf("%s: the faucet drips no such asset; it drips %s", flag, strings.Join(known, ", "))
 		case seen[b.Asset]:
 			return fmt.Errorf("%s: given twice", flag)
+		case b.StackingPercent != 0 && b.Asset != settings.AssetSTX:
+			return fmt.Errorf("%s: stacking: stacking drips are STX only; set it on --budget asset=%s", flag, settings.AssetSTX)
 		}
 		seen[b.Asset] = true
 		if err := b.Validate(flag); err != nil {
@@ -71,7 +75,8 @@ func (b Budget) String() string {
 	for _, kv := range []struct {
 		k string
 		v uint64
-	}{{"scale-below", uint64(b.ScaleBelowPercent)}, {"floor", uint64(b.FloorPercent)}, {"reserve", b.Reserve}, {"target", b.Target}} {
+	}{{"scale-below", uint64(b.ScaleBelowPercent)}, {"floor", uint64(b.FloorPercent)}, {"reserve", b.Reserve}, {"target", b.Target},
+		{"stacking", uint64(b.StackingPercent)}} {
 		if kv.v != 0 {
 			parts = append(parts, kv.k+"="+strconv.FormatUint(kv.v, 10))
 		}
@@ -82,7 +87,7 @@ func (b Budget) String() string {
 // ParseBudget reads one --budget value.
 func ParseBudget(s string) (Budget, error) {
 	b := Budget{Budget: guard.Budget{Per: guard.DefaultBudgetPer}}
-	seen, err := setPairs(s, "asset, amount, per, scale-below, floor, reserve, target", "", b.set)
+	seen, err := setPairs(s, "asset, amount, per, scale-below, floor, reserve, target, stacking", "", b.set)
 	if err != nil {
 		return Budget{}, err
 	}
@@ -116,6 +121,15 @@ func (b *Budget) set(k, v string) error {
 		} else {
 			b.ScaleBelowPercent = int(n)
 		}
+	case "stacking":
+		// Unlike scale-below and floor, which take 0 as their default as
+		// they always have, stacking=0 is refused: it reads as "no
+		// stacking drips" yet would give them the default share
+		// (DefaultStackingPercent). Leaving the key out asks for that.
+		if n, err = strconv.ParseUint(v, 10, 8); err != nil || n < 1 || n > 100 {
+			return fmt.Errorf("want a percent, 1 to 100 (leave stacking out for the default, %d)", guard.DefaultStackingPercent)
+		}
+		b.StackingPercent = int(n)
 	case "reserve":
 		b.Reserve, err = strconv.ParseUint(v, 10, 64)
 	case "target":
