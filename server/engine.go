@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/stxfaucet/faucet-operator/server/faucet"
 )
@@ -28,6 +29,9 @@ type Reporter interface {
 	BatchStats() faucet.BatchStats
 	NodeUp() bool
 	ChainID() (id uint32, ok bool)
+	// TipAge is how long ago the engine last saw the Stacks tip rise;
+	// known is false before its first read of the tip.
+	TipAge() (age time.Duration, known bool)
 	// Ready says why a drip would fail now, or nil.
 	Ready(ctx context.Context) error
 	DefaultAmount() uint64

@@ -58,6 +58,7 @@ func (e *fakeEngine) Funding() faucet.Funding                 { return e.funding
 func (e *fakeEngine) BatchStats() faucet.BatchStats           { return faucet.BatchStats{} }
 func (e *fakeEngine) NodeUp() bool                            { return e.readyErr == nil }
 func (e *fakeEngine) ChainID() (uint32, bool)                 { return stacks.ChainIDTestnet, true }
+func (e *fakeEngine) TipAge() (time.Duration, bool)           { return 0, false }
 func (e *fakeEngine) Ready(context.Context) error             { return e.readyErr }
 func (e *fakeEngine) DefaultAmount() uint64                   { return faucet.DefaultAmount }
 func (e *fakeEngine) Tokens() []faucet.TokenInfo              { return e.tokens }

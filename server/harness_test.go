@@ -54,7 +54,9 @@ type options struct {
 	// node client, the PoW secret to the faucet's derived one).
 	guard    *guard.Config
 	lowDrips int
-	devnode  devnode.Config // Genesis and Seed are filled in
+	// stallAfter is Config.StallAfter (0: no stall reports).
+	stallAfter time.Duration
+	devnode    devnode.Config // Genesis and Seed are filled in
 	// sbtc, when set, deploys the token at settings.SBTCTestnet, mints each
 	// key sbtc.funding satoshis and turns the sBTC faucet on at
 	// sbtc.amount per drip.
@@ -182,6 +184,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Switches:         sw,
 		MCP:              true,
 		LowDrips:         o.lowDrips,
+		StallAfter:       o.stallAfter,
 		Faucet:           f,
 		BTC:              o.btc,
 		Devnet:           o.devnet,

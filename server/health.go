@@ -48,6 +48,10 @@ const (
 // probe excludes btc, so that a Bitcoin node's outage, which fails the BTC
 // drips alone, does not take the pod's STX and token drips out of its
 // Service. The engines log when their readiness changes, probed or not.
+// A stalled chain (no block for StallAfter) does not fail it either: it
+// is no fault of this pod, every replica sees it at once, and taking them
+// all out of the Service would turn slow drips into no faucet; info's
+// state and the tip-age metric report it instead.
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)

@@ -32,6 +32,9 @@ const (
 	// stateUnavailable: the asset cannot be dripped (a token whose
 	// contract is unknown); state_message says why.
 	stateUnavailable = "unavailable"
+	// stateStalled: the Stacks chain has made no block for StallAfter;
+	// drips are still paid and wait for the chain (overStall).
+	stateStalled = "stalled"
 )
 
 // infoBody is the discovery document the web page (and any client) reads
@@ -212,7 +215,9 @@ func (s *server) info(ctx context.Context) (infoBody, error) {
 	// The top-level state is STX's, as before assets had entries of their
 	// own; the tokens share its node and keys, not its switches.
 	state, message, fund := s.faucetState(ctx, snap)
-	body.State, body.StateMessage = s.switchedState(faucet.AssetSTX, state, message)
+	stall := s.chainStall()
+	body.State, body.StateMessage = overStall(state, message, stall)
+	body.State, body.StateMessage = s.switchedState(faucet.AssetSTX, body.State, body.StateMessage)
 	if fund.Keys > 0 {
 		body.Funding = fundingInfo(fund)
 	}
@@ -220,6 +225,9 @@ func (s *server) info(ctx context.Context) (infoBody, error) {
 	for _, a := range s.assets {
 		out := infoAsset{Asset: string(a.name), Endpoints: assetRoutes(a.name)}
 		a.describe(ctx, env, a, &out)
+		if a.chain == chainStacks { // BTC is paid on another chain
+			out.State, out.StateMessage = overStall(out.State, out.StateMessage, stall)
+		}
 		out.State, out.StateMessage = s.switchedState(a.name, out.State, out.StateMessage)
 		out.Budget, out.Runway = s.budgetInfo(ctx, a.name), s.runwayInfo(a.name)
 		body.Assets = append(body.Assets, out)
@@ -282,4 +290,54 @@ func fundingState(fund faucet.Funding, lowDrips int, asset string) (state, messa
 		return stateLow, "The faucet is running low on " + funds + " (" + strconv.FormatUint(fund.DripsLeft, 10) + " drips left)."
 	}
 	return stateReady, "The faucet is ready."
+}
+
+// chainStall words the Stacks chain's stall for people: "" while the tip
+// has risen within StallAfter, before the engine first read it, and when
+// StallAfter is 0.
+func (s *server) chainStall() string {
+	after := s.cfg.StallAfter
+	if after <= 0 {
+		return ""
+	}
+	age, known := s.cfg.Faucet.TipAge()
+	if !known || age < after {
+		return ""
+	}
+	return "No new Stacks block for " + ageText(age) + ": the chain looks stalled. Drips are still accepted, but they stay pending until blocks resume."
+}
+
+// overStall puts the chain's stall (its message, "" for none) over an
+// asset's state where a drip would be paid (ready, low): paid, it would
+// wait for the chain, and that wait is what the user needs to hear of. A
+// state that refuses drips outright (node_unreachable, empty, unavailable;
+// off and suspended, applied after) stays: a stall is no news to someone
+// who cannot get a drip at all. The drips are not refused themselves: the
+// chain may resume at any moment, and refusing would turn a wait into a
+// failure.
+func overStall(state, message, stall string) (string, string) {
+	switch {
+	case stall == "":
+		return state, message
+	case state == stateReady:
+		return stateStalled, stall
+	case state == stateLow:
+		return stateStalled, stall + " " + message
+	}
+	return state, message
+}
+
+// ageText writes an age as people read it: "45 s", "42 min", "3 h 5 min".
+func ageText(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + " s"
+	case d < time.Hour:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + " min"
+	}
+	h := strconv.FormatInt(int64(d/time.Hour), 10) + " h"
+	if m := d % time.Hour / time.Minute; m > 0 {
+		return h + " " + strconv.FormatInt(int64(m), 10) + " min"
+	}
+	return h
 }

@@ -154,10 +154,10 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // registerFaucet makes the per-key and funding gauges report f, with the
-// server's low-funds threshold. It can be called again (the last faucet
-// wins); nothing is registered twice.
-func (m *Metrics) registerFaucet(f Reporter, lowDrips func(faucet.Asset) int) {
-	m.keys.set(f, lowDrips)
+// server's low-funds and stall thresholds. It can be called again (the
+// last faucet wins); nothing is registered twice.
+func (m *Metrics) registerFaucet(f Reporter, lowDrips func(faucet.Asset) int, stallAfter time.Duration) {
+	m.keys.set(f, lowDrips, stallAfter)
 	for _, t := range f.Tokens() {
 		m.startAsset(t.Name)
 		m.dispensedToken.WithLabelValues(string(t.Name))
@@ -256,6 +256,10 @@ type keyCollector struct {
 	// low threshold per asset.
 	dripsLeft, fundsAvailable, lowDrips, nodeUp *prometheus.Desc
 	low                                         func(faucet.Asset) int
+	// The Stacks tip's age and the stall threshold, side by side so an
+	// alert compares them without repeating --stall-after.
+	tipAge, stallAfter *prometheus.Desc
+	stall              time.Duration
 	// Which assets are on, and the token's balances.
 	assetEnabled, keyToken, keyTokenAvailable, tokenFunds, treasuryToken *prometheus.Desc
 	// The treasury, reported by the replica that writes for it.
@@ -295,6 +299,10 @@ func newKeyCollector() *keyCollector {
 		treasuryToken: prometheus.NewDesc("faucet_treasury_token_balance",
 			"Confirmed token balance of the treasury key, in base units (reported by the replica that owns it).", []string{"asset", "address"}, nil),
 		nodeUp: prometheus.NewDesc("faucet_node_up", "1 when the engine's last read of the Stacks node's tip succeeded.", nil, nil),
+		tipAge: prometheus.NewDesc("faucet_stacks_tip_age_seconds",
+			"Seconds since the engine last saw the Stacks tip rise (since its first read of the tip while it has not risen); it keeps growing while the node is unreachable (see faucet_node_up).", nil, nil),
+		stallAfter: prometheus.NewDesc("faucet_stacks_stall_after_seconds",
+			"Tip age at which the faucet reports the Stacks chain stalled (--stall-after); 0 when it never does.", nil, nil),
 		treasuryBalance: prometheus.NewDesc("faucet_treasury_balance_ustx",
 			"Confirmed balance of the treasury key that refills the sending keys, in µSTX (reported by the replica that owns it).", addr, nil),
 		treasuryAvailable: prometheus.NewDesc("faucet_treasury_available_ustx",
@@ -315,9 +323,9 @@ func newKeyCollector() *keyCollector {
 	}
 }
 
-func (c *keyCollector) set(f Reporter, lowDrips func(faucet.Asset) int) {
+func (c *keyCollector) set(f Reporter, lowDrips func(faucet.Asset) int, stallAfter time.Duration) {
 	c.mu.Lock()
-	c.f, c.low = f, lowDrips
+	c.f, c.low, c.stall = f, lowDrips, max(stallAfter, 0)
 	c.mu.Unlock()
 }
 
@@ -338,6 +346,7 @@ func (c *keyCollector) enabled(asset string, on bool) float64 {
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.balance, c.available, c.nonce, c.inFlight, c.synced, c.dry, c.owned, c.dripsLeft, c.fundsAvailable, c.lowDrips, c.nodeUp,
+		c.tipAge, c.stallAfter,
 		c.treasuryBalance, c.treasuryAvailable, c.treasuryInFlight, c.refills,
 		c.batchTxs, c.batchedDrips, c.batchSplits, c.batchFallbacks,
 		c.assetEnabled, c.keyToken, c.keyTokenAvailable, c.tokenFunds, c.treasuryToken,
@@ -348,7 +357,7 @@ func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.RLock()
-	f, low, btc := c.f, c.low, c.btc
+	f, low, btc, stall := c.f, c.low, c.btc, c.stall
 	c.mu.RUnlock()
 	if f == nil {
 		return
@@ -379,6 +388,11 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, b2f(f.NodeUp()))
+	ch <- prometheus.MustNewConstMetric(c.stallAfter, prometheus.GaugeValue, stall.Seconds())
+	// No age before the first read of the tip: a 0 would claim a fresh one.
+	if age, ok := f.TipAge(); ok {
+		ch <- prometheus.MustNewConstMetric(c.tipAge, prometheus.GaugeValue, age.Seconds())
+	}
 	// Only the treasury's writer knows its in-flight refills; elsewhere its
 	// numbers would be stale, so other replicas report nothing.
 	if ts, ok := f.Treasury(); ok && ts.Owned {

@@ -99,6 +99,9 @@ type Config struct {
 	// reports its state as "low"; AssetLowDrips overrides it per asset.
 	LowDrips      int
 	AssetLowDrips map[string]int
+	// StallAfter is how long without a new Stacks block before the faucet
+	// reports the chain stalled (info's state, the metrics); 0 never does.
+	StallAfter time.Duration
 
 	// Version and Commit appear in the status endpoint's server_version.
 	Version string
@@ -183,7 +186,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Limits == nil {
 		cfg.Limits = guard.NewRateLimits(guard.Limits{}, nil, cfg.Clock)
 	}
-	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.lowDrips)
+	cfg.Metrics.registerFaucet(cfg.Faucet, cfg.lowDrips, cfg.StallAfter)
 	cfg.Metrics.registerBTC(cfg.BTC)
 	if cfg.Guard != nil {
 		cfg.Metrics.RegisterGuard(cfg.Guard)

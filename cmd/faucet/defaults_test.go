@@ -66,6 +66,7 @@ func TestServeFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		"pow-ttl":            guard.DefaultChallengeTTL.String(),
 		"explorer-tx-url":    server.DefaultExplorerTxURL,
 		"low-drips":          strconv.Itoa(server.DefaultLowDrips),
+		"stall-after":        options.DefaultStallAfter.String(),
 		"mcp":                strconv.FormatBool(options.Defaults().HTTP.MCP),
 		"history-retention":  options.DefaultHistoryRetention.String(),
 		"peer-listen":        fmt.Sprintf(":%d", options.PeerPort),

@@ -305,7 +305,7 @@ func (r *serveRun) run(ctx context.Context) error {
 		BTC: btc, BTCNodes: nodeHealthOrNil(r.btcNodes),
 		Limits: guard.NewRateLimits(o.RateLimits(), r.state.limiter, r.clk), Switches: sw, MCP: o.HTTP.MCP, Clock: r.clk,
 		Tiers: &r.tiers, SignIn: signInOrNil(r.signIn),
-		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), Devnet: o.Devnet.On,
+		ExplorerTxURL: o.HTTP.ExplorerTxURL, LowDrips: o.HTTP.LowDrips, AssetLowDrips: o.LowDrips(), StallAfter: o.HTTP.StallAfter, Devnet: o.Devnet.On,
 		TrustedProxyHops: o.Limits.TrustedProxyHops, StatusCacheTTL: o.HTTP.StatusCacheTTL, Metrics: r.metrics, Logger: r.log,
 	})
 	// The engines outlive the HTTP server's graceful shutdown: drips still

@@ -16,7 +16,7 @@ import (
 // allAlerts are the alerts of templates/prometheusrule.yaml, in order.
 var allAlerts = []string{
 	"FaucetLow", "FaucetEmpty", "FaucetRunwayShort", "FaucetDripFailureRatioHigh", "FaucetNonceStuck",
-	"FaucetNodeUnreachable", "FaucetBTCNodeUnreachable", "FaucetStacksNodeOut", "FaucetBitcoinNodeOut",
+	"FaucetNodeUnreachable", "FaucetChainStalled", "FaucetBTCNodeUnreachable", "FaucetStacksNodeOut", "FaucetBitcoinNodeOut",
 	"FaucetPodNotReady",
 }
 
@@ -38,8 +38,8 @@ var alertCases = []struct {
 		name:     "custom",
 		values:   []string{"-f", "hack/charttest/testdata/alerts/custom-values.yaml"},
 		testFile: "custom.test.yaml",
-		alerts: []string{"FaucetLow", "FaucetRunwayShort", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetBTCNodeUnreachable",
-			"FaucetStacksNodeOut", "FaucetBitcoinNodeOut", "FaucetPodNotReady"},
+		alerts: []string{"FaucetLow", "FaucetRunwayShort", "FaucetDripFailureRatioHigh", "FaucetNodeUnreachable", "FaucetChainStalled",
+			"FaucetBTCNodeUnreachable", "FaucetStacksNodeOut", "FaucetBitcoinNodeOut", "FaucetPodNotReady"},
 	},
 }
 
@@ -229,6 +229,9 @@ func TestRenderAlerts(t *testing.T) {
 		}
 		if expr := rules["FaucetRunwayShort"]["expr"].(string); !strings.Contains(expr, "< 43200") {
 			t.Errorf("FaucetRunwayShort with threshold 12h:\n%s", expr)
+		}
+		if expr := rules["FaucetChainStalled"]["expr"].(string); !strings.Contains(expr, "> 600") || strings.Contains(expr, "faucet_stacks_stall_after_seconds") {
+			t.Errorf("FaucetChainStalled with threshold 10m:\n%s", expr)
 		}
 		if got := rules["FaucetDripFailureRatioHigh"]["for"]; got != "1m" {
 			t.Errorf("FaucetDripFailureRatioHigh for %v, want 1m", got)

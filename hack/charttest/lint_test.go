@@ -265,7 +265,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 			wantErr: "/dashboard/labelValue",
 		},
 		"alerts without any alert": {
-			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    runwayShort: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    btcNodeUnreachable: {enabled: false}\n    stacksNodeOut: {enabled: false}\n    bitcoinNodeOut: {enabled: false}\n    podNotReady: {enabled: false}\n",
+			values:        "alerts:\n  enabled: true\n  rules:\n    faucetLow: {enabled: false}\n    faucetEmpty: {enabled: false}\n    runwayShort: {enabled: false}\n    dripFailureRatioHigh: {enabled: false}\n    nonceStuck: {enabled: false}\n    nodeUnreachable: {enabled: false}\n    chainStalled: {enabled: false}\n    btcNodeUnreachable: {enabled: false}\n    stacksNodeOut: {enabled: false}\n    bitcoinNodeOut: {enabled: false}\n    podNotReady: {enabled: false}\n",
 			wantErr:       "every alerts.rules.*.enabled is false",
 			templateCheck: true,
 		},

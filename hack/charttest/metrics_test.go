@@ -218,6 +218,8 @@ func TestExportedMetrics(t *testing.T) {
 		"faucet_key_balance_ustx", "faucet_key_available_ustx", "faucet_key_nonce", "faucet_key_in_flight",
 		"faucet_key_synced", "faucet_key_dry", "faucet_key_owned",
 		"faucet_drips_left", "faucet_funds_available_ustx", "faucet_low_drips_threshold", "faucet_node_up",
+		// The Stacks tip's age and the stall threshold FaucetChainStalled compares.
+		"faucet_stacks_tip_age_seconds", "faucet_stacks_stall_after_seconds",
 		"go_goroutines", "process_cpu_seconds_total",
 		// Per asset (label asset: stx and each name of spec.assets, e.g.
 		// sbtc, tusd, btc), which the alerts and the dashboard read.

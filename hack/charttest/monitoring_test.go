@@ -131,6 +131,7 @@ func TestRenderMonitoringFull(t *testing.T) {
 		}
 		for name, want := range map[string]string{
 			"FaucetLow":                  "< 250",
+			"FaucetChainStalled":         "> 2700",
 			"FaucetNonceStuck":           "[30m]",
 			"FaucetDripFailureRatioHigh": "stacking_amount_unavailable",
 			"FaucetPodNotReady":          fmt.Sprintf(`up{job=%q}`, job),

@@ -1332,6 +1332,35 @@ export function registerBrowserTests(opts) {
       }
     }, { needs: [] });
 
+    // A chain that makes no block (--block-time 1h) for --stall-after: the
+    // page shows the stalled state with the faucet's message, and a drip
+    // can still be asked for (it waits for the chain, it does not fail).
+    step('a stalled chain: the page says so and drips stay requestable', async () => {
+      const stalled = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false',
+        '--block-time', '1h', '--stall-after', '2s']));
+      const p = await context.newPage();
+      try {
+        let stx = null;
+        for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(500)) {
+          stx = (await getInfo(stalled.base)).assets.find((a) => a.asset === 'stx');
+          if (stx.state === 'stalled') break;
+        }
+        assert.equal(stx.state, 'stalled', JSON.stringify(stx));
+        const said = /^No new Stacks block for \d+ s: the chain looks stalled\. Drips are still accepted/;
+        assert.match(stx.state_message, said);
+        await p.goto(`${stalled.base}/`);
+        await waitReadyState(p, 'stalled');
+        assert.match(await p.locator('#faucet-state').textContent(), /Chain stalled/);
+        assert.match(await p.locator('#state-message').textContent(), said);
+        await typeInto(randomTestnetAddress(), p);
+        assert.equal(await p.locator('#submit').isDisabled(), false, 'a stalled chain still takes drips');
+        assert.deepEqual(await p.evaluate(contrastProblems), [], 'contrast of the stalled state');
+      } finally {
+        await p.close();
+        await stalled.stop();
+      }
+    }, { needs: [] });
+
     // ------------------------------------------------------------ budgets
 
     /**
@@ -1397,7 +1426,9 @@ export function registerBrowserTests(opts) {
         '--limit-address', '100/1h', '--limit-ip', '100/1h', '--budget', `asset=stx,amount=${BUDGET_STX},per=30m`]));
       const b = budgetFaucet.base;
       const stx = (await getInfo(b)).assets.find((a) => a.asset === 'stx');
-      assert.deepEqual(stx.budget, { amount: BUDGET_STX, period_seconds: 1800, left: BUDGET_STX, scale_below_percent: 25, floor_percent: 10 });
+      // Stacking drips may take half of it together (none is asked here).
+      assert.deepEqual(stx.budget, { amount: BUDGET_STX, period_seconds: 1800, left: BUDGET_STX, scale_below_percent: 25, floor_percent: 10,
+        stacking_share: { percent: 50, amount: BUDGET_STX / 2, left: BUDGET_STX / 2 } });
       assert.deepEqual(stx.runway, { seconds: null, outflow_last_hour: 0 }, 'nothing flowed out yet');
       budgetPage = await context.newPage();
       const p = budgetPage;

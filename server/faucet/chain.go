@@ -26,6 +26,8 @@ type chainView struct {
 	minStack  ttlcache.Value[uint64] // PoX min_amount_ustx
 	// downWait is getInfo's wait while the node is failing (nodeDownWait).
 	downWait time.Duration
+	// moved is when the poll last saw the tip rise (TipAge).
+	moved tipWatch
 }
 
 type chainInfo struct {
@@ -44,6 +46,7 @@ func newChainView(n chainNode, want uint32, checkTTL, cacheTTL time.Duration, cl
 	c.fetchInfo = c.fetch
 	c.info.TTL, c.info.Clock = checkTTL, clk
 	c.minStack.TTL, c.minStack.Clock = cacheTTL, clk
+	c.moved.clk = clk
 	return c
 }
 

@@ -203,6 +203,8 @@ func (po *poller) poll(ctx context.Context, lastHeight uint64, first bool) (uint
 		return 0, false
 	}
 	po.chain.info.Set(ci)
+	// Here rather than in loop, so Sync (start-up, tests) counts too.
+	po.chain.moved.observe(ci.height)
 	po.watch.answered()
 	if !first && ci.height == lastHeight {
 		return ci.height, true

@@ -78,7 +78,7 @@ func everySet() options.Serve {
 		},
 		Budgets: options.Budgets{List: options.BudgetList{
 			{Asset: "stx", Budget: guard.Budget{Amount: 2_000_000_000_000, Per: 12 * time.Hour, ScaleBelowPercent: 30, FloorPercent: 20,
-				Reserve: 1_000_000_000, Target: 50_000_000_000_000}},
+				Reserve: 1_000_000_000, Target: 50_000_000_000_000, StackingPercent: 40}},
 			{Asset: "btc", Budget: guard.Budget{Amount: 0, Per: guard.DefaultBudgetPer}},
 		}},
 		SignIn: options.SignIn{Issuer: "https://accounts.example.com", ClientID: "faucet", ClientSecretFile: "/etc/faucet/oidc/client-secret",
@@ -122,7 +122,7 @@ func everySet() options.Serve {
 		},
 		Store: options.Store{DSN: "postgresql://app:pa55@db:5432/app?sslmode=require", HistoryRetention: 72 * time.Hour},
 		HTTP: options.HTTP{Listen: "127.0.0.1:8080", StatusCacheTTL: 3 * time.Second,
-			ExplorerTxURL: "https://explorer.example.com/tx/{txid}?network=testnet", LowDrips: 300, ShutdownDelay: 8 * time.Second,
+			ExplorerTxURL: "https://explorer.example.com/tx/{txid}?network=testnet", LowDrips: 300, StallAfter: 45 * time.Minute, ShutdownDelay: 8 * time.Second,
 			PeerListen: "0.0.0.0:4000", PeerURL: "http://10.0.0.7:4000"},
 		Log: options.Log{Level: "warn", Format: "text"},
 		Devnet: options.Devnet{On: true, Keys: 9, BlockTime: 250 * time.Millisecond, Treasury: true,
@@ -190,6 +190,8 @@ func TestArgsRoundTrip(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--btc-network=signet", "--limit-ip=20/1m30s", "--suspend=true", "--devnet-sbtc=false",
+		"--budget=asset=stx,amount=2000000000000,per=12h0m0s,scale-below=30,floor=20,reserve=1000000000,target=50000000000000,stacking=40;" +
+			"asset=btc,amount=0,per=24h0m0s",
 		"--ip-allow=10.0.0.0/8,2001:db8::/32,203.0.113.7/32",
 		"--token=name=tusd,asset=ST2CY5V39NHDPWSXMW9QDT3HC3GD6Q6XX4CFRK9AG.tusd-token::tusd,amount=10000000," +
 			"limit-address=2/1h0m0s,limit-ip=9/1m30s,refill-below=5000000,refill-amount=50000000,low-drips=40;" +
@@ -395,6 +397,18 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"a budget period under a minute": {base: real, mutate: func(o *options.Serve) {
 			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Second}}}
 		}, want: "--budget asset=stx: per must be at least a minute"},
+		"a stacking share of STX's budget": {base: real, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Hour, StackingPercent: 100}}}
+		}},
+		"a stacking share of a token's budget": {base: devnet, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: options.DevnetTestTokenName, Budget: guard.Budget{Amount: 1, Per: time.Hour, StackingPercent: 30}}}
+		}, want: "--budget asset=" + options.DevnetTestTokenName + ": stacking: stacking drips are STX only; set it on --budget asset=stx"},
+		"a stacking share of BTC's budget": {base: devnet, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "btc", Budget: guard.Budget{Amount: 1, Per: time.Hour, StackingPercent: 50}}}
+		}, want: "--budget asset=btc: stacking: stacking drips are STX only"},
+		"a stacking share over 100": {base: real, mutate: func(o *options.Serve) {
+			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Hour, StackingPercent: 101}}}
+		}, want: "--budget asset=stx: stacking must be a percent"},
 		"a target under the reserve": {base: real, mutate: func(o *options.Serve) {
 			o.Budgets.List = options.BudgetList{{Asset: "stx", Budget: guard.Budget{Amount: 1, Per: time.Hour, Reserve: 5, Target: 5}}}
 		}, want: "target (5) must be above the reserve (5)"},

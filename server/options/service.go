@@ -61,6 +61,9 @@ type HTTP struct {
 	StatusCacheTTL time.Duration
 	ExplorerTxURL  string
 	LowDrips       int
+	// StallAfter is how long without a new Stacks block before the faucet
+	// reports the chain stalled; 0 never does.
+	StallAfter time.Duration
 	// ShutdownDelay is the lame duck after SIGTERM (server.ServeLameDuck).
 	ShutdownDelay time.Duration
 	// MCP serves the Model Context Protocol endpoint at /mcp.
@@ -78,19 +81,29 @@ const (
 	PodIPEnv = "FAUCET_POD_IP"
 )
 
+// DefaultStallAfter is --stall-after's default. A Nakamoto testnet makes
+// a Stacks block every few seconds while transactions flow and at least
+// one per tenure, that is per Bitcoin block (10 min on average); gaps
+// between Bitcoin blocks past 30 min are rare (about one in twenty at a
+// 10-minute mean) and far past the wait a drip's user accepts, so a
+// shorter default would cry wolf at ordinary gaps and a longer one leave
+// users waiting unwarned.
+const DefaultStallAfter = 30 * time.Minute
+
 func defaultHTTP() HTTP {
 	return HTTP{Listen: fmt.Sprintf(":%d", settings.Port), StatusCacheTTL: settings.StatusCacheTTL,
-		ExplorerTxURL: settings.ExplorerTxURL, LowDrips: settings.LowDrips, MCP: true,
+		ExplorerTxURL: settings.ExplorerTxURL, LowDrips: settings.LowDrips, StallAfter: DefaultStallAfter, MCP: true,
 		PeerListen: fmt.Sprintf(":%d", PeerPort)}
 }
 
 // BindFlags binds --listen, --status-cache-ttl, --explorer-tx-url,
-// --low-drips, --shutdown-delay and --mcp.
+// --low-drips, --stall-after, --shutdown-delay and --mcp.
 func (o *HTTP) BindFlags(fs *Flags) {
 	fs.String(&o.Listen, "listen", "address the HTTP server listens on")
 	fs.Duration(&o.StatusCacheTTL, "status-cache-ttl", "how long node reads for the status endpoint are cached")
 	fs.String(&o.ExplorerTxURL, "explorer-tx-url", "explorer link the web page shows for a drip; {txid} is replaced by the 0x txid")
 	fs.Int(&o.LowDrips, "low-drips", "report the faucet as low on funds when fewer default drips than this are left")
+	fs.Duration(&o.StallAfter, "stall-after", "how long without a new Stacks block before the faucet reports the chain stalled: state stalled in /faucet/v1/info and on the page, and faucet_stacks_tip_age_seconds past faucet_stacks_stall_after_seconds for the FaucetChainStalled alert; drips are still accepted and /readyz stays ready. Nakamoto makes a block every few seconds while transactions flow and at least one per Bitcoin block, whose gaps rarely pass 30m (0 = never)")
 	fs.Duration(&o.ShutdownDelay, "shutdown-delay", "after SIGTERM, answer /readyz with 503 and keep serving this long before draining, so load balancers and the Service's endpoints stop sending first (0 = drain at once); the operator sets it from the readiness probe")
 	fs.String(&o.PeerListen, "peer-listen", "address of the listener the other replicas forward BTC drips to (the replica holding the Bitcoin key pays them; requests signed with a key derived from it); used with a Postgres store and BTC (\"\" = off: a replica without the key answers BTC drips 503)")
 	fs.String(&o.PeerURL, "peer-url", "URL the other replicas reach this replica's --peer-listen at (default: http://$FAUCET_POD_IP:<port>, which the operator sets to the pod's IP, else http://<host name>:<port>)")
@@ -111,6 +124,9 @@ func (o *HTTP) validate() error {
 	}
 	if o.ShutdownDelay < 0 {
 		return fmt.Errorf("--shutdown-delay must not be negative, got %s", o.ShutdownDelay)
+	}
+	if o.StallAfter < 0 {
+		return fmt.Errorf("--stall-after must not be negative (0 = never report a stall), got %s", o.StallAfter)
 	}
 	return nil
 }

@@ -219,6 +219,8 @@ function mulPercent(base, pct) {
 const STATES = {
   ready: ['✓', 'Ready'],
   low: ['!', 'Low on funds'],
+  // No new Stacks block for a while: drips are still paid but wait for the chain.
+  stalled: ['!', 'Chain stalled'],
   empty: ['✕', 'Empty'],
   node_unreachable: ['✕', 'Node unreachable'],
   suspended: ['⏸', 'Suspended'],
