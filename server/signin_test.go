@@ -7,6 +7,8 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -418,5 +420,44 @@ func TestSignInOverMCP(t *testing.T) {
 	bad := mcpSession(t, h, http.Header{"Authorization": {"Bearer " + other.IDToken}})
 	if _, fail := call(t, bad, toolRequestDrip, map[string]any{"asset": "stx", "address": newRecipient(t)}); fail == nil || fail.Reason != identity.ReasonTokenAudience {
 		t.Fatalf("a token for another client over MCP: %+v", fail)
+	}
+}
+
+// A faucet that drips to signed-in developers only still serves its API
+// tokens: the operator handed them out and their quotas bound them. No
+// token is still 401 sign_in_required, and a wrong one the token check's
+// 401.
+func TestSignInOnlyServesAPITokens(t *testing.T) {
+	p := startProvider(t, "")
+	const token = "ci-token-5d2c0f6e1a9b4c3d"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("ci "+token+" 2/1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tiers := testTiers()
+	tiers.AnonymousOff = true
+	h := newHarness(t, options{tiers: tiers, signIn: signInService(t, p, nil), guard: &guard.Config{TokensFile: file}})
+	body := assertError(t, h.drip("address="+newRecipient(t)), http.StatusUnauthorized, "signed-in developers only")
+	if body["reason"] != reasonSignInRequired {
+		t.Errorf("no sign-in, no token: %v", body)
+	}
+	if el, _ := h.eligibility("asset=stx&address="+newRecipient(t), bearer(token)); !el.Eligible {
+		t.Errorf("eligibility with the API token: %+v", el)
+	}
+	for i := range 2 {
+		if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(token)); w.Code != http.StatusOK {
+			t.Fatalf("API token drip %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(token)); w.Code != http.StatusTooManyRequests {
+		t.Errorf("a third drip past the token's quota of 2: %d %s", w.Code, w.Body)
+	}
+	body = assertError(t, h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+newRecipient(t), nil, bearer("ci-token-wrong-000000000")), http.StatusUnauthorized, "")
+	if body["reason"] != "token_invalid" {
+		t.Errorf("a wrong API token: %v", body)
+	}
+	alice := tokens(t, p, testClientID, testClientSecret, "alice")
+	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, bearer(alice.IDToken)); w.Code != http.StatusOK {
+		t.Errorf("alice signed in: %d %s", w.Code, w.Body)
 	}
 }
