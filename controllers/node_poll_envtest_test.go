@@ -30,6 +30,9 @@ var _ = Describe("Node poll cadences", func() {
 		Expect(k8sClient.Create(suiteCtx, fs, client.DryRunAll)).To(Succeed())
 		Expect(fs.Spec.Node.PollInterval).To(HaveValue(Equal(metav1.Duration{Duration: time.Second})))
 		Expect(fs.Spec.Node.BusyPollInterval).To(HaveValue(Equal(metav1.Duration{Duration: 100 * time.Millisecond})))
+		Expect(fs.Spec.Node.StallAfter).To(HaveValue(Equal(metav1.Duration{Duration: 30 * time.Minute})))
+		Expect(slices.ContainsFunc(serverArgs(fs), func(a string) bool { return strings.Contains(a, "stall-after") })).To(BeFalse(),
+			"the defaulted stall threshold is serve's default: no flag")
 		Expect(slices.ContainsFunc(serverArgs(fs), func(a string) bool { return strings.Contains(a, "poll-interval") })).To(BeFalse(),
 			"the defaulted cadences are serve's defaults: no flag")
 
@@ -56,5 +59,7 @@ var _ = Describe("Node poll cadences", func() {
 		Entry("a busy poll slower than the idle one", "pollInterval: 5s, busyPollInterval: 10s",
 			"spec.node.busyPollInterval: Invalid value: node.busyPollInterval (default 100ms) must not exceed node.pollInterval"),
 		Entry("a negative poll interval", "pollInterval: -1s", "spec.node.pollInterval in body should match"),
+		Entry("a stall threshold in words", "stallAfter: half an hour", "spec.node.stallAfter in body should match"),
+		Entry("a negative stall threshold", "stallAfter: -5m", "spec.node.stallAfter in body should match"),
 	)
 })

@@ -71,6 +71,7 @@ func setNodeAndKeys(fs *faucetv1alpha1.FaucetServer, o *options.Serve) {
 	setDuration(&o.Node.Timeout, s.Node.Timeout)
 	setDuration(&o.Node.PollInterval, s.Node.PollInterval)
 	setDuration(&o.Node.BusyPollInterval, s.Node.BusyPollInterval)
+	setDuration(&o.HTTP.StallAfter, s.Node.StallAfter)
 	setInt(&o.Node.ChainID, s.ChainID)
 	if ref := fs.NodeHeadersSecretKey(); ref != nil {
 		o.Node.HeadersFile = path.Join(nodeHeadersMountPath, ref.Key)

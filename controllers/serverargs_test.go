@@ -46,6 +46,7 @@ func everyField(fs *faucetv1alpha1.FaucetServer) {
 	fs.Spec.Node.Timeout = &metav1.Duration{Duration: 15 * time.Second}
 	fs.Spec.Node.PollInterval = &metav1.Duration{Duration: 20 * time.Second}
 	fs.Spec.Node.BusyPollInterval = &metav1.Duration{Duration: 2 * time.Second}
+	fs.Spec.Node.StallAfter = &metav1.Duration{Duration: 45 * time.Minute}
 	fs.Spec.Node.HeadersSecretRef = &faucetv1alpha1.NodeHeadersSecretReference{Name: "hiro-api", Key: "headers.txt"}
 	fs.Spec.ChainID = ptr.To(int64(2147483648))
 	fs.Spec.KeySecretRef.Key = "faucet.txt"

@@ -761,6 +761,18 @@ type NodeSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('50ms') && duration(self) <= duration('1m')",message="node.busyPollInterval must be a duration from 50ms to 1m"
 	BusyPollInterval *metav1.Duration `json:"busyPollInterval,omitempty"`
 
+	// stallAfter is how long without a new Stacks block before the faucet
+	// reports the chain stalled: state "stalled" in /faucet/v1/info and on
+	// the page, and the tip's age past it for the chart's
+	// FaucetChainStalled alert. Drips are still accepted and readiness
+	// holds. "0s" never reports a stall. Defaults to 30m: a tenure waits
+	// for a Bitcoin block, and Bitcoin's gaps rarely pass half an hour.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	StallAfter *metav1.Duration `json:"stallAfter,omitempty"`
+
 	// headersSecretRef selects the Secret data key holding HTTP header
 	// lines, "Name: value", one a line (blank lines and lines starting
 	// with # are skipped), sent with every request to the Stacks nodes:

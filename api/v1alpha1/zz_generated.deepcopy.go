@@ -1066,6 +1066,11 @@ func (in *NodeSpec) DeepCopyInto(out *NodeSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.StallAfter != nil {
+		in, out := &in.StallAfter, &out.StallAfter
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.HeadersSecretRef != nil {
 		in, out := &in.HeadersSecretRef, &out.HeadersSecretRef
 		*out = new(NodeHeadersSecretReference)

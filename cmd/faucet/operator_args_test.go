@@ -195,6 +195,7 @@ func TestCRDDefaultsAreTheServerDefaults(t *testing.T) {
 		"node.busyPollInterval": func(raw string) {
 			same("node.busyPollInterval", dur(raw), faucet.DefaultBusyPollInterval, o.Node.BusyPollInterval)
 		},
+		"node.stallAfter": func(raw string) { same("node.stallAfter", dur(raw), options.DefaultStallAfter, o.HTTP.StallAfter) },
 		"rateLimits.perAddress": func(raw string) {
 			same("rateLimits.perAddress", limit(raw), guard.DefaultLimits().PerAddress, o.Limits.Address)
 		},
@@ -451,7 +452,8 @@ func TestOperatorArgsReachServe(t *testing.T) {
 		fs := minimal()
 		fs.Spec = faucetv1alpha1.FaucetServerSpec{
 			Node: faucetv1alpha1.NodeSpec{URL: "https://node.example.com:20443", Timeout: &metav1.Duration{Duration: 15 * time.Second},
-				PollInterval: &metav1.Duration{Duration: 20 * time.Second}, BusyPollInterval: &metav1.Duration{Duration: 2 * time.Second}},
+				PollInterval: &metav1.Duration{Duration: 20 * time.Second}, BusyPollInterval: &metav1.Duration{Duration: 2 * time.Second},
+				StallAfter: &metav1.Duration{Duration: 45 * time.Minute}},
 			ChainID:      ptr.To(int64(2147483648)),
 			KeySecretRef: faucetv1alpha1.KeySecretReference{Name: "faucet-keys", Key: "faucet.txt"},
 			Amounts: &faucetv1alpha1.Amounts{
@@ -809,6 +811,7 @@ func fullOptions(store string) func(o *options.Serve) {
 		o.Store.DSN = store
 		o.HTTP.ExplorerTxURL = "https://explorer.example.com/tx/{txid}?network=testnet"
 		o.HTTP.LowDrips = 300 // spec.funding.lowThreshold, the one threshold
+		o.HTTP.StallAfter = 45 * time.Minute
 		o.Log.Level = "warn"
 		o.Budgets.List = options.BudgetList{
 			{Asset: "stx", Budget: guard.Budget{Amount: 1_000_000_000_000, Per: 12 * time.Hour, ScaleBelowPercent: 30, FloorPercent: 20,
