@@ -19,18 +19,35 @@ type tipWatch struct {
 	// before that poll).
 	high uint64
 	at   time.Time
+	// lowerSince is when reads began to come in below high without one
+	// at it since (zero while none does).
+	lowerSince time.Time
 }
+
+// chainRestartHold is how long every read must stay below the highest tip
+// before the watch takes the chain for restarted (a devnet reset) and
+// follows it down: a reset chain climbs from zero, and would otherwise
+// count as stalled until it passed the old height.
+const chainRestartHold = time.Minute
 
 // observe notes a tip read by the poll. Only a height above every one
 // seen counts as progress: with several nodes the reads may go to one at
 // the tip and then one a block behind, and that back and forth must not
-// pass for a chain that moves.
+// pass for a chain that moves. Reads that all stay lower for
+// chainRestartHold are a restarted chain, followed from there.
 func (w *tipWatch) observe(height uint64) {
 	now := w.clk.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.at.IsZero() || height > w.high {
-		w.high, w.at = height, now
+	switch {
+	case w.at.IsZero() || height > w.high:
+		w.high, w.at, w.lowerSince = height, now, time.Time{}
+	case height == w.high:
+		w.lowerSince = time.Time{}
+	case w.lowerSince.IsZero():
+		w.lowerSince = now
+	case now.Sub(w.lowerSince) >= chainRestartHold:
+		w.high, w.at, w.lowerSince = height, now, time.Time{}
 	}
 }
 

@@ -82,8 +82,8 @@ func mustSync(t *testing.T, f *Faucet) {
 }
 
 // A tip below the highest seen (a read from a node a block behind) is no
-// progress; the same tip is none either.
-func TestTipWatchCountsOnlyARise(t *testing.T) {
+// progress, nor is the same tip; a chain that stays lower has restarted.
+func TestTipWatchCountsARiseOrARestart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	w := tipWatch{clk: clk}
 	w.observe(10)
@@ -97,5 +97,25 @@ func TestTipWatchCountsOnlyARise(t *testing.T) {
 	w.observe(11)
 	if age, _ := w.age(); age != 0 {
 		t.Errorf("age %s after a rise, want 0", age)
+	}
+	// A chain reset: every read from now on is lower. Only once they have
+	// stayed lower for chainRestartHold is it a new chain, whose blocks
+	// then count.
+	clk.Step(time.Minute)
+	w.observe(2)
+	clk.Step(chainRestartHold - time.Second)
+	w.observe(3)
+	if age, _ := w.age(); age != 2*time.Minute-time.Second {
+		t.Errorf("age %s before the restart hold has passed, want it still counted from 11", age)
+	}
+	clk.Step(time.Second)
+	w.observe(3)
+	if age, _ := w.age(); age != 0 {
+		t.Errorf("age %s once the lower chain held for %s, want 0", age, chainRestartHold)
+	}
+	clk.Step(time.Minute)
+	w.observe(4)
+	if age, _ := w.age(); age != 0 {
+		t.Errorf("age %s after the restarted chain rose, want 0", age)
 	}
 }
