@@ -80,6 +80,7 @@ func TestServeWaitsOutARateLimitingNode(t *testing.T) {
 	time.Sleep(time.Until(end))
 	// The requests in flight when the first 429 came may each have drawn
 	// one (the tip and an account read run at once); nothing after.
+	t.Logf("the gateway refused %d requests during its %s limit", gw.refused.Load(), limit)
 	if n := gw.refused.Load(); n > 3 {
 		t.Errorf("the gateway refused %d requests during its %s limit; want the faucet to wait it out after the first", n, limit)
 	}
