@@ -172,7 +172,7 @@ func (s *server) admit(ctx context.Context, r *http.Request, h http.Header, asse
 		var rej *guard.Rejection
 		switch {
 		case errors.As(err, &rej):
-			s.metrics.observeRejection(asset, rej.Check)
+			s.metrics.observeRejection(asset, rej)
 			log.at(ctx, slog.LevelInfo, "drip refused by a check", slog.String("check", rej.Check), slog.String("reason", rej.Reason))
 			fail := &dripFailure{status: rej.Status, reason: rej.Reason, message: rej.Message, v3Message: rej.Message}
 			if rej.Status == http.StatusTooManyRequests { // the token lock-out: v3 keeps the incumbent's 429 text

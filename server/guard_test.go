@@ -145,3 +145,26 @@ func TestIPListsAndBalanceCap(t *testing.T) {
 		t.Errorf("ip_deny rejections = %v", got)
 	}
 }
+
+// A right API token past its until= is refused 403 token_not_active with
+// when it closed, on v1 and v3, and is no token failure in the metrics.
+func TestExpiredAPIToken(t *testing.T) {
+	const token = "event-code-2c9e41b7aa"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("devcon "+token+" 100/1h until=2026-01-10T18:00:00Z\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, options{guard: &guard.Config{TokensFile: file}})
+	auth := map[string]string{"Authorization": "Bearer " + token}
+	m := assertError(t, h.do(http.MethodPost, "/extended/v1/faucets/stx?address="+newRecipient(t), nil, auth), http.StatusForbidden,
+		"The API token devcon expired at 10 Jan 2026 18:00 UTC.")
+	if m["reason"] != guard.ReasonTokenNotActive {
+		t.Errorf("v1 reason %v", m["reason"])
+	}
+	if w := h.dripV3(`{"address":"`+newRecipient(t)+`"}`, auth); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "expired at") {
+		t.Errorf("v3: %d %s", w.Code, w.Body)
+	}
+	if n := counterValue(t, h.reg, "faucet_api_token_failures_total", map[string]string{}); n != 0 {
+		t.Errorf("faucet_api_token_failures_total %v after a right token out of its window, want 0", n)
+	}
+}

@@ -222,9 +222,9 @@ func (m *Metrics) RegisterGuard(c *guard.Chain) {
 	m.guard.mu.Unlock()
 }
 
-func (m *Metrics) observeRejection(asset faucet.Asset, check string) {
-	m.rejections.WithLabelValues(check).Inc()
-	if check == guard.CheckAPIToken { // the check's only refusal: a wrong token
+func (m *Metrics) observeRejection(asset faucet.Asset, rej *guard.Rejection) {
+	m.rejections.WithLabelValues(rej.Check).Inc()
+	if rej.Check == guard.CheckAPIToken && rej.Reason != guard.ReasonTokenNotActive { // a wrong token, not a right one out of its window
 		m.tokenFailures.Inc()
 	}
 	m.drips.WithLabelValues(string(asset.OrSTX()), outcomeError, reasonRejectedByCheck).Inc()

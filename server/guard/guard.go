@@ -372,6 +372,11 @@ func (c *Chain) check(ctx context.Context, r Request, preview bool) (Grant, erro
 			return c.reject(CheckAPIToken, http.StatusUnauthorized, "token_invalid",
 				"The API token is not valid: send \"Authorization: Bearer <token>\" with a token issued for this faucet, or no Authorization header.")
 		}
+		// A right token outside its window is no guess: the lock-out
+		// counted it as right, and the answer says when it works.
+		if now := c.clock.Now(); !q.activeAt(now) {
+			return c.reject(CheckAPIToken, http.StatusForbidden, ReasonTokenNotActive, tokenWindowText(q, now))
+		}
 		g = Grant{Token: q, SkipIPLimit: true, Bypassed: bypassToken}
 	} else if wait := c.lockedOut(ip); wait > 0 {
 		// A locked-out guesser gets nothing else either.

@@ -437,4 +437,12 @@ type TokenQuota struct {
 	Name       string
 	Quota      Limit // all drips made with the token
 	PerAddress Limit // drips per recipient address with the token
+	// From and Until bound when the token is accepted (zero: no bound):
+	// a workshop's code that turns itself off when the event ends.
+	From, Until time.Time
+}
+
+// activeAt reports whether the token is accepted at now.
+func (q TokenQuota) activeAt(now time.Time) bool {
+	return (q.From.IsZero() || !now.Before(q.From)) && (q.Until.IsZero() || now.Before(q.Until))
 }

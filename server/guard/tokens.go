@@ -138,8 +138,15 @@ func parseTokenLine(line string) (e tokenEntry, ok bool, err error) {
 			break
 		}
 	}
-	if len(fields) < 3 || len(fields) > 4 {
-		return e, false, fmt.Errorf("%w: %d fields, want NAME TOKEN QUOTA [PER_ADDRESS]", errTokenLine, len(fields))
+	if len(fields) < 3 {
+		return e, false, fmt.Errorf("%w: %d fields, want NAME TOKEN QUOTA [PER_ADDRESS] [from=TIME] [until=TIME]", errTokenLine, len(fields))
+	}
+	fields, from, until, err := tokenWindow(fields)
+	if err != nil {
+		return e, false, err
+	}
+	if len(fields) > 4 {
+		return e, false, fmt.Errorf("%w: %d fields, want NAME TOKEN QUOTA [PER_ADDRESS] [from=TIME] [until=TIME]", errTokenLine, len(fields))
 	}
 	name, token := fields[0], fields[1]
 	if !validTokenName(name) {
@@ -158,8 +165,54 @@ func parseTokenLine(line string) (e tokenEntry, ok bool, err error) {
 			return e, false, fmt.Errorf("%w: PER_ADDRESS %w", errTokenLine, err)
 		}
 	}
-	e.quota = TokenQuota{Name: name, Quota: quota, PerAddress: perAddress}
+	e.quota = TokenQuota{Name: name, Quota: quota, PerAddress: perAddress, From: from, Until: until}
 	return e, true, nil
+}
+
+// ReasonTokenNotActive refuses a right API token outside its from=/until=
+// window (403).
+const ReasonTokenNotActive = "token_not_active"
+
+// tokenWindowText tells the holder of q, at now, when it is accepted:
+// before it opens, or after it closed.
+func tokenWindowText(q *TokenQuota, now time.Time) string {
+	const layout = "2 Jan 2006 15:04 UTC"
+	if !q.From.IsZero() && now.Before(q.From) {
+		return "The API token " + q.Name + " is accepted from " + q.From.UTC().Format(layout) + "."
+	}
+	return "The API token " + q.Name + " expired at " + q.Until.UTC().Format(layout) + "."
+}
+
+// tokenWindow takes the optional from=TIME and until=TIME fields (RFC
+// 3339, e.g. 2026-12-05T09:00:00Z) off the end of a line's fields.
+func tokenWindow(fields []string) (rest []string, from, until time.Time, err error) {
+	for len(fields) > 3 {
+		k, v, ok := strings.Cut(fields[len(fields)-1], "=")
+		if !ok {
+			break
+		}
+		var t time.Time
+		switch {
+		case k != "from" && k != "until":
+			// Not quoted: a token misplaced here could hold '='.
+			return nil, from, until, fmt.Errorf("%w: an unknown key=value field, want from= or until=", errTokenLine)
+		case !(k == "from" && from.IsZero() || k == "until" && until.IsZero()):
+			return nil, from, until, fmt.Errorf("%w: %s= given twice", errTokenLine, k)
+		}
+		if t, err = time.Parse(time.RFC3339, v); err != nil {
+			return nil, from, until, fmt.Errorf("%w: %s= wants an RFC 3339 time such as 2026-12-05T09:00:00Z", errTokenLine, k)
+		}
+		if k == "from" {
+			from = t
+		} else {
+			until = t
+		}
+		fields = fields[:len(fields)-1]
+	}
+	if !from.IsZero() && !until.IsZero() && !from.Before(until) {
+		return nil, from, until, fmt.Errorf("%w: from= must come before until=", errTokenLine)
+	}
+	return fields, from, until, nil
 }
 
 func validTokenName(s string) bool {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,6 +133,11 @@ func TestTokensFileErrors(t *testing.T) {
 		{"bad quota duration", "name " + secret + " 1/forever\n", 1},
 		{"bad per-address", "name " + secret + " 1/1h 2/-1h\n", 1},
 		{"non-printable token", "name " + secret + "\x01abc 1/1h\n", 1},
+		{"unknown key", "name " + secret + " 1/1h SECRET=x\n", 1},
+		{"from twice", "name " + secret + " 1/1h from=2026-12-05T09:00:00Z from=2026-12-05T10:00:00Z\n", 1},
+		{"a time not in RFC 3339", "name " + secret + " 1/1h until=2026-12-05\n", 1},
+		{"until before from", "name " + secret + " 1/1h from=2026-12-05T09:00:00Z until=2026-12-05T08:00:00Z\n", 1},
+		{"a window and too many fields", "name " + secret + " 1/1h 1/1h 1/1h until=2026-12-05T08:00:00Z\n", 1},
 		{"duplicate name", "a " + secret + " 1/1h\n\n\na " + secret + "2 1/1h\n", 4},
 		{"duplicate token", "a " + secret + " 1/1h\nb sha256:" + sha256Hex(secret) + " 1/1h\n", 2},
 		// A token shaped like a name, in the name column, duplicated.
@@ -292,3 +299,45 @@ func TestParseQuota(t *testing.T) {
 
 // syncBuffer is a log sink safe for concurrent writers.
 type syncBuffer = logtest.Buffer
+
+// A token with from= and until= is accepted only between them: before, a
+// 403 token_not_active that says when it opens, after, one that says when
+// it closed. Those refusals are of a right token, so they never count
+// towards a lock-out.
+func TestTokenWindow(t *testing.T) {
+	const event, always = "event-code-7f3a9c21d4", "always-on-token-0b6e2"
+	opens := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	content := "workshop " + event + " 50/1h 5/1h from=2026-12-05T09:00:00Z until=2026-12-05T18:00:00+01:00 # the Lisbon workshop\n" +
+		"ci " + always + " 10/1h\n"
+	clk := clocktesting.NewFakeClock(opens.Add(-time.Hour))
+	c := newChain(t, Config{TokensFile: writeFile(t, t.TempDir(), "tokens", content), Clock: clk})
+	ctx := context.Background()
+	req := func(tok string) Request {
+		return Request{ClientIP: netip.MustParseAddr("198.51.100.9"), Recipient: testPrincipal(1), Authorization: "Bearer " + tok}
+	}
+	refused := func(when, want string) {
+		t.Helper()
+		_, err := c.Check(ctx, req(event))
+		var rej *Rejection
+		if !errors.As(err, &rej) || rej.Status != 403 || rej.Reason != ReasonTokenNotActive || rej.Message != want {
+			t.Fatalf("%s: %v, want 403 %s %q", when, err, ReasonTokenNotActive, want)
+		}
+	}
+	for range 8 { // more than the lock-out's 5 wrong tokens
+		refused("an hour early", "The API token workshop is accepted from 5 Dec 2026 09:00 UTC.")
+	}
+	if _, err := c.Check(ctx, req(always)); err != nil {
+		t.Fatalf("a token without a window: %v", err)
+	}
+	clk.SetTime(opens)
+	g, err := c.Check(ctx, req(event))
+	if err != nil || g.Token == nil || g.Token.Name != "workshop" || !g.Token.From.Equal(opens) || !g.Token.Until.Equal(opens.Add(8*time.Hour)) {
+		t.Fatalf("at the opening: %+v, %v", g.Token, err)
+	}
+	clk.SetTime(opens.Add(8*time.Hour - time.Second))
+	if _, err := c.Check(ctx, req(event)); err != nil {
+		t.Fatalf("a second before the close: %v", err)
+	}
+	clk.SetTime(opens.Add(8 * time.Hour))
+	refused("at the close", "The API token workshop expired at 5 Dec 2026 17:00 UTC.")
+}
