@@ -5,8 +5,9 @@
 // balance read back from the node. Short-lived faucets have sBTC off (a
 // separate devnet node, as --devnet always turns sBTC on), sBTC
 // unavailable (the node names no sBTC contract) with BTC off, a small STX
-// budget the page drains, and sign-in through the test OpenID provider
-// (bin/oidc-provider, a real zitadel/oidc OP).
+// budget the page drains, sign-in through the test OpenID provider
+// (bin/oidc-provider, a real zitadel/oidc OP), and an event code (an API
+// token) that lifts the per-IP limit.
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -24,6 +25,7 @@ import { chromium } from 'playwright-core';
 import { ServerProcess, freePort, killOnExit, mustExecute, serveHelp } from '../jsharness/harness.mjs';
 import { btcMainnetMessage } from '../../server/web/assets/btcaddr.js';
 import { MAINNET_MESSAGE } from '../../server/web/assets/c32.js';
+import { CODE_TEXTS } from '../../server/web/assets/eventcode.js';
 import { formatAbout, formatAmount, formatLeft } from '../../server/web/assets/format.js';
 import { randomRegtestAddress, randomTestnetAddress } from './validator.mjs';
 
@@ -444,6 +446,7 @@ export function registerBrowserTests(opts) {
       await browser?.close().catch(() => {});
       for (const p of procs) await p.stop();
       if (signIn.dir) await rm(signIn.dir, { recursive: true, force: true });
+      if (event.dir) await rm(event.dir, { recursive: true, force: true });
       if (faucet) console.log(`# faucet stopped (${JSON.stringify(faucet.exit)})`);
     });
 
@@ -1766,6 +1769,168 @@ export function registerBrowserTests(opts) {
         await rm(signIn.dir, { recursive: true, force: true });
       }
     }, { needs: [PROVIDER_BACK] });
+
+    // --------------------------------------------------------- event code
+    //
+    // A workshop's room shares one address: a faucet with a per-IP limit of
+    // one drip an hour and an API token, "workshop", that an organiser
+    // hands out as the event code (50 drips an hour, 5 per address).
+
+    const event = { dir: null, faucet: null, page: null, reqs: [], console: [] };
+    const EVENT_CODE = `evt-${randomBytes(12).toString('hex')}`;
+    const WRONG_CODE = `evt-${randomBytes(12).toString('hex')}`;
+    const LATER_CODE = `evt-${randomBytes(12).toString('hex')}`; // a right code whose event has not begun
+    const eligibilityOf = (reqs) => reqs.filter((r) => new URL(r.url).pathname === '/faucet/v1/eligibility');
+
+    const EVENT_PAID = 'an event code: without it the per-IP limit refuses a second drip; typed in by keyboard, drips to three more addresses pay with no proof of work';
+    step(EVENT_PAID, async () => {
+      event.dir = await mkdtemp(path.join(tmpdir(), 'pagetest-tokens-'));
+      const tokens = path.join(event.dir, 'api-tokens');
+      await writeFile(tokens, `# name token quota per-address\nworkshop ${EVENT_CODE} 50/1h 5/1h\nnext-year ${LATER_CODE} 50/1h 5/1h from=2030-12-05T09:00:00Z\n`, { mode: 0o600 });
+      event.faucet = await launch((port) => devnetArgs(port, ['--devnet-keys', '1', '--devnet-btc=false', '--pow-difficulty', String(POW_DIFFICULTY),
+        '--limit-ip', '1/1h', '--api-tokens-file', tokens]));
+      const b = event.faucet.base;
+      const p = event.page = await context.newPage();
+      watch(p, event.reqs);
+      p.on('console', (m) => event.console.push(m.text()));
+      await p.goto(`${b}/`);
+      await waitReadyState(p);
+      await p.evaluate(recordPage);
+      assert.equal(await p.locator('#event-code-box').evaluate((d) => d.open), false, 'the event code is closed until asked for');
+      assert.equal(await p.locator('#event-code').isVisible(), false);
+      assert.equal(await p.locator('#event-code-toggle').textContent(), 'Have an event or API code?');
+
+      // Without a code: the room's first drip pays (with the proof of
+      // work); the next one, to another address, meets the per-IP limit.
+      const first = await dripTo(p, event.reqs, randomTestnetAddress());
+      assert.ok(first.txid, await p.locator('#result').innerText());
+      assertProof(first.drips[0].headers);
+      assert.equal(first.drips[0].headers.authorization, undefined, 'no Authorization without a code');
+      assert.equal(eligibilityOf(event.reqs).length, 0, 'no eligibility question without a code');
+      const second = randomTestnetAddress();
+      const answer = p.waitForResponse((r) => new URL(r.url()).pathname === '/extended/v1/faucets/stx');
+      assert.equal((await dripTo(p, event.reqs, second, first.txid)).txid, '', 'a second drip from the same IP');
+      const r = await answer;
+      assert.equal(r.status(), 429);
+      assert.equal((await r.json()).reason, 'rate_limited');
+      assert.match(await r.headerValue('ratelimit-policy') || '', /"ip";q=1;w=3600/, 'the per-IP limit refused it');
+      assert.match(await p.locator('#message').textContent(), new RegExp(`^Too many STX requests for this address\\. Try again in ${WAIT.source}\\.$`));
+      assert.equal(await p.locator('#submit').isDisabled(), true);
+
+      // By keyboard: after the (disabled) button comes the disclosure; Enter opens it.
+      await p.locator('#stacking').focus();
+      await p.keyboard.press('Tab');
+      const ring = await focusRing(p);
+      assert.equal(ring.id, 'event-code-toggle', 'Tab from the stacking option (the button is disabled) reaches "Have an event or API code?"');
+      assert.ok(ring.outline !== 'none' && ring.width >= 2, `focus ring on the summary: ${JSON.stringify(ring)}`);
+      await p.keyboard.press('Enter');
+      assert.equal(await p.locator('#event-code-box').evaluate((d) => d.open), true, 'Enter opens it');
+      await p.keyboard.press('Tab');
+      assert.equal(await p.evaluate(() => document.activeElement?.id), 'event-code');
+      assert.equal(await p.getByRole('textbox', { name: 'Event or API code' }).count(), 1, 'the field is named by its label');
+      assert.match(await p.locator('#event-code-hint').textContent(), /^Organisers of workshops and hackathons hand one out\. It lifts the limit per network/);
+      // Pasted with the whitespace around it: trimmed.
+      await p.keyboard.insertText(`  ${EVENT_CODE} `);
+      assert.equal(await p.locator('#submit').isDisabled(), false, 'with a code the per-IP wait no longer holds the address back');
+      await stateChecks(p, 'event code open');
+
+      await p.evaluate(() => { window.__pagetest.powShown = false; });
+      const challenges = challengesOf(event.reqs);
+      let last = first.txid;
+      for (const to of [second, randomTestnetAddress(), randomTestnetAddress()]) {
+        const asked = eligibilityOf(event.reqs).length;
+        const { txid, drips } = await dripTo(p, event.reqs, to, last);
+        assert.ok(txid, `the drip to ${to} with the code: ${await p.locator('#result').innerText()}`);
+        last = txid;
+        assert.equal(drips.length, 1);
+        const h = drips[0].headers;
+        assert.equal(h.authorization, `Bearer ${EVENT_CODE}`, `the drip carries the code: ${JSON.stringify(h)}`);
+        assert.equal(h['x-faucet-challenge'], undefined, `no proof of work: ${JSON.stringify(h)}`);
+        assert.equal(h['x-faucet-solution'], undefined);
+        const q = eligibilityOf(event.reqs).slice(asked);
+        assert.equal(q.length, 1, 'one eligibility question before the drip');
+        assert.equal(q[0].headers.authorization, `Bearer ${EVENT_CODE}`, 'the question carries the code');
+        assert.deepEqual([...new URL(q[0].url).searchParams], [['asset', 'stx'], ['address', to]]);
+        assert.equal(await p.locator('#message').textContent(), `The faucet sent 500 STX to ${to}. It arrives when the transaction is in a block.`);
+        assert.equal(await p.locator('#result-detail').isVisible(), false, 'nothing said of the code: the faucet took it');
+        assert.equal((await (await fetch(`${b}/faucet/v1/drips/${txid}`)).json()).amount, '500000000');
+      }
+      assert.equal(challengesOf(event.reqs), challenges, 'no challenge fetched with the code');
+      assert.equal((await p.evaluate(() => window.__pagetest)).powShown, false, 'the proof of work never showed');
+      // The code is kept nowhere but in the field.
+      const kept = await p.evaluate(() => JSON.stringify([{ ...localStorage }, { ...sessionStorage }, location.href, document.cookie]));
+      assert.ok(!kept.includes(EVENT_CODE), `the code is stored: ${kept}`);
+      assert.ok(event.reqs.every((q) => !q.url.includes(EVENT_CODE)), 'the code in a URL');
+      assert.ok(event.console.every((t) => !t.includes(EVENT_CODE)), 'the code in the console');
+    }, { needs: [] });
+
+    step('a wrong event code: refused in words, the field focused; one outside its dates: the server\'s message; too many wrong ones: the lock-out counts down', async () => {
+      const p = event.page;
+      const b = event.faucet.base;
+      try {
+        await p.locator('#event-code').fill(WRONG_CODE);
+        const judged = p.waitForResponse((r) => new URL(r.url()).pathname === '/faucet/v1/eligibility');
+        const { txid, drips } = await dripTo(p, event.reqs, randomTestnetAddress());
+        assert.equal(txid, '');
+        assert.deepEqual(drips, [], 'no drip is asked for with a refused code');
+        const body = await (await judged).json();
+        assert.deepEqual([body.eligible, body.reason], [false, 'token_invalid'], JSON.stringify(body));
+        assert.equal(await p.locator('#result').getAttribute('data-kind'), 'error');
+        assert.equal(await p.locator('#result-heading').textContent(), 'No STX sent');
+        assert.equal(await p.locator('#message').textContent(), CODE_TEXTS.invalid.message);
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'event-code', 'the code field has the focus');
+        assert.equal(await p.locator('#event-code').getAttribute('aria-invalid'), 'true');
+        assert.equal(await p.locator('#event-code-error').textContent(), CODE_TEXTS.invalid.field);
+        assert.equal(await p.locator('#event-code-error').isVisible(), true);
+        await shot('page-desktop-event-code.png', false, p);
+        await stateChecks(p, 'a wrong event code');
+        // Typing clears the field's error.
+        await p.locator('#event-code').press('End');
+        await p.keyboard.type('x');
+        assert.equal(await p.locator('#event-code').getAttribute('aria-invalid'), 'false');
+        assert.equal(await p.locator('#event-code-error').isVisible(), false);
+
+        // A right code outside its from=/until= dates: the faucet's words.
+        const notActive = 'The API token next-year is accepted from 5 Dec 2030 09:00 UTC.';
+        await p.locator('#event-code').fill(LATER_CODE);
+        const early = p.waitForResponse((r) => new URL(r.url()).pathname === '/faucet/v1/eligibility');
+        assert.equal((await dripTo(p, event.reqs, randomTestnetAddress())).txid, '');
+        const earlyBody = await (await early).json();
+        assert.deepEqual([earlyBody.eligible, earlyBody.reason, earlyBody.message], [false, 'token_not_active', notActive], JSON.stringify(earlyBody));
+        assert.equal(await p.locator('#message').textContent(), `${CODE_TEXTS.other.message} ${notActive}`);
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'event-code');
+        assert.equal(await p.locator('#event-code-error').textContent(), CODE_TEXTS.other.field);
+
+        // Wrong codes again, by Enter in the field, until the faucet locks
+        // the network out (after 5 within 10 minutes).
+        await p.locator('#event-code').fill(WRONG_CODE);
+        let reason = '';
+        let tries = 0;
+        while (reason !== 'token_lockout' && tries < 8) {
+          tries++;
+          const next = p.waitForResponse((r) => new URL(r.url()).pathname === '/faucet/v1/eligibility');
+          await p.locator('#event-code').press('Enter');
+          reason = (await (await next).json()).reason;
+          await p.waitForFunction(() => !document.getElementById('result').hidden, null, { timeout: 10_000 });
+        }
+        assert.equal(reason, 'token_lockout', `no lock-out after ${tries} wrong codes`);
+        assert.equal(await p.locator('#result').getAttribute('data-kind'), 'wait');
+        const first = await waitText(p, 'message', new RegExp(`^${escapeRe(CODE_TEXTS.lockout.lead)}${WAIT.source}\\.$`));
+        assert.equal(await p.evaluate(() => document.activeElement?.id), 'event-code');
+        assert.equal(await p.locator('#event-code-error').textContent(), CODE_TEXTS.lockout.field);
+        assert.equal(await p.locator('#submit').isDisabled(), true, 'the lock-out holds the button');
+        await p.locator('#event-code').fill(EVENT_CODE);
+        assert.equal(await p.locator('#submit').isDisabled(), true, 'a right code too: the faucet would refuse it');
+        await p.waitForTimeout(2100);
+        assert.notEqual(await p.locator('#message').textContent(), first, 'the countdown does not move');
+        const refused = await fetch(`${b}/extended/v1/faucets/stx?address=${randomTestnetAddress()}`, { method: 'POST' });
+        assert.deepEqual([refused.status, (await refused.json()).reason], [429, 'token_lockout'], 'the faucet locked the network out');
+        assert.ok(event.console.every((t) => !t.includes(WRONG_CODE) && !t.includes(EVENT_CODE)), 'a code in the console');
+      } finally {
+        await p.close();
+        await event.faucet.stop();
+      }
+    }, { needs: [EVENT_PAID] });
 
     step('no console errors, page errors or CSP violations', async () => {
       assert.deepEqual(consoleProblems, []);

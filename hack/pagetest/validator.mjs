@@ -16,6 +16,7 @@ import {
   bitcoinExplorerURL, budgetPeriod, explorerURL, formatAbout, formatAmount, formatAssetAmount, formatLeft, formatSTX, formatTimes, formatWait,
   formatWindow, joinNames, limitSentence,
 } from '../../server/web/assets/format.js';
+import { authorization, CODE_MAX_CHARS, CODE_TEXTS, codeRefusal, readCode } from '../../server/web/assets/eventcode.js';
 import { solve } from '../../server/web/assets/pow-worker.js';
 import { hex, leadingZeroBits, PrefixHasher, sha256, utf8 } from '../../server/web/assets/sha256.js';
 
@@ -585,6 +586,36 @@ export function registerValidatorTests() {
         const text = await readFile(new URL(f, dir), 'utf8');
         assert.doesNotMatch(text, /sbtc|tusd/i, `server/web/${f} names a token`);
       }
+    });
+  });
+
+  describe('event code', () => {
+    test('event codes: trimmed, refused when no header can carry them; which refusals are the code\'s', () => {
+      assert.deepEqual(readCode(''), { code: '', error: null });
+      assert.deepEqual(readCode(' \t\n'), { code: '', error: null });
+      assert.deepEqual(readCode('  evt-0123456789abcdef\n'), { code: 'evt-0123456789abcdef', error: null });
+      assert.deepEqual(readCode('a~!Z9._-+/='), { code: 'a~!Z9._-+/=', error: null });
+      assert.deepEqual(readCode('x'.repeat(CODE_MAX_CHARS)), { code: 'x'.repeat(CODE_MAX_CHARS), error: null });
+      for (const [bad, want] of [['evt 0123', /no spaces/], ['evt\t0123', /no spaces/], ['évènement', /plain punctuation/],
+        ['code\u200b', /plain punctuation/], ['x'.repeat(CODE_MAX_CHARS + 1), /at most 1,024 characters/]]) {
+        const r = readCode(bad);
+        assert.equal(r.code, '', bad);
+        assert.match(r.error, want, bad);
+      }
+      assert.deepEqual(authorization('evt-0123456789abcdef'), { Authorization: 'Bearer evt-0123456789abcdef' });
+      assert.deepEqual(authorization(''), {}, 'no code, no header');
+      assert.equal(codeRefusal(401, 'token_invalid', true), 'invalid');
+      assert.equal(codeRefusal(200, 'token_invalid', true), 'invalid', 'eligibility says it with a 200');
+      assert.equal(codeRefusal(429, 'token_lockout', true), 'lockout');
+      assert.equal(codeRefusal(429, 'token_lockout', false), 'lockout', 'the lock-out holds back drips without a code too');
+      assert.equal(codeRefusal(403, 'token_not_active', true), 'other');
+      assert.equal(codeRefusal(401, 'token_not_active', true), 'other');
+      assert.equal(codeRefusal(401, undefined, true), 'other', 'v3 has no reason');
+      assert.equal(codeRefusal(401, 'token_invalid', false), null, 'without a code, a sign-in token\'s refusal');
+      for (const [status, reason] of [[429, 'rate_limited'], [403, 'disabled'], [403, undefined], [401, 'sign_in_required'], [428, 'challenge_required']]) {
+        assert.equal(codeRefusal(status, reason, true), null, `${status} ${reason}`);
+      }
+      for (const t of Object.values(CODE_TEXTS)) assert.doesNotMatch(JSON.stringify(t), /token|Bearer|API/, 'said in a person\'s words');
     });
   });
 }

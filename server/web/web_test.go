@@ -71,6 +71,7 @@ func TestContentTypes(t *testing.T) {
 		{"/assets/sha256.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/pow-worker.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/format.js", "text/javascript; charset=utf-8", "public, max-age=300"},
+		{"/assets/eventcode.js", "text/javascript; charset=utf-8", "public, max-age=300"},
 		{"/assets/favicon.svg", "image/svg+xml", "public, max-age=300"},
 	}
 	for _, tt := range tests {
@@ -388,6 +389,8 @@ func TestPageStructure(t *testing.T) {
 		// runway; sign-in; what a drip pays the visitor; a refusal's detail.
 		"budget-fact-row", "budget-label", "budget", "share-fact-row", "share", "runway-fact-row", "runway", "budget-note",
 		"account", "account-text", "sign-in", "sign-out", "sign-in-error", "account-status", "drip-amount", "result-detail",
+		// The event code: its disclosure, the field, its hint and error.
+		"event-code", "event-code-box", "event-code-error", "event-code-hint", "event-code-toggle",
 	}
 	for _, id := range ids {
 		if n := strings.Count(page, `id="`+id+`"`); n != 1 {

@@ -4,7 +4,8 @@
 // types, the proof of work in a Web Worker, the drip, and the transaction's
 // progress; the asset's budget and runway, and sign-in (a session with the
 // faucet's OpenID Connect provider, whose tier sets what a drip pays and
-// whether it needs the proof of work).
+// whether it needs the proof of work), and an event code (one of the
+// faucet's API tokens, handed out by a workshop's organiser: eventcode.js).
 //
 // Assets are data: their names, decimals, amounts, limits, states, funding
 // and endpoints come from info. The page knows only what the incumbent API
@@ -17,6 +18,7 @@
 
 import { btcPrefixes, validateBtcAddress } from './btcaddr.js';
 import { validateAddress } from './c32.js';
+import { authorization, CODE_TEXTS, codeRefusal, IGNORED_TEXT, readCode } from './eventcode.js';
 import {
   bitcoinExplorerURL, budgetPeriod, explorerURL, formatAbout, formatAssetAmount, formatLeft, formatSTX, formatTimes, formatWait,
   formatWindow, joinNames, limitSentence,
@@ -25,6 +27,7 @@ import {
 const INFO_URL = 'faucet/v1/info';
 const DEFAULT_CHALLENGE_URL = 'faucet/v1/challenge';
 const DRIPS_URL = 'faucet/v1/drips/';
+const ELIGIBILITY_URL = 'faucet/v1/eligibility';
 // The incumbent's two assets that are not SIP-010 tokens on Stacks.
 const STX_ID = 'stx';
 const BTC_ID = 'btc';
@@ -121,6 +124,9 @@ const ui = {
   budgetNote: $('budget-note'),
   dripAmount: $('drip-amount'),
   resultDetail: $('result-detail'),
+  codeBox: $('event-code-box'),
+  code: $('event-code'),
+  codeError: $('event-code-error'),
 };
 
 let info = null; // the last /faucet/v1/info answer
@@ -773,7 +779,8 @@ function proofNeeded() {
 /** signInFirst: this faucet drips to signed-in people only, and the visitor is not signed in. */
 function signInFirst() {
   const si = signInInfo();
-  return si !== null && !si.anonymous && session !== null && !isSignedIn();
+  // An event code is served without signing in: the button sends it.
+  return si !== null && !si.anonymous && session !== null && !isSignedIn() && !codeGiven();
 }
 
 /** loginURL starts the sign-in, coming back to this page. */
@@ -912,7 +919,9 @@ window.addEventListener('pageshow', (ev) => {
 // -------------------------------------------------------------- validation
 
 function cooldownKey(asset, address, stacking) {
-  return `${asset.id}|${address}|${stacking ? 'stacking' : 'default'}`;
+  // A drip with an event code counts against the code's limits, not the
+  // ones that held the address back without it.
+  return `${asset.id}|${address}|${stacking ? 'stacking' : 'default'}${codeGiven() ? '|code' : ''}`;
 }
 
 /**
@@ -948,7 +957,7 @@ function updateButton() {
     ui.submit.disabled = busy || unavailable(a);
     return;
   }
-  ui.submit.disabled = busy || validationPending || !v.ok || unavailable(a) ||
+  ui.submit.disabled = busy || validationPending || !v.ok || unavailable(a) || cooldownLeft(LOCKOUT_KEY) > 0 ||
     cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0 || cooldownLeft(budgetKey(a)) > 0;
 }
 
@@ -1112,12 +1121,15 @@ async function solveInPage(token, difficulty, progress, isStopped) {
   }
 }
 
-/** getProof fetches a challenge and solves it; a challenge that expires first is fetched again. */
-async function getProof() {
+/**
+ * getProof fetches a challenge (with the event code, if any) and solves it;
+ * a challenge that expires first is fetched again.
+ */
+async function getProof(code) {
   const endpoint = (info && info.challenge && typeof info.challenge.endpoint === 'string' && info.challenge.endpoint) ||
     DEFAULT_CHALLENGE_URL;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const res = await request(apiURL(endpoint), { method: 'POST' });
+    const res = await request(apiURL(endpoint), { method: 'POST', headers: authorization(code) });
     const c = res.body;
     if (res.status !== 200 && res.status !== 201) {
       throw new UserError(errorText(res, 'The faucet could not start the anti-bot check'));
@@ -1141,6 +1153,100 @@ async function getProof() {
   throw new UserError('The anti-bot check took too long and expired. Try again.');
 }
 
+// -------------------------------------------------------------- event code
+//
+// An organiser's code (one of the faucet's API tokens) lifts the per-IP
+// limit for a room that shares one address. It is read from the field when
+// a drip is asked for and sent as "Authorization: Bearer <code>" with the
+// drip, its eligibility question and any challenge; it is kept nowhere
+// else (no storage, no URL, no log), so a reload forgets it.
+
+// The lock-out after too many wrong codes holds back every drip from the
+// network, with a code or without, and each further code makes it longer.
+const LOCKOUT_KEY = 'token-lockout';
+
+/** codeGiven: something is typed in the event code field. */
+function codeGiven() {
+  return ui.code.value.trim() !== '';
+}
+
+/** setCodeError shows text by the event code field; '' clears it. */
+function setCodeError(text) {
+  ui.code.setAttribute('aria-invalid', text ? 'true' : 'false');
+  setText(ui.codeError, text);
+  ui.codeError.hidden = text === '';
+}
+
+function focusCode() {
+  ui.codeBox.open = true;
+  ui.code.focus();
+}
+
+/**
+ * judgeCode asks /faucet/v1/eligibility, with the code, what the drip
+ * would meet: it spends nothing (a wrong code counts toward the lock-out
+ * as a drip's would, so the drip is then not asked for). It returns the
+ * refusal's status and reason, whether the drip needs the proof of work,
+ * whether the faucet used the code (its limits then include the code's),
+ * or null when the answer is unusable: the drip goes without a proof and
+ * a 428 asks for one.
+ */
+async function judgeCode(asset, address, stacking, size, code) {
+  const u = apiURL(ELIGIBILITY_URL);
+  u.searchParams.set('asset', asset.id);
+  u.searchParams.set('address', address);
+  if (stacking) u.searchParams.set('stacking', 'true');
+  if (size !== 'default') u.searchParams.set('size', size);
+  const res = await request(u, { headers: authorization(code) });
+  const b = res.body;
+  if (res.status !== 200 || !b || typeof b.eligible !== 'boolean') return null;
+  const pow = b.proof_of_work;
+  return {
+    status: res.status,
+    reason: typeof b.reason === 'string' ? b.reason : '',
+    message: typeof b.message === 'string' ? b.message : '',
+    retryAfter: Number.isFinite(b.retry_after_seconds) && b.retry_after_seconds > 0 ? b.retry_after_seconds : 60,
+    eligible: b.eligible,
+    proof: Boolean(pow && Number.isInteger(pow.difficulty) && pow.difficulty > 0),
+    used: Array.isArray(b.limits) && b.limits.some((l) => l && l.policy === 'token'),
+  };
+}
+
+/**
+ * showCodeRefusal shows a refusal of the code (kind: codeRefusal's) in the
+ * result, with the server's message when only it says why, and by the
+ * field; the lock-out counts down and holds the button. It reports
+ * whether a code was given, whose field then takes the focus.
+ */
+function showCodeRefusal(kind, message, retryAfter, failed) {
+  const t = CODE_TEXTS[kind];
+  if (kind === 'lockout') {
+    showResult('wait', failed, '');
+    startCountdown(LOCKOUT_KEY, retryAfter, t.lead, t.done);
+  } else {
+    const why = kind === 'other' && typeof message === 'string' && message.trim() !== '' ? ` ${sentence(clip(message))}` : '';
+    showResult('error', failed, t.message + why);
+  }
+  if (!codeGiven()) return false;
+  setCodeError(t.field);
+  return true;
+}
+
+ui.code.addEventListener('input', () => {
+  setCodeError('');
+  // A code changes the button of a faucet for signed-in people only, and
+  // which waits hold it back.
+  renderAsset();
+  updateButton();
+});
+ui.code.addEventListener('keydown', (ev) => {
+  // Enter submits, as in the address field.
+  if (ev.key === 'Enter' && !ev.isComposing) {
+    ev.preventDefault();
+    submit();
+  }
+});
+
 // ------------------------------------------------------------------- drip
 
 // Answers after which a fresh challenge is fetched and the drip retried once:
@@ -1158,10 +1264,10 @@ function needsNewChallenge(res) {
  * sendDrip asks for a drip of asset at the endpoints info gives: v1 with the
  * address in the query string (STX's stacking and BTC's sizes are v1's),
  * except BTC's usual drip, which goes to v3 with a JSON body as the
- * incumbent's BTC clients send it.
+ * incumbent's BTC clients send it. An event code goes in Authorization.
  */
-function sendDrip(asset, address, stacking, size, proof) {
-  const headers = {};
+function sendDrip(asset, address, stacking, size, proof, code) {
+  const headers = authorization(code);
   if (proof) {
     headers['X-Faucet-Challenge'] = proof.token;
     headers['X-Faucet-Solution'] = proof.solution;
@@ -1373,6 +1479,13 @@ async function submit() {
     ui.address.focus();
     return;
   }
+  // A code that cannot be one is said by the field; nothing is sent.
+  const { code, error: codeError } = readCode(ui.code.value);
+  if (codeError) {
+    setCodeError(codeError);
+    focusCode();
+    return;
+  }
   const address = v.address;
   // The drip is of the asset chosen now, whatever is chosen while it runs.
   const asset = currentAsset();
@@ -1383,7 +1496,7 @@ async function submit() {
   // The tier the drip is asked in: what a full drip of it is.
   const tier = currentTier();
   // Listed but not dripped now: the note by the button says why.
-  if (cooldownLeft(key) > 0 || cooldownLeft(budgetKey(asset)) > 0 || unavailable(asset)) return;
+  if (cooldownLeft(key) > 0 || cooldownLeft(budgetKey(asset)) > 0 || cooldownLeft(LOCKOUT_KEY) > 0 || unavailable(asset)) return;
 
   busy = true;
   updateButton();
@@ -1392,24 +1505,48 @@ async function submit() {
   countdownTimer = null;
   ui.result.hidden = true;
   ui.tx.hidden = true;
+  setCodeError('');
+  let toCode = false; // the code was refused: the focus goes to its field
   try {
-    // A tier that skips the proof of work sends none; should the session
-    // have ended meanwhile, the server asks for one (428) and gets it.
-    let proof = proofNeeded() ? await getProof() : null;
-    let res = await sendDrip(asset, address, stacking, size, proof);
-    if (needsNewChallenge(res)) {
-      if (proof === null && isSignedIn()) loadSession();
-      proof = await getProof();
-      res = await sendDrip(asset, address, stacking, size, proof);
+    // With an event code the faucet is asked first whether it takes the
+    // code and whether the drip still needs the proof of work (a valid
+    // code skips it); a refused code stops here, before any proof.
+    const judged = code ? await judgeCode(asset, address, stacking, size, code) : null;
+    const refused = judged && codeRefusal(judged.status, judged.reason, true);
+    // The faucet took no notice of the code (it has no API tokens).
+    let ignored = judged !== null && judged.eligible && !judged.used;
+    let res = null;
+    if (!refused) {
+      // A tier that skips the proof of work sends none; should the session
+      // have ended meanwhile, the server asks for one (428) and gets it.
+      let proof = (judged ? judged.proof : !code && proofNeeded()) ? await getProof(code) : null;
+      res = await sendDrip(asset, address, stacking, size, proof, code);
+      if (needsNewChallenge(res)) {
+        if (proof === null && isSignedIn()) loadSession();
+        // A faucet that took the code would not ask for the proof of work.
+        if (proof === null && code) ignored = true;
+        proof = await getProof(code);
+        res = await sendDrip(asset, address, stacking, size, proof, code);
+      }
     }
     hidePow();
-    const sent = dripSent(asset, res);
-    if (sent) {
+    const sent = res && dripSent(asset, res);
+    const reason = res && res.body && res.body.reason;
+    const codeKind = res && codeRefusal(res.status, reason, code !== '');
+    if (refused) {
+      toCode = showCodeRefusal(refused, judged.message, judged.retryAfter, failed);
+    } else if (sent) {
       // v1's answer has no amount: the drip's status says what it paid.
       const paid = sent.amount ?? await paidAmount(sent.txid);
       showTx(sent.txid, address, asset, tier, dripBase(asset, stacking, size), paid);
+      if (ignored) {
+        setText(ui.resultDetail, IGNORED_TEXT);
+        ui.resultDetail.hidden = false;
+      }
       startPolling(sent.txid, asset);
       loadInfo(); // the budget and balance moved
+    } else if (codeKind) {
+      toCode = showCodeRefusal(codeKind, res.body && res.body.error, retryAfterSeconds(res), failed);
     } else if (res.status === 429) {
       showResult('wait', 'Please wait', '');
       // Name the asset only when there is a choice: its limit is its own.
@@ -1426,7 +1563,6 @@ async function submit() {
       loadInfo();
     } else {
       showResult('error', failed, errorText(res, `The faucet could not send ${asset.name}`));
-      const reason = res.body && res.body.reason;
       // The asset was turned off or ran dry since the facts were read:
       // show that now (and drop a switched-off asset from the choice). A
       // v3 answer (BTC's default drip) has no reason, only its status.
@@ -1447,9 +1583,9 @@ async function submit() {
     busy = false;
     updateButton();
   }
-  focusResult();
+  if (toCode) focusCode();
+  else focusResult();
 }
-
 // --------------------------------------------------------- transaction state
 
 function stopPolling() {
