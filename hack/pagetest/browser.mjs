@@ -1814,8 +1814,11 @@ export function registerBrowserTests(opts) {
       assert.equal(r.status(), 429);
       assert.equal((await r.json()).reason, 'rate_limited');
       assert.match(await r.headerValue('ratelimit-policy') || '', /"ip";q=1;w=3600/, 'the per-IP limit refused it');
-      assert.match(await p.locator('#message').textContent(), new RegExp(`^Too many STX requests for this address\\. Try again in ${WAIT.source}\\.$`));
+      assert.match(await p.locator('#message').textContent(), new RegExp(`^Too many STX requests from your network\\. Try again in ${WAIT.source}\\.$`));
       assert.equal(await p.locator('#submit').isDisabled(), true);
+      // The network's limit holds back every address, not only this one.
+      await typeInto(randomTestnetAddress(), p);
+      assert.equal(await p.locator('#submit').isDisabled(), true, 'another address from the same network');
 
       // By keyboard: after the (disabled) button comes the disclosure; Enter opens it.
       await p.locator('#stacking').focus();

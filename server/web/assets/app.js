@@ -933,6 +933,21 @@ function budgetKey(asset) {
   return `budget|${asset.id}|${currentTier().name}`;
 }
 
+/**
+ * networkKey is the wait of an asset's per-IP limit: it holds back every
+ * address asked for from this network, but not a drip with an event code,
+ * which skips that limit.
+ */
+function networkKey(asset) {
+  return `ip|${asset.id}${codeGiven() ? '|code' : ''}`;
+}
+
+/** ipLimited reports whether a 429 came from the per-IP limit: its RateLimit field has no request left. */
+function ipLimited(res) {
+  const field = res.headers.get('RateLimit') || '';
+  return field.split(',').some((item) => /^\s*"ip";r=0(;|\s*$)/.test(item));
+}
+
 /** stackingChosen is whether a drip of asset would be a stacking drip. */
 function stackingChosen(asset) {
   return asset.stacking && ui.stacking.checked;
@@ -958,7 +973,7 @@ function updateButton() {
     return;
   }
   ui.submit.disabled = busy || validationPending || !v.ok || unavailable(a) || cooldownLeft(LOCKOUT_KEY) > 0 ||
-    cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0 || cooldownLeft(budgetKey(a)) > 0;
+    cooldownLeft(cooldownKey(a, v.address, stackingChosen(a))) > 0 || cooldownLeft(budgetKey(a)) > 0 || cooldownLeft(networkKey(a)) > 0;
 }
 
 /** showValidation reflects a validation result on the field. */
@@ -1496,7 +1511,8 @@ async function submit() {
   // The tier the drip is asked in: what a full drip of it is.
   const tier = currentTier();
   // Listed but not dripped now: the note by the button says why.
-  if (cooldownLeft(key) > 0 || cooldownLeft(budgetKey(asset)) > 0 || cooldownLeft(LOCKOUT_KEY) > 0 || unavailable(asset)) return;
+  if (cooldownLeft(key) > 0 || cooldownLeft(budgetKey(asset)) > 0 || cooldownLeft(networkKey(asset)) > 0 || cooldownLeft(LOCKOUT_KEY) > 0 ||
+    unavailable(asset)) return;
 
   busy = true;
   updateButton();
@@ -1551,8 +1567,14 @@ async function submit() {
       showResult('wait', 'Please wait', '');
       // Name the asset only when there is a choice: its limit is its own.
       const name = assets.length > 1 ? `${asset.name} ` : '';
-      startCountdown(key, retryAfterSeconds(res), `Too many ${name}requests for this address. Try again in `,
-        'You can ask for this address again now.');
+      if (ipLimited(res)) {
+        // The network's limit: every address asked for from here waits.
+        startCountdown(networkKey(asset), retryAfterSeconds(res), `Too many ${name}requests from your network. Try again in `,
+          'You can ask again now.');
+      } else {
+        startCountdown(key, retryAfterSeconds(res), `Too many ${name}requests for this address. Try again in `,
+          'You can ask for this address again now.');
+      }
     } else if (retryAfterGiven(res)) {
       // The budget is used up (v1's reason budget_exhausted; v3 says it
       // with a 503 and Retry-After): every address waits, this tier's.
