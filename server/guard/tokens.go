@@ -191,21 +191,20 @@ func tokenWindow(fields []string) (rest []string, from, until time.Time, err err
 		if !ok {
 			break
 		}
-		var t time.Time
-		switch {
-		case k != "from" && k != "until":
+		dst := &from
+		switch k {
+		case "from":
+		case "until":
+			dst = &until
+		default:
 			// Not quoted: a token misplaced here could hold '='.
 			return nil, from, until, fmt.Errorf("%w: an unknown key=value field, want from= or until=", errTokenLine)
-		case !(k == "from" && from.IsZero() || k == "until" && until.IsZero()):
+		}
+		if !dst.IsZero() {
 			return nil, from, until, fmt.Errorf("%w: %s= given twice", errTokenLine, k)
 		}
-		if t, err = time.Parse(time.RFC3339, v); err != nil {
+		if *dst, err = time.Parse(time.RFC3339, v); err != nil {
 			return nil, from, until, fmt.Errorf("%w: %s= wants an RFC 3339 time such as 2026-12-05T09:00:00Z", errTokenLine, k)
-		}
-		if k == "from" {
-			from = t
-		} else {
-			until = t
 		}
 		fields = fields[:len(fields)-1]
 	}

@@ -44,8 +44,7 @@ type chainRPC[C client] interface {
 // failure is what a failed call tells of the node, for the reason it is
 // out of rotation; each chain's adapter reads its client's errors into it.
 type failure struct {
-	status    int  // an HTTP status other than 2xx
-	throttled bool // a call held back while the node's 429 wait lasts
+	status    int  // an HTTP status other than 2xx (429 too for a call held back after one)
 	auth      bool // the node refuses the credentials
 	warmup    bool // the node is starting
 	timeout   bool
@@ -59,12 +58,13 @@ func failureOf(err error) failure {
 		he *rpcclient.HTTPError
 		te *rpcclient.TransportError
 		re *rpcclient.ResponseError
-		th *rpcclient.ThrottledError
 	)
-	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re),
-		throttled: errors.As(err, &th)}
-	if errors.As(err, &he) {
+	f := failure{timeout: errors.Is(err, context.DeadlineExceeded), transport: errors.As(err, &te), response: errors.As(err, &re)}
+	switch {
+	case errors.As(err, &he):
 		f.status = he.StatusCode
+	case rpcclient.IsThrottled(err): // held back: the 429 it waits out
+		f.status = http.StatusTooManyRequests
 	}
 	return f
 }
@@ -76,7 +76,7 @@ func (f failure) reason(protocol string) string {
 		return "is warming up"
 	case f.auth:
 		return fmt.Sprintf("refuses the credentials (HTTP %d)", f.status)
-	case f.throttled || f.status == http.StatusTooManyRequests:
+	case f.status == http.StatusTooManyRequests:
 		return "rate limits the faucet (HTTP 429)"
 	case f.status != 0:
 		return fmt.Sprintf("answers HTTP %d", f.status)
